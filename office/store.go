@@ -1,0 +1,191 @@
+package office
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the persistence the office needs. Implementations: store/postgres,
+// store/sqlite, supabase. All of them pass store/storetest.
+//
+// Conventions every implementation keeps:
+//   - Create* fills ID (a new UUID), CreatedAt and UpdatedAt when empty, and a
+//     default Status, and returns the row as stored.
+//   - Get* returns an *Error with ENOTFOUND when there is no row.
+//   - A transition that must happen once is a single conditional update
+//     (UPDATE ... WHERE id = $1 AND status = <expected>): it returns ok=false
+//     and no error when the row is not in the expected state, so that of any
+//     number of racing callers (goroutines or server processes) exactly one
+//     gets ok=true.
+//   - Unique violations are returned as ECONFLICT.
+type Store interface {
+	Ping(ctx context.Context) error
+	Close() error
+
+	// Offices and agents.
+	UpsertOffice(ctx context.Context, o Office) (Office, error) // by ID when set, else by Name
+	GetOffice(ctx context.Context, id string) (Office, error)
+	ListOffices(ctx context.Context) ([]Office, error)
+	UpsertAgent(ctx context.Context, a Agent) (Agent, error) // by (OfficeID, lower(Name))
+	GetAgent(ctx context.Context, id string) (Agent, error)
+	ListAgents(ctx context.Context, officeID string) ([]Agent, error)
+	SetAgentStatus(ctx context.Context, id, status string) error
+	DeleteAgent(ctx context.Context, id string) error
+
+	// Sessions: one row per agent, updated in place.
+	UpsertSession(ctx context.Context, s SessionRecord) (SessionRecord, error) // by AgentID
+	GetSessionByAgent(ctx context.Context, agentID string) (SessionRecord, error)
+	ListSessions(ctx context.Context, officeID string) ([]SessionRecord, error)
+
+	// Questions.
+	CreateQuestion(ctx context.Context, q Question) (Question, error)
+	GetQuestion(ctx context.Context, id string) (Question, error)
+	ListQuestions(ctx context.Context, f QuestionFilter) ([]Question, error)
+	// AnswerQuestion: pending → answered, setting response, answered_by and
+	// answered_at (now). ok=false when the question is not pending.
+	AnswerQuestion(ctx context.Context, id, response, answeredBy string) (q Question, ok bool, err error)
+	// MarkQuestionDelivered: answered → delivered, delivered_at = now.
+	MarkQuestionDelivered(ctx context.Context, id string) (ok bool, err error)
+	// ExpireQuestions: every pending question with expires_at <= now becomes
+	// expired; returns exactly those it changed.
+	ExpireQuestions(ctx context.Context, now time.Time) ([]Question, error)
+	// CancelQuestion: pending or answered → cancelled.
+	CancelQuestion(ctx context.Context, id string) (ok bool, err error)
+	// ListAnsweredUndelivered: status answered, oldest first, in the given
+	// offices (all offices when officeIDs is empty).
+	ListAnsweredUndelivered(ctx context.Context, officeIDs []string) ([]Question, error)
+
+	// User messages.
+	CreateUserMessage(ctx context.Context, m UserMessage) (UserMessage, error)
+	GetUserMessage(ctx context.Context, id string) (UserMessage, error)
+	// MarkUserMessageDelivered: pending → delivered.
+	MarkUserMessageDelivered(ctx context.Context, id string) (ok bool, err error)
+	// ListPendingUserMessages: status pending, oldest first.
+	ListPendingUserMessages(ctx context.Context, officeIDs []string) ([]UserMessage, error)
+
+	// Invocations.
+	CreateInvocation(ctx context.Context, inv Invocation) (Invocation, error)
+	GetInvocation(ctx context.Context, id string) (Invocation, error)
+	ListInvocations(ctx context.Context, f InvocationFilter) ([]Invocation, error)
+	// TransitionInvocation moves an invocation whose status is one of from to
+	// status to, applying patch; started_at is set on in_progress,
+	// completed_at on completed, failed, cancelled and rejected.
+	TransitionInvocation(ctx context.Context, id string, from []string, to string, patch InvocationPatch) (inv Invocation, ok bool, err error)
+	// FindOpenInvocation returns the oldest open (pending or in_progress)
+	// invocation from caller to callee, or ENOTFOUND.
+	FindOpenInvocation(ctx context.Context, officeID, callerAgentID, calleeAgentID string) (Invocation, error)
+
+	// Results.
+	CreateResult(ctx context.Context, r Result) (Result, error)
+	GetResult(ctx context.Context, id string) (Result, error)
+	ListResults(ctx context.Context, f ResultFilter) ([]Result, error)
+	// MarkResultDelivered: pending → delivered.
+	MarkResultDelivered(ctx context.Context, id string) (ok bool, err error)
+
+	// Dependency requests.
+	CreateDependency(ctx context.Context, d DependencyRequest) (DependencyRequest, error)
+	GetDependency(ctx context.Context, id string) (DependencyRequest, error)
+	ListDependencies(ctx context.Context, f DependencyFilter) ([]DependencyRequest, error)
+	// ProvideDependency: pending → provided, value stored as given, provided_at = now.
+	ProvideDependency(ctx context.Context, id string, value []byte) (d DependencyRequest, ok bool, err error)
+	// RejectDependency: pending → rejected with a reason.
+	RejectDependency(ctx context.Context, id, reason string) (d DependencyRequest, ok bool, err error)
+	// ExpireDependencies: pending with expires_at <= now → expired; returns those changed.
+	ExpireDependencies(ctx context.Context, now time.Time) ([]DependencyRequest, error)
+	// MarkDependencyDelivered sets delivered_at once for a provided, rejected
+	// or expired request (delivered_at IS NULL → now).
+	MarkDependencyDelivered(ctx context.Context, id string) (ok bool, err error)
+	// ListUndeliveredDependencies: provided, rejected or expired with
+	// delivered_at NULL, oldest first.
+	ListUndeliveredDependencies(ctx context.Context, officeIDs []string) ([]DependencyRequest, error)
+
+	// Events. AppendEvent returns inserted=false (and no error) when an event
+	// with the same non-empty DedupeKey exists in the office.
+	AppendEvent(ctx context.Context, e Event) (ev Event, inserted bool, err error)
+	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
+}
+
+// QuestionFilter selects questions; zero fields select everything.
+type QuestionFilter struct {
+	OfficeID string
+	AgentID  string
+	Status   []string
+	Limit    int
+}
+
+// InvocationFilter selects invocations; zero fields select everything.
+// AgentID matches caller or callee.
+type InvocationFilter struct {
+	OfficeID string
+	AgentID  string
+	Status   []string
+	Limit    int
+}
+
+// ResultFilter selects results; zero fields select everything.
+type ResultFilter struct {
+	OfficeID     string
+	ToAgentID    string
+	InvocationID string
+	Status       []string
+	Limit        int
+}
+
+// DependencyFilter selects dependency requests; zero fields select everything.
+type DependencyFilter struct {
+	OfficeID string
+	AgentID  string
+	Status   []string
+	Limit    int
+}
+
+// EventFilter selects events with ID > AfterID, oldest first.
+type EventFilter struct {
+	OfficeID string
+	AgentID  string
+	AfterID  int64
+	Limit    int // 0: 100
+}
+
+// Tables the change feed reports.
+const (
+	TableQuestions    = "user_questions"
+	TableMessages     = "user_messages"
+	TableDependencies = "dependency_requests"
+)
+
+// Change ops.
+const (
+	OpInsert  = "INSERT"
+	OpUpdate  = "UPDATE"
+	OpCatchUp = "CATCHUP" // synthesised by the catch-up query after a (re)connect
+)
+
+// Change says that a row the office acts on changed. It carries the row's
+// identity and new status only: the office reads the row and acts through
+// the store's conditional transitions, so a change seen twice (a
+// notification and a catch-up of the same row) is acted on once.
+type Change struct {
+	Table    string `json:"table"`
+	Op       string `json:"op"`
+	ID       string `json:"id"`
+	OfficeID string `json:"office_id"`
+	AgentID  string `json:"agent_id"`
+	Status   string `json:"status"`
+}
+
+// ChangeFeed tells the office about rows written by someone else: answers
+// (user_questions → answered), new user_messages, and dependency_requests
+// provided or rejected.
+type ChangeFeed interface {
+	// Watch calls fn for each change in the given offices (all when empty)
+	// until ctx ends, reconnecting with backoff when its connection drops.
+	// After every (re)connect, before any live change, it runs a catch-up
+	// query and calls fn with Op=CATCHUP for every row still awaiting the
+	// office: answered-undelivered questions, pending user messages, and
+	// provided/rejected dependencies not yet delivered. So nothing written
+	// while the feed was down is lost. fn must not block for long.
+	Watch(ctx context.Context, officeIDs []string, fn func(Change)) error
+	// Connected reports whether the feed is connected and caught up now.
+	Connected() bool
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# setup.sh installs and starts what the server and its tests need on a fresh
+# Debian machine: Node packages (xterm.js, Claude Code), Chromium, pgTAP and a
+# running PostgreSQL 15 with the test database. Safe to run again.
+#
+# Usage: scripts/setup.sh [--no-system]   (--no-system: only the Node packages)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
+
+# Node packages, pinned by package-lock.json.
+if [ ! -x node_modules/.bin/claude ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+# The console's third-party assets: copied, never committed, embedded by go:embed.
+mkdir -p server/web/static/vendor
+cp node_modules/@xterm/xterm/lib/xterm.js node_modules/@xterm/xterm/css/xterm.css \
+   node_modules/@xterm/addon-fit/lib/addon-fit.js server/web/static/vendor/
+
+[ "${1:-}" = "--no-system" ] && exit 0
+
+need=()
+command -v chromium >/dev/null || need+=(chromium)
+[ -d /usr/share/postgresql/15/extension ] && ! ls /usr/share/postgresql/15/extension/pgtap* >/dev/null 2>&1 && need+=(postgresql-15-pgtap)
+command -v pg_ctlcluster >/dev/null || need+=(postgresql-15)
+if [ ${#need[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# PostgreSQL 15: start the cluster and create the test role and database.
+if command -v pg_ctlcluster >/dev/null; then
+  if ! pg_lsclusters -h | awk '$1==15 && $2=="main" {print $4}' | grep -q online; then
+    $SUDO pg_ctlcluster 15 main start
+  fi
+  for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.5; done
+  psql_su() { $SUDO -u postgres psql -v ON_ERROR_STOP=1 -qAt "$@" 2>/dev/null || su postgres -c "psql -v ON_ERROR_STOP=1 -qAt $(printf '%q ' "$@")"; }
+  if [ "$(psql_su -c "select 1 from pg_roles where rolname='office'")" != 1 ]; then
+    psql_su -c "create role office login superuser password 'office'"
+  fi
+  if [ "$(psql_su -c "select 1 from pg_database where datname='office_test'")" != 1 ]; then
+    psql_su -c "create database office_test owner office"
+  fi
+fi
