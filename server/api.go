@@ -1,0 +1,570 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/office-server/office-server/office"
+)
+
+// routes registers every endpoint. The API is under /api, the console
+// WebSocket under /ws, the page at /.
+func (s *Server) routes() {
+	m := s.mux
+	api := func(pattern string, h http.HandlerFunc) { m.HandleFunc(pattern, s.requireToken(h)) }
+
+	api("GET /api/offices", s.listOffices)
+	api("POST /api/offices", s.saveOffice)
+	api("GET /api/offices/{office}", s.getOffice)
+
+	api("GET /api/offices/{office}/agents", s.listAgents)
+	api("POST /api/offices/{office}/agents", s.saveAgent)
+	api("PUT /api/offices/{office}/agents/{agent}", s.saveAgent)
+	api("GET /api/offices/{office}/agents/{agent}", s.getAgent)
+	api("DELETE /api/offices/{office}/agents/{agent}", s.deleteAgent)
+
+	api("GET /api/offices/{office}/sessions", s.listSessions)
+	api("POST /api/offices/{office}/agents/{agent}/start", s.sessionAction("start"))
+	api("POST /api/offices/{office}/agents/{agent}/stop", s.sessionAction("stop"))
+	api("POST /api/offices/{office}/agents/{agent}/restart", s.sessionAction("restart"))
+	api("POST /api/offices/{office}/agents/{agent}/input", s.sendInput)
+
+	api("GET /api/offices/{office}/questions", s.listQuestions)
+	api("POST /api/questions/{id}/answer", s.answerQuestion)
+	api("POST /api/offices/{office}/messages", s.createMessage)
+
+	api("GET /api/offices/{office}/invocations", s.listInvocations)
+	api("GET /api/offices/{office}/callgraph", s.callGraph)
+	api("GET /api/offices/{office}/results", s.listResults)
+
+	api("GET /api/offices/{office}/dependencies", s.listDependencies)
+	api("POST /api/dependencies/{id}/provide", s.provideDependency)
+	api("POST /api/dependencies/{id}/reject", s.rejectDependency)
+
+	api("GET /api/offices/{office}/events", s.listEvents)
+	api("GET /api/offices/{office}/events/stream", s.streamEvents)
+
+	m.HandleFunc("GET /ws/offices/{office}/agents/{agent}", s.console)
+
+	m.HandleFunc("GET /healthz", s.healthz)
+	m.HandleFunc("GET /readyz", s.readyz)
+	m.Handle("GET /metrics", s.metrics.handler())
+	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, office.Errorf(office.ENOTFOUND, "no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	s.webRoutes()
+}
+
+func (s *Server) listOffices(w http.ResponseWriter, r *http.Request) {
+	offices, err := s.cfg.Store.ListOffices(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, nonNil(offices))
+}
+
+func (s *Server) getOffice(w http.ResponseWriter, r *http.Request) {
+	o, err := s.office(r.Context(), r.PathValue("office"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+// office resolves an office by ID, or else by name.
+func (s *Server) office(ctx context.Context, ref string) (office.Office, error) {
+	o, err := s.cfg.Store.GetOffice(ctx, ref)
+	if err == nil || !office.IsNotFound(err) && office.ErrorCode(err) != office.EINVALID {
+		return o, err
+	}
+	all, lerr := s.cfg.Store.ListOffices(ctx)
+	if lerr != nil {
+		return office.Office{}, lerr
+	}
+	for _, o := range all {
+		if strings.EqualFold(o.Name, ref) {
+			return o, nil
+		}
+	}
+	return office.Office{}, office.Errorf(office.ENOTFOUND, "no office %q", ref)
+}
+
+// agent resolves an agent of the office by ID, or else by name.
+func (s *Server) agent(ctx context.Context, officeRef, ref string) (office.Office, office.Agent, error) {
+	o, err := s.office(ctx, officeRef)
+	if err != nil {
+		return o, office.Agent{}, err
+	}
+	agents, err := s.cfg.Store.ListAgents(ctx, o.ID)
+	if err != nil {
+		return o, office.Agent{}, err
+	}
+	for _, a := range agents {
+		if a.ID == ref {
+			return o, a, nil
+		}
+	}
+	for _, a := range agents {
+		if strings.EqualFold(a.Name, ref) {
+			return o, a, nil
+		}
+	}
+	return o, office.Agent{}, office.Errorf(office.ENOTFOUND, "no agent %q in office %q", ref, o.Name)
+}
+
+func (s *Server) saveOffice(w http.ResponseWriter, r *http.Request) {
+	var in office.Office
+	if err := decodeJSON(w, r, &in); err != nil {
+		writeError(w, err)
+		return
+	}
+	if strings.TrimSpace(in.Name) == "" {
+		writeError(w, office.Errorf(office.EINVALID, "name is required"))
+		return
+	}
+	o, err := s.cfg.Office.SaveOffice(r.Context(), in)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+// agentView is an agent with its live session status.
+type agentView struct {
+	office.Agent
+	Session string `json:"session_status"`
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
+	o, err := s.office(r.Context(), r.PathValue("office"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	agents, err := s.cfg.Store.ListAgents(r.Context(), o.ID)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make([]agentView, 0, len(agents))
+	for _, a := range agents {
+		out = append(out, s.agentView(o.ID, a))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) agentView(officeID string, a office.Agent) agentView {
+	v := agentView{Agent: a, Session: office.SessionStopped}
+	if t, ok := s.cfg.Terminals.Terminal(officeID, a.ID); ok {
+		v.Session = t.Status()
+	}
+	return v
+}
+
+func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
+	o, a, err := s.agent(r.Context(), r.PathValue("office"), r.PathValue("agent"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.agentView(o.ID, a))
+}
+
+func (s *Server) saveAgent(w http.ResponseWriter, r *http.Request) {
+	o, err := s.office(r.Context(), r.PathValue("office"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var in office.Agent
+	if err := decodeJSON(w, r, &in); err != nil {
+		writeError(w, err)
+		return
+	}
+	if ref := r.PathValue("agent"); ref != "" {
+		_, cur, err := s.agent(r.Context(), o.ID, ref)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		in.ID = cur.ID
+		if in.Name == "" {
+			in.Name = cur.Name
+		}
+	}
+	if strings.TrimSpace(in.Name) == "" {
+		writeError(w, office.Errorf(office.EINVALID, "name is required"))
+		return
+	}
+	if in.OfficeID != "" && in.OfficeID != o.ID {
+		writeError(w, office.Errorf(office.EINVALID, "office_id %q does not match the office in the path", in.OfficeID))
+		return
+	}
+	in.OfficeID = o.ID
+	a, err := s.cfg.Office.SaveAgent(r.Context(), in)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) {
+	o, a, err := s.agent(r.Context(), r.PathValue("office"), r.PathValue("agent"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := s.cfg.Office.DeleteAgent(r.Context(), o.ID, a.ID); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// sessionView is a session row with the live status of its terminal.
+type sessionView struct {
+	office.SessionRecord
+	AgentName string `json:"agent_name"`
+	Live      bool   `json:"live"`
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	o, err := s.office(r.Context(), r.PathValue("office"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	recs, err := s.cfg.Store.ListSessions(r.Context(), o.ID)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	agents, err := s.cfg.Store.ListAgents(r.Context(), o.ID)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	names := map[string]string{}
+	for _, a := range agents {
+		names[a.ID] = a.Name
+	}
+	out := make([]sessionView, 0, len(recs))
+	for _, rec := range recs {
+		v := sessionView{SessionRecord: rec, AgentName: names[rec.AgentID]}
+		if t, ok := s.cfg.Terminals.Terminal(o.ID, rec.AgentID); ok {
+			v.Live, v.Status = true, t.Status()
+		}
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) sessionAction(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		o, a, err := s.agent(r.Context(), r.PathValue("office"), r.PathValue("agent"))
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		switch action {
+		case "start":
+			err = s.cfg.Office.StartAgent(r.Context(), o.ID, a.ID)
+		case "stop":
+			err = s.cfg.Office.StopAgent(r.Context(), o.ID, a.ID)
+		case "restart":
+			err = s.cfg.Office.RestartAgent(r.Context(), o.ID, a.ID)
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, map[string]string{"agent_id": a.ID, "action": action})
+	}
+}
+
+func (s *Server) sendInput(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Text string `json:"text"`
+	}
+	if err := decodeJSON(w, r, &in); err != nil {
+		writeError(w, err)
+		return
+	}
+	if strings.TrimSpace(in.Text) == "" {
+		writeError(w, office.Errorf(office.EINVALID, "text is required"))
+		return
+	}
+	o, a, err := s.agent(r.Context(), r.PathValue("office"), r.PathValue("agent"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := s.cfg.Office.SendInput(r.Context(), o.ID, a.ID, in.Text); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"agent_id": a.ID})
+}
+
+// statusFilter reads ?status=a,b.
+func statusFilter(r *http.Request) []string {
+	v := r.URL.Query().Get("status")
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+func limitParam(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > 10000 {
+		return 0, office.Errorf(office.EINVALID, "limit %q: want an integer from 0 to 10000", v)
+	}
+	return n, nil
+}
+
+// agentFilter resolves the optional ?agent= (ID or name) of an office.
+func (s *Server) agentFilter(r *http.Request, officeID string) (string, error) {
+	ref := r.URL.Query().Get("agent")
+	if ref == "" {
+		return "", nil
+	}
+	_, a, err := s.agent(r.Context(), officeID, ref)
+	return a.ID, err
+}
+
+// listQuery resolves the office, ?agent, ?status and ?limit shared by lists.
+func (s *Server) listQuery(r *http.Request) (o office.Office, agentID string, status []string, limit int, err error) {
+	if o, err = s.office(r.Context(), r.PathValue("office")); err != nil {
+		return
+	}
+	if agentID, err = s.agentFilter(r, o.ID); err != nil {
+		return
+	}
+	limit, err = limitParam(r)
+	return o, agentID, statusFilter(r), limit, err
+}
+
+func (s *Server) listQuestions(w http.ResponseWriter, r *http.Request) {
+	o, agentID, status, limit, err := s.listQuery(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	qs, err := s.cfg.Store.ListQuestions(r.Context(), office.QuestionFilter{OfficeID: o.ID, AgentID: agentID, Status: status, Limit: limit})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, nonNil(qs))
+}
+
+func (s *Server) answerQuestion(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Response   string `json:"response"`
+		AnsweredBy string `json:"answered_by"`
+	}
+	if err := decodeJSON(w, r, &in); err != nil {
+		writeError(w, err)
+		return
+	}
+	if strings.TrimSpace(in.Response) == "" {
+		writeError(w, office.Errorf(office.EINVALID, "response is required"))
+		return
+	}
+	q, err := s.cfg.Office.AnswerQuestion(r.Context(), r.PathValue("id"), in.Response, in.AnsweredBy)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, q)
+}
+
+func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Agent   string `json:"agent"` // ID or name
+		Content string `json:"content"`
+		UserID  string `json:"user_id"`
+	}
+	if err := decodeJSON(w, r, &in); err != nil {
+		writeError(w, err)
+		return
+	}
+	if in.Agent == "" || strings.TrimSpace(in.Content) == "" {
+		writeError(w, office.Errorf(office.EINVALID, "agent and content are required"))
+		return
+	}
+	o, a, err := s.agent(r.Context(), r.PathValue("office"), in.Agent)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	m, err := s.cfg.Office.SendUserMessage(r.Context(), office.UserMessage{OfficeID: o.ID, AgentID: a.ID, UserID: in.UserID, Content: in.Content})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, m)
+}
+
+func (s *Server) listInvocations(w http.ResponseWriter, r *http.Request) {
+	o, agentID, status, limit, err := s.listQuery(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	invs, err := s.cfg.Store.ListInvocations(r.Context(), office.InvocationFilter{OfficeID: o.ID, AgentID: agentID, Status: status, Limit: limit})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, nonNil(invs))
+}
+
+func (s *Server) callGraph(w http.ResponseWriter, r *http.Request) {
+	o, err := s.office(r.Context(), r.PathValue("office"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	g, err := s.cfg.Office.CallGraph(r.Context(), o.ID)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, g)
+}
+
+func (s *Server) listResults(w http.ResponseWriter, r *http.Request) {
+	o, agentID, status, limit, err := s.listQuery(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	rs, err := s.cfg.Store.ListResults(r.Context(), office.ResultFilter{OfficeID: o.ID, ToAgentID: agentID, InvocationID: r.URL.Query().Get("invocation"), Status: status, Limit: limit})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, nonNil(rs))
+}
+
+func (s *Server) listDependencies(w http.ResponseWriter, r *http.Request) {
+	o, agentID, status, limit, err := s.listQuery(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ds, err := s.cfg.Store.ListDependencies(r.Context(), office.DependencyFilter{OfficeID: o.ID, AgentID: agentID, Status: status, Limit: limit})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, nonNil(ds))
+}
+
+func (s *Server) provideDependency(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Value string `json:"value"`
+	}
+	if err := decodeJSON(w, r, &in); err != nil {
+		writeError(w, err)
+		return
+	}
+	d, err := s.cfg.Office.ProvideDependency(r.Context(), r.PathValue("id"), in.Value)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) rejectDependency(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Reason string `json:"reason"`
+	}
+	if err := decodeJSON(w, r, &in); err != nil {
+		writeError(w, err)
+		return
+	}
+	d, err := s.cfg.Office.RejectDependency(r.Context(), r.PathValue("id"), in.Reason)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
+	o, agentID, _, limit, err := s.listQuery(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	after, err := afterID(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	evs, err := s.cfg.Store.ListEvents(r.Context(), office.EventFilter{OfficeID: o.ID, AgentID: agentID, AfterID: after, Limit: limit})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, nonNil(evs))
+}
+
+// afterID reads ?after_id=, or the SSE Last-Event-ID header.
+func afterID(r *http.Request) (int64, error) {
+	v := r.URL.Query().Get("after_id")
+	if v == "" {
+		v = r.Header.Get("Last-Event-ID")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, office.Errorf(office.EINVALID, "after_id %q: want a non-negative integer", v)
+	}
+	return n, nil
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 200 when the store answers a ping and the change feed (if
+// any) is connected and caught up.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3e9)
+	defer cancel()
+	body := map[string]string{"store": "ok", "feed": "ok"}
+	status := http.StatusOK
+	if err := s.cfg.Store.Ping(ctx); err != nil {
+		body["store"], status = "unreachable", http.StatusServiceUnavailable
+		s.log.Warn("readyz: store ping", "err", err)
+	}
+	if s.cfg.Feed != nil && !s.cfg.Feed.Connected() {
+		body["feed"], status = "disconnected", http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, body)
+}
+
+// nonNil turns a nil slice into an empty one so lists encode as [].
+func nonNil[T any](v []T) []T {
+	if v == nil {
+		return []T{}
+	}
+	return v
+}

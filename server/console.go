@@ -1,0 +1,413 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/office-server/office-server/office"
+)
+
+// Console frames. Every WebSocket message is binary; its first byte is the
+// type, the rest the payload.
+//
+//	type  dir   payload
+//	0x01  s→c   OUTPUT   terminal bytes (scrollback replay first, then live), ≤ 64 KiB per frame
+//	0x02  c→s   INPUT    keystrokes; only the controlling viewer's reach the PTY
+//	0x03  c→s   RESIZE   JSON {"cols":N,"rows":N}; controller only
+//	0x04  c→s   PAUSE    stop sending OUTPUT (flow control: the client's terminal is behind)
+//	0x05  c→s   RESUME   send OUTPUT again
+//	0x06  c→s   TAKE     ask for control (granted when nobody else holds it)
+//	0x07  c→s   RELEASE  give control back
+//	0x08  s→c   STATUS   JSON {"control":"none|you|other","viewers":N,"session":"ready","note":"..."}
+//
+// While paused the server stops reading the viewer's queue; if the agent
+// keeps writing, the queue fills and the viewer is dropped (the agent is
+// never slowed down), and the client reconnects for a fresh replay.
+const (
+	FrameOutput  byte = 0x01
+	FrameInput   byte = 0x02
+	FrameResize  byte = 0x03
+	FramePause   byte = 0x04
+	FrameResume  byte = 0x05
+	FrameTake    byte = 0x06
+	FrameRelease byte = 0x07
+	FrameStatus  byte = 0x08
+)
+
+// maxOutputFrame is the largest OUTPUT frame (type byte included).
+const maxOutputFrame = 64 << 10
+
+// ConsoleStatus is the payload of a STATUS frame.
+type ConsoleStatus struct {
+	Control string `json:"control"` // none, you, other
+	Viewers int    `json:"viewers"`
+	Session string `json:"session"`
+	Note    string `json:"note,omitempty"`
+}
+
+// consoleConn is one viewer's WebSocket. The handler goroutine reads; one
+// writer goroutine (writeLoop) does every write, each with a deadline.
+type consoleConn struct {
+	s      *Server
+	key    string
+	ws     *websocket.Conn
+	term   Terminal
+	viewer Viewer
+
+	notify chan struct{} // a STATUS frame is due
+	pongs  chan string   // pongs to send (ping payloads)
+	flow   chan bool     // true: pause, false: resume
+	quit   chan struct{} // closed by shutdown
+	done   chan struct{} // closed when writeLoop returned
+	once   sync.Once
+	mu     sync.Mutex
+	note   string // the next STATUS frame's note
+	reason string // the close reason
+	code   int
+}
+
+var upgrader = websocket.Upgrader{
+	ReadBufferSize:  16 << 10,
+	WriteBufferSize: 64 << 10,
+	// Origin is checked by the handler against the exact allow-list before
+	// Upgrade is called; this hook only has to let the request through.
+	CheckOrigin: func(*http.Request) bool { return true },
+}
+
+// console upgrades to the console WebSocket of one agent's terminal.
+// Checks, in order: the token (401), the Origin against the allow-list (403;
+// a request without Origin is only accepted with a Bearer header, as
+// browsers always send one), the agent and its running terminal (404).
+func (s *Server) console(w http.ResponseWriter, r *http.Request) {
+	ok, viaCookie := s.authorized(r)
+	if !ok {
+		writeError(w, office.Errorf(office.EUNAUTHORIZED, "missing or wrong admin token"))
+		return
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" && viaCookie || origin != "" && !s.originAllowed(origin) {
+		s.log.Warn("console: origin refused", "origin", origin, "path", r.URL.Path)
+		writeError(w, office.Errorf(office.EFORBIDDEN, "origin %q is not allowed", origin))
+		return
+	}
+	o, a, err := s.agent(r.Context(), r.PathValue("office"), r.PathValue("agent"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	term, ok := s.cfg.Terminals.Terminal(o.ID, a.ID)
+	if !ok {
+		writeError(w, office.Errorf(office.ENOTFOUND, "agent %q has no running session", a.Name))
+		return
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		writeError(w, office.Errorf(office.EUNAVAILABLE, "server shutting down"))
+		return
+	}
+	ws, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader wrote the error response
+	}
+	c := &consoleConn{
+		s: s, key: o.ID + "/" + a.ID, ws: ws, term: term,
+		notify: make(chan struct{}, 1), pongs: make(chan string, 4), flow: make(chan bool, 8),
+		quit: make(chan struct{}), done: make(chan struct{}),
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ws.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	s.metrics.viewers.Inc()
+	c.viewer = term.Attach(s.cfg.ViewerQueue)
+	s.notifySession(c.key)
+	go c.writeLoop()
+	c.readLoop()
+	c.shutdown("")
+	<-c.done
+	c.viewer.Close()
+	ws.Close()
+	s.mu.Lock()
+	delete(s.conns, c)
+	released := s.controls[c.key] == c
+	if released {
+		delete(s.controls, c.key)
+	}
+	s.mu.Unlock()
+	s.metrics.viewers.Dec()
+	s.notifySession(c.key)
+}
+
+// shutdown ends the connection; the writer sends a close frame with reason.
+func (c *consoleConn) shutdown(reason string) {
+	c.closeWith(websocket.CloseNormalClosure, reason)
+}
+
+func (c *consoleConn) closeWith(code int, reason string) {
+	c.once.Do(func() {
+		c.mu.Lock()
+		c.code, c.reason = code, reason
+		c.mu.Unlock()
+		close(c.quit)
+	})
+}
+
+// status computes this viewer's STATUS payload.
+func (c *consoleConn) status() ConsoleStatus {
+	s := c.s
+	s.mu.Lock()
+	st := ConsoleStatus{Control: "none", Session: c.term.Status()}
+	if holder, ok := s.controls[c.key]; ok {
+		st.Control = "other"
+		if holder == c {
+			st.Control = "you"
+		}
+	}
+	for o := range s.conns {
+		if o.key == c.key {
+			st.Viewers++
+		}
+	}
+	s.mu.Unlock()
+	c.mu.Lock()
+	st.Note, c.note = c.note, ""
+	c.mu.Unlock()
+	return st
+}
+
+// notifySession asks every viewer of the session for a fresh STATUS frame.
+func (s *Server) notifySession(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.key == key {
+			c.poke()
+		}
+	}
+}
+
+func (c *consoleConn) poke() {
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (c *consoleConn) tell(note string) {
+	c.mu.Lock()
+	c.note = note
+	c.mu.Unlock()
+	c.poke()
+}
+
+// readLoop reads client frames until the connection fails or closes. Frames
+// over MaxFrame make the library close the connection (1009).
+func (c *consoleConn) readLoop() {
+	ws, s := c.ws, c.s
+	ws.SetReadLimit(s.cfg.MaxFrame)
+	deadline := func() { _ = ws.SetReadDeadline(time.Now().Add(2*s.cfg.PingInterval + s.cfg.WriteTimeout)) }
+	deadline()
+	ws.SetPongHandler(func(string) error { deadline(); return nil })
+	// Pongs are written by the writer goroutine, not here.
+	ws.SetPingHandler(func(data string) error {
+		deadline()
+		select {
+		case c.pongs <- data:
+		default:
+		}
+		return nil
+	})
+	for {
+		mt, p, err := ws.ReadMessage()
+		if err != nil {
+			if errors.Is(err, websocket.ErrReadLimit) {
+				s.log.Warn("console: frame over limit, closing", "session", c.key, "limit", s.cfg.MaxFrame)
+			}
+			return
+		}
+		deadline()
+		select {
+		case <-c.quit:
+			return
+		default:
+		}
+		if mt != websocket.BinaryMessage || len(p) == 0 {
+			c.closeWith(websocket.CloseUnsupportedData, "binary frames with a type byte only")
+			return
+		}
+		c.handle(p[0], p[1:])
+	}
+}
+
+func (c *consoleConn) handle(typ byte, p []byte) {
+	s := c.s
+	switch typ {
+	case FrameInput:
+		if !c.controls() {
+			c.tell("read-only: take control to type")
+			return
+		}
+		if err := c.term.Input(p); err != nil {
+			c.tell("input failed: " + err.Error())
+		}
+	case FrameResize:
+		var sz struct{ Cols, Rows int }
+		if err := json.Unmarshal(p, &sz); err != nil || sz.Cols < 2 || sz.Rows < 2 || sz.Cols > 1000 || sz.Rows > 1000 {
+			c.tell("bad resize: want {\"cols\":N,\"rows\":N}, 2..1000")
+			return
+		}
+		if c.controls() {
+			_ = c.term.Resize(sz.Cols, sz.Rows)
+		}
+	case FramePause, FrameResume:
+		select {
+		case c.flow <- typ == FramePause:
+		default: // eight flow changes pending: the client is misbehaving
+			c.closeWith(websocket.ClosePolicyViolation, "flow control flood")
+		}
+	case FrameTake:
+		s.mu.Lock()
+		holder, held := s.controls[c.key]
+		if !held || holder == c {
+			s.controls[c.key] = c
+		}
+		s.mu.Unlock()
+		if held && holder != c {
+			c.tell("another viewer has control")
+		}
+		s.notifySession(c.key)
+	case FrameRelease:
+		s.mu.Lock()
+		if s.controls[c.key] == c {
+			delete(s.controls, c.key)
+		}
+		s.mu.Unlock()
+		s.notifySession(c.key)
+	default:
+		c.tell("unknown frame type")
+	}
+}
+
+func (c *consoleConn) controls() bool {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return c.s.controls[c.key] == c
+}
+
+// writeLoop is the connection's only writer. It batches output into frames
+// of up to 64 KiB, sends STATUS frames, pongs and pings, and stops reading
+// output while the client has paused.
+func (c *consoleConn) writeLoop() {
+	defer close(c.done)
+	s, ws := c.s, c.ws
+	ping := time.NewTicker(s.cfg.PingInterval)
+	defer ping.Stop()
+	buf := make([]byte, 0, maxOutputFrame)
+	write := func(typ int, p []byte) error {
+		_ = ws.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		return ws.WriteMessage(typ, p)
+	}
+	fail := func(err error) {
+		// The client is gone or stuck past the deadline: stop reading too.
+		_ = ws.SetReadDeadline(time.Now())
+		c.closeWith(websocket.CloseGoingAway, "")
+		_ = err
+	}
+	paused := false
+	out := c.viewer.C()
+	for {
+		var in <-chan []byte
+		if !paused {
+			in = out
+		}
+		select {
+		case <-c.quit:
+			c.mu.Lock()
+			code, reason := c.code, c.reason
+			c.mu.Unlock()
+			_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+			_ = ws.SetReadDeadline(time.Now())
+			return
+		case p := <-c.flow:
+			paused = p
+		case <-c.notify:
+			b, _ := json.Marshal(c.status())
+			if err := write(websocket.BinaryMessage, append([]byte{FrameStatus}, b...)); err != nil {
+				fail(err)
+				return
+			}
+		case data := <-c.pongs:
+			_ = ws.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+			if err := ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(s.cfg.WriteTimeout)); err != nil {
+				fail(err)
+				return
+			}
+		case <-ping.C:
+			if err := ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.cfg.WriteTimeout)); err != nil {
+				fail(err)
+				return
+			}
+		case chunk, ok := <-in:
+			if !ok {
+				reason := "session ended"
+				if c.viewer.Dropped() {
+					reason = "viewer fell behind; reconnect for a fresh replay"
+					s.metrics.viewersDropped.Inc()
+				}
+				c.closeWith(websocket.CloseNormalClosure, reason)
+				continue
+			}
+			// Batch: this chunk and whatever else is queued, in frames of
+			// at most 64 KiB.
+			for more := true; more; {
+				for len(chunk) > 0 {
+					if len(buf) == 0 {
+						buf = append(buf, FrameOutput)
+					}
+					n := min(len(chunk), maxOutputFrame-len(buf))
+					buf = append(buf, chunk[:n]...)
+					chunk = chunk[n:]
+					if len(buf) == maxOutputFrame {
+						if err := write(websocket.BinaryMessage, buf); err != nil {
+							fail(err)
+							return
+						}
+						buf = buf[:0]
+					}
+				}
+				select {
+				case chunk, more = <-out:
+					if !more {
+						out = nil // seen again (closed) on the next turn via c.viewer
+					}
+				default:
+					more = false
+				}
+			}
+			if len(buf) > 0 {
+				if err := write(websocket.BinaryMessage, buf); err != nil {
+					fail(err)
+					return
+				}
+				buf = buf[:0]
+			}
+			if out == nil {
+				out = closedChan
+			}
+		}
+	}
+}
+
+// closedChan is a closed channel: reading it reports the viewer's end.
+var closedChan = func() chan []byte { c := make(chan []byte); close(c); return c }()

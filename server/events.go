@@ -1,0 +1,239 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/office-server/office-server/office"
+)
+
+// eventHub tails office_events in the store and fans new events out to the
+// live streams (SSE) and the metrics. It polls the store, so it sees every
+// event whoever wrote it (this process, another server, the office core),
+// and a slow subscriber only loses its own stream: it is dropped, never
+// waited for.
+type eventHub struct {
+	store   office.Store
+	metrics *Metrics
+	log     *slog.Logger
+	poll    time.Duration
+	wake    chan struct{}
+
+	mu   sync.Mutex
+	subs map[*eventSub]struct{}
+	last int64
+}
+
+type eventSub struct {
+	officeID string
+	c        chan office.Event
+	dropped  bool
+}
+
+// subQueue is how many events a live stream may lag before it is dropped.
+const subQueue = 256
+
+func newEventHub(store office.Store, m *Metrics, log *slog.Logger, poll time.Duration) *eventHub {
+	return &eventHub{store: store, metrics: m, log: log, poll: poll, wake: make(chan struct{}, 1), subs: map[*eventSub]struct{}{}}
+}
+
+// Poke makes the tail poll now instead of at the next tick.
+func (h *eventHub) Poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run polls until ctx ends. It starts at the end of the log: history is for
+// the list endpoint, not for the metrics.
+func (h *eventHub) run(ctx context.Context) error {
+	for {
+		evs, err := h.store.ListEvents(ctx, office.EventFilter{AfterID: h.lastID(), Limit: 1000})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			h.log.Warn("event tail: skip to end", "err", err)
+			break
+		}
+		if len(evs) == 0 {
+			break
+		}
+		h.setLast(evs[len(evs)-1].ID)
+	}
+	t := time.NewTicker(h.poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-h.wake:
+		}
+		for {
+			evs, err := h.store.ListEvents(ctx, office.EventFilter{AfterID: h.lastID(), Limit: 500})
+			if err != nil {
+				if ctx.Err() == nil {
+					h.log.Warn("event tail", "err", err)
+				}
+				break
+			}
+			for _, ev := range evs {
+				h.metrics.observeEvent(ctx, h.store, ev)
+				h.publish(ev)
+			}
+			if len(evs) < 500 {
+				break
+			}
+		}
+	}
+}
+
+func (h *eventHub) lastID() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last
+}
+
+func (h *eventHub) setLast(id int64) {
+	h.mu.Lock()
+	if id > h.last {
+		h.last = id
+	}
+	h.mu.Unlock()
+}
+
+func (h *eventHub) publish(ev office.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ev.ID > h.last {
+		h.last = ev.ID
+	}
+	for s := range h.subs {
+		if s.officeID != "" && s.officeID != ev.OfficeID {
+			continue
+		}
+		select {
+		case s.c <- ev:
+		default:
+			s.dropped = true
+			close(s.c)
+			delete(h.subs, s)
+		}
+	}
+}
+
+func (h *eventHub) subscribe(officeID string) *eventSub {
+	s := &eventSub{officeID: officeID, c: make(chan office.Event, subQueue)}
+	h.mu.Lock()
+	h.subs[s] = struct{}{}
+	h.mu.Unlock()
+	return s
+}
+
+func (h *eventHub) unsubscribe(s *eventSub) {
+	h.mu.Lock()
+	if _, ok := h.subs[s]; ok {
+		delete(h.subs, s)
+		close(s.c)
+	}
+	h.mu.Unlock()
+}
+
+// closeSubscribers ends every live stream (shutdown).
+func (h *eventHub) closeSubscribers() {
+	h.mu.Lock()
+	for s := range h.subs {
+		delete(h.subs, s)
+		close(s.c)
+	}
+	h.mu.Unlock()
+}
+
+// streamEvents is the live event stream as Server-Sent Events: first every
+// event after ?after_id (or Last-Event-ID) from the store, then live ones.
+// Each SSE id is the event id, so a reconnecting EventSource resumes where
+// it stopped. A client that lags too far is disconnected and resumes.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
+	o, err := s.office(r.Context(), r.PathValue("office"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	after, err := afterID(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	rc := http.NewResponseController(w)
+	sub := s.events.subscribe(o.ID)
+	defer s.events.unsubscribe(sub)
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+
+	send := func(ev office.Event) error {
+		b, _ := json.Marshal(ev)
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		if _, err := fmt.Fprintf(w, "id: %d\nevent: event\ndata: %s\n\n", ev.ID, b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	// Catch up from the store, page by page, then switch to the live
+	// subscription (taken before, so nothing falls in between; duplicates
+	// are skipped by id).
+	for {
+		evs, err := s.cfg.Store.ListEvents(r.Context(), office.EventFilter{OfficeID: o.ID, AfterID: after, Limit: 500})
+		if err != nil {
+			return
+		}
+		for _, ev := range evs {
+			if err := send(ev); err != nil {
+				return
+			}
+			after = ev.ID
+		}
+		if len(evs) < 500 {
+			break
+		}
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	fmt.Fprint(w, ": live\n\n")
+	_ = rc.Flush()
+	keep := time.NewTicker(15 * time.Second)
+	defer keep.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case ev, ok := <-sub.c:
+			if !ok {
+				return
+			}
+			if ev.ID <= after {
+				continue
+			}
+			if err := send(ev); err != nil {
+				return
+			}
+			after = ev.ID
+		case <-keep.C:
+			_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}

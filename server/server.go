@@ -1,0 +1,306 @@
+// Package server is the office's HTTP edge: the admin JSON API, the
+// WebSocket console that attaches people to agents' terminals, the console
+// web page, and /healthz, /readyz and /metrics.
+//
+// The server reads rows straight from the office.Store and acts through two
+// small interfaces declared here, Office (the routing core's actions) and
+// Terminals (running agents' PTYs), so it can be tested with fakes and wired
+// to the real office and session packages in cmd/office-server.
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/office-server/office-server/office"
+)
+
+// Office is what the server needs from the routing core. Every method
+// returns an error carrying an office error code (office.ErrorCode), which
+// the API maps onto an HTTP status.
+type Office interface {
+	// AnswerQuestion records a person's answer to a pending question; the
+	// office delivers it to the agent's terminal.
+	AnswerQuestion(ctx context.Context, questionID, response, answeredBy string) (office.Question, error)
+	// SendUserMessage stores a message for an agent and delivers it.
+	SendUserMessage(ctx context.Context, m office.UserMessage) (office.UserMessage, error)
+	// ProvideDependency answers a pending dependency request with a value
+	// (encrypted at rest by the office for secret types).
+	ProvideDependency(ctx context.Context, id, value string) (office.DependencyRequest, error)
+	// RejectDependency refuses a pending dependency request.
+	RejectDependency(ctx context.Context, id, reason string) (office.DependencyRequest, error)
+	StartAgent(ctx context.Context, officeID, agentID string) error
+	StopAgent(ctx context.Context, officeID, agentID string) error
+	RestartAgent(ctx context.Context, officeID, agentID string) error
+	// SendInput types untrusted text (sanitised) into a running agent's
+	// terminal, as a prompt.
+	SendInput(ctx context.Context, officeID, agentID, text string) error
+	// CallGraph returns the office's invocation graph, JSON-encodable.
+	CallGraph(ctx context.Context, officeID string) (any, error)
+	// SaveOffice creates or updates an office.
+	SaveOffice(ctx context.Context, o office.Office) (office.Office, error)
+	// SaveAgent creates or updates an agent (by office and name).
+	SaveAgent(ctx context.Context, a office.Agent) (office.Agent, error)
+	// DeleteAgent stops the agent's session and deletes it.
+	DeleteAgent(ctx context.Context, officeID, agentID string) error
+}
+
+// Terminals finds the terminal of a running agent for the console.
+type Terminals interface {
+	// Terminal returns the agent's running terminal, or false when it has
+	// no session.
+	Terminal(officeID, agentID string) (Terminal, bool)
+}
+
+// Terminal is one agent's pseudo-terminal as the console sees it.
+type Terminal interface {
+	// Attach returns a viewer that receives the scrollback, then live
+	// output, through a queue of the given number of chunks; the viewer is
+	// dropped (its channel closed) when it falls behind.
+	Attach(queue int) Viewer
+	// Input writes raw keystrokes (from the controlling viewer only).
+	Input(p []byte) error
+	// Resize changes the terminal's size.
+	Resize(cols, rows int) error
+	// Status is the session's status (starting, ready, busy, ...).
+	Status() string
+}
+
+// Viewer receives a terminal's output.
+type Viewer interface {
+	C() <-chan []byte
+	Dropped() bool
+	Close()
+}
+
+// Feed is the part of the change feed /readyz looks at.
+type Feed interface{ Connected() bool }
+
+// Config configures a Server.
+type Config struct {
+	Store     office.Store // rows are read from here
+	Office    Office
+	Terminals Terminals
+	Feed      Feed // optional: nil means no external change feed (embedded store)
+
+	// Token is the admin token; every API and console request must carry it.
+	Token string
+	// Origins is the exact allow-list of Origin values for WebSocket
+	// upgrades and cookie-authenticated writes, e.g. "http://127.0.0.1:8080".
+	Origins []string
+
+	Logger *slog.Logger
+	// ViewerQueue is the per-viewer queue in chunks (default 256).
+	ViewerQueue int
+	// MaxFrame is the largest frame a console client may send (default 64 KiB).
+	MaxFrame int64
+	// WriteTimeout bounds every WebSocket write (default 10s).
+	WriteTimeout time.Duration
+	// PingInterval is how often the console pings (default 20s); a client
+	// that does not answer within two intervals is disconnected.
+	PingInterval time.Duration
+	// EventPoll is how often the event tail polls the store (default 250ms).
+	EventPoll time.Duration
+}
+
+// Server serves the API, the console and the operational endpoints. Build it
+// with New, run its background work with Run, and end it with Close.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	mux     *http.ServeMux
+	metrics *Metrics
+	events  *eventHub
+
+	mu       sync.Mutex
+	origins  map[string]bool
+	conns    map[*consoleConn]struct{}
+	controls map[string]*consoleConn // session key → controlling viewer
+	closed   bool
+}
+
+// New returns a Server for cfg. It fails when the token is empty or the
+// store is missing.
+func New(cfg Config) (*Server, error) {
+	if cfg.Token == "" {
+		return nil, errors.New("server: empty admin token")
+	}
+	if cfg.Store == nil || cfg.Office == nil || cfg.Terminals == nil {
+		return nil, errors.New("server: store, office and terminals are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ViewerQueue <= 0 {
+		cfg.ViewerQueue = 256
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = 64 << 10
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Second
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 20 * time.Second
+	}
+	if cfg.EventPoll <= 0 {
+		cfg.EventPoll = 250 * time.Millisecond
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		mux:      http.NewServeMux(),
+		conns:    map[*consoleConn]struct{}{},
+		controls: map[string]*consoleConn{},
+		origins:  map[string]bool{},
+	}
+	s.SetOrigins(cfg.Origins)
+	s.metrics = newMetrics(s)
+	s.events = newEventHub(cfg.Store, s.metrics, s.log, cfg.EventPoll)
+	s.routes()
+	return s, nil
+}
+
+// SetOrigins replaces the Origin allow-list; cmd uses it once the listen
+// address (and so the server's own origin) is known.
+func (s *Server) SetOrigins(origins []string) {
+	m := map[string]bool{}
+	for _, o := range origins {
+		if o = strings.TrimRight(strings.TrimSpace(o), "/"); o != "" {
+			m[strings.ToLower(o)] = true
+		}
+	}
+	s.mu.Lock()
+	s.origins = m
+	s.mu.Unlock()
+}
+
+// OwnOrigins returns the origins a browser uses to reach a server listening
+// on addr: http://host:port, plus the localhost/127.0.0.1/[::1] aliases for
+// a loopback address.
+func OwnOrigins(addr net.Addr) []string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return nil
+	}
+	hosts := []string{host}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || host == "localhost" {
+		hosts = []string{"127.0.0.1", "localhost", "[::1]"}
+	} else if ip != nil && ip.IsUnspecified() {
+		hosts = []string{"127.0.0.1", "localhost"}
+	}
+	var out []string
+	for _, h := range hosts {
+		if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
+			h = "[" + h + "]"
+		}
+		out = append(out, "http://"+h+":"+port, "https://"+h+":"+port)
+	}
+	return out
+}
+
+func (s *Server) originAllowed(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.origins[strings.ToLower(strings.TrimRight(origin, "/"))]
+}
+
+// Metrics returns the server's metrics, for the office's hooks.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// Handler returns the HTTP handler: every route, with access logging.
+func (s *Server) Handler() http.Handler { return s.accessLog(s.mux) }
+
+// Run tails the event log for the live stream and the metrics until ctx
+// ends.
+func (s *Server) Run(ctx context.Context) error {
+	return s.events.run(ctx)
+}
+
+// Close disconnects every console viewer (hijacked connections are not
+// closed by http.Server.Shutdown) and refuses new ones.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	conns := make([]*consoleConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.shutdown("server shutting down")
+	}
+	for _, c := range conns {
+		<-c.done
+	}
+	s.events.closeSubscribers()
+}
+
+// statusRecorder remembers the status code for the access log.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(p)
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController and the WebSocket upgrader reach the
+// connection (Hijack).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// accessLog logs each request by path only: the query string may carry the
+// token (?token= on the console page), so it is never logged.
+func (s *Server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
+			return
+		}
+		s.log.Info("http", "method", r.Method, "path", r.URL.Path, "status", rec.status,
+			"dur_ms", time.Since(start).Milliseconds(), "remote", r.RemoteAddr)
+	})
+}
+
+// Hijack lets the WebSocket upgrader take the connection.
+func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := r.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("hijack not supported")
+	}
+	if r.status == 0 {
+		r.status = http.StatusSwitchingProtocols
+	}
+	return h.Hijack()
+}
