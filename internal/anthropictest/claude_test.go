@@ -34,10 +34,24 @@ type term struct {
 
 func startClaude(t *testing.T, srv *anthropictest.Server, home, dir string, args ...string) *term {
 	t.Helper()
+	return startClaudeEnv(t, srv, home, dir, false, args...)
+}
+
+func startClaudeEnv(t *testing.T, srv *anthropictest.Server, home, dir string, traffic bool, args ...string) *term {
+	t.Helper()
 	bin := testenv.ClaudeBin(t)
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "TERM=xterm-256color", "LANG=C.UTF-8"}, srv.Env(home)...)
+	if traffic {
+		var env []string
+		for _, e := range cmd.Env {
+			if !strings.HasPrefix(e, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=") {
+				env = append(env, e)
+			}
+		}
+		cmd.Env = env
+	}
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 120, Rows: 40})
 	if err != nil {
 		t.Fatalf("start claude: %v", err)
@@ -227,14 +241,18 @@ func TestClaudeCode(t *testing.T) {
 	defer cancel()
 	started := time.Now()
 	tm := startClaude(t, srv, home, dir, "--session-id", id)
-	// The prompt box is drawn when Claude Code is ready for input, and it
-	// turns on bracketed paste just before.
+	// Bracketed paste is turned on in the first write, before Claude Code
+	// takes input; the prompt box (❯) is drawn when it does.
 	if err := tm.waitOutput(ctx, "\x1b[?2004h"); err != nil {
 		t.Fatalf("wait for bracketed paste on: %v\n%q", err, tm.output())
 	}
 	t.Logf("bracketed paste on after %v", time.Since(started))
-	time.Sleep(500 * time.Millisecond)
-	tm.write("\x1b[200~첫 질문입니다\x1b[201~")
+	if err := tm.waitOutput(ctx, "\u276f"); err != nil {
+		t.Fatalf("wait for the prompt box: %v\n%q", err, tm.output())
+	}
+	t.Logf("prompt box after %v", time.Since(started))
+	time.Sleep(200 * time.Millisecond)
+	tm.write("\x1b[200~첫 질문입니다\n둘째 줄\x1b[201~")
 	time.Sleep(300 * time.Millisecond)
 	tm.write("\r")
 
@@ -243,7 +261,7 @@ func TestClaudeCode(t *testing.T) {
 		t.Fatalf("%v\nunknown: %v\noutput: %q", err, srv.Unknown(), tm.output())
 	}
 	t.Logf("first main request after %v: model %s, %d tools, stream %v", time.Since(started), r1.Model, len(r1.Tools), r1.Stream)
-	if got, want := r1.LastUserText(), "첫 질문입니다"; got != want {
+	if got, want := r1.LastUserText(), "첫 질문입니다\n둘째 줄"; got != want {
 		t.Errorf("first request's user text = %q, want %q", got, want)
 	}
 	path := anthropictest.TranscriptPath(home, dir, id)
@@ -278,10 +296,10 @@ func TestClaudeCode(t *testing.T) {
 	<-tm.done
 	srv.Enqueue(anthropictest.Response{Text: "세 번째"})
 	tm2 := startClaude(t, srv, home, dir, "--resume", id)
-	if err := tm2.waitOutput(ctx, "\x1b[?2004h"); err != nil {
+	if err := tm2.waitOutput(ctx, "\u276f"); err != nil {
 		t.Fatalf("resume: %v\n%q", err, tm2.output())
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
 	tm2.write("계속")
 	time.Sleep(300 * time.Millisecond)
 	tm2.write("\r")
