@@ -119,7 +119,7 @@ begin
   end if;
   if new.status <> 'answered' then
     raise exception 'a member may only set status to answered'
-      using errcode = 'check_violation';
+      using errcode = 'insufficient_privilege';
   end if;
   if new.response is null then
     raise exception 'an answer needs a response'

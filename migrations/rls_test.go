@@ -1,0 +1,365 @@
+package migrations_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/migrations"
+	"github.com/office-server/office-server/migrations/supabasetest"
+)
+
+// rlsFixture is a Supabase-like database with two offices, A and B, each
+// with one member, one agent and pending questions, plus a user who belongs
+// to no office.
+type rlsFixture struct {
+	conn                 *pgx.Conn // the owner (bypasses RLS): sets up and checks
+	userA, userB, nobody string
+	officeA, officeB     string
+	agentA, agentB       string
+	qA, qA2, qB          string
+	depA                 string
+}
+
+func newRLSFixture(t *testing.T) *rlsFixture {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := testenv.NewDatabase(t)
+	if err := supabasetest.Apply(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.ApplyURL(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	f := &rlsFixture{
+		conn:  conn,
+		userA: uuid.NewString(), userB: uuid.NewString(), nobody: uuid.NewString(),
+		officeA: uuid.NewString(), officeB: uuid.NewString(),
+		agentA: uuid.NewString(), agentB: uuid.NewString(),
+		qA: uuid.NewString(), qA2: uuid.NewString(), qB: uuid.NewString(),
+		depA: uuid.NewString(),
+	}
+	f.exec(t, `insert into auth.users (id, email) values ($1, 'a@example.com'), ($2, 'b@example.com'), ($3, 'n@example.com')`, f.userA, f.userB, f.nobody)
+	f.exec(t, `insert into offices (id, name) values ($1, 'A'), ($2, 'B')`, f.officeA, f.officeB)
+	f.exec(t, `insert into office_members (office_id, user_id) values ($1, $2), ($3, $4)`, f.officeA, f.userA, f.officeB, f.userB)
+	f.exec(t, `insert into office_agents (id, office_id, name) values ($1, $2, 'PO'), ($3, $4, 'PO')`, f.agentA, f.officeA, f.agentB, f.officeB)
+	f.exec(t, `insert into user_questions (id, office_id, agent_id, question, expires_at)
+		values ($1, $2, $3, 'Which login?', now() + interval '1 hour'),
+		       ($4, $2, $3, 'Which database?', now() + interval '1 hour'),
+		       ($5, $6, $7, 'B question', now() + interval '1 hour')`,
+		f.qA, f.officeA, f.agentA, f.qA2, f.qB, f.officeB, f.agentB)
+	f.exec(t, `insert into dependency_requests (id, office_id, agent_id, type, name, status, value, provided_at, expires_at)
+		values ($1, $2, $3, 'api_key', 'OPENAI_API_KEY', 'provided', '\x736563726574', now(), now() + interval '1 hour')`,
+		f.depA, f.officeA, f.agentA)
+	return f
+}
+
+func (f *rlsFixture) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	if _, err := f.conn.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// as runs fn in a transaction as role (anon or authenticated) with the JWT
+// claims PostgREST would set for user (none when user is ""), and commits
+// when fn succeeds.
+func (f *rlsFixture) as(t *testing.T, role, user string, fn func(tx pgx.Tx) error) error {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := f.conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	claims := fmt.Sprintf(`{"role":%q}`, role)
+	if user != "" {
+		claims = fmt.Sprintf(`{"sub":%q,"role":%q,"aud":"authenticated"}`, user, role)
+	}
+	if _, err := tx.Exec(ctx, `select set_config('request.jwt.claims', $1, true)`, claims); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "set local role "+role); err != nil {
+		t.Fatal(err)
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func ids(t *testing.T, tx pgx.Tx, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := tx.Query(context.Background(), sql, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return got
+}
+
+func update(tx pgx.Tx, sql string, args ...any) (int64, error) {
+	tag, err := tx.Exec(context.Background(), sql, args...)
+	return tag.RowsAffected(), err
+}
+
+// sqlState returns the SQLSTATE of err, "" when it is not a Postgres error.
+func sqlState(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+func (f *rlsFixture) question(t *testing.T, id string) (status, response, answeredBy string, answered bool, question, agent, office string) {
+	t.Helper()
+	var at *time.Time
+	err := f.conn.QueryRow(context.Background(), `select status, coalesce(response, ''), coalesce(answered_by, ''), answered_at,
+		question, agent_id::text, office_id::text from user_questions where id = $1`, id).
+		Scan(&status, &response, &answeredBy, &at, &question, &agent, &office)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status, response, answeredBy, at != nil, question, agent, office
+}
+
+func TestRLSMemberReadsOwnOfficeOnly(t *testing.T) {
+	f := newRLSFixture(t)
+	err := f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
+		for _, q := range []struct{ sql, want string }{
+			{"select id::text from offices", f.officeA},
+			{"select office_id::text from office_members", f.officeA},
+			{"select id::text from office_agents", f.agentA},
+		} {
+			got := ids(t, tx, q.sql)
+			if len(got) != 1 || got[0] != q.want {
+				t.Errorf("%s as member of A: got %v, want [%s]", q.sql, got, q.want)
+			}
+		}
+		got := ids(t, tx, "select id::text from user_questions order by question")
+		if len(got) != 2 || got[0] != f.qA2 || got[1] != f.qA {
+			t.Errorf("questions as member of A: got %v, want [%s %s]", got, f.qA2, f.qA)
+		}
+		if got := ids(t, tx, "select id::text from user_questions where id = $1", f.qB); len(got) != 0 {
+			t.Errorf("member of A read B's question: %v", got)
+		}
+		// Dependency requests: readable, but never the provided value.
+		if got := ids(t, tx, "select name from dependency_requests"); len(got) != 1 || got[0] != "OPENAI_API_KEY" {
+			t.Errorf("dependency names as member of A: %v", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
+		_, err := tx.Exec(context.Background(), "select value from dependency_requests")
+		return err
+	})
+	if sqlState(err) != "42501" {
+		t.Errorf("member read dependency_requests.value: err %v, want permission denied (42501)", err)
+	}
+}
+
+func TestRLSNonMemberReadsNothing(t *testing.T) {
+	f := newRLSFixture(t)
+	err := f.as(t, "authenticated", f.nobody, func(tx pgx.Tx) error {
+		for _, table := range []string{"offices", "office_members", "office_agents", "agent_sessions", "user_questions",
+			"user_messages", "agent_invocations", "agent_results", "office_events"} {
+			if got := ids(t, tx, "select 'row' from "+table); len(got) != 0 {
+				t.Errorf("non-member read %d rows of %s", len(got), table)
+			}
+		}
+		if got := ids(t, tx, "select id::text from dependency_requests"); len(got) != 0 {
+			t.Errorf("non-member read %d dependency requests", len(got))
+		}
+		n, err := update(tx, "update user_questions set response = 'x', status = 'answered' where id = $1", f.qA)
+		if err != nil || n != 0 {
+			t.Errorf("non-member answered A's question: %d rows, %v", n, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRLSAnonReadsNothing(t *testing.T) {
+	f := newRLSFixture(t)
+	for _, table := range []string{"offices", "office_members", "office_agents", "agent_sessions", "user_questions",
+		"user_messages", "agent_invocations", "agent_results", "dependency_requests", "office_events"} {
+		err := f.as(t, "anon", "", func(tx pgx.Tx) error {
+			_, err := tx.Exec(context.Background(), "select * from "+table)
+			return err
+		})
+		if sqlState(err) != "42501" {
+			t.Errorf("anon select from %s: err %v, want permission denied (42501)", table, err)
+		}
+	}
+	// Even with a member's claims, the anon role gets nothing.
+	err := f.as(t, "anon", f.userA, func(tx pgx.Tx) error {
+		_, err := tx.Exec(context.Background(), "update user_questions set response = 'x', status = 'answered' where id = $1", f.qA)
+		return err
+	})
+	if sqlState(err) != "42501" {
+		t.Errorf("anon answer: err %v, want permission denied", err)
+	}
+}
+
+func TestRLSMemberAnswers(t *testing.T) {
+	f := newRLSFixture(t)
+	err := f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
+		n, err := update(tx, "update user_questions set response = 'email', status = 'answered' where id = $1", f.qA)
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			t.Errorf("answer updated %d rows, want 1", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("member answering a pending question of their office: %v", err)
+	}
+	status, response, by, answered, _, _, _ := f.question(t, f.qA)
+	if status != "answered" || response != "email" || by != f.userA || !answered {
+		t.Fatalf("after answer: status %q response %q answered_by %q answered_at set %v; want answered, email, %s, true",
+			status, response, by, answered, f.userA)
+	}
+
+	// Answering twice: the row is no longer pending, so it is not theirs to update.
+	err = f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
+		n, err := update(tx, "update user_questions set response = 'sso', status = 'answered' where id = $1", f.qA)
+		if n != 0 {
+			t.Errorf("second answer updated %d rows", n)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("second answer: %v", err)
+	}
+	if _, response, _, _, _, _, _ := f.question(t, f.qA); response != "email" {
+		t.Fatalf("second answer changed response to %q", response)
+	}
+}
+
+func TestRLSMemberCannot(t *testing.T) {
+	f := newRLSFixture(t)
+	tests := []struct {
+		name  string
+		sql   string
+		args  func() []any
+		state string // "" : no error but no row changed
+	}{
+		{"change question text", "update user_questions set question = 'rm -rf?' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
+		{"change question text while answering", "update user_questions set question = 'x', response = 'y', status = 'answered' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
+		{"move question to another agent", "update user_questions set agent_id = $2 where id = $1", func() []any { return []any{f.qA2, f.agentB} }, "42501"},
+		{"move question to another office", "update user_questions set office_id = $2 where id = $1", func() []any { return []any{f.qA2, f.officeB} }, "42501"},
+		{"set answered_by", "update user_questions set response = 'y', status = 'answered', answered_by = 'someone' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
+		{"set answered_at", "update user_questions set response = 'y', status = 'answered', answered_at = now() - interval '1 day' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
+		{"cancel a question", "update user_questions set status = 'cancelled' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
+		{"mark delivered", "update user_questions set status = 'delivered' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
+		{"answer without response", "update user_questions set status = 'answered' where id = $1", func() []any { return []any{f.qA2} }, "23502"},
+		{"answer another office's question", "update user_questions set response = 'y', status = 'answered' where id = $1", func() []any { return []any{f.qB} }, ""},
+		{"delete a question", "delete from user_questions where id = $1", func() []any { return []any{f.qA2} }, "42501"},
+		{"insert a question", "insert into user_questions (office_id, agent_id, question, expires_at) values ($1, $2, 'q', now())", func() []any { return []any{f.officeA, f.agentA} }, "42501"},
+		{"rename an agent", "update office_agents set name = 'x' where id = $1", func() []any { return []any{f.agentA} }, "42501"},
+		{"join another office", "insert into office_members (office_id, user_id) values ($1, $2)", func() []any { return []any{f.officeB, f.userA} }, "42501"},
+		{"message another office's agent", "insert into user_messages (office_id, agent_id, content) values ($1, $2, 'hi')", func() []any { return []any{f.officeB, f.agentB} }, "42501"},
+		{"message another office's agent under own office", "insert into user_messages (office_id, agent_id, content) values ($1, $2, 'hi')", func() []any { return []any{f.officeA, f.agentB} }, "42501"},
+		{"message as someone else", "insert into user_messages (office_id, agent_id, content, user_id) values ($1, $2, 'hi', 'x')", func() []any { return []any{f.officeA, f.agentA} }, "42501"},
+		{"message already delivered", "insert into user_messages (office_id, agent_id, content, status) values ($1, $2, 'hi', 'delivered')", func() []any { return []any{f.officeA, f.agentA} }, "42501"},
+		{"provide a dependency", "update dependency_requests set value = 'x' where id = $1", func() []any { return []any{f.depA} }, "42501"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var n int64
+			err := f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
+				var err error
+				n, err = update(tx, tt.sql, tt.args()...)
+				return err
+			})
+			if got := sqlState(err); got != tt.state || (err != nil && tt.state == "") {
+				t.Fatalf("err %v (SQLSTATE %q), want SQLSTATE %q", err, got, tt.state)
+			}
+			if n != 0 {
+				t.Fatalf("%d rows changed", n)
+			}
+		})
+	}
+	// Nothing above changed the questions.
+	for _, id := range []string{f.qA2, f.qB} {
+		status, _, by, answered, question, agent, office := f.question(t, id)
+		if status != "pending" || by != "" || answered {
+			t.Errorf("question %s: status %q answered_by %q answered %v after the refused updates", id, status, by, answered)
+		}
+		if id == f.qA2 && (question != "Which database?" || agent != f.agentA || office != f.officeA) {
+			t.Errorf("question %s changed: %q %s %s", id, question, agent, office)
+		}
+	}
+}
+
+func TestRLSMemberWritesMessage(t *testing.T) {
+	f := newRLSFixture(t)
+	var id string
+	err := f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
+		// RETURNING reads the row back: members may read their office's messages.
+		return tx.QueryRow(context.Background(),
+			"insert into user_messages (office_id, agent_id, content) values ($1, $2, 'please also add SSO') returning id::text",
+			f.officeA, f.agentA).Scan(&id)
+	})
+	if err != nil {
+		t.Fatalf("member writing a message to an agent of their office: %v", err)
+	}
+	var user, status string
+	if err := f.conn.QueryRow(context.Background(), "select user_id, status from user_messages where id = $1", id).Scan(&user, &status); err != nil {
+		t.Fatal(err)
+	}
+	if user != f.userA || status != "pending" {
+		t.Fatalf("message user_id %q status %q, want %s pending", user, status, f.userA)
+	}
+	// The member of B does not see it.
+	err = f.as(t, "authenticated", f.userB, func(tx pgx.Tx) error {
+		if got := ids(t, tx, "select id::text from user_messages"); len(got) != 0 {
+			t.Errorf("member of B reads A's messages: %v", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRLSServiceRoleBypasses(t *testing.T) {
+	f := newRLSFixture(t)
+	err := f.as(t, "service_role", "", func(tx pgx.Tx) error {
+		if got := ids(t, tx, "select id::text from user_questions"); len(got) != 3 {
+			t.Errorf("service_role reads %d questions, want 3", len(got))
+		}
+		n, err := update(tx, "update user_questions set response = 'console', status = 'answered', answered_at = now(), answered_by = '' where id = $1", f.qB)
+		if err == nil && n != 1 {
+			t.Errorf("service_role answer changed %d rows", n)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("service_role: %v", err)
+	}
+}
