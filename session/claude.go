@@ -1,0 +1,410 @@
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// claudeState is what a claude session keeps across restarts of its
+// process: the conversation id, the transcript follower and the state
+// directory where its hooks signal.
+type claudeState struct {
+	id        string
+	home      string
+	configDir string
+	dir       string
+	stateDir  string // settings.json and the signals file
+	signals   string
+	sigOff    int64
+	sigPart   []byte
+	tr        *transcript
+	resolved  time.Time
+}
+
+// Hook signals written to the signals file, one per line.
+const (
+	sigStop   = "stop"   // Stop hook: the main agent finished its turn
+	sigPrompt = "prompt" // UserPromptSubmit hook: a prompt was submitted (by us or a person)
+	sigNotify = "notify" // Notification hook, followed by its JSON input
+)
+
+func newClaudeState(spec Spec, old *claudeState) (*claudeState, error) {
+	c := &claudeState{id: spec.ConversationID}
+	if c.id == "" {
+		c.id = uuid.NewString()
+	} else if _, err := uuid.Parse(c.id); err != nil {
+		return nil, fmt.Errorf("conversation id %q: not a UUID", c.id)
+	}
+	c.home = spec.Home
+	if c.home == "" {
+		c.home = os.Getenv("HOME")
+	}
+	c.configDir = filepath.Join(c.home, ".claude")
+	for _, kv := range spec.Env {
+		if v, ok := strings.CutPrefix(kv, "CLAUDE_CONFIG_DIR="); ok {
+			c.configDir = v
+		}
+	}
+	c.dir = spec.Dir
+	if c.dir == "" {
+		d, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("working directory: %w", err)
+		}
+		c.dir = d
+	}
+	d, err := os.MkdirTemp("", "office-session-")
+	if err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	c.stateDir = d
+	c.signals = filepath.Join(d, "signals")
+	after := spec.TranscriptAfter
+	if old != nil && old.tr != nil && after == "" && old.id == c.id {
+		after = old.tr.lastID
+	}
+	c.tr = newTranscript(TranscriptPath(c.configDir, c.dir, c.id), after)
+	c.resolved = time.Now()
+	return c, nil
+}
+
+func (c *claudeState) cleanup() {
+	if c.stateDir != "" {
+		_ = os.RemoveAll(c.stateDir)
+	}
+}
+
+// prepare writes what a launch needs ($HOME/.claude.json, the hook
+// settings, an empty signals file) and returns the arguments and the
+// environment.
+func (c *claudeState) prepare(spec Spec) ([]string, []string, error) {
+	if spec.Home != "" {
+		if err := PrepareClaudeHome(spec.Home, c.dir, apiKey(spec.Env), spec.PermissionMode == "bypassPermissions"); err != nil {
+			return nil, nil, err
+		}
+	}
+	settings, err := c.writeSettings()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(c.signals, nil, 0o600); err != nil {
+		return nil, nil, fmt.Errorf("signals file: %w", err)
+	}
+	c.sigOff, c.sigPart = 0, nil
+
+	// Resume only what exists: --resume of an unknown id fails, and
+	// --session-id of a used one is refused.
+	c.tr.path = TranscriptPath(c.configDir, c.dir, c.id)
+	var args []string
+	if _, err := os.Stat(c.tr.path); err == nil {
+		args = append(args, "--resume", c.id)
+	} else {
+		args = append(args, "--session-id", c.id)
+	}
+	args = append(args, "--settings", settings)
+	if spec.AppendSystemPrompt != "" {
+		args = append(args, "--append-system-prompt", spec.AppendSystemPrompt)
+	}
+	if spec.PermissionMode != "" {
+		args = append(args, "--permission-mode", spec.PermissionMode)
+	}
+	if spec.Model != "" {
+		args = append(args, "--model", spec.Model)
+	}
+	args = append(args, spec.Args...)
+	env := buildEnv(spec, true)
+	env = setEnv(env, "HOME", c.home)
+	return args, env, nil
+}
+
+// writeSettings writes the --settings file: hooks that append a line to
+// the signals file, so the session learns turn end and prompts exactly.
+func (c *claudeState) writeSettings() (string, error) {
+	q := shellQuote(c.signals)
+	hook := func(cmd string) []any {
+		return []any{map[string]any{"hooks": []any{map[string]any{"type": "command", "command": cmd}}}}
+	}
+	cfg := map[string]any{
+		"hooks": map[string]any{
+			"Stop":             hook("printf '" + sigStop + "\\n' >> " + q),
+			"UserPromptSubmit": hook("printf '" + sigPrompt + "\\n' >> " + q),
+			"Notification":     hook("{ printf '" + sigNotify + " '; tr -d '\\n\\r'; printf '\\n'; } >> " + q),
+		},
+	}
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(c.stateDir, "settings.json")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		return "", fmt.Errorf("settings file: %w", err)
+	}
+	return p, nil
+}
+
+// pollSignals returns the complete lines appended to the signals file.
+func (c *claudeState) pollSignals() []string {
+	f, err := os.Open(c.signals)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if _, err := f.Seek(c.sigOff, io.SeekStart); err != nil {
+		return nil
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	if err != nil || len(data) == 0 {
+		return nil
+	}
+	c.sigOff += int64(len(data))
+	data = append(c.sigPart, data...)
+	c.sigPart = nil
+	var out []string
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			if len(data) > 0 {
+				c.sigPart = append([]byte(nil), data...)
+			}
+			return out
+		}
+		out = append(out, string(data[:i]))
+		data = data[i+1:]
+	}
+}
+
+// claudeStep follows hooks and the transcript of a claude session.
+func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
+	c := s.claude
+	sigs := c.pollSignals()
+	texts, err := c.tr.poll(s.key)
+	if err != nil {
+		s.log.Warn("transcript", "err", err)
+	}
+	if len(texts) == 0 && errors.Is(statErr(c.tr.path), os.ErrNotExist) && now.Sub(c.resolved) > 2*time.Second {
+		// The file may live under another project name (a long or
+		// symlinked working directory): search for it now and then.
+		c.resolved = now
+		c.tr.path = TranscriptPath(c.configDir, c.dir, c.id)
+	}
+
+	s.mu.Lock()
+	next := st
+	for _, t := range texts {
+		if t.TurnEnd {
+			s.turnEnded = true
+		}
+	}
+	for _, sig := range sigs {
+		name, arg, _ := strings.Cut(sig, " ")
+		switch name {
+		case sigStop:
+			if next == StatusBusy || next == StatusStarting {
+				next = StatusReady
+			}
+			s.turnEnded = true
+		case sigPrompt:
+			next = StatusBusy
+			s.turnEnded = false
+			s.inputAt = now
+		case sigNotify:
+			var n struct {
+				Message string `json:"message"`
+				Type    string `json:"notification_type"`
+			}
+			_ = json.Unmarshal([]byte(arg), &n)
+			s.info.Notice = n.Message
+			if n.Type == "idle_prompt" || strings.Contains(n.Message, "waiting for your input") {
+				next = StatusReady
+			}
+		}
+	}
+	quiet := now.Sub(s.lastOutput) >= s.spec.Quiescence && !s.lastOutput.IsZero()
+	if s.p != nil && quiet && s.modes.paste {
+		// Start-up: the prompt box is up once bracketed paste is on and
+		// the screen is still. A turn whose end_turn is in the transcript
+		// but whose Stop hook did not arrive ends the same way.
+		if next == StatusStarting || (next == StatusBusy && s.turnEnded) {
+			next = StatusReady
+		}
+	}
+	report := func() {}
+	if next != st {
+		report, _ = s.setStatusLocked(next)
+	}
+	s.mu.Unlock()
+	return texts, report
+}
+
+func statErr(p string) error {
+	_, err := os.Stat(p)
+	return err
+}
+
+// PrepareClaudeHome writes home/.claude.json so that Claude Code shows none
+// of its first-run dialogs (DESIGN §5): onboarding done, the API key
+// approved by its last 20 characters (when key is not empty), workdir
+// trusted. Existing settings in the file are kept.
+func PrepareClaudeHome(home, workdir, key string, bypassAccepted bool) error {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return fmt.Errorf("prepare home: %w", err)
+	}
+	p := filepath.Join(home, ".claude.json")
+	cfg := map[string]any{}
+	if b, err := os.ReadFile(p); err == nil {
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			return fmt.Errorf("prepare home: %s: %w", p, err)
+		}
+	}
+	cfg["hasCompletedOnboarding"] = true
+	if _, ok := cfg["numStartups"]; !ok {
+		cfg["numStartups"] = 1
+	}
+	if bypassAccepted {
+		cfg["bypassPermissionsModeAccepted"] = true
+	}
+	if key != "" {
+		tail := key
+		if len(tail) > 20 {
+			tail = tail[len(tail)-20:]
+		}
+		resp, _ := cfg["customApiKeyResponses"].(map[string]any)
+		if resp == nil {
+			resp = map[string]any{}
+		}
+		approved, _ := resp["approved"].([]any)
+		found := false
+		for _, a := range approved {
+			if a == tail {
+				found = true
+			}
+		}
+		if !found {
+			approved = append(approved, tail)
+		}
+		resp["approved"] = approved
+		if _, ok := resp["rejected"]; !ok {
+			resp["rejected"] = []any{}
+		}
+		cfg["customApiKeyResponses"] = resp
+	}
+	projects, _ := cfg["projects"].(map[string]any)
+	if projects == nil {
+		projects = map[string]any{}
+	}
+	dirs := []string{workdir}
+	if r, err := filepath.EvalSymlinks(workdir); err == nil && r != workdir {
+		dirs = append(dirs, r)
+	}
+	for _, d := range dirs {
+		pr, _ := projects[d].(map[string]any)
+		if pr == nil {
+			pr = map[string]any{"allowedTools": []any{}}
+		}
+		pr["hasTrustDialogAccepted"] = true
+		pr["hasCompletedProjectOnboarding"] = true
+		projects[d] = pr
+	}
+	cfg["projects"] = projects
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return fmt.Errorf("prepare home: %w", err)
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("prepare home: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("prepare home: %w", err)
+	}
+	return nil
+}
+
+func apiKey(env []string) string {
+	key := os.Getenv("ANTHROPIC_API_KEY")
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "ANTHROPIC_API_KEY="); ok {
+			key = v
+		}
+	}
+	return key
+}
+
+// Environment variables passed through from the server's environment to
+// every agent, and to claude agents only (by prefix).
+var (
+	passEnv       = []string{"PATH", "LANG", "LC_ALL", "LC_CTYPE", "USER", "LOGNAME", "SHELL", "TZ", "TMPDIR", "HOME"}
+	passEnvClaude = []string{"ANTHROPIC_", "CLAUDE_", "DISABLE_", "HTTP_PROXY=", "HTTPS_PROXY=", "NO_PROXY=", "http_proxy=", "https_proxy=", "no_proxy=", "NODE_EXTRA_CA_CERTS=", "SSL_CERT_FILE="}
+)
+
+// buildEnv returns a minimal environment for an agent: a few variables of
+// the server's own, TERM, for claude the variables it needs, then spec.Env
+// (which wins).
+func buildEnv(spec Spec, claude bool) []string {
+	var env []string
+	for _, k := range passEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	if claude {
+		for _, kv := range os.Environ() {
+			for _, p := range passEnvClaude {
+				if strings.HasPrefix(kv, p) {
+					env = append(env, kv)
+					break
+				}
+			}
+		}
+		if _, ok := lookup(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"); !ok {
+			env = append(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
+		}
+		if _, ok := lookup(env, "DISABLE_AUTOUPDATER"); !ok {
+			env = append(env, "DISABLE_AUTOUPDATER=1")
+		}
+	}
+	if _, ok := lookup(env, "LANG"); !ok {
+		env = append(env, "LANG=C.UTF-8")
+	}
+	env = setEnv(env, "TERM", "xterm-256color")
+	if spec.Home != "" {
+		env = setEnv(env, "HOME", spec.Home)
+	}
+	for _, kv := range spec.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok {
+			env = setEnv(env, k, v)
+		}
+	}
+	return env
+}
+
+func lookup(env []string, k string) (string, bool) {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, k+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func setEnv(env []string, k, v string) []string {
+	out := env[:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, k+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, k+"="+v)
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -1,0 +1,1011 @@
+// Package session runs one long-lived agent process per office agent in a
+// pseudo-terminal, and turns what the agent writes into text lines for the
+// protocol parser: from Claude Code's JSONL transcript (exact, with an
+// identity per entry), or, for any other CLI agent, from a terminal screen
+// model. It types untrusted input safely, tells when an agent is ready for
+// input, restarts crashed agents with backoff, and fans the raw output out to
+// viewers through bounded queues with a scrollback ring.
+//
+// Data flows: PTY bytes → scrollback + viewers (+ screen → lines, command
+// agents); transcript file → lines (Claude Code); both → Options.OnText.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"regexp"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// Key identifies a session: one per office agent.
+type Key struct{ OfficeID, AgentID string }
+
+func (k Key) String() string { return k.OfficeID + "/" + k.AgentID }
+
+// Status is a session's state.
+type Status string
+
+// Session statuses. starting → ready ↔ busy → stopped, exited or crashed;
+// crashed → starting again after a backoff, or failed after too many crashes
+// in the restart window.
+const (
+	StatusStarting Status = "starting"
+	StatusReady    Status = "ready"
+	StatusBusy     Status = "busy"
+	StatusStopped  Status = "stopped" // stopped on request
+	StatusExited   Status = "exited"  // the agent exited by itself with status 0; not restarted
+	StatusCrashed  Status = "crashed" // non-zero exit or killed by a signal; restarted after a backoff
+	StatusFailed   Status = "failed"  // crashed too often; not restarted until Restart
+)
+
+// Kinds of launch spec.
+const (
+	KindClaude  = "claude"
+	KindCommand = "command"
+)
+
+// Spec says what to run in a session.
+type Spec struct {
+	Kind    string   // "claude" (default) | "command"
+	Command string   // executable; for claude, the claude binary path (default "claude")
+	Args    []string // extra arguments
+	Env     []string // KEY=VALUE added to a minimal inherited environment
+	Dir     string   // working directory (created if missing)
+	Cols    int      // default 200
+	Rows    int      // default 50
+
+	// Command kind.
+	PromptPattern string        // regexp on the screen's last non-empty line → ready
+	Quiescence    time.Duration // this long without output (+prompt) → ready; default 500ms
+
+	// Claude kind.
+	ConversationID     string // --session-id on the first start, --resume afterwards; generated when empty (see Info)
+	Resume             bool   // start with --resume ConversationID (falls back to --session-id when no transcript exists yet)
+	AppendSystemPrompt string
+	PermissionMode     string
+	Model              string
+	Home               string // HOME for the agent; ~/.claude.json prepared there (DESIGN §5)
+	// TranscriptAfter is a resume cursor: the uuid of the last transcript
+	// entry already consumed (the last Text.ID the caller acted on). Entries
+	// up to and including it are not emitted again, so a restarted server
+	// does not re-dispatch old messages. Empty: emit from the beginning.
+	TranscriptAfter string
+}
+
+// Text is a chunk of the agent's words, for the protocol parser.
+type Text struct {
+	Key Key
+	// Lines are in order; exactly what the agent wrote (transcript) or what
+	// is seen on its screen (command agents).
+	Lines []string
+	// ID identifies the chunk. For claude it is the transcript entry uuid,
+	// stable across server restarts (use it as the resume cursor
+	// Spec.TranscriptAfter). For command agents it is "screen:<n>", unique
+	// within the session's life.
+	ID string
+	// TurnEnd: the agent's turn ended after these lines; flush the parser.
+	TurnEnd bool
+}
+
+// Info describes a session.
+type Info struct {
+	Key            Key
+	Kind           string
+	PID            int
+	Status         Status
+	StartedAt      time.Time // start of the current (or last) process
+	LastOutputAt   time.Time
+	ExitCode       int // of the last process; -1 when killed by a signal
+	Restarts       int // process starts after the first
+	Cols, Rows     int
+	ConversationID string // claude: the conversation id to persist (resume with it)
+	Transcript     string // claude: the transcript file followed
+	Notice         string // claude: last Notification hook message (e.g. a permission prompt)
+	Err            string // last launch or exit error
+}
+
+// Options configure a Manager.
+type Options struct {
+	Scrollback     int           // bytes of scrollback per session; default 1 MiB
+	RestartBackoff time.Duration // first delay after a crash, doubled per crash in the window; default 1s
+	MaxRestarts    int           // crashes tolerated in RestartWindow before failed; default 5
+	RestartWindow  time.Duration // default 5 min
+	StopGrace      time.Duration // SIGHUP/SIGTERM → SIGKILL delay; default 3s
+	EnterDelay     time.Duration // pause between typed text and Enter; default 250ms
+	OnStatus       func(Key, Status, Info) // every status change; must not block
+	OnText         func(Text)              // from one goroutine per session, in order; must not block long
+	Logger         *slog.Logger
+}
+
+// Errors.
+var (
+	ErrExists   = errors.New("session already exists")
+	ErrNotFound = errors.New("session not found")
+	ErrStopped  = errors.New("session stopped")
+	ErrFailed   = errors.New("session failed")
+	ErrEmpty    = errors.New("empty input")
+)
+
+// Manager owns the sessions: one per Key.
+type Manager struct {
+	opts     Options
+	mu       sync.Mutex
+	sessions map[Key]*Session
+}
+
+// NewManager returns a Manager with opts, defaults filled in.
+func NewManager(opts Options) *Manager {
+	if opts.Scrollback == 0 {
+		opts.Scrollback = 1 << 20
+	}
+	if opts.RestartBackoff <= 0 {
+		opts.RestartBackoff = time.Second
+	}
+	if opts.MaxRestarts <= 0 {
+		opts.MaxRestarts = 5
+	}
+	if opts.RestartWindow <= 0 {
+		opts.RestartWindow = 5 * time.Minute
+	}
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = 3 * time.Second
+	}
+	if opts.EnterDelay <= 0 {
+		opts.EnterDelay = 250 * time.Millisecond
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{opts: opts, sessions: make(map[Key]*Session)}
+}
+
+// Start starts a session for key. It fails with ErrExists if one is running,
+// or when the first launch fails (the command cannot be started).
+func (m *Manager) Start(ctx context.Context, key Key, spec Spec) (*Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	spec, err := normalize(spec)
+	if err != nil {
+		return nil, fmt.Errorf("start session %s: %w", key, err)
+	}
+	m.mu.Lock()
+	if _, ok := m.sessions[key]; ok {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("start session %s: %w", key, ErrExists)
+	}
+	s := newSession(m, key, spec)
+	m.sessions[key] = s
+	m.mu.Unlock()
+
+	if err := s.launch(); err != nil {
+		m.mu.Lock()
+		delete(m.sessions, key)
+		m.mu.Unlock()
+		s.cleanup()
+		return nil, fmt.Errorf("start session %s: %w", key, err)
+	}
+	go s.run()
+	return s, nil
+}
+
+// Get returns the session of key.
+func (m *Manager) Get(key Key) (*Session, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.sessions[key]
+	return s, ok
+}
+
+// List returns every session.
+func (m *Manager) List() []*Session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Stop stops the session of key (SIGHUP and SIGTERM, SIGKILL after the
+// grace period) and waits until its process and goroutines are gone.
+func (m *Manager) Stop(ctx context.Context, key Key) error {
+	s, ok := m.Get(key)
+	if !ok {
+		return fmt.Errorf("stop session %s: %w", key, ErrNotFound)
+	}
+	if err := s.control(ctx, ctrlReq{op: opStop}); err != nil {
+		return fmt.Errorf("stop session %s: %w", key, err)
+	}
+	return nil
+}
+
+// Restart stops the session's process and starts it again, with spec if not
+// nil. A claude session resumes its conversation. Restart revives a failed
+// session and resets its crash count.
+func (m *Manager) Restart(ctx context.Context, key Key, spec *Spec) error {
+	s, ok := m.Get(key)
+	if !ok {
+		return fmt.Errorf("restart session %s: %w", key, ErrNotFound)
+	}
+	req := ctrlReq{op: opRestart}
+	if spec != nil {
+		sp, err := normalize(*spec)
+		if err != nil {
+			return fmt.Errorf("restart session %s: %w", key, err)
+		}
+		req.spec = &sp
+	}
+	if err := s.control(ctx, req); err != nil {
+		return fmt.Errorf("restart session %s: %w", key, err)
+	}
+	return nil
+}
+
+// Close stops every session and waits for them.
+func (m *Manager) Close(ctx context.Context) error {
+	var errs []error
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, s := range m.List() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.Stop(ctx, s.key); err != nil && !errors.Is(err, ErrNotFound) {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (m *Manager) remove(s *Session) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sessions[s.key] == s {
+		delete(m.sessions, s.key)
+	}
+}
+
+func normalize(spec Spec) (Spec, error) {
+	if spec.Kind == "" {
+		spec.Kind = KindClaude
+	}
+	switch spec.Kind {
+	case KindClaude:
+		if spec.Command == "" {
+			spec.Command = "claude"
+		}
+		if spec.Quiescence <= 0 {
+			spec.Quiescence = 300 * time.Millisecond
+		}
+	case KindCommand:
+		if spec.Command == "" {
+			return spec, errors.New("command spec without a command")
+		}
+		if spec.Quiescence <= 0 {
+			spec.Quiescence = 500 * time.Millisecond
+		}
+		if spec.PromptPattern != "" {
+			if _, err := regexp.Compile(spec.PromptPattern); err != nil {
+				return spec, fmt.Errorf("prompt pattern: %w", err)
+			}
+		}
+	default:
+		return spec, fmt.Errorf("unknown session kind %q", spec.Kind)
+	}
+	if spec.Cols <= 0 {
+		spec.Cols = 200
+	}
+	if spec.Rows <= 0 {
+		spec.Rows = 50
+	}
+	if spec.Dir != "" {
+		d, err := absDir(spec.Dir)
+		if err != nil {
+			return spec, err
+		}
+		spec.Dir = d
+	}
+	return spec, nil
+}
+
+// proc is one run of the agent's process.
+type proc struct {
+	cmd        *exec.Cmd
+	pty        *os.File
+	exited     chan struct{} // closed after Wait
+	readerDone chan struct{}
+	waitErr    error
+	started    time.Time
+}
+
+type ctrlOp int
+
+const (
+	opStop ctrlOp = iota
+	opRestart
+)
+
+type ctrlReq struct {
+	op   ctrlOp
+	spec *Spec
+	done chan error
+}
+
+type sendReq struct {
+	text  string
+	taken bool
+	done  chan error
+}
+
+// Session is one agent process (restarted as needed) and its output.
+type Session struct {
+	m   *Manager
+	key Key
+	log *slog.Logger
+
+	mu         sync.Mutex
+	spec       Spec
+	prompt     *regexp.Regexp
+	info       Info
+	p          *proc
+	lines      *screenLines // command kind
+	modes      modeTracker
+	lastOutput time.Time
+	inputAt    time.Time
+	turnEnded  bool // claude: transcript said end_turn since the last input
+	crashes    []time.Time
+	sendQ      []*sendReq
+	ended      bool // stopped for good
+
+	// output fan-out
+	outMu   sync.Mutex
+	ring    ring
+	viewers map[*Viewer]struct{}
+
+	wake chan struct{}
+	ctrl chan ctrlReq
+	done chan struct{}
+
+	// worker-owned
+	claude  *claudeState
+	textSeq int
+	restart <-chan time.Time
+}
+
+func newSession(m *Manager, key Key, spec Spec) *Session {
+	s := &Session{
+		m:    m,
+		key:  key,
+		log:  m.opts.Logger.With("office", key.OfficeID, "agent", key.AgentID),
+		spec: spec,
+		wake: make(chan struct{}, 1),
+		ctrl: make(chan ctrlReq),
+		done: make(chan struct{}),
+	}
+	s.ring.limit = m.opts.Scrollback
+	s.info = Info{Key: key, Kind: spec.Kind, Cols: spec.Cols, Rows: spec.Rows}
+	return s
+}
+
+// Key returns the session's key.
+func (s *Session) Key() Key { return s.key }
+
+// Status returns the session's status.
+func (s *Session) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info.Status
+}
+
+// Info returns a snapshot of the session's state.
+func (s *Session) Info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.infoLocked()
+}
+
+func (s *Session) infoLocked() Info {
+	i := s.info
+	i.LastOutputAt = s.lastOutput
+	return i
+}
+
+// Done is closed when the session has ended for good (stopped).
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// setStatus changes the status under s.mu and reports it after unlocking.
+func (s *Session) setStatusLocked(st Status) (func(), bool) {
+	if s.info.Status == st {
+		return func() {}, false
+	}
+	s.info.Status = st
+	info := s.infoLocked()
+	return func() {
+		s.log.Debug("session status", "status", st)
+		if f := s.m.opts.OnStatus; f != nil {
+			f(s.key, st, info)
+		}
+	}, true
+}
+
+func (s *Session) setStatus(st Status) {
+	s.mu.Lock()
+	report, _ := s.setStatusLocked(st)
+	s.mu.Unlock()
+	report()
+}
+
+func (s *Session) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Session) control(ctx context.Context, r ctrlReq) error {
+	r.done = make(chan error, 1)
+	select {
+	case s.ctrl <- r:
+	case <-s.done:
+		if r.op == opStop {
+			return nil
+		}
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-r.done:
+		if r.op == opStop {
+			<-s.done
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// launch starts the agent's process in a new PTY.
+func (s *Session) launch() error {
+	s.mu.Lock()
+	spec := s.spec
+	s.mu.Unlock()
+	if spec.Dir != "" {
+		if err := os.MkdirAll(spec.Dir, 0o755); err != nil {
+			return fmt.Errorf("create working directory: %w", err)
+		}
+	}
+	var (
+		args []string
+		env  []string
+		err  error
+	)
+	switch spec.Kind {
+	case KindClaude:
+		if s.claude == nil || s.claude.id != spec.ConversationID || spec.ConversationID == "" {
+			old := s.claude
+			s.claude, err = newClaudeState(spec, old)
+			if err != nil {
+				return err
+			}
+			if old != nil {
+				old.cleanup()
+			}
+		}
+		args, env, err = s.claude.prepare(spec)
+		if err != nil {
+			return err
+		}
+	default:
+		args = spec.Args
+		env = buildEnv(spec, false)
+	}
+	cmd := exec.Command(spec.Command, args...)
+	cmd.Env = env
+	cmd.Dir = spec.Dir
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(spec.Cols), Rows: uint16(spec.Rows)})
+	if err != nil {
+		s.mu.Lock()
+		s.info.Err = err.Error()
+		s.mu.Unlock()
+		return fmt.Errorf("launch %s: %w", spec.Command, err)
+	}
+	p := &proc{cmd: cmd, pty: ptmx, exited: make(chan struct{}), readerDone: make(chan struct{}), started: time.Now()}
+	s.mu.Lock()
+	s.p = p
+	s.modes = modeTracker{}
+	s.turnEnded = false
+	s.inputAt = time.Time{}
+	s.lastOutput = time.Time{}
+	if spec.Kind == KindCommand {
+		s.lines = &screenLines{scr: newScreen(spec.Cols, spec.Rows), cols: spec.Cols}
+		if spec.PromptPattern != "" {
+			s.prompt = regexp.MustCompile(spec.PromptPattern)
+		} else {
+			s.prompt = nil
+		}
+	} else {
+		s.lines = nil
+	}
+	s.info.PID = cmd.Process.Pid
+	s.info.StartedAt = p.started
+	s.info.ExitCode = 0
+	s.info.Err = ""
+	s.info.Cols, s.info.Rows = spec.Cols, spec.Rows
+	s.info.Kind = spec.Kind
+	if s.claude != nil && spec.Kind == KindClaude {
+		s.info.ConversationID = s.claude.id
+		s.info.Transcript = s.claude.tr.path
+	}
+	report, _ := s.setStatusLocked(StatusStarting)
+	s.mu.Unlock()
+	report()
+	go s.read(p)
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+		s.poke()
+	}()
+	return nil
+}
+
+// read copies the PTY's output to the scrollback, the viewers and the
+// screen. It never waits for a consumer.
+func (s *Session) read(p *proc) {
+	defer close(p.readerDone)
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := p.pty.Read(buf)
+		if n > 0 {
+			chunk := make([]byte, n)
+			copy(chunk, buf[:n])
+			s.broadcast(chunk)
+			s.mu.Lock()
+			if s.p == p {
+				s.lastOutput = time.Now()
+				s.modes.write(chunk)
+				if s.lines != nil {
+					s.lines.write(chunk)
+				}
+			}
+			s.mu.Unlock()
+			s.poke()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// terminate ends p: SIGHUP and SIGTERM to its process group, SIGKILL after
+// the grace period; then it closes the PTY and waits for the reader.
+func (s *Session) terminate(p *proc) {
+	pgid := -p.cmd.Process.Pid
+	_ = syscall.Kill(pgid, syscall.SIGHUP)
+	_ = syscall.Kill(pgid, syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(s.m.opts.StopGrace):
+		_ = syscall.Kill(pgid, syscall.SIGKILL)
+		<-p.exited
+	}
+	s.reap(p)
+}
+
+// reap releases what is left of an exited process: any of its process
+// group still holding the terminal is killed, the PTY closed and the
+// reader awaited.
+func (s *Session) reap(p *proc) {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	_ = p.pty.Close()
+	<-p.readerDone
+}
+
+// run is the session's worker: it owns the process lifecycle, readiness,
+// typing and text dispatch. It ends when the session is stopped.
+func (s *Session) run() {
+	defer close(s.done)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var exited chan struct{}
+		s.mu.Lock()
+		if s.p != nil {
+			exited = s.p.exited
+		}
+		s.mu.Unlock()
+		select {
+		case <-exited:
+			s.onExit()
+		case <-s.restart:
+			s.restart = nil
+			s.relaunch()
+		case r := <-s.ctrl:
+			if s.handle(r) {
+				return
+			}
+		case <-s.wake:
+		case <-tick.C:
+		}
+		s.step()
+	}
+}
+
+// handle serves a control request; it reports whether the session ended.
+func (s *Session) handle(r ctrlReq) bool {
+	s.mu.Lock()
+	p := s.p
+	s.mu.Unlock()
+	if p != nil {
+		s.terminate(p)
+		s.step() // dispatch what the agent wrote last
+		s.mu.Lock()
+		s.p = nil
+		s.mu.Unlock()
+		s.recordExit(p)
+	}
+	s.restart = nil
+	switch r.op {
+	case opStop:
+		s.setStatus(StatusStopped)
+		s.finish(ErrStopped)
+		r.done <- nil
+		return true
+	default:
+		s.mu.Lock()
+		if r.spec != nil {
+			s.spec = *r.spec
+		}
+		if s.spec.Kind == KindClaude && s.claude != nil && (r.spec == nil || r.spec.ConversationID == "" || r.spec.ConversationID == s.claude.id) {
+			s.spec.ConversationID = s.claude.id
+			s.spec.Resume = true
+		}
+		s.crashes = nil
+		s.info.Restarts++
+		s.mu.Unlock()
+		err := s.launch()
+		if err != nil {
+			s.crashed(err)
+		}
+		r.done <- err
+		return false
+	}
+}
+
+// finish ends the session for good.
+func (s *Session) finish(err error) {
+	s.mu.Lock()
+	s.ended = true
+	q := s.sendQ
+	s.sendQ = nil
+	s.mu.Unlock()
+	for _, r := range q {
+		r.done <- err
+	}
+	s.closeViewers()
+	s.cleanup()
+	s.m.remove(s)
+}
+
+func (s *Session) cleanup() {
+	if s.claude != nil {
+		s.claude.cleanup()
+	}
+}
+
+func (s *Session) recordExit(p *proc) {
+	code := p.cmd.ProcessState.ExitCode()
+	s.mu.Lock()
+	s.info.ExitCode = code
+	s.info.PID = 0
+	if p.waitErr != nil {
+		s.info.Err = p.waitErr.Error()
+	}
+	s.mu.Unlock()
+}
+
+// onExit handles an exit nobody asked for.
+func (s *Session) onExit() {
+	s.mu.Lock()
+	p := s.p
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	s.reap(p)
+	s.step() // dispatch what the agent wrote last
+	s.mu.Lock()
+	s.p = nil
+	s.mu.Unlock()
+	s.recordExit(p)
+	if p.cmd.ProcessState.ExitCode() == 0 {
+		s.setStatus(StatusExited)
+		return
+	}
+	s.crashed(p.waitErr)
+}
+
+// crashed records a crash and schedules a restart, or fails the session.
+func (s *Session) crashed(err error) {
+	now := time.Now()
+	o := s.m.opts
+	s.mu.Lock()
+	if err != nil {
+		s.info.Err = err.Error()
+	}
+	keep := s.crashes[:0]
+	for _, t := range s.crashes {
+		if now.Sub(t) < o.RestartWindow {
+			keep = append(keep, t)
+		}
+	}
+	s.crashes = append(keep, now)
+	n := len(s.crashes)
+	s.mu.Unlock()
+	if n > o.MaxRestarts {
+		s.setStatus(StatusFailed)
+		s.mu.Lock()
+		q := s.sendQ
+		s.sendQ = nil
+		s.mu.Unlock()
+		for _, r := range q {
+			r.done <- ErrFailed
+		}
+		return
+	}
+	s.setStatus(StatusCrashed)
+	d := o.RestartBackoff << (n - 1)
+	if d > o.RestartWindow || d <= 0 {
+		d = o.RestartWindow
+	}
+	s.log.Warn("agent crashed; restarting", "err", err, "in", d, "crashes", n)
+	s.restart = time.After(d)
+}
+
+func (s *Session) relaunch() {
+	s.mu.Lock()
+	if s.spec.Kind == KindClaude && s.claude != nil {
+		s.spec.ConversationID = s.claude.id
+		s.spec.Resume = true
+	}
+	s.info.Restarts++
+	s.mu.Unlock()
+	if err := s.launch(); err != nil {
+		s.crashed(err)
+	}
+}
+
+// step does the worker's periodic work: follow signals and the transcript,
+// detect readiness and turn ends, dispatch text, type queued input.
+func (s *Session) step() {
+	now := time.Now()
+	s.mu.Lock()
+	kind := s.spec.Kind
+	st := s.info.Status
+	s.mu.Unlock()
+
+	var texts []Text
+	var report func()
+	if kind == KindClaude && s.claude != nil {
+		texts, report = s.claudeStep(now, st)
+	} else {
+		texts, report = s.screenStep(now, st)
+	}
+	if f := s.m.opts.OnText; f != nil {
+		for _, t := range texts {
+			f(t)
+		}
+	}
+	// Status after the texts: whoever reacts to "ready" has the turn's
+	// words already.
+	report()
+	s.typeNext()
+}
+
+// screenStep dispatches scrolled-off lines and detects turn end on the
+// screen of a command agent.
+func (s *Session) screenStep(now time.Time, st Status) ([]Text, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	texts := s.screenTexts(now, st)
+	if len(texts) > 0 && texts[len(texts)-1].TurnEnd {
+		report, _ := s.setStatusLocked(StatusReady)
+		return texts, report
+	}
+	return texts, func() {}
+}
+
+func (s *Session) screenTexts(now time.Time, st Status) []Text {
+	var texts []Text
+	if s.lines == nil || s.p == nil {
+		return nil
+	}
+	if l := s.lines.take(); len(l) > 0 {
+		texts = append(texts, s.newScreenText(l, false))
+	}
+	if st != StatusStarting && st != StatusBusy {
+		return texts
+	}
+	q := s.spec.Quiescence
+	if now.Sub(s.lastOutput) < q || now.Sub(s.p.started) < q {
+		return texts
+	}
+	// After typing, wait for the program to react (its echo at least),
+	// unless it stays silent much longer than the quiescence period.
+	if !s.inputAt.IsZero() && !s.lastOutput.After(s.inputAt) && now.Sub(s.inputAt) < 10*q {
+		return texts
+	}
+	var skip func(string) bool
+	if s.prompt != nil {
+		last := ""
+		rows := s.lines.scr.Lines()
+		for i := len(rows) - 1; i >= 0; i-- {
+			if r := trimRight(rows[i]); r != "" {
+				last = r
+				break
+			}
+		}
+		if !s.prompt.MatchString(last) {
+			return texts
+		}
+		skip = s.prompt.MatchString
+	}
+	s.lines.turnEnd(skip)
+	texts = append(texts, s.newScreenText(s.lines.take(), true))
+	return texts
+}
+
+func (s *Session) newScreenText(lines []string, turnEnd bool) Text {
+	s.textSeq++
+	return Text{Key: s.key, Lines: lines, ID: fmt.Sprintf("screen:%d", s.textSeq), TurnEnd: turnEnd}
+}
+
+// Send types text into the agent when it is ready for input: FIFO, one turn
+// at a time. The text is untrusted and is sanitised first (see Sanitize).
+// Multi-line text goes as a bracketed paste when the program enabled mode
+// 2004; Enter follows as a separate write. Send returns once the text was
+// typed, or with ctx's error (the text is then not typed), ErrStopped or
+// ErrFailed.
+func (s *Session) Send(ctx context.Context, text string) error {
+	text = trimNewlines(Sanitize(text))
+	if text == "" {
+		return ErrEmpty
+	}
+	r := &sendReq{text: text, done: make(chan error, 1)}
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return ErrStopped
+	}
+	if s.info.Status == StatusFailed {
+		s.mu.Unlock()
+		return ErrFailed
+	}
+	s.sendQ = append(s.sendQ, r)
+	s.mu.Unlock()
+	s.poke()
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	if !r.taken {
+		for i, q := range s.sendQ {
+			if q == r {
+				s.sendQ = append(s.sendQ[:i], s.sendQ[i+1:]...)
+				break
+			}
+		}
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+	s.mu.Unlock()
+	return <-r.done
+}
+
+// typeNext types the head of the send queue if the agent is ready.
+func (s *Session) typeNext() {
+	s.mu.Lock()
+	if len(s.sendQ) == 0 || s.info.Status != StatusReady || s.p == nil || isClosed(s.p.exited) {
+		s.mu.Unlock()
+		return
+	}
+	r := s.sendQ[0]
+	s.sendQ = s.sendQ[1:]
+	r.taken = true
+	p := s.p
+	paste := s.modes.paste
+	if s.lines != nil {
+		s.lines.typed(r.text)
+	}
+	s.inputAt = time.Now()
+	s.turnEnded = false
+	report, _ := s.setStatusLocked(StatusBusy)
+	s.mu.Unlock()
+	report()
+	r.done <- s.typeText(p, r.text, paste)
+}
+
+func (s *Session) typeText(p *proc, text string, paste bool) error {
+	write := func(b string) error {
+		_ = p.pty.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		_, err := p.pty.Write([]byte(b))
+		if err != nil {
+			return fmt.Errorf("type into session %s: %w", s.key, err)
+		}
+		return nil
+	}
+	var body string
+	switch {
+	case !containsNewline(text):
+		body = text
+	case paste:
+		body = "\x1b[200~" + text + "\x1b[201~"
+	default:
+		body = replaceNewlines(text, "\r")
+	}
+	if err := write(body); err != nil {
+		return err
+	}
+	select {
+	case <-time.After(s.m.opts.EnterDelay):
+	case <-p.exited:
+		return fmt.Errorf("type into session %s: %w", s.key, errors.New("agent exited"))
+	}
+	return write("\r")
+}
+
+// Input writes raw keystrokes from the console's controlling viewer.
+func (s *Session) Input(p []byte) error {
+	s.mu.Lock()
+	pr := s.p
+	if pr != nil && s.spec.Kind == KindCommand && containsByte(p, '\r', '\n') {
+		s.inputAt = time.Now()
+		report, _ := s.setStatusLocked(StatusBusy)
+		defer report()
+	}
+	s.mu.Unlock()
+	if pr == nil {
+		return fmt.Errorf("input to session %s: %w", s.key, errors.New("no running agent"))
+	}
+	_ = pr.pty.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := pr.pty.Write(p); err != nil {
+		return fmt.Errorf("input to session %s: %w", s.key, err)
+	}
+	return nil
+}
+
+// Resize changes the terminal size of the session (and of later restarts).
+func (s *Session) Resize(cols, rows int) error {
+	if cols <= 0 || rows <= 0 || cols > 1000 || rows > 1000 {
+		return fmt.Errorf("resize session %s: bad size %dx%d", s.key, cols, rows)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.spec.Cols, s.spec.Rows = cols, rows
+	s.info.Cols, s.info.Rows = cols, rows
+	if s.lines != nil {
+		s.lines.resized(cols, rows)
+	}
+	if s.p != nil {
+		if err := pty.Setsize(s.p.pty, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
+			return fmt.Errorf("resize session %s: %w", s.key, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf16"
+)
+
+// ProjectDirName returns the directory name Claude Code gives a working
+// directory under ~/.claude/projects: every UTF-16 code unit that is not an
+// ASCII letter or digit becomes '-' (the binary applies
+// replace(/[^a-zA-Z0-9]/g, "-") to a JavaScript string, so a character
+// outside the BMP becomes two dashes). Names longer than 200 characters are
+// cut to 200 and suffixed with a hash this package does not reproduce;
+// TranscriptPath finds those by searching.
+func ProjectDirName(dir string) string {
+	var b strings.Builder
+	for _, r := range dir {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+			if utf16.RuneLen(r) == 2 {
+				b.WriteByte('-')
+			}
+		}
+	}
+	return b.String()
+}
+
+// TranscriptPath returns where Claude Code keeps the transcript of
+// conversation id started in dir with the given config directory (normally
+// $HOME/.claude). If the expected file does not exist but a file of that
+// conversation exists in another project directory (a long or symlinked
+// working directory), that one is returned.
+func TranscriptPath(configDir, dir, id string) string {
+	want := filepath.Join(configDir, "projects", ProjectDirName(dir), id+".jsonl")
+	if _, err := os.Stat(want); err == nil {
+		return want
+	}
+	if m, _ := filepath.Glob(filepath.Join(configDir, "projects", "*", id+".jsonl")); len(m) > 0 {
+		return m[0]
+	}
+	return want
+}
+
+// transcriptEntry is the part of a Claude Code transcript line we read.
+type transcriptEntry struct {
+	Type        string `json:"type"`
+	UUID        string `json:"uuid"`
+	IsSidechain bool   `json:"isSidechain"`
+	Message     struct {
+		Role       string          `json:"role"`
+		Content    json.RawMessage `json:"content"`
+		StopReason *string         `json:"stop_reason"`
+	} `json:"message"`
+}
+
+type contentBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// transcript follows a Claude Code JSONL transcript as it grows: it reads
+// complete lines only (a partial last line waits for its newline), tolerates
+// the file not existing yet, and skips entries up to a cursor uuid.
+type transcript struct {
+	path    string
+	off     int64
+	partial []byte
+	after   string // skip entries until this uuid has been seen
+	skip    bool
+	lastID  string
+	bad     int // lines that were not JSON (counted, skipped)
+}
+
+func newTranscript(path, after string) *transcript {
+	return &transcript{path: path, after: after, skip: after != ""}
+}
+
+// poll reads what was appended since the last call and returns the texts of
+// new main-chain assistant entries, in order.
+func (t *transcript) poll(key Key) ([]Text, error) {
+	f, err := os.Open(t.path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("open transcript: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat transcript: %w", err)
+	}
+	if st.Size() < t.off {
+		// Truncated or replaced: start over; the cursor (lastID) keeps us
+		// from emitting entries twice.
+		t.off, t.partial = 0, nil
+		if t.lastID != "" {
+			t.after, t.skip = t.lastID, true
+		}
+	}
+	if st.Size() == t.off {
+		return nil, nil
+	}
+	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("seek transcript: %w", err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, st.Size()-t.off))
+	if err != nil {
+		return nil, fmt.Errorf("read transcript: %w", err)
+	}
+	t.off += int64(len(data))
+	if len(t.partial) > 0 {
+		data = append(t.partial, data...)
+		t.partial = nil
+	}
+	var out []Text
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			t.partial = append([]byte(nil), data...)
+			break
+		}
+		line := data[:i]
+		data = data[i+1:]
+		if txt, ok := t.entry(key, line); ok {
+			out = append(out, txt)
+		}
+	}
+	return out, nil
+}
+
+// entry decodes one transcript line.
+func (t *transcript) entry(key Key, line []byte) (Text, bool) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return Text{}, false
+	}
+	var e transcriptEntry
+	if err := json.Unmarshal(line, &e); err != nil {
+		t.bad++
+		return Text{}, false
+	}
+	if t.skip {
+		if e.UUID == t.after {
+			t.skip = false
+		}
+		return Text{}, false
+	}
+	if e.Type != "assistant" || e.IsSidechain || e.UUID == "" {
+		return Text{}, false
+	}
+	t.lastID = e.UUID
+	txt := Text{Key: key, ID: e.UUID}
+	if e.Message.StopReason != nil && *e.Message.StopReason == "end_turn" {
+		txt.TurnEnd = true
+	}
+	var blocks []contentBlock
+	if len(e.Message.Content) > 0 && e.Message.Content[0] == '"' {
+		var s string
+		if json.Unmarshal(e.Message.Content, &s) == nil {
+			blocks = []contentBlock{{Type: "text", Text: s}}
+		}
+	} else {
+		_ = json.Unmarshal(e.Message.Content, &blocks)
+	}
+	for _, b := range blocks {
+		if b.Type == "text" {
+			txt.Lines = append(txt.Lines, strings.Split(b.Text, "\n")...)
+		}
+	}
+	if len(txt.Lines) == 0 && !txt.TurnEnd {
+		return Text{}, false
+	}
+	return txt, true
+}

@@ -1,0 +1,136 @@
+package session
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestSanitize(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"plain", "hello 세계", "hello 세계"},
+		{"newline and tab kept", "a\n\tb", "a\n\tb"},
+		{"CRLF", "a\r\nb\rc", "a\nb\nc"},
+		{"ESC sequences", "x\x1b[31mred\x1b[0m\x1b]0;title\x07y", "x[31mred[0m]0;titley"},
+		{"ctrl-c and friends", "a\x03b\x04c\x00d\x7fe\x1a", "abcde"},
+		{"bracketed paste end", "before\x1b[201~\x1b[200~after", "before[201~[200~after"},
+		{"C1 controls", "a\u009b31mb\u0085c", "a31mbc"},
+		{"raw 8-bit CSI byte", "a\x9b2Jb", "a\ufffd2Jb"},
+		{"invoke tag kept", "[INVOKE:X]", "[INVOKE:X]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Sanitize(tt.in)
+			if diff := cmp.Diff(got, tt.want); diff != "" {
+				t.Errorf("Sanitize(%q) (-got +want):\n%s", tt.in, diff)
+			}
+			for _, r := range got {
+				if r != '\n' && r != '\t' && isControl(r) {
+					t.Errorf("control %U survived", r)
+				}
+			}
+		})
+	}
+}
+
+func FuzzSanitize(f *testing.F) {
+	f.Add("a\x1b[201~b\x03")
+	f.Add("\x9b\xc2\x9b")
+	f.Fuzz(func(t *testing.T, s string) {
+		got := Sanitize(s)
+		for _, r := range got {
+			if r != '\n' && r != '\t' && isControl(r) {
+				t.Fatalf("control %U survived in %q", r, got)
+			}
+		}
+		if strings.Contains(got, "\x1b") {
+			t.Fatal("ESC survived")
+		}
+		if Sanitize(got) != got {
+			t.Fatal("not idempotent")
+		}
+	})
+}
+
+func TestRing(t *testing.T) {
+	r := ring{limit: 8}
+	r.write([]byte("abc"))
+	if got := string(r.bytes()); got != "abc" {
+		t.Fatalf("got %q", got)
+	}
+	r.write([]byte("defgh"))
+	r.write([]byte("ij"))
+	if got := string(r.bytes()); got != "cdefghij" {
+		t.Fatalf("got %q, want cdefghij", got)
+	}
+	r.write([]byte("0123456789"))
+	if got := string(r.bytes()); got != "23456789" {
+		t.Fatalf("got %q, want 23456789", got)
+	}
+	r.write([]byte("xyz"))
+	if got := string(r.bytes()); got != "56789xyz" {
+		t.Fatalf("got %q, want 56789xyz", got)
+	}
+}
+
+func TestModeTracker(t *testing.T) {
+	var m modeTracker
+	for _, c := range []byte("abc\x1b[?1049;2004h") {
+		m.write([]byte{c}) // byte by byte: chunk boundaries anywhere
+	}
+	if !m.paste {
+		t.Fatal("mode 2004 not seen as set")
+	}
+	m.write([]byte("\x1b[2004l\x1b[?25l"))
+	if !m.paste {
+		t.Fatal("non-private CSI 2004l must not reset it")
+	}
+	m.write([]byte("x\x1b[?2004l"))
+	if m.paste {
+		t.Fatal("mode 2004 not reset")
+	}
+}
+
+func TestProjectDirName(t *testing.T) {
+	tests := map[string]string{
+		"/tmp/work_dir.x":  "-tmp-work-dir-x",
+		"/home/a/프로젝트":     "-home-a-----",
+		"/a/b😀":            "-a-b--",
+		"/Users/Me/Code-9": "-Users-Me-Code-9",
+	}
+	for in, want := range tests {
+		if got := ProjectDirName(in); got != want {
+			t.Errorf("ProjectDirName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestPrepareClaudeHome(t *testing.T) {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, ".claude.json"), []byte(`{"theme":"dark","projects":{"/other":{"x":1}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key := "sk-ant-0123456789abcdefghijklmnopqrstuvwxyz"
+	if err := PrepareClaudeHome(home, "/work/dir", key, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrepareClaudeHome(home, "/work/dir", key, false); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(home, ".claude.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for _, want := range []string{`"theme": "dark"`, `"/other"`, `"hasCompletedOnboarding": true`, `"hasTrustDialogAccepted": true`, `"/work/dir"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf(".claude.json lacks %s:\n%s", want, s)
+		}
+	}
+	if n := strings.Count(s, `"ghijklmnopqrstuvwxyz"`); n != 1 {
+		t.Errorf("approved key tail appears %d times, want 1:\n%s", n, s)
+	}
+}
