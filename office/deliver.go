@@ -1,0 +1,510 @@
+package office
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/office-server/office-server/protocol"
+)
+
+// pump is one agent's delivery loop. Everything to type into the agent is
+// either in the store (answers, results, user messages, dependency
+// outcomes, tasks) or a notice in memory; a round reads the store and types
+// what is due, in order, one Send at a time, and marks each store row
+// delivered only after it was typed. So a server that dies mid-round types
+// the item again after its restart rather than losing it.
+type pump struct {
+	wake    chan struct{}
+	mu      sync.Mutex
+	notices []string
+	started bool
+}
+
+// kick wakes k's pump, starting it if needed.
+func (o *Router) kick(k agentKey) {
+	if !o.serves(k.officeID) {
+		return
+	}
+	o.mu.Lock()
+	p := o.pumps[k]
+	if p == nil {
+		p = &pump{wake: make(chan struct{}, 1)}
+		o.pumps[k] = p
+	}
+	start := !p.started && o.runCtx != nil && o.runCtx.Err() == nil
+	if start {
+		p.started = true
+	}
+	o.mu.Unlock()
+	if start {
+		o.goOwned(func(ctx context.Context) { o.runPump(ctx, k, p) })
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// notify queues a notice for a, typed as "[OFFICE] <text>".
+func (o *Router) notify(a Agent, text string) {
+	k := agentKey{a.OfficeID, a.ID}
+	o.mu.Lock()
+	p := o.pumps[k]
+	if p == nil {
+		p = &pump{wake: make(chan struct{}, 1)}
+		o.pumps[k] = p
+	}
+	o.mu.Unlock()
+	p.mu.Lock()
+	if !strings.HasPrefix(text, "[") {
+		text = "[OFFICE] " + text
+	}
+	p.notices = append(p.notices, text)
+	p.mu.Unlock()
+	o.kick(k)
+}
+
+func (o *Router) runPump(ctx context.Context, k agentKey, p *pump) {
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	for {
+		again := o.round(ctx, k, p)
+		if again {
+			retry.Reset(o.cfg.Tick)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-retry.C:
+		}
+	}
+}
+
+// round delivers what is due to one agent; it reports whether something
+// remains that it could not deliver now.
+func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
+	a, err := o.store.GetAgent(ctx, k.agentID)
+	if err != nil {
+		if !IsNotFound(err) && ctx.Err() == nil {
+			o.log.Warn("pump: get agent", "agent", k.agentID, "err", err)
+			return true
+		}
+		return false
+	}
+	running := o.sess.Running(a.OfficeID, a.ID)
+	send := func(text string) bool {
+		if !running {
+			return false
+		}
+		if err := o.sess.Send(ctx, a.OfficeID, a.ID, text); err != nil {
+			if ctx.Err() == nil {
+				o.log.Info("deliver: send failed; will retry", "agent", a.Name, "err", err)
+			}
+			running = false
+			return false
+		}
+		return true
+	}
+
+	// Notices first: they answer what the agent just did.
+	for {
+		p.mu.Lock()
+		if len(p.notices) == 0 {
+			p.mu.Unlock()
+			break
+		}
+		n := p.notices[0]
+		p.mu.Unlock()
+		if !send(n) {
+			return true
+		}
+		p.mu.Lock()
+		p.notices = p.notices[1:]
+		p.mu.Unlock()
+	}
+
+	pending := false
+	// Dependency outcomes.
+	deps, err := o.store.ListUndeliveredDependencies(ctx, []string{a.OfficeID})
+	if err != nil {
+		return o.retryErr("list dependencies", err)
+	}
+	for _, d := range deps {
+		if d.AgentID != a.ID {
+			continue
+		}
+		pending = true
+		if !o.deliverDependency(ctx, a, d, &running, send) {
+			return true
+		}
+	}
+	// Answers.
+	qs, err := o.store.ListAnsweredUndelivered(ctx, []string{a.OfficeID})
+	if err != nil {
+		return o.retryErr("list answers", err)
+	}
+	for _, q := range qs {
+		if q.AgentID != a.ID {
+			continue
+		}
+		pending = true
+		answer, verr := validAnswer(q)
+		if verr != nil {
+			o.reask(ctx, a, q, verr)
+			continue
+		}
+		if !send(answerText(q, answer)) {
+			return true
+		}
+		if ok, err := o.store.MarkQuestionDelivered(ctx, q.ID); err != nil {
+			return o.retryErr("mark question delivered", err)
+		} else if ok {
+			o.setSessionStatus(ctx, a, SessionBusy)
+			_, _ = o.event(ctx, a.OfficeID, a.ID, "question.delivered", map[string]string{"question_id": q.ID}, "", "")
+		}
+	}
+	// Results.
+	rs, err := o.store.ListResults(ctx, ResultFilter{OfficeID: a.OfficeID, ToAgentID: a.ID, Status: []string{ResultPending}})
+	if err != nil {
+		return o.retryErr("list results", err)
+	}
+	for _, r := range rs {
+		pending = true
+		if !running {
+			o.ensureStarted(ctx, a)
+			return true
+		}
+		from, _ := o.store.GetAgent(ctx, r.FromAgentID)
+		if !send(resultText(r, from.Name)) {
+			return true
+		}
+		if ok, err := o.store.MarkResultDelivered(ctx, r.ID); err != nil {
+			return o.retryErr("mark result delivered", err)
+		} else if ok {
+			_, _ = o.event(ctx, a.OfficeID, a.ID, "result.delivered", map[string]string{"result_id": r.ID}, "", "")
+		}
+	}
+	// Messages from people.
+	ms, err := o.store.ListPendingUserMessages(ctx, []string{a.OfficeID})
+	if err != nil {
+		return o.retryErr("list user messages", err)
+	}
+	for _, m := range ms {
+		if m.AgentID != a.ID {
+			continue
+		}
+		pending = true
+		if !send("[OFFICE] Message from a person in the office:\n" + quote(m.Content)) {
+			return true
+		}
+		if ok, err := o.store.MarkUserMessageDelivered(ctx, m.ID); err != nil {
+			return o.retryErr("mark message delivered", err)
+		} else if ok {
+			_, _ = o.event(ctx, a.OfficeID, a.ID, "message.delivered", map[string]string{"message_id": m.ID}, "", "")
+		}
+	}
+	// The next task, one at a time in order.
+	invs, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{InvocationPending, InvocationInProgress}})
+	if err != nil {
+		return o.retryErr("list invocations", err)
+	}
+	var next *Invocation
+	busy := false
+	slices.SortStableFunc(invs, func(x, y Invocation) int { return x.CreatedAt.Compare(y.CreatedAt) })
+	for i := range invs {
+		inv := invs[i]
+		if inv.CalleeAgentID != a.ID {
+			continue
+		}
+		if inv.Status == InvocationInProgress {
+			busy = true
+		} else if next == nil {
+			next = &invs[i]
+		}
+	}
+	if next != nil && !busy {
+		if a.Status == AgentDisabled || a.Status == AgentFailed {
+			return false // the selector should not have chosen it; wait for an operator
+		}
+		if !running {
+			o.ensureStarted(ctx, a)
+			return true
+		}
+		caller, _ := o.store.GetAgent(ctx, next.CallerAgentID)
+		if !send(taskText(*next, caller.Name)) {
+			return true
+		}
+		if _, ok, err := o.store.TransitionInvocation(ctx, next.ID, []string{InvocationPending}, InvocationInProgress, InvocationPatch{}); err != nil {
+			return o.retryErr("start invocation", err)
+		} else if ok {
+			_, _ = o.event(ctx, a.OfficeID, a.ID, "invocation.in_progress", map[string]string{"invocation_id": next.ID}, "", "")
+		}
+	}
+	_ = pending
+	return false
+}
+
+func (o *Router) retryErr(what string, err error) bool {
+	o.log.Warn("deliver: "+what, "err", err)
+	return true
+}
+
+// ensureStarted starts a's session unless it is running or an operator
+// switched the agent off.
+func (o *Router) ensureStarted(ctx context.Context, a Agent) {
+	if a.Status == AgentDisabled || a.Status == AgentFailed || o.sess.Running(a.OfficeID, a.ID) {
+		return
+	}
+	if err := o.startSession(ctx, a, false); err != nil {
+		o.log.Warn("start session", "agent", a.Name, "err", err)
+	}
+}
+
+// sessionSpec builds what the session layer needs to run a: the launch
+// spec, the workspace, the instructions, the values of provided api_key and
+// env_variable dependencies, and Claude Code's conversation id (resumed
+// when it exists).
+func (o *Router) sessionSpec(ctx context.Context, a Agent) (SessionSpec, error) {
+	off, err := o.store.GetOffice(ctx, a.OfficeID)
+	if err != nil {
+		return SessionSpec{}, fmt.Errorf("get office: %w", err)
+	}
+	roster, err := o.agents(ctx, a.OfficeID)
+	if err != nil {
+		return SessionSpec{}, err
+	}
+	spec := SessionSpec{
+		OfficeID: a.OfficeID, AgentID: a.ID, Launch: a.Launch, Dir: o.workspace(a),
+		SystemPrompt: Instructions(off, a, roster),
+	}
+	if o.cfg.Home != nil {
+		spec.Home = o.cfg.Home(a)
+	}
+	deps, err := o.store.ListDependencies(ctx, DependencyFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{DependencyProvided}})
+	if err != nil {
+		return spec, fmt.Errorf("list dependencies: %w", err)
+	}
+	for _, d := range deps {
+		if d.Type != protocol.DependencyAPIKey && d.Type != protocol.DependencyEnvVar {
+			continue
+		}
+		v, err := o.sealer.Open(d.Value)
+		if err != nil {
+			return spec, fmt.Errorf("dependency %s: %w", d.Name, err)
+		}
+		spec.Env = append(spec.Env, d.Name+"="+v)
+	}
+	rec, err := o.store.GetSessionByAgent(ctx, a.ID)
+	if err != nil && !IsNotFound(err) {
+		return spec, fmt.Errorf("get session: %w", err)
+	}
+	if rec.AgentSessionID != "" {
+		spec.ConversationID, spec.Resume = rec.AgentSessionID, true
+	} else {
+		spec.ConversationID = uuid.NewString()
+		rec.OfficeID, rec.AgentID, rec.AgentSessionID = a.OfficeID, a.ID, spec.ConversationID
+		if rec.Status == "" {
+			rec.Status = SessionStarting
+		}
+		if _, err := o.store.UpsertSession(ctx, rec); err != nil {
+			return spec, fmt.Errorf("record session: %w", err)
+		}
+	}
+	return spec, nil
+}
+
+func (o *Router) startSession(ctx context.Context, a Agent, restart bool) error {
+	spec, err := o.sessionSpec(ctx, a)
+	if err != nil {
+		return err
+	}
+	if restart && o.sess.Running(a.OfficeID, a.ID) {
+		err = o.sess.Restart(ctx, spec)
+	} else {
+		err = o.sess.Start(ctx, spec)
+	}
+	if err != nil {
+		return fmt.Errorf("start %s: %w", a.Name, err)
+	}
+	if a.Status != AgentActive {
+		_ = o.store.SetAgentStatus(ctx, a.ID, AgentActive)
+	}
+	return nil
+}
+
+// HandleStatus takes a session status change (session.Options.OnStatus):
+// it records the session, wakes the agent's pump when it is ready, and
+// fails the agent's open tasks when its session failed for good.
+func (o *Router) HandleStatus(officeID, agentID, status string, pid int, exitCode *int) {
+	ctx := context.Background()
+	o.mu.Lock()
+	if o.runCtx != nil {
+		ctx = context.WithoutCancel(o.runCtx)
+	}
+	o.mu.Unlock()
+	// Recorded on a goroutine of its own: OnStatus must not block.
+	o.goOwned(func(context.Context) {
+		rec, err := o.store.GetSessionByAgent(ctx, agentID)
+		if err != nil {
+			rec = SessionRecord{OfficeID: officeID, AgentID: agentID}
+		}
+		if status == SessionStarting {
+			now := o.now()
+			rec.StartedAt = &now
+		}
+		if !(rec.Status == SessionWaiting && (status == SessionReady || status == SessionBusy)) {
+			rec.Status = status
+		}
+		if pid > 0 {
+			rec.PID = pid
+		}
+		rec.ExitCode = exitCode
+		if _, err := o.store.UpsertSession(ctx, rec); err != nil {
+			o.log.Warn("record session status", "agent", agentID, "err", err)
+		}
+		switch status {
+		case SessionFailed:
+			_ = o.store.SetAgentStatus(ctx, agentID, AgentFailed)
+			if a, err := o.store.GetAgent(ctx, agentID); err == nil {
+				if err := o.failWork(ctx, a, "its session failed for good"); err != nil {
+					o.log.Warn("fail work", "agent", a.Name, "err", err)
+				}
+			}
+		case SessionStopped, SessionExited:
+			_ = o.store.SetAgentStatus(ctx, agentID, AgentIdle)
+		}
+		_, _ = o.event(ctx, officeID, agentID, "session."+status, map[string]any{"pid": pid, "exit_code": exitCode}, "", "")
+		o.kick(agentKey{officeID, agentID})
+	})
+}
+
+// ticker expires questions, dependencies and invocations, fires ERROR
+// retries, and re-routes parked proxy requests.
+func (o *Router) ticker(ctx context.Context) {
+	t := time.NewTicker(o.cfg.Tick)
+	defer t.Stop()
+	for {
+		o.expire(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (o *Router) expire(ctx context.Context) {
+	now := o.now()
+	qs, err := o.store.ExpireQuestions(ctx, now)
+	if err != nil && ctx.Err() == nil {
+		o.log.Warn("expire questions", "err", err)
+	}
+	for _, q := range qs {
+		if !o.serves(q.OfficeID) {
+			continue
+		}
+		a, err := o.store.GetAgent(ctx, q.AgentID)
+		if err != nil {
+			continue
+		}
+		msg := fmt.Sprintf("Question %s expired without an answer: %q.", q.ID, q.Question)
+		if q.DefaultAnswer != "" {
+			msg += " Go on with the default answer: " + q.DefaultAnswer
+		} else {
+			msg += " Decide yourself, or ask again later."
+		}
+		o.notify(a, msg)
+		o.setSessionStatus(ctx, a, SessionBusy)
+		_, _ = o.event(ctx, q.OfficeID, q.AgentID, "question.expired", map[string]string{"question_id": q.ID, "default": q.DefaultAnswer}, "", "")
+	}
+	ds, err := o.store.ExpireDependencies(ctx, now)
+	if err != nil && ctx.Err() == nil {
+		o.log.Warn("expire dependencies", "err", err)
+	}
+	for _, d := range ds {
+		o.kick(agentKey{d.OfficeID, d.AgentID})
+	}
+	invs, err := o.store.ListInvocations(ctx, InvocationFilter{Status: []string{InvocationInProgress}})
+	if err != nil && ctx.Err() == nil {
+		o.log.Warn("list invocations", "err", err)
+	}
+	for _, inv := range invs {
+		if inv.StartedAt != nil && now.Sub(*inv.StartedAt) > o.cfg.InvocationTimeout && o.serves(inv.OfficeID) {
+			if err := o.failInvocation(ctx, inv, fmt.Sprintf("timed out after %s", o.cfg.InvocationTimeout)); err != nil {
+				o.log.Warn("time out invocation", "err", err)
+			}
+			o.kick(agentKey{inv.OfficeID, inv.CalleeAgentID})
+		}
+	}
+	o.mu.Lock()
+	var due []retry
+	o.retries = slices.DeleteFunc(o.retries, func(r retry) bool {
+		if !now.Before(r.at) {
+			due = append(due, r)
+			return true
+		}
+		return false
+	})
+	parked := o.parked
+	o.parked = nil
+	o.mu.Unlock()
+	for _, r := range due {
+		o.notify(r.agent, fmt.Sprintf("You reported a recoverable error (%s). The pause is over: retry now.", r.message))
+	}
+	var still []parkedProxy
+	for _, p := range parked {
+		if err := o.routeProxy(ctx, p, true); err == errParked {
+			still = append(still, p)
+		}
+	}
+	if len(still) > 0 {
+		o.mu.Lock()
+		o.parked = append(still, o.parked...)
+		o.mu.Unlock()
+	}
+}
+
+// The forms typed into an agent. Content from someone else is quoted with
+// "> " so that it reads as information, never as the agent's own block.
+
+func quote(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = "> " + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+func answerText(q Question, answer string) string {
+	return fmt.Sprintf("[OFFICE] Answer to question %s (%q):\n%s", q.ID, q.Question, quote(answer))
+}
+
+func resultText(r Result, from string) string {
+	head := fmt.Sprintf("[OFFICE] Result from %s", from)
+	if r.InvocationID != "" {
+		head += " for task " + r.InvocationID
+	}
+	return fmt.Sprintf("%s (%s):\n%s", head, r.ResultType, quote(r.Content))
+}
+
+func taskText(inv Invocation, caller string) string {
+	s := fmt.Sprintf("[OFFICE] Task %s from %s:\n%s", inv.ID, caller, quote(inv.Reason))
+	if inv.Context != "" {
+		s += "\nContext:\n" + quote(inv.Context)
+	}
+	return s + fmt.Sprintf("\nWhen you are done, deliver the result to %s with a DELIVER_RESULT block naming %s.", caller, caller)
+}
+
+func newShortID() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

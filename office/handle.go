@@ -1,0 +1,630 @@
+package office
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/office-server/office-server/protocol"
+	"github.com/office-server/office-server/proxy"
+)
+
+// handle acts on one parsed message exactly once: the message's event is
+// appended with its dedupe key first, and only the caller that inserted it
+// acts.
+func (o *Router) handle(ctx context.Context, src source, m protocol.Message) error {
+	inserted, err := o.event(ctx, src.officeID, src.agentID, "message."+strings.ToLower(string(m.Kind)), redacted(m), m.Raw, src.key)
+	if err != nil || !inserted {
+		return err
+	}
+	self, err := o.store.GetAgent(ctx, src.agentID)
+	if err != nil {
+		return fmt.Errorf("sender: %w", err)
+	}
+	switch m.Kind {
+	case protocol.KindAskUser, protocol.KindUserQuestion:
+		return o.onQuestion(ctx, self, m)
+	case protocol.KindInvoke:
+		return o.onInvoke(ctx, self, m)
+	case protocol.KindDeliverResult:
+		return o.onResult(ctx, self, m)
+	case protocol.KindDependencyRequest:
+		return o.onDependency(ctx, self, m)
+	case protocol.KindError:
+		return o.onError(ctx, self, m)
+	case protocol.KindPhaseComplete, protocol.KindStep, protocol.KindStepComplete:
+		o.onProgress(self, m)
+		return nil
+	case protocol.KindProxyRequest:
+		return o.onProxy(ctx, self, m)
+	case protocol.KindInvalid:
+		what, why := "a block", "it could not be read"
+		if m.Invalid != nil {
+			what, why = string(m.Invalid.Kind), m.Invalid.Reason
+		}
+		o.notify(self, fmt.Sprintf("Your %s block was not accepted: %s\nFix it and print it again.", what, why))
+		return nil
+	}
+	return nil
+}
+
+// redacted returns the message for the event log. Messages carry no secret
+// values (a DEPENDENCY_REQUEST asks for one, it never holds it), so this is
+// the message itself; the hook exists so that changes keep it so.
+func redacted(m protocol.Message) protocol.Message { return m }
+
+// refuse tells the sender an action was refused and records why.
+func (o *Router) refuse(ctx context.Context, self Agent, kind, why string) error {
+	o.notify(self, fmt.Sprintf("Your %s was refused: %s", kind, why))
+	_, err := o.event(ctx, self.OfficeID, self.ID, "refused", map[string]string{"kind": kind, "reason": why}, "", "")
+	return err
+}
+
+// authorize checks the sender's allowed actions.
+func (o *Router) authorize(ctx context.Context, self Agent, action, kind string) bool {
+	if err := proxy.Authorize(toProxy(self, 0), action); err != nil {
+		_ = o.refuse(ctx, self, kind, err.Error())
+		return false
+	}
+	return true
+}
+
+func (o *Router) ttl(ctx context.Context, officeID string) time.Duration {
+	if off, err := o.store.GetOffice(ctx, officeID); err == nil && off.QuestionTTL > 0 {
+		return off.QuestionTTL
+	}
+	return o.cfg.QuestionTTL
+}
+
+func (o *Router) sessionID(ctx context.Context, agentID string) string {
+	if s, err := o.store.GetSessionByAgent(ctx, agentID); err == nil {
+		return s.ID
+	}
+	return ""
+}
+
+// setSessionStatus records a session status the session layer does not
+// know about (waiting for a person).
+func (o *Router) setSessionStatus(ctx context.Context, a Agent, status string) {
+	rec, err := o.store.GetSessionByAgent(ctx, a.ID)
+	if err != nil {
+		rec = SessionRecord{OfficeID: a.OfficeID, AgentID: a.ID}
+	}
+	rec.Status = status
+	if _, err := o.store.UpsertSession(ctx, rec); err != nil {
+		o.log.Warn("update session status", "agent", a.Name, "err", err)
+	}
+}
+
+func (o *Router) onQuestion(ctx context.Context, self Agent, m protocol.Message) error {
+	if !o.authorize(ctx, self, proxy.ActionAskUser, "question") {
+		return nil
+	}
+	q := m.Question
+	if q == nil || strings.TrimSpace(q.Question) == "" {
+		return o.refuse(ctx, self, "question", "it has no question")
+	}
+	_, err := o.ask(ctx, self, Question{
+		QuestionType: q.Type, Category: q.Category, Question: q.Question, Options: q.Options,
+		DefaultAnswer: q.Default, Context: q.Context, Required: q.Required,
+	})
+	return err
+}
+
+// ask stores a question from agent a and marks its session waiting.
+func (o *Router) ask(ctx context.Context, a Agent, q Question) (Question, error) {
+	if q.QuestionType == "" {
+		q.QuestionType = QuestionText
+		if len(q.Options) > 0 {
+			q.QuestionType = QuestionSelection
+		}
+	}
+	q.OfficeID, q.AgentID = a.OfficeID, a.ID
+	q.SessionID = o.sessionID(ctx, a.ID)
+	q.Status = QuestionPending
+	q.ExpiresAt = o.now().Add(o.ttl(ctx, a.OfficeID))
+	if q.Options == nil {
+		q.Options = []string{}
+	}
+	q, err := o.store.CreateQuestion(ctx, q)
+	if err != nil {
+		return q, fmt.Errorf("create question: %w", err)
+	}
+	o.setSessionStatus(ctx, a, SessionWaiting)
+	_, err = o.event(ctx, a.OfficeID, a.ID, "question.created", map[string]any{"question_id": q.ID, "question": q.Question, "type": q.QuestionType, "options": q.Options, "expires_at": q.ExpiresAt}, "", "")
+	return q, err
+}
+
+// agents returns the office's agents.
+func (o *Router) agents(ctx context.Context, officeID string) ([]Agent, error) {
+	as, err := o.store.ListAgents(ctx, officeID)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return as, nil
+}
+
+// registry builds the proxy selector's snapshot: agents with their load
+// (open invocations they are the callee of).
+func (o *Router) registry(ctx context.Context, officeID string) (*proxy.Registry, []Agent, error) {
+	as, err := o.agents(ctx, officeID)
+	if err != nil {
+		return nil, nil, err
+	}
+	open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: officeID, Status: []string{InvocationPending, InvocationInProgress}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list invocations: %w", err)
+	}
+	load := map[string]int{}
+	for _, inv := range open {
+		load[inv.CalleeAgentID]++
+	}
+	pa := make([]proxy.Agent, len(as))
+	for i, a := range as {
+		pa[i] = toProxy(a, load[a.ID])
+	}
+	return proxy.New(pa), as, nil
+}
+
+func toProxy(a Agent, load int) proxy.Agent {
+	return proxy.Agent{
+		ID: a.ID, Name: a.Name, Role: a.Role, Capabilities: a.Capabilities, Priority: a.Priority,
+		Expertise: a.Expertise, AllowedActions: a.AllowedActions, MaxLoad: a.MaxLoad, Load: load,
+		Down: a.Status == AgentDisabled || a.Status == AgentFailed,
+	}
+}
+
+func byID(as []Agent, id string) (Agent, bool) {
+	for _, a := range as {
+		if a.ID == id {
+			return a, true
+		}
+	}
+	return Agent{}, false
+}
+
+func (o *Router) onInvoke(ctx context.Context, self Agent, m protocol.Message) error {
+	if !o.authorize(ctx, self, proxy.ActionInvoke, "INVOKE") {
+		return nil
+	}
+	task, context_ := "", ""
+	if m.Invoke != nil {
+		task, context_ = m.Invoke.Task, m.Invoke.Context
+	}
+	_, err := o.invoke(ctx, self, m.Target, task, context_)
+	return err
+}
+
+// invoke creates an invocation from caller to the agent target resolves to,
+// or a rejected one (the caller is told why).
+func (o *Router) invoke(ctx context.Context, caller Agent, target, task, ctxText string) (Invocation, error) {
+	reject := func(why string, callee string) (Invocation, error) {
+		inv, err := o.store.CreateInvocation(ctx, Invocation{OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee, Reason: task, Context: ctxText, Status: InvocationRejected, Error: why})
+		if err != nil {
+			o.log.Warn("record rejected invocation", "err", err)
+		}
+		o.notify(caller, fmt.Sprintf("Your INVOKE:%s was rejected: %s", target, why))
+		_, _ = o.event(ctx, caller.OfficeID, caller.ID, "invocation.rejected", map[string]string{"invocation_id": inv.ID, "target": target, "reason": why}, "", "")
+		return inv, nil
+	}
+	if strings.TrimSpace(task) == "" {
+		return reject("the task is empty; write the task as the block's text", "")
+	}
+	if err := proxy.ValidateContent(task+"\n"+ctxText, o.cfg.MaxContent); err != nil {
+		return reject(err.Error(), "")
+	}
+	reg, agents, err := o.registry(ctx, caller.OfficeID)
+	if err != nil {
+		return Invocation{}, err
+	}
+	if a, ok := reg.ByName(target); ok && a.ID == caller.ID {
+		return reject("an agent cannot invoke itself", caller.ID)
+	}
+	d := reg.Select(proxy.Request{Target: target, Exclude: []string{caller.ID}})
+	var callee proxy.Agent
+	switch d.Outcome {
+	case proxy.Assign:
+		callee = d.Agent
+	case proxy.Park:
+		// Parked in the store: a pending invocation waits in the callee's
+		// FIFO queue until it is free.
+		callee = d.Waiting[0]
+		for _, w := range d.Waiting {
+			if w.Load < callee.Load {
+				callee = w
+			}
+		}
+	default:
+		return reject(d.Reason, "")
+	}
+
+	// The task the caller is working on, if any, is the parent.
+	var parent Invocation
+	if mine, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: caller.OfficeID, AgentID: caller.ID, Status: []string{InvocationInProgress}}); err == nil {
+		for _, inv := range mine {
+			if inv.CalleeAgentID == caller.ID && (parent.ID == "" || inv.CreatedAt.After(parent.CreatedAt)) {
+				parent = inv
+			}
+		}
+	}
+	depth := parent.Depth + 1
+	if depth > o.cfg.DepthLimit {
+		return reject(fmt.Sprintf("the call chain would be %d deep, over the limit of %d", depth, o.cfg.DepthLimit), callee.ID)
+	}
+	open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: caller.OfficeID, Status: []string{InvocationPending, InvocationInProgress}})
+	if err != nil {
+		return Invocation{}, fmt.Errorf("list invocations: %w", err)
+	}
+	if path := waitPath(open, callee.ID, caller.ID); path != nil {
+		names := make([]string, len(path))
+		for i, id := range path {
+			a, _ := byID(agents, id)
+			names[i] = a.Name
+		}
+		return reject(fmt.Sprintf("%s is already waiting on you (%s): this would be a cycle", callee.Name, strings.Join(names, " → ")), callee.ID)
+	}
+	inv, err := o.store.CreateInvocation(ctx, Invocation{
+		OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID,
+		ParentInvocationID: parent.ID, Depth: depth, Reason: task, Context: ctxText, Status: InvocationPending,
+	})
+	if err != nil {
+		return inv, fmt.Errorf("create invocation: %w", err)
+	}
+	_, err = o.event(ctx, caller.OfficeID, caller.ID, "invocation.created", map[string]any{"invocation_id": inv.ID, "caller": caller.Name, "callee": callee.Name, "depth": depth, "selection": d.String()}, "", "")
+	o.kick(agentKey{caller.OfficeID, callee.ID})
+	return inv, err
+}
+
+// waitPath returns the chain of agents from `from` to `to` along open
+// invocations (an edge caller → callee: the caller waits on the callee), or
+// nil when from does not wait on to.
+func waitPath(open []Invocation, from, to string) []string {
+	next := map[string][]string{}
+	for _, inv := range open {
+		next[inv.CallerAgentID] = append(next[inv.CallerAgentID], inv.CalleeAgentID)
+	}
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if cur == to {
+			var path []string
+			for n := cur; n != ""; n = prev[n] {
+				path = append([]string{n}, path...)
+			}
+			return path
+		}
+		for _, n := range next[cur] {
+			if _, seen := prev[n]; !seen {
+				prev[n] = cur
+				queue = append(queue, n)
+			}
+		}
+	}
+	return nil
+}
+
+func (o *Router) onResult(ctx context.Context, self Agent, m protocol.Message) error {
+	if !o.authorize(ctx, self, proxy.ActionDeliver, "DELIVER_RESULT") {
+		return nil
+	}
+	if m.Result == nil {
+		return o.refuse(ctx, self, "DELIVER_RESULT:"+m.Target, "it has no content")
+	}
+	_, err := o.deliverResult(ctx, self, m.Target, *m.Result)
+	return err
+}
+
+// deliverResult stores a result from sender for target, completes the open
+// invocation from target to sender, and queues the result for target.
+func (o *Router) deliverResult(ctx context.Context, sender Agent, target string, r protocol.DeliverResult) (Result, error) {
+	kind := "DELIVER_RESULT:" + target
+	reg, _, err := o.registry(ctx, sender.OfficeID)
+	if err != nil {
+		return Result{}, err
+	}
+	to, ok := reg.ByName(target)
+	if !ok {
+		d := reg.Select(proxy.Request{Target: target, Exclude: []string{sender.ID}})
+		if d.Outcome == proxy.AskUser {
+			return Result{}, o.refuse(ctx, sender, kind, fmt.Sprintf("no agent is named %q (%s)", target, d.Reason))
+		}
+		if d.Outcome == proxy.Assign {
+			to = d.Agent
+		} else {
+			to = d.Waiting[0]
+		}
+	}
+	if err := proxy.ValidateContent(r.Content, o.cfg.MaxContent); err != nil {
+		return Result{}, o.refuse(ctx, sender, kind, err.Error())
+	}
+	switch r.Type {
+	case protocol.ResultJSON:
+		if !json.Valid([]byte(r.Content)) {
+			return Result{}, o.refuse(ctx, sender, kind, "its content is not valid JSON")
+		}
+	case protocol.ResultFilePath:
+		if err := insideDir(o.workspace(sender), r.Content); err != nil {
+			return Result{}, o.refuse(ctx, sender, kind, err.Error())
+		}
+	}
+	if r.Type == "" {
+		r.Type = protocol.ResultMessage
+	}
+	if r.ContentType == "" {
+		r.ContentType = "text/plain"
+	}
+	var inv Invocation
+	if found, err := o.store.FindOpenInvocation(ctx, sender.OfficeID, to.ID, sender.ID); err == nil {
+		inv = found
+	} else if !IsNotFound(err) {
+		return Result{}, fmt.Errorf("find invocation: %w", err)
+	}
+	res, err := o.store.CreateResult(ctx, Result{
+		OfficeID: sender.OfficeID, InvocationID: inv.ID, FromAgentID: sender.ID, ToAgentID: to.ID,
+		ResultType: r.Type, ContentType: r.ContentType, Content: r.Content, Status: ResultPending,
+	})
+	if err != nil {
+		return res, fmt.Errorf("create result: %w", err)
+	}
+	if inv.ID != "" {
+		if _, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{InvocationPending, InvocationInProgress}, InvocationCompleted, InvocationPatch{ResultID: res.ID}); err != nil {
+			return res, fmt.Errorf("complete invocation: %w", err)
+		} else if ok {
+			_, _ = o.event(ctx, sender.OfficeID, sender.ID, "invocation.completed", map[string]string{"invocation_id": inv.ID, "result_id": res.ID}, "", "")
+		}
+	}
+	_, err = o.event(ctx, sender.OfficeID, sender.ID, "result.created", map[string]string{"result_id": res.ID, "to": to.Name, "invocation_id": inv.ID, "type": r.Type}, "", "")
+	o.kick(agentKey{sender.OfficeID, to.ID})
+	o.kick(agentKey{sender.OfficeID, sender.ID}) // its next task, if any
+	return res, err
+}
+
+// insideDir checks that p (relative to dir, or absolute) stays inside dir.
+func insideDir(dir, p string) error {
+	p = strings.TrimSpace(p)
+	if p == "" {
+		return Errorf(EINVALID, "the file path is empty")
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	full := p
+	if !filepath.IsAbs(p) {
+		full = filepath.Join(absDir, p)
+	}
+	full = filepath.Clean(full)
+	rel, err := filepath.Rel(absDir, full)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return Errorf(EINVALID, "the file path %q is outside your workspace", p)
+	}
+	// A symlink inside the workspace must not lead out of it.
+	if real, err := filepath.EvalSymlinks(full); err == nil {
+		realDir, _ := filepath.EvalSymlinks(absDir)
+		if rel, err := filepath.Rel(realDir, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return Errorf(EINVALID, "the file path %q leads outside your workspace", p)
+		}
+	}
+	return nil
+}
+
+func (o *Router) onProgress(self Agent, m protocol.Message) {
+	k := agentKey{self.OfficeID, self.ID}
+	o.mu.Lock()
+	p := o.progress[k]
+	switch {
+	case m.Phase != nil:
+		p.Phase, p.PhaseName = m.Phase.Number, m.Phase.Name
+	case m.Step != nil:
+		p.Step, p.Steps, p.StepName = m.Step.Current, m.Step.Total, m.Step.Name
+	case m.StepComplete != nil && p.Step > 0 && p.Step < p.Steps:
+		p.Step++
+	}
+	o.progress[k] = p
+	o.mu.Unlock()
+}
+
+// Progress returns an agent's last reported phase and step.
+func (o *Router) Progress(officeID, agentID string) Progress {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.progress[agentKey{officeID, agentID}]
+}
+
+func (o *Router) onError(ctx context.Context, self Agent, m protocol.Message) error {
+	e := m.Error
+	if e == nil {
+		return nil
+	}
+	switch e.Recovery {
+	case protocol.RecoveryPauseAndRetry:
+		o.mu.Lock()
+		o.retries = append(o.retries, retry{at: o.now().Add(o.cfg.RetryBackoff), agent: self, message: e.Message})
+		o.mu.Unlock()
+		return nil
+	case protocol.RecoveryNotifyUser:
+		q := "Agent " + self.Name + " reports an error: " + e.Message
+		_, err := o.ask(ctx, self, Question{QuestionType: QuestionText, Category: "error", Question: q, Context: e.Details, Required: true})
+		return err
+	default: // checkpoint_and_fail, fatal
+		if err := o.failWork(ctx, self, "fatal error: "+e.Message); err != nil {
+			return err
+		}
+		if err := o.sess.Stop(ctx, self.OfficeID, self.ID); err != nil {
+			o.log.Warn("stop after fatal error", "agent", self.Name, "err", err)
+		}
+		return nil
+	}
+}
+
+// retry is an ERROR pause_and_retry waiting for its backoff.
+type retry struct {
+	at      time.Time
+	agent   Agent
+	message string
+}
+
+// failWork fails every open invocation a is the callee of and tells the
+// callers why.
+func (o *Router) failWork(ctx context.Context, a Agent, why string) error {
+	open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{InvocationPending, InvocationInProgress}})
+	if err != nil {
+		return fmt.Errorf("list invocations: %w", err)
+	}
+	for _, inv := range open {
+		if inv.CalleeAgentID != a.ID {
+			continue
+		}
+		if err := o.failInvocation(ctx, inv, why); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *Router) failInvocation(ctx context.Context, inv Invocation, why string) error {
+	_, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{InvocationPending, InvocationInProgress}, InvocationFailed, InvocationPatch{Error: why})
+	if err != nil || !ok {
+		return err
+	}
+	callee, _ := o.store.GetAgent(ctx, inv.CalleeAgentID)
+	if caller, err := o.store.GetAgent(ctx, inv.CallerAgentID); err == nil {
+		o.notify(caller, fmt.Sprintf("Task %s that you gave %s failed: %s", inv.ID, callee.Name, why))
+	}
+	_, err = o.event(ctx, inv.OfficeID, inv.CalleeAgentID, "invocation.failed", map[string]string{"invocation_id": inv.ID, "reason": why}, "", "")
+	return err
+}
+
+func (o *Router) onDependency(ctx context.Context, self Agent, m protocol.Message) error {
+	if !o.authorize(ctx, self, proxy.ActionDependency, "DEPENDENCY_REQUEST") {
+		return nil
+	}
+	d := m.Dependency
+	if d == nil || d.Name == "" {
+		return o.refuse(ctx, self, "DEPENDENCY_REQUEST", "it has no name")
+	}
+	dep, err := o.store.CreateDependency(ctx, DependencyRequest{
+		OfficeID: self.OfficeID, AgentID: self.ID, SessionID: o.sessionID(ctx, self.ID),
+		Type: d.Type, Name: d.Name, Description: d.Description, Required: d.Required, Default: d.Default,
+		Status: DependencyPending, ExpiresAt: o.now().Add(o.cfg.DependencyTTL),
+	})
+	if err != nil {
+		return fmt.Errorf("create dependency: %w", err)
+	}
+	o.setSessionStatus(ctx, self, SessionWaiting)
+	_, err = o.event(ctx, self.OfficeID, self.ID, "dependency.requested", map[string]any{"dependency_id": dep.ID, "type": dep.Type, "name": dep.Name, "required": dep.Required}, "", "")
+	return err
+}
+
+// parkedProxy is a PROXY_REQUEST waiting for a proxy agent to free up.
+type parkedProxy struct {
+	requester Agent
+	req       proxy.ActionRequest
+	since     time.Time
+}
+
+func (o *Router) onProxy(ctx context.Context, self Agent, m protocol.Message) error {
+	if m.Proxy == nil {
+		return o.refuse(ctx, self, "PROXY_REQUEST", "it has no JSON body")
+	}
+	body := []byte(m.Proxy.Payload)
+	req, err := proxy.ParseAction(body)
+	if err != nil {
+		return o.refuse(ctx, self, "PROXY_REQUEST", err.Error())
+	}
+	if !strings.EqualFold(req.Requester, self.Name) {
+		return o.refuse(ctx, self, "PROXY_REQUEST", fmt.Sprintf("requester is %q but you are %s", req.Requester, self.Name))
+	}
+	if !o.authorize(ctx, self, req.Action, "PROXY_REQUEST "+req.Action) {
+		return nil
+	}
+	return o.routeProxy(ctx, parkedProxy{requester: self, req: req, since: o.now()}, false)
+}
+
+// routeProxy hands a proxy request to the agent the selector picks and
+// answers the requester with [PROXY_RESPONSE]; parked requests are retried
+// by the ticker.
+func (o *Router) routeProxy(ctx context.Context, p parkedProxy, retrying bool) error {
+	reg, _, err := o.registry(ctx, p.requester.OfficeID)
+	if err != nil {
+		return err
+	}
+	sreq := p.req.Request(p.requester.ID)
+	d := reg.Select(sreq)
+	// A proxy must be allowed to act as one.
+	for d.Outcome == proxy.Assign && !d.Agent.Allowed(proxy.ActionProxy) {
+		sreq.Exclude = append(sreq.Exclude, d.Agent.ID)
+		d = reg.Select(sreq)
+	}
+	resp := proxy.Response{Requester: p.requester.Name, TaskIDs: []string{}}
+	switch d.Outcome {
+	case proxy.Park:
+		if !retrying {
+			o.mu.Lock()
+			o.parked = append(o.parked, p)
+			o.mu.Unlock()
+			_, err := o.event(ctx, p.requester.OfficeID, p.requester.ID, "proxy.parked", map[string]string{"action": p.req.Action, "reason": d.Reason}, "", "")
+			return err
+		}
+		return errParked
+	case proxy.AskUser:
+		resp.Error = "no proxy can take it: " + d.Reason + "; a person was asked"
+		resp.ExecutionTime = fmt.Sprintf("%.1fs", o.now().Sub(p.since).Seconds())
+		o.notify(p.requester, "[PROXY_RESPONSE]\n"+mustJSON(resp)+"\n[/PROXY_RESPONSE]")
+		_, err := o.ask(ctx, p.requester, Question{QuestionType: QuestionText, Category: "proxy", Question: fmt.Sprintf("%s asked for %s but no agent can act as its proxy (%s). Please handle it by hand.", p.requester.Name, p.req.Action, d.Reason), Required: false})
+		return err
+	}
+	proxyAgent, err := o.store.GetAgent(ctx, d.Agent.ID)
+	if err != nil {
+		return err
+	}
+	prefix := initials(p.requester.Name)
+	var lines []string
+	switch p.req.Action {
+	case proxy.ActionCreatePlan:
+		for _, t := range p.req.Tasks {
+			id := prefix + "-" + newShortID()
+			resp.TaskIDs = append(resp.TaskIDs, id)
+			pr := t.Priority
+			if pr == "" {
+				pr = "medium"
+			}
+			lines = append(lines, fmt.Sprintf("- %s (priority %s): %s", id, pr, t.Content))
+		}
+		resp.TasksCreated = len(resp.TaskIDs)
+	case proxy.ActionUpdateStatus:
+		lines = append(lines, fmt.Sprintf("- %s → %s", p.req.TaskID, p.req.Status))
+		if len(p.req.Metadata) > 0 {
+			lines = append(lines, "  metadata: "+string(p.req.Metadata))
+		}
+	}
+	resp.Success, resp.Proxy = true, proxyAgent.Name
+	resp.ExecutionTime = fmt.Sprintf("%.1fs", o.now().Sub(p.since).Seconds())
+	o.notify(proxyAgent, fmt.Sprintf("Proxy request from %s (%s). Record these in your todo list with your todo tools:\n%s", p.requester.Name, p.req.Action, quote(strings.Join(lines, "\n"))))
+	o.notify(p.requester, "[PROXY_RESPONSE]\n"+mustJSON(resp)+"\n[/PROXY_RESPONSE]")
+	_, err = o.event(ctx, p.requester.OfficeID, p.requester.ID, "proxy.handled", resp, "", "")
+	return err
+}
+
+var errParked = Errorf(EUNAVAILABLE, "still parked")
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func initials(name string) string {
+	var b strings.Builder
+	for _, part := range strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return r == '-' || r == '_' || r == ' ' }) {
+		b.WriteByte(part[0])
+	}
+	if b.Len() == 0 {
+		return "t"
+	}
+	return b.String()
+}
