@@ -17,6 +17,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -355,7 +356,7 @@ type envelope struct {
 //
 // An invalid message carries invalid_kind and reason.
 func (m Message) MarshalJSON() ([]byte, error) {
-	head, err := json.Marshal(envelope{Kind: m.Kind, Target: m.Target, Line: m.Line, Raw: m.Raw})
+	head, err := marshalPlain(envelope{Kind: m.Kind, Target: m.Target, Line: m.Line, Raw: m.Raw})
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +364,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	if p == nil {
 		return head, nil
 	}
-	body, err := json.Marshal(p)
+	body, err := marshalPlain(p)
 	if err != nil {
 		return nil, fmt.Errorf("marshal %s payload: %w", m.Kind, err)
 	}
@@ -376,6 +377,18 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	out = append(out, ',')
 	out = append(out, body[1:]...)
 	return out, nil
+}
+
+// marshalPlain is json.Marshal without HTML escaping: agents' text is full
+// of <, > and &, and the JSON is read by people and programs, not browsers.
+func marshalPlain(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // UnmarshalJSON decodes the form MarshalJSON writes. It fails on an unknown

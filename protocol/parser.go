@@ -1,41 +1,342 @@
 package protocol
 
+import (
+	"strings"
+)
+
 // DefaultMaxBlockBytes is the default limit on one open block's size.
 const DefaultMaxBlockBytes = 64 << 10
+
+// rawHeadBytes is how much of an oversized block's text an invalid message
+// keeps in Raw: enough to show the agent what it wrote.
+const rawHeadBytes = 1 << 10
 
 // Options configure a Parser. The zero value is ready to use.
 type Options struct {
 	// MaxBlockBytes bounds the bytes one open block (or one phase message)
 	// may hold. A block that grows past it comes out as KindInvalid at once
-	// and the rest of it is skipped. Zero means DefaultMaxBlockBytes.
+	// and the rest of it is skipped, so memory stays bounded whatever the
+	// agent prints. Zero means DefaultMaxBlockBytes.
 	MaxBlockBytes int
 }
 
 // Parser reads protocol messages out of a stream of text lines. Feed it the
-// lines in order and call Flush when the agent's turn ends. It is not safe
-// for concurrent use; use one per session.
+// lines in order and call Flush when the agent's turn ends. Every line is
+// looked at once: a block's lines are held until the block ends (closing
+// tag, next opening tag, or Flush) and then decoded, so the parser's memory
+// is bounded by the largest open block. A Parser is not safe for concurrent
+// use; use one per session.
 type Parser struct {
-	opts Options
-	line int
+	max  int
+	line int // lines fed so far
+
+	blk   *block // the open block, nil outside one
+	phase *phaseState
+}
+
+// block is an open [NAME] block.
+type block struct {
+	kind   Kind
+	target string
+	start  int      // line number of the tag line
+	raw    []string // the tag line and every body line, as fed
+	body   []string // body lines: the tag line's rest (if any), then the lines
+	size   int      // bytes in raw
+	boxed  bool     // the tag was drawn inside a box: strip │ from body lines
+	// restFirst: body[0] is the text after the tag on the tag's line.
+	restFirst bool
+	// over is set once the block outgrew the limit: it has been reported
+	// invalid, and its remaining lines are skipped until it ends.
+	over bool
+	// For key-value kinds, an unclosed block also ends at a prose line
+	// after a blank line (see feedBlock).
+	sawBlank bool
+	base     int // least indentation of the non-blank body lines so far
 }
 
 // NewParser returns a Parser with the given options.
 func NewParser(opts Options) *Parser {
-	if opts.MaxBlockBytes <= 0 {
-		opts.MaxBlockBytes = DefaultMaxBlockBytes
+	max := opts.MaxBlockBytes
+	if max <= 0 {
+		max = DefaultMaxBlockBytes
 	}
-	return &Parser{opts: opts}
+	return &Parser{max: max}
 }
 
-// Feed consumes one line (without its newline; a trailing "\r" is ignored)
-// and returns the messages it completed, in order, usually none.
+// ParseString parses a whole text at once: it splits s into lines, feeds
+// them to a new Parser with the given options and flushes it. It is for
+// tests and one-shot callers; streams use a Parser.
+func ParseString(s string, opts Options) []Message {
+	p := NewParser(opts)
+	var out []Message
+	for len(s) > 0 {
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			out = append(out, p.Feed(s)...)
+			break
+		}
+		out = append(out, p.Feed(s[:i])...)
+		s = s[i+1:]
+	}
+	return append(out, p.Flush()...)
+}
+
+// Feed consumes one line (without its newline; a trailing "\r" is dropped)
+// and returns the messages it completed, in order; usually none.
 func (p *Parser) Feed(line string) []Message {
 	p.line++
-	return nil
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	// Fast path: most lines are prose that cannot start anything.
+	if p.blk == nil && p.phase == nil && !maybeSpecial(line) {
+		return nil
+	}
+	var out []Message
+	if p.blk != nil {
+		var done bool
+		out, done = p.feedBlock(line, out)
+		if done {
+			return out
+		}
+	}
+	if p.phase != nil {
+		if p.feedPhase(line) {
+			return out
+		}
+		out = append(out, p.endPhase())
+	}
+	return p.feedOutside(line, out)
 }
 
 // Flush ends the current turn: an open block or phase message is completed
-// and returned. The parser is then ready for the next turn.
+// and returned. The parser is then ready for the next turn; line numbers
+// keep counting.
 func (p *Parser) Flush() []Message {
-	return nil
+	var out []Message
+	if p.blk != nil {
+		if m, ok := p.endBlock(""); ok {
+			out = append(out, m)
+		}
+	}
+	if p.phase != nil {
+		out = append(out, p.endPhase())
+	}
+	return out
+}
+
+// feedOutside handles a line outside any block and phase message.
+func (p *Parser) feedOutside(line string, out []Message) []Message {
+	if t, ok := parseTag(line); ok {
+		if t.closing {
+			// A stray closing tag: nothing is open, so it changes nothing.
+			// Text after it is still looked at.
+			if t.rest != "" {
+				return p.feedOutside(t.rest, out)
+			}
+			return out
+		}
+		return p.openBlock(t, line, out)
+	}
+	if n, ok := parsePhaseHeader(line); ok {
+		p.phase = &phaseState{
+			msg:  PhaseComplete{Number: n},
+			raw:  []string{strings.Clone(line)},
+			size: len(line),
+			line: p.line,
+		}
+		return out
+	}
+	if m, ok := parseStep(line); ok {
+		m.Line = p.line
+		m.Raw = strings.Clone(line)
+		out = append(out, m)
+	}
+	return out
+}
+
+// openBlock starts a block at tag line t; the tag's rest of line is its
+// first body line, and may close it at once ("[STEP_COMPLETE][/STEP_COMPLETE]").
+func (p *Parser) openBlock(t tag, line string, out []Message) []Message {
+	line = strings.Clone(line)
+	b := &block{
+		kind:   t.kind,
+		target: t.target,
+		start:  p.line,
+		raw:    []string{line},
+		size:   len(line),
+		boxed:  t.boxed,
+		base:   1 << 30,
+	}
+	p.blk = b
+	if t.rest == "" {
+		return out
+	}
+	body, closed := cutClosing(strings.Clone(t.rest))
+	if body != "" {
+		// The rest of the tag line counts at the tag's own indentation.
+		b.body = append(b.body, body)
+		b.restFirst = true
+	}
+	if closed {
+		if m, ok := p.endBlock(""); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// feedBlock handles a line inside the open block. done reports that the line
+// was consumed; otherwise the block has ended and the line is to be handled
+// outside it.
+func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) {
+	b := p.blk
+	if t, ok := parseTag(line); ok {
+		if !t.closing {
+			// An opening tag ends an unclosed block (seed 003 has no
+			// closing tags) and starts the next.
+			if m, ok := p.endBlock(""); ok {
+				out = append(out, m)
+			}
+			return p.openBlock(t, line, out), true
+		}
+		// The block's closing tag, or a mismatched one ([/ASK] for
+		// [ASK_USER] is a slip): either way the agent meant to end it
+		// here, and reading on would swallow what follows.
+		if m, ok := p.endBlock(line); ok {
+			out = append(out, m)
+		}
+		if t.rest != "" {
+			out = p.feedOutside(t.rest, out)
+		}
+		return out, true
+	}
+	if kvKind(b.kind) && b.sawBlank && !isBlank(line) {
+		// An unclosed key-value block ends at prose: a blank line, then a
+		// line no deeper than the body that is neither a field, a list
+		// item, nor a continuation. Without this, "[ASK_USER] … (blank)
+		// Let me know!" would hold every later step line until Flush.
+		l := line
+		if b.boxed {
+			l = unbox(l)
+		}
+		if ind := indentOf(l); ind <= b.base && !isFieldLine(l) && !isListItem(l) {
+			if m, ok := p.endBlock(""); ok {
+				out = append(out, m)
+			}
+			return out, false
+		}
+	}
+	if b.over {
+		return out, true
+	}
+	b.size += len(line) + 1
+	if b.size > p.max {
+		out = append(out, p.oversized())
+		return out, true
+	}
+	line = strings.Clone(line)
+	b.raw = append(b.raw, line)
+	body, closed := line, false
+	if strings.Contains(line, "[/") {
+		body, closed = cutClosing(line)
+	}
+	if b.boxed {
+		body = unbox(body)
+	}
+	if isBlank(body) {
+		b.sawBlank = true
+	} else if ind := indentOf(body); ind < b.base {
+		b.base = ind
+	}
+	if !closed || !isBlank(body) {
+		b.body = append(b.body, body)
+	}
+	if closed {
+		if m, ok := p.endBlock(""); ok {
+			out = append(out, m)
+		}
+	}
+	return out, true
+}
+
+// oversized reports the open block as invalid because it outgrew the limit,
+// and keeps skipping it until it ends.
+func (p *Parser) oversized() Message {
+	b := p.blk
+	raw := strings.Join(b.raw, "\n")
+	if len(raw) > rawHeadBytes {
+		raw = truncateUTF8(raw, rawHeadBytes) + "\n…"
+	}
+	m := invalid(b.kind, b.target, raw, b.start,
+		"%s: block is larger than %d bytes; split it into smaller blocks or shorten it", b.kind, p.max)
+	b.over, b.raw, b.body = true, nil, nil
+	return m
+}
+
+// endBlock closes the open block (closing is its closing tag line, or "")
+// and decodes it. ok is false for a block already reported as oversized.
+func (p *Parser) endBlock(closing string) (m Message, ok bool) {
+	b := p.blk
+	p.blk = nil
+	if b.over {
+		return Message{}, false
+	}
+	raw := b.raw
+	if closing != "" {
+		raw = append(raw, closing)
+	} else {
+		// An unclosed block's trailing blank lines separate it from what
+		// follows; they are not part of it.
+		for len(raw) > 1 && isBlank(raw[len(raw)-1]) {
+			raw = raw[:len(raw)-1]
+		}
+	}
+	return decodeBlock(b.kind, b.target, b.body, b.restFirst, strings.Join(raw, "\n"), b.start), true
+}
+
+// maybeSpecial reports whether line could be a tag, phase or step line,
+// cheaply: it looks at the first non-blank byte only.
+func maybeSpecial(line string) bool {
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; c {
+		case ' ', '\t':
+			continue
+		case '[', '=', 'S', 's', '*', '#', '>', '|', '-', '+', '_':
+			return true
+		default:
+			return c >= 0x80 // bullets, box edges, 현재
+		}
+	}
+	return false
+}
+
+// isBlank reports whether s holds only spaces and tabs.
+func isBlank(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != ' ' && s[i] != '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+// indentOf counts s's leading spaces and tabs.
+func indentOf(s string) int {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
 }

@@ -1,0 +1,506 @@
+package protocol
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// This file recognises single lines: tag lines, phase headers, step updates,
+// field lines and list items, with terminal decoration taken off.
+
+// tagKinds maps a tag name to its kind.
+var tagKinds = map[string]Kind{
+	"ASK_USER":           KindAskUser,
+	"INVOKE":             KindInvoke,
+	"DELIVER_RESULT":     KindDeliverResult,
+	"USER_QUESTION":      KindUserQuestion,
+	"DEPENDENCY_REQUEST": KindDependencyRequest,
+	"ERROR":              KindError,
+	"STEP_COMPLETE":      KindStepComplete,
+	"PROXY_REQUEST":      KindProxyRequest,
+}
+
+// kvKind reports whether blocks of kind k are made of `key: value` fields
+// (as opposed to free text or JSON).
+func kvKind(k Kind) bool {
+	switch k {
+	case KindAskUser, KindUserQuestion, KindDependencyRequest, KindError, KindStepComplete:
+		return true
+	}
+	return false
+}
+
+// tag is a recognised tag line.
+type tag struct {
+	closing bool
+	kind    Kind
+	target  string
+	rest    string // text after the tag on the same line, decoration removed
+	boxed   bool   // a box edge was drawn before the tag
+}
+
+// isDecoration reports whether r is something a terminal UI draws before a
+// line's content: bullets (Claude Code's ● and ⏺), box drawing, quote and
+// list markers.
+func isDecoration(r rune) bool {
+	switch r {
+	case '●', '⏺', '•', '◦', '○', '◉', '◆', '▶', '►', '⎿', '∙', '·', '>', '*', '-', '+', '|':
+		return true
+	}
+	return r >= 0x2500 && r <= 0x257F // box drawing
+}
+
+// isVertical reports whether r is a box's left or right edge.
+func isVertical(r rune) bool {
+	switch r {
+	case '│', '┃', '║', '|', '╎', '┆', '┊', '╏', '┇', '┋':
+		return true
+	}
+	return false
+}
+
+// undecorate removes leading blanks and decoration from s. boxed reports a
+// box edge among them.
+func undecorate(s string) (rest string, boxed bool) {
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		if c == ' ' || c == '\t' {
+			i++
+			continue
+		}
+		r, n := rune(c), 1
+		if c >= utf8.RuneSelf {
+			r, n = utf8.DecodeRuneInString(s[i:])
+		}
+		if !isDecoration(r) {
+			break
+		}
+		boxed = boxed || isVertical(r)
+		i += n
+	}
+	return s[i:], boxed
+}
+
+// trimTrailingDecoration removes trailing blanks, box edges and emphasis
+// stars ("**[ASK_USER]**", "│ [ASK_USER]   │").
+func trimTrailingDecoration(s string) string {
+	for len(s) > 0 {
+		r, n := utf8.DecodeLastRuneInString(s)
+		if r == ' ' || r == '\t' || r == '*' || isVertical(r) {
+			s = s[:len(s)-n]
+			continue
+		}
+		break
+	}
+	return s
+}
+
+// parseTag recognises a tag line: optional decoration, then [NAME],
+// [NAME:Target], [/NAME] or [/NAME:Target] for a known NAME (any case),
+// then optional text. A tag anywhere but at the start of the line is prose.
+func parseTag(line string) (t tag, ok bool) {
+	s, boxed := undecorate(line)
+	if len(s) < 3 || s[0] != '[' {
+		return tag{}, false
+	}
+	j := strings.IndexByte(s, ']')
+	if j < 0 {
+		return tag{}, false
+	}
+	inner := strings.TrimSpace(s[1:j])
+	if strings.HasPrefix(inner, "/") {
+		t.closing = true
+		inner = strings.TrimSpace(inner[1:])
+	}
+	name := inner
+	if k := strings.IndexAny(inner, ":："); k >= 0 {
+		name = strings.TrimSpace(inner[:k])
+		_, w := utf8.DecodeRuneInString(inner[k:])
+		t.target = strings.TrimSpace(inner[k+w:])
+	}
+	kind, known := tagKinds[strings.ToUpper(name)]
+	if !known {
+		return tag{}, false
+	}
+	t.kind, t.boxed = kind, boxed
+	rest := strings.TrimLeft(s[j+1:], " \t")
+	rest = trimTrailingDecoration(rest)
+	t.rest = rest
+	return t, true
+}
+
+// cutClosing finds a closing tag of a known kind at the end of s
+// ("content: done [/DELIVER_RESULT]"), and returns s without it.
+func cutClosing(s string) (body string, closed bool) {
+	i := strings.LastIndex(s, "[/")
+	if i < 0 {
+		return s, false
+	}
+	j := strings.IndexByte(s[i:], ']')
+	if j < 0 {
+		return s, false
+	}
+	if trimTrailingDecoration(s[i+j+1:]) != "" {
+		return s, false
+	}
+	inner := s[i+2 : i+j]
+	if k := strings.IndexAny(inner, ":："); k >= 0 {
+		inner = inner[:k]
+	}
+	if _, known := tagKinds[strings.ToUpper(strings.TrimSpace(inner))]; !known {
+		return s, false
+	}
+	return strings.TrimRight(s[:i], " \t"), true
+}
+
+// unbox removes a box's left and right edges from a line drawn inside one,
+// keeping the indentation inside the box. A border line becomes blank.
+func unbox(s string) string {
+	t := strings.TrimLeft(s, " \t")
+	r, n := utf8.DecodeRuneInString(t)
+	if !isVertical(r) {
+		if isBorder(t) {
+			return ""
+		}
+		return s
+	}
+	t = t[n:]
+	if strings.HasPrefix(t, " ") {
+		t = t[1:]
+	}
+	t = strings.TrimRight(t, " \t")
+	if r, n := utf8.DecodeLastRuneInString(t); isVertical(r) {
+		t = strings.TrimRight(t[:len(t)-n], " \t")
+	}
+	return t
+}
+
+// isBorder reports whether s is made of box drawing only (╭────╮).
+func isBorder(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r != ' ' && !(r >= 0x2500 && r <= 0x257F) {
+			return false
+		}
+	}
+	return true
+}
+
+// isListItem reports whether s (after indentation) is a list item:
+// "- x", "* x", "• x", "+ x", "1. x" or "1) x".
+func isListItem(s string) bool {
+	_, ok := listItem(s)
+	return ok
+}
+
+// listItem returns the text of list item s.
+func listItem(s string) (string, bool) {
+	s = strings.TrimLeft(s, " \t")
+	for _, m := range []string{"- ", "* ", "+ ", "• "} {
+		if strings.HasPrefix(s, m) {
+			return strings.TrimSpace(s[len(m):]), true
+		}
+	}
+	if s == "-" || s == "*" {
+		return "", true
+	}
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i > 0 && i < 4 && i+1 < len(s) && (s[i] == '.' || s[i] == ')') && s[i+1] == ' ' {
+		return strings.TrimSpace(s[i+2:]), true
+	}
+	return "", false
+}
+
+// keyAliases maps every accepted field name, lower-cased, to its canonical
+// name. English names are matched case-insensitively; the Korean ones are
+// seed 003's (질문, 타입, 옵션, 컨텍스트, 내용) and a few obvious others.
+var keyAliases = map[string]string{
+	"question": "question", "질문": "question",
+	"type": "type", "타입": "type", "유형": "type", "question_type": "type", "result_type": "type",
+	"category": "category", "카테고리": "category", "분류": "category",
+	"options": "options", "option": "options", "choices": "options", "옵션": "options", "선택지": "options",
+	"default": "default", "default_answer": "default", "기본값": "default",
+	"context": "context", "컨텍스트": "context", "맥락": "context",
+	"required": "required", "필수": "required",
+	"task": "task", "작업": "task",
+	"content": "content", "내용": "content", "content_type": "content_type",
+	"name": "name", "이름": "name",
+	"description": "description", "설명": "description",
+	"message": "message", "메시지": "message",
+	"details": "details", "detail": "details", "상세": "details",
+	"recovery": "recovery", "복구": "recovery",
+	"step": "step", "단계": "step",
+	"summary": "summary", "요약": "summary",
+}
+
+// parseField splits a `key: value` line whose key is a known field name
+// (see keyAliases), with markdown emphasis around the key allowed
+// ("**question**: x", "**question:** x"). Leading blanks are ignored.
+func parseField(s string) (key, value string, ok bool) {
+	s = strings.TrimLeft(s, " \t")
+	i := strings.IndexAny(s, ":：")
+	if i <= 0 || i > 40 {
+		return "", "", false
+	}
+	k := strings.Trim(s[:i], " *_`")
+	if k == "" {
+		return "", "", false
+	}
+	lk := strings.ToLower(k)
+	if strings.ContainsAny(lk, " -") {
+		lk = strings.NewReplacer(" ", "_", "-", "_").Replace(lk)
+	}
+	canon, known := keyAliases[lk]
+	if !known {
+		return "", "", false
+	}
+	_, w := utf8.DecodeRuneInString(s[i:])
+	v := strings.TrimSpace(s[i+w:])
+	v = strings.TrimSpace(strings.TrimLeft(v, "*_")) // the ** of "**key:** value"
+	return canon, v, true
+}
+
+// isFieldLine reports whether s is a known field line.
+func isFieldLine(s string) bool {
+	_, _, ok := parseField(s)
+	return ok
+}
+
+// stripLead removes decoration and markdown lead (headings, emphasis, list
+// and quote markers) from a line message candidate.
+func stripLead(line string) string {
+	s, _ := undecorate(line)
+	for {
+		t := strings.TrimLeft(s, "#*_> \t")
+		if t == s {
+			break
+		}
+		s = t
+	}
+	return s
+}
+
+// trimLineEnd removes trailing blanks, emphasis and box edges.
+func trimLineEnd(s string) string {
+	for {
+		t := strings.TrimRight(trimTrailingDecoration(s), "_")
+		if t == s {
+			return s
+		}
+		s = t
+	}
+}
+
+// parsePhaseHeader recognises "=== PHASE N COMPLETE ===" (any case, any
+// number of "=", COMPLETED or 완료 too) and returns N.
+func parsePhaseHeader(line string) (int, bool) {
+	s := stripLead(line)
+	if len(s) < 2 || s[0] != '=' || s[1] != '=' {
+		return 0, false
+	}
+	s = strings.TrimLeft(s, "= \t")
+	s = strings.TrimRight(trimLineEnd(s), "= \t")
+	f := strings.Fields(s)
+	if len(f) != 3 || !strings.EqualFold(f[0], "phase") {
+		return 0, false
+	}
+	switch strings.ToUpper(f[2]) {
+	case "COMPLETE", "COMPLETED", "완료":
+	default:
+		return 0, false
+	}
+	n, err := strconv.Atoi(f[1])
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// parseStep recognises a step update at the start of a line (seed 002):
+// "Step 3/9: name", "Step 3 of 9: name", "현재 Step: 3/9: name" (also
+// "현재 단계: 3/9: name"). Seed 002's patterns match anywhere in the text;
+// here the update must lead its line, so prose that mentions a step
+// ("as in Step 2/5: …") is not an update.
+func parseStep(line string) (Message, bool) {
+	s := stripLead(line)
+	var cur, total int
+	var ok bool
+	switch {
+	case len(s) > 5 && strings.EqualFold(s[:4], "step") && (s[4] == ' ' || s[4] == '\t'):
+		cur, total, s, ok = stepNumbers(strings.TrimLeft(s[4:], " \t"))
+	case strings.HasPrefix(s, "현재"):
+		t := strings.TrimLeft(s[len("현재"):], " \t")
+		switch {
+		case len(t) >= 4 && strings.EqualFold(t[:4], "step"):
+			t = t[4:]
+		case strings.HasPrefix(t, "단계"):
+			t = t[len("단계"):]
+		default:
+			return Message{}, false
+		}
+		t = strings.TrimLeft(t, " \t")
+		if !strings.HasPrefix(t, ":") {
+			return Message{}, false
+		}
+		cur, total, s, ok = stepNumbers(strings.TrimLeft(t[1:], " \t"))
+	}
+	if !ok {
+		return Message{}, false
+	}
+	// The name follows a colon.
+	s = strings.TrimLeft(s, " \t")
+	if !strings.HasPrefix(s, ":") {
+		return Message{}, false
+	}
+	name := trimLineEnd(strings.TrimSpace(s[1:]))
+	name = strings.TrimSpace(strings.Trim(name, "*_"))
+	if name == "" {
+		return Message{}, false
+	}
+	if total < 1 || cur < 1 || cur > total {
+		return Message{Kind: KindInvalid, Invalid: &Invalid{Kind: KindStep, Reason: "STEP: step " +
+			strconv.Itoa(cur) + " of " + strconv.Itoa(total) +
+			" is out of range; write `Step <n>/<total>: <name>` with 1 ≤ n ≤ total"}}, true
+	}
+	return Message{Kind: KindStep, Step: &Step{Current: cur, Total: total, Name: name}}, true
+}
+
+// stepNumbers reads "3/9" or "3 of 9" at the start of s.
+func stepNumbers(s string) (cur, total int, rest string, ok bool) {
+	cur, s, ok = leadingInt(s)
+	if !ok {
+		return
+	}
+	s = strings.TrimLeft(s, " \t")
+	switch {
+	case strings.HasPrefix(s, "/"):
+		s = s[1:]
+	case len(s) > 2 && strings.EqualFold(s[:2], "of") && (s[2] == ' ' || s[2] == '\t'):
+		s = s[2:]
+	default:
+		return 0, 0, "", false
+	}
+	total, rest, ok = leadingInt(strings.TrimLeft(s, " \t"))
+	return
+}
+
+// leadingInt reads a decimal number of at most 6 digits at the start of s.
+func leadingInt(s string) (int, string, bool) {
+	i := 0
+	for i < len(s) && i < 7 && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 || i > 6 {
+		return 0, s, false
+	}
+	n, _ := strconv.Atoi(s[:i])
+	return n, s[i:], true
+}
+
+// phaseState is an open phase message: the header has been read and the
+// optional name line and deliverables list may follow.
+type phaseState struct {
+	msg    PhaseComplete
+	raw    []string
+	size   int
+	line   int
+	blanks int // blank lines since the last line taken
+}
+
+// feedPhase offers line to the open phase message. It reports false when the
+// line is not part of it; the phase message has then ended.
+func (p *Parser) feedPhase(line string) bool {
+	ps := p.phase
+	if isBlank(line) {
+		ps.blanks++
+		return true
+	}
+	if ps.size+len(line)+ps.blanks+1 > p.max {
+		return false
+	}
+	if _, ok := parseTag(line); ok {
+		return false
+	}
+	s := stripLead(line)
+	if s == "" {
+		return false
+	}
+	if _, ok := parsePhaseHeader(line); ok {
+		return false
+	}
+	if _, ok := parseStep(line); ok {
+		return false
+	}
+	switch {
+	case phaseName(s) != "":
+		if ps.msg.Name == "" {
+			ps.msg.Name = phaseName(s)
+		}
+	case isListItemLine(line):
+		item, _ := listItem(unboxed(line))
+		item = strings.Trim(trimLineEnd(item), "`")
+		if item != "" {
+			ps.msg.Deliverables = append(ps.msg.Deliverables, strings.Clone(item))
+		}
+	case strings.HasSuffix(trimLineEnd(s), ":") && len(s) < 80:
+		// "Documents created:", "Files created:", "Deliverables:", "산출물:".
+	default:
+		return false
+	}
+	for ; ps.blanks > 0; ps.blanks-- {
+		ps.raw = append(ps.raw, "")
+		ps.size++
+	}
+	ps.raw = append(ps.raw, strings.Clone(line))
+	ps.size += len(line) + 1
+	return true
+}
+
+// isListItemLine reports whether a (possibly decorated) line is a list item.
+func isListItemLine(line string) bool { return isListItem(unboxed(line)) }
+
+// unboxed removes a leading box edge, if any, keeping the rest.
+func unboxed(line string) string {
+	t := strings.TrimLeft(line, " \t")
+	if r, n := utf8.DecodeRuneInString(t); isVertical(r) || r == '⎿' || r == '●' || r == '⏺' {
+		return t[n:]
+	}
+	return line
+}
+
+// phaseName returns the phase name from "Phase: Planning", "Name: Planning"
+// or seed 002's "Completed: Phase 1 (Planning)"; "" if s is none of these.
+func phaseName(s string) string {
+	i := strings.IndexAny(s, ":：")
+	if i <= 0 {
+		return ""
+	}
+	k := strings.ToLower(strings.Trim(s[:i], " *_"))
+	_, w := utf8.DecodeRuneInString(s[i:])
+	v := strings.TrimSpace(strings.Trim(trimLineEnd(s[i+w:]), "*_ "))
+	switch k {
+	case "phase", "name", "단계", "이름":
+		return v
+	case "completed":
+		if a, b := strings.IndexByte(v, '('), strings.LastIndexByte(v, ')'); a >= 0 && b > a {
+			return strings.TrimSpace(v[a+1 : b])
+		}
+		return v
+	}
+	return ""
+}
+
+// endPhase completes the open phase message.
+func (p *Parser) endPhase() Message {
+	ps := p.phase
+	p.phase = nil
+	msg := ps.msg
+	return Message{Kind: KindPhaseComplete, Raw: strings.Join(ps.raw, "\n"), Line: ps.line, Phase: &msg}
+}
