@@ -25,9 +25,10 @@ import (
 //	0x07  c→s   RELEASE  give control back
 //	0x08  s→c   STATUS   JSON {"control":"none|you|other","viewers":N,"session":"ready","note":"..."}
 //
-// While paused the server stops reading the viewer's queue; if the agent
-// keeps writing, the queue fills and the viewer is dropped (the agent is
-// never slowed down), and the client reconnects for a fresh replay.
+// While paused the server holds the viewer's output (up to 1 MiB); past
+// that the viewer is dropped (the agent is never slowed down) and the
+// client reconnects for a fresh replay. A viewer that does not pause but
+// cannot keep up fills its queue in the session layer and is dropped there.
 const (
 	FrameOutput  byte = 0x01
 	FrameInput   byte = 0x02
@@ -325,12 +326,44 @@ func (c *consoleConn) writeLoop() {
 		_ = err
 	}
 	paused := false
+	var held []byte // output kept while paused, at most maxHeld
 	out := c.viewer.C()
-	for {
-		var in <-chan []byte
-		if !paused {
-			in = out
+	flush := func(chunk []byte) error {
+		// Batch: this chunk and whatever else is queued, in frames of at
+		// most 64 KiB.
+		for more := true; more; {
+			for len(chunk) > 0 {
+				if len(buf) == 0 {
+					buf = append(buf, FrameOutput)
+				}
+				n := min(len(chunk), maxOutputFrame-len(buf))
+				buf = append(buf, chunk[:n]...)
+				chunk = chunk[n:]
+				if len(buf) == maxOutputFrame {
+					if err := write(websocket.BinaryMessage, buf); err != nil {
+						return err
+					}
+					buf = buf[:0]
+				}
+			}
+			select {
+			case chunk, more = <-out:
+				if !more {
+					out = closedChan // seen on the next turn of the loop
+				}
+			default:
+				more = false
+			}
 		}
+		if len(buf) > 0 {
+			if err := write(websocket.BinaryMessage, buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
+		}
+		return nil
+	}
+	for {
 		select {
 		case <-c.quit:
 			c.mu.Lock()
@@ -341,6 +374,14 @@ func (c *consoleConn) writeLoop() {
 			return
 		case p := <-c.flow:
 			paused = p
+			if !paused && len(held) > 0 {
+				chunk := held
+				held = nil
+				if err := flush(chunk); err != nil {
+					fail(err)
+					return
+				}
+			}
 		case <-c.notify:
 			b, _ := json.Marshal(c.status())
 			if err := write(websocket.BinaryMessage, append([]byte{FrameStatus}, b...)); err != nil {
@@ -348,7 +389,6 @@ func (c *consoleConn) writeLoop() {
 				return
 			}
 		case data := <-c.pongs:
-			_ = ws.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 			if err := ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(s.cfg.WriteTimeout)); err != nil {
 				fail(err)
 				return
@@ -358,7 +398,7 @@ func (c *consoleConn) writeLoop() {
 				fail(err)
 				return
 			}
-		case chunk, ok := <-in:
+		case chunk, ok := <-out:
 			if !ok {
 				reason := "session ended"
 				if c.viewer.Dropped() {
@@ -366,48 +406,31 @@ func (c *consoleConn) writeLoop() {
 					s.metrics.viewersDropped.Inc()
 				}
 				c.closeWith(websocket.CloseNormalClosure, reason)
+				out = nil
 				continue
 			}
-			// Batch: this chunk and whatever else is queued, in frames of
-			// at most 64 KiB.
-			for more := true; more; {
-				for len(chunk) > 0 {
-					if len(buf) == 0 {
-						buf = append(buf, FrameOutput)
-					}
-					n := min(len(chunk), maxOutputFrame-len(buf))
-					buf = append(buf, chunk[:n]...)
-					chunk = chunk[n:]
-					if len(buf) == maxOutputFrame {
-						if err := write(websocket.BinaryMessage, buf); err != nil {
-							fail(err)
-							return
-						}
-						buf = buf[:0]
-					}
+			if paused {
+				// Keep reading so the session never sees this viewer as
+				// slow while it is within its allowance; past it, drop.
+				if len(held)+len(chunk) > maxHeld {
+					s.metrics.viewersDropped.Inc()
+					c.closeWith(websocket.CloseNormalClosure, "viewer fell behind (paused too long); reconnect for a fresh replay")
+					out = nil
+					continue
 				}
-				select {
-				case chunk, more = <-out:
-					if !more {
-						out = nil // seen again (closed) on the next turn via c.viewer
-					}
-				default:
-					more = false
-				}
+				held = append(held, chunk...)
+				continue
 			}
-			if len(buf) > 0 {
-				if err := write(websocket.BinaryMessage, buf); err != nil {
-					fail(err)
-					return
-				}
-				buf = buf[:0]
-			}
-			if out == nil {
-				out = closedChan
+			if err := flush(chunk); err != nil {
+				fail(err)
+				return
 			}
 		}
 	}
 }
+
+// maxHeld bounds the output kept for a paused viewer.
+const maxHeld = 1 << 20
 
 // closedChan is a closed channel: reading it reports the viewer's end.
 var closedChan = func() chan []byte { c := make(chan []byte); close(c); return c }()

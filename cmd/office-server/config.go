@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/office-server/office-server/office"
+)
+
+// serveConfig is the serve command's configuration: flags, each with an
+// environment variable as its default (the table is in docs/notes/server.md).
+type serveConfig struct {
+	Addr            string
+	DataDir         string
+	DatabaseURL     string
+	SupabaseURL     string
+	SupabaseKey     string
+	AdminToken      string
+	SecretsKey      string
+	OfficeFile      string
+	Origins         []string
+	LogLevel        slog.Level
+	LogJSON         bool
+	ShutdownTimeout time.Duration
+	AgentBin        string // executable for "builtin" agents; default: this one
+	NoAutostart     bool
+}
+
+// parseServeConfig reads flags from args over the environment (getenv).
+func parseServeConfig(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
+	env := func(k, def string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return def
+	}
+	var c serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Addr, "addr", env("OFFICE_ADDR", "127.0.0.1:8080"), "listen address (env OFFICE_ADDR); loopback by default")
+	fs.StringVar(&c.DataDir, "data-dir", env("OFFICE_DATA_DIR", "./data"), "data directory: SQLite store, admin token, secrets key (env OFFICE_DATA_DIR)")
+	fs.StringVar(&c.DatabaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
+	fs.StringVar(&c.SupabaseURL, "supabase-url", getenv("SUPABASE_URL"), "Supabase project URL (env SUPABASE_URL; needs SUPABASE_SERVICE_ROLE_KEY)")
+	fs.StringVar(&c.OfficeFile, "office", getenv("OFFICE_FILE"), "office file (YAML) synced into the store at start (env OFFICE_FILE)")
+	origins := fs.String("allowed-origins", getenv("OFFICE_ALLOWED_ORIGINS"), "extra allowed Origins for the console, comma-separated (env OFFICE_ALLOWED_ORIGINS); the server's own origins are always allowed")
+	level := fs.String("log-level", env("OFFICE_LOG_LEVEL", "info"), "debug, info, warn or error (env OFFICE_LOG_LEVEL)")
+	fs.BoolVar(&c.LogJSON, "log-json", getenv("OFFICE_LOG_FORMAT") == "json", "JSON logs (env OFFICE_LOG_FORMAT=json)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "bound on graceful shutdown")
+	fs.StringVar(&c.AgentBin, "agent-bin", getenv("OFFICE_AGENT_BIN"), "executable for builtin agents (default: this executable)")
+	fs.BoolVar(&c.NoAutostart, "no-autostart", false, "do not start the agents' sessions at start")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	// Secrets come from the environment only: flags show up in ps.
+	c.SupabaseKey = getenv("SUPABASE_SERVICE_ROLE_KEY")
+	c.AdminToken = getenv("OFFICE_ADMIN_TOKEN")
+	c.SecretsKey = getenv("OFFICE_SECRETS_KEY")
+	for _, o := range strings.Split(*origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			c.Origins = append(c.Origins, o)
+		}
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
+		return c, fmt.Errorf("log level %q: want debug, info, warn or error", *level)
+	}
+	switch {
+	case c.DatabaseURL != "" && c.SupabaseURL != "":
+		return c, errors.New("both DATABASE_URL and SUPABASE_URL are set: choose one store")
+	case c.SupabaseURL != "" && c.SupabaseKey == "":
+		return c, errors.New("SUPABASE_URL needs SUPABASE_SERVICE_ROLE_KEY in the environment")
+	}
+	return c, nil
+}
+
+// storeKind names the store the configuration selects.
+func (c serveConfig) storeKind() string {
+	switch {
+	case c.DatabaseURL != "":
+		return "postgres"
+	case c.SupabaseURL != "":
+		return "supabase"
+	}
+	return "sqlite"
+}
+
+// secretFile returns the secret kept in dir/name, creating it (0600) with
+// gen() when it does not exist; created says whether it was made now.
+func secretFile(dir, name string, gen func() string) (value string, created bool, err error) {
+	path := filepath.Join(dir, name)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			return "", false, fmt.Errorf("%s is empty: delete it to generate a new one", path)
+		}
+		return v, false, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", false, fmt.Errorf("read %s: %w", path, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", false, fmt.Errorf("create data dir: %w", err)
+	}
+	v := gen()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", false, fmt.Errorf("create %s: %w", path, err)
+	}
+	if _, err := f.WriteString(v + "\n"); err != nil {
+		f.Close()
+		return "", false, fmt.Errorf("write %s: %w", path, err)
+	}
+	return v, true, f.Close()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// officeFile is the YAML office file: one office and its agents.
+type officeFile struct {
+	Office struct {
+		Name        string        `yaml:"name"`
+		QuestionTTL time.Duration `yaml:"question_ttl"`
+	} `yaml:"office"`
+	Agents []agentFile `yaml:"agents"`
+}
+
+type agentFile struct {
+	Name           string     `yaml:"name"`
+	Role           string     `yaml:"role"`
+	Capabilities   []string   `yaml:"capabilities"`
+	Priority       int        `yaml:"priority"`
+	Expertise      []string   `yaml:"expertise"`
+	AllowedActions []string   `yaml:"allowed_actions"`
+	MaxLoad        int        `yaml:"max_load"`
+	Disabled       bool       `yaml:"disabled"`
+	Launch         launchFile `yaml:"launch"`
+}
+
+type launchFile struct {
+	Kind           string            `yaml:"kind"`
+	Command        string            `yaml:"command"`
+	Args           []string          `yaml:"args"`
+	Env            map[string]string `yaml:"env"`
+	Dir            string            `yaml:"dir"`
+	PromptPattern  string            `yaml:"prompt_pattern"`
+	Model          string            `yaml:"model"`
+	PermissionMode string            `yaml:"permission_mode"`
+	Script         string            `yaml:"script"`
+}
+
+// loadOfficeFile reads and checks an office file. Unknown keys, missing
+// names, duplicate agents and unknown launch kinds are errors naming the
+// place.
+func loadOfficeFile(path string) (office.Office, []office.Agent, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return office.Office{}, nil, fmt.Errorf("read office file: %w", err)
+	}
+	return parseOfficeFile(path, b)
+}
+
+func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, error) {
+	var f officeFile
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return office.Office{}, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if strings.TrimSpace(f.Office.Name) == "" {
+		return office.Office{}, nil, fmt.Errorf("%s: office.name is required", name)
+	}
+	o := office.Office{Name: f.Office.Name, QuestionTTL: f.Office.QuestionTTL}
+	seen := map[string]bool{}
+	var agents []office.Agent
+	for i, a := range f.Agents {
+		where := fmt.Sprintf("%s: agents[%d]", name, i)
+		if strings.TrimSpace(a.Name) == "" {
+			return o, nil, fmt.Errorf("%s: name is required", where)
+		}
+		if seen[strings.ToLower(a.Name)] {
+			return o, nil, fmt.Errorf("%s: agent %q declared twice", where, a.Name)
+		}
+		seen[strings.ToLower(a.Name)] = true
+		switch a.Launch.Kind {
+		case "", "claude", "command":
+		case "builtin":
+			if a.Launch.Script == "" {
+				return o, nil, fmt.Errorf("%s (%s): launch.kind builtin needs launch.script", where, a.Name)
+			}
+		default:
+			return o, nil, fmt.Errorf("%s (%s): launch.kind %q: want claude, command or builtin", where, a.Name, a.Launch.Kind)
+		}
+		if a.Launch.Kind == "command" && a.Launch.Command == "" {
+			return o, nil, fmt.Errorf("%s (%s): launch.kind command needs launch.command", where, a.Name)
+		}
+		status := office.AgentIdle
+		if a.Disabled {
+			status = office.AgentDisabled
+		}
+		agents = append(agents, office.Agent{
+			Name: a.Name, Role: a.Role, Capabilities: a.Capabilities, Priority: a.Priority,
+			Expertise: a.Expertise, AllowedActions: a.AllowedActions, MaxLoad: a.MaxLoad, Status: status,
+			Launch: office.LaunchSpec{
+				Kind: a.Launch.Kind, Command: a.Launch.Command, Args: a.Launch.Args, Env: a.Launch.Env,
+				Dir: a.Launch.Dir, PromptPattern: a.Launch.PromptPattern, Model: a.Launch.Model,
+				PermissionMode: a.Launch.PermissionMode, Script: a.Launch.Script,
+			},
+		})
+	}
+	return o, agents, nil
+}

@@ -1,0 +1,78 @@
+package demoagent
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuf is a bytes.Buffer safe for the script's writes and the test's reads.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func waitFor(t *testing.T, out *syncBuf, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("output never held %q; got:\n%s", want, out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func start(t *testing.T, script string) (io.Writer, *syncBuf) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	out := &syncBuf{}
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, script, pr, out, Options{Step: time.Millisecond, Quiet: 20 * time.Millisecond}) }()
+	t.Cleanup(func() {
+		cancel()
+		pw.Close()
+		if err := <-done; err != nil && err != context.Canceled {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return pw, out
+}
+
+func TestPO(t *testing.T) {
+	in, out := start(t, "po")
+	waitFor(t, out, "[ASK_USER]\nquestion: Which feature should the team build first?\ntype: selection\noptions: [Login page, Search, Dark mode]")
+	io.WriteString(in, "\x1b[200~Answer: Search\x1b[201~\n")
+	waitFor(t, out, "[INVOKE:dev]\nBuild the feature the user chose: Search\n")
+	io.WriteString(in, "Result from dev:\nDone: it works\n")
+	waitFor(t, out, "=== PHASE 1 COMPLETE ===")
+	waitFor(t, out, "planning round 2")
+}
+
+func TestDev(t *testing.T) {
+	in, out := start(t, "dev")
+	waitFor(t, out, "> ")
+	io.WriteString(in, "Task from po:\nBuild the feature the user chose: Search\n")
+	waitFor(t, out, "Step 3/3: running the tests\n[DELIVER_RESULT:po]\ntype: markdown\ncontent: Done: Build the feature the user chose: Search.")
+}
+
+func TestEcho(t *testing.T) {
+	in, out := start(t, "echo")
+	io.WriteString(in, "hello\n")
+	waitFor(t, out, "echo: hello\n")
+}
+
+func TestUnknownScript(t *testing.T) {
+	err := Run(context.Background(), "nope", strings.NewReader(""), io.Discard, Options{})
+	if err == nil || !strings.Contains(err.Error(), `unknown script "nope"`) {
+		t.Fatalf("Run(nope) = %v, want unknown script", err)
+	}
+}
