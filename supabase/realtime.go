@@ -1,0 +1,647 @@
+package supabase
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/office-server/office-server/office"
+)
+
+// CatchUp is what the feed reads after every (re)subscribe: the rows still
+// awaiting the office. *Store implements it.
+type CatchUp interface {
+	ListAnsweredUndelivered(ctx context.Context, officeIDs []string) ([]office.Question, error)
+	ListPendingUserMessages(ctx context.Context, officeIDs []string) ([]office.UserMessage, error)
+	ListUndeliveredDependencies(ctx context.Context, officeIDs []string) ([]office.DependencyRequest, error)
+}
+
+// RealtimeOptions configures a Realtime feed. Zero values take the defaults.
+type RealtimeOptions struct {
+	// AccessToken returns the JWT the channel joins with. It is called
+	// before every join and every TokenRefresh; a changed token is pushed
+	// to the channel (event access_token). Nil: the API key is the token
+	// (right for the service-role key, which does not expire).
+	AccessToken func(ctx context.Context) (string, error)
+	// TokenRefresh is how often AccessToken is asked again while joined;
+	// default 5 minutes.
+	TokenRefresh time.Duration
+	// Heartbeat is the interval of Phoenix heartbeats on topic "phoenix";
+	// a heartbeat still unanswered when the next is due drops the
+	// connection. Default 25 s (Realtime times a socket out after 60 s).
+	Heartbeat time.Duration
+	// JoinTimeout bounds the wait for the join reply and then for the
+	// "Subscribed to PostgreSQL" system message. Default 10 s.
+	JoinTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the jittered, doubling wait between
+	// reconnects. Defaults 500 ms and 30 s.
+	MinBackoff, MaxBackoff time.Duration
+	// RateLimitBackoff is the least wait after Realtime refused for a rate
+	// limit (…RateLimitReached, "Too many …"). Default 15 s.
+	RateLimitBackoff time.Duration
+	// Topic is the channel name (topic "realtime:<Topic>"); default
+	// "office-server".
+	Topic string
+	// Schema of the watched tables; default "public".
+	Schema string
+	// Dialer dials the WebSocket; default websocket.DefaultDialer.
+	Dialer *websocket.Dialer
+	Logger *slog.Logger
+}
+
+// Realtime is office.ChangeFeed over Supabase Realtime's postgres_changes:
+// a Phoenix channel (serializer 1.0.0, JSON) on one WebSocket, written by
+// one goroutine. Realtime does not replay what happened while the socket was
+// down, so after every subscribe the feed reads the rows still awaiting the
+// office from CatchUp and reports them (Op CATCHUP) before live changes.
+type Realtime struct {
+	wsURL  string
+	apiKey string
+	src    CatchUp
+	o      RealtimeOptions
+	log    *slog.Logger
+
+	connected atomic.Bool
+	mu        sync.Mutex
+	lastErr   error
+}
+
+// NewRealtime returns a feed for the Supabase project at projectURL
+// (https://<ref>.supabase.co), authenticated with apiKey (the service-role
+// key on a server), reading catch-ups from src. It does no I/O; Watch
+// connects.
+func NewRealtime(projectURL, apiKey string, src CatchUp, o RealtimeOptions) (*Realtime, error) {
+	if apiKey == "" || src == nil {
+		return nil, office.Errorf(office.EINVALID, "realtime: API key and catch-up source are required")
+	}
+	u, err := url.Parse(strings.TrimRight(projectURL, "/"))
+	if err != nil || u.Host == "" {
+		return nil, office.Errorf(office.EINVALID, "realtime: bad project URL %q", projectURL)
+	}
+	switch u.Scheme {
+	case "https", "wss":
+		u.Scheme = "wss"
+	case "http", "ws":
+		u.Scheme = "ws"
+	default:
+		return nil, office.Errorf(office.EINVALID, "realtime: bad project URL scheme %q", u.Scheme)
+	}
+	u.Path += "/realtime/v1/websocket"
+	u.RawQuery = url.Values{"apikey": {apiKey}, "vsn": {"1.0.0"}}.Encode()
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.TokenRefresh, 5*time.Minute)
+	def(&o.Heartbeat, 25*time.Second)
+	def(&o.JoinTimeout, 10*time.Second)
+	def(&o.MinBackoff, 500*time.Millisecond)
+	def(&o.MaxBackoff, 30*time.Second)
+	def(&o.RateLimitBackoff, 15*time.Second)
+	if o.Topic == "" {
+		o.Topic = "office-server"
+	}
+	if o.Schema == "" {
+		o.Schema = "public"
+	}
+	if o.Dialer == nil {
+		o.Dialer = websocket.DefaultDialer
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Realtime{wsURL: u.String(), apiKey: apiKey, src: src, o: o, log: log.With("component", "realtime")}, nil
+}
+
+var _ office.ChangeFeed = (*Realtime)(nil)
+
+// Connected reports whether the channel is joined, subscribed to
+// PostgreSQL and caught up.
+func (r *Realtime) Connected() bool { return r.connected.Load() }
+
+// Err returns why the last connection ended (nil if none has).
+func (r *Realtime) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastErr
+}
+
+// binding is one postgres_changes subscription of the join.
+type binding struct {
+	Event  string `json:"event"`
+	Schema string `json:"schema"`
+	Table  string `json:"table"`
+	Filter string `json:"filter,omitempty"`
+}
+
+func (r *Realtime) bindings(officeIDs []string) ([]binding, error) {
+	filter := ""
+	if len(officeIDs) > 0 {
+		for _, id := range officeIDs {
+			// Realtime's in filter is a plain comma list; ids with , ( ) or
+			// quotes cannot be expressed in it.
+			if id == "" || strings.ContainsAny(id, `,()" `) {
+				return nil, office.Errorf(office.EINVALID, "realtime: office id %q cannot be filtered on", id)
+			}
+		}
+		filter = "office_id=in.(" + strings.Join(officeIDs, ",") + ")"
+	}
+	return []binding{
+		{Event: office.OpUpdate, Schema: r.o.Schema, Table: office.TableQuestions, Filter: filter},
+		{Event: office.OpInsert, Schema: r.o.Schema, Table: office.TableMessages, Filter: filter},
+		{Event: office.OpUpdate, Schema: r.o.Schema, Table: office.TableDependencies, Filter: filter},
+	}, nil
+}
+
+// Watch joins the channel and calls fn for each change until ctx ends
+// (then it returns nil), reconnecting with jittered backoff. fn is called
+// from this goroutine only.
+func (r *Realtime) Watch(ctx context.Context, officeIDs []string, fn func(office.Change)) error {
+	bs, err := r.bindings(officeIDs)
+	if err != nil {
+		return err
+	}
+	backoff := r.o.MinBackoff
+	for {
+		subscribed, err := r.session(ctx, bs, officeIDs, fn)
+		r.connected.Store(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		r.mu.Lock()
+		r.lastErr = err
+		r.mu.Unlock()
+		if subscribed {
+			backoff = r.o.MinBackoff
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		if isRateLimit(err) && wait < r.o.RateLimitBackoff {
+			wait = r.o.RateLimitBackoff + rand.N(r.o.RateLimitBackoff/4+1)
+		}
+		r.log.Warn("realtime disconnected; reconnecting", "err", err, "wait", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(backoff*2, r.o.MaxBackoff)
+	}
+}
+
+// ServerError is an error Realtime reported: a join refused (phx_reply
+// status error, Reason), a channel shut down (system message with status
+// error), or the channel closed or crashed (phx_close, phx_error).
+type ServerError struct {
+	Event  string // phx_reply, system, phx_close, phx_error
+	Reason string
+}
+
+func (e *ServerError) Error() string {
+	if e.Reason == "" {
+		return "realtime: " + e.Event
+	}
+	return "realtime: " + e.Event + ": " + e.Reason
+}
+
+// isRateLimit reports whether Realtime refused for a rate limit: join
+// replies "ClientJoinRateLimitReached: …", "ChannelRateLimitReached: …",
+// "ConnectionRateLimitReached: …", and channel shutdowns "Too many messages
+// per second" and the like (supabase/realtime realtime_channel.ex).
+func isRateLimit(err error) bool {
+	var se *ServerError
+	if !errors.As(err, &se) {
+		return false
+	}
+	return strings.Contains(se.Reason, "RateLimitReached") || strings.Contains(se.Reason, "Too many")
+}
+
+// isTokenError reports whether Realtime refused the access token.
+func isTokenError(err error) bool {
+	var se *ServerError
+	if !errors.As(err, &se) {
+		return false
+	}
+	for _, s := range []string{"Token has expired", "InvalidJWTToken", "JwtSignatureError", "MalformedJWT", "not a valid JWT", "`role` and `exp`"} {
+		if strings.Contains(se.Reason, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// message is a Phoenix message (serializer 1.0.0: a JSON object).
+type message struct {
+	Topic   string          `json:"topic"`
+	Event   string          `json:"event"`
+	Payload json.RawMessage `json:"payload"`
+	Ref     *string         `json:"ref"`
+}
+
+func (m message) ref() string {
+	if m.Ref == nil {
+		return ""
+	}
+	return *m.Ref
+}
+
+type reply struct {
+	Status   string `json:"status"`
+	Response struct {
+		PostgresChanges []struct {
+			ID int64 `json:"id"`
+			binding
+		} `json:"postgres_changes"`
+		Reason string `json:"reason"`
+	} `json:"response"`
+}
+
+type systemPayload struct {
+	Extension string `json:"extension"`
+	Status    string `json:"status"`
+	Message   string `json:"message"`
+	Channel   string `json:"channel"`
+}
+
+// changePayload is a postgres_changes push: data as the replication
+// poller builds it, ids the subscriptions it matched.
+type changePayload struct {
+	IDs  []int64 `json:"ids"`
+	Data struct {
+		Schema          string         `json:"schema"`
+		Table           string         `json:"table"`
+		CommitTimestamp string         `json:"commit_timestamp"`
+		Type            string         `json:"type"`
+		EventType       string         `json:"eventType"`
+		Record          map[string]any `json:"record"`
+		OldRecord       map[string]any `json:"old_record"`
+		Columns         []struct {
+			Name string `json:"name"`
+			Type string `json:"type"`
+		} `json:"columns"`
+		Errors any `json:"errors"`
+	} `json:"data"`
+}
+
+type conn struct {
+	ws         *websocket.Conn
+	out        chan []byte
+	in         chan message
+	readErr    chan error
+	writerDone chan struct{}
+	done       chan struct{}
+	wg         sync.WaitGroup
+	ref        int
+}
+
+const writeTimeout = 10 * time.Second
+
+func (r *Realtime) dial(ctx context.Context) (*conn, error) {
+	ws, resp, err := r.o.Dialer.DialContext(ctx, r.wsURL, nil)
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("dial realtime: %s: %w", resp.Status, err)
+		}
+		return nil, fmt.Errorf("dial realtime: %w", err)
+	}
+	c := &conn{ws: ws, out: make(chan []byte, 16), in: make(chan message, 256), readErr: make(chan error, 1),
+		writerDone: make(chan struct{}), done: make(chan struct{})}
+	readTimeout := 2*r.o.Heartbeat + 5*time.Second
+	c.wg.Add(2)
+	go func() { // the only reader
+		defer c.wg.Done()
+		for {
+			ws.SetReadDeadline(time.Now().Add(readTimeout))
+			_, data, err := ws.ReadMessage()
+			if err != nil {
+				c.readErr <- err
+				return
+			}
+			var m message
+			if err := json.Unmarshal(data, &m); err != nil {
+				r.log.Warn("realtime: undecodable frame", "err", err, "len", len(data))
+				continue
+			}
+			select {
+			case c.in <- m:
+			case <-c.done:
+				return
+			}
+		}
+	}()
+	go func() { // the only writer
+		defer c.wg.Done()
+		defer close(c.writerDone)
+		for {
+			select {
+			case b := <-c.out:
+				ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+				if err := ws.WriteMessage(websocket.TextMessage, b); err != nil {
+					ws.Close()
+					return
+				}
+			case <-c.done:
+				ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+				return
+			}
+		}
+	}()
+	return c, nil
+}
+
+// close ends the connection: the writer sends a close frame and stops,
+// then closing the socket ends the reader.
+func (c *conn) close() {
+	close(c.done)
+	<-c.writerDone
+	c.ws.Close()
+	c.wg.Wait()
+}
+
+var errWriterGone = errors.New("realtime: connection lost while writing")
+
+// send queues a message for the writer and returns its ref.
+func (c *conn) send(ctx context.Context, topic, event string, payload any) (string, error) {
+	c.ref++
+	ref := strconv.Itoa(c.ref)
+	b, err := json.Marshal(map[string]any{"topic": topic, "event": event, "payload": payload, "ref": ref})
+	if err != nil {
+		return "", err
+	}
+	select {
+	case c.out <- b:
+		return ref, nil
+	case <-c.writerDone:
+		return "", errWriterGone
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+func (r *Realtime) token(ctx context.Context) (string, error) {
+	if r.o.AccessToken == nil {
+		return r.apiKey, nil
+	}
+	t, err := r.o.AccessToken(ctx)
+	if err != nil {
+		return "", fmt.Errorf("realtime access token: %w", err)
+	}
+	return t, nil
+}
+
+// session runs one connection: join, wait for the subscription, catch up,
+// then deliver live changes until the connection or channel ends.
+// subscribed reports whether it got as far as delivering live changes.
+func (r *Realtime) session(ctx context.Context, want []binding, officeIDs []string, fn func(office.Change)) (subscribed bool, err error) {
+	token, err := r.token(ctx)
+	if err != nil {
+		return false, err
+	}
+	c, err := r.dial(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer c.close()
+
+	topic := "realtime:" + r.o.Topic
+	joinRef, err := c.send(ctx, topic, "phx_join", map[string]any{
+		"config": map[string]any{
+			"broadcast":        map[string]any{"ack": false, "self": false},
+			"presence":         map[string]any{"key": "", "enabled": false},
+			"postgres_changes": want,
+			"private":          false,
+		},
+		"access_token": token,
+	})
+	if err != nil {
+		return false, err
+	}
+
+	const (
+		joining = iota
+		subscribing
+		live
+	)
+	phase := joining
+	var routes map[int64]binding
+	deadline := time.NewTimer(r.o.JoinTimeout)
+	defer deadline.Stop()
+	hb := time.NewTicker(r.o.Heartbeat)
+	defer hb.Stop()
+	refresh := time.NewTicker(r.o.TokenRefresh)
+	defer refresh.Stop()
+	pendingHB := ""
+
+	for {
+		select {
+		case <-ctx.Done():
+			c.send(ctx, topic, "phx_leave", map[string]any{})
+			return subscribed, ctx.Err()
+		case err := <-c.readErr:
+			return subscribed, fmt.Errorf("realtime read: %w", err)
+		case <-c.writerDone:
+			return subscribed, errWriterGone
+		case <-deadline.C:
+			if phase == joining {
+				return subscribed, fmt.Errorf("realtime: no join reply within %s", r.o.JoinTimeout)
+			}
+			return subscribed, fmt.Errorf("realtime: not subscribed to PostgreSQL within %s", r.o.JoinTimeout)
+		case <-hb.C:
+			if pendingHB != "" {
+				return subscribed, fmt.Errorf("realtime: heartbeat %s unanswered after %s", pendingHB, r.o.Heartbeat)
+			}
+			if pendingHB, err = c.send(ctx, "phoenix", "heartbeat", map[string]any{}); err != nil {
+				return subscribed, err
+			}
+		case <-refresh.C:
+			if r.o.AccessToken == nil || phase == joining {
+				continue
+			}
+			t, err := r.token(ctx)
+			if err != nil {
+				r.log.Warn("realtime: token refresh failed", "err", err)
+				continue
+			}
+			if t != token {
+				token = t
+				if _, err := c.send(ctx, topic, "access_token", map[string]any{"access_token": t}); err != nil {
+					return subscribed, err
+				}
+			}
+		case m := <-c.in:
+			if m.Topic == "phoenix" {
+				if m.Event == "phx_reply" && m.ref() == pendingHB {
+					pendingHB = ""
+				}
+				continue
+			}
+			if m.Topic != topic {
+				continue
+			}
+			switch m.Event {
+			case "phx_reply":
+				if m.ref() != joinRef || phase != joining {
+					continue
+				}
+				var rep reply
+				if err := json.Unmarshal(m.Payload, &rep); err != nil {
+					return subscribed, fmt.Errorf("realtime: join reply: %w", err)
+				}
+				if rep.Status != "ok" {
+					return subscribed, &ServerError{Event: "phx_reply", Reason: rep.Response.Reason}
+				}
+				routes = map[int64]binding{}
+				for _, w := range want {
+					found := false
+					for _, got := range rep.Response.PostgresChanges {
+						if got.binding == w {
+							routes[got.ID] = w
+							found = true
+						}
+					}
+					if !found {
+						return subscribed, fmt.Errorf("realtime: join reply lacks the subscription %+v", w)
+					}
+				}
+				phase = subscribing
+				deadline.Reset(r.o.JoinTimeout)
+			case "system":
+				var sp systemPayload
+				if err := json.Unmarshal(m.Payload, &sp); err != nil {
+					return subscribed, fmt.Errorf("realtime: system message: %w", err)
+				}
+				switch {
+				case sp.Status == "ok" && sp.Extension == "postgres_changes" && phase == subscribing:
+					deadline.Stop()
+					if err := r.catchUp(ctx, officeIDs, fn); err != nil {
+						return subscribed, err
+					}
+					phase, subscribed = live, true
+					r.connected.Store(true)
+					r.log.Info("realtime subscribed and caught up", "topic", topic)
+				case sp.Status != "ok" && sp.Extension == "postgres_changes":
+					// Realtime retries the subscription itself; changes may be
+					// lost until it succeeds, so the feed is not trusted until
+					// the next "Subscribed to PostgreSQL", which catches up again.
+					r.log.Warn("realtime: postgres_changes subscription failed", "message", sp.Message)
+					if phase == live {
+						phase = subscribing
+						r.connected.Store(false)
+						deadline.Reset(r.o.JoinTimeout)
+					}
+				case sp.Status != "ok":
+					// The channel is shutting down (expired token, rate limit…);
+					// phx_close follows.
+					return subscribed, &ServerError{Event: "system", Reason: sp.Message}
+				}
+			case "phx_error":
+				return subscribed, &ServerError{Event: "phx_error"}
+			case "phx_close":
+				return subscribed, &ServerError{Event: "phx_close"}
+			case "postgres_changes":
+				if routes == nil {
+					continue
+				}
+				r.deliver(m.Payload, routes, fn)
+			}
+		}
+	}
+}
+
+// deliver decodes a postgres_changes payload and calls fn when it is a row
+// the office must act on.
+func (r *Realtime) deliver(payload json.RawMessage, routes map[int64]binding, fn func(office.Change)) {
+	var p changePayload
+	if err := json.Unmarshal(payload, &p); err != nil {
+		r.log.Warn("realtime: undecodable postgres_changes", "err", err)
+		return
+	}
+	var b binding
+	ok := false
+	for _, id := range p.IDs {
+		if b, ok = routes[id]; ok {
+			break
+		}
+	}
+	if !ok {
+		return
+	}
+	if p.Data.Errors != nil {
+		// e.g. a payload too large: the record may hold only some columns;
+		// the office reads the row by id.
+		r.log.Warn("realtime: change carries errors", "table", b.Table, "errors", p.Data.Errors)
+	}
+	op := p.Data.Type
+	if op == "" {
+		op = p.Data.EventType
+	}
+	if (p.Data.Table != "" && p.Data.Table != b.Table) || op != b.Event {
+		return
+	}
+	rec := p.Data.Record
+	s := func(k string) string { v, _ := rec[k].(string); return v }
+	ch := office.Change{Table: b.Table, Op: op, ID: s("id"), OfficeID: s("office_id"), AgentID: s("agent_id"), Status: s("status")}
+	if ch.ID == "" || !awaiting(ch, rec) {
+		return
+	}
+	fn(ch)
+}
+
+// awaiting reports whether a changed row is one the office acts on: an
+// answered question, a pending message, a provided, rejected or expired
+// dependency not yet delivered. A Realtime filter holds one condition (the
+// offices), so the status is checked here.
+func awaiting(ch office.Change, rec map[string]any) bool {
+	switch ch.Table {
+	case office.TableQuestions:
+		return ch.Status == office.QuestionAnswered
+	case office.TableMessages:
+		return ch.Status == office.MessagePending
+	case office.TableDependencies:
+		if v, present := rec["delivered_at"]; present && v != nil {
+			return false
+		}
+		return ch.Status == office.DependencyProvided || ch.Status == office.DependencyRejected || ch.Status == office.DependencyExpired
+	}
+	return false
+}
+
+// catchUp reports every row still awaiting the office as Op CATCHUP.
+func (r *Realtime) catchUp(ctx context.Context, officeIDs []string, fn func(office.Change)) error {
+	qs, err := r.src.ListAnsweredUndelivered(ctx, officeIDs)
+	if err != nil {
+		return fmt.Errorf("realtime catch-up questions: %w", err)
+	}
+	ms, err := r.src.ListPendingUserMessages(ctx, officeIDs)
+	if err != nil {
+		return fmt.Errorf("realtime catch-up messages: %w", err)
+	}
+	ds, err := r.src.ListUndeliveredDependencies(ctx, officeIDs)
+	if err != nil {
+		return fmt.Errorf("realtime catch-up dependencies: %w", err)
+	}
+	for _, q := range qs {
+		fn(office.Change{Table: office.TableQuestions, Op: office.OpCatchUp, ID: q.ID, OfficeID: q.OfficeID, AgentID: q.AgentID, Status: q.Status})
+	}
+	for _, m := range ms {
+		fn(office.Change{Table: office.TableMessages, Op: office.OpCatchUp, ID: m.ID, OfficeID: m.OfficeID, AgentID: m.AgentID, Status: m.Status})
+	}
+	for _, d := range ds {
+		fn(office.Change{Table: office.TableDependencies, Op: office.OpCatchUp, ID: d.ID, OfficeID: d.OfficeID, AgentID: d.AgentID, Status: d.Status})
+	}
+	return nil
+}
