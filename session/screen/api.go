@@ -1,0 +1,209 @@
+package screen
+
+import "strings"
+
+// Lines returns the rows of the visible screen (the alternate screen while a
+// program uses it), top to bottom, always Size's rows many. Blank cells read
+// as spaces, the second column of a wide character adds nothing, combining
+// marks follow their base, and trailing spaces of every row are trimmed.
+func (s *Screen) Lines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, len(s.cur.rows))
+	for i, r := range s.cur.rows {
+		s.buf = r.text(s.buf)
+		out[i] = string(s.buf)
+	}
+	return out
+}
+
+// Text returns Lines without the trailing empty rows, joined by newlines.
+func (s *Screen) Text() string {
+	ls := s.Lines()
+	for len(ls) > 0 && ls[len(ls)-1] == "" {
+		ls = ls[:len(ls)-1]
+	}
+	return strings.Join(ls, "\n")
+}
+
+// LogicalLines is Lines with the rows the terminal wrapped (autowrap at the
+// right edge, not a newline from the program) joined to the row they
+// continue, so a long line the program wrote reads as one line again.
+func (s *Screen) LogicalLines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	var cur strings.Builder
+	for _, r := range s.cur.rows {
+		if r.wrapped {
+			// Trailing blanks of a wrapped row are part of the text.
+			s.buf = r.full(s.buf)
+			cur.Write(s.buf)
+			continue
+		}
+		s.buf = r.text(s.buf)
+		cur.Write(s.buf)
+		out = append(out, cur.String())
+		cur.Reset()
+	}
+	if cur.Len() > 0 {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// full renders the row like text but keeps trailing blanks.
+func (r *row) full(buf []byte) []byte { return r.render(buf, false) }
+
+// TakeScrolled returns the rows that scrolled off the top of the main
+// screen since the last call, oldest first, rendered as Lines renders rows.
+// They are final: the program can no longer change them. Rows scrolled out
+// of the alternate screen or out of a scroll region that does not start at
+// the top are not kept (a terminal does not keep them either).
+func (s *Screen) TakeScrolled() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.scrolled
+	s.scrolled = nil
+	return out
+}
+
+// Dropped returns how many scrolled-off rows were discarded because more
+// than the scrolled limit were waiting for TakeScrolled.
+func (s *Screen) Dropped() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropped
+}
+
+// BracketedPaste reports whether the program turned on bracketed paste
+// (mode 2004), so that pasted text must be framed by ESC[200~ and ESC[201~.
+func (s *Screen) BracketedPaste() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bracketed
+}
+
+// Cursor returns the cursor's column and row, from 0.
+func (s *Screen) Cursor() (x, y int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.x, s.y
+}
+
+// CursorVisible reports whether the cursor is shown (mode 25).
+func (s *Screen) CursorVisible() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.cursorHidden
+}
+
+// AltScreen reports whether the alternate screen (modes 1049, 1047, 47) is
+// in use: a full-screen program is running, and nothing it draws scrolls
+// off into TakeScrolled.
+func (s *Screen) AltScreen() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.altActive
+}
+
+// Title returns the window title last set with OSC 0 or OSC 2.
+func (s *Screen) Title() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.title
+}
+
+// Size returns the screen's columns and rows.
+func (s *Screen) Size() (cols, rows int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cols, s.rows
+}
+
+// Resize changes the screen to cols x rows (each at least 1), as a terminal
+// window does: rows are cut or padded on the right (no reflow: the program
+// redraws after SIGWINCH), and when the screen gets shorter than the cursor
+// row, rows from the top scroll off (into TakeScrolled on the main screen)
+// so the cursor's row stays visible. Scroll margins are reset.
+func (s *Screen) Resize(cols, rows int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cols, rows = max(cols, 1), max(rows, 1)
+	if cols == s.cols && rows == s.rows {
+		return
+	}
+	// Rows first, at the old width, so scrolled rows render as they were.
+	if s.altActive {
+		s.resizeRows(s.alt, &s.y, rows, false)
+		y := s.main.saved.y
+		s.resizeRows(s.main, &y, rows, true)
+		s.main.saved.y = y
+	} else {
+		s.resizeRows(s.main, &s.y, rows, true)
+		if s.alt != nil {
+			y := s.alt.saved.y
+			s.resizeRows(s.alt, &y, rows, false)
+			s.alt.saved.y = y
+		}
+	}
+	s.rows = rows
+	for _, b := range []*buffer{s.main, s.alt} {
+		if b == nil {
+			continue
+		}
+		for _, r := range b.rows {
+			resizeCols(r, cols)
+		}
+		b.saved.x = min(b.saved.x, cols-1)
+	}
+	tabs := make([]bool, cols)
+	copy(tabs, s.tabs)
+	for i := (len(s.tabs)/8 + 1) * 8; i < cols; i += 8 {
+		tabs[i] = true
+	}
+	s.tabs = tabs
+	s.cols = cols
+	s.top, s.bot = 0, rows-1
+	s.x, s.y = min(s.x, cols-1), min(s.y, rows-1)
+	s.wrapNext = false
+}
+
+// resizeRows makes b rows tall; when *y would fall off the bottom, the rows
+// above it scroll off the top first (kept when keep).
+func (s *Screen) resizeRows(b *buffer, y *int, rows int, keep bool) {
+	if n := *y - (rows - 1); n > 0 {
+		for _, r := range b.rows[:n] {
+			if keep {
+				s.buf = r.text(s.buf)
+				s.pushScrolled(string(s.buf))
+			}
+		}
+		b.rows = append(b.rows[:0], b.rows[n:]...)
+		*y -= n
+	}
+	for len(b.rows) < rows {
+		b.rows = append(b.rows, newRow(s.cols))
+	}
+	b.rows = b.rows[:rows]
+}
+
+func resizeCols(r *row, cols int) {
+	if cols < len(r.cells) {
+		r.cells = r.cells[:cols]
+		if r.cells[cols-1].kind == kindWide {
+			r.cells[cols-1] = cell{}
+		}
+		for k := range r.comb {
+			if k >= cols {
+				delete(r.comb, k)
+			}
+		}
+		r.wrapped = false
+		return
+	}
+	if cols > len(r.cells) {
+		r.cells = append(r.cells, make([]cell, cols-len(r.cells))...)
+		r.wrapped = false
+	}
+}

@@ -1,0 +1,587 @@
+// Package screen turns a terminal byte stream into the text a person sees.
+//
+// A [Screen] is a small VT emulator for the output of a program in a
+// pseudo-terminal: it keeps a grid of cells, the cursor, scroll margins, a
+// main and an alternate screen, and the few modes a reader of text needs
+// (bracketed paste, cursor visibility, autowrap, origin and insert mode). It
+// has no colours: SGR is parsed and ignored. Escape sequences are tokenized by
+// charmbracelet/x/ansi's parser; character widths come from go-runewidth with
+// East-Asian wide characters (Hangul, CJK) as two columns and ambiguous ones
+// as one, as terminals in UTF-8 locales draw them.
+//
+// Text is read in two ways: [Screen.Lines] returns the visible rows, and
+// [Screen.TakeScrolled] returns the rows that scrolled off the top of the
+// main screen since the last call. A scrolled row can no longer change, so a
+// reader can treat it as final; the visible rows may still be redrawn.
+//
+// Spaces drawn by moving the cursor (Claude Code writes `질문:ESC[9G로그인`)
+// come out as spaces: every cell that was never written reads as a space,
+// and only trailing blanks of a row are trimmed.
+package screen
+
+import (
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/ansi/parser"
+	"github.com/mattn/go-runewidth"
+)
+
+// DefaultScrolledLimit is how many scrolled-off rows a Screen keeps for
+// TakeScrolled when nobody takes them; older ones are dropped (and counted
+// by Dropped).
+const DefaultScrolledLimit = 10000
+
+// maxOSC bounds the OSC payload a Screen keeps (window titles).
+const maxOSC = 4096
+
+// widths is the width table: East-Asian wide = 2, ambiguous = 1 (what
+// terminals do outside CJK locales), combining marks = 0.
+var widths = &runewidth.Condition{EastAsianWidth: false, StrictEmojiNeutral: true}
+
+// cell is one column of a row. The zero value is a blank cell, so a fresh
+// row is a plain make.
+type cell struct {
+	r    rune  // 0: blank (reads as a space)
+	kind uint8 // kindNarrow, kindWide (first column of a wide rune), kindCont (its second column)
+}
+
+const (
+	kindNarrow uint8 = iota
+	kindWide
+	kindCont
+)
+
+type row struct {
+	cells []cell
+	// comb holds combining marks by column; nil for almost every row.
+	comb map[int]string
+	// wrapped: the text continues on the next row by autowrap (not by a
+	// newline the program wrote).
+	wrapped bool
+}
+
+func newRow(cols int) *row { return &row{cells: make([]cell, cols)} }
+
+func (r *row) clear() {
+	clear(r.cells)
+	r.comb = nil
+	r.wrapped = false
+}
+
+// text renders the row: blanks as spaces, the second column of a wide rune
+// as nothing, trailing spaces trimmed.
+func (r *row) text(buf []byte) []byte { return r.render(buf, true) }
+
+func (r *row) render(buf []byte, trim bool) []byte {
+	buf = buf[:0]
+	end := len(r.cells)
+	for trim && end > 0 && (r.cells[end-1].r == 0 || r.cells[end-1].r == ' ') && r.comb[end-1] == "" {
+		end--
+	}
+	for i := 0; i < end; i++ {
+		c := r.cells[i]
+		switch {
+		case c.kind == kindCont:
+			continue
+		case c.r == 0:
+			buf = append(buf, ' ')
+		case c.r < utf8.RuneSelf:
+			buf = append(buf, byte(c.r))
+		default:
+			buf = utf8.AppendRune(buf, c.r)
+		}
+		if r.comb != nil {
+			buf = append(buf, r.comb[i]...)
+		}
+	}
+	return buf
+}
+
+// buffer is one of the two screens (main, alternate).
+type buffer struct {
+	rows []*row
+	// saved cursor (DECSC), per screen as in xterm.
+	saved savedCursor
+}
+
+type savedCursor struct {
+	x, y     int
+	wrapNext bool
+	origin   bool
+	charset  bool
+	set      bool
+}
+
+// Screen is a terminal screen. Its methods are safe for concurrent use.
+type Screen struct {
+	mu sync.Mutex
+
+	p    *ansi.Parser
+	cols int
+	rows int
+
+	main, alt *buffer
+	cur       *buffer
+	altActive bool
+
+	x, y     int
+	wrapNext bool // pending wrap: the last column was written
+	top, bot int  // scroll margins, inclusive
+
+	tabs []bool
+
+	// modes
+	autowrap     bool
+	origin       bool
+	insert       bool
+	cursorHidden bool
+	bracketed    bool
+	decGraphics  bool // G0 is the DEC special graphics set
+	lastPrinted  rune
+
+	// string-sequence state (OSC, DCS, SOS, PM, APC) handled here rather
+	// than in the parser, so that UTF-8 bytes such as 0x9C (a C1 ST) inside
+	// a title do not end it.
+	inString bool
+	isOSC    bool
+	osc      []byte
+	title    string
+
+	pending []byte // an incomplete UTF-8 sequence at the end of the last Write
+
+	scrolled      []string
+	scrolledLimit int
+	dropped       int
+
+	buf []byte // scratch for rendering rows
+}
+
+// New returns a blank screen of cols x rows (each at least 1).
+func New(cols, rows int) *Screen {
+	cols, rows = max(cols, 1), max(rows, 1)
+	s := &Screen{cols: cols, rows: rows, scrolledLimit: DefaultScrolledLimit}
+	s.p = ansi.NewParser()
+	// Strings (OSC, DCS…) are collected by the Screen itself.
+	s.p.SetDataSize(1)
+	s.p.SetHandler(ansi.Handler{
+		Print:     s.print,
+		Execute:   s.execute,
+		HandleCsi: s.csi,
+		HandleEsc: s.esc,
+	})
+	s.main = s.newBuffer()
+	s.cur = s.main
+	s.reset()
+	return s
+}
+
+func (s *Screen) newBuffer() *buffer {
+	b := &buffer{rows: make([]*row, s.rows)}
+	for i := range b.rows {
+		b.rows[i] = newRow(s.cols)
+	}
+	return b
+}
+
+// reset puts modes, margins, cursor and tab stops back to their power-on
+// values; the contents of the screens are left to the caller.
+func (s *Screen) reset() {
+	s.x, s.y, s.wrapNext = 0, 0, false
+	s.top, s.bot = 0, s.rows-1
+	s.autowrap = true
+	s.origin, s.insert, s.cursorHidden, s.bracketed, s.decGraphics = false, false, false, false, false
+	s.tabs = make([]bool, s.cols)
+	for i := 8; i < s.cols; i += 8 {
+		s.tabs[i] = true
+	}
+}
+
+// SetScrolledLimit sets how many untaken scrolled-off rows are kept (at
+// least 1); the oldest are dropped first.
+func (s *Screen) SetScrolledLimit(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scrolledLimit = max(n, 1)
+	s.trimScrolled()
+}
+
+// Write feeds terminal output to the screen. It always consumes all of p and
+// never fails; sequences and UTF-8 runes split across calls are joined.
+func (s *Screen) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(p)
+	if len(s.pending) > 0 {
+		p = append(s.pending, p...)
+		s.pending = nil
+	}
+	for i := 0; i < len(p); {
+		b := p[i]
+		if s.inString {
+			i += s.stringBytes(p[i:])
+			continue
+		}
+		if s.p.State() == parser.GroundState {
+			if b >= 0x20 && b < 0x7f {
+				s.print(rune(b))
+				i++
+				continue
+			}
+			if b >= 0x80 {
+				if !utf8.FullRune(p[i:]) {
+					s.pending = append(s.pending[:0], p[i:]...)
+					break
+				}
+				r, size := utf8.DecodeRune(p[i:])
+				s.print(r) // utf8.RuneError for an invalid byte
+				i += size
+				continue
+			}
+		}
+		s.p.Advance(b)
+		i++
+		switch s.p.State() {
+		case parser.OscStringState, parser.DcsStringState, parser.SosStringState, parser.PmStringState, parser.ApcStringState:
+			s.inString = true
+			s.isOSC = s.p.State() == parser.OscStringState
+			s.osc = s.osc[:0]
+		}
+	}
+	return n, nil
+}
+
+// stringBytes consumes the body of a string sequence up to its end (BEL,
+// ST, or ESC starting a new sequence; CAN and SUB cancel it) and returns
+// how many bytes it used.
+func (s *Screen) stringBytes(p []byte) int {
+	for i, b := range p {
+		switch b {
+		case 0x07, 0x1b, 0x18, 0x1a:
+			if s.isOSC && b != 0x18 && b != 0x1a {
+				s.osc = append(s.osc, p[:i]...)
+				s.handleOSC()
+			}
+			s.inString = false
+			s.p.Reset()
+			if b == 0x1b {
+				// ESC \ (ST) then dispatches as an ESC sequence, ignored.
+				s.p.Advance(b)
+			}
+			return i + 1
+		}
+	}
+	if s.isOSC && len(s.osc) < maxOSC {
+		s.osc = append(s.osc, p[:min(len(p), maxOSC-len(s.osc))]...)
+	}
+	return len(p)
+}
+
+func (s *Screen) handleOSC() {
+	data := s.osc
+	if len(data) > maxOSC {
+		data = data[:maxOSC]
+	}
+	cmd, rest, ok := strings.Cut(string(data), ";")
+	if !ok {
+		return
+	}
+	if cmd == "0" || cmd == "2" {
+		s.title = strings.ToValidUTF8(rest, "\uFFFD")
+	}
+}
+
+// print puts r at the cursor.
+func (s *Screen) print(r rune) {
+	if s.decGraphics && r >= 0x5f && r <= 0x7e {
+		r = decSpecial[r-0x5f]
+	}
+	w := 1
+	if r >= 0x7f {
+		w = widths.RuneWidth(r)
+	}
+	if w == 0 {
+		s.combine(r)
+		return
+	}
+	s.lastPrinted = r
+	if s.wrapNext {
+		if s.autowrap {
+			s.cur.rows[s.y].wrapped = true
+			s.x = 0
+			s.index()
+		}
+		s.wrapNext = false
+	}
+	if w == 2 && s.x == s.cols-1 {
+		// A wide rune does not fit in the last column: it wraps whole.
+		if !s.autowrap || s.cols < 2 {
+			return
+		}
+		s.erase(s.y, s.x, s.x+1)
+		s.cur.rows[s.y].wrapped = true
+		s.x = 0
+		s.index()
+	}
+	rw := s.cur.rows[s.y]
+	if s.insert {
+		s.insertBlanks(w)
+	}
+	s.fixWide(rw, s.x)
+	if w == 2 {
+		s.fixWide(rw, s.x+1)
+		rw.cells[s.x] = cell{r: r, kind: kindWide}
+		rw.cells[s.x+1] = cell{kind: kindCont}
+	} else {
+		rw.cells[s.x] = cell{r: r}
+	}
+	if rw.comb != nil {
+		delete(rw.comb, s.x)
+	}
+	if s.x+w >= s.cols {
+		s.x = s.cols - 1
+		s.wrapNext = true
+	} else {
+		s.x += w
+	}
+}
+
+// combine attaches a zero-width rune to the cell last written.
+func (s *Screen) combine(r rune) {
+	x, y := s.x-1, s.y
+	if s.wrapNext {
+		x = s.x
+	}
+	rw := s.cur.rows[y]
+	if x < 0 {
+		return
+	}
+	if rw.cells[x].kind == kindCont && x > 0 {
+		x--
+	}
+	if rw.cells[x].r == 0 {
+		return
+	}
+	if rw.comb == nil {
+		rw.comb = map[int]string{}
+	}
+	if len(rw.comb[x]) < 32 {
+		rw.comb[x] += string(r)
+	}
+}
+
+// fixWide blanks the other half of a wide rune when column x, one half of
+// it, is about to be overwritten.
+func (s *Screen) fixWide(rw *row, x int) {
+	if x < 0 || x >= len(rw.cells) {
+		return
+	}
+	switch rw.cells[x].kind {
+	case kindCont:
+		if x > 0 {
+			rw.cells[x-1] = cell{}
+		}
+		rw.cells[x] = cell{}
+	case kindWide:
+		if x+1 < len(rw.cells) {
+			rw.cells[x+1] = cell{}
+		}
+		rw.cells[x] = cell{}
+	}
+}
+
+// erase blanks columns [from, to) of row y.
+func (s *Screen) erase(y, from, to int) {
+	rw := s.cur.rows[y]
+	from, to = max(from, 0), min(to, s.cols)
+	if from >= to {
+		return
+	}
+	s.fixWide(rw, from)
+	s.fixWide(rw, to-1)
+	clear(rw.cells[from:to])
+	if rw.comb != nil {
+		for k := range rw.comb {
+			if k >= from && k < to {
+				delete(rw.comb, k)
+			}
+		}
+	}
+	if to == s.cols {
+		rw.wrapped = false
+	}
+}
+
+func (s *Screen) execute(b byte) {
+	switch b {
+	case '\b':
+		s.wrapNext = false
+		if s.x > 0 {
+			s.x--
+		}
+	case '\t':
+		s.tab(1)
+	case '\n', '\v', '\f':
+		s.index()
+	case '\r':
+		s.x, s.wrapNext = 0, false
+	case 0x0e, 0x0f: // SO, SI: G1/G0 shifts, not tracked
+	}
+}
+
+func (s *Screen) tab(n int) {
+	s.wrapNext = false
+	for ; n > 0 && s.x < s.cols-1; n-- {
+		s.x++
+		for s.x < s.cols-1 && !s.tabs[s.x] {
+			s.x++
+		}
+	}
+}
+
+func (s *Screen) backTab(n int) {
+	s.wrapNext = false
+	for ; n > 0 && s.x > 0; n-- {
+		s.x--
+		for s.x > 0 && !s.tabs[s.x] {
+			s.x--
+		}
+	}
+}
+
+// index moves the cursor down a row, scrolling the region at its bottom.
+func (s *Screen) index() {
+	s.wrapNext = false
+	switch {
+	case s.y == s.bot:
+		s.scrollUp(s.top, s.bot, 1)
+	case s.y < s.rows-1:
+		s.y++
+	}
+}
+
+// reverseIndex moves the cursor up a row, scrolling the region at its top.
+func (s *Screen) reverseIndex() {
+	s.wrapNext = false
+	switch {
+	case s.y == s.top:
+		s.scrollDown(s.top, s.bot, 1)
+	case s.y > 0:
+		s.y--
+	}
+}
+
+// scrollUp moves rows top+n..bot up by n and blanks the n rows at the
+// bottom. Rows leaving the top of the whole main screen go to the
+// scrolled-off list.
+func (s *Screen) scrollUp(top, bot, n int) {
+	if top < 0 || bot >= s.rows || top > bot {
+		return
+	}
+	n = min(n, bot-top+1)
+	if n <= 0 {
+		return
+	}
+	rows := s.cur.rows
+	keep := top == 0 && !s.altActive
+	out := make([]*row, n)
+	copy(out, rows[top:top+n])
+	for _, r := range out {
+		if keep {
+			s.buf = r.text(s.buf)
+			s.pushScrolled(string(s.buf))
+		}
+		r.clear()
+	}
+	copy(rows[top:], rows[top+n:bot+1])
+	copy(rows[bot+1-n:], out)
+}
+
+// scrollDown moves rows top..bot-n down by n and blanks the n rows at the
+// top.
+func (s *Screen) scrollDown(top, bot, n int) {
+	if top < 0 || bot >= s.rows || top > bot {
+		return
+	}
+	n = min(n, bot-top+1)
+	if n <= 0 {
+		return
+	}
+	rows := s.cur.rows
+	out := make([]*row, n)
+	copy(out, rows[bot+1-n:bot+1])
+	copy(rows[top+n:], rows[top:bot+1-n])
+	for i, r := range out {
+		r.clear()
+		rows[top+i] = r
+	}
+}
+
+func (s *Screen) pushScrolled(line string) {
+	s.scrolled = append(s.scrolled, line)
+	s.trimScrolled()
+}
+
+func (s *Screen) trimScrolled() {
+	if over := len(s.scrolled) - s.scrolledLimit; over > 0 {
+		s.dropped += over
+		s.scrolled = append(s.scrolled[:0], s.scrolled[over:]...)
+	}
+}
+
+// insertBlanks shifts the cells from the cursor right by n (ICH and insert
+// mode); cells pushed past the right edge are lost.
+func (s *Screen) insertBlanks(n int) {
+	rw := s.cur.rows[s.y]
+	n = min(n, s.cols-s.x)
+	if n <= 0 {
+		return
+	}
+	s.fixWide(rw, s.x)
+	s.fixWide(rw, s.cols-n) // the rune cut at the right edge
+	copy(rw.cells[s.x+n:], rw.cells[s.x:s.cols-n])
+	clear(rw.cells[s.x : s.x+n])
+	s.shiftComb(rw, s.x, n)
+}
+
+// deleteChars removes n cells at the cursor, shifting the rest left (DCH).
+func (s *Screen) deleteChars(n int) {
+	rw := s.cur.rows[s.y]
+	n = min(n, s.cols-s.x)
+	if n <= 0 {
+		return
+	}
+	s.fixWide(rw, s.x)
+	s.fixWide(rw, s.x+n-1)
+	copy(rw.cells[s.x:], rw.cells[s.x+n:])
+	clear(rw.cells[s.cols-n:])
+	s.shiftComb(rw, s.x, -n)
+}
+
+// shiftComb moves combining marks at columns >= from by d columns.
+func (s *Screen) shiftComb(rw *row, from, d int) {
+	if rw.comb == nil {
+		return
+	}
+	m := make(map[int]string, len(rw.comb))
+	for k, v := range rw.comb {
+		switch {
+		case k < from:
+			m[k] = v
+		case d < 0 && k < from-d:
+			// deleted
+		case k+d < s.cols:
+			m[k+d] = v
+		}
+	}
+	rw.comb = m
+}
+
+// decSpecial maps 0x5f..0x7e in the DEC special graphics set (ESC ( 0) to
+// the box-drawing characters it stands for.
+var decSpecial = [...]rune{
+	' ', '◆', '▒', '␉', '␌', '␍', '␊', '°', '±', '␤', '␋', '┘', '┐', '┌', '└', '┼',
+	'⎺', '⎻', '─', '⎼', '⎽', '├', '┤', '┴', '┬', '│', '≤', '≥', 'π', '≠', '£', '·',
+}

@@ -1,0 +1,176 @@
+package screen
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestSequences(t *testing.T) {
+	tests := []struct {
+		name       string
+		cols, rows int
+		in         []string // written one by one: split sequences cross calls
+		want       string   // Text()
+		scrolled   []string
+		x, y       int // cursor; -1: not checked
+	}{
+		{name: "plain", cols: 20, rows: 3, in: []string{"hello\r\nworld"}, want: "hello\nworld", x: 5, y: 1},
+		{name: "claude spacing", cols: 40, rows: 2, in: []string{"  질문:\x1b[9G로그인\x1b[16G방식을"}, want: "  질문: 로그인 방식을", x: 21, y: 0},
+		{name: "hangul is two columns", cols: 10, rows: 2, in: []string{"한글ab\x1b[1;5H|"}, want: "한글|b", x: 5, y: 0},
+		{name: "overwrite half of wide", cols: 10, rows: 1, in: []string{"한글\x1b[1;2Hx"}, want: " x글", x: 2, y: 0},
+		{name: "wide at last column wraps", cols: 5, rows: 2, in: []string{"abcd한"}, want: "abcd\n한", x: 2, y: 1},
+		{name: "combining mark", cols: 10, rows: 1, in: []string{"e\u0301x"}, want: "e\u0301x", x: 2, y: 0},
+		{name: "split utf8 and csi", cols: 20, rows: 2, in: []string{"\xed\x95", "\x9c\x1b[", "3", "Cx"}, want: "한   x", x: 6, y: 0},
+		{name: "invalid utf8", cols: 10, rows: 1, in: []string{"a\xffb"}, want: "a\uFFFDb", x: 3, y: 0},
+		{name: "autowrap pending", cols: 5, rows: 3, in: []string{"abcde"}, want: "abcde", x: 4, y: 0},
+		{name: "autowrap then text", cols: 5, rows: 3, in: []string{"abcdef"}, want: "abcde\nf", x: 1, y: 1},
+		{name: "pending wrap cancelled by CR", cols: 5, rows: 3, in: []string{"abcde\rX"}, want: "Xbcde", x: 1, y: 0},
+		{name: "nowrap", cols: 5, rows: 2, in: []string{"\x1b[?7labcdefg"}, want: "abcdg", x: 4, y: 0},
+		{name: "backspace and tab", cols: 20, rows: 1, in: []string{"ab\bc\tX"}, want: "ac      X", x: 9, y: 0},
+		{name: "cursor moves", cols: 10, rows: 4, in: []string{"\x1b[3;4HA\x1b[2AB\x1b[3DC\x1b[BD\x1b[5GE"}, want: "  C B\n   DE\n   A", x: 5, y: 1},
+		{name: "vpa cha", cols: 10, rows: 3, in: []string{"\x1b[3dX\x1b[7GY"}, want: "\n\nX     Y", x: 7, y: 2},
+		{name: "erase line", cols: 10, rows: 2, in: []string{"abcdefgh\x1b[4G\x1b[K"}, want: "abc", x: 3, y: 0},
+		{name: "erase line start", cols: 10, rows: 2, in: []string{"abcdefgh\x1b[4G\x1b[1K"}, want: "    efgh", x: 3, y: 0},
+		{name: "erase display", cols: 10, rows: 3, in: []string{"aaa\r\nbbb\r\nccc\x1b[2;2H\x1b[J"}, want: "aaa\nb", x: 1, y: 1},
+		{name: "erase display all", cols: 10, rows: 3, in: []string{"aaa\r\nbbb\x1b[2J"}, want: "", x: 3, y: 1},
+		{name: "ich dch ech", cols: 10, rows: 1, in: []string{"abcdef\x1b[1;2H\x1b[2@\x1b[1;6H\x1b[P\x1b[1;1H\x1b[1X"}, want: "   bcef", x: 0, y: 0},
+		{name: "dch of wide", cols: 10, rows: 1, in: []string{"a한b\x1b[1;2H\x1b[P"}, want: "a b", x: 1, y: 0},
+		{name: "scroll to scrollback", cols: 10, rows: 2, in: []string{"one\r\ntwo\r\nthree\r\nfour"}, want: "three\nfour", scrolled: []string{"one", "two"}, x: 4, y: 1},
+		{name: "scroll region no scrollback", cols: 10, rows: 4, in: []string{"top\x1b[2;3r\x1b[2;1Ha\r\nb\r\nc\r\nd\x1b[4;1Hbottom"}, want: "top\nc\nd\nbottom", x: 6, y: 3},
+		{name: "reverse index at top", cols: 10, rows: 3, in: []string{"a\r\nb\x1b[H\x1bMz"}, want: "z\na\nb", x: 1, y: 0},
+		{name: "su sd", cols: 10, rows: 3, in: []string{"a\r\nb\r\nc\x1b[S"}, want: "b\nc", scrolled: []string{"a"}, x: 1, y: 2},
+		{name: "sd", cols: 10, rows: 3, in: []string{"a\r\nb\r\nc\x1b[2T"}, want: "\n\na", x: 1, y: 2},
+		{name: "insert delete lines", cols: 10, rows: 4, in: []string{"1\r\n2\r\n3\r\n4\x1b[2;1H\x1b[L\x1b[4;1H\x1b[M"}, want: "1\n\n2", x: 0, y: 3},
+		{name: "save restore", cols: 10, rows: 3, in: []string{"ab\x1b7\x1b[3;5Hx\x1b8c", "\x1b[s\x1b[2;1Hy\x1b[uz"}, want: "abcz\ny\n    x", x: 4, y: 0},
+		{name: "alt screen", cols: 10, rows: 2, in: []string{"main\x1b[?1049hALT\r\n1\r\n2\r\n3"}, want: "2\n3", x: 1, y: 1},
+		{name: "alt screen exit", cols: 10, rows: 2, in: []string{"main\x1b[?1049hALT\r\n1\r\n2\x1b[?1049lX"}, want: "mainX", x: 5, y: 0},
+		{name: "osc title with C1 byte inside", cols: 20, rows: 1, in: []string{"\x1b]0;\u2733 Claude\x07ok"}, want: "ok", x: 2, y: 0},
+		{name: "osc st and hyperlink", cols: 20, rows: 1, in: []string{"\x1b]8;id=1;http://x\x1b\\link\x1b]8;;\x1b\\!"}, want: "link!", x: 5, y: 0},
+		{name: "dcs ignored", cols: 20, rows: 1, in: []string{"a\x1bP1$r0m\x1b\\b"}, want: "ab", x: 2, y: 0},
+		{name: "sgr ignored", cols: 20, rows: 1, in: []string{"\x1b[1;38;5;174mred\x1b[0m \x1b[38:2::1:2:3mx"}, want: "red x", x: 5, y: 0},
+		{name: "dec graphics", cols: 20, rows: 1, in: []string{"\x1b(0lqqk\x1b(B ok"}, want: "┌──┐ ok", x: 7, y: 0},
+		{name: "rep", cols: 20, rows: 1, in: []string{"-\x1b[4b"}, want: "-----", x: 5, y: 0},
+		{name: "insert mode", cols: 10, rows: 1, in: []string{"abc\x1b[1G\x1b[4hX\x1b[4lY"}, want: "XYbc", x: 2, y: 0},
+		{name: "origin mode", cols: 10, rows: 4, in: []string{"\x1b[2;3r\x1b[?6h\x1b[1;1HA\x1b[9;1HB"}, want: "\nA\nB", x: 1, y: 2},
+		{name: "crlf at bottom in region", cols: 5, rows: 3, in: []string{"\x1b[1;2r\x1b[3;1Hz\n\n"}, want: "\n\nz", x: 1, y: 2},
+		{name: "ris", cols: 10, rows: 2, in: []string{"abc\x1b[?2004h\x1bcd"}, want: "d", x: 1, y: 0},
+		{name: "cursor clamps", cols: 5, rows: 2, in: []string{"\x1b[99;99Hx\x1b[99Dy"}, want: "\ny   x", x: 1, y: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(tt.cols, tt.rows)
+			for _, in := range tt.in {
+				if n, err := s.Write([]byte(in)); n != len(in) || err != nil {
+					t.Fatalf("Write = %d, %v", n, err)
+				}
+			}
+			if diff := cmp.Diff(s.Text(), tt.want); diff != "" {
+				t.Errorf("text (-got +want):\n%s", diff)
+			}
+			if diff := cmp.Diff(s.TakeScrolled(), tt.scrolled); diff != "" {
+				t.Errorf("scrolled (-got +want):\n%s", diff)
+			}
+			if x, y := s.Cursor(); tt.x >= 0 && (x != tt.x || y != tt.y) {
+				t.Errorf("cursor = %d,%d, want %d,%d", x, y, tt.x, tt.y)
+			}
+		})
+	}
+}
+
+func TestModes(t *testing.T) {
+	s := New(80, 24)
+	if s.BracketedPaste() || s.AltScreen() || !s.CursorVisible() {
+		t.Fatal("initial modes wrong")
+	}
+	s.Write([]byte("\x1b[?2004h\x1b[?25l\x1b[?1049h\x1b]2;제목\x1b\\"))
+	if !s.BracketedPaste() || !s.AltScreen() || s.CursorVisible() || s.Title() != "제목" {
+		t.Errorf("modes after set: paste %v alt %v cursor %v title %q", s.BracketedPaste(), s.AltScreen(), s.CursorVisible(), s.Title())
+	}
+	s.Write([]byte("\x1b[?2004;25l\x1b[?1049l"))
+	if s.BracketedPaste() || s.AltScreen() {
+		t.Errorf("modes after reset: paste %v alt %v", s.BracketedPaste(), s.AltScreen())
+	}
+}
+
+func TestTakeScrolledFinalAndLimit(t *testing.T) {
+	s := New(10, 2)
+	s.SetScrolledLimit(3)
+	for _, l := range []string{"a", "b", "c", "d", "e", "f"} {
+		s.Write([]byte(l + "\r\n"))
+	}
+	if diff := cmp.Diff(s.TakeScrolled(), []string{"c", "d", "e"}); diff != "" {
+		t.Errorf("scrolled (-got +want):\n%s", diff)
+	}
+	if s.Dropped() != 2 {
+		t.Errorf("dropped %d", s.Dropped())
+	}
+	if got := s.TakeScrolled(); got != nil {
+		t.Errorf("second take %q", got)
+	}
+}
+
+func TestResize(t *testing.T) {
+	s := New(10, 4)
+	s.Write([]byte("1\r\n2\r\n3\r\n한글한글한"))
+	s.Resize(5, 2)
+	if diff := cmp.Diff(s.TakeScrolled(), []string{"1", "2"}); diff != "" {
+		t.Errorf("scrolled by shrink (-got +want):\n%s", diff)
+	}
+	// The wide rune cut at column 5 is blanked, not halved.
+	if diff := cmp.Diff(s.Lines(), []string{"3", "한글"}); diff != "" {
+		t.Errorf("lines (-got +want):\n%s", diff)
+	}
+	if x, y := s.Cursor(); x != 4 || y != 1 {
+		t.Errorf("cursor %d,%d", x, y)
+	}
+	s.Resize(12, 3)
+	s.Write([]byte("\r\nabcdefghijkl"))
+	if diff := cmp.Diff(s.Lines(), []string{"3", "한글", "abcdefghijkl"}); diff != "" {
+		t.Errorf("lines after grow (-got +want):\n%s", diff)
+	}
+	// Tab stops extend to the new width.
+	s.Write([]byte("\r\x1b[K\t\tx"))
+	// 12 columns: the only stop is at 8, the second tab goes to the last column.
+	if got, want := s.Lines()[2], strings.Repeat(" ", 11)+"x"; got != want {
+		t.Errorf("tabbed line %q, want %q", got, want)
+	}
+}
+
+func TestLogicalLines(t *testing.T) {
+	s := New(5, 4)
+	s.Write([]byte("abc de fgh\r\nxy"))
+	if diff := cmp.Diff(s.Lines(), []string{"abc d", "e fgh", "xy", ""}); diff != "" {
+		t.Errorf("lines (-got +want):\n%s", diff)
+	}
+	if diff := cmp.Diff(s.LogicalLines(), []string{"abc de fgh", "xy", ""}); diff != "" {
+		t.Errorf("logical (-got +want):\n%s", diff)
+	}
+}
+
+func FuzzWrite(f *testing.F) {
+	f.Add([]byte("질문:\x1b[9G로그인\x1b[16G방식을"), 10, 3)
+	f.Add([]byte("\x1b[2;3r\x1b[?6h\x1b[1;1HA\x1b[9;1HB\x1b[?1049h\x1b[5@\x1b[3P"), 5, 2)
+	f.Add([]byte("\x1b]0;\xe2\x9c\xb3\x07\x1bP\x9c\xed\x95\x1b[99999999999b"), 1, 1)
+	f.Fuzz(func(t *testing.T, data []byte, cols, rows int) {
+		cols, rows = cols%300, rows%100
+		s := New(cols, rows)
+		half := len(data) / 2
+		s.Write(data[:half])
+		if len(data)%3 == 0 {
+			s.Resize(rows, cols)
+		}
+		s.Write(data[half:])
+		c, r := s.Size()
+		ls := s.Lines()
+		if len(ls) != r {
+			t.Fatalf("%d lines for %d rows", len(ls), r)
+		}
+		if x, y := s.Cursor(); x < 0 || x >= c || y < 0 || y >= r {
+			t.Fatalf("cursor %d,%d outside %dx%d", x, y, c, r)
+		}
+		s.TakeScrolled()
+		s.LogicalLines()
+	})
+}
