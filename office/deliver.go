@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/office-server/office-server/protocol"
+	"github.com/office-server/office-server/session"
 )
 
 // pump is one agent's delivery loop. Everything to type into the agent is
@@ -104,7 +105,9 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 		if !running {
 			return false
 		}
-		if err := o.sess.Send(ctx, a.OfficeID, a.ID, text); err != nil {
+		// Sanitised here as well as in the session layer: nothing one agent
+		// wrote may carry a control sequence into another's terminal.
+		if err := o.sess.Send(ctx, a.OfficeID, a.ID, session.Sanitize(text)); err != nil {
 			if ctx.Err() == nil {
 				o.log.Info("deliver: send failed; will retry", "agent", a.Name, "err", err)
 			}
