@@ -567,7 +567,9 @@ func (f *fakeSessions) Start(_ context.Context, spec SessionSpec) error {
 	f.starts[spec.AgentID] = append(f.starts[spec.AgentID], spec)
 	return nil
 }
-func (f *fakeSessions) Restart(ctx context.Context, spec SessionSpec) error { return f.Start(ctx, spec) }
+func (f *fakeSessions) Restart(ctx context.Context, spec SessionSpec) error {
+	return f.Start(ctx, spec)
+}
 func (f *fakeSessions) Stop(_ context.Context, _, agentID string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -301,7 +301,10 @@ func TestInvokeDeliverResult(t *testing.T) {
 	if !strings.Contains(res, "> Login is done.") {
 		t.Errorf("result typed as %q", res)
 	}
-	eventually(t, "completed", func() bool { i, _ := h.st.GetInvocation(ctx, invs[0].ID); return i.Status == InvocationCompleted && i.ResultID != "" })
+	eventually(t, "completed", func() bool {
+		i, _ := h.st.GetInvocation(ctx, invs[0].ID)
+		return i.Status == InvocationCompleted && i.ResultID != ""
+	})
 }
 
 func TestInvokeOneTaskAtATime(t *testing.T) {
