@@ -49,6 +49,11 @@ func (s *Server) requireToken(h http.HandlerFunc) http.HandlerFunc {
 				writeError(w, office.Errorf(office.EFORBIDDEN, "origin %q is not allowed", o))
 				return
 			}
+			// A cross-site form cannot send JSON without a CORS preflight.
+			if ct := r.Header.Get("Content-Type"); r.ContentLength != 0 && !strings.HasPrefix(ct, "application/json") {
+				writeError(w, office.Errorf(office.EINVALID, "content type %q: want application/json", ct))
+				return
+			}
 		}
 		h(w, r)
 	}
@@ -115,9 +120,6 @@ const maxBody = 1 << 20
 // decodeJSON reads exactly one JSON object into v: unknown fields, trailing
 // data and bodies over maxBody are errors that say what was wrong.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return office.Errorf(office.EINVALID, "content type %q: want application/json", ct)
-	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -150,23 +150,41 @@ func (a *agent) read() ([]string, error) {
 	}
 }
 
-// gist picks the meaningful part of what the office typed in: the last
-// line that is not a header of the office's own wording, shortened.
+// gist picks the meaningful part of what the office typed in: the first
+// quoted line ("> ..." is how the office quotes someone else's words: the
+// answer, the task, the result), else the last line; shortened.
 func gist(lines []string) string {
 	s := ""
-	for _, l := range slices.Backward(lines) {
-		if l = strings.TrimSpace(strings.TrimLeft(l, ">")); l != "" {
-			s = l
+	for _, l := range lines {
+		if q, ok := strings.CutPrefix(l, "> "); ok && strings.TrimSpace(q) != "" {
+			s = strings.TrimSpace(q)
 			break
 		}
 	}
-	if i := strings.LastIndex(s, ": "); i >= 0 && i < len(s)-2 && strings.Contains(strings.ToLower(s[:i]), "answer") {
-		s = s[i+2:]
+	if s == "" {
+		for _, l := range slices.Backward(lines) {
+			if l = strings.TrimSpace(l); l != "" {
+				s = l
+				break
+			}
+		}
 	}
 	if r := []rune(s); len(r) > 80 {
 		s = string(r[:80]) + "…"
 	}
 	return s
+}
+
+// taskFrom finds who gave a task ("[OFFICE] Task <id> from <agent>:").
+var taskFrom = regexp.MustCompile(`Task \S+ from (\S+?):`)
+
+func sender(lines []string) string {
+	for _, l := range lines {
+		if m := taskFrom.FindStringSubmatch(l); m != nil {
+			return m[1]
+		}
+	}
+	return ""
 }
 
 var features = [][]string{
@@ -232,7 +250,11 @@ func (a *agent) dev() error {
 			}
 			a.say("Step %d/%d: %s", i+1, len(steps), s)
 		}
-		a.say("[DELIVER_RESULT:%s]", a.opt.Peer)
+		to := sender(task)
+		if to == "" {
+			to = a.opt.Peer
+		}
+		a.say("[DELIVER_RESULT:%s]", to)
 		a.say("type: markdown")
 		a.say("content: Done: %s. 3 files changed, 12 tests pass.", what)
 		a.say("[/DELIVER_RESULT]")

@@ -36,7 +36,9 @@ func start(t *testing.T, script string) (io.Writer, *syncBuf) {
 	pr, pw := io.Pipe()
 	out := &syncBuf{}
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, script, pr, out, Options{Step: time.Millisecond, Quiet: 20 * time.Millisecond}) }()
+	go func() {
+		done <- Run(ctx, script, pr, out, Options{Step: time.Millisecond, Quiet: 20 * time.Millisecond})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		pw.Close()
@@ -50,7 +52,7 @@ func start(t *testing.T, script string) (io.Writer, *syncBuf) {
 func TestPO(t *testing.T) {
 	in, out := start(t, "po")
 	waitFor(t, out, "[ASK_USER]\nquestion: Which feature should the team build first?\ntype: selection\noptions: [Login page, Search, Dark mode]")
-	io.WriteString(in, "\x1b[200~Answer: Search\x1b[201~\n")
+	io.WriteString(in, "\x1b[200~[OFFICE] Answer to question q1 (\"Which?\"):\n> Search\x1b[201~\n")
 	waitFor(t, out, "[INVOKE:dev]\nBuild the feature the user chose: Search\n")
 	io.WriteString(in, "Result from dev:\nDone: it works\n")
 	waitFor(t, out, "=== PHASE 1 COMPLETE ===")
@@ -60,8 +62,8 @@ func TestPO(t *testing.T) {
 func TestDev(t *testing.T) {
 	in, out := start(t, "dev")
 	waitFor(t, out, "> ")
-	io.WriteString(in, "Task from po:\nBuild the feature the user chose: Search\n")
-	waitFor(t, out, "Step 3/3: running the tests\n[DELIVER_RESULT:po]\ntype: markdown\ncontent: Done: Build the feature the user chose: Search.")
+	io.WriteString(in, "[OFFICE] Task 1234 from boss:\n> Build the feature the user chose: Search\nWhen you are done, deliver the result to boss.\n")
+	waitFor(t, out, "Step 3/3: running the tests\n[DELIVER_RESULT:boss]\ntype: markdown\ncontent: Done: Build the feature the user chose: Search.")
 }
 
 func TestEcho(t *testing.T) {

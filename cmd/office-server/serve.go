@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/office-server/office-server/migrations"
+	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/server"
+	"github.com/office-server/office-server/session"
+	"github.com/office-server/office-server/store/postgres"
+	"github.com/office-server/office-server/store/sqlite"
+	"github.com/office-server/office-server/supabase"
+)
+
+func init() { commands["serve"] = serveCmd }
+
+func serveCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	cfg, err := parseServeConfig(args, os.Getenv, stderr)
+	if err != nil {
+		return err
+	}
+	m := &Main{Config: cfg, Stdout: stdout, Stderr: stderr}
+	return m.Run(ctx)
+}
+
+// Main is the serve command: configuration in, a running server out. Tests
+// build one directly.
+type Main struct {
+	Config serveConfig
+	Stdout io.Writer // the console URL, once
+	Stderr io.Writer // logs
+
+	mu    sync.Mutex
+	addr  net.Addr
+	ready chan struct{}
+}
+
+// Addr returns the listen address once the server listens.
+func (m *Main) Addr() net.Addr {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.addr
+}
+
+// Run starts everything, serves until ctx ends, then shuts down within
+// Config.ShutdownTimeout: stop accepting, close viewers and streams, stop
+// the office and the agents (with grace), close the store.
+func (m *Main) Run(ctx context.Context) (err error) {
+	c := m.Config
+	var h slog.Handler = slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: c.LogLevel})
+	if c.LogJSON {
+		h = slog.NewJSONHandler(m.Stderr, &slog.HandlerOptions{Level: c.LogLevel})
+	}
+	log := slog.New(h)
+
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	token, tokenCreated := c.AdminToken, false
+	if token == "" {
+		if token, tokenCreated, err = secretFile(c.DataDir, "admin-token", func() string { return randomHex(24) }); err != nil {
+			return fmt.Errorf("admin token: %w", err)
+		}
+	}
+	if c.AgentBin == "" {
+		if c.AgentBin, err = os.Executable(); err != nil {
+			return fmt.Errorf("find own executable for builtin agents: %w", err)
+		}
+	}
+
+	// The store and its change feed.
+	var (
+		store office.Store
+		feed  office.ChangeFeed
+	)
+	switch c.storeKind() {
+	case "postgres":
+		if _, err := migrations.ApplyURL(ctx, c.DatabaseURL); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		pg, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{Logger: log})
+		if err != nil {
+			return fmt.Errorf("open postgres: %w", err)
+		}
+		store, feed = pg, pg
+	case "supabase":
+		sb, err := supabase.New(c.SupabaseURL, c.SupabaseKey)
+		if err != nil {
+			return fmt.Errorf("supabase: %w", err)
+		}
+		rt, err := supabase.NewRealtime(c.SupabaseURL, c.SupabaseKey, sb, supabase.RealtimeOptions{Logger: log})
+		if err != nil {
+			return fmt.Errorf("supabase realtime: %w", err)
+		}
+		store, feed = sb, rt
+	default:
+		lite, err := sqlite.Open(ctx, filepath.Join(c.DataDir, "office.db"))
+		if err != nil {
+			return fmt.Errorf("open sqlite: %w", err)
+		}
+		store, feed = lite, lite
+	}
+	defer func() {
+		if cerr := store.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close store: %w", cerr)
+		}
+	}()
+
+	var secretsKey []byte
+	switch {
+	case c.SecretsKey != "":
+		if secretsKey, err = office.ParseSecretsKey(c.SecretsKey); err != nil {
+			return fmt.Errorf("OFFICE_SECRETS_KEY: %w", err)
+		}
+	case c.storeKind() == "sqlite":
+		k, _, err := secretFile(c.DataDir, "secrets-key", func() string { return randomHex(32) })
+		if err != nil {
+			return fmt.Errorf("secrets key: %w", err)
+		}
+		if secretsKey, err = office.ParseSecretsKey(k); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(c.DataDir, "secrets-key"), err)
+		}
+	default:
+		log.Warn("no OFFICE_SECRETS_KEY: api_key dependency values will be refused")
+	}
+
+	// Sessions, the office, the server.
+	ref := &routerRef{}
+	mgr := session.NewManager(session.Options{Logger: log.With("part", "session"), OnText: ref.onText, OnStatus: ref.onStatus})
+	sess := &officeSessions{m: mgr, agentBin: c.AgentBin}
+	router, err := office.New(office.Config{
+		Store: store, Feed: feed, Sessions: sess, Logger: log.With("part", "office"),
+		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
+	})
+	if err != nil {
+		return fmt.Errorf("office: %w", err)
+	}
+	ref.p.Store(router)
+
+	var officeAgents []office.Agent
+	if c.OfficeFile != "" {
+		o, agents, err := loadOfficeFile(c.OfficeFile)
+		if err != nil {
+			return err
+		}
+		off, synced, err := router.SyncOffice(ctx, office.OfficeConfig{Office: o, Agents: agents})
+		if err != nil {
+			return fmt.Errorf("sync office %s: %w", c.OfficeFile, err)
+		}
+		officeAgents = synced
+		log.Info("office synced", "office", off.Name, "id", off.ID, "agents", len(synced))
+	}
+
+	srv, err := server.New(server.Config{
+		Store: store, Office: serverOffice{r: router, store: store, sess: sess}, Terminals: terminals{mgr},
+		Feed: feed, Token: token, Logger: log.With("part", "http"),
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", c.Addr, err)
+	}
+	srv.SetOrigins(append(server.OwnOrigins(ln.Addr()), c.Origins...))
+	m.mu.Lock()
+	m.addr = ln.Addr()
+	m.mu.Unlock()
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 3)
+	wg.Add(3)
+	go func() { defer wg.Done(); errc <- router.Run(runCtx) }()
+	go func() { defer wg.Done(); errc <- srv.Run(runCtx) }()
+	go func() {
+		defer wg.Done()
+		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("http: %w", err)
+		}
+	}()
+
+	url := "http://" + ln.Addr().String() + "/"
+	if tokenCreated {
+		// The only place the token is shown: stdout, once, on first start.
+		fmt.Fprintf(m.Stdout, "office console: %s?token=%s\n(the token is kept in %s; it is not shown again)\n", url, token, filepath.Join(c.DataDir, "admin-token"))
+	} else {
+		fmt.Fprintf(m.Stdout, "office console: %s (open it with ?token=<OFFICE_ADMIN_TOKEN or the token in %s>)\n", url, filepath.Join(c.DataDir, "admin-token"))
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "store", c.storeKind())
+
+	if !c.NoAutostart {
+		for _, a := range officeAgents {
+			if a.Status == office.AgentDisabled {
+				continue
+			}
+			if err := router.StartAgent(ctx, a.ID); err != nil {
+				log.Warn("start agent", "agent", a.Name, "err", err)
+			}
+		}
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+		log.Error("stopping after failure", "err", runErr)
+	}
+	log.Info("shutting down", "timeout", c.ShutdownTimeout)
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), c.ShutdownTimeout)
+	defer scancel()
+	srv.Close() // viewers and event streams: hijacked or long-lived, not ended by Shutdown
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warn("http shutdown", "err", err)
+		_ = hs.Close()
+	}
+	if err := mgr.Close(sctx); err != nil {
+		log.Warn("stop sessions", "err", err)
+	}
+	cancel()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-sctx.Done():
+		log.Warn("shutdown timed out")
+	}
+	log.Info("stopped")
+	return runErr
+}
