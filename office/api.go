@@ -3,9 +3,6 @@ package office
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/office-server/office-server/protocol"
@@ -128,62 +125,14 @@ func (o *Router) SendUserMessage(ctx context.Context, officeID, agentID, userID,
 	return m, nil
 }
 
-// ValidateDependencyValue checks a value for a dependency type (seed 000):
-// not empty; api_key letters, digits, '_' and '-', at least 8; env_variable
-// at most 10000 bytes; service an http(s) URL; file a path without ".."
-// of at most 500 bytes; permission yes/no/true/false; package an npm name.
+// ValidateDependencyValue checks a value for a dependency type with the
+// protocol's seed-000 validators, as an EINVALID error.
 func ValidateDependencyValue(typ, v string) error {
-	if strings.TrimSpace(v) == "" {
-		return Errorf(EINVALID, "the value cannot be empty")
-	}
-	switch typ {
-	case protocol.DependencyAPIKey:
-		if !apiKeyRE.MatchString(v) {
-			return Errorf(EINVALID, "invalid API key format (letters, digits, '_' and '-' only)")
-		}
-		if len(v) < 8 {
-			return Errorf(EINVALID, "API key too short")
-		}
-	case protocol.DependencyEnvVar:
-		if len(v) > 10000 {
-			return Errorf(EINVALID, "environment variable too long")
-		}
-		if strings.ContainsRune(v, 0) {
-			return Errorf(EINVALID, "environment variable contains NUL")
-		}
-	case protocol.DependencyService:
-		u, err := url.Parse(v)
-		if err != nil || u.Host == "" {
-			return Errorf(EINVALID, "invalid URL format")
-		}
-		if u.Scheme != "http" && u.Scheme != "https" {
-			return Errorf(EINVALID, "only HTTP(S) URLs are allowed")
-		}
-	case protocol.DependencyFile:
-		if strings.Contains(v, "..") {
-			return Errorf(EINVALID, "path traversal detected")
-		}
-		if len(v) > 500 {
-			return Errorf(EINVALID, "file path too long")
-		}
-	case protocol.DependencyPermission:
-		if !slices.Contains([]string{"true", "false", "yes", "no"}, strings.ToLower(v)) {
-			return Errorf(EINVALID, "permission must be true/false or yes/no")
-		}
-	case protocol.DependencyPackage:
-		if !packageRE.MatchString(v) {
-			return Errorf(EINVALID, "invalid package name format")
-		}
-	default:
-		return Errorf(EINVALID, "unknown dependency type %q", typ)
+	if err := protocol.ValidateDependencyValue(typ, v); err != nil {
+		return &Error{Code: EINVALID, Message: err.Error()}
 	}
 	return nil
 }
-
-var (
-	apiKeyRE  = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
-	packageRE = regexp.MustCompile(`^(@[a-z0-9-]+/)?[a-z0-9-][a-z0-9._-]*$`)
-)
 
 // ProvideDependency validates value for the request's type, seals it
 // (api_key values are encrypted with AES-256-GCM; without a key they are
