@@ -1,0 +1,261 @@
+package sqlite
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/office-server/office-server/office"
+)
+
+// The change feed is in-process: the store publishes a Change after each
+// write that leaves a row awaiting the office has committed (an answer, a new
+// user message, a dependency provided, rejected or expired). Each Watch has a
+// bounded queue of its own so a write never waits for a slow watcher; a
+// watcher whose queue overflows, or that is told another process wrote to
+// the file, drops its queue and runs the catch-up query again, which reports
+// every row still awaiting the office. Nothing is lost; a row may be reported
+// twice, which the office tolerates (it acts through conditional updates).
+
+// maxQueue bounds each watcher's queue of live changes.
+const maxQueue = 4096
+
+// pollInterval is how often the store checks whether another process wrote
+// to the file.
+const pollInterval = 500 * time.Millisecond
+
+type feed struct {
+	mu        sync.Mutex
+	subs      map[*sub]struct{}
+	closed    bool
+	done      chan struct{} // closed by close
+	connected atomic.Int32  // watchers caught up and live
+}
+
+func newFeed() *feed { return &feed{subs: map[*sub]struct{}{}, done: make(chan struct{})} }
+
+// sub is one Watch's subscription.
+type sub struct {
+	offices map[string]bool // nil: every office
+
+	mu       sync.Mutex
+	queue    []office.Change
+	overflow bool // changes were dropped: catch up
+	resync   bool // another process wrote: catch up
+	wake     chan struct{}
+}
+
+func (f *feed) subscribe(officeIDs []string) (*sub, bool) {
+	s := &sub{wake: make(chan struct{}, 1)}
+	if len(officeIDs) > 0 {
+		s.offices = map[string]bool{}
+		for _, id := range officeIDs {
+			s.offices[id] = true
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, false
+	}
+	f.subs[s] = struct{}{}
+	return s, true
+}
+
+func (f *feed) unsubscribe(s *sub) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.subs, s)
+}
+
+// publish hands c to every watcher of its office. It never blocks on them.
+func (f *feed) publish(c office.Change) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for s := range f.subs {
+		if s.offices != nil && !s.offices[c.OfficeID] {
+			continue
+		}
+		s.mu.Lock()
+		if len(s.queue) >= maxQueue {
+			s.overflow = true
+			s.queue = nil
+		} else if !s.overflow {
+			s.queue = append(s.queue, c)
+		}
+		s.mu.Unlock()
+		s.signal()
+	}
+}
+
+// resyncAll makes every watcher catch up again.
+func (f *feed) resyncAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for s := range f.subs {
+		s.mu.Lock()
+		s.resync = true
+		s.mu.Unlock()
+		s.signal()
+	}
+}
+
+func (f *feed) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.closed = true
+		close(f.done)
+	}
+}
+
+func (s *sub) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take empties the queue and reports whether a catch-up is needed.
+func (s *sub) take() (changes []office.Change, catchUp bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changes, s.queue = s.queue, nil
+	catchUp = s.overflow || s.resync
+	s.overflow, s.resync = false, false
+	return changes, catchUp
+}
+
+// Watch calls fn for every change in the given offices (all when empty)
+// until ctx ends, when it returns nil, or the store is closed, when it
+// returns EUNAVAILABLE. It first reports with Op CATCHUP every row awaiting
+// the office: answered questions not yet delivered, pending user messages,
+// and provided, rejected or expired dependency requests not yet delivered.
+// fn is called from Watch's goroutine, one change at a time.
+func (s *Store) Watch(ctx context.Context, officeIDs []string, fn func(office.Change)) error {
+	sb, ok := s.feed.subscribe(officeIDs)
+	if !ok {
+		return office.Errorf(office.EUNAVAILABLE, "sqlite: watch: store closed")
+	}
+	defer s.feed.unsubscribe(sb)
+	live := false
+	setLive := func(v bool) {
+		if v != live {
+			live = v
+			if v {
+				s.feed.connected.Add(1)
+			} else {
+				s.feed.connected.Add(-1)
+			}
+		}
+	}
+	defer setLive(false)
+
+	catchUp := true
+	backoff := 50 * time.Millisecond
+	for {
+		if catchUp {
+			setLive(false)
+			// Anything queued so far is covered by the catch-up.
+			sb.take()
+			if err := s.catchUp(ctx, officeIDs, fn); err != nil {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-s.feed.done:
+					return office.Errorf(office.EUNAVAILABLE, "sqlite: watch: store closed")
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, 5*time.Second)
+				continue
+			}
+			backoff = 50 * time.Millisecond
+			catchUp = false
+			setLive(true)
+		}
+		changes, again := sb.take()
+		for _, c := range changes {
+			if ctx.Err() != nil {
+				return nil
+			}
+			fn(c)
+		}
+		if again {
+			catchUp = true
+			continue
+		}
+		if len(changes) > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.feed.done:
+			return office.Errorf(office.EUNAVAILABLE, "sqlite: watch: store closed")
+		case <-sb.wake:
+		}
+	}
+}
+
+// Connected reports whether a Watch is running and caught up.
+func (s *Store) Connected() bool {
+	select {
+	case <-s.feed.done:
+		return false
+	default:
+	}
+	return s.feed.connected.Load() > 0
+}
+
+// catchUp reports every row awaiting the office with Op CATCHUP.
+func (s *Store) catchUp(ctx context.Context, officeIDs []string, fn func(office.Change)) error {
+	qs, err := s.ListAnsweredUndelivered(ctx, officeIDs)
+	if err != nil {
+		return err
+	}
+	ms, err := s.ListPendingUserMessages(ctx, officeIDs)
+	if err != nil {
+		return err
+	}
+	ds, err := s.ListUndeliveredDependencies(ctx, officeIDs)
+	if err != nil {
+		return err
+	}
+	for _, q := range qs {
+		fn(office.Change{Table: office.TableQuestions, Op: office.OpCatchUp, ID: q.ID, OfficeID: q.OfficeID, AgentID: q.AgentID, Status: q.Status})
+	}
+	for _, m := range ms {
+		fn(office.Change{Table: office.TableMessages, Op: office.OpCatchUp, ID: m.ID, OfficeID: m.OfficeID, AgentID: m.AgentID, Status: m.Status})
+	}
+	for _, d := range ds {
+		fn(dependencyChange(office.OpCatchUp, d))
+	}
+	return nil
+}
+
+// watchOtherWriters notices commits by other processes on the same file and
+// makes every watcher catch up. PRAGMA data_version on the write connection
+// changes exactly when another connection commits: every write of this
+// process goes through that connection, so the store's own writes (already
+// published) do not count.
+func (s *Store) watchOtherWriters(ctx context.Context) {
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	var last int64 = -1
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var v int64
+		if err := s.w.QueryRowContext(ctx, "pragma data_version").Scan(&v); err != nil {
+			continue
+		}
+		if last >= 0 && v != last {
+			s.feed.resyncAll()
+		}
+		last = v
+	}
+}

@@ -1,0 +1,213 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/office-server/office-server/office"
+)
+
+const questionCols = `id, office_id, agent_id, coalesce(session_id, ''), question_type, coalesce(category, ''), question,
+	options, coalesce(default_answer, ''), coalesce(context, ''), required, status, coalesce(response, ''),
+	coalesce(answered_by, ''), answered_at, delivered_at, expires_at, created_at, updated_at`
+
+func scanQuestion(r scanner) (office.Question, error) {
+	var q office.Question
+	err := r.Scan(&q.ID, &q.OfficeID, &q.AgentID, &q.SessionID, &q.QuestionType, &q.Category, &q.Question,
+		jsonVal{&q.Options}, &q.DefaultAnswer, &q.Context, &q.Required, &q.Status, &q.Response,
+		&q.AnsweredBy, tsPtr{&q.AnsweredAt}, tsPtr{&q.DeliveredAt}, tsVal{&q.ExpiresAt}, tsVal{&q.CreatedAt}, tsVal{&q.UpdatedAt})
+	return q, err
+}
+
+// CreateQuestion stores q (pending unless q.Status says otherwise).
+func (s *Store) CreateQuestion(ctx context.Context, q office.Question) (office.Question, error) {
+	const op = "create question"
+	if q.ID == "" {
+		q.ID = uuid.NewString()
+	}
+	if q.Status == "" {
+		q.Status = office.QuestionPending
+	}
+	if q.QuestionType == "" {
+		q.QuestionType = office.QuestionText
+	}
+	if q.ExpiresAt.IsZero() {
+		return office.Question{}, office.Errorf(office.EINVALID, "question has no expiry time")
+	}
+	opts, err := jsonText(q.Options, "[]")
+	if err != nil {
+		return office.Question{}, s.fail(op, err)
+	}
+	_, now := nowTS()
+	created := now
+	if !q.CreatedAt.IsZero() {
+		created = ts(q.CreatedAt)
+	}
+	row := s.w.QueryRowContext(ctx, `insert into user_questions (id, office_id, agent_id, session_id, question_type, category,
+			question, options, default_answer, context, required, status, response, answered_by, answered_at, delivered_at,
+			expires_at, created_at, updated_at)
+		values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		returning `+questionCols,
+		q.ID, q.OfficeID, q.AgentID, nullStr(q.SessionID), q.QuestionType, nullStr(q.Category), q.Question, opts,
+		nullStr(q.DefaultAnswer), nullStr(q.Context), q.Required, q.Status, nullStr(q.Response), nullStr(q.AnsweredBy),
+		nullTS(q.AnsweredAt), nullTS(q.DeliveredAt), ts(q.ExpiresAt), created, now)
+	got, err := scanQuestion(row)
+	if err != nil {
+		return office.Question{}, s.fail(op, err)
+	}
+	if got.Status == office.QuestionAnswered {
+		s.feed.publish(office.Change{Table: office.TableQuestions, Op: office.OpInsert, ID: got.ID, OfficeID: got.OfficeID, AgentID: got.AgentID, Status: got.Status})
+	}
+	return got, nil
+}
+
+// GetQuestion returns the question with id, or ENOTFOUND.
+func (s *Store) GetQuestion(ctx context.Context, id string) (office.Question, error) {
+	q, err := scanQuestion(s.r.QueryRowContext(ctx, `select `+questionCols+` from user_questions where id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return q, notFound("get question", "question", id)
+	}
+	return q, s.fail("get question", err)
+}
+
+// ListQuestions returns the questions f selects, oldest first.
+func (s *Store) ListQuestions(ctx context.Context, f office.QuestionFilter) ([]office.Question, error) {
+	var w where
+	w.eq("office_id", f.OfficeID)
+	w.eq("agent_id", f.AgentID)
+	w.in("status", f.Status)
+	rows, err := s.r.QueryContext(ctx, `select `+questionCols+` from user_questions`+w.String()+` order by created_at, rowid`+limit(f.Limit), w.args...)
+	out, err := collect(rows, err, scanQuestion)
+	return out, s.fail("list questions", err)
+}
+
+// AnswerQuestion moves a pending question to answered; ok=false when it is
+// not pending (or does not exist).
+func (s *Store) AnswerQuestion(ctx context.Context, id, response, answeredBy string) (office.Question, bool, error) {
+	_, now := nowTS()
+	q, err := scanQuestion(s.w.QueryRowContext(ctx, `update user_questions
+		set status = 'answered', response = ?, answered_by = ?, answered_at = ?, updated_at = ?
+		where id = ? and status = 'pending' returning `+questionCols,
+		response, nullStr(answeredBy), now, now, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return office.Question{}, false, nil
+	}
+	if err != nil {
+		return office.Question{}, false, s.fail("answer question", err)
+	}
+	s.feed.publish(office.Change{Table: office.TableQuestions, Op: office.OpUpdate, ID: q.ID, OfficeID: q.OfficeID, AgentID: q.AgentID, Status: q.Status})
+	return q, true, nil
+}
+
+// transition runs a conditional update and reports whether it changed a row.
+func (s *Store) transition(ctx context.Context, op, query string, args ...any) (bool, error) {
+	res, err := s.w.ExecContext(ctx, query, args...)
+	if err != nil {
+		return false, s.fail(op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, s.fail(op, err)
+	}
+	return n == 1, nil
+}
+
+// MarkQuestionDelivered moves an answered question to delivered.
+func (s *Store) MarkQuestionDelivered(ctx context.Context, id string) (bool, error) {
+	_, now := nowTS()
+	return s.transition(ctx, "mark question delivered",
+		`update user_questions set status = 'delivered', delivered_at = ?, updated_at = ? where id = ? and status = 'answered'`,
+		now, now, id)
+}
+
+// ExpireQuestions expires every pending question due at now and returns
+// exactly those rows.
+func (s *Store) ExpireQuestions(ctx context.Context, at time.Time) ([]office.Question, error) {
+	_, now := nowTS()
+	rows, err := s.w.QueryContext(ctx, `update user_questions set status = 'expired', updated_at = ?
+		where status = 'pending' and expires_at <= ? returning `+questionCols, now, ts(at))
+	out, err := collect(rows, err, scanQuestion)
+	return out, s.fail("expire questions", err)
+}
+
+// CancelQuestion moves a pending or answered question to cancelled.
+func (s *Store) CancelQuestion(ctx context.Context, id string) (bool, error) {
+	_, now := nowTS()
+	return s.transition(ctx, "cancel question",
+		`update user_questions set status = 'cancelled', updated_at = ? where id = ? and status in ('pending', 'answered')`,
+		now, id)
+}
+
+// ListAnsweredUndelivered returns answered questions, oldest first.
+func (s *Store) ListAnsweredUndelivered(ctx context.Context, officeIDs []string) ([]office.Question, error) {
+	var w where
+	w.add("status = 'answered'")
+	w.in("office_id", officeIDs)
+	rows, err := s.r.QueryContext(ctx, `select `+questionCols+` from user_questions`+w.String()+` order by created_at, rowid`, w.args...)
+	out, err := collect(rows, err, scanQuestion)
+	return out, s.fail("list answered questions", err)
+}
+
+const messageCols = `id, office_id, agent_id, coalesce(user_id, ''), content, status, delivered_at, created_at, updated_at`
+
+func scanMessage(r scanner) (office.UserMessage, error) {
+	var m office.UserMessage
+	err := r.Scan(&m.ID, &m.OfficeID, &m.AgentID, &m.UserID, &m.Content, &m.Status, tsPtr{&m.DeliveredAt}, tsVal{&m.CreatedAt}, tsVal{&m.UpdatedAt})
+	return m, err
+}
+
+// CreateUserMessage stores m (pending unless m.Status says otherwise).
+func (s *Store) CreateUserMessage(ctx context.Context, m office.UserMessage) (office.UserMessage, error) {
+	if m.ID == "" {
+		m.ID = uuid.NewString()
+	}
+	if m.Status == "" {
+		m.Status = office.MessagePending
+	}
+	_, now := nowTS()
+	created := now
+	if !m.CreatedAt.IsZero() {
+		created = ts(m.CreatedAt)
+	}
+	got, err := scanMessage(s.w.QueryRowContext(ctx, `insert into user_messages (id, office_id, agent_id, user_id, content, status, delivered_at, created_at, updated_at)
+		values (?, ?, ?, ?, ?, ?, ?, ?, ?) returning `+messageCols,
+		m.ID, m.OfficeID, m.AgentID, nullStr(m.UserID), m.Content, m.Status, nullTS(m.DeliveredAt), created, now))
+	if err != nil {
+		return office.UserMessage{}, s.fail("create user message", err)
+	}
+	if got.Status == office.MessagePending {
+		s.feed.publish(office.Change{Table: office.TableMessages, Op: office.OpInsert, ID: got.ID, OfficeID: got.OfficeID, AgentID: got.AgentID, Status: got.Status})
+	}
+	return got, nil
+}
+
+// GetUserMessage returns the message with id, or ENOTFOUND.
+func (s *Store) GetUserMessage(ctx context.Context, id string) (office.UserMessage, error) {
+	m, err := scanMessage(s.r.QueryRowContext(ctx, `select `+messageCols+` from user_messages where id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, notFound("get user message", "user message", id)
+	}
+	return m, s.fail("get user message", err)
+}
+
+// MarkUserMessageDelivered moves a pending message to delivered.
+func (s *Store) MarkUserMessageDelivered(ctx context.Context, id string) (bool, error) {
+	_, now := nowTS()
+	return s.transition(ctx, "mark user message delivered",
+		`update user_messages set status = 'delivered', delivered_at = ?, updated_at = ? where id = ? and status = 'pending'`,
+		now, now, id)
+}
+
+// ListPendingUserMessages returns pending messages, oldest first.
+func (s *Store) ListPendingUserMessages(ctx context.Context, officeIDs []string) ([]office.UserMessage, error) {
+	var w where
+	w.add("status = 'pending'")
+	w.in("office_id", officeIDs)
+	rows, err := s.r.QueryContext(ctx, `select `+messageCols+` from user_messages`+w.String()+` order by created_at, rowid`, w.args...)
+	out, err := collect(rows, err, scanMessage)
+	return out, s.fail("list pending user messages", err)
+}
