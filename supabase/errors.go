@@ -1,9 +1,7 @@
 package supabase
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -117,8 +115,7 @@ func wrap(op string, api *APIError, err error) error {
 	if api != nil {
 		return &office.Error{Code: officeCode(api), Op: op, Err: api}
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return &office.Error{Code: office.EUNAVAILABLE, Op: op, Err: err}
-	}
+	// Not reached, timed out or cancelled: errors.Is still finds
+	// context.Canceled through the chain.
 	return &office.Error{Code: office.EUNAVAILABLE, Op: op, Err: err}
 }

@@ -1,0 +1,505 @@
+package supabase
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/office-server/office-server/office"
+)
+
+// fakeCatchUp is a CatchUp of function fields (nil: nothing awaits).
+type fakeCatchUp struct {
+	questions func() ([]office.Question, error)
+}
+
+func (f fakeCatchUp) ListAnsweredUndelivered(context.Context, []string) ([]office.Question, error) {
+	if f.questions == nil {
+		return nil, nil
+	}
+	return f.questions()
+}
+func (fakeCatchUp) ListPendingUserMessages(context.Context, []string) ([]office.UserMessage, error) {
+	return nil, nil
+}
+func (fakeCatchUp) ListUndeliveredDependencies(context.Context, []string) ([]office.DependencyRequest, error) {
+	return nil, nil
+}
+
+// quietLogger keeps the feed's reconnect warnings out of test output unless -v.
+func quietLogger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// phoenixOnly serves the Phoenix stand-in alone, for feed tests that need no
+// database.
+func phoenixOnly(t *testing.T) (*phoenixServer, string) {
+	phx := newPhoenixServer(t, testKey)
+	mux := http.NewServeMux()
+	mux.Handle("/realtime/v1/websocket", phx)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	t.Cleanup(phx.close)
+	return phx, srv.URL
+}
+
+// running is one Watch in a goroutine, recording what it reports.
+type running struct {
+	f       *Realtime
+	mu      sync.Mutex
+	changes []office.Change
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+func startWatch(t *testing.T, f *Realtime, offices []string, also func(office.Change)) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &running{f: f, cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		w.done <- f.Watch(ctx, offices, func(c office.Change) {
+			w.mu.Lock()
+			w.changes = append(w.changes, c)
+			w.mu.Unlock()
+			if also != nil {
+				also(c)
+			}
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-w.done:
+			if err != nil {
+				t.Errorf("Watch returned %v after cancel; want nil", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("Watch did not return after cancel")
+		}
+		if f.Connected() {
+			t.Errorf("Connected() after Watch returned")
+		}
+	})
+	return w
+}
+
+func (w *running) seen() []office.Change {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]office.Change(nil), w.changes...)
+}
+
+func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (w *running) waitFor(t *testing.T, want office.Change) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("change %+v (seen %+v)", want, w.seen()), 10*time.Second, func() bool {
+		for _, c := range w.seen() {
+			if c == want {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestRealtimeDelivery: normal delivery through the stand-ins over a real
+// PostgreSQL: a catch-up first, then live answers, messages and
+// dependencies of the watched office only.
+func TestRealtimeDelivery(t *testing.T) {
+	e := newTestEnv(t)
+	ctx := context.Background()
+	s := e.store
+	o, _ := s.UpsertOffice(ctx, office.Office{Name: "Watched"})
+	other, _ := s.UpsertOffice(ctx, office.Office{Name: "Other"})
+	a, err := s.UpsertAgent(ctx, office.Agent{OfficeID: o.ID, Name: "Dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oa, _ := s.UpsertAgent(ctx, office.Agent{OfficeID: other.ID, Name: "Dev"})
+	ask := func(officeID, agentID string) office.Question {
+		q, err := s.CreateQuestion(ctx, office.Question{OfficeID: officeID, AgentID: agentID, Question: "Which?", ExpiresAt: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	early := ask(o.ID, a.ID)
+	if _, ok, err := s.AnswerQuestion(ctx, early.ID, "before", ""); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+
+	o2 := fastOptions()
+	o2.Logger = quietLogger()
+	f := e.feed(t, o2)
+	w := startWatch(t, f, []string{o.ID}, nil)
+	eventually(t, "Connected", 10*time.Second, f.Connected)
+	if got := w.seen(); len(got) != 1 || got[0] != (office.Change{Table: office.TableQuestions, Op: office.OpCatchUp, ID: early.ID,
+		OfficeID: o.ID, AgentID: a.ID, Status: office.QuestionAnswered}) {
+		t.Errorf("at Connected the feed had reported %+v; want exactly the catch-up of %s", got, early.ID)
+	}
+
+	qo := ask(other.ID, oa.ID)
+	s.AnswerQuestion(ctx, qo.ID, "not mine", "")
+	q := ask(o.ID, a.ID)
+	if _, ok, err := s.AnswerQuestion(ctx, q.ID, "live", ""); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	w.waitFor(t, office.Change{Table: office.TableQuestions, Op: office.OpUpdate, ID: q.ID, OfficeID: o.ID, AgentID: a.ID, Status: office.QuestionAnswered})
+
+	m, err := s.CreateUserMessage(ctx, office.UserMessage{OfficeID: o.ID, AgentID: a.ID, Content: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor(t, office.Change{Table: office.TableMessages, Op: office.OpInsert, ID: m.ID, OfficeID: o.ID, AgentID: a.ID, Status: office.MessagePending})
+
+	d, err := s.CreateDependency(ctx, office.DependencyRequest{OfficeID: o.ID, AgentID: a.ID, Type: "api_key", Name: "K", ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.ProvideDependency(ctx, d.ID, []byte("secret")); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	w.waitFor(t, office.Change{Table: office.TableDependencies, Op: office.OpUpdate, ID: d.ID, OfficeID: o.ID, AgentID: a.ID, Status: office.DependencyProvided})
+	// Marking it delivered is an UPDATE too, but not one the office acts on.
+	s.MarkDependencyDelivered(ctx, d.ID)
+	m2, _ := s.CreateUserMessage(ctx, office.UserMessage{OfficeID: o.ID, AgentID: a.ID, Content: "sentinel"})
+	w.waitFor(t, office.Change{Table: office.TableMessages, Op: office.OpInsert, ID: m2.ID, OfficeID: o.ID, AgentID: a.ID, Status: office.MessagePending})
+
+	for _, c := range w.seen() {
+		if c.OfficeID != o.ID {
+			t.Errorf("change of another office reported: %+v", c)
+		}
+		if c.Table == office.TableDependencies && c.Status != office.DependencyProvided {
+			t.Errorf("dependency change the office does not act on reported: %+v", c)
+		}
+	}
+	e.phx.mu.Lock()
+	tokens := append([]string(nil), e.phx.tokens...)
+	e.phx.mu.Unlock()
+	if d := cmp.Diff(tokens, []string{testKey}); d != "" {
+		t.Errorf("access tokens joined with (-got +want):\n%s", d)
+	}
+}
+
+// TestRealtimeDropWhileAnswering: the socket is dropped again and again
+// while answers are written; every answer reaches the office (live or by a
+// catch-up), and an office acting through MarkQuestionDelivered delivers
+// each exactly once although some are reported twice.
+func TestRealtimeDropWhileAnswering(t *testing.T) {
+	e := newTestEnv(t)
+	ctx := context.Background()
+	s := e.store
+	o, _ := s.UpsertOffice(ctx, office.Office{Name: "Drops"})
+	a, _ := s.UpsertAgent(ctx, office.Agent{OfficeID: o.ID, Name: "Dev"})
+	const n = 40
+	var qs []office.Question
+	for range n {
+		q, err := s.CreateQuestion(ctx, office.Question{OfficeID: o.ID, AgentID: a.ID, Question: "Which?", ExpiresAt: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs = append(qs, q)
+	}
+	var mu sync.Mutex
+	delivered := map[string]int{}
+	reported := map[string]int{}
+	var markErrs atomic.Int32
+	opts := fastOptions()
+	opts.Logger = quietLogger()
+	f := e.feed(t, opts)
+	startWatch(t, f, []string{o.ID}, func(c office.Change) {
+		if c.Table != office.TableQuestions {
+			return
+		}
+		ok, err := s.MarkQuestionDelivered(ctx, c.ID)
+		if err != nil {
+			markErrs.Add(1)
+		}
+		mu.Lock()
+		reported[c.ID]++
+		if ok {
+			delivered[c.ID]++
+		}
+		mu.Unlock()
+	})
+	eventually(t, "Connected", 10*time.Second, f.Connected)
+	for i, q := range qs {
+		if i%8 == 3 {
+			eventually(t, "Connected before a drop", 10*time.Second, f.Connected)
+			e.phx.drop()
+		}
+		if _, ok, err := s.AnswerQuestion(ctx, q.ID, fmt.Sprint("answer ", i), ""); !ok || err != nil {
+			t.Fatalf("AnswerQuestion: %v %v", ok, err)
+		}
+	}
+	eventually(t, "every answer delivered", 15*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(delivered) == n
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	twice := 0
+	for _, q := range qs {
+		if delivered[q.ID] != 1 {
+			t.Errorf("question %s delivered %d times; want 1", q.ID, delivered[q.ID])
+		}
+		if reported[q.ID] > 1 {
+			twice++
+		}
+	}
+	if markErrs.Load() > 0 {
+		t.Errorf("%d MarkQuestionDelivered errors", markErrs.Load())
+	}
+	if joins := e.phx.joins.Load(); joins < 6 {
+		t.Errorf("%d joins; want a rejoin after each of the 5 drops", joins)
+	}
+	got, err := s.ListQuestions(ctx, office.QuestionFilter{OfficeID: o.ID, Status: []string{office.QuestionDelivered}})
+	if err != nil || len(got) != n {
+		t.Errorf("%d questions delivered in the database (%v); want %d", len(got), err, n)
+	}
+	t.Logf("%d answers, %d joins, %d reported more than once", n, e.phx.joins.Load(), twice)
+}
+
+// TestRealtimeMissedHeartbeat: a server that stops answering heartbeats is
+// left, and the feed reconnects.
+func TestRealtimeMissedHeartbeat(t *testing.T) {
+	phx, url := phoenixOnly(t)
+	o := fastOptions()
+	o.Heartbeat = 50 * time.Millisecond
+	o.Logger = quietLogger()
+	f, err := NewRealtime(url, testKey, fakeCatchUp{}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWatch(t, f, nil, nil)
+	eventually(t, "Connected", 5*time.Second, f.Connected)
+	phx.silentHeartbeats.Store(true)
+	eventually(t, "a reconnect after missed heartbeats", 5*time.Second, func() bool { return phx.joins.Load() >= 2 })
+	if err := f.Err(); err == nil || !strings.Contains(err.Error(), "heartbeat") {
+		t.Errorf("Err() = %v; want a heartbeat timeout", err)
+	}
+	phx.silentHeartbeats.Store(false)
+	eventually(t, "Connected again", 5*time.Second, f.Connected)
+}
+
+// TestRealtimeExpiredToken: an expired token shuts the channel (system
+// error "Token has expired …", then phx_close) or is refused at join
+// (InvalidJWTToken); the feed asks for a fresh token and rejoins. A token
+// that changes is pushed to the joined channel (access_token).
+func TestRealtimeExpiredToken(t *testing.T) {
+	phx, url := phoenixOnly(t)
+	var n atomic.Int32
+	o := fastOptions()
+	o.Logger = quietLogger()
+	o.TokenRefresh = 30 * time.Millisecond
+	o.AccessToken = func(context.Context) (string, error) { return fmt.Sprintf("tok-%d", n.Add(1)), nil }
+	phx.mu.Lock()
+	phx.expired["tok-1"] = true // refused at the first join
+	phx.mu.Unlock()
+	f, err := NewRealtime(url, testKey, fakeCatchUp{}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWatch(t, f, nil, nil)
+	eventually(t, "Connected", 5*time.Second, f.Connected)
+	var se *ServerError
+	if err := f.Err(); !errors.As(err, &se) || !isTokenError(err) {
+		t.Errorf("Err() = %v; want the join refused for the expired token", err)
+	}
+	// Refreshed tokens are pushed while joined.
+	eventually(t, "access_token pushes", 5*time.Second, func() bool {
+		phx.mu.Lock()
+		defer phx.mu.Unlock()
+		return len(phx.tokens) >= 4
+	})
+	// Every token issued so far expires: the channel is shut down.
+	joins := phx.joins.Load()
+	phx.mu.Lock()
+	for i := range n.Load() + 1 {
+		phx.expired[fmt.Sprintf("tok-%d", i)] = true
+	}
+	phx.mu.Unlock()
+	phx.shutdownAll("Token has expired 2 seconds ago")
+	eventually(t, "a rejoin with a fresh token", 5*time.Second, func() bool { return phx.joins.Load() > joins && f.Connected() })
+	phx.mu.Lock()
+	defer phx.mu.Unlock()
+	lastJoinToken := ""
+	for _, tk := range phx.tokens {
+		if !phx.expired[tk] {
+			lastJoinToken = tk
+		}
+	}
+	if lastJoinToken == "" {
+		t.Errorf("no join with a token that had not expired; tokens seen %v", phx.tokens)
+	}
+}
+
+// TestRealtimeJoinError: a refused join, and a join reply whose
+// subscriptions do not match those asked, are retried until they succeed.
+func TestRealtimeJoinError(t *testing.T) {
+	phx, url := phoenixOnly(t)
+	phx.joinErrors = []string{"UnknownErrorOnChannel: Unknown Error on Channel", "RealtimeRestarting: Realtime is restarting, please standby"}
+	phx.badIDs = true
+	o := fastOptions()
+	o.Logger = quietLogger()
+	f, err := NewRealtime(url, testKey, fakeCatchUp{}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWatch(t, f, []string{"9a1f0f5e-6c1a-4b59-9d0e-3d2b8d4c1e7a"}, nil)
+	eventually(t, "a join reply with the wrong subscriptions", 5*time.Second, func() bool {
+		err := f.Err()
+		return err != nil && strings.Contains(err.Error(), "lacks the subscription")
+	})
+	if f.Connected() {
+		t.Errorf("Connected() with subscriptions that do not match")
+	}
+	phx.mu.Lock()
+	phx.badIDs = false
+	phx.mu.Unlock()
+	eventually(t, "Connected", 5*time.Second, f.Connected)
+	if j := phx.joins.Load(); j < 4 {
+		t.Errorf("%d joins; want 2 refused, at least 1 mismatched, 1 accepted", j)
+	}
+}
+
+// TestRealtimeRateLimit: after a rate-limit refusal the feed waits at least
+// RateLimitBackoff before it joins again (a plain error waits MinBackoff).
+func TestRealtimeRateLimit(t *testing.T) {
+	phx, url := phoenixOnly(t)
+	phx.joinErrors = []string{"ClientJoinRateLimitReached: Too many joins per second"}
+	o := fastOptions()
+	o.Logger = quietLogger()
+	f, err := NewRealtime(url, testKey, fakeCatchUp{}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWatch(t, f, nil, nil)
+	eventually(t, "Connected", 5*time.Second, f.Connected)
+	gap := func(i int) time.Duration {
+		phx.mu.Lock()
+		defer phx.mu.Unlock()
+		return phx.joinTimes[i+1].Sub(phx.joinTimes[i])
+	}
+	if g := gap(0); g < o.RateLimitBackoff {
+		t.Errorf("rejoined %v after a join rate limit; want at least %v", g, o.RateLimitBackoff)
+	}
+	// A channel shut down for too many messages.
+	phx.shutdownAll("Too many messages per second")
+	eventually(t, "a rejoin", 5*time.Second, func() bool { return phx.joins.Load() >= 3 && f.Connected() })
+	if g := gap(1); g < o.RateLimitBackoff {
+		t.Errorf("rejoined %v after a message rate limit; want at least %v", g, o.RateLimitBackoff)
+	}
+	if !isRateLimit(f.Err()) {
+		t.Errorf("Err() = %v; want a rate limit", f.Err())
+	}
+}
+
+// TestRealtimeCatchUpFailure: a catch-up that fails is not trusted: the feed
+// stays not Connected and tries again on a new connection.
+func TestRealtimeCatchUpFailure(t *testing.T) {
+	phx, url := phoenixOnly(t)
+	var calls atomic.Int32
+	src := fakeCatchUp{questions: func() ([]office.Question, error) {
+		if calls.Add(1) == 1 {
+			return nil, &office.Error{Code: office.EUNAVAILABLE, Message: "database down"}
+		}
+		return []office.Question{{ID: "q1", OfficeID: "o", AgentID: "a", Status: office.QuestionAnswered}}, nil
+	}}
+	o := fastOptions()
+	o.Logger = quietLogger()
+	f, err := NewRealtime(url, testKey, src, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWatch(t, f, nil, nil)
+	eventually(t, "Connected", 5*time.Second, f.Connected)
+	if phx.joins.Load() < 2 {
+		t.Errorf("%d joins; want a second after the failed catch-up", phx.joins.Load())
+	}
+	if d := cmp.Diff(w.seen(), []office.Change{{Table: office.TableQuestions, Op: office.OpCatchUp, ID: "q1", OfficeID: "o", AgentID: "a", Status: office.QuestionAnswered}}); d != "" {
+		t.Errorf("reported (-got +want):\n%s", d)
+	}
+}
+
+// TestDeliverFrame decodes postgres_changes frames of the real shape.
+func TestDeliverFrame(t *testing.T) {
+	routes := map[int64]binding{
+		38606455: {Event: "UPDATE", Schema: "public", Table: "user_questions"},
+		11:       {Event: "INSERT", Schema: "public", Table: "user_messages"},
+		12:       {Event: "UPDATE", Schema: "public", Table: "dependency_requests"},
+	}
+	frame := func(table, typ, record string, ids string) json.RawMessage {
+		return json.RawMessage(`{"data":{"columns":[{"name":"id","type":"uuid"},{"name":"status","type":"text"}],` +
+			`"commit_timestamp":"2026-11-22T02:31:09.123Z","errors":null,"old_record":{"id":"x"},` +
+			`"record":` + record + `,"schema":"public","table":"` + table + `","type":"` + typ + `"},"ids":` + ids + `}`)
+	}
+	tests := []struct {
+		name    string
+		payload json.RawMessage
+		want    []office.Change
+	}{
+		{"answered", frame("user_questions", "UPDATE", `{"id":"q","office_id":"o","agent_id":"a","status":"answered","response":"yes"}`, `[38606455]`),
+			[]office.Change{{Table: "user_questions", Op: "UPDATE", ID: "q", OfficeID: "o", AgentID: "a", Status: "answered"}}},
+		{"delivered is not acted on", frame("user_questions", "UPDATE", `{"id":"q","office_id":"o","agent_id":"a","status":"delivered"}`, `[38606455]`), nil},
+		{"unknown subscription id", frame("user_questions", "UPDATE", `{"id":"q","status":"answered"}`, `[5]`), nil},
+		{"message", frame("user_messages", "INSERT", `{"id":"m","office_id":"o","agent_id":"a","status":"pending"}`, `[11]`),
+			[]office.Change{{Table: "user_messages", Op: "INSERT", ID: "m", OfficeID: "o", AgentID: "a", Status: "pending"}}},
+		{"dependency delivered already", frame("dependency_requests", "UPDATE", `{"id":"d","status":"provided","delivered_at":"2026-11-22T02:31:09Z"}`, `[12]`), nil},
+		{"dependency rejected", frame("dependency_requests", "UPDATE", `{"id":"d","office_id":"o","agent_id":"a","status":"rejected","delivered_at":null}`, `[12]`),
+			[]office.Change{{Table: "dependency_requests", Op: "UPDATE", ID: "d", OfficeID: "o", AgentID: "a", Status: "rejected"}}},
+		{"table differs from the subscription", frame("user_messages", "UPDATE", `{"id":"q","status":"answered"}`, `[38606455]`), nil},
+		{"not JSON", json.RawMessage(`{"data":`), nil},
+	}
+	r := &Realtime{log: quietLogger()}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []office.Change
+			r.deliver(tc.payload, routes, func(c office.Change) { got = append(got, c) })
+			if d := cmp.Diff(got, tc.want); d != "" {
+				t.Errorf("(-got +want):\n%s", d)
+			}
+		})
+	}
+}
+
+func FuzzDeliver(f *testing.F) {
+	f.Add([]byte(`{"data":{"type":"UPDATE","table":"user_questions","record":{"id":"q","status":"answered"}},"ids":[1]}`))
+	f.Add([]byte(`{"ids":[1],"data":{"record":null}}`))
+	routes := map[int64]binding{1: {Event: "UPDATE", Schema: "public", Table: "user_questions"}}
+	r := &Realtime{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r.deliver(b, routes, func(c office.Change) {
+			if c.ID == "" || c.Table != "user_questions" {
+				t.Errorf("delivered %+v", c)
+			}
+		})
+	})
+}
