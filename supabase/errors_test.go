@@ -53,16 +53,16 @@ func TestStoreErrors(t *testing.T) {
 		},
 		{
 			name: "expired JWT", status: 401,
-			body: `{"code":"PGRST301","details":null,"hint":null,"message":"JWT expired"}`,
-			call: func(s *Store) error { _, err := s.ListOffices(context.Background()); return err },
-			code: office.EUNAUTHORIZED,
+			body:    `{"code":"PGRST301","details":null,"hint":null,"message":"JWT expired"}`,
+			call:    func(s *Store) error { _, err := s.ListOffices(context.Background()); return err },
+			code:    office.EUNAUTHORIZED,
 			wantAPI: &APIError{Status: 401, Code: "PGRST301", Message: "JWT expired"},
 		},
 		{
 			name: "anonymous denied by grants", status: 401,
-			body: `{"code":"42501","details":null,"hint":null,"message":"permission denied for table offices"}`,
-			call: func(s *Store) error { _, err := s.ListOffices(context.Background()); return err },
-			code: office.EUNAUTHORIZED,
+			body:    `{"code":"42501","details":null,"hint":null,"message":"permission denied for table offices"}`,
+			call:    func(s *Store) error { _, err := s.ListOffices(context.Background()); return err },
+			code:    office.EUNAUTHORIZED,
 			wantAPI: &APIError{Status: 401, Code: "42501", Message: "permission denied for table offices"},
 		},
 		{
@@ -72,7 +72,7 @@ func TestStoreErrors(t *testing.T) {
 				_, err := s.CreateUserMessage(context.Background(), office.UserMessage{OfficeID: id, AgentID: id, Content: "hi"})
 				return err
 			},
-			code: office.EFORBIDDEN,
+			code:    office.EFORBIDDEN,
 			wantAPI: &APIError{Status: 403, Code: "42501", Message: `new row violates row-level security policy for table "user_messages"`},
 		},
 		{
@@ -96,9 +96,9 @@ func TestStoreErrors(t *testing.T) {
 		},
 		{
 			name: "gateway HTML", status: 502, ctype: "text/html",
-			body: "<html><body>502 Bad Gateway</body></html>",
-			call: func(s *Store) error { return s.Ping(context.Background()) },
-			code: office.EUNAVAILABLE,
+			body:    "<html><body>502 Bad Gateway</body></html>",
+			call:    func(s *Store) error { return s.Ping(context.Background()) },
+			code:    office.EUNAVAILABLE,
 			wantAPI: &APIError{Status: 502, Message: "<html><body>502 Bad Gateway</body></html>"},
 		},
 	}
