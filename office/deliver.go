@@ -347,14 +347,45 @@ func (o *Router) startSession(ctx context.Context, a Agent, restart bool) error 
 // it records the session, wakes the agent's pump when it is ready, and
 // fails the agent's open tasks when its session failed for good.
 func (o *Router) HandleStatus(officeID, agentID, status string, pid int, exitCode *int) {
-	ctx := context.Background()
 	o.mu.Lock()
-	if o.runCtx != nil {
-		ctx = context.WithoutCancel(o.runCtx)
+	if status == SessionStarting {
+		o.epochs[agentKey{officeID, agentID}] = uuid.NewString()
 	}
+	// Recorded by one goroutine, in order: OnStatus must not block.
+	o.statusQ = append(o.statusQ, statusUpdate{officeID, agentID, status, pid, exitCode})
 	o.mu.Unlock()
-	// Recorded on a goroutine of its own: OnStatus must not block.
-	o.goOwned(func(context.Context) {
+	select {
+	case o.statusWake <- struct{}{}:
+	default:
+	}
+}
+
+type statusUpdate struct {
+	officeID, agentID, status string
+	pid                       int
+	exitCode                  *int
+}
+
+// recordStatuses applies queued status changes in order until ctx ends.
+func (o *Router) recordStatuses(ctx context.Context) {
+	for {
+		o.mu.Lock()
+		q := o.statusQ
+		o.statusQ = nil
+		o.mu.Unlock()
+		for _, u := range q {
+			o.recordStatus(ctx, u.officeID, u.agentID, u.status, u.pid, u.exitCode)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.statusWake:
+		}
+	}
+}
+
+func (o *Router) recordStatus(ctx context.Context, officeID, agentID, status string, pid int, exitCode *int) {
+	{
 		rec, err := o.store.GetSessionByAgent(ctx, agentID)
 		if err != nil {
 			rec = SessionRecord{OfficeID: officeID, AgentID: agentID}
@@ -386,7 +417,7 @@ func (o *Router) HandleStatus(officeID, agentID, status string, pid int, exitCod
 		}
 		_, _ = o.event(ctx, officeID, agentID, "session."+status, map[string]any{"pid": pid, "exit_code": exitCode}, "", "")
 		o.kick(agentKey{officeID, agentID})
-	})
+	}
 }
 
 // ticker expires questions, dependencies and invocations, fires ERROR

@@ -3,11 +3,8 @@ package office
 import (
 	"context"
 	"errors"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/office-server/office-server/session"
 )
 
@@ -16,10 +13,6 @@ import (
 //
 //	ms := &office.ManagerSessions{}
 //	mgr := session.NewManager(session.Options{OnText: ms.OnText(r), OnStatus: ms.OnStatus(r)})
-//
-// It also gives command agents' chunk IDs ("screen:<n>", unique only
-// within one process's life) an epoch per process start, so that a message
-// read after a restart is never taken for one already acted on.
 type ManagerSessions struct {
 	M *session.Manager
 	// ClaudeBin is the claude binary for claude-kind agents whose launch
@@ -27,9 +20,6 @@ type ManagerSessions struct {
 	ClaudeBin string
 	// Quiescence for command-kind agents (0: the session default).
 	Quiescence time.Duration
-
-	mu    sync.Mutex
-	epoch map[session.Key]string
 }
 
 var _ Sessions = (*ManagerSessions)(nil)
@@ -130,35 +120,13 @@ func running(st session.Status) bool {
 // OnText returns the session.Options.OnText callback feeding r.
 func (ms *ManagerSessions) OnText(r *Router) func(session.Text) {
 	return func(t session.Text) {
-		id := t.ID
-		if strings.HasPrefix(id, "screen:") {
-			ms.mu.Lock()
-			ep := ms.epoch[t.Key]
-			if ep == "" {
-				ep = uuid.NewString()
-				if ms.epoch == nil {
-					ms.epoch = map[session.Key]string{}
-				}
-				ms.epoch[t.Key] = ep
-			}
-			ms.mu.Unlock()
-			id = ep + "/" + id
-		}
-		r.HandleText(Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: id, Lines: t.Lines, TurnEnd: t.TurnEnd})
+		r.HandleText(Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd})
 	}
 }
 
 // OnStatus returns the session.Options.OnStatus callback feeding r.
 func (ms *ManagerSessions) OnStatus(r *Router) func(session.Key, session.Status, session.Info) {
 	return func(k session.Key, st session.Status, info session.Info) {
-		if st == session.StatusStarting {
-			ms.mu.Lock()
-			if ms.epoch == nil {
-				ms.epoch = map[session.Key]string{}
-			}
-			ms.epoch[k] = uuid.NewString()
-			ms.mu.Unlock()
-		}
 		var exit *int
 		if st == session.StatusExited || st == session.StatusCrashed || st == session.StatusFailed {
 			c := info.ExitCode

@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/office-server/office-server/protocol"
 )
 
@@ -103,15 +105,18 @@ type Router struct {
 	now    func() time.Time
 	sealer *Sealer
 
-	mu       sync.Mutex
-	runCtx   context.Context // set by Run
-	inboxes  map[agentKey]*inbox
-	pumps    map[agentKey]*pump
-	progress map[agentKey]Progress
-	retries  []retry
-	parked   []parkedProxy
-	subs     map[*Subscription]struct{}
-	wg       sync.WaitGroup
+	mu         sync.Mutex
+	runCtx     context.Context // set by Run
+	inboxes    map[agentKey]*inbox
+	pumps      map[agentKey]*pump
+	progress   map[agentKey]Progress
+	retries    []retry
+	parked     []parkedProxy
+	subs       map[*Subscription]struct{}
+	epochs     map[agentKey]string // per process start; see HandleText
+	statusQ    []statusUpdate
+	statusWake chan struct{}
+	wg         sync.WaitGroup
 }
 
 type agentKey struct{ officeID, agentID string }
@@ -155,10 +160,12 @@ func New(cfg Config) (*Router, error) {
 	}
 	return &Router{
 		cfg: cfg, store: cfg.Store, sess: cfg.Sessions, log: cfg.Logger, now: cfg.Now, sealer: sealer,
-		inboxes:  map[agentKey]*inbox{},
-		pumps:    map[agentKey]*pump{},
-		progress: map[agentKey]Progress{},
-		subs:     map[*Subscription]struct{}{},
+		inboxes:    map[agentKey]*inbox{},
+		pumps:      map[agentKey]*pump{},
+		progress:   map[agentKey]Progress{},
+		subs:       map[*Subscription]struct{}{},
+		epochs:     map[agentKey]string{},
+		statusWake: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -188,10 +195,14 @@ func (o *Router) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	o.wg.Add(1)
+	o.wg.Add(2)
 	go func() {
 		defer o.wg.Done()
 		o.ticker(ctx)
+	}()
+	go func() {
+		defer o.wg.Done()
+		o.recordStatuses(ctx)
 	}()
 	// Catch up on everything waiting in the store (the feed does too; the
 	// store's conditional transitions make doing it twice harmless).
@@ -273,9 +284,23 @@ type inbox struct {
 // HandleText takes a chunk of an agent's words (session.Options.OnText). It
 // never blocks for long: the chunk is queued and parsed by the session's
 // own reader goroutine, in order.
+//
+// Screen-read chunk IDs ("screen:<n>") are unique only within one process's
+// life; they are prefixed with an epoch renewed at every session start
+// (HandleStatus "starting"), so a message read after a restart is never
+// taken for one already acted on. Transcript IDs (Claude Code's entry
+// uuids) are stable across restarts and used as they are.
 func (o *Router) HandleText(t Text) {
 	k := agentKey{t.OfficeID, t.AgentID}
 	o.mu.Lock()
+	if strings.HasPrefix(t.ID, "screen:") {
+		ep := o.epochs[k]
+		if ep == "" {
+			ep = uuid.NewString()
+			o.epochs[k] = ep
+		}
+		t.ID = ep + "/" + t.ID
+	}
 	in := o.inboxes[k]
 	if in == nil {
 		in = &inbox{wake: make(chan struct{}, 1), parser: protocol.NewParser(protocol.Options{})}
