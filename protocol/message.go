@@ -346,7 +346,7 @@ type envelope struct {
 	Kind   Kind   `json:"kind"`
 	Target string `json:"target,omitempty"`
 	Line   int    `json:"line"`
-	Raw    string `json:"raw"`
+	Raw    string `json:"raw,omitempty"`
 }
 
 // MarshalJSON encodes m as one flat object: kind, target (when set), line,
