@@ -18,8 +18,8 @@ import (
 // every row still awaiting the office. Nothing is lost; a row may be reported
 // twice, which the office tolerates (it acts through conditional updates).
 
-// maxQueue bounds each watcher's queue of live changes.
-const maxQueue = 4096
+// maxQueue bounds each watcher's queue of live changes (a variable for tests).
+var maxQueue = 4096
 
 // pollInterval is how often the store checks whether another process wrote
 // to the file.
@@ -31,6 +31,9 @@ type feed struct {
 	closed    bool
 	done      chan struct{} // closed by close
 	connected atomic.Int32  // watchers caught up and live
+	// deaf drops every change, as a dead connection would; only tests set
+	// it (KillFeedForTest) to prove that a catch-up recovers what was lost.
+	deaf atomic.Bool
 }
 
 func newFeed() *feed { return &feed{subs: map[*sub]struct{}{}, done: make(chan struct{})} }
@@ -71,6 +74,9 @@ func (f *feed) unsubscribe(s *sub) {
 
 // publish hands c to every watcher of its office. It never blocks on them.
 func (f *feed) publish(c office.Change) {
+	if f.deaf.Load() {
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for s := range f.subs {
@@ -205,7 +211,7 @@ func (s *Store) Connected() bool {
 		return false
 	default:
 	}
-	return s.feed.connected.Load() > 0
+	return s.feed.connected.Load() > 0 && !s.feed.deaf.Load()
 }
 
 // catchUp reports every row awaiting the office with Op CATCHUP.
@@ -239,10 +245,12 @@ func (s *Store) catchUp(ctx context.Context, officeIDs []string, fn func(office.
 // changes exactly when another connection commits: every write of this
 // process goes through that connection, so the store's own writes (already
 // published) do not count.
-func (s *Store) watchOtherWriters(ctx context.Context) {
+//
+// last is the data_version read when the store opened: commits by others
+// before that are older than any Watch, whose first catch-up covers them.
+func (s *Store) watchOtherWriters(ctx context.Context, last int64) {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
-	var last int64 = -1
 	for {
 		select {
 		case <-ctx.Done():
@@ -253,7 +261,7 @@ func (s *Store) watchOtherWriters(ctx context.Context) {
 		if err := s.w.QueryRowContext(ctx, "pragma data_version").Scan(&v); err != nil {
 			continue
 		}
-		if last >= 0 && v != last {
+		if v != last {
 			s.feed.resyncAll()
 		}
 		last = v

@@ -118,9 +118,15 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: %s: %w", abs, err)
 	}
 
+	var version int64
+	if err := w.QueryRowContext(ctx, "pragma data_version").Scan(&version); err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("sqlite: %s: %w", abs, err)
+	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Store{path: abs, w: w, r: r, feed: newFeed(), stop: stop}
-	s.wg.Go(func() { s.watchOtherWriters(runCtx) })
+	s.wg.Go(func() { s.watchOtherWriters(runCtx, version) })
 	return s, nil
 }
 

@@ -1,19 +1,46 @@
 package sqlite_test
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
 
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/store/sqlite"
 	"github.com/office-server/office-server/store/storetest"
 )
 
+// The test binary doubles as a second server process (see helperMain).
+func TestMain(m *testing.M) {
+	if os.Getenv("OFFICE_SQLITE_HELPER") != "" {
+		os.Exit(helperMain())
+	}
+	os.Exit(m.Run())
+}
+
 func open(t testing.TB) *sqlite.Store {
 	t.Helper()
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "office.db"))
+	return openPath(t, filepath.Join(t.TempDir(), "office.db"))
+}
+
+func openPath(t testing.TB, path string) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), path)
 	if err != nil {
-		t.Fatalf("Open: %v", err)
+		t.Fatalf("Open(%s): %v", path, err)
 	}
 	t.Cleanup(func() {
 		if err := s.Close(); err != nil {
@@ -29,5 +56,445 @@ func TestConformance(t *testing.T) {
 			s := open(t)
 			return s, s
 		},
+		// The in-process feed has no connection; this drops every change
+		// for a while and then makes the watchers catch up, as a reconnect
+		// does.
+		KillFeed: func(t *testing.T, s office.Store, f office.ChangeFeed) {
+			s.(*sqlite.Store).KillFeedForTest(300 * time.Millisecond)
+		},
 	})
+}
+
+// fixture makes an office with one agent.
+func fixture(t testing.TB, s office.Store) (office.Office, office.Agent) {
+	t.Helper()
+	ctx := context.Background()
+	o, err := s.UpsertOffice(ctx, office.Office{Name: "Office"})
+	if err != nil {
+		t.Fatalf("UpsertOffice: %v", err)
+	}
+	a, err := s.UpsertAgent(ctx, office.Agent{OfficeID: o.ID, Name: "Dev"})
+	if err != nil {
+		t.Fatalf("UpsertAgent: %v", err)
+	}
+	return o, a
+}
+
+func newQuestion(t testing.TB, s office.Store, o office.Office, a office.Agent) office.Question {
+	t.Helper()
+	q, err := s.CreateQuestion(context.Background(), office.Question{OfficeID: o.ID, AgentID: a.ID, Question: "Proceed?", ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatalf("CreateQuestion: %v", err)
+	}
+	return q
+}
+
+func TestReopenKeepsDataAndSchemaVersion(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "office.db")
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	o, a := fixture(t, s)
+	q := newQuestion(t, s, o, a)
+	if _, ok, err := s.AnswerQuestion(ctx, q.ID, "yes", ""); !ok || err != nil {
+		t.Fatalf("AnswerQuestion: %v %v", ok, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	s2 := openPath(t, path)
+	got, err := s2.GetQuestion(ctx, q.ID)
+	if err != nil || got.Status != office.QuestionAnswered || got.Response != "yes" {
+		t.Fatalf("after reopen, question = %q %q %v; want answered yes", got.Status, got.Response, err)
+	}
+	v, err := s2.SchemaVersion(ctx)
+	if err != nil || v != sqlite.LatestSchemaVersion() || v == 0 {
+		t.Errorf("SchemaVersion = %d, %v; want %d", v, err, sqlite.LatestSchemaVersion())
+	}
+	// WAL mode, foreign keys on the write connection.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var mode string
+	if err := db.QueryRow("pragma journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal_mode = %q, %v; want wal", mode, err)
+	}
+	var n int
+	if err := db.QueryRow("select count(*) from schema_migrations").Scan(&n); err != nil || n != sqlite.LatestSchemaVersion() {
+		t.Errorf("schema_migrations has %d rows, %v", n, err)
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "office.db")
+	s := openPath(t, path)
+	s.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("insert into schema_migrations (version, name, applied_at) values (9999, 'future', '2030-01-01T00:00:00.000000Z')"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	_, err = sqlite.Open(context.Background(), path)
+	if err == nil || !strings.Contains(err.Error(), "newer than this build") {
+		t.Fatalf("Open of a file with schema 9999 = %v; want a clear 'newer' error", err)
+	}
+}
+
+func TestOpenBadPath(t *testing.T) {
+	dir := t.TempDir()
+	notDB := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(notDB, bytes.Repeat([]byte("this is not a database\n"), 100), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"", dir, notDB, filepath.Join(dir, "missing", "dir", "office.db")} {
+		s, err := sqlite.Open(context.Background(), p)
+		if err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded; want an error", p)
+			continue
+		}
+		t.Logf("Open(%q): %v", p, err)
+	}
+	// The text file is untouched.
+	b, _ := os.ReadFile(notDB)
+	if !bytes.HasPrefix(b, []byte("this is not a database")) {
+		t.Errorf("Open damaged a file that is not a database")
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	o, a := fixture(t, s)
+	cases := []struct {
+		name string
+		err  error
+		code string
+	}{
+		{"question for an agent of no office", func() error {
+			_, err := s.CreateQuestion(ctx, office.Question{OfficeID: "nope", AgentID: a.ID, Question: "q", ExpiresAt: time.Now()})
+			return err
+		}(), office.EINVALID},
+		{"empty question", func() error {
+			_, err := s.CreateQuestion(ctx, office.Question{OfficeID: o.ID, AgentID: a.ID, ExpiresAt: time.Now()})
+			return err
+		}(), office.EINVALID},
+		{"unknown question type", func() error {
+			_, err := s.CreateQuestion(ctx, office.Question{OfficeID: o.ID, AgentID: a.ID, Question: "q", QuestionType: "essay", ExpiresAt: time.Now()})
+			return err
+		}(), office.EINVALID},
+		{"no expiry", func() error {
+			_, err := s.CreateQuestion(ctx, office.Question{OfficeID: o.ID, AgentID: a.ID, Question: "q"})
+			return err
+		}(), office.EINVALID},
+		{"event payload not JSON", func() error {
+			_, _, err := s.AppendEvent(ctx, office.Event{OfficeID: o.ID, Kind: "x", Payload: json.RawMessage(`{not json`)})
+			return err
+		}(), office.EINVALID},
+		{"unknown agent status", s.SetAgentStatus(ctx, a.ID, "sleeping"), office.EINVALID},
+		{"empty agent name", func() error { _, err := s.UpsertAgent(ctx, office.Agent{OfficeID: o.ID}); return err }(), office.EINVALID},
+		{"office name taken", func() error {
+			_, err := s.UpsertOffice(ctx, office.Office{ID: "other-id", Name: o.Name})
+			return err
+		}(), office.ECONFLICT},
+	}
+	for _, tc := range cases {
+		if got := office.ErrorCode(tc.err); got != tc.code {
+			t.Errorf("%s: code %q (%v); want %q", tc.name, got, tc.err, tc.code)
+		}
+	}
+	// Nothing was lost or changed by the failures.
+	agents, err := s.ListAgents(ctx, o.ID)
+	if err != nil || len(agents) != 1 || agents[0].Status != office.AgentIdle {
+		t.Errorf("agents after bad input = %+v, %v", agents, err)
+	}
+}
+
+func TestWatchEndsOnClose(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "office.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Watch(context.Background(), nil, func(office.Change) {}) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !s.Connected() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if !s.Connected() {
+		t.Fatal("not connected")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if office.ErrorCode(err) != office.EUNAVAILABLE {
+			t.Errorf("Watch after Close returned %v; want EUNAVAILABLE", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Watch did not return after Close")
+	}
+	if s.Connected() {
+		t.Error("Connected after Close")
+	}
+	if err := s.Watch(context.Background(), nil, func(office.Change) {}); office.ErrorCode(err) != office.EUNAVAILABLE {
+		t.Errorf("Watch on a closed store = %v; want EUNAVAILABLE", err)
+	}
+	if err := s.Ping(context.Background()); err == nil {
+		t.Error("Ping on a closed store succeeded")
+	}
+}
+
+// TestSlowWatcherLosesNothing: a watcher too slow for its queue misses live
+// changes, and the catch-up that follows reports every row.
+func TestSlowWatcherLosesNothing(t *testing.T) {
+	defer sqlite.SetMaxQueueForTest(4)()
+	ctx := context.Background()
+	s := open(t)
+	o, a := fixture(t, s)
+	const n = 50
+	want := map[string]bool{}
+	var qs []office.Question
+	for range n {
+		q := newQuestion(t, s, o, a)
+		qs = append(qs, q)
+		want[q.ID] = true
+	}
+	release := make(chan struct{})
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	all := make(chan struct{})
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Watch(wctx, nil, func(c office.Change) {
+			<-release // blocked until every answer is written
+			mu.Lock()
+			defer mu.Unlock()
+			if c.Status == office.QuestionAnswered && !seen[c.ID] {
+				seen[c.ID] = true
+				if len(seen) == n {
+					close(all)
+				}
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	for !s.Connected() {
+		time.Sleep(time.Millisecond)
+	}
+	for _, q := range qs {
+		if _, ok, err := s.AnswerQuestion(ctx, q.ID, "y", ""); !ok || err != nil {
+			t.Fatalf("AnswerQuestion: %v %v", ok, err)
+		}
+	}
+	close(release)
+	select {
+	case <-all:
+	case <-time.After(10 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("saw %d of %d answers after the queue overflowed", len(seen), n)
+	}
+}
+
+// helperMain is a second server process on the same file. Modes:
+//
+//	deliver: MarkQuestionDelivered every id on stdin, print "won <id>" per win
+//	answer:  AnswerQuestion every id on stdin
+func helperMain() int {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, os.Getenv("OFFICE_SQLITE_PATH"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer s.Close()
+	fmt.Println("ready") // opened: the parent may start the race
+	var ids []string
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		ids = append(ids, sc.Text())
+	}
+	for _, id := range ids {
+		switch os.Getenv("OFFICE_SQLITE_HELPER") {
+		case "deliver":
+			ok, err := s.MarkQuestionDelivered(ctx, id)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			if ok {
+				fmt.Println("won", id)
+			}
+		case "answer":
+			if _, ok, err := s.AnswerQuestion(ctx, id, "from another process", ""); err != nil || !ok {
+				fmt.Fprintln(os.Stderr, "answer", id, ok, err)
+				return 1
+			}
+		}
+	}
+	return 0
+}
+
+// helperProc is a running helper process.
+type helperProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Scanner
+}
+
+// startHelper starts a helper process on path and waits until it has opened
+// the store.
+func startHelper(t *testing.T, mode, path string) *helperProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "OFFICE_SQLITE_HELPER="+mode, "OFFICE_SQLITE_PATH="+path)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &helperProc{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
+	if !h.out.Scan() || h.out.Text() != "ready" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("helper did not start: %q %v", h.out.Text(), h.out.Err())
+	}
+	return h
+}
+
+// run hands the helper its ids, and returns its output lines once it exits.
+func (h *helperProc) run(ids []string) ([]string, error) {
+	go func() {
+		io.WriteString(h.stdin, strings.Join(ids, "\n")+"\n")
+		h.stdin.Close()
+	}()
+	var lines []string
+	for h.out.Scan() {
+		lines = append(lines, h.out.Text())
+	}
+	return lines, h.cmd.Wait()
+}
+
+// TestTwoProcessesDeliverOnce: three processes (this one and two helpers)
+// race to deliver the same answers; each is delivered exactly once.
+func TestTwoProcessesDeliverOnce(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "office.db")
+	s := openPath(t, path)
+	o, a := fixture(t, s)
+	const n = 100
+	var ids []string
+	for range n {
+		q := newQuestion(t, s, o, a)
+		if _, ok, err := s.AnswerQuestion(ctx, q.ID, "y", ""); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		ids = append(ids, q.ID)
+	}
+	helpers := []*helperProc{startHelper(t, "deliver", path), startHelper(t, "deliver", path)}
+	type result struct {
+		lines []string
+		err   error
+	}
+	results := make(chan result, len(helpers))
+	for _, h := range helpers {
+		go func() {
+			lines, err := h.run(ids)
+			results <- result{lines, err}
+		}()
+	}
+	wins := map[string]int{}
+	local := 0
+	for _, id := range ids {
+		ok, err := s.MarkQuestionDelivered(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			wins[id]++
+			local++
+		}
+	}
+	for range helpers {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("helper: %v", r.err)
+		}
+		for _, line := range r.lines {
+			if id, ok := strings.CutPrefix(line, "won "); ok {
+				wins[id]++
+			}
+		}
+	}
+	for _, id := range ids {
+		if wins[id] != 1 {
+			t.Errorf("question %s delivered %d times across three processes; want 1", id, wins[id])
+		}
+	}
+	t.Logf("wins: this process %d, the two helpers %d", local, n-local)
+}
+
+// TestAnswersFromAnotherProcessReachTheFeed: answers written by another
+// process on the same file arrive at this process's Watch.
+func TestAnswersFromAnotherProcessReachTheFeed(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "office.db")
+	s := openPath(t, path)
+	o, a := fixture(t, s)
+	const n = 30
+	want := map[string]bool{}
+	var ids []string
+	for range n {
+		q := newQuestion(t, s, o, a)
+		ids = append(ids, q.ID)
+		want[q.ID] = true
+	}
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	all := make(chan struct{})
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Watch(wctx, []string{o.ID}, func(c office.Change) {
+			mu.Lock()
+			defer mu.Unlock()
+			if want[c.ID] && c.Status == office.QuestionAnswered && !seen[c.ID] {
+				seen[c.ID] = true
+				if len(seen) == n {
+					close(all)
+				}
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	for !s.Connected() {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := startHelper(t, "answer", path).run(ids); err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	select {
+	case <-all:
+	case <-time.After(10 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("saw %d of %d answers written by another process", len(seen), n)
+	}
 }
