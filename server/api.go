@@ -32,6 +32,7 @@ func (s *Server) routes() {
 	api("POST /api/offices/{office}/agents/{agent}/input", s.sendInput)
 
 	api("GET /api/offices/{office}/questions", s.listQuestions)
+	api("GET /api/questions/{id}", s.getQuestion)
 	api("POST /api/questions/{id}/answer", s.answerQuestion)
 	api("POST /api/offices/{office}/messages", s.createMessage)
 
@@ -40,6 +41,7 @@ func (s *Server) routes() {
 	api("GET /api/offices/{office}/results", s.listResults)
 
 	api("GET /api/offices/{office}/dependencies", s.listDependencies)
+	api("GET /api/dependencies/{id}", s.getDependency)
 	api("POST /api/dependencies/{id}/provide", s.provideDependency)
 	api("POST /api/dependencies/{id}/reject", s.rejectDependency)
 
@@ -367,6 +369,24 @@ func (s *Server) listQuestions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, nonNil(qs))
+}
+
+func (s *Server) getQuestion(w http.ResponseWriter, r *http.Request) {
+	q, err := s.cfg.Store.GetQuestion(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, q)
+}
+
+func (s *Server) getDependency(w http.ResponseWriter, r *http.Request) {
+	d, err := s.cfg.Store.GetDependency(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
 }
 
 func (s *Server) answerQuestion(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/office-server/office-server/office"
+)
+
+// TestMain lets the test binary act as the builtin agents: the server runs
+// its own executable (here, this test binary) as `agent --script NAME`.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "agent" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// lockedBuf collects output written from several goroutines.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+func (l *lockedBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// testOffice is an office file with a fast po and an echo agent.
+const testOffice = `
+office:
+  name: Test office
+agents:
+  - name: po
+    role: Product owner
+    launch: {kind: builtin, script: po, args: [--step, 100ms]}
+  - name: dev
+    role: Developer
+    launch: {kind: builtin, script: dev, args: [--step, 100ms]}
+  - name: echo
+    role: Echo
+    launch: {kind: builtin, script: echo}
+`
+
+// liveServer is a Main serving in the background for a test.
+type liveServer struct {
+	m     *Main
+	base  string
+	token string
+	logs  *lockedBuf
+	out   *lockedBuf
+	stop  func() error
+}
+
+// startMain runs the serve command on the embedded store with the test
+// office until the test ends.
+func startMain(t *testing.T) *liveServer {
+	t.Helper()
+	dir := t.TempDir()
+	officePath := filepath.Join(dir, "office.yaml")
+	if err := os.WriteFile(officePath, []byte(testOffice), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseServeConfig([]string{"--data-dir", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0", "--office", officePath, "--shutdown-timeout", "10s"},
+		func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &liveServer{logs: &lockedBuf{}, out: &lockedBuf{}}
+	r.m = &Main{Config: cfg, Stdout: r.out, Stderr: r.logs}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.m.Run(ctx) }()
+	var once sync.Once
+	var stopErr error
+	r.stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case stopErr = <-done:
+			case <-time.After(30 * time.Second):
+				stopErr = fmt.Errorf("serve did not stop within 30s")
+			}
+		})
+		return stopErr
+	}
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("server logs:\n%s", r.logs.String())
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for r.m.Addr() == nil {
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended: %v\n%s", err, r.logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve did not listen")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.base = "http://" + r.m.Addr().String()
+	tok, err := os.ReadFile(filepath.Join(dir, "data", "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.token = strings.TrimSpace(string(tok))
+	return r
+}
+
+// get decodes a GET of the API into v.
+func (r *liveServer) get(t *testing.T, path string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", r.base+path, nil)
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("GET %s = %d %s", path, res.StatusCode, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+// officeID returns the one office's id.
+func (r *liveServer) officeID(t *testing.T) string {
+	t.Helper()
+	var offices []office.Office
+	r.get(t, "/api/offices", &offices)
+	if len(offices) != 1 {
+		t.Fatalf("offices = %+v, want one", offices)
+	}
+	return offices[0].ID
+}
+
+// waitQuestion waits for a question of the office in the given status.
+func (r *liveServer) waitQuestion(t *testing.T, officeID, status string, timeout time.Duration) office.Question {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var qs []office.Question
+		r.get(t, "/api/offices/"+officeID+"/questions?status="+status, &qs)
+		if len(qs) > 0 {
+			return qs[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s question within %v", status, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestParseOfficeFile(t *testing.T) {
+	tests := []struct{ name, yaml, err string }{
+		{"ok", testOffice, ""},
+		{"no office name", "agents: []", "office.name is required"},
+		{"unknown key", "office: {name: x}\nagents: [{name: a, colour: red}]", "field colour not found"},
+		{"duplicate", "office: {name: x}\nagents: [{name: a}, {name: A}]", `agent "A" declared twice`},
+		{"bad kind", "office: {name: x}\nagents: [{name: a, launch: {kind: docker}}]", `launch.kind "docker"`},
+		{"builtin without script", "office: {name: x}\nagents: [{name: a, launch: {kind: builtin}}]", "needs launch.script"},
+		{"command without command", "office: {name: x}\nagents: [{name: a, launch: {kind: command}}]", "needs launch.command"},
+		{"no agent name", "office: {name: x}\nagents: [{role: a}]", "agents[0]: name is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, agents, err := parseOfficeFile("f.yaml", []byte(tt.yaml))
+			if tt.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if o.Name != "Test office" || len(agents) != 3 || agents[0].Launch.Script != "po" || agents[0].Launch.Args[1] != "100ms" {
+					t.Fatalf("parsed %+v %+v", o, agents)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("err = %v, want %q", err, tt.err)
+			}
+		})
+	}
+}
+
+func TestParseServeConfig(t *testing.T) {
+	env := map[string]string{"OFFICE_ADDR": "127.0.0.1:9", "OFFICE_ADMIN_TOKEN": "tok", "OFFICE_ALLOWED_ORIGINS": "http://a, http://b"}
+	c, err := parseServeConfig([]string{"--data-dir", "/x"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:9" || c.DataDir != "/x" || c.AdminToken != "tok" || len(c.Origins) != 2 || c.storeKind() != "sqlite" {
+		t.Fatalf("config = %+v", c)
+	}
+	if c, _ := parseServeConfig(nil, func(string) string { return "" }, io.Discard); c.Addr != "127.0.0.1:8080" || c.DataDir != "./data" {
+		t.Fatalf("defaults = %+v", c)
+	}
+	env = map[string]string{"DATABASE_URL": "postgres://x", "SUPABASE_URL": "https://x"}
+	if _, err := parseServeConfig(nil, func(k string) string { return env[k] }, io.Discard); err == nil || !strings.Contains(err.Error(), "choose one") {
+		t.Fatalf("both stores: err = %v", err)
+	}
+	env = map[string]string{"SUPABASE_URL": "https://x"}
+	if _, err := parseServeConfig(nil, func(k string) string { return env[k] }, io.Discard); err == nil || !strings.Contains(err.Error(), "SUPABASE_SERVICE_ROLE_KEY") {
+		t.Fatalf("supabase without key: err = %v", err)
+	}
+}
+
+func TestSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	v1, created, err := secretFile(dir, "k", func() string { return "one" })
+	if err != nil || !created || v1 != "one" {
+		t.Fatalf("first = %q %v %v", v1, created, err)
+	}
+	fi, _ := os.Stat(filepath.Join(dir, "k"))
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, want 0600", fi.Mode().Perm())
+	}
+	v2, created, err := secretFile(dir, "k", func() string { return "two" })
+	if err != nil || created || v2 != "one" {
+		t.Fatalf("second = %q %v %v, want the kept one", v2, created, err)
+	}
+}
