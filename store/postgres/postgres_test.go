@@ -94,10 +94,16 @@ const appRole, appPassword = "office_pg_store_test", "office_pg_store_test"
 // administrator), appRole owning the database and Supabase's default
 // privileges for it, and the migrations applied by appRole itself.
 func supabaseLikeDatabase(t testing.TB) string {
+	app, _ := supabaseLike(t)
+	return app
+}
+
+// supabaseLike is supabaseLikeDatabase, also returning the administrator's URL.
+func supabaseLike(t testing.TB) (app, adminURL string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	adminURL := testenv.NewDatabase(t)
+	adminURL = testenv.NewDatabase(t)
 	if err := supabasetest.Apply(ctx, adminURL); err != nil {
 		t.Fatal(err)
 	}
@@ -131,11 +137,11 @@ func supabaseLikeDatabase(t testing.TB) string {
 		}
 	}
 	u.User = url.UserPassword(appRole, appPassword)
-	app := u.String()
+	app = u.String()
 	if _, err := migrations.ApplyURL(ctx, app); err != nil {
 		t.Fatalf("migrate as %s: %v", appRole, err)
 	}
-	return app
+	return app, adminURL
 }
 
 // TestConformanceSupabaseLike runs the suite as a role with no superuser
