@@ -84,24 +84,36 @@ func String(in string) string {
 // Append strips p and appends the text to dst. A sequence or character cut
 // off at the end of p is remembered and completed by the next call.
 func (s *Stripper) Append(dst, p []byte) []byte {
-	if s.npend > 0 {
-		// Complete the character cut off by the previous call.
-		want := int(utf8Continuations(s.pend[0])) + 1
-		k := want - int(s.npend)
-		if k > len(p) {
-			s.npend += uint8(copy(s.pend[s.npend:], p))
+	// Complete a character cut off by the previous call, byte by byte, so
+	// that the result is the same as if the input had come in one piece.
+	for s.npend > 0 {
+		if len(p) == 0 {
 			return dst
 		}
-		var buf [4]byte
-		n := copy(buf[:], s.pend[:s.npend])
-		copy(buf[n:], p[:k])
-		s.npend = 0
-		var used int
-		used, dst = s.ground(dst, buf[:want])
-		// ground stops early only at a C1 control that starts a sequence;
-		// the bytes after it come from p and are read again below.
-		p = p[max(used-n, 0):]
+		if p[0]&0xC0 != 0x80 {
+			// Not a continuation: the pending lead byte was invalid. As in
+			// one piece, it is dropped and the bytes after it are read as
+			// stray bytes.
+			var rest [3]byte
+			n := copy(rest[:], s.pend[1:s.npend])
+			s.npend = 0
+			dst = s.process(dst, rest[:n])
+			break
+		}
+		s.pend[s.npend] = p[0]
+		s.npend++
+		p = p[1:]
+		if int(s.npend) == int(utf8Continuations(s.pend[0]))+1 {
+			buf, n := s.pend, s.npend
+			s.npend = 0
+			dst = s.process(dst, buf[:n])
+		}
 	}
+	return s.process(dst, p)
+}
+
+// process strips p, appending the text to dst.
+func (s *Stripper) process(dst, p []byte) []byte {
 	for len(p) > 0 {
 		switch s.state {
 		case ground:
