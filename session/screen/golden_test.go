@@ -1,0 +1,176 @@
+package screen
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the screen model")
+
+// captureMeta describes a raw capture: the terminal size it was recorded at
+// and where in the byte stream the terminal was resized.
+type captureMeta struct {
+	Cols    int           `json:"cols"`
+	Rows    int           `json:"rows"`
+	Resizes []resizeEvent `json:"resizes,omitempty"`
+	// Program says what produced the capture, for people.
+	Program string `json:"program"`
+}
+
+type resizeEvent struct {
+	Offset int `json:"offset"` // bytes of output before the resize
+	Cols   int `json:"cols"`
+	Rows   int `json:"rows"`
+}
+
+// rendering is what a capture shows: every row that scrolled off the top,
+// then the final screen (trailing empty rows dropped) and the cursor.
+type rendering struct {
+	Scrolled []string
+	Screen   []string
+	X, Y     int
+}
+
+func (r rendering) String() string {
+	var b strings.Builder
+	b.WriteString("--- scrolled ---\n")
+	for _, l := range r.Scrolled {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("--- screen ---\n")
+	for _, l := range r.Screen {
+		b.WriteString(l + "\n")
+	}
+	fmt.Fprintf(&b, "--- cursor %d,%d ---\n", r.X, r.Y)
+	return b.String()
+}
+
+func trimEmpty(ls []string) []string {
+	for len(ls) > 0 && ls[len(ls)-1] == "" {
+		ls = ls[:len(ls)-1]
+	}
+	return ls
+}
+
+// replay renders data through a Screen, resizing where meta says, writing
+// at most chunk bytes at a time (0: everything at once).
+func replay(data []byte, meta captureMeta, chunk int) rendering {
+	s := New(meta.Cols, meta.Rows)
+	var r rendering
+	write := func(p []byte) {
+		for len(p) > 0 {
+			n := len(p)
+			if chunk > 0 && chunk < n {
+				n = chunk
+			}
+			s.Write(p[:n])
+			p = p[n:]
+		}
+		r.Scrolled = append(r.Scrolled, s.TakeScrolled()...)
+	}
+	off := 0
+	for _, ev := range meta.Resizes {
+		write(data[off:ev.Offset])
+		off = ev.Offset
+		s.Resize(ev.Cols, ev.Rows)
+	}
+	write(data[off:])
+	r.Scrolled = append(r.Scrolled, s.TakeScrolled()...)
+	r.Screen = trimEmpty(s.Lines())
+	r.X, r.Y = s.Cursor()
+	return r
+}
+
+func loadCapture(t testing.TB, name string) ([]byte, captureMeta) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name+".bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta captureMeta
+	if err := json.Unmarshal(mb, &meta); err != nil {
+		t.Fatalf("%s.json: %v", name, err)
+	}
+	return data, meta
+}
+
+func captureNames(t testing.TB) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "*.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no captures in testdata")
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.TrimSuffix(filepath.Base(f), ".bin"))
+	}
+	return names
+}
+
+// TestGolden renders every recorded capture and compares it with the
+// expected text in testdata/<name>.golden. The expected text was made by an
+// independent terminal (tmux, see record_test.go) when the capture was
+// recorded, and checked by eye; -update rewrites it from this model.
+func TestGolden(t *testing.T) {
+	for _, name := range captureNames(t) {
+		t.Run(name, func(t *testing.T) {
+			data, meta := loadCapture(t, name)
+			got := replay(data, meta, 0)
+			// Byte-at-a-time and odd-sized writes must render the same.
+			for _, chunk := range []int{1, 7, 4093} {
+				if diff := cmp.Diff(replay(data, meta, chunk), got); diff != "" {
+					t.Errorf("writes of %d bytes render differently (-chunked +whole):\n%s", chunk, diff)
+				}
+			}
+			path := filepath.Join("testdata", name+".golden")
+			if *update {
+				if err := os.WriteFile(path, []byte(got.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(got.String(), string(want)); diff != "" {
+				t.Errorf("%s (-got +want):\n%s", name, diff)
+			}
+		})
+	}
+}
+
+func BenchmarkWrite(b *testing.B) {
+	for _, name := range []string{"claude_korean", "vim_scroll", "seq_korean"} {
+		b.Run(name, func(b *testing.B) {
+			data, meta := loadCapture(b, name)
+			// A realistic stream is many KB: repeat the capture up to ~1 MiB.
+			stream := bytes.Repeat(data, max(1, (1<<20)/len(data)))
+			b.SetBytes(int64(len(stream)))
+			b.ResetTimer()
+			for b.Loop() {
+				s := New(meta.Cols, meta.Rows)
+				for p := stream; len(p) > 0; {
+					n := min(len(p), 4096) // PTY reads come in pieces
+					s.Write(p[:n])
+					p = p[n:]
+				}
+				s.TakeScrolled()
+			}
+		})
+	}
+}

@@ -1,0 +1,412 @@
+package screen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/google/uuid"
+
+	"github.com/office-server/office-server/internal/anthropictest"
+	"github.com/office-server/office-server/internal/testenv"
+)
+
+// The captures in testdata are raw PTY output of real programs. Re-make them
+// with
+//
+//	go test ./session/screen -run TestRecord -record
+//
+// which runs each program in a PTY, saves its output (<name>.bin) and the
+// terminal size and resizes (<name>.json), then replays the bytes into tmux,
+// an independent terminal emulator, and saves what tmux shows as the
+// expected text (<name>.golden). Check the new goldens by eye before
+// committing them.
+var record = flag.Bool("record", false, "re-record testdata captures from real programs (needs tmux and the claude binary)")
+
+// recorder runs one program in a PTY and keeps everything it writes.
+type recorder struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	ptmx    *os.File
+	meta    captureMeta
+	mu      sync.Mutex
+	out     bytes.Buffer
+	last    time.Time
+	done    chan struct{}
+	waitErr error
+}
+
+func startRecorder(t *testing.T, cols, rows int, dir string, env []string, name string, args ...string) *recorder {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "TERM=xterm-256color", "LANG=C.UTF-8", "LC_ALL=C.UTF-8"}, env...)
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+	if err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	r := &recorder{t: t, cmd: cmd, ptmx: ptmx, meta: captureMeta{Cols: cols, Rows: rows}, done: make(chan struct{}), last: time.Now()}
+	go func() {
+		defer close(r.done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			if n > 0 {
+				r.mu.Lock()
+				r.out.Write(buf[:n])
+				r.last = time.Now()
+				r.mu.Unlock()
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+		ptmx.Close()
+		<-r.done
+	})
+	return r
+}
+
+func (r *recorder) output() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.out.String()
+}
+
+func (r *recorder) typeKeys(s string) {
+	r.t.Helper()
+	if _, err := r.ptmx.Write([]byte(s)); err != nil {
+		r.t.Fatalf("type: %v", err)
+	}
+}
+
+// waitFor waits until the output contains s.
+func (r *recorder) waitFor(s string) {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(r.output(), s) {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("no %q in output:\n%q", s, r.output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// quiet waits until nothing was written for d, counting from the call at
+// the earliest (so that the program has time to react to what was typed).
+func (r *recorder) quiet(d time.Duration) {
+	start := time.Now()
+	for {
+		r.mu.Lock()
+		idle := time.Since(r.last)
+		r.mu.Unlock()
+		idle = min(idle, time.Since(start))
+		if idle >= d {
+			return
+		}
+		time.Sleep(d - idle)
+	}
+}
+
+func (r *recorder) resize(cols, rows int) {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := pty.Setsize(r.ptmx, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
+		r.t.Fatalf("resize: %v", err)
+	}
+	r.meta.Resizes = append(r.meta.Resizes, resizeEvent{Offset: r.out.Len(), Cols: cols, Rows: rows})
+}
+
+// exited waits for the program to end by itself.
+func (r *recorder) exited() {
+	r.t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(30 * time.Second):
+		r.t.Fatalf("program did not exit; output:\n%q", r.output())
+	}
+}
+
+// save writes the capture and its expected rendering by tmux.
+func (r *recorder) save(name, program string) {
+	r.t.Helper()
+	r.mu.Lock()
+	data := bytes.Clone(r.out.Bytes())
+	meta := r.meta
+	r.mu.Unlock()
+	meta.Program = program
+	mb, _ := json.MarshalIndent(meta, "", "  ")
+	if err := os.WriteFile(filepath.Join("testdata", name+".bin"), data, 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("testdata", name+".json"), append(mb, '\n'), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	want, err := tmuxRender(data, meta)
+	if err != nil {
+		r.t.Fatalf("render %s with tmux: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join("testdata", name+".golden"), []byte(want.String()), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	got := replay(data, meta, 0)
+	if got.String() != want.String() {
+		r.t.Errorf("%s: the screen model and tmux differ; compare before committing:\n--- model\n%s--- tmux\n%s", name, got, want)
+	}
+}
+
+// tmuxRender plays data into a detached tmux pane of the capture's size,
+// resizing between the parts, and reads back the history and the screen.
+func tmuxRender(data []byte, meta captureMeta) (rendering, error) {
+	dir, err := os.MkdirTemp("", "screen-tmux")
+	if err != nil {
+		return rendering{}, err
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "sock")
+	conf := filepath.Join(dir, "tmux.conf")
+	os.WriteFile(conf, []byte("set -g status off\nset -g history-limit 100000\nset -g scroll-on-clear off\nset -g default-terminal xterm-256color\n"), 0o644)
+	tmux := func(args ...string) (string, error) {
+		cmd := exec.Command("tmux", append([]string{"-u", "-S", sock, "-f", conf}, args...)...)
+		cmd.Env = append(os.Environ(), "LANG=C.UTF-8", "LC_ALL=C.UTF-8")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("tmux %v: %v: %s", args, err, out)
+		}
+		return string(out), nil
+	}
+	defer tmux("kill-server")
+	// Parts between resizes, played one by one with a handshake so that a
+	// resize happens exactly between two parts.
+	var parts [][]byte
+	off := 0
+	for _, ev := range meta.Resizes {
+		parts = append(parts, data[off:ev.Offset])
+		off = ev.Offset
+	}
+	parts = append(parts, data[off:])
+	var script strings.Builder
+	script.WriteString("stty raw -echo; ")
+	for i, p := range parts {
+		f := filepath.Join(dir, fmt.Sprintf("part%d", i))
+		if err := os.WriteFile(f, p, 0o644); err != nil {
+			return rendering{}, err
+		}
+		fmt.Fprintf(&script, "cat %s; tmux -S %s wait-for -S played%d; tmux -S %s wait-for go%d; ", f, sock, i, sock, i)
+	}
+	script.WriteString("sleep 600")
+	if _, err := tmux("new-session", "-d", "-s", "cap", "-x", strconv.Itoa(meta.Cols), "-y", strconv.Itoa(meta.Rows), script.String()); err != nil {
+		return rendering{}, err
+	}
+	for i := range parts {
+		if _, err := tmux("wait-for", fmt.Sprintf("played%d", i)); err != nil {
+			return rendering{}, err
+		}
+		time.Sleep(500 * time.Millisecond) // let tmux parse what cat wrote
+		if i < len(meta.Resizes) {
+			ev := meta.Resizes[i]
+			if _, err := tmux("resize-window", "-t", "cap", "-x", strconv.Itoa(ev.Cols), "-y", strconv.Itoa(ev.Rows)); err != nil {
+				return rendering{}, err
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if _, err := tmux("wait-for", "-S", fmt.Sprintf("go%d", i)); err != nil {
+			return rendering{}, err
+		}
+	}
+	info, err := tmux("display", "-p", "-t", "cap", "#{history_size} #{cursor_x} #{cursor_y}")
+	if err != nil {
+		return rendering{}, err
+	}
+	var hist int
+	var r rendering
+	if _, err := fmt.Sscan(info, &hist, &r.X, &r.Y); err != nil {
+		return rendering{}, fmt.Errorf("tmux display %q: %w", info, err)
+	}
+	out, err := tmux("capture-pane", "-p", "-t", "cap", "-S", "-", "-E", "-")
+	if err != nil {
+		return rendering{}, err
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if hist > len(lines) {
+		return rendering{}, errors.New("tmux history longer than its capture")
+	}
+	r.Scrolled = lines[:hist]
+	if hist == 0 {
+		r.Scrolled = nil
+	}
+	r.Screen = trimEmpty(lines[hist:])
+	return r, nil
+}
+
+func TestRecord(t *testing.T) {
+	if !*record {
+		t.Skip("recording captures only with -record")
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("recording needs tmux (apt-get install tmux) for the expected text")
+	}
+	work := t.TempDir()
+	korean := filepath.Join(work, "korean.txt")
+	var kb strings.Builder
+	for i := 1; i <= 120; i++ {
+		fmt.Fprintf(&kb, "%03d 한글 줄 — 가나다라 %d번째, 文字 ascii\n", i, i)
+		if i%10 == 0 {
+			fmt.Fprintf(&kb, "%03d 이 줄은 화면보다 넓어서 less와 vim이 다음 줄로 접어서 보여 줍니다: 가나다라마바사아자차카타파하\n", i)
+		}
+	}
+	os.WriteFile(korean, []byte(kb.String()), 0o644)
+
+	t.Run("printf_korean", func(t *testing.T) {
+		r := startRecorder(t, 40, 10, work, nil, "bash", "-c",
+			`printf '안녕하세요, 세계!\n  질문:\e[9G로그인\e[16G방식을\n'; printf '%s\n' '이 줄은 마흔 칸보다 길어서 터미널이 알아서 다음 줄로 넘깁니다 (autowrap).'; printf 'tab\there\n\e[1;31m빨강\e[0m 보통\ncr: xxxxx\rok\n'`)
+		r.exited()
+		r.save("printf_korean", "bash -c printf… (Korean, cursor-drawn spaces, autowrap, tab, SGR, CR)")
+	})
+	t.Run("seq_korean", func(t *testing.T) {
+		r := startRecorder(t, 30, 8, work, nil, "bash", "-c", `for i in $(seq 1 40); do echo "줄 $i: 한글 텍스트 $i"; done`)
+		r.exited()
+		r.save("seq_korean", "bash loop printing 40 Korean lines on 8 rows (scrolling)")
+	})
+	t.Run("ls_color", func(t *testing.T) {
+		dir := filepath.Join(work, "ls")
+		os.MkdirAll(filepath.Join(dir, "디렉터리"), 0o755)
+		for _, f := range []string{"a.txt", "보고서.md", "long-file-name-number-one.go", "사진.png"} {
+			os.WriteFile(filepath.Join(dir, f), nil, 0o644)
+		}
+		os.WriteFile(filepath.Join(dir, "실행.sh"), nil, 0o755)
+		os.Symlink("a.txt", filepath.Join(dir, "링크"))
+		r := startRecorder(t, 50, 8, dir, nil, "ls", "--color=always", "-C")
+		r.exited()
+		r.save("ls_color", "ls --color=always -C on Korean file names")
+	})
+	t.Run("bash_prompt", func(t *testing.T) {
+		r := startRecorder(t, 40, 12, work, []string{"PS1=[사무실] \\$ ", "HOME=" + work, "INPUTRC=/dev/null"}, "bash", "--norc", "--noprofile", "-i")
+		r.waitFor("] ")
+		r.typeKeys("echo 안녕 세계\r")
+		r.waitFor("안녕 세계\r\n")
+		r.quiet(300 * time.Millisecond)
+		r.typeKeys("echo 이 명령은 길어서 readline이 줄을 넘겨 그립니다 abcdefghij\r")
+		r.quiet(500 * time.Millisecond)
+		r.typeKeys("printf 'x\\ty\\n'; exit\r")
+		r.exited()
+		r.save("bash_prompt", "interactive bash with a Korean prompt, readline wrapping a long Korean command")
+	})
+	t.Run("less_korean", func(t *testing.T) {
+		r := startRecorder(t, 60, 12, work, []string{"LESSHISTFILE=-", "HOME=" + work}, "less", korean)
+		r.waitFor("korean.txt")
+		r.quiet(300 * time.Millisecond)
+		r.typeKeys(" ")
+		r.quiet(300 * time.Millisecond)
+		r.typeKeys("jjj")
+		r.quiet(300 * time.Millisecond)
+		r.typeKeys("kkkk") // backwards: reverse index
+		r.quiet(300 * time.Millisecond)
+		r.save("less_korean", "less on 120 Korean lines: page, line down, line up (RI); recorded while it runs")
+	})
+	t.Run("vim_scroll", func(t *testing.T) {
+		r := startRecorder(t, 60, 12, work, []string{"HOME=" + work}, "vim", "-u", "NONE", "-N", "-n", "-i", "NONE", "+set nomore", korean)
+		r.waitFor("korean.txt")
+		r.quiet(500 * time.Millisecond)
+		for _, keys := range []string{"\x05\x05\x05", "10j", "\x19\x19", "3dd", "O새 줄 — 삽입 모드\x1b", "30G", "\x06"} {
+			r.typeKeys(keys)
+			r.quiet(300 * time.Millisecond)
+		}
+		r.save("vim_scroll", "vim -u NONE: scroll (scroll regions), delete lines, insert Korean, page; recorded while it runs")
+	})
+	t.Run("vim_resize", func(t *testing.T) {
+		r := startRecorder(t, 60, 12, work, []string{"HOME=" + work}, "vim", "-u", "NONE", "-N", "-n", "-i", "NONE", korean)
+		r.waitFor("korean.txt")
+		r.quiet(500 * time.Millisecond)
+		r.resize(45, 9)
+		r.quiet(500 * time.Millisecond)
+		r.typeKeys("20G")
+		r.quiet(300 * time.Millisecond)
+		r.resize(70, 14)
+		r.quiet(500 * time.Millisecond)
+		r.save("vim_resize", "vim resized twice while showing Korean text; recorded while it runs")
+	})
+	t.Run("claude_korean", func(t *testing.T) { recordClaude(t, "claude_korean", false) })
+	t.Run("claude_resize", func(t *testing.T) { recordClaude(t, "claude_resize", true) })
+}
+
+// claudeReply is the scripted model's answer in the Claude Code captures: a
+// Korean [ASK_USER] block with a line too long for the screen, and Markdown.
+const claudeReply = "[ASK_USER]\n" +
+	"질문: 로그인 방식을 골라 주세요. 이 줄은 화면 폭보다 길어서 Claude Code가 스스로 단어 경계에서 줄을 바꿔 그려야 합니다.\n" +
+	"타입: selection\n" +
+	"옵션: [\"OAuth\", \"비밀번호\"]\n" +
+	"[/ASK_USER]\n\n" +
+	"## 참고\n\n" +
+	"- **OAuth**: 외부 인증 서버를 씁니다\n" +
+	"- `password`: 내부에 해시로 저장합니다\n\n" +
+	"```go\nfmt.Println(\"안녕\")\n```\n"
+
+func recordClaude(t *testing.T, name string, resize bool) {
+	bin := testenv.ClaudeBin(t)
+	srv := anthropictest.New(t)
+	// A fixed working directory: Claude Code prints it in its banner.
+	dir := "/tmp/office-screen-capture"
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	home := t.TempDir()
+	if err := anthropictest.PrepareHome(home, dir, srv.Key); err != nil {
+		t.Fatal(err)
+	}
+	resp := anthropictest.Response{Text: claudeReply}
+	if resize {
+		// Slow enough that the resize lands in the middle of the reply.
+		resp.Chunks = splitEvery(claudeReply, 12)
+		resp.Delay = 40 * time.Millisecond
+	}
+	srv.Enqueue(resp)
+	r := startRecorder(t, 100, 30, dir, srv.Env(home), bin, "--session-id", uuid.NewString())
+	r.waitFor("\u276f")
+	r.quiet(500 * time.Millisecond)
+	r.typeKeys("\x1b[200~로그인 방식을 정해 주세요.\n짧게 물어봐 주세요.\x1b[201~")
+	time.Sleep(300 * time.Millisecond)
+	r.typeKeys("\r")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := srv.WaitMain(ctx, 1); err != nil {
+		t.Fatalf("%v\n%q", err, r.output())
+	}
+	if resize {
+		time.Sleep(800 * time.Millisecond)
+		r.resize(80, 24)
+	}
+	r.waitFor("Println")
+	r.quiet(1500 * time.Millisecond)
+	r.save(name, "Claude Code 2.1.330 against anthropictest: a Korean paste, a reply with [ASK_USER], a wrapping line and Markdown"+map[bool]string{true: "; resized 100x30 → 80x24 while the reply streamed", false: ""}[resize])
+}
+
+func splitEvery(s string, n int) []string {
+	var out []string
+	rs := []rune(s)
+	for len(rs) > 0 {
+		k := min(n, len(rs))
+		out = append(out, string(rs[:k]))
+		rs = rs[k:]
+	}
+	return out
+}
