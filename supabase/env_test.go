@@ -26,7 +26,7 @@ type testEnv struct {
 	store *Store
 }
 
-func newTestEnv(t *testing.T) *testEnv {
+func newTestEnv(t testing.TB) *testEnv {
 	t.Helper()
 	dbURL := testenv.NewDatabase(t)
 	ctx := context.Background()
@@ -68,7 +68,7 @@ func fastOptions() RealtimeOptions {
 	}
 }
 
-func (e *testEnv) feed(t *testing.T, o RealtimeOptions) *Realtime {
+func (e *testEnv) feed(t testing.TB, o RealtimeOptions) *Realtime {
 	t.Helper()
 	f, err := NewRealtime(e.url, testKey, e.store, o)
 	if err != nil {

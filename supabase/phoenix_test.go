@@ -28,7 +28,7 @@ import (
 //   - a channel shutdown: system {"extension":"system","status":"error","message":...} then phx_close;
 //   - heartbeat replies on topic "phoenix".
 type phoenixServer struct {
-	t      *testing.T
+	t      testing.TB
 	apiKey string
 
 	mu    sync.Mutex
@@ -62,7 +62,7 @@ type phxSub struct {
 	offices map[string]bool // nil: all
 }
 
-func newPhoenixServer(t *testing.T, apiKey string) *phoenixServer {
+func newPhoenixServer(t testing.TB, apiKey string) *phoenixServer {
 	p := &phoenixServer{t: t, apiKey: apiKey, conns: map[*phxConn]bool{}, expired: map[string]bool{}}
 	t.Cleanup(p.close)
 	return p
