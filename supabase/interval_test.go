@@ -106,3 +106,26 @@ func TestFromEnv(t *testing.T) {
 		t.Errorf("FromEnv without key = %v", err)
 	}
 }
+
+// TestAppendEventPartialIndex: office_events' dedupe key is a partial unique
+// index (where dedupe_key is not null), which ON CONFLICT (office_id,
+// dedupe_key) cannot infer without its predicate: PostgreSQL answers 42P10,
+// so PostgREST's on_conflict cannot be used. The store notices once and
+// falls back to insert + 23505 → the existing event.
+func TestAppendEventPartialIndex(t *testing.T) {
+	e := newTestEnv(t)
+	ctx := context.Background()
+	o, _ := e.store.UpsertOffice(ctx, office.Office{Name: "Events"})
+	ev := office.Event{OfficeID: o.ID, Kind: "step", DedupeKey: "transcript:1"}
+	first, inserted, err := e.store.AppendEvent(ctx, ev)
+	if err != nil || !inserted {
+		t.Fatalf("AppendEvent = %v, %v", inserted, err)
+	}
+	if !e.store.noOnConflict.Load() {
+		t.Errorf("on_conflict accepted: the schema's dedupe index is no longer partial? then drop the fallback note in docs")
+	}
+	again, inserted, err := e.store.AppendEvent(ctx, ev)
+	if err != nil || inserted || again.ID != first.ID {
+		t.Errorf("AppendEvent(duplicate) = %+v, %v, %v; want event %d, inserted=false", again, inserted, err, first.ID)
+	}
+}
