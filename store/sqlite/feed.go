@@ -258,7 +258,7 @@ func (s *Store) watchOtherWriters(ctx context.Context, last int64) {
 		case <-t.C:
 		}
 		var v int64
-		if err := s.w.QueryRowContext(ctx, "pragma data_version").Scan(&v); err != nil {
+		if err := s.ws.queryRow(ctx, "pragma data_version").Scan(&v); err != nil {
 			continue
 		}
 		if v != last {

@@ -43,7 +43,7 @@ func (s *Store) UpsertOffice(ctx context.Context, o office.Office) (office.Offic
 	} else {
 		o.ID = uuid.NewString()
 	}
-	row := s.w.QueryRowContext(ctx, `insert into offices (`+officeCols+`) values (?, ?, ?, ?, ?)
+	row := s.ws.queryRow(ctx, `insert into offices (`+officeCols+`) values (?, ?, ?, ?, ?)
 		on conflict (`+target+`) do update set name = excluded.name, question_ttl = excluded.question_ttl, updated_at = excluded.updated_at
 		returning `+officeCols,
 		o.ID, o.Name, o.QuestionTTL.Microseconds(), created, now)
@@ -53,7 +53,7 @@ func (s *Store) UpsertOffice(ctx context.Context, o office.Office) (office.Offic
 
 // GetOffice returns the office with id, or ENOTFOUND.
 func (s *Store) GetOffice(ctx context.Context, id string) (office.Office, error) {
-	o, err := scanOffice(s.r.QueryRowContext(ctx, `select `+officeCols+` from offices where id = ?`, id))
+	o, err := scanOffice(s.rs.queryRow(ctx, `select `+officeCols+` from offices where id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return o, notFound("get office", "office", id)
 	}
@@ -62,7 +62,7 @@ func (s *Store) GetOffice(ctx context.Context, id string) (office.Office, error)
 
 // ListOffices returns every office by name.
 func (s *Store) ListOffices(ctx context.Context) ([]office.Office, error) {
-	rows, err := s.r.QueryContext(ctx, `select `+officeCols+` from offices order by name`)
+	rows, err := s.rs.query(ctx, `select `+officeCols+` from offices order by name`)
 	out, err := collect(rows, err, scanOffice)
 	return out, s.fail("list offices", err)
 }
@@ -139,7 +139,7 @@ func (s *Store) UpsertAgent(ctx context.Context, a office.Agent) (office.Agent, 
 
 // GetAgent returns the agent with id, or ENOTFOUND.
 func (s *Store) GetAgent(ctx context.Context, id string) (office.Agent, error) {
-	a, err := scanAgent(s.r.QueryRowContext(ctx, `select `+agentCols+` from office_agents where id = ?`, id))
+	a, err := scanAgent(s.rs.queryRow(ctx, `select `+agentCols+` from office_agents where id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, notFound("get agent", "agent", id)
 	}
@@ -148,7 +148,7 @@ func (s *Store) GetAgent(ctx context.Context, id string) (office.Agent, error) {
 
 // ListAgents returns the office's agents by name.
 func (s *Store) ListAgents(ctx context.Context, officeID string) ([]office.Agent, error) {
-	rows, err := s.r.QueryContext(ctx, `select `+agentCols+` from office_agents where office_id = ? order by lower(name)`, officeID)
+	rows, err := s.rs.query(ctx, `select `+agentCols+` from office_agents where office_id = ? order by lower(name)`, officeID)
 	out, err := collect(rows, err, scanAgent)
 	return out, s.fail("list agents", err)
 }
@@ -156,7 +156,7 @@ func (s *Store) ListAgents(ctx context.Context, officeID string) ([]office.Agent
 // SetAgentStatus sets the agent's status, or returns ENOTFOUND.
 func (s *Store) SetAgentStatus(ctx context.Context, id, status string) error {
 	_, now := nowTS()
-	res, err := s.w.ExecContext(ctx, `update office_agents set status = ?, updated_at = ? where id = ?`, status, now, id)
+	res, err := s.ws.exec(ctx, `update office_agents set status = ?, updated_at = ? where id = ?`, status, now, id)
 	if err != nil {
 		return s.fail("set agent status", err)
 	}
@@ -169,7 +169,7 @@ func (s *Store) SetAgentStatus(ctx context.Context, id, status string) error {
 // DeleteAgent deletes the agent and, by cascade, its sessions, questions,
 // messages, invocations, results and dependency requests; its events stay.
 func (s *Store) DeleteAgent(ctx context.Context, id string) error {
-	res, err := s.w.ExecContext(ctx, `delete from office_agents where id = ?`, id)
+	res, err := s.ws.exec(ctx, `delete from office_agents where id = ?`, id)
 	if err != nil {
 		return s.fail("delete agent", err)
 	}
@@ -207,7 +207,7 @@ func (s *Store) UpsertSession(ctx context.Context, x office.SessionRecord) (offi
 	if x.ExitCode != nil {
 		exit = *x.ExitCode
 	}
-	row := s.w.QueryRowContext(ctx, `insert into agent_sessions (`+sessionCols+`) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	row := s.ws.queryRow(ctx, `insert into agent_sessions (`+sessionCols+`) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		on conflict (agent_id) do update set office_id = excluded.office_id, node = excluded.node, pid = excluded.pid,
 			status = excluded.status, agent_session_id = excluded.agent_session_id, started_at = excluded.started_at,
 			last_output_at = excluded.last_output_at, exit_code = excluded.exit_code, updated_at = excluded.updated_at
@@ -220,7 +220,7 @@ func (s *Store) UpsertSession(ctx context.Context, x office.SessionRecord) (offi
 
 // GetSessionByAgent returns the agent's session row, or ENOTFOUND.
 func (s *Store) GetSessionByAgent(ctx context.Context, agentID string) (office.SessionRecord, error) {
-	x, err := scanSession(s.r.QueryRowContext(ctx, `select `+sessionCols+` from agent_sessions where agent_id = ?`, agentID))
+	x, err := scanSession(s.rs.queryRow(ctx, `select `+sessionCols+` from agent_sessions where agent_id = ?`, agentID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return x, notFound("get session", "session of agent", agentID)
 	}
@@ -229,7 +229,7 @@ func (s *Store) GetSessionByAgent(ctx context.Context, agentID string) (office.S
 
 // ListSessions returns the office's session rows.
 func (s *Store) ListSessions(ctx context.Context, officeID string) ([]office.SessionRecord, error) {
-	rows, err := s.r.QueryContext(ctx, `select `+sessionCols+` from agent_sessions where office_id = ? order by created_at, rowid`, officeID)
+	rows, err := s.rs.query(ctx, `select `+sessionCols+` from agent_sessions where office_id = ? order by created_at, rowid`, officeID)
 	out, err := collect(rows, err, scanSession)
 	return out, s.fail("list sessions", err)
 }

@@ -47,7 +47,7 @@ func (s *Store) CreateQuestion(ctx context.Context, q office.Question) (office.Q
 	if !q.CreatedAt.IsZero() {
 		created = ts(q.CreatedAt)
 	}
-	row := s.w.QueryRowContext(ctx, `insert into user_questions (id, office_id, agent_id, session_id, question_type, category,
+	row := s.ws.queryRow(ctx, `insert into user_questions (id, office_id, agent_id, session_id, question_type, category,
 			question, options, default_answer, context, required, status, response, answered_by, answered_at, delivered_at,
 			expires_at, created_at, updated_at)
 		values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -67,7 +67,7 @@ func (s *Store) CreateQuestion(ctx context.Context, q office.Question) (office.Q
 
 // GetQuestion returns the question with id, or ENOTFOUND.
 func (s *Store) GetQuestion(ctx context.Context, id string) (office.Question, error) {
-	q, err := scanQuestion(s.r.QueryRowContext(ctx, `select `+questionCols+` from user_questions where id = ?`, id))
+	q, err := scanQuestion(s.rs.queryRow(ctx, `select `+questionCols+` from user_questions where id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return q, notFound("get question", "question", id)
 	}
@@ -80,7 +80,7 @@ func (s *Store) ListQuestions(ctx context.Context, f office.QuestionFilter) ([]o
 	w.eq("office_id", f.OfficeID)
 	w.eq("agent_id", f.AgentID)
 	w.in("status", f.Status)
-	rows, err := s.r.QueryContext(ctx, `select `+questionCols+` from user_questions`+w.String()+` order by created_at, rowid`+limit(f.Limit), w.args...)
+	rows, err := s.rs.query(ctx, `select `+questionCols+` from user_questions`+w.String()+` order by created_at, rowid`+limit(f.Limit), w.args...)
 	out, err := collect(rows, err, scanQuestion)
 	return out, s.fail("list questions", err)
 }
@@ -89,7 +89,7 @@ func (s *Store) ListQuestions(ctx context.Context, f office.QuestionFilter) ([]o
 // not pending (or does not exist).
 func (s *Store) AnswerQuestion(ctx context.Context, id, response, answeredBy string) (office.Question, bool, error) {
 	_, now := nowTS()
-	q, err := scanQuestion(s.w.QueryRowContext(ctx, `update user_questions
+	q, err := scanQuestion(s.ws.queryRow(ctx, `update user_questions
 		set status = 'answered', response = ?, answered_by = ?, answered_at = ?, updated_at = ?
 		where id = ? and status = 'pending' returning `+questionCols,
 		response, nullStr(answeredBy), now, now, id))
@@ -105,7 +105,7 @@ func (s *Store) AnswerQuestion(ctx context.Context, id, response, answeredBy str
 
 // transition runs a conditional update and reports whether it changed a row.
 func (s *Store) transition(ctx context.Context, op, query string, args ...any) (bool, error) {
-	res, err := s.w.ExecContext(ctx, query, args...)
+	res, err := s.ws.exec(ctx, query, args...)
 	if err != nil {
 		return false, s.fail(op, err)
 	}
@@ -128,7 +128,7 @@ func (s *Store) MarkQuestionDelivered(ctx context.Context, id string) (bool, err
 // exactly those rows.
 func (s *Store) ExpireQuestions(ctx context.Context, at time.Time) ([]office.Question, error) {
 	_, now := nowTS()
-	rows, err := s.w.QueryContext(ctx, `update user_questions set status = 'expired', updated_at = ?
+	rows, err := s.ws.query(ctx, `update user_questions set status = 'expired', updated_at = ?
 		where status = 'pending' and expires_at <= ? returning `+questionCols, now, ts(at))
 	out, err := collect(rows, err, scanQuestion)
 	return out, s.fail("expire questions", err)
@@ -147,7 +147,7 @@ func (s *Store) ListAnsweredUndelivered(ctx context.Context, officeIDs []string)
 	var w where
 	w.add("status = 'answered'")
 	w.in("office_id", officeIDs)
-	rows, err := s.r.QueryContext(ctx, `select `+questionCols+` from user_questions`+w.String()+` order by created_at, rowid`, w.args...)
+	rows, err := s.rs.query(ctx, `select `+questionCols+` from user_questions`+w.String()+` order by created_at, rowid`, w.args...)
 	out, err := collect(rows, err, scanQuestion)
 	return out, s.fail("list answered questions", err)
 }
@@ -173,7 +173,7 @@ func (s *Store) CreateUserMessage(ctx context.Context, m office.UserMessage) (of
 	if !m.CreatedAt.IsZero() {
 		created = ts(m.CreatedAt)
 	}
-	got, err := scanMessage(s.w.QueryRowContext(ctx, `insert into user_messages (id, office_id, agent_id, user_id, content, status, delivered_at, created_at, updated_at)
+	got, err := scanMessage(s.ws.queryRow(ctx, `insert into user_messages (id, office_id, agent_id, user_id, content, status, delivered_at, created_at, updated_at)
 		values (?, ?, ?, ?, ?, ?, ?, ?, ?) returning `+messageCols,
 		m.ID, m.OfficeID, m.AgentID, nullStr(m.UserID), m.Content, m.Status, nullTS(m.DeliveredAt), created, now))
 	if err != nil {
@@ -187,7 +187,7 @@ func (s *Store) CreateUserMessage(ctx context.Context, m office.UserMessage) (of
 
 // GetUserMessage returns the message with id, or ENOTFOUND.
 func (s *Store) GetUserMessage(ctx context.Context, id string) (office.UserMessage, error) {
-	m, err := scanMessage(s.r.QueryRowContext(ctx, `select `+messageCols+` from user_messages where id = ?`, id))
+	m, err := scanMessage(s.rs.queryRow(ctx, `select `+messageCols+` from user_messages where id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, notFound("get user message", "user message", id)
 	}
@@ -207,7 +207,7 @@ func (s *Store) ListPendingUserMessages(ctx context.Context, officeIDs []string)
 	var w where
 	w.add("status = 'pending'")
 	w.in("office_id", officeIDs)
-	rows, err := s.r.QueryContext(ctx, `select `+messageCols+` from user_messages`+w.String()+` order by created_at, rowid`, w.args...)
+	rows, err := s.rs.query(ctx, `select `+messageCols+` from user_messages`+w.String()+` order by created_at, rowid`, w.args...)
 	out, err := collect(rows, err, scanMessage)
 	return out, s.fail("list pending user messages", err)
 }

@@ -51,6 +51,8 @@ type Store struct {
 	path string
 	w    *sql.DB // the one write connection
 	r    *sql.DB // readers
+	ws   *stmts  // prepared statements on w
+	rs   *stmts  // prepared statements on r
 	feed *feed
 
 	stop context.CancelFunc
@@ -125,7 +127,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: %s: %w", abs, err)
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Store{path: abs, w: w, r: r, feed: newFeed(), stop: stop}
+	s := &Store{path: abs, w: w, r: r, ws: newStmts(w), rs: newStmts(r), feed: newFeed(), stop: stop}
 	s.wg.Go(func() { s.watchOtherWriters(runCtx, version) })
 	return s, nil
 }
@@ -148,6 +150,8 @@ func (s *Store) Close() error {
 		s.stop()
 		s.feed.close()
 		s.wg.Wait()
+		s.ws.close()
+		s.rs.close()
 		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
 	})
 	return s.closeErr

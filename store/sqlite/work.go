@@ -35,7 +35,7 @@ func (s *Store) CreateInvocation(ctx context.Context, inv office.Invocation) (of
 	if !inv.CreatedAt.IsZero() {
 		created = ts(inv.CreatedAt)
 	}
-	got, err := scanInvocation(s.w.QueryRowContext(ctx, `insert into agent_invocations (id, office_id, caller_agent_id, callee_agent_id,
+	got, err := scanInvocation(s.ws.queryRow(ctx, `insert into agent_invocations (id, office_id, caller_agent_id, callee_agent_id,
 			parent_invocation_id, depth, reason, context, status, result_id, error, started_at, completed_at, created_at, updated_at)
 		values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning `+invocationCols,
 		inv.ID, inv.OfficeID, inv.CallerAgentID, inv.CalleeAgentID, nullStr(inv.ParentInvocationID), inv.Depth, inv.Reason,
@@ -46,7 +46,7 @@ func (s *Store) CreateInvocation(ctx context.Context, inv office.Invocation) (of
 
 // GetInvocation returns the invocation with id, or ENOTFOUND.
 func (s *Store) GetInvocation(ctx context.Context, id string) (office.Invocation, error) {
-	i, err := scanInvocation(s.r.QueryRowContext(ctx, `select `+invocationCols+` from agent_invocations where id = ?`, id))
+	i, err := scanInvocation(s.rs.queryRow(ctx, `select `+invocationCols+` from agent_invocations where id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return i, notFound("get invocation", "invocation", id)
 	}
@@ -61,7 +61,7 @@ func (s *Store) ListInvocations(ctx context.Context, f office.InvocationFilter) 
 		w.add("(caller_agent_id = ? or callee_agent_id = ?)", f.AgentID, f.AgentID)
 	}
 	w.in("status", f.Status)
-	rows, err := s.r.QueryContext(ctx, `select `+invocationCols+` from agent_invocations`+w.String()+` order by created_at, rowid`+limit(f.Limit), w.args...)
+	rows, err := s.rs.query(ctx, `select `+invocationCols+` from agent_invocations`+w.String()+` order by created_at, rowid`+limit(f.Limit), w.args...)
 	out, err := collect(rows, err, scanInvocation)
 	return out, s.fail("list invocations", err)
 }
@@ -83,7 +83,7 @@ func (s *Store) TransitionInvocation(ctx context.Context, id string, from []stri
 	list, fromArgs := inList(from)
 	args := []any{to, nullStr(patch.ResultID), nullStr(patch.Error), started, completed, now, id}
 	args = append(args, fromArgs...)
-	inv, err := scanInvocation(s.w.QueryRowContext(ctx, `update agent_invocations set status = ?,
+	inv, err := scanInvocation(s.ws.queryRow(ctx, `update agent_invocations set status = ?,
 			result_id = coalesce(?, result_id), error = coalesce(?, error),
 			started_at = coalesce(?, started_at), completed_at = coalesce(?, completed_at), updated_at = ?
 		where id = ? and status in `+list+` returning `+invocationCols, args...))
@@ -99,7 +99,7 @@ func (s *Store) TransitionInvocation(ctx context.Context, id string, from []stri
 // FindOpenInvocation returns the oldest pending or in-progress invocation
 // from caller to callee, or ENOTFOUND.
 func (s *Store) FindOpenInvocation(ctx context.Context, officeID, callerAgentID, calleeAgentID string) (office.Invocation, error) {
-	i, err := scanInvocation(s.r.QueryRowContext(ctx, `select `+invocationCols+` from agent_invocations
+	i, err := scanInvocation(s.rs.queryRow(ctx, `select `+invocationCols+` from agent_invocations
 		where office_id = ? and caller_agent_id = ? and callee_agent_id = ? and status in ('pending', 'in_progress')
 		order by created_at, rowid limit 1`, officeID, callerAgentID, calleeAgentID))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -137,7 +137,7 @@ func (s *Store) CreateResult(ctx context.Context, r office.Result) (office.Resul
 	if !r.CreatedAt.IsZero() {
 		created = ts(r.CreatedAt)
 	}
-	got, err := scanResult(s.w.QueryRowContext(ctx, `insert into agent_results (id, office_id, invocation_id, from_agent_id, to_agent_id,
+	got, err := scanResult(s.ws.queryRow(ctx, `insert into agent_results (id, office_id, invocation_id, from_agent_id, to_agent_id,
 			result_type, content_type, content, status, delivered_at, created_at, updated_at)
 		values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning `+resultCols,
 		r.ID, r.OfficeID, nullStr(r.InvocationID), r.FromAgentID, r.ToAgentID, r.ResultType, r.ContentType, r.Content,
@@ -147,7 +147,7 @@ func (s *Store) CreateResult(ctx context.Context, r office.Result) (office.Resul
 
 // GetResult returns the result with id, or ENOTFOUND.
 func (s *Store) GetResult(ctx context.Context, id string) (office.Result, error) {
-	r, err := scanResult(s.r.QueryRowContext(ctx, `select `+resultCols+` from agent_results where id = ?`, id))
+	r, err := scanResult(s.rs.queryRow(ctx, `select `+resultCols+` from agent_results where id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, notFound("get result", "result", id)
 	}
@@ -161,7 +161,7 @@ func (s *Store) ListResults(ctx context.Context, f office.ResultFilter) ([]offic
 	w.eq("to_agent_id", f.ToAgentID)
 	w.eq("invocation_id", f.InvocationID)
 	w.in("status", f.Status)
-	rows, err := s.r.QueryContext(ctx, `select `+resultCols+` from agent_results`+w.String()+` order by created_at, rowid`+limit(f.Limit), w.args...)
+	rows, err := s.rs.query(ctx, `select `+resultCols+` from agent_results`+w.String()+` order by created_at, rowid`+limit(f.Limit), w.args...)
 	out, err := collect(rows, err, scanResult)
 	return out, s.fail("list results", err)
 }
@@ -210,7 +210,7 @@ func (s *Store) CreateDependency(ctx context.Context, d office.DependencyRequest
 	if d.Value != nil {
 		value = d.Value
 	}
-	got, err := scanDependency(s.w.QueryRowContext(ctx, `insert into dependency_requests (id, office_id, agent_id, session_id, type, name,
+	got, err := scanDependency(s.ws.queryRow(ctx, `insert into dependency_requests (id, office_id, agent_id, session_id, type, name,
 			description, required, "default", status, value, rejection_reason, expires_at, provided_at, delivered_at, created_at, updated_at)
 		values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning `+dependencyCols,
 		d.ID, d.OfficeID, d.AgentID, nullStr(d.SessionID), d.Type, d.Name, nullStr(d.Description), d.Required,
@@ -227,7 +227,7 @@ func (s *Store) CreateDependency(ctx context.Context, d office.DependencyRequest
 
 // GetDependency returns the request with id, or ENOTFOUND.
 func (s *Store) GetDependency(ctx context.Context, id string) (office.DependencyRequest, error) {
-	d, err := scanDependency(s.r.QueryRowContext(ctx, `select `+dependencyCols+` from dependency_requests where id = ?`, id))
+	d, err := scanDependency(s.rs.queryRow(ctx, `select `+dependencyCols+` from dependency_requests where id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, notFound("get dependency", "dependency request", id)
 	}
@@ -240,7 +240,7 @@ func (s *Store) ListDependencies(ctx context.Context, f office.DependencyFilter)
 	w.eq("office_id", f.OfficeID)
 	w.eq("agent_id", f.AgentID)
 	w.in("status", f.Status)
-	rows, err := s.r.QueryContext(ctx, `select `+dependencyCols+` from dependency_requests`+w.String()+` order by created_at, rowid`+limit(f.Limit), w.args...)
+	rows, err := s.rs.query(ctx, `select `+dependencyCols+` from dependency_requests`+w.String()+` order by created_at, rowid`+limit(f.Limit), w.args...)
 	out, err := collect(rows, err, scanDependency)
 	return out, s.fail("list dependencies", err)
 }
@@ -266,7 +266,7 @@ func (s *Store) RejectDependency(ctx context.Context, id, reason string) (office
 }
 
 func (s *Store) dependencyTransition(ctx context.Context, op, query string, args ...any) (office.DependencyRequest, bool, error) {
-	d, err := scanDependency(s.w.QueryRowContext(ctx, query, args...))
+	d, err := scanDependency(s.ws.queryRow(ctx, query, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return office.DependencyRequest{}, false, nil
 	}
@@ -281,7 +281,7 @@ func (s *Store) dependencyTransition(ctx context.Context, op, query string, args
 // exactly those rows.
 func (s *Store) ExpireDependencies(ctx context.Context, at time.Time) ([]office.DependencyRequest, error) {
 	_, now := nowTS()
-	rows, err := s.w.QueryContext(ctx, `update dependency_requests set status = 'expired', updated_at = ?
+	rows, err := s.ws.query(ctx, `update dependency_requests set status = 'expired', updated_at = ?
 		where status = 'pending' and expires_at <= ? returning `+dependencyCols, now, ts(at))
 	out, err := collect(rows, err, scanDependency)
 	if err != nil {
@@ -307,7 +307,7 @@ func (s *Store) ListUndeliveredDependencies(ctx context.Context, officeIDs []str
 	var w where
 	w.add("status in ('provided', 'rejected', 'expired') and delivered_at is null")
 	w.in("office_id", officeIDs)
-	rows, err := s.r.QueryContext(ctx, `select `+dependencyCols+` from dependency_requests`+w.String()+` order by created_at, rowid`, w.args...)
+	rows, err := s.rs.query(ctx, `select `+dependencyCols+` from dependency_requests`+w.String()+` order by created_at, rowid`, w.args...)
 	out, err := collect(rows, err, scanDependency)
 	return out, s.fail("list undelivered dependencies", err)
 }
@@ -332,7 +332,7 @@ func (s *Store) AppendEvent(ctx context.Context, e office.Event) (office.Event, 
 	if !e.CreatedAt.IsZero() {
 		created = ts(e.CreatedAt)
 	}
-	got, err := scanEvent(s.w.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, session_id, kind, payload, raw, dedupe_key, created_at)
+	got, err := scanEvent(s.ws.queryRow(ctx, `insert into office_events (office_id, agent_id, session_id, kind, payload, raw, dedupe_key, created_at)
 		values (?, ?, ?, ?, ?, ?, ?, ?)
 		on conflict (office_id, dedupe_key) where dedupe_key is not null do nothing
 		returning `+eventCols,
@@ -357,7 +357,7 @@ func (s *Store) ListEvents(ctx context.Context, f office.EventFilter) ([]office.
 	if n <= 0 {
 		n = 100
 	}
-	rows, err := s.r.QueryContext(ctx, `select `+eventCols+` from office_events`+w.String()+` order by id`+limit(n), w.args...)
+	rows, err := s.rs.query(ctx, `select `+eventCols+` from office_events`+w.String()+` order by id`+limit(n), w.args...)
 	out, err := collect(rows, err, scanEvent)
 	return out, s.fail("list events", err)
 }
