@@ -63,6 +63,7 @@ func (r *row) full(buf []byte) []byte { return r.render(buf, false) }
 func (s *Screen) TakeScrolled() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.trimScrolled()
 	out := s.scrolled
 	s.scrolled = nil
 	return out
@@ -73,7 +74,7 @@ func (s *Screen) TakeScrolled() []string {
 func (s *Screen) Dropped() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.dropped
+	return s.dropped + max(0, len(s.scrolled)-s.scrolledLimit)
 }
 
 // BracketedPaste reports whether the program turned on bracketed paste

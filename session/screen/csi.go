@@ -212,7 +212,7 @@ func (s *Screen) cursorDown(n int) {
 func (s *Screen) deleteLines(n int) {
 	n = min(n, s.bot-s.y+1)
 	rows := s.cur.rows
-	out := make([]*row, n)
+	out := s.spare(n)
 	copy(out, rows[s.y:s.y+n])
 	copy(rows[s.y:], rows[s.y+n:s.bot+1])
 	for i, r := range out {

@@ -156,7 +156,8 @@ type Screen struct {
 	scrolledLimit int
 	dropped       int
 
-	buf []byte // scratch for rendering rows
+	buf        []byte // scratch for rendering rows
+	rowScratch []*row // scratch for scrolling
 }
 
 // New returns a blank screen of cols x rows (each at least 1).
@@ -226,8 +227,12 @@ func (s *Screen) Write(p []byte) (int, error) {
 		}
 		if s.p.State() == parser.GroundState {
 			if b >= 0x20 && b < 0x7f {
-				s.print(rune(b))
-				i++
+				j := i + 1
+				for j < len(p) && p[j] >= 0x20 && p[j] < 0x7f {
+					j++
+				}
+				s.printASCII(p[i:j])
+				i = j
 				continue
 			}
 			if b >= 0x80 {
@@ -329,7 +334,9 @@ func (s *Screen) print(r rune) {
 	if s.insert {
 		s.insertBlanks(w)
 	}
-	s.fixWide(rw, s.x)
+	if rw.cells[s.x].kind != kindNarrow {
+		s.fixWide(rw, s.x)
+	}
 	if w == 2 {
 		s.fixWide(rw, s.x+1)
 		rw.cells[s.x] = cell{r: r, kind: kindWide}
@@ -345,6 +352,48 @@ func (s *Screen) print(r rune) {
 		s.wrapNext = true
 	} else {
 		s.x += w
+	}
+}
+
+// printASCII prints a run of printable ASCII: print for each byte, with
+// the per-rune checks done once per row.
+func (s *Screen) printASCII(run []byte) {
+	if s.insert || s.decGraphics || !s.autowrap {
+		for _, b := range run {
+			s.print(rune(b))
+		}
+		return
+	}
+	for len(run) > 0 {
+		if s.wrapNext {
+			s.cur.rows[s.y].wrapped = true
+			s.x = 0
+			s.index()
+		}
+		rw := s.cur.rows[s.y]
+		n := min(len(run), s.cols-s.x)
+		cells := rw.cells[s.x : s.x+n]
+		if cells[0].kind == kindCont {
+			s.fixWide(rw, s.x)
+		}
+		if cells[n-1].kind == kindWide {
+			s.fixWide(rw, s.x+n-1)
+		}
+		for k, b := range run[:n] {
+			cells[k] = cell{r: rune(b)}
+		}
+		if rw.comb != nil {
+			for k := s.x; k < s.x+n; k++ {
+				delete(rw.comb, k)
+			}
+		}
+		s.lastPrinted = rune(run[n-1])
+		if s.x+n >= s.cols {
+			s.x, s.wrapNext = s.cols-1, true
+		} else {
+			s.x += n
+		}
+		run = run[n:]
 	}
 }
 
@@ -486,7 +535,7 @@ func (s *Screen) scrollUp(top, bot, n int) {
 	}
 	rows := s.cur.rows
 	keep := top == 0 && !s.altActive
-	out := make([]*row, n)
+	out := s.spare(n)
 	copy(out, rows[top:top+n])
 	for _, r := range out {
 		if keep {
@@ -510,7 +559,7 @@ func (s *Screen) scrollDown(top, bot, n int) {
 		return
 	}
 	rows := s.cur.rows
-	out := make([]*row, n)
+	out := s.spare(n)
 	copy(out, rows[bot+1-n:bot+1])
 	copy(rows[top+n:], rows[top:bot+1-n])
 	for i, r := range out {
@@ -519,14 +568,28 @@ func (s *Screen) scrollDown(top, bot, n int) {
 	}
 }
 
-func (s *Screen) pushScrolled(line string) {
-	s.scrolled = append(s.scrolled, line)
-	s.trimScrolled()
+// spare returns a scratch slice of n row pointers for moving rows.
+func (s *Screen) spare(n int) []*row {
+	if cap(s.rowScratch) < n {
+		s.rowScratch = make([]*row, n)
+	}
+	return s.rowScratch[:n]
 }
 
+func (s *Screen) pushScrolled(line string) {
+	s.scrolled = append(s.scrolled, line)
+	// Trimming copies the kept rows, so let the list grow to twice the
+	// limit before cutting it back: amortised O(1) per row.
+	if len(s.scrolled) > 2*s.scrolledLimit {
+		s.trimScrolled()
+	}
+}
+
+// trimScrolled drops the oldest untaken rows beyond the limit.
 func (s *Screen) trimScrolled() {
 	if over := len(s.scrolled) - s.scrolledLimit; over > 0 {
 		s.dropped += over
+		clear(s.scrolled[:over])
 		s.scrolled = append(s.scrolled[:0], s.scrolled[over:]...)
 	}
 }
