@@ -63,8 +63,3 @@ begin
 end
 $$;
 -- +goose StatementEnd
-
--- +goose Down
--- Nothing: the roles are shared by every database of the server, and on
--- Supabase none of these objects is ours to drop.
-select 1;

@@ -232,16 +232,3 @@ create trigger agent_results_updated_at before update on public.agent_results
   for each row execute function public.office_set_updated_at();
 create trigger dependency_requests_updated_at before update on public.dependency_requests
   for each row execute function public.office_set_updated_at();
-
--- +goose Down
-drop table if exists public.office_events;
-drop table if exists public.dependency_requests;
-drop table if exists public.agent_results;
-drop table if exists public.agent_invocations;
-drop table if exists public.user_messages;
-drop table if exists public.user_questions;
-drop table if exists public.agent_sessions;
-drop table if exists public.office_agents;
-drop table if exists public.office_members;
-drop table if exists public.offices;
-drop function if exists public.office_set_updated_at();

@@ -2,7 +2,12 @@
 // (and any PostgreSQL 15+), one file per change, named as the Supabase CLI
 // names them (<yyyymmddhhmmss>_<name>.sql) so that a user can copy them into
 // a Supabase project and run `supabase db push`. Each file carries goose
-// annotations; Apply runs them with goose from the embedded copy.
+// annotations (SQL comments, which Supabase ignores); Apply runs them with
+// goose from the embedded copy.
+//
+// The files have no "-- +goose Down" sections: the Supabase CLI runs a
+// migration file whole, so a Down section would run right after its Up.
+// Schema changes go forward only, as new files.
 //
 // Files in subdirectories (supabasetest) are not part of the production set.
 package migrations
@@ -62,23 +67,9 @@ func Up(ctx context.Context, db *sql.DB) ([]Result, error) {
 	return out, nil
 }
 
-// Reset runs every applied migration's Down section, newest first, leaving
-// the database without the office's tables. For tests and development only:
-// it drops data.
-func Reset(ctx context.Context, db *sql.DB) error {
-	p, err := provider(ctx, db)
-	if err != nil {
-		return err
-	}
-	if _, err := p.DownTo(ctx, 0); err != nil {
-		return fmt.Errorf("reset migrations: %w", err)
-	}
-	return nil
-}
-
 func provider(ctx context.Context, db *sql.DB) (*goose.Provider, error) {
-	if _, err := db.ExecContext(ctx, "create schema if not exists "+VersionSchema); err != nil {
-		return nil, fmt.Errorf("create schema %s: %w", VersionSchema, err)
+	if err := createVersionSchema(ctx, db); err != nil {
+		return nil, err
 	}
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
@@ -129,6 +120,28 @@ func Latest() (int64, error) {
 		}
 	}
 	return max, nil
+}
+
+// createVersionSchema creates VersionSchema if missing. "create schema if
+// not exists" is not safe against a concurrent twin (it fails on the unique
+// index), so concurrent callers are serialised by a transaction-scoped
+// advisory lock first.
+func createVersionSchema(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("create schema %s: %w", VersionSchema, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "select pg_advisory_xact_lock(hashtext('office-server migrations'))"); err != nil {
+		return fmt.Errorf("create schema %s: lock: %w", VersionSchema, err)
+	}
+	if _, err := tx.ExecContext(ctx, "create schema if not exists "+VersionSchema); err != nil {
+		return fmt.Errorf("create schema %s: %w", VersionSchema, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("create schema %s: %w", VersionSchema, err)
+	}
+	return nil
 }
 
 func fileName(path string) string {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"io/fs"
+	"regexp"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,25 +119,60 @@ func TestApplyOnSupabaseStandIn(t *testing.T) {
 	}
 }
 
-func TestMigrationsDown(t *testing.T) {
-	// Every Down section must undo its Up, so that Up works again after it.
+// TestFilesFitSupabaseCLI: the names are the Supabase CLI's, and no file
+// has a Down section (supabase db push would run it right after the Up).
+func TestFilesFitSupabaseCLI(t *testing.T) {
+	names, err := fs.Glob(migrations.FS(), "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) == 0 {
+		t.Fatal("no embedded migrations")
+	}
+	name := regexp.MustCompile(`^[0-9]{14}_[a-z0-9_]+\.sql$`)
+	for _, n := range names {
+		if !name.MatchString(n) {
+			t.Errorf("%s: want <yyyymmddhhmmss>_<name>.sql", n)
+		}
+		b, err := fs.ReadFile(migrations.FS(), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		if strings.Count(s, "-- +goose Up") != 1 {
+			t.Errorf("%s: want exactly one -- +goose Up", n)
+		}
+		if strings.Contains(s, "+goose Down") {
+			t.Errorf("%s: has a Down section, which supabase db push would run after the Up", n)
+		}
+		if strings.Count(s, "-- +goose StatementBegin") != strings.Count(s, "-- +goose StatementEnd") {
+			t.Errorf("%s: unbalanced StatementBegin/StatementEnd", n)
+		}
+	}
+}
+
+// TestApplyConcurrently: two servers starting at once on an empty database
+// both succeed, and each migration is applied once (goose's advisory lock).
+func TestApplyConcurrently(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, db := openDB(t)
-	if err := migrations.Apply(ctx, db); err != nil {
-		t.Fatal(err)
+	url, _ := openDB(t)
+	var wg sync.WaitGroup
+	results := make([][]migrations.Result, 3)
+	errs := make([]error, 3)
+	for i := range results {
+		wg.Go(func() { results[i], errs[i] = migrations.ApplyURL(ctx, url) })
 	}
-	if err := migrations.Reset(ctx, db); err != nil {
-		t.Fatalf("Reset: %v", err)
+	wg.Wait()
+	total := 0
+	for i := range results {
+		if errs[i] != nil {
+			t.Errorf("concurrent Apply #%d: %v", i, errs[i])
+		}
+		total += len(results[i])
 	}
-	var n int
-	if err := db.QueryRowContext(ctx, `select count(*) from pg_tables where schemaname = 'public'`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 0 {
-		t.Fatalf("%d tables left in public after Reset", n)
-	}
-	if err := migrations.Apply(ctx, db); err != nil {
-		t.Fatalf("Apply after Reset: %v", err)
+	names, _ := fs.Glob(migrations.FS(), "*.sql")
+	if total != len(names) {
+		t.Errorf("concurrent Applies applied %d migrations in all; want each of %d once", total, len(names))
 	}
 }
