@@ -210,6 +210,14 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: code %q (%v); want %q", tc.name, got, tc.err, tc.code)
 		}
 	}
+	// An over-long answer is refused, and the question can still be answered.
+	q := newQuestion(t, s, o, a)
+	if _, ok, err := s.AnswerQuestion(ctx, q.ID, strings.Repeat("x", 70000), ""); ok || office.ErrorCode(err) != office.EINVALID {
+		t.Errorf("AnswerQuestion(70000 chars) = ok %v, %v; want EINVALID", ok, err)
+	}
+	if _, ok, err := s.AnswerQuestion(ctx, q.ID, "short", ""); !ok || err != nil {
+		t.Errorf("AnswerQuestion after a refused answer = ok %v, %v; want ok", ok, err)
+	}
 	// Nothing was lost or changed by the failures.
 	agents, err := s.ListAgents(ctx, o.ID)
 	if err != nil || len(agents) != 1 || agents[0].Status != office.AgentIdle {
