@@ -114,12 +114,12 @@ type Info struct {
 
 // Options configure a Manager.
 type Options struct {
-	Scrollback     int           // bytes of scrollback per session; default 1 MiB
-	RestartBackoff time.Duration // first delay after a crash, doubled per crash in the window; default 1s
-	MaxRestarts    int           // crashes tolerated in RestartWindow before failed; default 5
-	RestartWindow  time.Duration // default 5 min
-	StopGrace      time.Duration // SIGHUP/SIGTERM → SIGKILL delay; default 3s
-	EnterDelay     time.Duration // pause between typed text and Enter; default 250ms
+	Scrollback     int                     // bytes of scrollback per session; default 1 MiB
+	RestartBackoff time.Duration           // first delay after a crash, doubled per crash in the window; default 1s
+	MaxRestarts    int                     // crashes tolerated in RestartWindow before failed; default 5
+	RestartWindow  time.Duration           // default 5 min
+	StopGrace      time.Duration           // SIGHUP/SIGTERM → SIGKILL delay; default 3s
+	EnterDelay     time.Duration           // pause between typed text and Enter; default 250ms
 	OnStatus       func(Key, Status, Info) // every status change; must not block
 	OnText         func(Text)              // from one goroutine per session, in order; must not block long
 	Logger         *slog.Logger
@@ -132,6 +132,7 @@ var (
 	ErrStopped  = errors.New("session stopped")
 	ErrFailed   = errors.New("session failed")
 	ErrEmpty    = errors.New("empty input")
+	ErrExited   = errors.New("agent exited")
 )
 
 // Manager owns the sessions: one per Key.
@@ -686,6 +687,17 @@ func (s *Session) handle(r ctrlReq) bool {
 	}
 }
 
+// failSends fails every queued Send with err.
+func (s *Session) failSends(err error) {
+	s.mu.Lock()
+	q := s.sendQ
+	s.sendQ = nil
+	s.mu.Unlock()
+	for _, r := range q {
+		r.done <- err
+	}
+}
+
 // finish ends the session for good.
 func (s *Session) finish(err error) {
 	s.mu.Lock()
@@ -727,13 +739,15 @@ func (s *Session) onExit() {
 		return
 	}
 	s.reap(p)
-	s.step() // dispatch what the agent wrote last
+	s.step()
+	s.flushScreen() // the agent's last words
 	s.mu.Lock()
 	s.p = nil
 	s.mu.Unlock()
 	s.recordExit(p)
 	if p.cmd.ProcessState.ExitCode() == 0 {
 		s.setStatus(StatusExited)
+		s.failSends(ErrExited)
 		return
 	}
 	s.crashed(p.waitErr)
@@ -758,13 +772,7 @@ func (s *Session) crashed(err error) {
 	s.mu.Unlock()
 	if n > o.MaxRestarts {
 		s.setStatus(StatusFailed)
-		s.mu.Lock()
-		q := s.sendQ
-		s.sendQ = nil
-		s.mu.Unlock()
-		for _, r := range q {
-			r.done <- ErrFailed
-		}
+		s.failSends(ErrFailed)
 		return
 	}
 	s.setStatus(StatusCrashed)
@@ -869,6 +877,21 @@ func (s *Session) screenTexts(now time.Time, st Status) []Text {
 	return texts
 }
 
+// flushScreen dispatches the live area of a command agent that exited.
+func (s *Session) flushScreen() {
+	s.mu.Lock()
+	if s.lines == nil {
+		s.mu.Unlock()
+		return
+	}
+	s.lines.turnEnd(nil)
+	t := s.newScreenText(s.lines.take(), true)
+	s.mu.Unlock()
+	if f := s.m.opts.OnText; f != nil && len(t.Lines) > 0 {
+		f(t)
+	}
+}
+
 func (s *Session) newScreenText(lines []string, turnEnd bool) Text {
 	s.textSeq++
 	return Text{Key: s.key, Lines: lines, ID: fmt.Sprintf("screen:%d", s.textSeq), TurnEnd: turnEnd}
@@ -891,9 +914,13 @@ func (s *Session) Send(ctx context.Context, text string) error {
 		s.mu.Unlock()
 		return ErrStopped
 	}
-	if s.info.Status == StatusFailed {
+	switch s.info.Status {
+	case StatusFailed:
 		s.mu.Unlock()
 		return ErrFailed
+	case StatusExited:
+		s.mu.Unlock()
+		return ErrExited
 	}
 	s.sendQ = append(s.sendQ, r)
 	s.mu.Unlock()

@@ -380,7 +380,8 @@ func recordClaude(t *testing.T, name string, resize bool) {
 		resp.Delay = 40 * time.Millisecond
 	}
 	srv.Enqueue(resp)
-	r := startRecorder(t, 100, 30, dir, srv.Env(home), bin, "--session-id", uuid.NewString())
+	id := uuid.NewString()
+	r := startRecorder(t, 100, 30, dir, srv.Env(home), bin, "--session-id", id)
 	r.waitFor("\u276f")
 	r.quiet(500 * time.Millisecond)
 	r.typeKeys("\x1b[200~로그인 방식을 정해 주세요.\n짧게 물어봐 주세요.\x1b[201~")
@@ -397,7 +398,33 @@ func recordClaude(t *testing.T, name string, resize bool) {
 	}
 	r.waitFor("Println")
 	r.quiet(1500 * time.Millisecond)
+	saveTranscript(t, anthropictest.TranscriptPath(home, dir, id), filepath.Join("testdata", name+".jsonl"))
 	r.save(name, "Claude Code 2.1.330 against anthropictest: a Korean paste, a reply with [ASK_USER], a wrapping line and Markdown"+map[bool]string{true: "; resized 100x30 → 80x24 while the reply streamed", false: ""}[resize])
+}
+
+// saveTranscript copies the conversation entries of a Claude Code transcript
+// (user, assistant, system), leaving out the bulky request records and
+// attachments that hold Claude Code's own prompts.
+func saveTranscript(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatalf("transcript: %v", err)
+	}
+	var out []byte
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		var e struct{ Type string }
+		if json.Unmarshal(l, &e) != nil {
+			continue
+		}
+		switch e.Type {
+		case "user", "assistant", "system":
+			out = append(append(out, l...), '\n')
+		}
+	}
+	if err := os.WriteFile(to, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func splitEvery(s string, n int) []string {

@@ -1,0 +1,97 @@
+package session
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func entryLine(t *testing.T, typ, uuid string, side bool, stop string, texts ...string) string {
+	t.Helper()
+	var content []map[string]any
+	for _, x := range texts {
+		content = append(content, map[string]any{"type": "text", "text": x})
+	}
+	content = append(content, map[string]any{"type": "tool_use", "id": "t1", "name": "Bash", "input": map[string]any{}})
+	msg := map[string]any{"role": typ, "content": content}
+	if stop != "" {
+		msg["stop_reason"] = stop
+	} else {
+		msg["stop_reason"] = nil
+	}
+	b, err := json.Marshal(map[string]any{"type": typ, "uuid": uuid, "isSidechain": side, "message": msg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b) + "\n"
+}
+
+func TestTranscriptFollow(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "projects", "x", "conv.jsonl")
+	key := Key{"o", "a"}
+	tr := newTranscript(path, "")
+
+	// Not created yet.
+	got, err := tr.poll(key)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("poll before creation = %v, %v", got, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	write := func(s string) {
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	user := `{"type":"user","uuid":"u1","message":{"role":"user","content":"[INVOKE:X] echo of typed text"}}` + "\n"
+	a1 := entryLine(t, "assistant", "a1", false, "", "[ASK_USER]\n질문: 로그인 방식을 골라 주세요")
+	side := entryLine(t, "assistant", "s1", true, "end_turn", "[INVOKE:Y] from a sub-agent")
+	a2 := entryLine(t, "assistant", "a2", false, "end_turn", "[/ASK_USER]")
+
+	write(user)
+	write(a1[:20]) // partial line: nothing yet
+	if got, _ := tr.poll(key); len(got) != 0 {
+		t.Fatalf("partial line emitted: %v", got)
+	}
+	write(a1[20:])
+	write(side)
+	write(a2[:len(a2)-1]) // all but the newline
+	got, err = tr.poll(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Text{{Key: key, ID: "a1", Lines: []string{"[ASK_USER]", "질문: 로그인 방식을 골라 주세요"}}}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Fatalf("first poll (-got +want):\n%s", diff)
+	}
+	write("\n")
+	got, _ = tr.poll(key)
+	want = []Text{{Key: key, ID: "a2", Lines: []string{"[/ASK_USER]"}, TurnEnd: true}}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Fatalf("second poll (-got +want):\n%s", diff)
+	}
+	write("not json\n")
+	a3 := entryLine(t, "assistant", "a3", false, "end_turn", "done")
+	write(a3)
+	got, _ = tr.poll(key)
+	if len(got) != 1 || got[0].ID != "a3" || tr.bad != 1 {
+		t.Fatalf("after a bad line: %v (bad=%d)", got, tr.bad)
+	}
+
+	// A follower resuming after a2 (a restarted server) emits only a3.
+	tr2 := newTranscript(path, "a2")
+	got, _ = tr2.poll(key)
+	if len(got) != 1 || got[0].ID != "a3" {
+		t.Fatalf("resumed after a2: %v", got)
+	}
+}
