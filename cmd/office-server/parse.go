@@ -29,10 +29,9 @@ import (
 //   - --transcript: a Claude Code transcript (JSONL, DESIGN §5): the text of
 //     the main conversation's assistant entries, a turn ending at
 //     stop_reason end_turn or at the next user entry.
-//
-// A screen model source (--cols/--rows: PTY bytes rendered the way a person
-// sees them) belongs with the session package's screen; it plugs in as one
-// more lineSource in parseSource.
+//   - --screen, --cols N, --rows M: raw PTY output rendered through the
+//     session screen model (parse_screen.go): rows that scrolled off the
+//     top, then the final screen.
 
 func init() { commands["parse"] = runParse }
 
@@ -50,6 +49,7 @@ type parseFlags struct {
 	transcript bool
 	noRaw      bool
 	maxBlock   int
+	screen     screenFlags // parse_screen.go
 }
 
 func runParse(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -59,8 +59,9 @@ func runParse(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.BoolVar(&pf.transcript, "transcript", false, "input is a Claude Code transcript (JSONL), not terminal output")
 	fs.BoolVar(&pf.noRaw, "no-raw", false, "leave the raw block text out of the output")
 	fs.IntVar(&pf.maxBlock, "max-block", protocol.DefaultMaxBlockBytes, "largest block in bytes; a larger one is reported INVALID")
+	addScreenFlags(fs, &pf.screen)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: office-server parse [--transcript] [--no-raw] [--max-block N] [FILE]")
+		fmt.Fprintln(stderr, "usage: office-server parse [--transcript | --screen [--cols N] [--rows M]] [--no-raw] [--max-block N] [FILE]")
 		fmt.Fprintln(stderr, "Prints one JSON object per protocol message found in FILE (default stdin).")
 		fs.PrintDefaults()
 	}
@@ -93,7 +94,16 @@ func runParse(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		defer f.Close()
 		in = f
 	}
-	return parseStream(ctx, parseSource(pf), in, stdout, pf)
+	src := parseSource(pf)
+	if ss, ok, err := pf.screen.source(); err != nil {
+		return err
+	} else if ok {
+		if pf.transcript {
+			return errors.New("--transcript and --screen/--cols/--rows exclude each other")
+		}
+		src = ss
+	}
+	return parseStream(ctx, src, in, stdout, pf)
 }
 
 // parseSource picks the line source the flags ask for.
