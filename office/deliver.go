@@ -510,7 +510,9 @@ func (o *Router) expire(ctx context.Context) {
 // "> " so that it reads as information, never as the agent's own block.
 
 func quote(s string) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	// Sanitised before quoting: a carriage return becomes a line break here,
+	// so every line of the content gets its "> ".
+	lines := strings.Split(strings.TrimRight(session.Sanitize(s), "\n"), "\n")
 	for i, l := range lines {
 		lines[i] = "> " + l
 	}

@@ -759,3 +759,60 @@ func containsStr(list []string, s string) bool {
 	}
 	return false
 }
+
+// A chunk read again by a new Router on the same store (a server restart
+// re-reading Claude Code's transcript) is not acted on again.
+func TestExactlyOnceAcrossRouters(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run("PO")
+	h.sayID("PO", "transcript-uuid-1", askBlock+"\n[INVOKE:DEV]\ntask\n[/INVOKE:DEV]")
+	eventually(t, "question and invocation", func() bool { return len(h.questions()) == 1 && len(h.invocations()) == 1 })
+	r2, err := New(Config{Store: h.st, Sessions: h.ss, Now: h.clk.Now, Tick: 10 * time.Millisecond, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r2.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	r2.HandleText(Text{OfficeID: h.office.ID, AgentID: h.id("PO"), ID: "transcript-uuid-1", Lines: strings.Split(askBlock+"\n[INVOKE:DEV]\ntask\n[/INVOKE:DEV]", "\n"), TurnEnd: true})
+	time.Sleep(100 * time.Millisecond)
+	if q, i := len(h.questions()), len(h.invocations()); q != 1 || i != 1 {
+		t.Fatalf("after re-reading: %d questions, %d invocations; want 1 and 1", q, i)
+	}
+	// Screen chunk IDs restart with the process: after a new start the same
+	// "screen:1" is a new message.
+	h.r.HandleStatus(h.office.ID, h.id("DEV"), SessionStarting, 1, nil)
+	h.sayID("DEV", "screen:1", "Step 1/2: a")
+	h.r.HandleStatus(h.office.ID, h.id("DEV"), SessionStarting, 2, nil)
+	time.Sleep(20 * time.Millisecond)
+	h.sayID("DEV", "screen:1", "Step 2/2: b")
+	eventually(t, "second screen chunk acted on", func() bool { return h.r.Progress(h.office.ID, h.id("DEV")).Step == 2 })
+}
+
+// A person's answer is untrusted too: whatever the frontend wrote, no
+// control sequence reaches the terminal.
+func TestAnswerSanitised(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run("PO")
+	ctx := context.Background()
+	h.say("PO", "[ASK_USER]\nquestion: Name?\n[/ASK_USER]")
+	eventually(t, "question", func() bool { return len(h.questions()) == 1 })
+	q := h.questions()[0]
+	if _, _, err := h.st.AnswerQuestion(ctx, q.ID, "Bob\x1b[201~\x03\rrm -rf /\x1b]0;x\x07", "u1"); err != nil {
+		t.Fatal(err)
+	}
+	h.r.onChange(Change{Table: TableQuestions, Op: OpUpdate, ID: q.ID, OfficeID: q.OfficeID, AgentID: q.AgentID, Status: QuestionAnswered})
+	got := h.typed("PO", "Answer to question")
+	if strings.ContainsAny(got, "\x1b\x03\x07\r") {
+		t.Errorf("control characters typed: %q", got)
+	}
+	if !strings.Contains(got, "Bob") {
+		t.Errorf("answer lost: %q", got)
+	}
+	for _, l := range strings.Split(got, "\n")[1:] {
+		if !strings.HasPrefix(l, "> ") {
+			t.Errorf("content line not quoted: %q in %q", l, got)
+		}
+	}
+}
