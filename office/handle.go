@@ -177,6 +177,17 @@ func toProxy(a Agent, load int) proxy.Agent {
 	}
 }
 
+// exists reports whether target names an agent, a role or a capability of
+// the office, whatever their state.
+func exists(as []Agent, target string) bool {
+	for _, a := range as {
+		if strings.EqualFold(a.Name, target) || strings.EqualFold(a.Role, target) || toProxy(a, 0).Has(target) {
+			return true
+		}
+	}
+	return false
+}
+
 func byID(as []Agent, id string) (Agent, bool) {
 	for _, a := range as {
 		if a.ID == id {
@@ -238,6 +249,14 @@ func (o *Router) invoke(ctx context.Context, caller Agent, target, task, ctxText
 			}
 		}
 	default:
+		// The end of the fallback chain: when agents for the target exist
+		// but none can ever take it now (all disabled or failed), a person
+		// is asked as well; a target naming nobody is the caller's mistake.
+		if exists(agents, target) {
+			_, _ = o.ask(ctx, caller, Question{QuestionType: QuestionText, Category: "routing", Required: false,
+				Question: fmt.Sprintf("%s wants to give %q a task, but no agent can take it (%s). Please start or enable an agent, or handle it.", caller.Name, target, d.Reason),
+				Context:  task})
+		}
 		return reject(d.Reason, "")
 	}
 

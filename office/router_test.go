@@ -816,3 +816,35 @@ func TestAnswerSanitised(t *testing.T) {
 		}
 	}
 }
+
+// When every agent for the target is down, the caller is told and a person
+// is asked (the end of the fallback chain).
+func TestInvokeAllDownAsksUser(t *testing.T) {
+	h := newHarness(t, nil, Agent{Name: "PO"}, Agent{Name: "DEV", Role: "developer", Status: AgentDisabled})
+	h.run("PO")
+	h.say("PO", "[INVOKE:developer]\nbuild it\n[/INVOKE:developer]")
+	if got := h.typed("PO", "rejected"); !strings.Contains(got, "no agent can take it") {
+		t.Errorf("told %q", got)
+	}
+	eventually(t, "a question for a person", func() bool { return len(h.questions()) == 1 })
+	if q := h.questions()[0]; q.Category != "routing" || !strings.Contains(q.Question, "developer") {
+		t.Errorf("question %+v", q)
+	}
+}
+
+// A busy named agent: the task is parked in its FIFO queue (pending) and
+// typed when it is free; with a free peer of the same role, the peer takes it.
+func TestInvokeBusyFallsBackOrParks(t *testing.T) {
+	h := newHarness(t, nil, Agent{Name: "PO"}, Agent{Name: "QA"}, Agent{Name: "DEV1", Role: "developer"}, Agent{Name: "DEV2", Role: "developer"})
+	for _, n := range []string{"PO", "QA", "DEV1", "DEV2"} {
+		h.run(n)
+	}
+	h.say("PO", "[INVOKE:DEV1]\none\n[/INVOKE:DEV1]")
+	h.typed("DEV1", "> one")
+	h.say("QA", "[INVOKE:DEV1]\ntwo\n[/INVOKE:DEV1]")
+	h.typed("DEV2", "> two") // DEV1 is at capacity: its peer takes it
+	h.say("PO", "[INVOKE:developer]\nthree\n[/INVOKE:developer]")
+	eventually(t, "parked", func() bool { return len(h.invocations(InvocationPending)) == 1 })
+	h.say("DEV1", "[DELIVER_RESULT:PO]\ncontent: done one\n[/DELIVER_RESULT:PO]")
+	h.typed("DEV1", "> three")
+}
