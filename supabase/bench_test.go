@@ -70,7 +70,7 @@ func BenchmarkReconnectCatchUp(b *testing.B) {
 	wait()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		e.phx.drop()
+		e.phx.Drop()
 		for f.Connected() {
 			time.Sleep(100 * time.Microsecond)
 		}

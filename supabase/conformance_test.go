@@ -19,7 +19,7 @@ func TestConformance(t *testing.T) {
 			return e.store, e.feed(t, fastOptions())
 		},
 		KillFeed: func(t *testing.T, s office.Store, f office.ChangeFeed) {
-			envs[s].phx.drop()
+			envs[s].phx.Drop()
 		},
 	})
 }

@@ -1,60 +1,30 @@
 package supabase
 
 import (
-	"context"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/office-server/office-server/internal/testenv"
-	"github.com/office-server/office-server/migrations"
-	"github.com/office-server/office-server/migrations/supabasetest"
-	"github.com/office-server/office-server/supabase/internal/pgrest"
+	"github.com/office-server/office-server/supabase/supabasetest"
 )
 
-const testKey = "service-role-key-for-tests"
+const testKey = supabasetest.Key
 
-// testEnv is a Supabase project made of test stand-ins: a real PostgreSQL
-// database with the office's migrations (after Supabase's own objects),
-// served through pgrest (PostgREST's API) and a Phoenix server that reports
-// the changes pgrest commits, as Realtime reports the WAL.
+// testEnv is a stand-in Supabase project (supabasetest) and a Store on it.
 type testEnv struct {
 	url   string
-	rest  *pgrest.Server
-	phx   *phoenixServer
+	phx   *supabasetest.Phoenix
 	store *Store
 }
 
 func newTestEnv(t testing.TB) *testEnv {
 	t.Helper()
-	dbURL := testenv.NewDatabase(t)
-	ctx := context.Background()
-	if err := supabasetest.Apply(ctx, dbURL); err != nil {
-		t.Fatalf("supabase stand-in: %v", err)
-	}
-	if _, err := migrations.ApplyURL(ctx, dbURL); err != nil {
-		t.Fatalf("migrations: %v", err)
-	}
-	rest, err := pgrest.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rest.Close)
-	phx := newPhoenixServer(t, testKey)
-	rest.OnChange = phx.emit
-	mux := http.NewServeMux()
-	mux.Handle("/rest/v1/", rest)
-	mux.Handle("/realtime/v1/websocket", phx)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	t.Cleanup(phx.close) // before srv.Close (cleanups run last-first)
-	store, err := New(srv.URL, testKey)
+	p := supabasetest.New(t)
+	store, err := New(p.URL, p.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	return &testEnv{url: srv.URL, rest: rest, phx: phx, store: store}
+	return &testEnv{url: p.URL, phx: p.Realtime, store: store}
 }
 
 // fastOptions are realtime options scaled down for tests.
@@ -65,6 +35,7 @@ func fastOptions() RealtimeOptions {
 		MinBackoff:       10 * time.Millisecond,
 		MaxBackoff:       200 * time.Millisecond,
 		RateLimitBackoff: 300 * time.Millisecond,
+		Logger:           quietLogger(),
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/supabase/supabasetest"
 )
 
 // fakeCatchUp is a CatchUp of function fields (nil: nothing awaits).
@@ -49,13 +50,13 @@ func quietLogger() *slog.Logger {
 
 // phoenixOnly serves the Phoenix stand-in alone, for feed tests that need no
 // database.
-func phoenixOnly(t *testing.T) (*phoenixServer, string) {
-	phx := newPhoenixServer(t, testKey)
+func phoenixOnly(t *testing.T) (*supabasetest.Phoenix, string) {
+	phx := supabasetest.NewPhoenix(t, testKey)
 	mux := http.NewServeMux()
 	mux.Handle("/realtime/v1/websocket", phx)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	t.Cleanup(phx.close)
+	t.Cleanup(phx.Close)
 	return phx, srv.URL
 }
 
@@ -199,10 +200,7 @@ func TestRealtimeDelivery(t *testing.T) {
 			t.Errorf("dependency change the office does not act on reported: %+v", c)
 		}
 	}
-	e.phx.mu.Lock()
-	tokens := append([]string(nil), e.phx.tokens...)
-	e.phx.mu.Unlock()
-	if d := cmp.Diff(tokens, []string{testKey}); d != "" {
+	if d := cmp.Diff(e.phx.Tokens(), []string{testKey}); d != "" {
 		t.Errorf("access tokens joined with (-got +want):\n%s", d)
 	}
 }
@@ -252,7 +250,7 @@ func TestRealtimeDropWhileAnswering(t *testing.T) {
 	for i, q := range qs {
 		if i%8 == 3 {
 			eventually(t, "Connected before a drop", 10*time.Second, f.Connected)
-			e.phx.drop()
+			e.phx.Drop()
 		}
 		if _, ok, err := s.AnswerQuestion(ctx, q.ID, fmt.Sprint("answer ", i), ""); !ok || err != nil {
 			t.Fatalf("AnswerQuestion: %v %v", ok, err)
@@ -277,14 +275,14 @@ func TestRealtimeDropWhileAnswering(t *testing.T) {
 	if markErrs.Load() > 0 {
 		t.Errorf("%d MarkQuestionDelivered errors", markErrs.Load())
 	}
-	if joins := e.phx.joins.Load(); joins < 6 {
+	if joins := e.phx.Joins(); joins < 6 {
 		t.Errorf("%d joins; want a rejoin after each of the 5 drops", joins)
 	}
 	got, err := s.ListQuestions(ctx, office.QuestionFilter{OfficeID: o.ID, Status: []string{office.QuestionDelivered}})
 	if err != nil || len(got) != n {
 		t.Errorf("%d questions delivered in the database (%v); want %d", len(got), err, n)
 	}
-	t.Logf("%d answers, %d joins, %d reported more than once", n, e.phx.joins.Load(), twice)
+	t.Logf("%d answers, %d joins, %d reported more than once", n, e.phx.Joins(), twice)
 }
 
 // TestRealtimeMissedHeartbeat: a server that stops answering heartbeats is
@@ -300,12 +298,12 @@ func TestRealtimeMissedHeartbeat(t *testing.T) {
 	}
 	startWatch(t, f, nil, nil)
 	eventually(t, "Connected", 5*time.Second, f.Connected)
-	phx.silentHeartbeats.Store(true)
-	eventually(t, "a reconnect after missed heartbeats", 5*time.Second, func() bool { return phx.joins.Load() >= 2 })
+	phx.SilentHeartbeats(true)
+	eventually(t, "a reconnect after missed heartbeats", 5*time.Second, func() bool { return phx.Joins() >= 2 })
 	if err := f.Err(); err == nil || !strings.Contains(err.Error(), "heartbeat") {
 		t.Errorf("Err() = %v; want a heartbeat timeout", err)
 	}
-	phx.silentHeartbeats.Store(false)
+	phx.SilentHeartbeats(false)
 	eventually(t, "Connected again", 5*time.Second, f.Connected)
 }
 
@@ -320,9 +318,7 @@ func TestRealtimeExpiredToken(t *testing.T) {
 	o.Logger = quietLogger()
 	o.TokenRefresh = 30 * time.Millisecond
 	o.AccessToken = func(context.Context) (string, error) { return fmt.Sprintf("tok-%d", n.Add(1)), nil }
-	phx.mu.Lock()
-	phx.expired["tok-1"] = true // refused at the first join
-	phx.mu.Unlock()
+	phx.ExpireTokens("tok-1") // refused at the first join
 	f, err := NewRealtime(url, testKey, fakeCatchUp{}, o)
 	if err != nil {
 		t.Fatal(err)
@@ -334,30 +330,22 @@ func TestRealtimeExpiredToken(t *testing.T) {
 		t.Errorf("Err() = %v; want the join refused for the expired token", err)
 	}
 	// Refreshed tokens are pushed while joined.
-	eventually(t, "access_token pushes", 5*time.Second, func() bool {
-		phx.mu.Lock()
-		defer phx.mu.Unlock()
-		return len(phx.tokens) >= 4
-	})
+	eventually(t, "access_token pushes", 5*time.Second, func() bool { return len(phx.Tokens()) >= 4 })
 	// Every token issued so far expires: the channel is shut down.
-	joins := phx.joins.Load()
-	phx.mu.Lock()
+	joins := phx.Joins()
 	for i := range n.Load() + 1 {
-		phx.expired[fmt.Sprintf("tok-%d", i)] = true
+		phx.ExpireTokens(fmt.Sprintf("tok-%d", i))
 	}
-	phx.mu.Unlock()
-	phx.shutdownAll("Token has expired 2 seconds ago")
-	eventually(t, "a rejoin with a fresh token", 5*time.Second, func() bool { return phx.joins.Load() > joins && f.Connected() })
-	phx.mu.Lock()
-	defer phx.mu.Unlock()
-	lastJoinToken := ""
-	for _, tk := range phx.tokens {
-		if !phx.expired[tk] {
-			lastJoinToken = tk
+	phx.ShutdownAll("Token has expired 2 seconds ago")
+	eventually(t, "a rejoin with a fresh token", 5*time.Second, func() bool { return phx.Joins() > joins && f.Connected() })
+	fresh := ""
+	for _, tk := range phx.Tokens() {
+		if !phx.Expired(tk) {
+			fresh = tk
 		}
 	}
-	if lastJoinToken == "" {
-		t.Errorf("no join with a token that had not expired; tokens seen %v", phx.tokens)
+	if fresh == "" {
+		t.Errorf("no join with a token that had not expired; tokens seen %v", phx.Tokens())
 	}
 }
 
@@ -365,8 +353,8 @@ func TestRealtimeExpiredToken(t *testing.T) {
 // subscriptions do not match those asked, are retried until they succeed.
 func TestRealtimeJoinError(t *testing.T) {
 	phx, url := phoenixOnly(t)
-	phx.joinErrors = []string{"UnknownErrorOnChannel: Unknown Error on Channel", "RealtimeRestarting: Realtime is restarting, please standby"}
-	phx.badIDs = true
+	phx.FailJoins("UnknownErrorOnChannel: Unknown Error on Channel", "RealtimeRestarting: Realtime is restarting, please standby")
+	phx.MismatchIDs(true)
 	o := fastOptions()
 	o.Logger = quietLogger()
 	f, err := NewRealtime(url, testKey, fakeCatchUp{}, o)
@@ -381,11 +369,9 @@ func TestRealtimeJoinError(t *testing.T) {
 	if f.Connected() {
 		t.Errorf("Connected() with subscriptions that do not match")
 	}
-	phx.mu.Lock()
-	phx.badIDs = false
-	phx.mu.Unlock()
+	phx.MismatchIDs(false)
 	eventually(t, "Connected", 5*time.Second, f.Connected)
-	if j := phx.joins.Load(); j < 4 {
+	if j := phx.Joins(); j < 4 {
 		t.Errorf("%d joins; want 2 refused, at least 1 mismatched, 1 accepted", j)
 	}
 }
@@ -394,7 +380,7 @@ func TestRealtimeJoinError(t *testing.T) {
 // RateLimitBackoff before it joins again (a plain error waits MinBackoff).
 func TestRealtimeRateLimit(t *testing.T) {
 	phx, url := phoenixOnly(t)
-	phx.joinErrors = []string{"ClientJoinRateLimitReached: Too many joins per second"}
+	phx.FailJoins("ClientJoinRateLimitReached: Too many joins per second")
 	o := fastOptions()
 	o.Logger = quietLogger()
 	f, err := NewRealtime(url, testKey, fakeCatchUp{}, o)
@@ -404,16 +390,15 @@ func TestRealtimeRateLimit(t *testing.T) {
 	startWatch(t, f, nil, nil)
 	eventually(t, "Connected", 5*time.Second, f.Connected)
 	gap := func(i int) time.Duration {
-		phx.mu.Lock()
-		defer phx.mu.Unlock()
-		return phx.joinTimes[i+1].Sub(phx.joinTimes[i])
+		ts := phx.JoinTimes()
+		return ts[i+1].Sub(ts[i])
 	}
 	if g := gap(0); g < o.RateLimitBackoff {
 		t.Errorf("rejoined %v after a join rate limit; want at least %v", g, o.RateLimitBackoff)
 	}
 	// A channel shut down for too many messages.
-	phx.shutdownAll("Too many messages per second")
-	eventually(t, "a rejoin", 5*time.Second, func() bool { return phx.joins.Load() >= 3 && f.Connected() })
+	phx.ShutdownAll("Too many messages per second")
+	eventually(t, "a rejoin", 5*time.Second, func() bool { return phx.Joins() >= 3 && f.Connected() })
 	if g := gap(1); g < o.RateLimitBackoff {
 		t.Errorf("rejoined %v after a message rate limit; want at least %v", g, o.RateLimitBackoff)
 	}
@@ -441,8 +426,8 @@ func TestRealtimeCatchUpFailure(t *testing.T) {
 	}
 	w := startWatch(t, f, nil, nil)
 	eventually(t, "Connected", 5*time.Second, f.Connected)
-	if phx.joins.Load() < 2 {
-		t.Errorf("%d joins; want a second after the failed catch-up", phx.joins.Load())
+	if phx.Joins() < 2 {
+		t.Errorf("%d joins; want a second after the failed catch-up", phx.Joins())
 	}
 	if d := cmp.Diff(w.seen(), []office.Change{{Table: office.TableQuestions, Op: office.OpCatchUp, ID: "q1", OfficeID: "o", AgentID: "a", Status: office.QuestionAnswered}}); d != "" {
 		t.Errorf("reported (-got +want):\n%s", d)

@@ -1,4 +1,4 @@
-package supabase
+package supabasetest
 
 import (
 	"encoding/json"
@@ -16,7 +16,15 @@ import (
 	"github.com/office-server/office-server/supabase/internal/pgrest"
 )
 
-// phoenixServer is a test stand-in for Supabase Realtime's WebSocket
+// binding is one postgres_changes subscription as the client asks for it.
+type binding struct {
+	Event  string `json:"event"`
+	Schema string `json:"schema"`
+	Table  string `json:"table"`
+	Filter string `json:"filter,omitempty"`
+}
+
+// Phoenix is a test stand-in for Supabase Realtime's WebSocket
 // endpoint. It speaks the Phoenix V1 JSON serializer and sends the frames
 // supabase/realtime sends (lib/realtime_web/channels/realtime_channel.ex,
 // lib/extensions/postgres_cdc_rls/message_dispatcher.ex and
@@ -27,7 +35,7 @@ import (
 //   - postgres_changes {"ids":[...],"data":{schema,table,commit_timestamp,type,columns,record,old_record,errors}};
 //   - a channel shutdown: system {"extension":"system","status":"error","message":...} then phx_close;
 //   - heartbeat replies on topic "phoenix".
-type phoenixServer struct {
+type Phoenix struct {
 	t      testing.TB
 	apiKey string
 
@@ -62,15 +70,16 @@ type phxSub struct {
 	offices map[string]bool // nil: all
 }
 
-func newPhoenixServer(t testing.TB, apiKey string) *phoenixServer {
-	p := &phoenixServer{t: t, apiKey: apiKey, conns: map[*phxConn]bool{}, expired: map[string]bool{}}
-	t.Cleanup(p.close)
+// NewPhoenix returns a stand-in that accepts apiKey; t.Cleanup closes it.
+func NewPhoenix(t testing.TB, apiKey string) *Phoenix {
+	p := &Phoenix{t: t, apiKey: apiKey, conns: map[*phxConn]bool{}, expired: map[string]bool{}}
+	t.Cleanup(p.Close)
 	return p
 }
 
 var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 
-func (p *phoenixServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *Phoenix) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("apikey") != p.apiKey || r.URL.Query().Get("vsn") != "1.0.0" {
 		http.Error(w, `{"message":"Invalid API key"}`, http.StatusUnauthorized)
 		return
@@ -135,7 +144,7 @@ func (p *phoenixServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // join answers a phx_join; false when the socket is to be closed.
-func (p *phoenixServer) join(c *phxConn, topic, ref string, payload json.RawMessage) bool {
+func (p *Phoenix) join(c *phxConn, topic, ref string, payload json.RawMessage) bool {
 	var pl struct {
 		Config struct {
 			PostgresChanges []binding `json:"postgres_changes"`
@@ -222,7 +231,7 @@ func (c *phxConn) send(topic, event string, payload any, ref string) {
 
 // shutdown ends a channel as shutdown_response does: a system error, then
 // the channel process stops normally and Phoenix sends phx_close.
-func (p *phoenixServer) shutdown(c *phxConn, message string) {
+func (p *Phoenix) shutdown(c *phxConn, message string) {
 	p.mu.Lock()
 	c.subscribed = false
 	topic, ref := c.topic, c.joinRef
@@ -232,14 +241,14 @@ func (p *phoenixServer) shutdown(c *phxConn, message string) {
 	c.send(topic, "phx_close", map[string]any{}, ref)
 }
 
-// shutdownAll shuts down every joined channel with message.
-func (p *phoenixServer) shutdownAll(message string) {
+// ShutdownAll shuts down every joined channel with message.
+func (p *Phoenix) ShutdownAll(message string) {
 	for _, c := range p.snapshot() {
 		p.shutdown(c, message)
 	}
 }
 
-func (p *phoenixServer) snapshot() []*phxConn {
+func (p *Phoenix) snapshot() []*phxConn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var cs []*phxConn
@@ -249,9 +258,9 @@ func (p *phoenixServer) snapshot() []*phxConn {
 	return cs
 }
 
-// drop closes every connection abruptly (no close frame), as a network
+// Drop closes every connection abruptly (no close frame), as a network
 // failure does.
-func (p *phoenixServer) drop() {
+func (p *Phoenix) Drop() {
 	for _, c := range p.snapshot() {
 		c.ws.UnderlyingConn().Close()
 	}
@@ -261,15 +270,16 @@ func (p *phoenixServer) drop() {
 	}
 }
 
-func (p *phoenixServer) close() {
-	p.drop()
+// Close drops every connection and waits for their handlers.
+func (p *Phoenix) Close() {
+	p.Drop()
 	p.wg.Wait()
 }
 
-// emit is pgrest's OnChange: it sends a committed change to every channel
+// Emit is pgrest's OnChange: it sends a committed change to every channel
 // subscribed to it, as Realtime's replication poller does. Channels not
 // subscribed at that moment never see it (Realtime does not replay).
-func (p *phoenixServer) emit(ch pgrest.Change) {
+func (p *Phoenix) Emit(ch pgrest.Change) {
 	record, old := ch.Record, ch.OldRecord
 	if ch.Table == "dependency_requests" {
 		// Published with a column list without value, and replica identity
@@ -344,4 +354,57 @@ func columnsOf(row map[string]any) []map[string]string {
 		cols = append(cols, map[string]string{"name": k, "type": "text"})
 	}
 	return cols
+}
+
+// FailJoins makes the next joins fail with these reasons, in order (as
+// Realtime words them: "<Code>: <message>"). A ClientJoinRateLimitReached
+// reason also closes the socket, as Realtime disconnects it.
+func (p *Phoenix) FailJoins(reasons ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.joinErrors = append(p.joinErrors, reasons...)
+}
+
+// ExpireTokens marks access tokens expired: a join with one is refused
+// (InvalidJWTToken) and a push of one shuts the channel down.
+func (p *Phoenix) ExpireTokens(tokens ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range tokens {
+		p.expired[t] = true
+	}
+}
+
+// Expired reports whether token was marked expired.
+func (p *Phoenix) Expired(token string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.expired[token]
+}
+
+// MismatchIDs makes join replies name tables other than those asked.
+func (p *Phoenix) MismatchIDs(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.badIDs = on
+}
+
+// SilentHeartbeats stops (or resumes) answering heartbeats.
+func (p *Phoenix) SilentHeartbeats(on bool) { p.silentHeartbeats.Store(on) }
+
+// Joins returns how many joins the stand-in has received.
+func (p *Phoenix) Joins() int { return int(p.joins.Load()) }
+
+// Tokens returns every access token seen, in joins and pushes, in order.
+func (p *Phoenix) Tokens() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.tokens...)
+}
+
+// JoinTimes returns when each join arrived.
+func (p *Phoenix) JoinTimes() []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Time(nil), p.joinTimes...)
 }
