@@ -160,7 +160,7 @@ func (s *Screen) Resize(cols, rows int) {
 	}
 	tabs := make([]bool, cols)
 	copy(tabs, s.tabs)
-	for i := (len(s.tabs)/8 + 1) * 8; i < cols; i += 8 {
+	for i := (len(s.tabs) + 7) / 8 * 8; i < cols; i += 8 {
 		tabs[i] = true
 	}
 	s.tabs = tabs

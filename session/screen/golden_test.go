@@ -194,3 +194,13 @@ func BenchmarkWrite(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNew reports the memory of an idle screen of the sessions'
+// default size (B/op), the part of a session's memory the screen takes.
+func BenchmarkNew(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		s := New(200, 50)
+		s.Write([]byte("$ "))
+	}
+}

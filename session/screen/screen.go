@@ -164,8 +164,10 @@ type Screen struct {
 func New(cols, rows int) *Screen {
 	cols, rows = max(cols, 1), max(rows, 1)
 	s := &Screen{cols: cols, rows: rows, scrolledLimit: DefaultScrolledLimit}
-	s.p = ansi.NewParser()
-	// Strings (OSC, DCS…) are collected by the Screen itself.
+	// Not ansi.NewParser: it allocates a 64 KiB string buffer, and strings
+	// (OSC, DCS…) are collected by the Screen itself.
+	s.p = new(ansi.Parser)
+	s.p.SetParamsSize(parser.MaxParamsSize)
 	s.p.SetDataSize(1)
 	s.p.SetHandler(ansi.Handler{
 		Print:     s.print,

@@ -174,3 +174,12 @@ func FuzzWrite(f *testing.F) {
 		s.LogicalLines()
 	})
 }
+
+func TestResizeTabStops(t *testing.T) {
+	s := New(16, 1)
+	s.Resize(30, 1)
+	s.Write([]byte("\t\t\tx"))
+	if got, want := s.Lines()[0], strings.Repeat(" ", 24)+"x"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
