@@ -9,7 +9,7 @@ import (
 // screenModel is what the screen path needs from a terminal screen model
 // (implemented by session/screen).
 type screenModel interface {
-	Write(p []byte)
+	Write(p []byte) (int, error)
 	Resize(cols, rows int)
 	Lines() []string
 	TakeScrolled() []string
@@ -35,7 +35,7 @@ type screenLines struct {
 // write feeds PTY output through the screen and collects rows that
 // scrolled off the top.
 func (x *screenLines) write(p []byte) {
-	x.scr.Write(p)
+	_, _ = x.scr.Write(p)
 	for _, l := range x.scr.TakeScrolled() {
 		l = strings.TrimRight(l, " ")
 		if len(x.consumed) > 0 {
