@@ -306,66 +306,74 @@ func (c *consoleConn) controls() bool {
 	return c.s.controls[c.key] == c
 }
 
-// writeLoop is the connection's only writer. It batches output into frames
-// of up to 64 KiB, sends STATUS frames, pongs and pings, and stops reading
-// output while the client has paused.
+// writeLoop is the connection's only writer. It sends OUTPUT frames of up
+// to 64 KiB, STATUS frames, pongs and pings, each write with a deadline.
+//
+// Output is coalesced adaptively: a chunk arriving after a quiet spell
+// (a keystroke's echo) is written at once; while the agent streams (the
+// last write was under busyGap ago) chunks are gathered for up to
+// coalesceDelay, so a busy session costs few large frames per viewer
+// instead of one per PTY read. While the client has paused, output is held
+// (up to maxHeld, then the viewer is dropped).
 func (c *consoleConn) writeLoop() {
 	defer close(c.done)
 	s, ws := c.s, c.ws
 	ping := time.NewTicker(s.cfg.PingInterval)
 	defer ping.Stop()
-	buf := make([]byte, 0, maxOutputFrame)
-	write := func(typ int, p []byte) error {
+	write := func(p []byte) error {
 		_ = ws.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		return ws.WriteMessage(typ, p)
+		return ws.WriteMessage(websocket.BinaryMessage, p)
 	}
-	fail := func(err error) {
+	fail := func() {
 		// The client is gone or stuck past the deadline: stop reading too.
 		_ = ws.SetReadDeadline(time.Now())
 		c.closeWith(websocket.CloseGoingAway, "")
-		_ = err
 	}
-	paused := false
-	var held []byte // output kept while paused, at most maxHeld
+	var (
+		paused    bool
+		pend      = make([]byte, 1, maxOutputFrame) // pend[0] is the frame type
+		held      []byte                            // output kept while paused
+		lastWrite time.Time
+		timer     = time.NewTimer(time.Hour)
+		armed     bool
+	)
+	timer.Stop()
+	defer timer.Stop()
+	pend[0] = FrameOutput
 	out := c.viewer.C()
-	flush := func(chunk []byte) error {
-		// Batch: this chunk and whatever else is queued, in frames of at
-		// most 64 KiB.
-		for more := true; more; {
-			for len(chunk) > 0 {
-				if len(buf) == 0 {
-					buf = append(buf, FrameOutput)
+	// add appends output to the pending frame, writing every full frame.
+	add := func(p []byte) error {
+		for len(p) > 0 {
+			n := min(len(p), maxOutputFrame-len(pend))
+			pend = append(pend, p[:n]...)
+			p = p[n:]
+			if len(pend) == maxOutputFrame {
+				if err := write(pend); err != nil {
+					return err
 				}
-				n := min(len(chunk), maxOutputFrame-len(buf))
-				buf = append(buf, chunk[:n]...)
-				chunk = chunk[n:]
-				if len(buf) == maxOutputFrame {
-					if err := write(websocket.BinaryMessage, buf); err != nil {
-						return err
-					}
-					buf = buf[:0]
-				}
-			}
-			select {
-			case chunk, more = <-out:
-				if !more {
-					out = closedChan // seen on the next turn of the loop
-				}
-			default:
-				more = false
+				pend, lastWrite = pend[:1], time.Now()
 			}
 		}
-		if len(buf) > 0 {
-			if err := write(websocket.BinaryMessage, buf); err != nil {
-				return err
-			}
-			buf = buf[:0]
+		return nil
+	}
+	flush := func() error {
+		if armed {
+			timer.Stop()
+			armed = false
 		}
+		if len(pend) == 1 {
+			return nil
+		}
+		if err := write(pend); err != nil {
+			return err
+		}
+		pend, lastWrite = pend[:1], time.Now()
 		return nil
 	}
 	for {
 		select {
 		case <-c.quit:
+			_ = flush()
 			c.mu.Lock()
 			code, reason := c.code, c.reason
 			c.mu.Unlock()
@@ -375,27 +383,36 @@ func (c *consoleConn) writeLoop() {
 		case p := <-c.flow:
 			paused = p
 			if !paused && len(held) > 0 {
-				chunk := held
+				err := add(held)
 				held = nil
-				if err := flush(chunk); err != nil {
-					fail(err)
+				if err == nil {
+					err = flush()
+				}
+				if err != nil {
+					fail()
 					return
 				}
 			}
 		case <-c.notify:
 			b, _ := json.Marshal(c.status())
-			if err := write(websocket.BinaryMessage, append([]byte{FrameStatus}, b...)); err != nil {
-				fail(err)
+			if flush() != nil || write(append([]byte{FrameStatus}, b...)) != nil {
+				fail()
 				return
 			}
 		case data := <-c.pongs:
 			if err := ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(s.cfg.WriteTimeout)); err != nil {
-				fail(err)
+				fail()
 				return
 			}
 		case <-ping.C:
 			if err := ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.cfg.WriteTimeout)); err != nil {
-				fail(err)
+				fail()
+				return
+			}
+		case <-timer.C:
+			armed = false
+			if flush() != nil {
+				fail()
 				return
 			}
 		case chunk, ok := <-out:
@@ -421,16 +438,28 @@ func (c *consoleConn) writeLoop() {
 				held = append(held, chunk...)
 				continue
 			}
-			if err := flush(chunk); err != nil {
-				fail(err)
+			if add(chunk) != nil {
+				fail()
 				return
+			}
+			if time.Since(lastWrite) > busyGap {
+				if flush() != nil {
+					fail()
+					return
+				}
+			} else if !armed && len(pend) > 1 {
+				timer.Reset(coalesceDelay)
+				armed = true
 			}
 		}
 	}
 }
 
+// Output coalescing (see writeLoop).
+const (
+	busyGap       = 10 * time.Millisecond
+	coalesceDelay = 4 * time.Millisecond
+)
+
 // maxHeld bounds the output kept for a paused viewer.
 const maxHeld = 1 << 20
-
-// closedChan is a closed channel: reading it reports the viewer's end.
-var closedChan = func() chan []byte { c := make(chan []byte); close(c); return c }()
