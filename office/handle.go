@@ -602,6 +602,7 @@ func (o *Router) routeProxy(ctx context.Context, p parkedProxy, retrying bool) e
 	if err != nil {
 		return err
 	}
+	o.ensureStarted(ctx, proxyAgent) // the request is typed when it is ready
 	prefix := initials(p.requester.Name)
 	var lines []string
 	switch p.req.Action {

@@ -274,3 +274,28 @@ func TestParseAction(t *testing.T) {
 		t.Errorf("Request = %+v", req)
 	}
 }
+
+// FuzzParseAction: any body either fails with a reason or yields a request
+// whose task contents pass ValidateContent.
+func FuzzParseAction(f *testing.F) {
+	f.Add([]byte(`{"action":"create_plan","requester":"a","tasks":[{"content":"x","priority":"high"}]}`))
+	f.Add([]byte(`{"action":"update_status","requester":"a","task_id":"t","status":"completed","metadata":{"k":1}}`))
+	f.Add([]byte(`{"action":"create_plan","requester":"a","tasks":[{"content":"\u001b[2J"}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := ParseAction(body)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("error without a reason")
+			}
+			return
+		}
+		for _, task := range r.Tasks {
+			if err := ValidateContent(task.Content, 0); err != nil {
+				t.Fatalf("accepted task with bad content: %v", err)
+			}
+		}
+		if r.Requester == "" || (r.Action != ActionCreatePlan && r.Action != ActionUpdateStatus) {
+			t.Fatalf("accepted %+v", r)
+		}
+	})
+}
