@@ -1,0 +1,203 @@
+package supabase
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
+	"github.com/office-server/office-server/supabase/supabasetest"
+)
+
+// The office over Supabase: a Router whose Store is supabase.Store and
+// whose Feed is Realtime, on the stand-in project, with real PTY sessions of
+// scripted sh agents. PO asks; the Realtime socket is dropped; a member
+// answers through the REST API as the frontend does; PO gets the answer
+// exactly once (by the catch-up), invokes DEV, DEV delivers, PO gets the
+// result, and the invocation completes.
+
+const poAgent = `#!/bin/sh
+if [ ! -e "$PWD/asked" ]; then
+  touch "$PWD/asked"
+  echo "[ASK_USER]"
+  echo "question: Which database?"
+  echo "type: selection"
+  echo 'options: ["postgres", "sqlite"]'
+  echo "[/ASK_USER]"
+fi
+echo "po>"
+while IFS= read -r line; do
+  case "$line" in
+    "> postgres"|"> sqlite")
+      echo "po got answer: ${line#> }"
+      echo "[INVOKE:dev]"
+      echo "Set up ${line#> }."
+      echo "[/INVOKE:dev]";;
+    "> Done: "*) echo "po got result: ${line#> }";;
+  esac
+  echo "po>"
+done
+`
+
+const devAgent = `#!/bin/sh
+echo "dev>"
+while IFS= read -r line; do
+  case "$line" in
+    "> Set up"*)
+      echo "[DELIVER_RESULT:PO]"
+      echo "type: markdown"
+      echo "content: Done: ${line#> }"
+      echo "[/DELIVER_RESULT:PO]";;
+  esac
+  echo "dev>"
+done
+`
+
+type said struct {
+	mu sync.Mutex
+	by map[string][]string
+}
+
+func (s *said) add(t session.Text) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.by == nil {
+		s.by = map[string][]string{}
+	}
+	s.by[t.Key.AgentID] = append(s.by[t.Key.AgentID], t.Lines...)
+}
+
+func (s *said) count(agent, sub string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, l := range s.by[agent] {
+		if strings.Contains(l, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+func agentScript(t *testing.T, name, body string) office.LaunchSpec {
+	p := filepath.Join(t.TempDir(), name+".sh")
+	if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return office.LaunchSpec{Kind: "command", Command: p, PromptPattern: "^" + name + ">$", Dir: t.TempDir()}
+}
+
+// answerAsFrontend answers as supabase-js does: a PATCH of the pending row.
+// (The stand-in has no RLS; the member trigger's stamps are sent here.)
+func answerAsFrontend(t *testing.T, p *supabasetest.Project, id, response string) {
+	body, _ := json.Marshal(map[string]any{"status": "answered", "response": response, "answered_at": time.Now().UTC()})
+	req, _ := http.NewRequest(http.MethodPatch, p.URL+"/rest/v1/user_questions?id=eq."+id+"&status=eq.pending", bytes.NewReader(body))
+	req.Header.Set("apikey", p.Key)
+	req.Header.Set("Authorization", "Bearer "+p.Key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Prefer", "return=representation")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rows []map[string]any
+	json.NewDecoder(resp.Body).Decode(&rows)
+	if resp.StatusCode != http.StatusOK || len(rows) != 1 {
+		t.Fatalf("frontend answer: %s, %d rows", resp.Status, len(rows))
+	}
+}
+
+func TestOfficeOverSupabase(t *testing.T) {
+	p := supabasetest.New(t)
+	ctx := context.Background()
+	st, err := New(p.URL, p.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := fastOptions()
+	feed, err := NewRealtime(p.URL, p.Key, st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &said{}
+	cfg := office.Config{Store: st, Feed: feed, Tick: 50 * time.Millisecond, DataDir: t.TempDir(), Logger: quietLogger()}
+	r, mgr, err := office.NewManaged(cfg, session.Options{EnterDelay: 5 * time.Millisecond, StopGrace: 500 * time.Millisecond, OnText: rec.add}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, agents, err := r.SyncOffice(ctx, office.OfficeConfig{
+		Office: office.Office{Name: "over-supabase"},
+		Agents: []office.Agent{
+			{Name: "PO", Role: "product owner", Launch: agentScript(t, "po", poAgent)},
+			{Name: "DEV", Role: "developer", Capabilities: []string{"bash"}, Launch: agentScript(t, "dev", devAgent)},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	po, dev := agents[0], agents[1]
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = r.Run(runCtx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		c, stop := context.WithTimeout(context.Background(), 10*time.Second)
+		defer stop()
+		mgr.Close(c)
+	})
+	if err := r.StartAgent(ctx, po.ID); err != nil {
+		t.Fatal(err)
+	}
+	var q office.Question
+	eventually(t, "PO's question in the store", 15*time.Second, func() bool {
+		qs, _ := st.ListQuestions(ctx, office.QuestionFilter{OfficeID: off.ID})
+		if len(qs) == 1 {
+			q = qs[0]
+		}
+		return len(qs) == 1
+	})
+	eventually(t, "the feed connected", 10*time.Second, feed.Connected)
+	// The answer is written while the socket is down: Realtime never
+	// reports it; the catch-up after the reconnect does.
+	joins := p.Realtime.Joins()
+	p.Realtime.Drop()
+	answerAsFrontend(t, p, q.ID, "postgres")
+	eventually(t, "PO got the answer", 15*time.Second, func() bool { return rec.count(po.ID, "po got answer: postgres") > 0 })
+	if p.Realtime.Joins() <= joins {
+		t.Errorf("no rejoin after the drop")
+	}
+	eventually(t, "PO got DEV's result", 20*time.Second, func() bool { return rec.count(po.ID, "po got result: Done: Set up postgres.") > 0 })
+	eventually(t, "the invocation completed", 10*time.Second, func() bool {
+		is, _ := st.ListInvocations(ctx, office.InvocationFilter{OfficeID: off.ID, Status: []string{office.InvocationCompleted}})
+		return len(is) == 1 && is[0].CallerAgentID == po.ID && is[0].CalleeAgentID == dev.ID && is[0].ResultID != ""
+	})
+	got, _ := st.GetQuestion(ctx, q.ID)
+	if got.Status != office.QuestionDelivered {
+		t.Errorf("question status %q; want delivered", got.Status)
+	}
+	// One more drop and rejoin: nothing is typed twice.
+	p.Realtime.Drop()
+	eventually(t, "reconnected", 10*time.Second, feed.Connected)
+	time.Sleep(300 * time.Millisecond)
+	if n := rec.count(po.ID, "po got answer"); n != 1 {
+		t.Errorf("PO received the answer %d times; want once", n)
+	}
+	if n := rec.count(po.ID, "po got result"); n != 1 {
+		t.Errorf("PO received the result %d times; want once", n)
+	}
+	evs, _ := st.ListEvents(ctx, office.EventFilter{OfficeID: off.ID, Limit: 1000})
+	if len(evs) == 0 {
+		t.Errorf("no events recorded through the REST store")
+	}
+	t.Logf("%d events, %d joins", len(evs), p.Realtime.Joins())
+}
