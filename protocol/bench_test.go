@@ -1,0 +1,212 @@
+package protocol
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// genTranscript builds a transcript of about size bytes: agent prose (a
+// third of it Hangul; markdown bullets, headings, links and code among it)
+// with protocol blocks making up about 1% of the lines. It is deterministic.
+func genTranscript(size int) string {
+	r := rand.New(rand.NewPCG(42, 1))
+	words := []string{"the", "agent", "reads", "requirements", "and", "writes", "a", "plan", "for", "login",
+		"로그인", "방식을", "선택해주세요", "요구사항", "분석", "결과", "화면", "Step", "status", "[link](x)"}
+	leads := []string{"", "", "", "", "- ", "* ", "## ", "  ", "    ", "> ", "1. ", "Steps: ", "[note] "}
+	blocks := []string{
+		"[ASK_USER]\n질문: 로그인 방식을 선택해주세요\n타입: selection\n옵션: ['이메일', '소셜', 'SSO']\n[/ASK_USER]",
+		"● [INVOKE:PO]\n  요구사항 분석을 진행해주세요.\n  컨텍스트: 로그인 기능 구현\n  [/INVOKE]",
+		"[DELIVER_RESULT:PM]\ntype: markdown\ncontent:\n  # Result\n  - done\n[/DELIVER_RESULT]",
+		"[USER_QUESTION]\ncategory: choice\nquestion: Which database?\noptions:\n  - PostgreSQL\n  - SQLite\nrequired: true\n[/USER_QUESTION]",
+		"[DEPENDENCY_REQUEST]\ntype: api_key\nname: OPENAI_API_KEY\ndescription: for GPT\nrequired: true\n[/DEPENDENCY_REQUEST]",
+		"Step 3/9: Feature Specification",
+		"=== PHASE 1 COMPLETE ===\nPhase: Planning\nDocuments created:\n- docs/planning/01_idea.md\n",
+	}
+	var b strings.Builder
+	b.Grow(size + 1024)
+	lines := 0
+	for b.Len() < size {
+		if lines%600 == 599 {
+			b.WriteString(blocks[r.IntN(len(blocks))])
+			b.WriteByte('\n')
+			lines += 6
+			continue
+		}
+		b.WriteString(leads[r.IntN(len(leads))])
+		n := 3 + r.IntN(18)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(words[r.IntN(len(words))])
+		}
+		b.WriteByte('\n')
+		lines++
+	}
+	return b.String()
+}
+
+// splitLines cuts s into lines without copying.
+func splitLines(s string) []string {
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
+
+// TestGenTranscriptShare checks the benchmark input is what it claims: about
+// 1% of its lines belong to protocol messages, and they all parse.
+func TestGenTranscriptShare(t *testing.T) {
+	s := genTranscript(1 << 20)
+	msgs := ParseString(s, Options{})
+	inBlocks := 0
+	for _, m := range msgs {
+		if m.Kind == KindInvalid {
+			t.Fatalf("generated transcript has an invalid message: %v\n%s", m, m.Raw)
+		}
+		inBlocks += strings.Count(m.Raw, "\n") + 1
+	}
+	share := float64(inBlocks) / float64(len(splitLines(s)))
+	if share < 0.005 || share > 0.02 {
+		t.Errorf("protocol lines are %.2f%% of the transcript, want about 1%%", share*100)
+	}
+	t.Logf("%d messages, %.2f%% of %d lines", len(msgs), share*100, len(splitLines(s)))
+}
+
+// BenchmarkParse measures the streaming parser on a 10 MB transcript with
+// about 1% protocol lines: lines fed one at a time, one Flush at the end.
+func BenchmarkParse(b *testing.B) {
+	s := genTranscript(10 << 20)
+	lines := splitLines(s)
+	b.SetBytes(int64(len(s)))
+	b.ReportAllocs()
+	var n int
+	for b.Loop() {
+		p := NewParser(Options{})
+		n = 0
+		for _, l := range lines {
+			n += len(p.Feed(l))
+		}
+		n += len(p.Flush())
+	}
+	b.ReportMetric(float64(n), "msgs/op")
+}
+
+// BenchmarkParseStream measures the whole byte path without escape
+// stripping: 32 KiB reads → Splitter → Parser.
+func BenchmarkParseStream(b *testing.B) {
+	s := []byte(genTranscript(10 << 20))
+	b.SetBytes(int64(len(s)))
+	b.ReportAllocs()
+	for b.Loop() {
+		p := NewParser(Options{})
+		var sp Splitter
+		feed := func(l string) { p.Feed(l) }
+		for i := 0; i < len(s); i += 32 << 10 {
+			sp.Split(s[i:min(i+32<<10, len(s))], feed)
+		}
+		sp.Flush(feed)
+		p.Flush()
+	}
+}
+
+// The seed sketch (seed 003, T2/T3/T12): every PTY chunk is appended to a
+// buffer, and the whole buffer is ANSI-stripped and scanned by each pattern
+// again. RE2 has no look-ahead, so the patterns end at the next tag
+// (consuming it) or at the end of the text; the work is the same.
+var (
+	seedANSI    = regexp.MustCompile(`[\x{001b}\x{009b}][[()#;?]*(?:[0-9]{1,4}(?:;[0-9]{0,4})*)?[0-9A-ORZcf-nqry=><]`)
+	seedPattern = []*regexp.Regexp{
+		regexp.MustCompile(`\[ASK_USER\]([\s\S]*?)(?:\[(?:ASK_USER|INVOKE|DELIVER_RESULT|STEP_COMPLETE)\]|$)`),
+		regexp.MustCompile(`\[INVOKE:(\w+)\]([\s\S]*?)(?:\[(?:ASK_USER|INVOKE|DELIVER_RESULT|STEP_COMPLETE)\]|$)`),
+		regexp.MustCompile(`\[DELIVER_RESULT:(\w+)\]([\s\S]*?)(?:\[(?:ASK_USER|INVOKE|DELIVER_RESULT|STEP_COMPLETE)\]|$)`),
+	}
+)
+
+// seedReparse is one re-parse of the sketch: strip, then every pattern
+// over the whole buffer. It returns how many messages it dispatched.
+func seedReparse(buf string) int {
+	cleaned := seedANSI.ReplaceAllString(buf, "")
+	n := 0
+	for _, re := range seedPattern {
+		n += len(re.FindAllStringSubmatchIndex(cleaned, -1))
+	}
+	return n
+}
+
+// seedChunk is the size of one PTY read in the sketch's loop.
+const seedChunk = 4 << 10
+
+// BenchmarkSeedReparse runs the sketch's approach beside the streaming
+// parser at 1, 4 and 16 MB, with 4 KiB reads.
+//
+// The sketch re-parses the whole buffer after each of size/4KiB reads, so
+// its cost grows with the square of the size; run in full at 16 MB it
+// would take hours. To keep `go test -bench` short, it re-parses at 8
+// evenly spaced reads (the buffer as it is at those points) and scales the
+// time by reads/8: the metric "s/op-full" is that estimate (the cost of
+// each re-parse is measured, only the sum is extrapolated;
+// BenchmarkSeedReparseExact checks the estimate at 512 KB). "dispatches/msg"
+// is how often the sketch dispatches each message of the transcript.
+// "Parser" is this package's parser on the same input, the same way.
+func BenchmarkSeedReparse(b *testing.B) {
+	for _, mb := range []int{1, 4, 16} {
+		s := genTranscript(mb << 20)
+		reads := (len(s) + seedChunk - 1) / seedChunk
+		b.Run(fmt.Sprintf("Sketch/%dMB", mb), func(b *testing.B) {
+			if testing.Short() {
+				b.Skip("minutes long")
+			}
+			const samples = 8
+			var dispatched, unique int
+			var full time.Duration
+			for b.Loop() {
+				dispatched = 0
+				start := time.Now()
+				for k := 1; k <= samples; k++ {
+					end := min(k*reads/samples*seedChunk, len(s))
+					dispatched += seedReparse(s[:end])
+				}
+				full += time.Since(start) * time.Duration(reads) / samples
+			}
+			unique = seedReparse(s)
+			b.ReportMetric(full.Seconds()/float64(b.N), "s/op-full")
+			b.ReportMetric(float64(dispatched)*float64(reads)/samples/float64(max(unique, 1)), "dispatches/msg")
+		})
+		b.Run(fmt.Sprintf("Parser/%dMB", mb), func(b *testing.B) {
+			lines := splitLines(s)
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				p := NewParser(Options{})
+				for _, l := range lines {
+					p.Feed(l)
+				}
+				p.Flush()
+			}
+		})
+	}
+}
+
+// BenchmarkSeedReparseExact runs the sketch in full at 512 KB (128 reads)
+// and reports the same estimate as BenchmarkSeedReparse beside the
+// measured time, to check the extrapolation.
+func BenchmarkSeedReparseExact(b *testing.B) {
+	s := genTranscript(512 << 10)
+	reads := (len(s) + seedChunk - 1) / seedChunk
+	var est time.Duration
+	for b.Loop() {
+		start := time.Now()
+		for k := 1; k <= 8; k++ {
+			seedReparse(s[:min(k*reads/8*seedChunk, len(s))])
+		}
+		est += time.Since(start) * time.Duration(reads) / 8
+		for end := seedChunk; ; end += seedChunk {
+			seedReparse(s[:min(end, len(s))])
+			if end >= len(s) {
+				break
+			}
+		}
+	}
+	b.ReportMetric(est.Seconds()/float64(b.N), "s/op-estimate")
+}
