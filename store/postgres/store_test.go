@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -298,5 +299,96 @@ func TestErrorCodes(t *testing.T) {
 	s.Close()
 	if got := office.ErrorCode(s.Ping(ctx)); got == "" {
 		t.Errorf("Ping after Close: no error")
+	}
+}
+
+// TestFeedReportsOnlyWhatAwaitsTheOffice: the triggers notify for an answer,
+// a new message and a provided, rejected or expired dependency, and for
+// nothing else (a new or cancelled question, a delivery, an agent change).
+func TestFeedReportsOnlyWhatAwaitsTheOffice(t *testing.T) {
+	s, _ := open(t, postgres.Options{})
+	ctx := t.Context()
+	o, err := s.UpsertOffice(ctx, office.Office{Name: "HQ"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.UpsertAgent(ctx, office.Agent{OfficeID: o.ID, Name: "Dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed := watch(t, s, nil)
+	must := func(ok bool, err error) {
+		t.Helper()
+		if !ok || err != nil {
+			t.Fatalf("transition: ok %v err %v", ok, err)
+		}
+	}
+	newQ := func() office.Question {
+		q, err := s.CreateQuestion(ctx, office.Question{OfficeID: o.ID, AgentID: a.ID, Question: "q", ExpiresAt: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	newD := func(exp time.Time) office.DependencyRequest {
+		d, err := s.CreateDependency(ctx, office.DependencyRequest{OfficeID: o.ID, AgentID: a.ID, Type: "api_key", Name: "K", ExpiresAt: exp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+
+	// Quiet: none of these awaits the office.
+	cancelled := newQ()
+	must(s.CancelQuestion(ctx, cancelled.ID))
+	if err := s.SetAgentStatus(ctx, a.ID, office.AgentActive); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.AppendEvent(ctx, office.Event{OfficeID: o.ID, Kind: "step"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Loud, in this order.
+	answered := newQ()
+	_, ok, err := s.AnswerQuestion(ctx, answered.ID, "yes", "")
+	must(ok, err)
+	must(s.MarkQuestionDelivered(ctx, answered.ID)) // quiet
+	m, err := s.CreateUserMessage(ctx, office.UserMessage{OfficeID: o.ID, AgentID: a.ID, Content: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(s.MarkUserMessageDelivered(ctx, m.ID)) // quiet
+	provided := newD(time.Now().Add(time.Hour))
+	_, ok, err = s.ProvideDependency(ctx, provided.ID, []byte("secret"))
+	must(ok, err)
+	must(s.MarkDependencyDelivered(ctx, provided.ID)) // quiet
+	rejected := newD(time.Now().Add(time.Hour))
+	_, ok, err = s.RejectDependency(ctx, rejected.ID, "no")
+	must(ok, err)
+	expired := newD(time.Now().Add(-time.Second))
+	if got, err := s.ExpireDependencies(ctx, time.Now()); err != nil || len(got) != 1 {
+		t.Fatalf("ExpireDependencies = %v, %v", got, err)
+	}
+	last := newQ()
+	_, ok, err = s.AnswerQuestion(ctx, last.ID, "yes", "")
+	must(ok, err)
+
+	feed.wait(t, "the last answer", func(c office.Change) bool { return c.ID == last.ID })
+	feed.mu.Lock()
+	defer feed.mu.Unlock()
+	var got []string
+	for _, c := range feed.seen {
+		got = append(got, c.Table+" "+c.Op+" "+c.ID+" "+c.Status)
+	}
+	want := []string{
+		"user_questions UPDATE " + answered.ID + " answered",
+		"user_messages INSERT " + m.ID + " pending",
+		"dependency_requests UPDATE " + provided.ID + " provided",
+		"dependency_requests UPDATE " + rejected.ID + " rejected",
+		"dependency_requests UPDATE " + expired.ID + " expired",
+		"user_questions UPDATE " + last.ID + " answered",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("feed reported\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
