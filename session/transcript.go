@@ -79,6 +79,8 @@ type transcript struct {
 	skip    bool
 	lastID  string
 	bad     int // lines that were not JSON (counted, skipped)
+	// cursorMissing: the cursor was not found when catching up.
+	cursorMissing bool
 }
 
 func newTranscript(path, after string) *transcript {
@@ -88,16 +90,24 @@ func newTranscript(path, after string) *transcript {
 // poll reads what was appended since the last call and returns the texts of
 // new main-chain assistant entries, in order.
 func (t *transcript) poll(key Key) ([]Text, error) {
-	f, err := os.Open(t.path)
+	// Stat first: most polls find nothing new, and a stat is cheaper than
+	// an open.
+	st, err := os.Stat(t.path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil
 		}
+		return nil, fmt.Errorf("stat transcript: %w", err)
+	}
+	if st.Size() == t.off {
+		return nil, nil
+	}
+	f, err := os.Open(t.path)
+	if err != nil {
 		return nil, fmt.Errorf("open transcript: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
+	if st, err = f.Stat(); err != nil {
 		return nil, fmt.Errorf("stat transcript: %w", err)
 	}
 	if st.Size() < t.off {
@@ -107,9 +117,6 @@ func (t *transcript) poll(key Key) ([]Text, error) {
 		if t.lastID != "" {
 			t.after, t.skip = t.lastID, true
 		}
-	}
-	if st.Size() == t.off {
-		return nil, nil
 	}
 	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("seek transcript: %w", err)
@@ -135,6 +142,14 @@ func (t *transcript) poll(key Key) ([]Text, error) {
 		if txt, ok := t.entry(key, line); ok {
 			out = append(out, txt)
 		}
+	}
+	if t.skip {
+		// The cursor is not in the file as it was when we caught up: it
+		// belongs to another conversation, or the file was replaced. What
+		// was there counts as consumed (never act twice); what is
+		// appended from now on is new.
+		t.skip = false
+		t.cursorMissing = true
 	}
 	return out, nil
 }

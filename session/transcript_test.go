@@ -94,4 +94,18 @@ func TestTranscriptFollow(t *testing.T) {
 	if len(got) != 1 || got[0].ID != "a3" {
 		t.Fatalf("resumed after a2: %v", got)
 	}
+
+	// A cursor that is not in the file: what is there counts as consumed,
+	// what is appended later is emitted.
+	tr3 := newTranscript(path, "no-such-uuid")
+	if got, _ := tr3.poll(key); len(got) != 0 || !tr3.cursorMissing {
+		t.Fatalf("unknown cursor: emitted %v (missing=%v)", got, tr3.cursorMissing)
+	}
+	write(entryLine(t, "assistant", "a4", false, "end_turn", "new"))
+	for _, f := range []*transcript{tr, tr2, tr3} {
+		got, _ := f.poll(key)
+		if len(got) != 1 || got[0].ID != "a4" || got[0].Lines[0] != "new" {
+			t.Errorf("after append: %v", got)
+		}
+	}
 }
