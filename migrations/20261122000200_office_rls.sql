@@ -26,7 +26,8 @@ as $$
   )
 $$;
 -- +goose StatementEnd
-revoke execute on function public.office_is_member(uuid) from public;
+-- from anon too: Supabase's default privileges grant it functions by name.
+revoke execute on function public.office_is_member(uuid) from public, anon;
 grant execute on function public.office_is_member(uuid) to authenticated, service_role;
 
 alter table public.offices             enable row level security;

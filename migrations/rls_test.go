@@ -213,8 +213,16 @@ func TestRLSAnonReadsNothing(t *testing.T) {
 			t.Errorf("anon select from %s: err %v, want permission denied (42501)", table, err)
 		}
 	}
-	// Even with a member's claims, the anon role gets nothing.
+	// Not even the membership check (it would tell who belongs where).
 	err := f.as(t, "anon", f.userA, func(tx pgx.Tx) error {
+		_, err := tx.Exec(context.Background(), "select public.office_is_member($1)", f.officeA)
+		return err
+	})
+	if sqlState(err) != "42501" {
+		t.Errorf("anon calling office_is_member: err %v, want permission denied", err)
+	}
+	// Even with a member's claims, the anon role gets nothing.
+	err = f.as(t, "anon", f.userA, func(tx pgx.Tx) error {
 		_, err := tx.Exec(context.Background(), "update user_questions set response = 'x', status = 'answered' where id = $1", f.qA)
 		return err
 	})
