@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -504,5 +505,37 @@ func TestAnswersFromAnotherProcessReachTheFeed(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		t.Fatalf("saw %d of %d answers written by another process", len(seen), n)
+	}
+}
+
+// TestCloseLeavesNoGoroutines: Close ends everything the store started.
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	for range 3 {
+		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "office.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, a := fixture(t, s)
+		newQuestion(t, s, o, a)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Watch(ctx, nil, func(office.Change) {}) }()
+		for !s.Connected() {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+		<-done
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
