@@ -165,7 +165,8 @@ func BenchmarkSeedReparse(b *testing.B) {
 				dispatched = 0
 				start := time.Now()
 				for k := 1; k <= samples; k++ {
-					end := min(k*reads/samples*seedChunk, len(s))
+					// The middle read of each eighth of the run.
+					end := min((2*k-1)*reads/(2*samples)*seedChunk, len(s))
 					dispatched += seedReparse(s[:end])
 				}
 				full += time.Since(start) * time.Duration(reads) / samples
@@ -198,7 +199,7 @@ func BenchmarkSeedReparseExact(b *testing.B) {
 	for b.Loop() {
 		start := time.Now()
 		for k := 1; k <= 8; k++ {
-			seedReparse(s[:min(k*reads/8*seedChunk, len(s))])
+			seedReparse(s[:min((2*k-1)*reads/16*seedChunk, len(s))])
 		}
 		est += time.Since(start) * time.Duration(reads) / 8
 		for end := seedChunk; ; end += seedChunk {
