@@ -449,7 +449,10 @@ func (r *Realtime) session(ctx context.Context, want []binding, officeIDs []stri
 	for {
 		select {
 		case <-ctx.Done():
-			c.send(ctx, topic, "phx_leave", map[string]any{})
+			// A courtesy leave, bounded: the socket closes right after.
+			leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			c.send(leaveCtx, topic, "phx_leave", map[string]any{})
+			cancel()
 			return subscribed, ctx.Err()
 		case err := <-c.readErr:
 			return subscribed, fmt.Errorf("realtime read: %w", err)

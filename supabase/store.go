@@ -34,7 +34,6 @@ const restPath = "/rest/v1"
 // and headers are the ones supabase-go's NewClient sets.
 type Store struct {
 	rest *postgrest.Client
-	hc   *http.Client
 	// noOnConflict is set when the events table has no unique constraint
 	// that ON CONFLICT (office_id, dedupe_key) can use (PostgreSQL 42P10):
 	// AppendEvent then inserts and treats a 23505 as a duplicate.
@@ -152,13 +151,19 @@ func (r officeRow) office() office.Office {
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
+// Ping reads one row of offices: it fails when the project cannot be
+// reached, the key is refused, or the migrations have not been applied
+// (PostgREST answers 404 PGRST205 for an unknown table).
 func (s *Store) Ping(ctx context.Context) error {
 	return s.exec(ctx, "ping", s.from("offices").Select("id", "", false).Limit(1, ""), "", nil)
 }
 
-// Close releases idle connections. The Store must not be used afterwards.
+// Close does nothing and returns nil: the store holds no connections of
+// its own (requests go through the transport, http.DefaultTransport unless
+// WithTransport says otherwise).
 func (s *Store) Close() error { return nil }
 
+// UpsertOffice implements office.Store; see its contract in office/store.go.
 func (s *Store) UpsertOffice(ctx context.Context, o office.Office) (office.Office, error) {
 	const op = "upsert office"
 	if strings.TrimSpace(o.Name) == "" && o.ID == "" {
@@ -219,6 +224,7 @@ func (s *Store) UpsertOffice(ctx context.Context, o office.Office) (office.Offic
 	}
 }
 
+// GetOffice implements office.Store; see its contract in office/store.go.
 func (s *Store) GetOffice(ctx context.Context, id string) (office.Office, error) {
 	var r officeRow
 	if err := s.getOne(ctx, "get office", "offices", id, &r); err != nil {
@@ -227,6 +233,7 @@ func (s *Store) GetOffice(ctx context.Context, id string) (office.Office, error)
 	return r.office(), nil
 }
 
+// ListOffices implements office.Store; see its contract in office/store.go.
 func (s *Store) ListOffices(ctx context.Context) ([]office.Office, error) {
 	var rows []officeRow
 	if err := s.exec(ctx, "list offices", s.from("offices").Select("*", "", false).Order("created_at", &postgrest.OrderOpts{Ascending: true}).Order("id", &postgrest.OrderOpts{Ascending: true}), "", &rows); err != nil {
@@ -270,6 +277,7 @@ func nonNil(s []string) []string {
 	return s
 }
 
+// UpsertAgent implements office.Store; see its contract in office/store.go.
 func (s *Store) UpsertAgent(ctx context.Context, a office.Agent) (office.Agent, error) {
 	const op = "upsert agent"
 	if a.OfficeID == "" || strings.TrimSpace(a.Name) == "" {
@@ -343,6 +351,7 @@ func (s *Store) UpsertAgent(ctx context.Context, a office.Agent) (office.Agent, 
 	}
 }
 
+// GetAgent implements office.Store; see its contract in office/store.go.
 func (s *Store) GetAgent(ctx context.Context, id string) (office.Agent, error) {
 	var r agentRow
 	if err := s.getOne(ctx, "get agent", "office_agents", id, &r); err != nil {
@@ -351,6 +360,7 @@ func (s *Store) GetAgent(ctx context.Context, id string) (office.Agent, error) {
 	return r.agent(), nil
 }
 
+// ListAgents implements office.Store; see its contract in office/store.go.
 func (s *Store) ListAgents(ctx context.Context, officeID string) ([]office.Agent, error) {
 	var rows []agentRow
 	fb := s.from("office_agents").Select("*", "", false)
@@ -371,6 +381,7 @@ func oldestFirst(fb *postgrest.FilterBuilder) *postgrest.FilterBuilder {
 	return fb.Order("created_at", &postgrest.OrderOpts{Ascending: true}).Order("id", &postgrest.OrderOpts{Ascending: true})
 }
 
+// SetAgentStatus implements office.Store; see its contract in office/store.go.
 func (s *Store) SetAgentStatus(ctx context.Context, id, status string) error {
 	const op = "set agent status"
 	if _, err := uuid.Parse(id); err != nil {
@@ -387,6 +398,7 @@ func (s *Store) SetAgentStatus(ctx context.Context, id, status string) error {
 	return nil
 }
 
+// DeleteAgent implements office.Store; see its contract in office/store.go.
 func (s *Store) DeleteAgent(ctx context.Context, id string) error {
 	const op = "delete agent"
 	if _, err := uuid.Parse(id); err != nil {
@@ -404,6 +416,7 @@ func (s *Store) DeleteAgent(ctx context.Context, id string) error {
 
 // ---- sessions ----
 
+// UpsertSession implements office.Store; see its contract in office/store.go.
 func (s *Store) UpsertSession(ctx context.Context, r office.SessionRecord) (office.SessionRecord, error) {
 	const op = "upsert session"
 	if r.AgentID == "" || r.OfficeID == "" {
@@ -458,6 +471,7 @@ func (s *Store) UpsertSession(ctx context.Context, r office.SessionRecord) (offi
 	}
 }
 
+// GetSessionByAgent implements office.Store; see its contract in office/store.go.
 func (s *Store) GetSessionByAgent(ctx context.Context, agentID string) (office.SessionRecord, error) {
 	const op = "get session"
 	if _, err := uuid.Parse(agentID); err != nil {
@@ -470,6 +484,7 @@ func (s *Store) GetSessionByAgent(ctx context.Context, agentID string) (office.S
 	return r, nil
 }
 
+// ListSessions implements office.Store; see its contract in office/store.go.
 func (s *Store) ListSessions(ctx context.Context, officeID string) ([]office.SessionRecord, error) {
 	var rows []office.SessionRecord
 	fb := s.from("agent_sessions").Select("*", "", false)
@@ -492,6 +507,7 @@ func optional(v string) any {
 	return v
 }
 
+// CreateQuestion implements office.Store; see its contract in office/store.go.
 func (s *Store) CreateQuestion(ctx context.Context, q office.Question) (office.Question, error) {
 	const op = "create question"
 	now := s.stamp()
@@ -536,6 +552,7 @@ func one[T any](op string, rows []T) (T, error) {
 	return rows[0], nil
 }
 
+// GetQuestion implements office.Store; see its contract in office/store.go.
 func (s *Store) GetQuestion(ctx context.Context, id string) (office.Question, error) {
 	var q office.Question
 	if err := s.getOne(ctx, "get question", "user_questions", id, &q); err != nil {
@@ -544,6 +561,7 @@ func (s *Store) GetQuestion(ctx context.Context, id string) (office.Question, er
 	return q, nil
 }
 
+// ListQuestions implements office.Store; see its contract in office/store.go.
 func (s *Store) ListQuestions(ctx context.Context, f office.QuestionFilter) ([]office.Question, error) {
 	fb := s.from("user_questions").Select("*", "", false)
 	fb = eqIf(fb, "office_id", f.OfficeID)
@@ -582,6 +600,7 @@ func limitIf(fb *postgrest.FilterBuilder, n int) *postgrest.FilterBuilder {
 // PostgREST would answer 400 22P02 for it).
 func validID(id string) bool { _, err := uuid.Parse(id); return err == nil }
 
+// AnswerQuestion implements office.Store; see its contract in office/store.go.
 func (s *Store) AnswerQuestion(ctx context.Context, id, response, answeredBy string) (office.Question, bool, error) {
 	if !validID(id) {
 		return office.Question{}, false, nil
@@ -598,6 +617,7 @@ func (s *Store) AnswerQuestion(ctx context.Context, id, response, answeredBy str
 	return rows[0], true, nil
 }
 
+// MarkQuestionDelivered implements office.Store; see its contract in office/store.go.
 func (s *Store) MarkQuestionDelivered(ctx context.Context, id string) (bool, error) {
 	if !validID(id) {
 		return false, nil
@@ -611,6 +631,7 @@ func (s *Store) MarkQuestionDelivered(ctx context.Context, id string) (bool, err
 	return len(rows) == 1, err
 }
 
+// ExpireQuestions implements office.Store; see its contract in office/store.go.
 func (s *Store) ExpireQuestions(ctx context.Context, now time.Time) ([]office.Question, error) {
 	rows, err := patch[office.Question](ctx, s, "expire questions", "user_questions",
 		map[string]any{"status": office.QuestionExpired, "updated_at": s.stamp()},
@@ -633,6 +654,7 @@ func nonNilRows[T any](rows []T) []T {
 // pgTime formats t for a PostgREST filter value.
 func pgTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.999999Z07:00") }
 
+// CancelQuestion implements office.Store; see its contract in office/store.go.
 func (s *Store) CancelQuestion(ctx context.Context, id string) (bool, error) {
 	if !validID(id) {
 		return false, nil
@@ -645,6 +667,7 @@ func (s *Store) CancelQuestion(ctx context.Context, id string) (bool, error) {
 	return len(rows) == 1, err
 }
 
+// ListAnsweredUndelivered implements office.Store; see its contract in office/store.go.
 func (s *Store) ListAnsweredUndelivered(ctx context.Context, officeIDs []string) ([]office.Question, error) {
 	fb := s.from("user_questions").Select("*", "", false).Eq("status", office.QuestionAnswered)
 	fb = inIf(fb, "office_id", officeIDs)
@@ -657,6 +680,7 @@ func (s *Store) ListAnsweredUndelivered(ctx context.Context, officeIDs []string)
 
 // ---- user messages ----
 
+// CreateUserMessage implements office.Store; see its contract in office/store.go.
 func (s *Store) CreateUserMessage(ctx context.Context, m office.UserMessage) (office.UserMessage, error) {
 	const op = "create user message"
 	now := s.stamp()
@@ -681,6 +705,7 @@ func (s *Store) CreateUserMessage(ctx context.Context, m office.UserMessage) (of
 	return one(op, rows)
 }
 
+// GetUserMessage implements office.Store; see its contract in office/store.go.
 func (s *Store) GetUserMessage(ctx context.Context, id string) (office.UserMessage, error) {
 	var m office.UserMessage
 	if err := s.getOne(ctx, "get user message", "user_messages", id, &m); err != nil {
@@ -689,6 +714,7 @@ func (s *Store) GetUserMessage(ctx context.Context, id string) (office.UserMessa
 	return m, nil
 }
 
+// MarkUserMessageDelivered implements office.Store; see its contract in office/store.go.
 func (s *Store) MarkUserMessageDelivered(ctx context.Context, id string) (bool, error) {
 	if !validID(id) {
 		return false, nil
@@ -702,6 +728,7 @@ func (s *Store) MarkUserMessageDelivered(ctx context.Context, id string) (bool, 
 	return len(rows) == 1, err
 }
 
+// ListPendingUserMessages implements office.Store; see its contract in office/store.go.
 func (s *Store) ListPendingUserMessages(ctx context.Context, officeIDs []string) ([]office.UserMessage, error) {
 	fb := s.from("user_messages").Select("*", "", false).Eq("status", office.MessagePending)
 	fb = inIf(fb, "office_id", officeIDs)
@@ -714,6 +741,7 @@ func (s *Store) ListPendingUserMessages(ctx context.Context, officeIDs []string)
 
 // ---- invocations ----
 
+// CreateInvocation implements office.Store; see its contract in office/store.go.
 func (s *Store) CreateInvocation(ctx context.Context, inv office.Invocation) (office.Invocation, error) {
 	const op = "create invocation"
 	now := s.stamp()
@@ -741,6 +769,7 @@ func (s *Store) CreateInvocation(ctx context.Context, inv office.Invocation) (of
 	return one(op, rows)
 }
 
+// GetInvocation implements office.Store; see its contract in office/store.go.
 func (s *Store) GetInvocation(ctx context.Context, id string) (office.Invocation, error) {
 	var inv office.Invocation
 	if err := s.getOne(ctx, "get invocation", "agent_invocations", id, &inv); err != nil {
@@ -749,6 +778,7 @@ func (s *Store) GetInvocation(ctx context.Context, id string) (office.Invocation
 	return inv, nil
 }
 
+// ListInvocations implements office.Store; see its contract in office/store.go.
 func (s *Store) ListInvocations(ctx context.Context, f office.InvocationFilter) ([]office.Invocation, error) {
 	fb := s.from("agent_invocations").Select("*", "", false)
 	fb = eqIf(fb, "office_id", f.OfficeID)
@@ -767,6 +797,7 @@ func (s *Store) ListInvocations(ctx context.Context, f office.InvocationFilter) 
 	return rows, nil
 }
 
+// TransitionInvocation implements office.Store; see its contract in office/store.go.
 func (s *Store) TransitionInvocation(ctx context.Context, id string, from []string, to string, p office.InvocationPatch) (office.Invocation, bool, error) {
 	if !validID(id) || len(from) == 0 {
 		return office.Invocation{}, false, nil
@@ -793,6 +824,7 @@ func (s *Store) TransitionInvocation(ctx context.Context, id string, from []stri
 	return rows[0], true, nil
 }
 
+// FindOpenInvocation implements office.Store; see its contract in office/store.go.
 func (s *Store) FindOpenInvocation(ctx context.Context, officeID, callerAgentID, calleeAgentID string) (office.Invocation, error) {
 	const op = "find open invocation"
 	notFound := &office.Error{Code: office.ENOTFOUND, Op: op, Message: "no open invocation"}
@@ -814,6 +846,7 @@ func (s *Store) FindOpenInvocation(ctx context.Context, officeID, callerAgentID,
 
 // ---- results ----
 
+// CreateResult implements office.Store; see its contract in office/store.go.
 func (s *Store) CreateResult(ctx context.Context, r office.Result) (office.Result, error) {
 	const op = "create result"
 	now := s.stamp()
@@ -840,6 +873,7 @@ func (s *Store) CreateResult(ctx context.Context, r office.Result) (office.Resul
 	return one(op, rows)
 }
 
+// GetResult implements office.Store; see its contract in office/store.go.
 func (s *Store) GetResult(ctx context.Context, id string) (office.Result, error) {
 	var r office.Result
 	if err := s.getOne(ctx, "get result", "agent_results", id, &r); err != nil {
@@ -848,6 +882,7 @@ func (s *Store) GetResult(ctx context.Context, id string) (office.Result, error)
 	return r, nil
 }
 
+// ListResults implements office.Store; see its contract in office/store.go.
 func (s *Store) ListResults(ctx context.Context, f office.ResultFilter) ([]office.Result, error) {
 	fb := s.from("agent_results").Select("*", "", false)
 	fb = eqIf(fb, "office_id", f.OfficeID)
@@ -862,6 +897,7 @@ func (s *Store) ListResults(ctx context.Context, f office.ResultFilter) ([]offic
 	return rows, nil
 }
 
+// MarkResultDelivered implements office.Store; see its contract in office/store.go.
 func (s *Store) MarkResultDelivered(ctx context.Context, id string) (bool, error) {
 	if !validID(id) {
 		return false, nil
@@ -909,6 +945,7 @@ func dependencies(op string, rows []dependencyRow) ([]office.DependencyRequest, 
 	return out, nil
 }
 
+// CreateDependency implements office.Store; see its contract in office/store.go.
 func (s *Store) CreateDependency(ctx context.Context, d office.DependencyRequest) (office.DependencyRequest, error) {
 	const op = "create dependency"
 	now := s.stamp()
@@ -940,6 +977,7 @@ func (s *Store) CreateDependency(ctx context.Context, d office.DependencyRequest
 	return one(op, out)
 }
 
+// GetDependency implements office.Store; see its contract in office/store.go.
 func (s *Store) GetDependency(ctx context.Context, id string) (office.DependencyRequest, error) {
 	const op = "get dependency"
 	var r dependencyRow
@@ -953,6 +991,7 @@ func (s *Store) GetDependency(ctx context.Context, id string) (office.Dependency
 	return out[0], nil
 }
 
+// ListDependencies implements office.Store; see its contract in office/store.go.
 func (s *Store) ListDependencies(ctx context.Context, f office.DependencyFilter) ([]office.DependencyRequest, error) {
 	const op = "list dependencies"
 	fb := s.from("dependency_requests").Select("*", "", false)
@@ -985,17 +1024,20 @@ func (s *Store) transitionDependency(ctx context.Context, op, id string, body ma
 	return out[0], true, nil
 }
 
+// ProvideDependency implements office.Store; see its contract in office/store.go.
 func (s *Store) ProvideDependency(ctx context.Context, id string, value []byte) (office.DependencyRequest, bool, error) {
 	now := s.stamp()
 	return s.transitionDependency(ctx, "provide dependency", id,
 		map[string]any{"status": office.DependencyProvided, "value": encodeBytea(value), "provided_at": now, "updated_at": now})
 }
 
+// RejectDependency implements office.Store; see its contract in office/store.go.
 func (s *Store) RejectDependency(ctx context.Context, id, reason string) (office.DependencyRequest, bool, error) {
 	return s.transitionDependency(ctx, "reject dependency", id,
 		map[string]any{"status": office.DependencyRejected, "rejection_reason": reason, "updated_at": s.stamp()})
 }
 
+// ExpireDependencies implements office.Store; see its contract in office/store.go.
 func (s *Store) ExpireDependencies(ctx context.Context, now time.Time) ([]office.DependencyRequest, error) {
 	const op = "expire dependencies"
 	rows, err := patch[dependencyRow](ctx, s, op, "dependency_requests",
@@ -1011,6 +1053,7 @@ func (s *Store) ExpireDependencies(ctx context.Context, now time.Time) ([]office
 
 var deliverableDependency = []string{office.DependencyProvided, office.DependencyRejected, office.DependencyExpired}
 
+// MarkDependencyDelivered implements office.Store; see its contract in office/store.go.
 func (s *Store) MarkDependencyDelivered(ctx context.Context, id string) (bool, error) {
 	if !validID(id) {
 		return false, nil
@@ -1024,6 +1067,7 @@ func (s *Store) MarkDependencyDelivered(ctx context.Context, id string) (bool, e
 	return len(rows) == 1, err
 }
 
+// ListUndeliveredDependencies implements office.Store; see its contract in office/store.go.
 func (s *Store) ListUndeliveredDependencies(ctx context.Context, officeIDs []string) ([]office.DependencyRequest, error) {
 	const op = "list undelivered dependencies"
 	fb := s.from("dependency_requests").Select("*", "", false).In("status", deliverableDependency).Is("delivered_at", "null")
@@ -1124,6 +1168,7 @@ func (s *Store) eventByKey(ctx context.Context, op, officeID, key string) (offic
 	return r.event(), nil
 }
 
+// ListEvents implements office.Store; see its contract in office/store.go.
 func (s *Store) ListEvents(ctx context.Context, f office.EventFilter) ([]office.Event, error) {
 	fb := s.from("office_events").Select("*", "", false)
 	fb = eqIf(fb, "office_id", f.OfficeID)

@@ -418,8 +418,9 @@ func singular(rows []json.RawMessage) ([]byte, error) {
 }
 
 func (s *Server) get(ctx context.Context, q *request) (int, []byte, error) {
-	sql := fmt.Sprintf("select %s from %s%s", q.selected, pgx.Identifier{s.schema, q.table}.Sanitize(), q.whereSQL())
-	sql = strings.Replace(sql, "from "+pgx.Identifier{s.schema, q.table}.Sanitize(), "from "+pgx.Identifier{s.schema, q.table}.Sanitize()+" as "+pgx.Identifier{q.table}.Sanitize(), 1)
+	// The table is aliased to its own name: filters name table.column.
+	sql := fmt.Sprintf("select %s from %s as %s%s", q.selected, pgx.Identifier{s.schema, q.table}.Sanitize(),
+		pgx.Identifier{q.table}.Sanitize(), q.whereSQL())
 	if len(q.order) > 0 {
 		sql += " order by " + strings.Join(q.order, ", ")
 	}
