@@ -336,8 +336,9 @@ func testFeedStopsOnCancel(t *testing.T, fx *fixture) {
 	}
 }
 
-// testFeedReconnectAfterKill: answers written while the feed's connection is
-// down all arrive after it reconnects (by the catch-up), and an office acting
+// testFeedReconnectAfterKill: answers (and a message, and a provided
+// dependency) written while the feed's connection is down all arrive after it
+// reconnects (by the catch-up), and an office acting
 // through MarkQuestionDelivered delivers each exactly once even when a row
 // is reported twice (a notification and a catch-up).
 func testFeedReconnectAfterKill(t *testing.T, fx *fixture) {
@@ -349,6 +350,7 @@ func testFeedReconnectAfterKill(t *testing.T, fx *fixture) {
 	for i := range qs {
 		qs[i] = fx.question(t)
 	}
+	dep := fx.dependency(t)
 	w := fx.watch(t, nil)
 	fx.h.KillFeed(t, fx.s, fx.f)
 	down := map[string]bool{}
@@ -358,7 +360,16 @@ func testFeedReconnectAfterKill(t *testing.T, fx *fixture) {
 		}
 		down[q.ID] = true
 	}
+	m, err := fx.s.CreateUserMessage(fx.ctx, office.UserMessage{OfficeID: fx.office.ID, AgentID: fx.a.ID, Content: "while down"})
+	if err != nil {
+		t.Fatalf("CreateUserMessage: %v", err)
+	}
+	if _, ok, err := fx.s.ProvideDependency(fx.ctx, dep.ID, []byte("k")); !ok || err != nil {
+		t.Fatalf("ProvideDependency: %v %v", ok, err)
+	}
 	w.waitFor(t, fmt.Sprintf("answered changes for all %d questions answered after the feed's connection was killed", n), answeredAll(down))
+	w.waitChange(t, office.TableMessages, m.ID, office.MessagePending)
+	w.waitChange(t, office.TableDependencies, dep.ID, office.DependencyProvided)
 	w.waitConnected(t, "after the connection was killed")
 	// The live path works again.
 	after := map[string]bool{}
