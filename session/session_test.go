@@ -568,3 +568,35 @@ func childPIDs(pid int) []int {
 	}
 	return out
 }
+
+// TestEchoWrappedNotOutput: a typed line longer than the terminal is wide
+// wraps on screen; none of its echo may reach the parser, tags included.
+func TestEchoWrappedNotOutput(t *testing.T) {
+	checkGoroutines(t)
+	r := newRecorder()
+	m := newTestManager(t, r, Options{})
+	ctx := context.Background()
+	agent := script(t, `printf '> '; while :; do if read -r line; then echo "ok ${#line}"; printf '> '; fi; done`)
+	s, err := m.Start(ctx, Key{"o", "wrap"}, Spec{Kind: KindCommand, Command: agent, PromptPattern: `^>`, Quiescence: 100 * time.Millisecond, Cols: 40, Rows: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	in := strings.Repeat("가", 20) + " [INVOKE:X] " + strings.Repeat("word ", 12) + "[INVOKE:Y] end"
+	for i := range 4 { // enough to scroll the echo off the top
+		if err := s.Send(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		r.waitFor(t, "answer", 5*time.Second, func(st []Status, _ []Text) bool {
+			return lastStatus(st) == StatusReady && len(r.lines()) == i+1
+		})
+	}
+	if n := len(r.lines()); n != 4 {
+		t.Errorf("%d lines, want 4 answers: %q", n, r.lines())
+	}
+	for _, l := range r.lines() {
+		if !strings.HasPrefix(l, "ok ") {
+			t.Errorf("echo leaked as output: %q (all: %q)", l, r.lines())
+		}
+	}
+}
