@@ -25,6 +25,7 @@ func TestBrowserConsole(t *testing.T) {
 	bin := testenv.Chromium(t)
 	r := startMain(t)
 	officeID := r.officeID(t)
+	r.waitAgent(t, officeID, "echo")
 
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(bin),

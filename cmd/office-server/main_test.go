@@ -155,6 +155,29 @@ func (r *liveServer) officeID(t *testing.T) string {
 	return offices[0].ID
 }
 
+// waitAgent waits until the named agent's session runs and returns its id.
+func (r *liveServer) waitAgent(t *testing.T, officeID, name string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var agents []struct {
+			ID      string `json:"id"`
+			Name    string `json:"name"`
+			Session string `json:"session_status"`
+		}
+		r.get(t, "/api/offices/"+officeID+"/agents", &agents)
+		for _, a := range agents {
+			if a.Name == name && (a.Session == office.SessionReady || a.Session == office.SessionBusy) {
+				return a.ID
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent %s not running after 20s: %+v", name, agents)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // waitQuestion waits for a question of the office in the given status.
 func (r *liveServer) waitQuestion(t *testing.T, officeID, status string, timeout time.Duration) office.Question {
 	t.Helper()

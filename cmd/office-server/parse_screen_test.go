@@ -1,11 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/office-server/office-server/protocol"
 )
 
 // The captures and transcripts in session/screen/testdata were recorded
@@ -112,4 +120,78 @@ func TestParseTranscriptCapture(t *testing.T) {
 			t.Errorf("%s: options (-got +want):\n%s", name, diff)
 		}
 	}
+}
+
+// TestParseScreenAgentBlocks parses a recorded command agent that prints 60
+// blocks on a 24-row screen: most are read from rows that scrolled off, the
+// last ones from the final screen, each exactly once and in order.
+func TestParseScreenAgentBlocks(t *testing.T) {
+	out, errOut, code := runCmd(t, "", "parse", "--cols", "80", "--rows", "24", "--no-raw", captureDir+"agent_blocks.bin")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	msgs := decodeJSONLines(t, out)
+	if len(msgs) != 60 {
+		t.Fatalf("got %d messages, want 60:\n%s", len(msgs), out)
+	}
+	for i := 0; i < 30; i++ {
+		inv, ask := msgs[2*i], msgs[2*i+1]
+		sp := "  "
+		if i+1 >= 10 {
+			sp = " " // "  작업 10:" reaches column 10; ESC[12G adds one space
+		}
+		wantTask := fmt.Sprintf("작업 %d:%s로그인  화면을 만들어 주세요", i+1, sp)
+		if inv["kind"] != "INVOKE" || inv["target"] != "개발자" || inv["task"] != wantTask || inv["context"] != fmt.Sprintf("이슈 #%d", i+1) {
+			t.Errorf("message %d: %v, want task %q", 2*i, inv, wantTask)
+		}
+		if ask["kind"] != "ASK_USER" || ask["question"] != fmt.Sprintf("%d번째 질문입니다. 계속할까요?", i+1) || ask["type"] != "confirmation" {
+			t.Errorf("message %d: %v", 2*i+1, ask)
+		}
+	}
+}
+
+// BenchmarkParseScreenPipeline measures the screen + protocol parser
+// pipeline (what a command session runs on its PTY output) on recorded
+// captures: MB/s of raw terminal bytes, and MB per CPU-second of this
+// process (the machine is shared, so wall-clock figures vary). agent_blocks
+// is the worst case: a complete protocol block every 120 bytes.
+func BenchmarkParseScreenPipeline(b *testing.B) {
+	for _, c := range []struct {
+		name       string
+		cols, rows int
+	}{{"agent_blocks", 80, 24}, {"seq_korean", 30, 8}, {"claude_korean", 100, 30}} {
+		b.Run(c.name, func(b *testing.B) {
+			data, err := os.ReadFile(captureDir + c.name + ".bin")
+			if err != nil {
+				b.Fatal(err)
+			}
+			stream := bytes.Repeat(data, max(1, (1<<20)/len(data)))
+			src := screenSource{cols: c.cols, rows: c.rows}
+			b.SetBytes(int64(len(stream)))
+			msgs := 0
+			cpu0 := processCPU()
+			for b.Loop() {
+				p := protocol.NewParser(protocol.Options{})
+				err := src.read(context.Background(), bytes.NewReader(stream),
+					func(l string) { msgs += len(p.Feed(l)) },
+					func() { msgs += len(p.Flush()) })
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			if cpu := processCPU() - cpu0; cpu > 0 {
+				b.ReportMetric(float64(b.N)*float64(len(stream))/cpu.Seconds()/1e6, "MB/cpu-s")
+			}
+			b.ReportMetric(float64(msgs)/float64(b.N), "msgs/op")
+		})
+	}
+}
+
+// processCPU returns the CPU time (user+system) used by this process.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
