@@ -229,7 +229,7 @@ func (q *request) condition(col, filter string) (string, error) {
 
 // parseList parses "(a,b,\"c,d\")".
 func parseList(v string) ([]string, error) {
-	if !strings.HasPrefix(v, "(") || !strings.HasSuffix(v, ")") {
+	if len(v) < 2 || !strings.HasPrefix(v, "(") || !strings.HasSuffix(v, ")") {
 		return nil, badRequest("PGRST100", "failed to parse list %q", v)
 	}
 	v = v[1 : len(v)-1]
