@@ -21,6 +21,24 @@ var tagKinds = map[string]Kind{
 	"PROXY_REQUEST":      KindProxyRequest,
 }
 
+// lookupTag finds the kind of tag name, in any case, without allocating
+// (prose lines often start with "[link]" or "[note]").
+func lookupTag(name string) (Kind, bool) {
+	var buf [24]byte
+	if len(name) > len(buf) {
+		return "", false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 'a' && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	k, ok := tagKinds[string(buf[:len(name)])]
+	return k, ok
+}
+
 // kvKind reports whether blocks of kind k are made of `key: value` fields
 // (as opposed to free text or JSON).
 func kvKind(k Kind) bool {
@@ -120,7 +138,7 @@ func parseTag(line string) (t tag, ok bool) {
 		_, w := utf8.DecodeRuneInString(inner[k:])
 		t.target = strings.TrimSpace(inner[k+w:])
 	}
-	kind, known := tagKinds[strings.ToUpper(name)]
+	kind, known := lookupTag(name)
 	if !known {
 		return tag{}, false
 	}
@@ -149,7 +167,7 @@ func cutClosing(s string) (body string, closed bool) {
 	if k := strings.IndexAny(inner, ":："); k >= 0 {
 		inner = inner[:k]
 	}
-	if _, known := tagKinds[strings.ToUpper(strings.TrimSpace(inner))]; !known {
+	if _, known := lookupTag(strings.TrimSpace(inner)); !known {
 		return s, false
 	}
 	return strings.TrimRight(s[:i], " \t"), true
