@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,14 +46,20 @@ func (s *Store) CreateQuestion(ctx context.Context, q office.Question) (office.Q
 	if q.Question == "" {
 		return office.Question{}, invalid(op, "question text is required")
 	}
+	// JSON text, not the slice: under the simple protocol (PgBouncer-style
+	// poolers) pgx would send a slice as an array literal.
+	options, err := json.Marshal(strs(q.Options))
+	if err != nil {
+		return office.Question{}, invalid(op, "options: %v", err)
+	}
 	v, _, err := one(ctx, s, op, `insert into user_questions (id, office_id, agent_id, session_id, question_type, category,
 			question, options, default_answer, context, required, status, response, answered_by, answered_at, delivered_at,
 			expires_at, created_at, updated_at)
-		values ($1, $2, $3, $4, coalesce($5, 'text'), $6, $7, $8, $9, $10, $11, coalesce($12, 'pending'), $13, $14, $15, $16,
+		values ($1, $2, $3, $4, coalesce($5, 'text'), $6, $7, $8::jsonb, $9, $10, $11, coalesce($12, 'pending'), $13, $14, $15, $16,
 			coalesce($17, now() + coalesce((select nullif(question_ttl, interval '0') from offices where id = $2), $20::interval)),
 			coalesce($18, now()), coalesce($19, now()))
 		returning `+questionCols,
-		[]any{id, officeID, agentID, null(q.SessionID), null(q.QuestionType), null(q.Category), q.Question, strs(q.Options),
+		[]any{id, officeID, agentID, null(q.SessionID), null(q.QuestionType), null(q.Category), q.Question, string(options),
 			null(q.DefaultAnswer), null(q.Context), q.Required, null(q.Status), null(q.Response), null(q.AnsweredBy),
 			q.AnsweredAt, q.DeliveredAt, ts(q.ExpiresAt), ts(q.CreatedAt), ts(q.UpdatedAt), interval(defaultQuestionTTL)},
 		scanQuestion)
