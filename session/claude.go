@@ -212,6 +212,9 @@ func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
 				next = StatusReady
 			}
 			s.turnEnded = true
+			if t, ok := c.tr.stopped(s.key); ok {
+				texts = append(texts, t)
+			}
 		case sigPrompt:
 			next = StatusBusy
 			s.turnEnded = false

@@ -183,7 +183,7 @@ func TestCommandSessionTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "answer", 5*time.Second, func(st []Status, tx []Text) bool {
-		return len(tx) > 0 && tx[len(tx)-1].TurnEnd && strings.Contains(strings.Join(r.lines(), "\n"), "got:")
+		return len(tx) > 0 && tx[len(tx)-1].TurnEnd && lastStatus(st) == StatusReady && strings.Contains(strings.Join(r.lines(), "\n"), "got:")
 	})
 	st, texts := r.snapshot()
 	want := []Status{StatusStarting, StatusReady, StatusBusy, StatusReady}

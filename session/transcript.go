@@ -81,9 +81,17 @@ type transcript struct {
 	bad     int // lines that were not JSON (counted, skipped)
 	// cursorMissing: the cursor was not found when catching up.
 	cursorMissing bool
+	// open: text was emitted since the last turn end.
+	open bool
 }
 
+// stopSuffix marks the ID of a turn end that came from the Stop hook
+// rather than an end_turn entry (the turn stopped for another reason, e.g.
+// max_tokens): "<uuid of the last entry>/stop".
+const stopSuffix = "/stop"
+
 func newTranscript(path, after string) *transcript {
+	after = strings.TrimSuffix(after, stopSuffix)
 	return &transcript{path: path, after: after, skip: after != ""}
 }
 
@@ -141,6 +149,7 @@ func (t *transcript) poll(key Key) ([]Text, error) {
 		data = data[i+1:]
 		if txt, ok := t.entry(key, line); ok {
 			out = append(out, txt)
+			t.open = !txt.TurnEnd
 		}
 	}
 	if t.skip {
@@ -152,6 +161,16 @@ func (t *transcript) poll(key Key) ([]Text, error) {
 		t.cursorMissing = true
 	}
 	return out, nil
+}
+
+// stopped returns a turn end for a turn the transcript did not end (the
+// Stop hook fired after entries without end_turn), if one is open.
+func (t *transcript) stopped(key Key) (Text, bool) {
+	if !t.open {
+		return Text{}, false
+	}
+	t.open = false
+	return Text{Key: key, ID: t.lastID + stopSuffix, TurnEnd: true}, true
 }
 
 // entry decodes one transcript line.

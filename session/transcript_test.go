@@ -88,11 +88,30 @@ func TestTranscriptFollow(t *testing.T) {
 		t.Fatalf("after a bad line: %v (bad=%d)", got, tr.bad)
 	}
 
+	// A turn the transcript does not end (max_tokens): the Stop hook ends it.
+	if _, ok := tr.stopped(key); ok {
+		t.Error("stopped() after an end_turn")
+	}
+	write(entryLine(t, "assistant", "m1", false, "max_tokens", "cut sho"))
+	if got, _ = tr.poll(key); len(got) != 1 || got[0].TurnEnd {
+		t.Fatalf("max_tokens entry: %+v", got)
+	}
+	if end, ok := tr.stopped(key); !ok || end.ID != "m1/stop" || !end.TurnEnd {
+		t.Errorf("stopped() = %+v, %v", end, ok)
+	}
+	if _, ok := tr.stopped(key); ok {
+		t.Error("stopped() twice for one turn")
+	}
+
 	// A follower resuming after a2 (a restarted server) emits only a3.
 	tr2 := newTranscript(path, "a2")
 	got, _ = tr2.poll(key)
-	if len(got) != 1 || got[0].ID != "a3" {
+	if len(got) != 2 || got[0].ID != "a3" || got[1].ID != "m1" {
 		t.Fatalf("resumed after a2: %v", got)
+	}
+	// The cursor may be a Stop-hook turn end.
+	if got, _ := newTranscript(path, "m1/stop").poll(key); len(got) != 0 {
+		t.Fatalf("resumed after m1/stop: %v", got)
 	}
 
 	// A cursor that is not in the file: what is there counts as consumed,
