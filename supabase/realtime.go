@@ -168,7 +168,9 @@ func (r *Realtime) bindings(officeIDs []string) ([]binding, error) {
 
 // Watch joins the channel and calls fn for each change until ctx ends
 // (then it returns nil), reconnecting with jittered backoff. fn is called
-// from this goroutine only.
+// from this goroutine only. It returns an EINVALID error at once for an
+// office id the Realtime filter cannot express. One Realtime serves one
+// Watch at a time.
 func (r *Realtime) Watch(ctx context.Context, officeIDs []string, fn func(office.Change)) error {
 	bs, err := r.bindings(officeIDs)
 	if err != nil {
