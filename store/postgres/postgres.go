@@ -43,6 +43,12 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the change feed's reconnect delay,
 	// which doubles after each failed attempt (defaults 50ms and 5s).
 	MinBackoff, MaxBackoff time.Duration
+	// FeedURL, when set, is where the change feed's LISTEN connections go
+	// instead of databaseURL: LISTEN needs a session of its own, so with
+	// Supabase the store may use the transaction pooler (port 6543, with
+	// default_query_exec_mode=simple_protocol) while the feed uses the
+	// direct connection or the session pooler.
+	FeedURL string
 	// PingInterval is how long the feed waits for a notification before it
 	// checks its connection with a query (default 15s), so a connection
 	// that died silently is noticed.
@@ -92,6 +98,12 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 	if opts.PingInterval <= 0 {
 		opts.PingInterval = 15 * time.Second
 	}
+	feedCfg := cfg.ConnConfig.Copy()
+	if opts.FeedURL != "" {
+		if feedCfg, err = pgx.ParseConfig(opts.FeedURL); err != nil {
+			return nil, &office.Error{Code: office.EINVALID, Op: "open postgres", Message: "bad feed URL", Err: err}
+		}
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -107,7 +119,7 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 	closing, cancel := context.WithCancel(context.Background())
 	return &Store{
 		pool:      pool,
-		feedCfg:   cfg.ConnConfig.Copy(),
+		feedCfg:   feedCfg,
 		opts:      opts,
 		log:       log.With("component", "store/postgres"),
 		closing:   closing,

@@ -12,13 +12,14 @@ import (
 // (default_query_exec_mode=simple_protocol in the URL), which a PgBouncer-
 // style transaction pooler (Supabase's port 6543) needs: parameters are then
 // sent as text without server-side types, so a Go slice meant for a jsonb
-// column would go out as an array literal. The feed is on the same URL
-// here; through a real transaction pooler LISTEN would not work.
+// column would go out as an array literal. The feed has a URL of its own
+// (Options.FeedURL), as it must with a real transaction pooler, where
+// LISTEN does not work.
 func TestConformanceSimpleProtocol(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) (office.Store, office.ChangeFeed) {
 			_, url := open(t, postgres.Options{})
-			s, err := postgres.Open(t.Context(), url+"&default_query_exec_mode=simple_protocol", postgres.Options{})
+			s, err := postgres.Open(t.Context(), url+"&default_query_exec_mode=simple_protocol", postgres.Options{FeedURL: url})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -392,3 +392,28 @@ func TestFeedReportsOnlyWhatAwaitsTheOffice(t *testing.T) {
 		t.Errorf("feed reported\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestFeedURL: the feed's LISTEN connection goes to Options.FeedURL.
+func TestFeedURL(t *testing.T) {
+	_, url := open(t, postgres.Options{})
+	s, err := postgres.Open(t.Context(), url, postgres.Options{FeedURL: url + "&application_name=office_feed_url_test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	watch(t, s, nil)
+	pids := s.FeedPIDs()
+	if len(pids) != 1 {
+		t.Fatalf("feed pids %v; want one", pids)
+	}
+	var app string
+	if err := s.Pool().QueryRow(t.Context(), "select application_name from pg_stat_activity where pid = $1", int32(pids[0])).Scan(&app); err != nil {
+		t.Fatal(err)
+	}
+	if app != "office_feed_url_test" {
+		t.Errorf("feed connection application_name %q; want the FeedURL's office_feed_url_test", app)
+	}
+	if _, err := postgres.Open(t.Context(), url, postgres.Options{FeedURL: "postgres://%zz"}); office.ErrorCode(err) != office.EINVALID {
+		t.Errorf("Open with a bad FeedURL: %v; want EINVALID", err)
+	}
+}
