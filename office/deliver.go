@@ -134,12 +134,40 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 		p.mu.Unlock()
 	}
 
-	pending := false
-	// Dependency outcomes.
-	deps, err := o.store.ListUndeliveredDependencies(ctx, []string{a.OfficeID})
-	if err != nil {
-		return o.retryErr("list dependencies", err)
+	// Everything due is read at once (five independent reads, one round
+	// trip) and then delivered in order: dependency outcomes, answers,
+	// results, people's messages, the next task. A row that changes
+	// meanwhile is safe: every mark is a conditional transition, and the
+	// change wakes the pump for another round.
+	var (
+		deps []DependencyRequest
+		qs   []Question
+		rs   []Result
+		ms   []UserMessage
+		invs []Invocation
+		errs [5]error
+		wg   sync.WaitGroup
+	)
+	offices := []string{a.OfficeID}
+	wg.Add(5)
+	go func() { defer wg.Done(); deps, errs[0] = o.store.ListUndeliveredDependencies(ctx, offices) }()
+	go func() { defer wg.Done(); qs, errs[1] = o.store.ListAnsweredUndelivered(ctx, offices) }()
+	go func() {
+		defer wg.Done()
+		rs, errs[2] = o.store.ListResults(ctx, ResultFilter{OfficeID: a.OfficeID, ToAgentID: a.ID, Status: []string{ResultPending}})
+	}()
+	go func() { defer wg.Done(); ms, errs[3] = o.store.ListPendingUserMessages(ctx, offices) }()
+	go func() {
+		defer wg.Done()
+		invs, errs[4] = o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{InvocationPending, InvocationInProgress}})
+	}()
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return o.retryErr("read what is due", err)
+		}
 	}
+	pending := false
 	for _, d := range deps {
 		if d.AgentID != a.ID {
 			continue
@@ -150,10 +178,6 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 		}
 	}
 	// Answers.
-	qs, err := o.store.ListAnsweredUndelivered(ctx, []string{a.OfficeID})
-	if err != nil {
-		return o.retryErr("list answers", err)
-	}
 	for _, q := range qs {
 		if q.AgentID != a.ID {
 			continue
@@ -175,10 +199,6 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 		}
 	}
 	// Results.
-	rs, err := o.store.ListResults(ctx, ResultFilter{OfficeID: a.OfficeID, ToAgentID: a.ID, Status: []string{ResultPending}})
-	if err != nil {
-		return o.retryErr("list results", err)
-	}
 	for _, r := range rs {
 		pending = true
 		if !running {
@@ -196,10 +216,6 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 		}
 	}
 	// Messages from people.
-	ms, err := o.store.ListPendingUserMessages(ctx, []string{a.OfficeID})
-	if err != nil {
-		return o.retryErr("list user messages", err)
-	}
 	for _, m := range ms {
 		if m.AgentID != a.ID {
 			continue
@@ -215,10 +231,6 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 		}
 	}
 	// The next task, one at a time in order.
-	invs, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{InvocationPending, InvocationInProgress}})
-	if err != nil {
-		return o.retryErr("list invocations", err)
-	}
 	var next *Invocation
 	busy := false
 	slices.SortStableFunc(invs, func(x, y Invocation) int { return x.CreatedAt.Compare(y.CreatedAt) })

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/office-server/office-server/protocol"
@@ -150,14 +151,36 @@ func (o *Router) agents(ctx context.Context, officeID string) ([]Agent, error) {
 // registry builds the proxy selector's snapshot: agents with their load
 // (open invocations they are the callee of).
 func (o *Router) registry(ctx context.Context, officeID string) (*proxy.Registry, []Agent, error) {
-	as, err := o.agents(ctx, officeID)
-	if err != nil {
-		return nil, nil, err
+	reg, as, _, err := o.registryOpen(ctx, officeID)
+	return reg, as, err
+}
+
+// registryOpen is registry that also returns the office's open invocations.
+func (o *Router) registryOpen(ctx context.Context, officeID string) (*proxy.Registry, []Agent, []Invocation, error) {
+	var (
+		agents     []Agent
+		invs       []Invocation
+		errA, errI error
+		wg         sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() { // the two reads are independent: one round trip, not two
+		defer wg.Done()
+		invs, errI = o.store.ListInvocations(ctx, InvocationFilter{OfficeID: officeID, Status: []string{InvocationPending, InvocationInProgress}})
+	}()
+	agents, errA = o.agents(ctx, officeID)
+	wg.Wait()
+	if errA != nil {
+		return nil, nil, nil, errA
 	}
-	open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: officeID, Status: []string{InvocationPending, InvocationInProgress}})
-	if err != nil {
-		return nil, nil, fmt.Errorf("list invocations: %w", err)
+	if errI != nil {
+		return nil, nil, nil, fmt.Errorf("list invocations: %w", errI)
 	}
+	reg, _ := o.registryFrom(agents, invs)
+	return reg, agents, invs, nil
+}
+
+func (o *Router) registryFrom(as []Agent, open []Invocation) (*proxy.Registry, []Agent) {
 	load := map[string]int{}
 	for _, inv := range open {
 		load[inv.CalleeAgentID]++
@@ -166,7 +189,7 @@ func (o *Router) registry(ctx context.Context, officeID string) (*proxy.Registry
 	for i, a := range as {
 		pa[i] = toProxy(a, load[a.ID])
 	}
-	return proxy.New(pa), as, nil
+	return proxy.New(pa), as
 }
 
 func toProxy(a Agent, load int) proxy.Agent {
@@ -227,7 +250,7 @@ func (o *Router) invoke(ctx context.Context, caller Agent, target, task, ctxText
 	if err := proxy.ValidateContent(task+"\n"+ctxText, o.cfg.MaxContent); err != nil {
 		return reject(err.Error(), "")
 	}
-	reg, agents, err := o.registry(ctx, caller.OfficeID)
+	reg, agents, open, err := o.registryOpen(ctx, caller.OfficeID)
 	if err != nil {
 		return Invocation{}, err
 	}
@@ -262,20 +285,14 @@ func (o *Router) invoke(ctx context.Context, caller Agent, target, task, ctxText
 
 	// The task the caller is working on, if any, is the parent.
 	var parent Invocation
-	if mine, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: caller.OfficeID, AgentID: caller.ID, Status: []string{InvocationInProgress}}); err == nil {
-		for _, inv := range mine {
-			if inv.CalleeAgentID == caller.ID && (parent.ID == "" || inv.CreatedAt.After(parent.CreatedAt)) {
-				parent = inv
-			}
+	for _, inv := range open {
+		if inv.Status == InvocationInProgress && inv.CalleeAgentID == caller.ID && (parent.ID == "" || inv.CreatedAt.After(parent.CreatedAt)) {
+			parent = inv
 		}
 	}
 	depth := parent.Depth + 1
 	if depth > o.cfg.DepthLimit {
 		return reject(fmt.Sprintf("the call chain would be %d deep, over the limit of %d", depth, o.cfg.DepthLimit), callee.ID)
-	}
-	open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: caller.OfficeID, Status: []string{InvocationPending, InvocationInProgress}})
-	if err != nil {
-		return Invocation{}, fmt.Errorf("list invocations: %w", err)
 	}
 	if path := waitPath(open, callee.ID, caller.ID); path != nil {
 		names := make([]string, len(path))
@@ -292,8 +309,8 @@ func (o *Router) invoke(ctx context.Context, caller Agent, target, task, ctxText
 	if err != nil {
 		return inv, fmt.Errorf("create invocation: %w", err)
 	}
+	o.kick(agentKey{caller.OfficeID, callee.ID}) // before the event: the task's latency matters
 	_, err = o.event(ctx, caller.OfficeID, caller.ID, "invocation.created", map[string]any{"invocation_id": inv.ID, "caller": caller.Name, "callee": callee.Name, "depth": depth, "selection": d.String()}, "", "")
-	o.kick(agentKey{caller.OfficeID, callee.ID})
 	return inv, err
 }
 
