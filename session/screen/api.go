@@ -192,6 +192,7 @@ func (s *Screen) resizeRows(b *buffer, y *int, rows int, keep bool) {
 func resizeCols(r *row, cols int) {
 	if cols < len(r.cells) {
 		r.cells = r.cells[:cols]
+		r.end = min(r.end, cols)
 		if r.cells[cols-1].kind == kindWide {
 			r.cells[cols-1] = cell{}
 		}

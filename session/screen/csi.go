@@ -149,6 +149,7 @@ func (s *Screen) esc(cmd ansi.Cmd) {
 				for x := range s.cur.rows[y].cells {
 					s.cur.rows[y].cells[x] = cell{r: 'E'}
 				}
+				s.cur.rows[y].end = s.cols
 				s.cur.rows[y].comb = nil
 			}
 		}

@@ -343,6 +343,14 @@ func TestRecord(t *testing.T) {
 		r.quiet(500 * time.Millisecond)
 		r.save("vim_resize", "vim resized twice while showing Korean text; recorded while it runs")
 	})
+	t.Run("agent_blocks", func(t *testing.T) {
+		r := startRecorder(t, 80, 24, work, nil, "bash", "-c", `for i in $(seq 1 30); do
+  printf '\e[1m● [INVOKE:개발자]\e[0m\n  작업 %d:\e[12G로그인\e[2C화면을 만들어 주세요\n  context: 이슈 #%d\n  [/INVOKE]\n' $i $i
+  printf '[ASK_USER]\n질문: %d번째 질문입니다. 계속할까요?\n타입: confirmation\n[/ASK_USER]\n' $i
+done`)
+		r.exited()
+		r.save("agent_blocks", "a scripted command agent printing 30 [INVOKE] and 30 [ASK_USER] blocks with SGR and cursor-drawn spaces (scrolls)")
+	})
 	t.Run("claude_korean", func(t *testing.T) { recordClaude(t, "claude_korean", false) })
 	t.Run("claude_resize", func(t *testing.T) { recordClaude(t, "claude_resize", true) })
 }

@@ -61,14 +61,18 @@ type row struct {
 	// wrapped: the text continues on the next row by autowrap (not by a
 	// newline the program wrote).
 	wrapped bool
+	// end bounds the written cells: every cell from end on is blank, so
+	// rendering skips the blank tail of a row without looking at it.
+	end int
 }
 
 func newRow(cols int) *row { return &row{cells: make([]cell, cols)} }
 
 func (r *row) clear() {
-	clear(r.cells)
+	clear(r.cells[:min(r.end, len(r.cells))])
 	r.comb = nil
 	r.wrapped = false
+	r.end = 0
 }
 
 // text renders the row: blanks as spaces, the second column of a wide rune
@@ -78,7 +82,10 @@ func (r *row) text(buf []byte) []byte { return r.render(buf, true) }
 func (r *row) render(buf []byte, trim bool) []byte {
 	buf = buf[:0]
 	end := len(r.cells)
-	for trim && end > 0 && (r.cells[end-1].r == 0 || r.cells[end-1].r == ' ') && r.comb[end-1] == "" {
+	if trim {
+		end = min(r.end, end)
+	}
+	for trim && end > 0 && (r.cells[end-1].r == 0 || r.cells[end-1].r == ' ') && (r.comb == nil || r.comb[end-1] == "") {
 		end--
 	}
 	for i := 0; i < end; i++ {
@@ -156,8 +163,9 @@ type Screen struct {
 	scrolledLimit int
 	dropped       int
 
-	buf        []byte // scratch for rendering rows
-	rowScratch []*row // scratch for scrolling
+	params     [16]ansi.Param // scratch for csiFast
+	buf        []byte         // scratch for rendering rows
+	rowScratch []*row         // scratch for scrolling
 }
 
 // New returns a blank screen of cols x rows (each at least 1).
@@ -237,6 +245,12 @@ func (s *Screen) Write(p []byte) (int, error) {
 				i = j
 				continue
 			}
+			if b == 0x1b && i+1 < len(p) && p[i+1] == '[' {
+				if n := s.csiFast(p[i:]); n > 0 {
+					i += n
+					continue
+				}
+			}
 			if b >= 0x80 {
 				if !utf8.FullRune(p[i:]) {
 					s.pending = append(s.pending[:0], p[i:]...)
@@ -258,6 +272,44 @@ func (s *Screen) Write(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// csiFast dispatches the plain CSI sequence (ESC [, digits and semicolons,
+// a final byte) that p starts with, exactly as the parser would dispatch
+// it, without stepping the parser through it byte by byte: most of what
+// programs write between text is such sequences. It returns the bytes used,
+// or 0 to leave the sequence to the parser (private prefixes,
+// intermediates, sub-parameters, controls inside, many parameters, or a
+// sequence cut by the end of p).
+func (s *Screen) csiFast(p []byte) int {
+	params := s.params[:0]
+	cur, seen := parser.MissingParam, false
+	for i := 2; i < len(p) && i < 64; i++ {
+		b := p[i]
+		switch {
+		case b >= '0' && b <= '9':
+			if cur == parser.MissingParam {
+				cur = 0
+			}
+			cur = cur*10 + int(b-'0')
+			seen = true
+		case b == ';':
+			if len(params) == len(s.params)-1 {
+				return 0
+			}
+			params = append(params, ansi.Param(cur))
+			cur, seen = parser.MissingParam, true
+		case b >= 0x40 && b <= 0x7e:
+			if seen {
+				params = append(params, ansi.Param(cur))
+			}
+			s.csi(ansi.Cmd(b), params)
+			return i + 1
+		default:
+			return 0
+		}
+	}
+	return 0
 }
 
 // stringBytes consumes the body of a string sequence up to its end (BEL,
@@ -346,6 +398,7 @@ func (s *Screen) print(r rune) {
 	} else {
 		rw.cells[s.x] = cell{r: r}
 	}
+	rw.end = max(rw.end, s.x+w)
 	if rw.comb != nil {
 		delete(rw.comb, s.x)
 	}
@@ -384,6 +437,7 @@ func (s *Screen) printASCII(run []byte) {
 		for k, b := range run[:n] {
 			cells[k] = cell{r: rune(b)}
 		}
+		rw.end = max(rw.end, s.x+n)
 		if rw.comb != nil {
 			for k := s.x; k < s.x+n; k++ {
 				delete(rw.comb, k)
@@ -546,6 +600,13 @@ func (s *Screen) scrollUp(top, bot, n int) {
 		}
 		r.clear()
 	}
+	if top == 0 && bot == s.rows-1 {
+		// The whole screen: slide the window over the backing array
+		// instead of moving every row (append reallocates, rarely, when
+		// the window reaches the end).
+		s.cur.rows = append(rows[n:], out...)
+		return
+	}
 	copy(rows[top:], rows[top+n:bot+1])
 	copy(rows[bot+1-n:], out)
 }
@@ -608,6 +669,7 @@ func (s *Screen) insertBlanks(n int) {
 	s.fixWide(rw, s.cols-n) // the rune cut at the right edge
 	copy(rw.cells[s.x+n:], rw.cells[s.x:s.cols-n])
 	clear(rw.cells[s.x : s.x+n])
+	rw.end = min(rw.end+n, s.cols)
 	s.shiftComb(rw, s.x, n)
 }
 

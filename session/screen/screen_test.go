@@ -1,6 +1,7 @@
 package screen
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -149,37 +150,53 @@ func TestLogicalLines(t *testing.T) {
 	}
 }
 
+// FuzzWrite feeds garbage: the screen must not panic, must keep the cursor
+// on the screen, and must render the same whether the bytes come in one
+// write or one byte at a time (which also checks csiFast against the
+// parser, since a sequence cut by the end of a write goes to the parser).
 func FuzzWrite(f *testing.F) {
 	f.Add([]byte("질문:\x1b[9G로그인\x1b[16G방식을"), 10, 3)
 	f.Add([]byte("\x1b[2;3r\x1b[?6h\x1b[1;1HA\x1b[9;1HB\x1b[?1049h\x1b[5@\x1b[3P"), 5, 2)
 	f.Add([]byte("\x1b]0;\xe2\x9c\xb3\x07\x1bP\x9c\xed\x95\x1b[99999999999b"), 1, 1)
+	f.Add([]byte("\x1b[;5H\x1b[1;2;3;4;5;6;7;8;9;10;11;12;13;14;15;16;17m\x1b[4:3m\x1b[ q\x1b[>1u"), 20, 5)
 	f.Fuzz(func(t *testing.T, data []byte, cols, rows int) {
 		cols, rows = cols%300, rows%100
-		s := New(cols, rows)
-		half := len(data) / 2
-		s.Write(data[:half])
-		if len(data)%3 == 0 {
-			s.Resize(rows, cols)
+		render := func(chunk int) (string, []string) {
+			s := New(cols, rows)
+			var scrolled []string
+			write := func(p []byte) {
+				for len(p) > 0 {
+					n := min(len(p), chunk)
+					s.Write(p[:n])
+					p = p[n:]
+				}
+				scrolled = append(scrolled, s.TakeScrolled()...)
+			}
+			half := len(data) / 2
+			write(data[:half])
+			if len(data)%3 == 0 {
+				s.Resize(rows, cols)
+			}
+			write(data[half:])
+			c, r := s.Size()
+			ls := s.Lines()
+			if len(ls) != r {
+				t.Fatalf("%d lines for %d rows", len(ls), r)
+			}
+			x, y := s.Cursor()
+			if x < 0 || x >= c || y < 0 || y >= r {
+				t.Fatalf("cursor %d,%d outside %dx%d", x, y, c, r)
+			}
+			s.LogicalLines()
+			return fmt.Sprintf("%q cursor %d,%d paste %v alt %v", ls, x, y, s.BracketedPaste(), s.AltScreen()), scrolled
 		}
-		s.Write(data[half:])
-		c, r := s.Size()
-		ls := s.Lines()
-		if len(ls) != r {
-			t.Fatalf("%d lines for %d rows", len(ls), r)
+		whole, ws := render(len(data) + 1)
+		bytewise, bs := render(1)
+		if whole != bytewise {
+			t.Errorf("whole and bytewise writes differ:\n%s\n%s", whole, bytewise)
 		}
-		if x, y := s.Cursor(); x < 0 || x >= c || y < 0 || y >= r {
-			t.Fatalf("cursor %d,%d outside %dx%d", x, y, c, r)
+		if diff := cmp.Diff(ws, bs); diff != "" {
+			t.Errorf("scrolled differ (-whole +bytewise):\n%s", diff)
 		}
-		s.TakeScrolled()
-		s.LogicalLines()
 	})
-}
-
-func TestResizeTabStops(t *testing.T) {
-	s := New(16, 1)
-	s.Resize(30, 1)
-	s.Write([]byte("\t\t\tx"))
-	if got, want := s.Lines()[0], strings.Repeat(" ", 24)+"x"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
 }
