@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,7 +57,7 @@ func TestClaudeEndToEnd(t *testing.T) {
 		anthropictest.Response{Text: reply2}, anthropictest.Response{Text: reply3})
 
 	r := newRecorder()
-	m := newTestManager(t, r, Options{EnterDelay: 300 * time.Millisecond, StopGrace: 2 * time.Second})
+	m := newTestManager(t, r, Options{EnterDelay: 300 * time.Millisecond, StopGrace: 2 * time.Second, RestartBackoff: 100 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	key := Key{"office", "claude"}
@@ -77,6 +78,7 @@ func TestClaudeEndToEnd(t *testing.T) {
 	if id == "" {
 		t.Fatal("no conversation id in Info")
 	}
+	t.Logf("%v waiting: ready", time.Now().Format("05.000"))
 	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
 
 	// The prompt carries a tag: typed text is never the agent's words.
@@ -94,6 +96,7 @@ func TestClaudeEndToEnd(t *testing.T) {
 	if !strings.Contains(r1.System, "OFFICE-INSTRUCTIONS") {
 		t.Errorf("system prompt lacks the appended instructions: %.200q", r1.System)
 	}
+	t.Logf("%v waiting: first turn", time.Now().Format("05.000"))
 	r.waitFor(t, "first turn", 60*time.Second, func(st []Status, ts []Text) bool {
 		return len(turns(ts)) >= 1 && lastStatus(st) == StatusReady
 	})
@@ -122,6 +125,7 @@ func TestClaudeEndToEnd(t *testing.T) {
 	if !hasAssistant(r2, reply1) {
 		t.Error("second request lacks the first reply")
 	}
+	t.Logf("%v waiting: second turn", time.Now().Format("05.000"))
 	r.waitFor(t, "second turn", 60*time.Second, func(st []Status, ts []Text) bool {
 		return len(turns(ts)) >= 2 && lastStatus(st) == StatusReady
 	})
@@ -138,6 +142,7 @@ func TestClaudeEndToEnd(t *testing.T) {
 	if got := s.Info().ConversationID; got != id {
 		t.Errorf("conversation id changed on restart: %s → %s", id, got)
 	}
+	t.Logf("%v waiting: ready after restart", time.Now().Format("05.000"))
 	r.waitFor(t, "ready after restart", 60*time.Second, func(st []Status, _ []Text) bool {
 		return lastStatus(st) == StatusReady && countStatus(st, StatusStarting) == 2
 	})
@@ -151,6 +156,7 @@ func TestClaudeEndToEnd(t *testing.T) {
 	if !hasAssistant(r3, reply1) || !hasAssistant(r3, reply2) {
 		t.Error("resumed conversation lacks the earlier replies")
 	}
+	t.Logf("%v waiting: third turn", time.Now().Format("05.000"))
 	r.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
 		return len(turns(ts)) >= 3 && lastStatus(st) == StatusReady
 	})
@@ -158,12 +164,29 @@ func TestClaudeEndToEnd(t *testing.T) {
 	if got := turns(ts); len(got) != 3 || got[2] != reply3 {
 		t.Errorf("turns after restart: %q", got)
 	}
+
+	// A crash: the agent is restarted after the backoff and resumes.
+	if err := syscall.Kill(s.Info().PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v waiting: ready after a crash", time.Now().Format("05.000"))
+	r.waitFor(t, "ready after a crash", 60*time.Second, func(st []Status, _ []Text) bool {
+		return lastStatus(st) == StatusReady && countStatus(st, StatusCrashed) == 1 && countStatus(st, StatusStarting) == 3
+	})
+	if args := strings.Join(s.claudeArgsForTest(), " "); !strings.Contains(args, "--resume "+id) {
+		t.Errorf("relaunched with %q, want --resume %s", args, id)
+	}
+	time.Sleep(500 * time.Millisecond)
+	_, ts = r.snapshot()
 	seen := map[string]bool{}
 	for _, x := range ts {
 		if seen[x.ID] {
 			t.Errorf("text %s emitted twice", x.ID)
 		}
 		seen[x.ID] = true
+	}
+	if got := turns(ts); len(got) != 3 {
+		t.Errorf("%d turns after the crash, want 3", len(got))
 	}
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
@@ -190,4 +213,14 @@ func TestClaudeEndToEnd(t *testing.T) {
 	if _, err := os.Stat(s.Info().Transcript); err != nil {
 		t.Errorf("transcript: %v", err)
 	}
+}
+
+// claudeArgsForTest returns the arguments of the running process.
+func (s *Session) claudeArgsForTest() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil {
+		return nil
+	}
+	return s.p.cmd.Args
 }
