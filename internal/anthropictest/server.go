@@ -20,9 +20,17 @@
 // Facts measured with Claude Code 2.1.330 (docs/notes/screen.md has details):
 //   - with CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 and a prepared
 //     $HOME/.claude.json, start-up makes no request to this server; the first
-//     request is the main one, made when the prompt is submitted;
+//     request is the main one, made when the prompt is submitted (without
+//     that variable it also sends HEAD /api/hello);
+//   - it turns on bracketed paste in its first write (~0.5 s after exec) and
+//     draws its prompt box (❯) ~0.1 s later; an Enter typed before the box
+//     is drawn is lost, so wait for it;
+//   - a bracketed paste then "\r" submits multi-line text as one message; a
+//     bare "\r" inside typed text submits early, a bare "\n" inserts a newline;
 //   - the transcript is $HOME/.claude/projects/<workdir with every
-//     non-alphanumeric character replaced by '-'>/<session id>.jsonl.
+//     non-alphanumeric character replaced by '-'>/<session id>.jsonl, created
+//     when the first prompt is submitted, not at start-up;
+//   - it runs full-screen on the alternate screen: nothing scrolls off.
 package anthropictest
 
 import (
