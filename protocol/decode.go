@@ -158,7 +158,11 @@ func readFields(lines []string) fields {
 	fs := fields{m: map[string]*field{}}
 	var cur *field
 	for _, l := range lines {
-		if indentOf(l) == 0 {
+		// A known key at the margin starts a field; so does an indented one
+		// before any field (its indentation is then decoration: stripped
+		// terminal output can lose the cursor moves that indented the
+		// other lines).
+		if indentOf(l) == 0 || cur == nil {
 			if k, v, ok := parseField(l); ok {
 				if fs.m[k] != nil {
 					cur = &field{} // a repeated key: keep the first, swallow this one

@@ -49,10 +49,21 @@ func jsonLines(t testing.TB, msgs []Message) []byte {
 	return b.Bytes()
 }
 
+// transcripts lists the testdata inputs: *.txt written for the tests, and
+// *.bin recorded from a real terminal (claude_code_2.1.330_capture.bin is
+// Claude Code 2.1.330's PTY output answering with an [ASK_USER] block, from
+// session/screen/testdata/claude_korean.bin).
 func transcripts(t testing.TB) []string {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no testdata transcripts: %v", err)
+	var files []string
+	for _, pat := range []string{"testdata/*.txt", "testdata/*.bin"} {
+		m, err := filepath.Glob(pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no testdata transcripts")
 	}
 	return files
 }
@@ -68,7 +79,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := jsonLines(t, pipeline([][]byte{in}, Options{}))
-			golden := strings.TrimSuffix(file, ".txt") + ".golden"
+			golden := strings.TrimSuffix(file, filepath.Ext(file)) + ".golden"
 			if *update {
 				if err := os.WriteFile(golden, got, 0o644); err != nil {
 					t.Fatal(err)

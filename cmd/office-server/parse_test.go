@@ -27,13 +27,18 @@ func runCmd(t *testing.T, stdin string, args ...string) (stdout, stderr string, 
 // testdata transcript: it must print exactly the messages of the protocol
 // package's golden files (which the protocol tests check by hand).
 func TestParseCommandGolden(t *testing.T) {
-	files, err := filepath.Glob("../../protocol/testdata/*.txt")
-	if err != nil || len(files) == 0 {
+	txt, err := filepath.Glob("../../protocol/testdata/*.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := filepath.Glob("../../protocol/testdata/*.bin")
+	if err != nil || len(txt) == 0 || len(bin) == 0 {
 		t.Fatalf("no transcripts: %v", err)
 	}
+	files := append(txt, bin...)
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			want, err := os.ReadFile(strings.TrimSuffix(file, ".txt") + ".golden")
+			want, err := os.ReadFile(strings.TrimSuffix(file, filepath.Ext(file)) + ".golden")
 			if err != nil {
 				t.Fatal(err)
 			}
