@@ -210,8 +210,19 @@ func TestClaudeEndToEnd(t *testing.T) {
 	if got := turns(ts); len(got) != 1 || got[0] != reply3 {
 		t.Errorf("after the cursor a new manager emitted %q, want only the third turn", got)
 	}
-	if _, err := os.Stat(s.Info().Transcript); err != nil {
-		t.Errorf("transcript: %v", err)
+	// The project directory rule, checked against the real binary on a
+	// working directory with Hangul, a space and a dot.
+	want := filepath.Join(home, ".claude", "projects", ProjectDirName(dir), id+".jsonl")
+	if _, err := os.Stat(want); err != nil {
+		entries, _ := os.ReadDir(filepath.Join(home, ".claude", "projects"))
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("transcript not where ProjectDirName says (%v); projects: %q", err, names)
+	}
+	if got := s.Info().Transcript; got != want {
+		t.Errorf("Info().Transcript = %q, want %q", got, want)
 	}
 }
 

@@ -128,3 +128,69 @@ func TestTranscriptFollow(t *testing.T) {
 		}
 	}
 }
+
+// FuzzTranscript feeds arbitrary bytes, in two chunks, to the follower: it
+// must not fail, and splitting the input anywhere must not change what it
+// emits.
+func FuzzTranscript(f *testing.F) {
+	f.Add([]byte(`{"type":"assistant","uuid":"a","message":{"content":[{"type":"text","text":"x\ny"}],"stop_reason":"end_turn"}}`+"\n"), 17)
+	f.Add([]byte(`{"type":"assistant","uuid":"b","message":{"content":"plain"}}`+"\n{bad\n"), 3)
+	f.Fuzz(func(t *testing.T, data []byte, cut int) {
+		if cut < 0 || cut > len(data) {
+			cut = len(data) / 2
+		}
+		dir := t.TempDir()
+		whole := filepath.Join(dir, "whole.jsonl")
+		split := filepath.Join(dir, "split.jsonl")
+		if err := os.WriteFile(whole, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		key := Key{"o", "a"}
+		want, err := newTranscript(whole, "").poll(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := newTranscript(split, "")
+		if err := os.WriteFile(split, data[:cut], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := tr.poll(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fh, err := os.OpenFile(split, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fh.Write(data[cut:]); err != nil {
+			t.Fatal(err)
+		}
+		fh.Close()
+		more, err := tr.poll(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, more...)
+		if diff := cmp.Diff(got, want); diff != "" {
+			t.Errorf("split at %d changes the output (-got +want):\n%s", cut, diff)
+		}
+	})
+}
+
+// FuzzModeTracker: feeding the stream in two chunks gives the same mode
+// state as feeding it whole.
+func FuzzModeTracker(f *testing.F) {
+	f.Add([]byte("\x1b[?2004h\x1b[?1049;2004l\x1b[?2004h"), 5)
+	f.Fuzz(func(t *testing.T, data []byte, cut int) {
+		if cut < 0 || cut > len(data) {
+			cut = len(data) / 2
+		}
+		var a, b modeTracker
+		a.write(data)
+		b.write(data[:cut])
+		b.write(data[cut:])
+		if a.paste != b.paste {
+			t.Errorf("split at %d: paste %v vs %v", cut, a.paste, b.paste)
+		}
+	})
+}
