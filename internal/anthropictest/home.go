@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
+	"strings"
 )
 
 // PrepareHome writes home/.claude.json so that Claude Code, started with HOME=home
@@ -44,13 +44,24 @@ func PrepareHome(home, workdir, key string) error {
 	return nil
 }
 
-var nonAlnum = regexp.MustCompile(`[^a-zA-Z0-9]`)
-
 // ProjectDir returns the directory under home where Claude Code keeps the
 // transcripts of sessions started in workdir: every character of workdir that
-// is not an ASCII letter or digit becomes '-'.
+// is not an ASCII letter or digit becomes '-' (two for a character outside
+// the BMP: Claude Code replaces UTF-16 code units). Paths longer than 200
+// characters get a hash suffix this function does not reproduce.
 func ProjectDir(home, workdir string) string {
-	return filepath.Join(home, ".claude", "projects", nonAlnum.ReplaceAllString(workdir, "-"))
+	var b strings.Builder
+	for _, r := range workdir {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			b.WriteString("--")
+		default:
+			b.WriteByte('-')
+		}
+	}
+	return filepath.Join(home, ".claude", "projects", b.String())
 }
 
 // TranscriptPath returns the JSONL transcript of session id started in workdir.

@@ -124,6 +124,13 @@ func (s *Server) writeReply(w http.ResponseWriter, hr *http.Request, r Request, 
 	w.Header().Set("request-id", "req_"+id)
 	w.Header().Set("anthropic-organization-id", "00000000-0000-0000-0000-000000000000")
 	if !r.Stream {
+		if resp.Hold != nil {
+			select {
+			case <-resp.Hold:
+			case <-hr.Context().Done():
+				return
+			}
+		}
 		w.Header().Set("Content-Type", "application/json")
 		b, _ := json.Marshal(map[string]any{
 			"id": id, "type": "message", "role": "assistant", "model": model,
@@ -162,6 +169,13 @@ func (s *Server) writeReply(w http.ResponseWriter, hr *http.Request, r Request, 
 		"usage": map[string]int{"input_tokens": inTokens, "output_tokens": 1,
 			"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
 	}})
+	if ok && resp.Hold != nil {
+		select {
+		case <-resp.Hold:
+		case <-ctx.Done():
+			return
+		}
+	}
 	for i, b := range blocks {
 		if !ok {
 			return

@@ -143,6 +143,10 @@ type Response struct {
 	StopReason string
 	// Delay is slept between streamed events, to imitate a model typing.
 	Delay time.Duration
+	// Hold, when set, keeps the reply back until it is closed (or the
+	// client goes away): a model that is still thinking. A streaming reply
+	// sends its headers and message_start first, as the real API does.
+	Hold <-chan struct{}
 	// Status, when not 0 or 200, makes the reply an API error of that status
 	// with ErrorType (default api_error) and ErrorMessage.
 	Status       int

@@ -189,3 +189,39 @@ func TestUnknownAuthAndWait(t *testing.T) {
 		t.Errorf("waited request seq %d", r.Seq)
 	}
 }
+
+func TestHold(t *testing.T) {
+	srv := anthropictest.New(t)
+	hold := make(chan struct{})
+	srv.Enqueue(anthropictest.Response{Text: "늦은 답", Hold: hold})
+	done := make(chan string)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", strings.NewReader(mainBody))
+		req.Header.Set("x-api-key", srv.Key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		done <- string(b)
+	}()
+	select {
+	case <-done:
+		t.Fatal("held reply finished before it was released")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(hold)
+	evs := readSSE(t, strings.NewReader(<-done))
+	if len(evs) != 7 || evs[0].Event != "message_start" || evs[len(evs)-1].Event != "message_stop" {
+		t.Errorf("events after release: %v", evs)
+	}
+}
+
+func TestProjectDir(t *testing.T) {
+	got := anthropictest.ProjectDir("/h", "/tmp/작업 폴더/a_b.c/😀x")
+	if want := "/h/.claude/projects/-tmp-------a-b-c---x"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
