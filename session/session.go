@@ -168,8 +168,9 @@ func NewManager(opts Options) *Manager {
 	return &Manager{opts: opts, sessions: make(map[Key]*Session)}
 }
 
-// Start starts a session for key. It fails with ErrExists if one is running,
-// or when the first launch fails (the command cannot be started).
+// Start starts a session for key. It fails with ErrExists if one is running
+// (a session whose agent exited or failed is replaced), or when the first
+// launch fails (the command cannot be started).
 func (m *Manager) Start(ctx context.Context, key Key, spec Spec) (*Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -179,9 +180,21 @@ func (m *Manager) Start(ctx context.Context, key Key, spec Spec) (*Session, erro
 		return nil, fmt.Errorf("start session %s: %w", key, err)
 	}
 	m.mu.Lock()
-	if _, ok := m.sessions[key]; ok {
+	if old, ok := m.sessions[key]; ok {
+		if st := old.Status(); st != StatusExited && st != StatusFailed {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("start session %s: %w", key, ErrExists)
+		}
+		// An agent that exited or failed has no process: replace it.
 		m.mu.Unlock()
-		return nil, fmt.Errorf("start session %s: %w", key, ErrExists)
+		if err := m.Stop(ctx, key); err != nil {
+			return nil, fmt.Errorf("start session %s: %w", key, err)
+		}
+		m.mu.Lock()
+		if _, ok := m.sessions[key]; ok {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("start session %s: %w", key, ErrExists)
+		}
 	}
 	s := newSession(m, key, spec)
 	m.sessions[key] = s
@@ -506,6 +519,9 @@ func (s *Session) launch() error {
 			if old != nil {
 				old.cleanup()
 			}
+			s.mu.Lock()
+			s.spec.ConversationID = s.claude.id // a generated id is kept for restarts
+			s.mu.Unlock()
 		}
 		args, env, err = s.claude.prepare(spec)
 		if err != nil {

@@ -330,7 +330,17 @@ func TestExitedNotRestarted(t *testing.T) {
 	if got := strings.Join(r.lines(), "\n"); got != "bye" {
 		t.Errorf("last words %q, want bye", got)
 	}
-	_ = s
+	if err := s.Send(context.Background(), "hello"); err != ErrExited {
+		t.Errorf("Send to an exited agent = %v, want ErrExited", err)
+	}
+	// Start replaces a session whose agent exited.
+	s2, err := m.Start(context.Background(), Key{"o", "exit0"}, Spec{Kind: KindCommand, Command: script(t, replAgent)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2 == s || s.Status() != StatusStopped {
+		t.Errorf("old session not replaced (status %s)", s.Status())
+	}
 }
 
 func TestStartErrors(t *testing.T) {
