@@ -52,6 +52,9 @@ type block struct {
 	// after a blank line (see feedBlock).
 	sawBlank bool
 	base     int // least indentation of the non-blank body lines so far
+	// content is set once the body has a non-blank line other than a code
+	// fence.
+	content bool
 }
 
 // NewParser returns a Parser with the given options.
@@ -177,6 +180,7 @@ func (p *Parser) openBlock(t tag, line string, out []Message) []Message {
 		// The rest of the tag line counts at the tag's own indentation.
 		b.body = append(b.body, body)
 		b.restFirst = true
+		b.content = true
 	}
 	if closed {
 		if m, ok := p.endBlock(""); ok {
@@ -227,6 +231,15 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 			return out, false
 		}
 	}
+	if (kvKind(b.kind) || b.kind == KindProxyRequest) && b.content && isFence(line) {
+		// A code fence after the block's content closes the fence the
+		// agent wrapped the block (or its body) in: the block is over,
+		// closing tag or not. Fields and JSON hold no code blocks.
+		if m, ok := p.endBlock(""); ok {
+			out = append(out, m)
+		}
+		return out, true
+	}
 	if b.over {
 		return out, true
 	}
@@ -246,8 +259,11 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 	}
 	if isBlank(body) {
 		b.sawBlank = true
-	} else if ind := indentOf(body); ind < b.base {
-		b.base = ind
+	} else {
+		if ind := indentOf(body); ind < b.base {
+			b.base = ind
+		}
+		b.content = b.content || !isFence(body)
 	}
 	if !closed || !isBlank(body) {
 		b.body = append(b.body, body)
