@@ -297,6 +297,9 @@ func (s *Server) record(r Request) Request {
 		s.reqs = append(s.reqs, r)
 	} else {
 		s.unknown = append(s.unknown, r.Method+" "+r.Path)
+		// Worth seeing in a failing test's log: a new Claude Code version
+		// may call endpoints this server only answers generically.
+		s.t.Logf("anthropictest: %s %s (answered generically)", r.Method, r.Path)
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
