@@ -85,8 +85,13 @@ func ParseString(s string, opts Options) []Message {
 }
 
 // Feed consumes one line (without its newline; a trailing "\r" is dropped)
-// and returns the messages it completed, in order; usually none.
+// and returns the messages it completed, in order; usually none. A line that
+// still holds newlines is fed as the lines it holds.
 func (p *Parser) Feed(line string) []Message {
+	if i := strings.IndexByte(line, '\n'); i >= 0 {
+		out := p.Feed(line[:i])
+		return append(out, p.Feed(line[i+1:])...)
+	}
 	p.line++
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]

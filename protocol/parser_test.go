@@ -481,6 +481,20 @@ func TestParseLimit(t *testing.T) {
 	}
 }
 
+// TestFeedMultiLine checks that a "line" holding newlines is read as the
+// lines it holds.
+func TestFeedMultiLine(t *testing.T) {
+	p := NewParser(Options{})
+	got := p.Feed("[ASK_USER]\r\nquestion: A?\n[/ASK_USER]\nStep 1/2: x")
+	want := []Message{
+		{Kind: KindAskUser, Line: 1, Raw: "[ASK_USER]\nquestion: A?\n[/ASK_USER]", Question: &Question{Question: "A?", Type: "text", Required: true}},
+		{Kind: KindStep, Line: 4, Raw: "Step 1/2: x", Step: &Step{Current: 1, Total: 2, Name: "x"}},
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Fatalf("(-got +want):\n%s", diff)
+	}
+}
+
 // TestParseLinesAndRaw checks Line numbers and Raw text across Flush.
 func TestParseLinesAndRaw(t *testing.T) {
 	p := NewParser(Options{})
