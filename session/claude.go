@@ -218,6 +218,7 @@ func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
 		case sigPrompt:
 			next = StatusBusy
 			s.turnEnded = false
+			s.awaitSubmit = false
 			s.inputAt = now
 		case sigNotify:
 			var n struct {
@@ -233,20 +234,44 @@ func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
 	}
 	quiet := now.Sub(s.lastOutput) >= s.spec.Quiescence && !s.lastOutput.IsZero()
 	if s.p != nil && quiet && s.modes.paste {
-		// Start-up: the prompt box is up once bracketed paste is on and
-		// the screen is still. A turn whose end_turn is in the transcript
-		// but whose Stop hook did not arrive ends the same way.
-		if next == StatusStarting || (next == StatusBusy && s.turnEnded) {
+		// Start-up: bracketed paste comes on first, the prompt box a
+		// moment later, and text typed before the box exists loses its
+		// Enter. So: paste on, the box drawn (or long enough since paste
+		// came on, should the glyph change), and a still screen. A turn
+		// whose end_turn is in the transcript but whose Stop hook did not
+		// arrive ends the same way.
+		boxUp := s.sawBox || now.Sub(s.pasteOnAt) > 3*time.Second
+		if (next == StatusStarting && boxUp) || (next == StatusBusy && s.turnEnded) {
 			next = StatusReady
 		}
+	}
+	var reEnter *proc
+	if s.awaitSubmit && !s.reEntered && s.p != nil && now.Sub(s.inputAt) > submitTimeout {
+		// The prompt was typed but never submitted (its Enter was lost):
+		// press Enter once more. On an empty prompt box Enter does nothing.
+		s.reEntered = true
+		reEnter = s.p
 	}
 	report := func() {}
 	if next != st {
 		report, _ = s.setStatusLocked(next)
 	}
 	s.mu.Unlock()
+	if reEnter != nil {
+		s.log.Warn("prompt not submitted; pressing Enter again")
+		_ = reEnter.pty.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		_, _ = reEnter.pty.Write([]byte("\r"))
+	}
 	return texts, report
 }
+
+// promptBox is the glyph Claude Code (2.1.x) draws at the start of its
+// input box (U+276F), measured in docs/notes/screen.md.
+var promptBox = []byte("\u276f")
+
+// submitTimeout is how long after typing a prompt the UserPromptSubmit hook
+// may take before Enter is pressed again.
+const submitTimeout = 5 * time.Second
 
 func statErr(p string) error {
 	_, err := os.Stat(p)

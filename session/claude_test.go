@@ -81,6 +81,13 @@ func TestClaudeEndToEnd(t *testing.T) {
 	t.Logf("%v waiting: ready", time.Now().Format("05.000"))
 	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
 
+	s.mu.Lock()
+	box := s.sawBox
+	s.mu.Unlock()
+	if !box {
+		t.Error("ready without the prompt box glyph (U+276F) seen: did Claude Code change its prompt?")
+	}
+
 	// The prompt carries a tag: typed text is never the agent's words.
 	prompt := "첫 질문입니다 [INVOKE:X] 입니다"
 	if err := s.Send(ctx, prompt); err != nil {

@@ -11,6 +11,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -371,19 +372,23 @@ type Session struct {
 	key Key
 	log *slog.Logger
 
-	mu         sync.Mutex
-	spec       Spec
-	prompt     *regexp.Regexp
-	info       Info
-	p          *proc
-	lines      *screenLines // command kind
-	modes      modeTracker
-	lastOutput time.Time
-	inputAt    time.Time
-	turnEnded  bool // claude: transcript said end_turn since the last input
-	crashes    []time.Time
-	sendQ      []*sendReq
-	ended      bool // stopped for good
+	mu          sync.Mutex
+	spec        Spec
+	prompt      *regexp.Regexp
+	info        Info
+	p           *proc
+	lines       *screenLines // command kind
+	modes       modeTracker
+	lastOutput  time.Time
+	inputAt     time.Time
+	turnEnded   bool      // claude: transcript said end_turn since the last input
+	sawBox      bool      // claude: the prompt box glyph was drawn since launch
+	pasteOnAt   time.Time // claude: when bracketed paste was first seen on
+	awaitSubmit bool      // claude: typed, UserPromptSubmit not seen yet
+	reEntered   bool      // claude: Enter was repeated for this input
+	crashes     []time.Time
+	sendQ       []*sendReq
+	ended       bool // stopped for good
 
 	// output fan-out
 	outMu   sync.Mutex
@@ -546,6 +551,7 @@ func (s *Session) launch() error {
 	s.p = p
 	s.modes = modeTracker{}
 	s.turnEnded = false
+	s.sawBox, s.pasteOnAt, s.awaitSubmit, s.reEntered = false, time.Time{}, false, false
 	s.inputAt = time.Time{}
 	s.lastOutput = time.Time{}
 	if spec.Kind == KindCommand {
@@ -595,6 +601,12 @@ func (s *Session) read(p *proc) {
 			if s.p == p {
 				s.lastOutput = time.Now()
 				s.modes.write(chunk)
+				if s.modes.paste && s.pasteOnAt.IsZero() {
+					s.pasteOnAt = s.lastOutput
+				}
+				if !s.sawBox && s.lines == nil && bytes.Contains(chunk, promptBox) {
+					s.sawBox = true
+				}
 				if s.lines != nil {
 					s.lines.write(chunk)
 				}
@@ -978,6 +990,7 @@ func (s *Session) typeNext() {
 	}
 	s.inputAt = time.Now()
 	s.turnEnded = false
+	s.awaitSubmit, s.reEntered = s.spec.Kind == KindClaude, false
 	report, _ := s.setStatusLocked(StatusBusy)
 	s.mu.Unlock()
 	report()
