@@ -23,8 +23,9 @@ import (
 // marker has been typed (Send returned: the bytes are in the PTY).
 type timedSessions struct {
 	office.Sessions
-	mu    sync.Mutex
-	watch map[string]chan time.Time
+	mu       sync.Mutex
+	watch    map[string]chan time.Time
+	sendTime []time.Duration // how long each Send took (the session layer's share)
 }
 
 func (ts *timedSessions) expect(marker string) chan time.Time {
@@ -36,7 +37,11 @@ func (ts *timedSessions) expect(marker string) chan time.Time {
 }
 
 func (ts *timedSessions) Send(ctx context.Context, officeID, agentID, text string) error {
+	start := time.Now()
 	err := ts.Sessions.Send(ctx, officeID, agentID, text)
+	ts.mu.Lock()
+	ts.sendTime = append(ts.sendTime, time.Since(start))
+	ts.mu.Unlock()
 	now := time.Now()
 	ts.mu.Lock()
 	for m, ch := range ts.watch {
@@ -129,7 +134,14 @@ func (bo *benchOffice) waitReady(b *testing.B, agentID string) {
 	}
 }
 
-func report(b *testing.B, d []time.Duration) {
+func report(b *testing.B, d []time.Duration, ts *timedSessions) {
+	ts.mu.Lock()
+	st := slices.Clone(ts.sendTime)
+	ts.mu.Unlock()
+	slices.Sort(st)
+	if len(st) > 0 {
+		b.ReportMetric(float64(st[len(st)/2].Microseconds())/1000, "send-p50-ms")
+	}
 	slices.Sort(d)
 	pct := func(p float64) float64 {
 		return float64(d[min(len(d)-1, int(p*float64(len(d))))].Microseconds()) / 1000
@@ -164,7 +176,7 @@ func BenchmarkAnswerToPTY(b *testing.B) {
 			b.Fatal("answer not typed")
 		}
 	}
-	report(b, lat)
+	report(b, lat, bo.ts)
 }
 
 // BenchmarkInvokeToPTY: the caller's words holding an INVOKE reach the
@@ -205,5 +217,5 @@ func BenchmarkInvokeToPTY(b *testing.B) {
 		}
 		b.StartTimer()
 	}
-	report(b, lat)
+	report(b, lat, bo.ts)
 }
