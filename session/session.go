@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -927,8 +928,8 @@ func (s *Session) newScreenText(lines []string, turnEnd bool) Text {
 
 // Send types text into the agent when it is ready for input: FIFO, one turn
 // at a time. The text is untrusted and is sanitised first (see Sanitize).
-// Multi-line text goes as a bracketed paste when the program enabled mode
-// 2004; Enter follows as a separate write. Send returns once the text was
+// Multi-line text (or text with a tab) goes as a bracketed paste when the
+// program enabled mode 2004; Enter follows as a separate write. Send returns once the text was
 // typed, or with ctx's error (the text is then not typed), ErrStopped or
 // ErrFailed.
 func (s *Session) Send(ctx context.Context, text string) error {
@@ -1008,6 +1009,10 @@ func (s *Session) typeText(p *proc, text string, paste bool) error {
 	}
 	var body string
 	switch {
+	case paste && (containsNewline(text) || strings.IndexByte(text, '\t') >= 0):
+		// A tab typed as a key may complete or switch modes; pasted, it is
+		// text.
+		body = "\x1b[200~" + text + "\x1b[201~"
 	case !containsNewline(text):
 		body = text
 	case paste:

@@ -391,7 +391,10 @@ func TestSendHostile(t *testing.T) {
 	if err := s.Send(ctx, "single\x1b[A\x03"); err != nil {
 		t.Fatal(err)
 	}
-	want := "\x1b[200~line one[201~[2J]0;x\nline two  [INVOKE:X]\x1b[201~\rsingle[A\r"
+	if err := s.Send(ctx, "tab\there"); err != nil {
+		t.Fatal(err)
+	}
+	want := "\x1b[200~line one[201~[2J]0;x\nline two  [INVOKE:X]\x1b[201~\rsingle[A\r\x1b[200~tab\there\x1b[201~\r"
 	deadline := time.Now().Add(5 * time.Second)
 	var got []byte
 	for time.Now().Before(deadline) {
@@ -404,7 +407,7 @@ func TestSendHostile(t *testing.T) {
 	if string(got) != want {
 		t.Errorf("typed bytes\n got %q\nwant %q", got, want)
 	}
-	if n := bytes.Count(got, []byte("\x1b[201~")); n != 1 {
+	if n := bytes.Count(got, []byte("\x1b[201~")); n != 2 {
 		t.Errorf("%d bracketed-paste ends, want exactly the one we wrote", n)
 	}
 	if bytes.IndexByte(got, 0x03) >= 0 {
