@@ -98,26 +98,38 @@ func BenchmarkScreenPipeline(b *testing.B) {
 	caps = append(caps, capture{"synthetic_200x50", syn.Bytes(), 200, 50})
 
 	for _, c := range caps {
-		b.Run(c.name, func(b *testing.B) {
-			b.SetBytes(int64(len(c.data)))
-			b.ReportAllocs()
-			msgs := 0
-			for range b.N {
-				x := &screenLines{scr: screen.New(c.cols, c.rows), cols: c.cols}
-				p := protocol.NewParser(protocol.Options{})
-				for off := 0; off < len(c.data); off += 4096 {
-					x.write(c.data[off:min(off+4096, len(c.data))])
-					for _, l := range x.take() {
-						msgs += len(p.Feed(l))
+		for _, parse := range []bool{true, false} {
+			name := c.name
+			if !parse {
+				name += "/screen_only"
+			}
+			b.Run(name, func(b *testing.B) {
+				b.SetBytes(int64(len(c.data)))
+				b.ReportAllocs()
+				msgs := 0
+				for range b.N {
+					x := &screenLines{scr: screen.New(c.cols, c.rows), cols: c.cols}
+					p := protocol.NewParser(protocol.Options{})
+					feed := func(ls []string) {
+						if !parse {
+							return
+						}
+						for _, l := range ls {
+							msgs += len(p.Feed(l))
+						}
+					}
+					for off := 0; off < len(c.data); off += 4096 {
+						x.write(c.data[off:min(off+4096, len(c.data))])
+						feed(x.take())
+					}
+					x.turnEnd(nil)
+					feed(x.take())
+					if parse {
+						msgs += len(p.Flush())
 					}
 				}
-				x.turnEnd(nil)
-				for _, l := range x.take() {
-					msgs += len(p.Feed(l))
-				}
-				msgs += len(p.Flush())
-			}
-			b.ReportMetric(float64(msgs)/float64(b.N), "msgs/op")
-		})
+				b.ReportMetric(float64(msgs)/float64(b.N), "msgs/op")
+			})
+		}
 	}
 }
