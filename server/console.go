@@ -24,11 +24,15 @@ import (
 //	0x06  c→s   TAKE     ask for control (granted when nobody else holds it)
 //	0x07  c→s   RELEASE  give control back
 //	0x08  s→c   STATUS   JSON {"control":"none|you|other","viewers":N,"session":"ready","note":"..."}
+//	0x09  s→c   RESET    clear the terminal: a fresh replay follows (skip-ahead)
 //
-// While paused the server holds the viewer's output (up to 1 MiB); past
-// that the viewer is dropped (the agent is never slowed down) and the
-// client reconnects for a fresh replay. A viewer that does not pause but
-// cannot keep up fills its queue in the session layer and is dropped there.
+// A viewer never slows the agent down and is never sent more than its
+// rate (Config.ViewerRate, bytes/s, bursts up to 1 MiB): a viewer that
+// falls behind — over its rate, paused past 1 MiB, or dropped by the
+// session because its queue filled — skips ahead: its output is discarded
+// until it is within its rate again, then it gets RESET and a fresh replay
+// of the scrollback, on the same connection. Only a viewer that falls
+// behind again within a second of a skip is disconnected.
 const (
 	FrameOutput  byte = 0x01
 	FrameInput   byte = 0x02
@@ -38,6 +42,7 @@ const (
 	FrameTake    byte = 0x06
 	FrameRelease byte = 0x07
 	FrameStatus  byte = 0x08
+	FrameReset   byte = 0x09
 )
 
 // maxOutputFrame is the largest OUTPUT frame (type byte included).
@@ -74,7 +79,7 @@ type consoleConn struct {
 
 var upgrader = websocket.Upgrader{
 	ReadBufferSize:  16 << 10,
-	WriteBufferSize: 64 << 10,
+	WriteBufferSize: maxOutputFrame + 16, // a whole OUTPUT frame and its header in one write
 	// Origin is checked by the handler against the exact allow-list before
 	// Upgrade is called; this hook only has to let the request through.
 	CheckOrigin: func(*http.Request) bool { return true },
@@ -336,9 +341,19 @@ func (c *consoleConn) writeLoop() {
 		lastWrite time.Time
 		timer     = time.NewTimer(time.Hour)
 		armed     bool
+		// Rate and skip-ahead.
+		rate     = float64(s.cfg.ViewerRate)
+		burst    = float64(maxHeld + maxOutputFrame)
+		tokens   = burst
+		refilled = time.Now()
+		behind   bool // discarding output until a resync
+		lastSkip time.Time
+		resync   = time.NewTimer(time.Hour)
 	)
 	timer.Stop()
+	resync.Stop()
 	defer timer.Stop()
+	defer resync.Stop()
 	pend[0] = FrameOutput
 	out := c.viewer.C()
 	// add appends output to the pending frame, writing every full frame.
@@ -370,7 +385,90 @@ func (c *consoleConn) writeLoop() {
 		pend, lastWrite = pend[:1], time.Now()
 		return nil
 	}
+	refill := func() {
+		now := time.Now()
+		if rate > 0 {
+			tokens = min(burst, tokens+rate*now.Sub(refilled).Seconds())
+		}
+		refilled = now
+	}
+	// skip starts discarding output; false when the viewer fell behind
+	// again right after a skip and is to be disconnected.
+	skip := func() bool {
+		if behind {
+			return true
+		}
+		if !lastSkip.IsZero() && time.Since(lastSkip) < time.Second && time.Since(lastWrite) > time.Second {
+			return false // not even the replay got through: the client is stuck
+		}
+		behind, lastSkip, held = true, time.Now(), nil
+		s.metrics.viewerSkips.Inc()
+		wait := time.Duration(0)
+		if rate > 0 && tokens < burst {
+			wait = time.Duration((burst - tokens) / rate * float64(time.Second))
+		}
+		resync.Reset(max(wait, 50*time.Millisecond))
+		return true
+	}
+	// catchUp re-attaches: RESET, then a fresh replay through a new queue.
+	catchUp := func() error {
+		if err := flush(); err != nil {
+			return err
+		}
+		c.viewer.Close()
+		c.viewer = c.term.Attach(s.cfg.ViewerQueue)
+		out = c.viewer.C()
+		behind, lastWrite = false, time.Now()
+		return write([]byte{FrameReset})
+	}
+	// onChunk takes one chunk of output (ok=false: the queue closed).
+	onChunk := func(chunk []byte, ok bool) error {
+		if !ok {
+			out = nil
+			if !c.viewer.Dropped() {
+				c.closeWith(websocket.CloseNormalClosure, "session ended")
+				return nil
+			}
+			// The session dropped this viewer: its queue filled.
+			s.metrics.viewersDropped.Inc()
+			if !skip() {
+				c.closeWith(websocket.CloseNormalClosure, "viewer fell behind; reconnect for a fresh replay")
+			}
+			return nil
+		}
+		if paused {
+			// Keep reading so the session never sees this viewer as
+			// slow; past the allowance, skip ahead on resume.
+			if len(held)+len(chunk) > maxHeld {
+				if !skip() {
+					c.closeWith(websocket.CloseNormalClosure, "viewer fell behind; reconnect for a fresh replay")
+					out = nil
+				}
+				return nil
+			}
+			held = append(held, chunk...)
+			return nil
+		}
+		if rate > 0 {
+			refill()
+			if tokens < float64(len(chunk)) {
+				if !skip() {
+					c.closeWith(websocket.CloseNormalClosure, "viewer fell behind; reconnect for a fresh replay")
+					out = nil
+				}
+				return nil
+			}
+			tokens -= float64(len(chunk))
+		}
+		return add(chunk)
+	}
 	for {
+		// While skipping ahead the queue is not read at all: the session
+		// drops it when full, which costs nothing; the resync re-attaches.
+		var in <-chan []byte
+		if !behind && !armed {
+			in = out
+		}
 		select {
 		case <-c.quit:
 			_ = flush()
@@ -382,7 +480,14 @@ func (c *consoleConn) writeLoop() {
 			return
 		case p := <-c.flow:
 			paused = p
-			if !paused && len(held) > 0 {
+			if paused {
+				continue
+			}
+			if behind {
+				resync.Reset(0)
+				continue
+			}
+			if len(held) > 0 {
 				err := add(held)
 				held = nil
 				if err == nil {
@@ -411,45 +516,53 @@ func (c *consoleConn) writeLoop() {
 			}
 		case <-timer.C:
 			armed = false
+			// Take what queued up meanwhile, without waiting.
+			for more := true; more && out != nil && !behind; {
+				select {
+				case chunk, ok := <-out:
+					if onChunk(chunk, ok) != nil {
+						fail()
+						return
+					}
+				default:
+					more = false
+				}
+			}
 			if flush() != nil {
 				fail()
 				return
 			}
-		case chunk, ok := <-out:
-			if !ok {
-				reason := "session ended"
-				if c.viewer.Dropped() {
-					reason = "viewer fell behind; reconnect for a fresh replay"
-					s.metrics.viewersDropped.Inc()
-				}
-				c.closeWith(websocket.CloseNormalClosure, reason)
-				out = nil
+		case <-resync.C:
+			if !behind || paused {
 				continue
 			}
-			if paused {
-				// Keep reading so the session never sees this viewer as
-				// slow while it is within its allowance; past it, drop.
-				if len(held)+len(chunk) > maxHeld {
-					s.metrics.viewersDropped.Inc()
-					c.closeWith(websocket.CloseNormalClosure, "viewer fell behind (paused too long); reconnect for a fresh replay")
-					out = nil
-					continue
-				}
-				held = append(held, chunk...)
+			refill()
+			if rate > 0 && tokens < burst*0.99 {
+				// Wait for a full bucket: the replay is up to 1 MiB.
+				resync.Reset(time.Duration((burst - tokens) / rate * float64(time.Second)))
 				continue
 			}
-			if add(chunk) != nil {
+			if catchUp() != nil {
 				fail()
 				return
 			}
-			if time.Since(lastWrite) > busyGap {
-				if flush() != nil {
-					fail()
-					return
+		case chunk, ok := <-in:
+			if onChunk(chunk, ok) != nil {
+				fail()
+				return
+			}
+			if out != nil && !behind && !paused {
+				if time.Since(lastWrite) > busyGap {
+					if flush() != nil {
+						fail()
+						return
+					}
+				} else if !armed && len(pend) > 1 {
+					// Streaming: stop reading until the timer, then take
+					// everything queued at once (one wake-up per batch).
+					timer.Reset(coalesceDelay)
+					armed = true
 				}
-			} else if !armed && len(pend) > 1 {
-				timer.Reset(coalesceDelay)
-				armed = true
 			}
 		}
 	}

@@ -217,11 +217,11 @@ func TestConsoleTextFrameCloses(t *testing.T) {
 	}
 }
 
-// TestConsoleSlowViewerDropped: a paused viewer's queue fills and it is
-// dropped; the terminal (the agent) is never blocked, and other viewers
-// keep receiving.
-func TestConsoleSlowViewerDropped(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.ViewerQueue = 8 })
+// TestConsoleSlowViewerSkipsAhead: a paused viewer's held output passes
+// 1 MiB; it skips ahead (RESET and a fresh replay on resume) while the
+// terminal (the agent) is never blocked and another viewer gets everything.
+func TestConsoleSlowViewerSkipsAhead(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.ViewerQueue = 8; c.ViewerRate = -1 })
 	slow := newClient(t, f)
 	fast := newClient(t, f)
 	slow.waitStatus(t, func(s ConsoleStatus) bool { return s.Viewers == 2 })
@@ -241,27 +241,58 @@ func TestConsoleSlowViewerDropped(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("writes to the terminal blocked on a slow viewer")
 	}
-	fast.waitOutput(t, "the end")
+	out := fast.waitOutput(t, "the end")
+	if len(out) < 200*8<<10 {
+		t.Fatalf("fast viewer got %d bytes, want all %d", len(out), 200*8<<10)
+	}
+	slow.send(t, FrameResume, nil)
+	waitReset(t, slow)
+	slow.waitOutput(t, "the end")
+}
+
+// waitReset reads frames until a RESET.
+func waitReset(t *testing.T, c *wsClient) {
+	t.Helper()
 	timeout := time.After(5 * time.Second)
 	for {
 		select {
-		case _, ok := <-slow.frames:
+		case p, ok := <-c.frames:
 			if !ok {
-				err := <-slow.closed
-				if !strings.Contains(err.Error(), "fell behind") {
-					t.Fatalf("slow viewer closed with %v, want fell behind", err)
-				}
+				t.Fatalf("closed before RESET: %v", <-c.closed)
+			}
+			if p[0] == FrameReset {
 				return
 			}
 		case <-timeout:
-			t.Fatal("slow viewer not dropped")
+			t.Fatal("no RESET frame")
 		}
+	}
+}
+
+// TestConsoleRateSkipsAhead: a viewer is never sent more than its rate; a
+// flood makes it skip ahead to a fresh replay that ends with the latest
+// output.
+func TestConsoleRateSkipsAhead(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.ViewerQueue = 4096; c.ViewerRate = 512 << 10 })
+	c := newClient(t, f)
+	c.waitStatus(t, func(s ConsoleStatus) bool { return s.Viewers == 1 })
+	for i := 0; i < 512; i++ { // 4 MiB at once
+		f.term.write(bytes.Repeat([]byte("f"), 8<<10))
+	}
+	f.term.write([]byte("the end\r\n"))
+	waitReset(t, c)
+	out := c.waitOutput(t, "the end")
+	if len(out) > 1<<20+64<<10 {
+		t.Fatalf("after the reset the viewer got %d bytes, want at most the 1 MiB replay", len(out))
+	}
+	if _, body := f.do(t, "GET", "/metrics", "", ""); !strings.Contains(body, "office_console_viewer_skips_total 1") {
+		t.Fatalf("skip not counted:\n%s", body)
 	}
 }
 
 func TestConsoleBatchesFrames(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.ViewerQueue = 4096 })
-	f.term.write(bytes.Repeat([]byte("y"), 300<<10)) // replay of 300 KiB
+	f.term.write(bytes.Repeat([]byte("y"), 300<<10)) // replay of 300 KiB, within the burst
 	c := newClient(t, f)
 	out := c.waitOutput(t, strings.Repeat("y", 300<<10))
 	if len(out) != 300<<10 {

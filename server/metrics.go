@@ -25,6 +25,7 @@ type Metrics struct {
 	answerLatency    prometheus.Histogram
 	viewers          prometheus.Gauge
 	viewersDropped   prometheus.Counter
+	viewerSkips      prometheus.Counter
 }
 
 func newMetrics(s *Server) *Metrics {
@@ -45,10 +46,13 @@ func newMetrics(s *Server) *Metrics {
 			Name: "office_console_viewers", Help: "Console viewers attached to agents' terminals.",
 		}),
 		viewersDropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "office_console_viewers_dropped_total", Help: "Console viewers disconnected because they fell behind.",
+			Name: "office_console_viewers_dropped_total", Help: "Console viewers dropped by their session because their queue filled.",
+		}),
+		viewerSkips: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "office_console_viewer_skips_total", Help: "Times a console viewer fell behind (over its rate, paused too long, or dropped) and skipped ahead to a fresh replay.",
 		}),
 	}
-	m.reg.MustRegister(m.messages, m.answersDelivered, m.answerLatency, m.viewers, m.viewersDropped,
+	m.reg.MustRegister(m.messages, m.answersDelivered, m.answerLatency, m.viewers, m.viewersDropped, m.viewerSkips,
 		&stateCollector{s: s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

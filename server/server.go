@@ -100,6 +100,11 @@ type Config struct {
 	Logger *slog.Logger
 	// ViewerQueue is the per-viewer queue in chunks (default 256).
 	ViewerQueue int
+	// ViewerRate is the most output a console viewer is sent, in bytes per
+	// second (bursts up to 1 MiB); a viewer over it skips ahead to a fresh
+	// replay. Default 1 MiB/s (far more than a person reads, and a bound
+	// on what 50 viewers cost); negative: unlimited.
+	ViewerRate int
 	// MaxFrame is the largest frame a console client may send (default 64 KiB).
 	MaxFrame int64
 	// WriteTimeout bounds every WebSocket write (default 10s).
@@ -141,6 +146,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ViewerQueue <= 0 {
 		cfg.ViewerQueue = 256
+	}
+	if cfg.ViewerRate == 0 {
+		cfg.ViewerRate = 1 << 20
 	}
 	if cfg.MaxFrame <= 0 {
 		cfg.MaxFrame = 64 << 10

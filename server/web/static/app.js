@@ -5,7 +5,7 @@
 // HttpOnly cookie set when the page was opened with ?token=.
 'use strict';
 
-const F = { OUTPUT: 1, INPUT: 2, RESIZE: 3, PAUSE: 4, RESUME: 5, TAKE: 6, RELEASE: 7, STATUS: 8 };
+const F = { OUTPUT: 1, INPUT: 2, RESIZE: 3, PAUSE: 4, RESUME: 5, TAKE: 6, RELEASE: 7, STATUS: 8, RESET: 9 };
 const $ = (sel) => document.querySelector(sel);
 const state = { office: null, agents: [], events: null, lastEvent: 0, refreshTimer: null, term: null };
 
@@ -221,6 +221,10 @@ class TermView {
           pre.textContent = (pre.textContent + text).slice(-200000);
           pre.scrollTop = pre.scrollHeight;
         }
+        break;
+      case F.RESET:
+        // The server skipped ahead (we fell behind): a fresh replay follows.
+        if (this.xterm) this.xterm.reset(); else $('#plain').textContent = '';
         break;
       case F.STATUS: {
         const st = JSON.parse(new TextDecoder().decode(body));
