@@ -134,3 +134,46 @@ func TestPrepareClaudeHome(t *testing.T) {
 		t.Errorf("approved key tail appears %d times, want 1:\n%s", n, s)
 	}
 }
+
+func TestBuildEnv(t *testing.T) {
+	t.Setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+	t.Setenv("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "")
+	t.Setenv("SECRET_OF_THE_SERVER", "x")
+	t.Setenv("PATH", "/usr/bin:/bin")
+	spec := Spec{Home: "/h", Env: []string{"FOO=bar", "TERM=dumb"}}
+	claude := envMap(buildEnv(spec, true))
+	command := envMap(buildEnv(spec, false))
+	for name, env := range map[string]map[string]string{"claude": claude, "command": command} {
+		if env["PATH"] != "/usr/bin:/bin" || env["HOME"] != "/h" || env["FOO"] != "bar" {
+			t.Errorf("%s: PATH, HOME or Spec.Env missing: %v", name, env)
+		}
+		if env["TERM"] != "dumb" {
+			t.Errorf("%s: Spec.Env does not win over TERM: %v", name, env["TERM"])
+		}
+		if _, ok := env["SECRET_OF_THE_SERVER"]; ok {
+			t.Errorf("%s: the server's environment leaked", name)
+		}
+	}
+	if claude["ANTHROPIC_BASE_URL"] != "http://127.0.0.1:9" || claude["DISABLE_AUTOUPDATER"] != "1" {
+		t.Errorf("claude env lacks pass-through or defaults: %v", claude)
+	}
+	if claude["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] != "" {
+		t.Errorf("an explicitly set variable was overridden: %q", claude["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"])
+	}
+	if _, ok := command["ANTHROPIC_BASE_URL"]; ok {
+		t.Error("command agents get the Anthropic variables")
+	}
+}
+
+func envMap(env []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, dup := m[k]; dup {
+			m[k] = "DUPLICATE"
+			continue
+		}
+		m[k] = v
+	}
+	return m
+}
