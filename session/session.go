@@ -135,6 +135,7 @@ var (
 	ErrFailed   = errors.New("session failed")
 	ErrEmpty    = errors.New("empty input")
 	ErrExited   = errors.New("agent exited")
+	ErrClosed   = errors.New("manager closed")
 )
 
 // Manager owns the sessions: one per Key.
@@ -142,6 +143,7 @@ type Manager struct {
 	opts     Options
 	mu       sync.Mutex
 	sessions map[Key]*Session
+	closed   bool
 }
 
 // NewManager returns a Manager with opts, defaults filled in.
@@ -182,6 +184,10 @@ func (m *Manager) Start(ctx context.Context, key Key, spec Spec) (*Session, erro
 		return nil, fmt.Errorf("start session %s: %w", key, err)
 	}
 	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("start session %s: %w", key, ErrClosed)
+	}
 	if old, ok := m.sessions[key]; ok {
 		if st := old.Status(); st != StatusExited && st != StatusFailed {
 			m.mu.Unlock()
@@ -267,8 +273,11 @@ func (m *Manager) Restart(ctx context.Context, key Key, spec *Spec) error {
 	return nil
 }
 
-// Close stops every session and waits for them.
+// Close stops every session and waits for them. Start fails afterwards.
 func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
 	var errs []error
 	var wg sync.WaitGroup
 	var mu sync.Mutex

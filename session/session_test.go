@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -367,6 +368,15 @@ func TestStartErrors(t *testing.T) {
 	}
 	if _, err := m.Start(ctx, Key{"o", "d"}, Spec{Kind: KindCommand, Command: script(t, replAgent)}); err == nil {
 		t.Error("second start of the same key succeeded")
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.List()) != 0 {
+		t.Error("sessions left after Close")
+	}
+	if _, err := m.Start(ctx, Key{"o", "e"}, Spec{Kind: KindCommand, Command: script(t, replAgent)}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Start after Close = %v, want ErrClosed", err)
 	}
 }
 
