@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/server"
 )
 
 // TestMain lets the test binary act as the builtin agents: the server runs
@@ -178,6 +181,30 @@ func (r *liveServer) waitAgent(t *testing.T, officeID, name string) string {
 	}
 }
 
+// replay returns what a console viewer of the agent receives in its
+// first moments: the scrollback replay.
+func (r *liveServer) replay(t *testing.T, officeID, agent string) string {
+	t.Helper()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+r.token)
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(r.base, "http")+"/ws/offices/"+officeID+"/agents/"+agent, h)
+	if err != nil {
+		t.Fatalf("console: %v", err)
+	}
+	defer ws.Close()
+	var out strings.Builder
+	_ = ws.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	for {
+		_, p, err := ws.ReadMessage()
+		if err != nil {
+			return out.String()
+		}
+		if len(p) > 0 && p[0] == server.FrameOutput {
+			out.Write(p[1:])
+		}
+	}
+}
+
 // waitQuestion waits for a question of the office in the given status.
 func (r *liveServer) waitQuestion(t *testing.T, officeID, status string, timeout time.Duration) office.Question {
 	t.Helper()
@@ -260,5 +287,75 @@ func TestSecretFile(t *testing.T) {
 	v2, created, err := secretFile(dir, "k", func() string { return "two" })
 	if err != nil || created || v2 != "one" {
 		t.Fatalf("second = %q %v %v, want the kept one", v2, created, err)
+	}
+}
+
+// TestAgentLifecycleAPI stops, starts and restarts an agent through the
+// API and types into it, against the real session layer.
+func TestAgentLifecycleAPI(t *testing.T) {
+	r := startMain(t)
+	oid := r.officeID(t)
+	r.waitAgent(t, oid, "echo")
+	post := func(path, body string) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", r.base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+r.token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	status := func() string {
+		var a struct {
+			Session string `json:"session_status"`
+		}
+		r.get(t, "/api/offices/"+oid+"/agents/echo", &a)
+		return a.Session
+	}
+	waitStatus := func(want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			got := status()
+			for _, w := range want {
+				if got == w {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("echo session %q, want %v", got, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if st := post("/api/offices/"+oid+"/agents/echo/stop", ""); st != http.StatusAccepted {
+		t.Fatalf("stop = %d", st)
+	}
+	waitStatus(office.SessionStopped)
+	if st := post("/api/offices/"+oid+"/agents/echo/input", `{"text":"hi"}`); st != http.StatusServiceUnavailable {
+		t.Fatalf("input to a stopped agent = %d, want 503", st)
+	}
+	if st := post("/api/offices/"+oid+"/agents/echo/start", ""); st != http.StatusAccepted {
+		t.Fatalf("start = %d", st)
+	}
+	waitStatus(office.SessionReady, office.SessionBusy)
+	if st := post("/api/offices/"+oid+"/agents/echo/restart", ""); st != http.StatusAccepted {
+		t.Fatalf("restart = %d", st)
+	}
+	waitStatus(office.SessionReady, office.SessionBusy)
+	if st := post("/api/offices/"+oid+"/agents/echo/input", `{"text":"typed through the API"}`); st != http.StatusAccepted {
+		t.Fatalf("input = %d", st)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(r.replay(t, oid, "echo"), "echo: typed through the API") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent never echoed the API input:\n%s", r.replay(t, oid, "echo"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st := post("/api/offices/"+oid+"/agents/nobody/start", ""); st != http.StatusNotFound {
+		t.Fatalf("start unknown agent = %d, want 404", st)
 	}
 }
