@@ -45,8 +45,10 @@ const (
 	strEsc         // ESC inside a string: ST if the next byte is '\'
 )
 
-// maxMove caps the spaces one cursor movement may produce.
-const maxMove = 512
+// maxCol stands for the right margin, which a cursor movement cannot pass:
+// without a screen size, 512 columns. It bounds the spaces movements add to
+// one line (a stream of "ESC [ 999 C" cannot grow without end).
+const maxCol = 512
 
 // Stripper removes escape sequences from a stream. The zero value is ready
 // to use. It is not safe for concurrent use.
@@ -345,11 +347,9 @@ func (s *Stripper) move(dst *[]byte, final byte) {
 	default:
 		return
 	}
+	spaces = min(spaces, maxCol-s.col)
 	if spaces <= 0 {
 		return
-	}
-	if spaces > maxMove {
-		spaces = maxMove
 	}
 	for range spaces {
 		*dst = append(*dst, ' ')

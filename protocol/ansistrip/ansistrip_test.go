@@ -88,7 +88,9 @@ func TestCursorSpaces(t *testing.T) {
 		{"abc\x1b[2Gd", "abcd"},         // a backward move adds nothing
 		{"a\x1b[?2Cb", "ab"},            // not a plain CUF
 		{"ab\r\n\x1b[3Gc", "ab\r\n  c"}, // the column restarts after a newline
-		{"\x1b[99999Cx", strings.Repeat(" ", maxMove) + "x"},
+		{"\x1b[99999Cx", strings.Repeat(" ", maxCol) + "x"},
+		{"ab\x1b[999C\x1b[999Cx", "ab" + strings.Repeat(" ", maxCol-2) + "x"}, // the right margin
+		{"\x1b[999G\r\x1b[3Gx", strings.Repeat(" ", maxCol) + "\r  x"},
 	} {
 		s := Stripper{CursorSpaces: true}
 		if got := string(s.Append(nil, []byte(tc.in))); got != tc.want {
