@@ -426,6 +426,10 @@ func (o *Router) recordStatus(ctx context.Context, officeID, agentID, status str
 			}
 		case SessionStopped, SessionExited:
 			_ = o.store.SetAgentStatus(ctx, agentID, AgentIdle)
+		case SessionStarting, SessionReady:
+			if a, err := o.store.GetAgent(ctx, agentID); err == nil && (a.Status == AgentIdle || a.Status == "") {
+				_ = o.store.SetAgentStatus(ctx, agentID, AgentActive)
+			}
 		}
 		_, _ = o.event(ctx, officeID, agentID, "session."+status, map[string]any{"pid": pid, "exit_code": exitCode}, "", "")
 		o.kick(agentKey{officeID, agentID})

@@ -848,3 +848,42 @@ func TestInvokeBusyFallsBackOrParks(t *testing.T) {
 	h.say("DEV1", "[DELIVER_RESULT:PO]\ncontent: done one\n[/DELIVER_RESULT:PO]")
 	h.typed("DEV1", "> three")
 }
+
+func TestAgentLifecycleAndSync(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	dev := h.id("DEV")
+	if err := h.r.StartAgent(ctx, dev); err != nil {
+		t.Fatal(err)
+	}
+	if !h.ss.Running(h.office.ID, dev) {
+		t.Fatal("not started")
+	}
+	first := h.ss.starts[dev][0]
+	if first.Resume || first.ConversationID == "" || !strings.Contains(first.SystemPrompt, "You are DEV") || !strings.HasSuffix(first.Dir, "DEV") {
+		t.Errorf("first start %+v", first)
+	}
+	if err := h.r.RestartAgent(ctx, dev); err != nil {
+		t.Fatal(err)
+	}
+	second := h.ss.starts[dev][1]
+	if !second.Resume || second.ConversationID != first.ConversationID {
+		t.Errorf("restart does not resume the conversation: %+v", second)
+	}
+	if err := h.r.StopAgent(ctx, dev); err != nil || h.ss.Running(h.office.ID, dev) {
+		t.Fatalf("stop: %v", err)
+	}
+	// DEV is no longer declared: disabled (history kept), and cannot start.
+	if _, _, err := h.r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "acme"}, Agents: []Agent{{Name: "PO"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := h.st.GetAgent(ctx, dev); a.Status != AgentDisabled {
+		t.Errorf("undeclared agent status %s", a.Status)
+	}
+	if err := h.r.StartAgent(ctx, dev); ErrorCode(err) != EFORBIDDEN {
+		t.Errorf("start disabled: %v", err)
+	}
+	if _, _, err := h.r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "acme"}, Agents: []Agent{{Name: "PO"}, {Name: "po"}}}); ErrorCode(err) != EINVALID {
+		t.Errorf("duplicate names: %v", err)
+	}
+}
