@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -886,4 +887,34 @@ func TestAgentLifecycleAndSync(t *testing.T) {
 	if _, _, err := h.r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "acme"}, Agents: []Agent{{Name: "PO"}, {Name: "po"}}}); ErrorCode(err) != EINVALID {
 		t.Errorf("duplicate names: %v", err)
 	}
+}
+
+// Run owns every goroutine it starts: when ctx ends they are all gone.
+func TestRunEndsItsGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	clk := &clock{t: time.Now()}
+	st, ss := newMemStore(clk.Now), newFakeSessions()
+	r, err := New(Config{Store: st, Sessions: ss, Now: clk.Now, Tick: 5 * time.Millisecond, DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	off, as, err := r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "g"}, Agents: []Agent{{Name: "PO"}, {Name: "DEV"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = r.Run(runCtx); close(done) }()
+	ss.setRunning(as[1].ID, true)
+	for i := 0; i < 5; i++ {
+		r.HandleText(Text{OfficeID: off.ID, AgentID: as[1].ID, ID: fmt.Sprint("c", i), Lines: []string{"[INVOKE:PO]", "x", "[/INVOKE:PO]", askBlock}, TurnEnd: true})
+	}
+	r.HandleStatus(off.ID, as[0].ID, SessionReady, 1, nil)
+	eventually(t, "work", func() bool { return len(st.eventKinds()) > 10 })
+	sub := r.Subscribe(1)
+	cancel()
+	<-done
+	sub.Close()
+	eventually(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }

@@ -1,0 +1,69 @@
+package office_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
+	"github.com/office-server/office-server/store/sqlite"
+)
+
+// TestChainSQLite runs the core chain on the embedded default store (its
+// in-process change feed) with real PTY sessions.
+func TestChainSQLite(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "office.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rec := &lines{}
+	r, mgr, err := office.NewManaged(office.Config{Store: st, Feed: st, Tick: 50 * time.Millisecond, DataDir: t.TempDir()},
+		session.Options{EnterDelay: 5 * time.Millisecond, StopGrace: 500 * time.Millisecond, OnText: rec.add}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	po := launch(script(t, "po", poScript), "po")
+	po.Dir = t.TempDir()
+	dev := launch(script(t, "dev", devScript), "dev")
+	dev.Dir = t.TempDir()
+	off, agents, err := r.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "lite"}, Agents: []office.Agent{{Name: "PO", Launch: po}, {Name: "DEV", Launch: dev}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = r.Run(runCtx); close(done) }()
+	defer func() {
+		cancel()
+		<-done
+		cctx, c2 := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c2()
+		_ = mgr.Close(cctx)
+	}()
+	if err := r.StartAgent(ctx, agents[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	var q office.Question
+	waitFor(t, "the question", 10*time.Second, func() bool {
+		qs, _ := st.ListQuestions(ctx, office.QuestionFilter{OfficeID: off.ID})
+		if len(qs) == 1 {
+			q = qs[0]
+		}
+		return len(qs) == 1
+	})
+	// A person answers through the store (as the server's API does for the
+	// embedded store); the in-process feed wakes the router.
+	if _, ok, err := st.AnswerQuestion(ctx, q.ID, "email", ""); err != nil || !ok {
+		t.Fatalf("answer: %v %v", ok, err)
+	}
+	rec.wait(t, agents[0].ID, "po got answer: email", 10*time.Second)
+	rec.wait(t, agents[0].ID, "po got result: Login done: Implement email login.", 15*time.Second)
+	waitFor(t, "completed", 5*time.Second, func() bool {
+		is, _ := st.ListInvocations(ctx, office.InvocationFilter{OfficeID: off.ID, Status: []string{office.InvocationCompleted}})
+		return len(is) == 1
+	})
+}
