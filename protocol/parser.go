@@ -147,10 +147,12 @@ func (p *Parser) feedOutside(line string, out []Message) []Message {
 		return p.openBlock(t, line, out)
 	}
 	if n, ok := parsePhaseHeader(line); ok {
+		// The header is short but for its "=" decoration, which may be cut.
+		head := strings.Clone(truncateUTF8(line, p.max/2))
 		p.phase = &phaseState{
 			msg:  PhaseComplete{Number: n},
-			raw:  []string{strings.Clone(line)},
-			size: len(line),
+			raw:  []string{head},
+			size: len(head),
 			line: p.line,
 		}
 		return out
@@ -177,6 +179,13 @@ func (p *Parser) openBlock(t tag, line string, out []Message) []Message {
 		base:   1 << 30,
 	}
 	p.blk = b
+	if b.size > p.max {
+		out = append(out, p.oversized())
+		if _, closed := cutClosing(t.rest); closed {
+			p.blk = nil
+		}
+		return out
+	}
 	if t.rest == "" {
 		return out
 	}
@@ -291,7 +300,7 @@ func (p *Parser) oversized() Message {
 	}
 	m := invalid(b.kind, b.target, raw, b.start,
 		"%s: block is larger than %d bytes; split it into smaller blocks or shorten it", b.kind, p.max)
-	b.over, b.raw, b.body = true, nil, nil
+	b.over, b.raw, b.body, b.size = true, nil, nil, 0
 	return m
 }
 

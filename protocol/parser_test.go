@@ -495,6 +495,25 @@ func TestFeedMultiLine(t *testing.T) {
 	}
 }
 
+// TestParseLimitOneLine checks the limit on a single long tag or phase line.
+func TestParseLimitOneLine(t *testing.T) {
+	p := NewParser(Options{MaxBlockBytes: 64})
+	long := strings.Repeat("x", 100)
+	var got []Message
+	for _, l := range []string{"[INVOKE:PO] " + long, "more", "[/INVOKE]", "[ASK_USER] question: " + long + " [/ASK_USER]", "=== PHASE 2 COMPLETE ===" + strings.Repeat("=", 100), "- a.md"} {
+		got = append(got, p.Feed(l)...)
+		if p.blk != nil && p.blk.size > 64 || p.phase != nil && p.phase.size > 64 {
+			t.Fatalf("after %.20q the parser holds more than the limit", l)
+		}
+	}
+	got = append(got, p.Flush()...)
+	want := []Message{inv(KindInvoke, "PO"), inv(KindAskUser, ""),
+		{Kind: KindPhaseComplete, Phase: &PhaseComplete{Number: 2, Deliverables: []string{"a.md"}}}}
+	if diff := cmp.Diff(got, want, ignoreRawLine, ignoreReason); diff != "" {
+		t.Fatalf("(-got +want):\n%s", diff)
+	}
+}
+
 // TestParseLinesAndRaw checks Line numbers and Raw text across Flush.
 func TestParseLinesAndRaw(t *testing.T) {
 	p := NewParser(Options{})
