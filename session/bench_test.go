@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ import (
 func BenchmarkIdleSessions(b *testing.B) {
 	dir := b.TempDir()
 	agent := filepath.Join(dir, "agent.sh")
-	if err := os.WriteFile(agent, []byte("#!/bin/sh\nprintf '\\033[?2004h> '\nexec cat >/dev/null\n"), 0o755); err != nil {
+	if err := os.WriteFile(agent, []byte("#!/bin/sh\nprintf '\\033[?2004h\xe2\x9d\xaf '\nexec cat >/dev/null\n"), 0o755); err != nil {
 		b.Fatal(err)
 	}
 	for _, kind := range []string{KindCommand, KindClaude} {
@@ -40,6 +41,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				t0 := time.Now()
 				deadline := time.Now().Add(30 * time.Second)
 				for {
 					ready := 0
@@ -56,14 +58,24 @@ func BenchmarkIdleSessions(b *testing.B) {
 					}
 					time.Sleep(50 * time.Millisecond)
 				}
+				b.Logf("%d sessions ready in %v", n, time.Since(t0))
+				// Idle cost: the server's CPU time over 2 s of 200 idle sessions.
+				var ru0, ru1 syscall.Rusage
+				_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+				time.Sleep(2 * time.Second)
+				_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+				cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
+				b.ReportMetric(float64(cpu.Microseconds())/2/1000, "idle-cpu-ms/s")
 				runtime.GC()
 				runtime.ReadMemStats(&after)
 				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/session")
 				b.ReportMetric(float64(after.StackInuse-before.StackInuse)/n, "stack-B/session")
 				b.ReportMetric(float64(runtime.NumGoroutine())/n, "goroutines/session")
+				t1 := time.Now()
 				if err := m.Close(ctx); err != nil {
 					b.Fatal(err)
 				}
+				b.Logf("closed in %v", time.Since(t1))
 			}
 		})
 	}

@@ -153,6 +153,9 @@ func (c *claudeState) writeSettings() (string, error) {
 
 // pollSignals returns the complete lines appended to the signals file.
 func (c *claudeState) pollSignals() []string {
+	if st, err := os.Stat(c.signals); err != nil || st.Size() == c.sigOff {
+		return nil
+	}
 	f, err := os.Open(c.signals)
 	if err != nil {
 		return nil

@@ -658,7 +658,7 @@ func (s *Session) reap(p *proc) {
 // typing and text dispatch. It ends when the session is stopped.
 func (s *Session) run() {
 	defer close(s.done)
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTimer(pollBusy)
 	defer tick.Stop()
 	for {
 		var exited chan struct{}
@@ -666,7 +666,15 @@ func (s *Session) run() {
 		if s.p != nil {
 			exited = s.p.exited
 		}
+		// Poll often while something is expected (start-up, a turn, queued
+		// input); an idle session only wakes now and then (output, Send
+		// and exits wake it at once).
+		d := pollIdle
+		if st := s.info.Status; st == StatusStarting || st == StatusBusy || len(s.sendQ) > 0 {
+			d = pollBusy
+		}
 		s.mu.Unlock()
+		tick.Reset(d)
 		select {
 		case <-exited:
 			s.onExit()
@@ -683,6 +691,12 @@ func (s *Session) run() {
 		s.step()
 	}
 }
+
+// Worker poll intervals: hooks and the transcript are files.
+const (
+	pollBusy = 100 * time.Millisecond
+	pollIdle = 500 * time.Millisecond
+)
 
 // handle serves a control request; it reports whether the session ended.
 func (s *Session) handle(r ctrlReq) bool {
