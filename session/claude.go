@@ -222,6 +222,7 @@ func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
 			next = StatusBusy
 			s.turnEnded = false
 			s.awaitSubmit = false
+			s.info.Notice = ""
 			s.inputAt = now
 		case sigNotify:
 			var n struct {
