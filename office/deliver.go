@@ -75,10 +75,16 @@ func (o *Router) notify(a Agent, text string) {
 func (o *Router) runPump(ctx context.Context, k agentKey, p *pump) {
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
+	// What could not be delivered is retried with a growing delay (a
+	// session coming back, a store answering again also wake the pump).
+	delay := o.cfg.Tick
+	maxDelay := min(30*time.Second, 64*o.cfg.Tick)
 	for {
-		again := o.round(ctx, k, p)
-		if again {
-			retry.Reset(o.cfg.Tick)
+		if o.round(ctx, k, p) {
+			retry.Reset(delay)
+			delay = min(2*delay, maxDelay)
+		} else {
+			delay = o.cfg.Tick
 		}
 		select {
 		case <-ctx.Done():
