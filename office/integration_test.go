@@ -95,7 +95,7 @@ func startNode(t testing.TB, url string, rec *lines, mutate func(*office.Config,
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := office.Config{Store: st, Feed: st, Tick: 50 * time.Millisecond, DataDir: filepath.Join(os.TempDir(), "office-it-"+uuid.NewString()[:8]),
+	cfg := office.Config{Store: st, Feed: st, Tick: 50 * time.Millisecond, DataDir: t.TempDir(),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	opts := session.Options{EnterDelay: 5 * time.Millisecond, StopGrace: 500 * time.Millisecond, RestartBackoff: 50 * time.Millisecond, OnText: rec.add}
 	if mutate != nil {
