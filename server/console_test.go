@@ -299,3 +299,33 @@ func TestConsoleBatchesFrames(t *testing.T) {
 		t.Fatalf("replay %d bytes, want %d", len(out), 300<<10)
 	}
 }
+
+// TestConsolePingTimeout: a client that stops answering pings (it reads
+// nothing, so it sends no pongs) is disconnected after two intervals.
+func TestConsolePingTimeout(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.PingInterval = 50 * time.Millisecond; c.WriteTimeout = 50 * time.Millisecond })
+	ws, _, err := dialWS(f, "/ws/offices/o1/agents/po", f.ts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	viewers := func() string {
+		_, body := f.do(t, "GET", "/metrics", "", "")
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "office_console_viewers ") {
+				return l
+			}
+		}
+		return ""
+	}
+	if v := viewers(); v != "office_console_viewers 1" {
+		t.Fatalf("viewers = %q, want 1", v)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for viewers() != "office_console_viewers 0" {
+		if time.Now().After(deadline) {
+			t.Fatal("a client that answers no pings was not disconnected")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

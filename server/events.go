@@ -24,9 +24,10 @@ type eventHub struct {
 	poll    time.Duration
 	wake    chan struct{}
 
-	mu   sync.Mutex
-	subs map[*eventSub]struct{}
-	last int64
+	mu     sync.Mutex
+	subs   map[*eventSub]struct{}
+	last   int64
+	closed bool // shutting down: new subscriptions end at once
 }
 
 type eventSub struct {
@@ -132,7 +133,11 @@ func (h *eventHub) publish(ev office.Event) {
 func (h *eventHub) subscribe(officeID string) *eventSub {
 	s := &eventSub{officeID: officeID, c: make(chan office.Event, subQueue)}
 	h.mu.Lock()
-	h.subs[s] = struct{}{}
+	if h.closed {
+		close(s.c)
+	} else {
+		h.subs[s] = struct{}{}
+	}
 	h.mu.Unlock()
 	return s
 }
@@ -149,6 +154,7 @@ func (h *eventHub) unsubscribe(s *eventSub) {
 // closeSubscribers ends every live stream (shutdown).
 func (h *eventHub) closeSubscribers() {
 	h.mu.Lock()
+	h.closed = true
 	for s := range h.subs {
 		delete(h.subs, s)
 		close(s.c)

@@ -127,7 +127,8 @@ func TestBrowserConsole(t *testing.T) {
 				}),
 				chromedp.KeyEvent("\r"))
 		} else {
-			err = chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS(`#plainline`), s), chromedp.Submit(chromedp.CSS(`#plainline`)))
+			// Enter in the field submits the form through its handler.
+			err = chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS(`#plainline`), s+"\r"))
 		}
 		if err != nil {
 			t.Fatalf("type %q: %v", s, err)
@@ -185,4 +186,23 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatalf("invocation not shown completed: %v", err)
 	}
 	screenshot("console.png")
+
+	// The plain view (what the page falls back to without xterm.js):
+	// output, control and typing work there too.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(r.base+"/?view#plain=1"),
+		chromedp.WaitVisible(chromedp.CSS(`tr.agent[data-name="echo"] a.open`)),
+		chromedp.Click(chromedp.CSS(`tr.agent[data-name="echo"] a.open`)),
+		chromedp.WaitVisible(chromedp.CSS(`#plain`)),
+	); err != nil {
+		t.Fatalf("plain view: %v", err)
+	}
+	termHas("echo: hello-from-the-browser") // the replay
+	hasXterm = false
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#take`)), chromedp.WaitVisible(chromedp.CSS(`body[data-control="you"]`))); err != nil {
+		t.Fatalf("take control in the plain view: %v", err)
+	}
+	typeLine("typed-in-plain-view")
+	termHas("echo: typed-in-plain-view")
+	screenshot("console-plain.png")
 }

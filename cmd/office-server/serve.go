@@ -67,6 +67,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("create data dir: %w", err)
 	}
 	token, tokenCreated := c.AdminToken, false
+	if token != "" && len(token) < 16 {
+		log.Warn("OFFICE_ADMIN_TOKEN is short: use at least 16 random characters")
+	}
 	if token == "" {
 		if token, tokenCreated, err = secretFile(c.DataDir, "admin-token", func() string { return randomHex(24) }); err != nil {
 			return fmt.Errorf("admin token: %w", err)

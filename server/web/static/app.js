@@ -43,11 +43,11 @@ async function loadOffices() {
   selectOffice(o.id);
 }
 
-function selectOffice(id) {
+async function selectOffice(id) {
   state.office = id;
   state.lastEvent = 0;
   $('#events').replaceChildren();
-  refresh();
+  await refresh(); // agents first, so events show names
   openEvents();
 }
 
@@ -167,7 +167,9 @@ class TermView {
     this.paused = false;
     this.closed = false;
     this.decoder = new TextDecoder();
-    if (window.Terminal) {
+    // #plain=1 in the address forces the plain view (as without xterm.js).
+    const plain = new URLSearchParams(location.hash.slice(1)).has('plain');
+    if (window.Terminal && !plain) {
       $('#term').hidden = false; $('#plain').hidden = true; $('#plaininput').hidden = true;
       this.xterm = new window.Terminal({ convertEol: false, scrollback: 5000, fontSize: 13 });
       if (window.FitAddon) { this.fit = new window.FitAddon.FitAddon(); this.xterm.loadAddon(this.fit); }
