@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/protocol/ansistrip"
 )
 
 // genTranscript builds a transcript of about size bytes: agent prose (a
@@ -105,6 +107,29 @@ func BenchmarkParseStream(b *testing.B) {
 		feed := func(l string) { p.Feed(l) }
 		for i := 0; i < len(s); i += 32 << 10 {
 			sp.Split(s[i:min(i+32<<10, len(s))], feed)
+		}
+		sp.Flush(feed)
+		p.Flush()
+	}
+}
+
+// BenchmarkParseStripped measures what `office-server parse` does with
+// terminal output: 32 KiB reads → ansistrip (CursorSpaces) → Splitter →
+// Parser. The transcript has no escape sequences; the stripper still reads
+// every byte.
+func BenchmarkParseStripped(b *testing.B) {
+	s := []byte(genTranscript(10 << 20))
+	b.SetBytes(int64(len(s)))
+	b.ReportAllocs()
+	var text []byte
+	for b.Loop() {
+		st := ansistrip.Stripper{CursorSpaces: true}
+		p := NewParser(Options{})
+		var sp Splitter
+		feed := func(l string) { p.Feed(l) }
+		for i := 0; i < len(s); i += 32 << 10 {
+			text = st.Append(text[:0], s[i:min(i+32<<10, len(s))])
+			sp.Split(text, feed)
 		}
 		sp.Flush(feed)
 		p.Flush()

@@ -1,5 +1,7 @@
 package protocol
 
+import "strings"
+
 // DefaultMaxLineBytes is the default limit on one line held by a Splitter.
 const DefaultMaxLineBytes = 64 << 10
 
@@ -35,20 +37,33 @@ func (s *Splitter) Split(p []byte, fn func(line string)) {
 	// One string per chunk: the lines are substrings of it.
 	str := string(p)
 	start := 0
-	for i := 0; i < len(str); i++ {
-		c := str[i]
-		if c != '\n' && c != '\r' {
-			continue
+	cr := strings.IndexByte(str, '\r') // the next '\r' at or after start, or -1
+	for start < len(str) {
+		end := strings.IndexByte(str[start:], '\n')
+		if end >= 0 {
+			end += start
 		}
-		s.emit(str[start:i], max, fn)
-		if c == '\r' {
-			if i+1 < len(str) && str[i+1] == '\n' {
-				i++
-			} else if i+1 == len(str) {
+		if cr >= 0 && cr < start {
+			if cr = strings.IndexByte(str[start:], '\r'); cr >= 0 {
+				cr += start
+			}
+		}
+		if cr >= 0 && (end < 0 || cr < end) {
+			end = cr
+		}
+		if end < 0 {
+			break
+		}
+		s.emit(str[start:end], max, fn)
+		next := end + 1
+		if str[end] == '\r' {
+			if next < len(str) && str[next] == '\n' {
+				next++
+			} else if next == len(str) {
 				s.cr = true
 			}
 		}
-		start = i + 1
+		start = next
 	}
 	if start < len(str) {
 		s.buf = append(s.buf, str[start:]...)
