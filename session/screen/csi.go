@@ -30,8 +30,10 @@ func (s *Screen) csi(cmd ansi.Cmd, p ansi.Params) {
 		case inter == 0 && final == 'l':
 			s.setModes(p, true, false)
 		case inter == 0 && final == 'J': // DECSED: selective erase, as ED
+			s.wrapNext = false
 			s.eraseDisplay(param(p, 0, 0))
 		case inter == 0 && final == 'K': // DECSEL
+			s.wrapNext = false
 			s.eraseLine(param(p, 0, 0))
 		}
 		return
@@ -74,8 +76,10 @@ func (s *Screen) csi(cmd ansi.Cmd, p ansi.Params) {
 	case 'Z': // CBT
 		s.backTab(min(count(p, 0), s.cols))
 	case 'J': // ED
+		s.wrapNext = false
 		s.eraseDisplay(param(p, 0, 0))
 	case 'K': // EL
+		s.wrapNext = false
 		s.eraseLine(param(p, 0, 0))
 	case 'L': // IL
 		if s.y >= s.top && s.y <= s.bot {

@@ -240,6 +240,14 @@ func tmuxRender(data []byte, meta captureMeta) (rendering, error) {
 	if _, err := fmt.Sscan(info, &hist, &r.X, &r.Y); err != nil {
 		return rendering{}, fmt.Errorf("tmux display %q: %w", info, err)
 	}
+	// tmux shows the pending-wrap state (the last column was written) as
+	// the cursor one past the last column; the model keeps it on the last
+	// column with a flag, as xterm does.
+	cols := meta.Cols
+	if n := len(meta.Resizes); n > 0 {
+		cols = meta.Resizes[n-1].Cols
+	}
+	r.X = min(r.X, cols-1)
 	out, err := tmux("capture-pane", "-p", "-t", "cap", "-S", "-", "-E", "-")
 	if err != nil {
 		return rendering{}, err

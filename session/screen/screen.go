@@ -376,10 +376,10 @@ func (s *Screen) print(r rune) {
 	}
 	if w == 2 && s.x == s.cols-1 {
 		// A wide rune does not fit in the last column: it wraps whole.
+		// The last column keeps what it had (xterm and tmux do the same).
 		if !s.autowrap || s.cols < 2 {
 			return
 		}
-		s.erase(s.y, s.x, s.x+1)
 		s.cur.rows[s.y].wrapped = true
 		s.x = 0
 		s.index()
@@ -536,8 +536,9 @@ func (s *Screen) execute(b byte) {
 	}
 }
 
+// tab moves to the n-th next tab stop, or the last column. A pending wrap
+// stays pending, as in xterm: the cursor is already in the last column.
 func (s *Screen) tab(n int) {
-	s.wrapNext = false
 	for ; n > 0 && s.x < s.cols-1; n-- {
 		s.x++
 		for s.x < s.cols-1 && !s.tabs[s.x] {
@@ -665,7 +666,9 @@ func (s *Screen) insertBlanks(n int) {
 	if n <= 0 {
 		return
 	}
-	s.fixWide(rw, s.x)
+	if rw.cells[s.x].kind == kindCont {
+		s.fixWide(rw, s.x) // the insertion splits a wide rune
+	}
 	s.fixWide(rw, s.cols-n) // the rune cut at the right edge
 	copy(rw.cells[s.x+n:], rw.cells[s.x:s.cols-n])
 	clear(rw.cells[s.x : s.x+n])

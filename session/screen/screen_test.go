@@ -200,3 +200,36 @@ func FuzzWrite(f *testing.F) {
 		}
 	})
 }
+
+func TestInsertBeforeWide(t *testing.T) {
+	s := New(10, 1)
+	s.Write([]byte("질문:\r\x1b[2@"))
+	if got := s.Lines()[0]; got != "  질문:" {
+		t.Errorf("ICH before a wide rune: %q", got)
+	}
+	s.Write([]byte("\x1b[1;4H\x1b[1@")) // inside 질: the rune is split, so blanked
+	if got := s.Lines()[0]; got != "     문:" {
+		t.Errorf("ICH inside a wide rune: %q", got)
+	}
+}
+
+// Pending-wrap rules as xterm has them (see the wraptest results): TAB
+// leaves a pending wrap pending, EL cancels it, and a wide rune that does
+// not fit wraps without erasing the last column.
+func TestPendingWrapRules(t *testing.T) {
+	s := New(5, 3)
+	s.Write([]byte("abc한\t文"))
+	if diff := cmp.Diff(s.Lines(), []string{"abc한", "文", ""}); diff != "" {
+		t.Errorf("tab with pending wrap (-got +want):\n%s", diff)
+	}
+	s = New(5, 3)
+	s.Write([]byte("abcde\x1b[KX"))
+	if diff := cmp.Diff(s.Lines(), []string{"abcdX", "", ""}); diff != "" {
+		t.Errorf("EL cancels the pending wrap (-got +want):\n%s", diff)
+	}
+	s = New(5, 3)
+	s.Write([]byte("abcde\x1b[1;5H한"))
+	if diff := cmp.Diff(s.Lines(), []string{"abcde", "한", ""}); diff != "" {
+		t.Errorf("wide rune at the last column (-got +want):\n%s", diff)
+	}
+}
