@@ -325,6 +325,10 @@ func (c *consoleConn) writeLoop() {
 	s, ws := c.s, c.ws
 	ping := time.NewTicker(s.cfg.PingInterval)
 	defer ping.Stop()
+	// The session's status is polled: a change sends a STATUS frame.
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	lastStatus := c.term.Status()
 	write := func(p []byte) error {
 		_ = ws.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		return ws.WriteMessage(websocket.BinaryMessage, p)
@@ -513,6 +517,11 @@ func (c *consoleConn) writeLoop() {
 			if err := ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.cfg.WriteTimeout)); err != nil {
 				fail()
 				return
+			}
+		case <-poll.C:
+			if st := c.term.Status(); st != lastStatus {
+				lastStatus = st
+				c.poke()
 			}
 		case <-timer.C:
 			armed = false

@@ -254,10 +254,15 @@ class TermView {
       return;
     }
     const p = payload || new Uint8Array(0);
-    const frame = new Uint8Array(p.length + 1);
-    frame[0] = type;
-    frame.set(p, 1);
-    this.ws.send(frame);
+    // The server closes on frames over 64 KiB: send big pastes in pieces.
+    const max = 32 * 1024;
+    for (let off = 0; off === 0 || off < p.length; off += max) {
+      const part = p.subarray(off, off + max);
+      const frame = new Uint8Array(part.length + 1);
+      frame[0] = type;
+      frame.set(part, 1);
+      this.ws.send(frame);
+    }
   }
 
   resize(cols, rows) { this.send(F.RESIZE, new TextEncoder().encode(JSON.stringify({ cols, rows }))); }
