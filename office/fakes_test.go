@@ -172,7 +172,11 @@ func (s *memStore) ListSessions(_ context.Context, officeID string) ([]SessionRe
 func (s *memStore) CreateQuestion(_ context.Context, q Question) (Question, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q.ID = uuid.NewString()
+	if q.ID == "" {
+		q.ID = uuid.NewString()
+	} else if _, dup := s.questions[q.ID]; dup {
+		return q, Errorf(ECONFLICT, "duplicate id %s", q.ID)
+	}
 	q.CreatedAt = s.tick()
 	if q.Status == "" {
 		q.Status = QuestionPending
@@ -260,7 +264,11 @@ func (s *memStore) ListAnsweredUndelivered(ctx context.Context, officeIDs []stri
 func (s *memStore) CreateUserMessage(_ context.Context, m UserMessage) (UserMessage, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m.ID = uuid.NewString()
+	if m.ID == "" {
+		m.ID = uuid.NewString()
+	} else if _, dup := s.messages[m.ID]; dup {
+		return m, Errorf(ECONFLICT, "duplicate id %s", m.ID)
+	}
 	m.CreatedAt = s.tick()
 	if m.Status == "" {
 		m.Status = MessagePending
@@ -304,7 +312,11 @@ func (s *memStore) ListPendingUserMessages(_ context.Context, officeIDs []string
 func (s *memStore) CreateInvocation(_ context.Context, inv Invocation) (Invocation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	inv.ID = uuid.NewString()
+	if inv.ID == "" {
+		inv.ID = uuid.NewString()
+	} else if _, dup := s.invs[inv.ID]; dup {
+		return inv, Errorf(ECONFLICT, "duplicate id %s", inv.ID)
+	}
 	inv.CreatedAt = s.tick()
 	if inv.Status == "" {
 		inv.Status = InvocationPending
@@ -372,7 +384,11 @@ func (s *memStore) FindOpenInvocation(ctx context.Context, officeID, caller, cal
 func (s *memStore) CreateResult(_ context.Context, r Result) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r.ID = uuid.NewString()
+	if r.ID == "" {
+		r.ID = uuid.NewString()
+	} else if _, dup := s.results[r.ID]; dup {
+		return r, Errorf(ECONFLICT, "duplicate id %s", r.ID)
+	}
 	r.CreatedAt = s.tick()
 	if r.Status == "" {
 		r.Status = ResultPending
@@ -416,7 +432,11 @@ func (s *memStore) MarkResultDelivered(_ context.Context, id string) (bool, erro
 func (s *memStore) CreateDependency(_ context.Context, d DependencyRequest) (DependencyRequest, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d.ID = uuid.NewString()
+	if d.ID == "" {
+		d.ID = uuid.NewString()
+	} else if _, dup := s.deps[d.ID]; dup {
+		return d, Errorf(ECONFLICT, "duplicate id %s", d.ID)
+	}
 	d.CreatedAt = s.tick()
 	if d.Status == "" {
 		d.Status = DependencyPending

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/office-server/office-server/protocol"
 	"github.com/office-server/office-server/proxy"
 )
@@ -18,9 +19,23 @@ import (
 // acts.
 func (o *Router) handle(ctx context.Context, src source, m protocol.Message) error {
 	inserted, err := o.event(ctx, src.officeID, src.agentID, "message."+strings.ToLower(string(m.Kind)), redacted(m), m.Raw, src.key)
-	if err != nil || !inserted {
+	if err != nil {
 		return err
 	}
+	if !inserted {
+		// Seen before. A message whose first effect is a row (question,
+		// invocation, result, dependency) is handled again in replay mode:
+		// its rows have IDs derived from the message's key, so if the first
+		// run got that far the create conflicts and nothing is done twice,
+		// and if it crashed between the event and the row, the row is
+		// written now. Nothing is typed in replay mode.
+		switch m.Kind {
+		case protocol.KindAskUser, protocol.KindUserQuestion, protocol.KindInvoke, protocol.KindDeliverResult, protocol.KindDependencyRequest:
+		default:
+			return nil
+		}
+	}
+	ctx = context.WithValue(ctx, msgKey{}, msgInfo{officeID: src.officeID, key: src.key, replay: !inserted})
 	self, err := o.store.GetAgent(ctx, src.agentID)
 	if err != nil {
 		return fmt.Errorf("sender: %w", err)
@@ -46,10 +61,53 @@ func (o *Router) handle(ctx context.Context, src source, m protocol.Message) err
 		if m.Invalid != nil {
 			what, why = string(m.Invalid.Kind), m.Invalid.Reason
 		}
-		o.notify(self, fmt.Sprintf("Your %s block was not accepted: %s\nFix it and print it again.", what, why))
+		o.tell(ctx, self, fmt.Sprintf("Your %s block was not accepted: %s\nFix it and print it again.", what, why))
 		return nil
 	}
 	return nil
+}
+
+type msgKey struct{}
+
+// msgInfo is the message being handled, carried in ctx by handle.
+type msgInfo struct {
+	officeID, key string
+	replay        bool
+}
+
+func msgFrom(ctx context.Context) (msgInfo, bool) {
+	mi, ok := ctx.Value(msgKey{}).(msgInfo)
+	return mi, ok
+}
+
+// rowID returns the ID of the row a message creates, derived from the
+// message's key and what the row is (so a replay conflicts instead of
+// duplicating), or "" outside message handling (the store picks one).
+func rowID(ctx context.Context, what string) string {
+	mi, ok := msgFrom(ctx)
+	if !ok {
+		return ""
+	}
+	return uuid.NewSHA1(rowNamespace, []byte(mi.officeID+"\x00"+mi.key+"\x00"+what)).String()
+}
+
+var rowNamespace = uuid.MustParse("6f0b1d8e-4c5a-4f43-9d0e-0ffce5e1a7d1")
+
+// subKey is the dedupe key of a secondary event of the message being
+// handled ("" outside message handling).
+func subKey(ctx context.Context, what string) string {
+	if mi, ok := msgFrom(ctx); ok {
+		return mi.key + "#" + what
+	}
+	return ""
+}
+
+// tell queues a notice unless the message is being replayed.
+func (o *Router) tell(ctx context.Context, a Agent, text string) {
+	if mi, ok := msgFrom(ctx); ok && mi.replay {
+		return
+	}
+	o.notify(a, text)
 }
 
 // redacted returns the message for the event log. Messages carry no secret
@@ -59,8 +117,8 @@ func redacted(m protocol.Message) protocol.Message { return m }
 
 // refuse tells the sender an action was refused and records why.
 func (o *Router) refuse(ctx context.Context, self Agent, kind, why string) error {
-	o.notify(self, fmt.Sprintf("Your %s was refused: %s", kind, why))
-	_, err := o.event(ctx, self.OfficeID, self.ID, "refused", map[string]string{"kind": kind, "reason": why}, "", "")
+	o.tell(ctx, self, fmt.Sprintf("Your %s was refused: %s", kind, why))
+	_, err := o.event(ctx, self.OfficeID, self.ID, "refused", map[string]string{"kind": kind, "reason": why}, "", subKey(ctx, "refused"))
 	return err
 }
 
@@ -130,12 +188,18 @@ func (o *Router) ask(ctx context.Context, a Agent, q Question) (Question, error)
 	if q.Options == nil {
 		q.Options = []string{}
 	}
+	if q.ID == "" {
+		q.ID = rowID(ctx, "question/"+q.Category)
+	}
 	q, err := o.store.CreateQuestion(ctx, q)
+	if IsConflict(err) {
+		return q, nil // asked already (a replayed message)
+	}
 	if err != nil {
 		return q, fmt.Errorf("create question: %w", err)
 	}
 	o.setSessionStatus(ctx, a, SessionWaiting)
-	_, err = o.event(ctx, a.OfficeID, a.ID, "question.created", map[string]any{"question_id": q.ID, "question": q.Question, "type": q.QuestionType, "options": q.Options, "expires_at": q.ExpiresAt}, "", "")
+	_, err = o.event(ctx, a.OfficeID, a.ID, "question.created", map[string]any{"question_id": q.ID, "question": q.Question, "type": q.QuestionType, "options": q.Options, "expires_at": q.ExpiresAt}, "", subKey(ctx, "question/"+q.Category))
 	return q, err
 }
 
@@ -236,13 +300,21 @@ func (o *Router) onInvoke(ctx context.Context, self Agent, m protocol.Message) e
 // or a rejected one (the caller is told why).
 func (o *Router) invoke(ctx context.Context, caller Agent, target, task, ctxText string) (Invocation, error) {
 	reject := func(why string, callee string) (Invocation, error) {
-		inv, err := o.store.CreateInvocation(ctx, Invocation{OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee, Reason: task, Context: ctxText, Status: InvocationRejected, Error: why})
+		inv, err := o.store.CreateInvocation(ctx, Invocation{ID: rowID(ctx, "invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee, Reason: task, Context: ctxText, Status: InvocationRejected, Error: why})
+		if IsConflict(err) {
+			return inv, nil // rejected already (a replayed message)
+		}
 		if err != nil {
 			o.log.Warn("record rejected invocation", "err", err)
 		}
-		o.notify(caller, fmt.Sprintf("Your INVOKE:%s was rejected: %s", target, why))
-		_, _ = o.event(ctx, caller.OfficeID, caller.ID, "invocation.rejected", map[string]string{"invocation_id": inv.ID, "target": target, "reason": why}, "", "")
+		o.tell(ctx, caller, fmt.Sprintf("Your INVOKE:%s was rejected: %s", target, why))
+		_, _ = o.event(ctx, caller.OfficeID, caller.ID, "invocation.rejected", map[string]string{"invocation_id": inv.ID, "target": target, "reason": why}, "", subKey(ctx, "rejected"))
 		return inv, nil
+	}
+	if mi, ok := msgFrom(ctx); ok && mi.replay {
+		if inv, err := o.store.GetInvocation(ctx, rowID(ctx, "invocation")); err == nil {
+			return inv, nil // handled in full the first time
+		}
 	}
 	if strings.TrimSpace(task) == "" {
 		return reject("the task is empty; write the task as the block's text", "")
@@ -303,14 +375,17 @@ func (o *Router) invoke(ctx context.Context, caller Agent, target, task, ctxText
 		return reject(fmt.Sprintf("%s is already waiting on you (%s): this would be a cycle", callee.Name, strings.Join(names, " → ")), callee.ID)
 	}
 	inv, err := o.store.CreateInvocation(ctx, Invocation{
-		OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID,
+		ID: rowID(ctx, "invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID,
 		ParentInvocationID: parent.ID, Depth: depth, Reason: task, Context: ctxText, Status: InvocationPending,
 	})
+	if IsConflict(err) {
+		return inv, nil // created already (a replayed message); Run's catch-up delivers it
+	}
 	if err != nil {
 		return inv, fmt.Errorf("create invocation: %w", err)
 	}
 	o.kick(agentKey{caller.OfficeID, callee.ID}) // before the event: the task's latency matters
-	_, err = o.event(ctx, caller.OfficeID, caller.ID, "invocation.created", map[string]any{"invocation_id": inv.ID, "caller": caller.Name, "callee": callee.Name, "depth": depth, "selection": d.String()}, "", "")
+	_, err = o.event(ctx, caller.OfficeID, caller.ID, "invocation.created", map[string]any{"invocation_id": inv.ID, "caller": caller.Name, "callee": callee.Name, "depth": depth, "selection": d.String()}, "", subKey(ctx, "invocation"))
 	return inv, err
 }
 
@@ -401,20 +476,31 @@ func (o *Router) deliverResult(ctx context.Context, sender Agent, target string,
 		return Result{}, fmt.Errorf("find invocation: %w", err)
 	}
 	res, err := o.store.CreateResult(ctx, Result{
-		OfficeID: sender.OfficeID, InvocationID: inv.ID, FromAgentID: sender.ID, ToAgentID: to.ID,
+		ID: rowID(ctx, "result"), OfficeID: sender.OfficeID, InvocationID: inv.ID, FromAgentID: sender.ID, ToAgentID: to.ID,
 		ResultType: r.Type, ContentType: r.ContentType, Content: r.Content, Status: ResultPending,
 	})
-	if err != nil {
+	if IsConflict(err) {
+		// Stored already (a replayed message): finish what the first run
+		// may not have, with the stored row.
+		if res, err = o.store.GetResult(ctx, rowID(ctx, "result")); err != nil {
+			return res, fmt.Errorf("get result: %w", err)
+		}
+		if res.InvocationID != "" {
+			inv, _ = o.store.GetInvocation(ctx, res.InvocationID)
+		} else {
+			inv = Invocation{}
+		}
+	} else if err != nil {
 		return res, fmt.Errorf("create result: %w", err)
 	}
 	if inv.ID != "" {
 		if _, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{InvocationPending, InvocationInProgress}, InvocationCompleted, InvocationPatch{ResultID: res.ID}); err != nil {
 			return res, fmt.Errorf("complete invocation: %w", err)
 		} else if ok {
-			_, _ = o.event(ctx, sender.OfficeID, sender.ID, "invocation.completed", map[string]string{"invocation_id": inv.ID, "result_id": res.ID}, "", "")
+			_, _ = o.event(ctx, sender.OfficeID, sender.ID, "invocation.completed", map[string]string{"invocation_id": inv.ID, "result_id": res.ID}, "", subKey(ctx, "completed"))
 		}
 	}
-	_, err = o.event(ctx, sender.OfficeID, sender.ID, "result.created", map[string]string{"result_id": res.ID, "to": to.Name, "invocation_id": inv.ID, "type": r.Type}, "", "")
+	_, err = o.event(ctx, sender.OfficeID, sender.ID, "result.created", map[string]string{"result_id": res.ID, "to": to.Name, "invocation_id": inv.ID, "type": r.Type}, "", subKey(ctx, "result"))
 	o.kick(agentKey{sender.OfficeID, to.ID})
 	o.kick(agentKey{sender.OfficeID, sender.ID}) // its next task, if any
 	return res, err
@@ -545,15 +631,18 @@ func (o *Router) onDependency(ctx context.Context, self Agent, m protocol.Messag
 		return o.refuse(ctx, self, "DEPENDENCY_REQUEST", "it has no name")
 	}
 	dep, err := o.store.CreateDependency(ctx, DependencyRequest{
-		OfficeID: self.OfficeID, AgentID: self.ID, SessionID: o.sessionID(ctx, self.ID),
+		ID: rowID(ctx, "dependency"), OfficeID: self.OfficeID, AgentID: self.ID, SessionID: o.sessionID(ctx, self.ID),
 		Type: d.Type, Name: d.Name, Description: d.Description, Required: d.Required, Default: d.Default,
 		Status: DependencyPending, ExpiresAt: o.now().Add(o.cfg.DependencyTTL),
 	})
+	if IsConflict(err) {
+		return nil // requested already (a replayed message)
+	}
 	if err != nil {
 		return fmt.Errorf("create dependency: %w", err)
 	}
 	o.setSessionStatus(ctx, self, SessionWaiting)
-	_, err = o.event(ctx, self.OfficeID, self.ID, "dependency.requested", map[string]any{"dependency_id": dep.ID, "type": dep.Type, "name": dep.Name, "required": dep.Required}, "", "")
+	_, err = o.event(ctx, self.OfficeID, self.ID, "dependency.requested", map[string]any{"dependency_id": dep.ID, "type": dep.Type, "name": dep.Name, "required": dep.Required}, "", subKey(ctx, "dependency"))
 	return err
 }
 

@@ -918,3 +918,40 @@ func TestRunEndsItsGoroutines(t *testing.T) {
 	sub.Close()
 	eventually(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
+
+// A server that crashed right after recording a message (its event) but
+// before acting on it acts on it when the message is read again; one that
+// got further does not act twice. Rows a message creates have IDs derived
+// from the message's key.
+func TestReplayAfterCrashWindow(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run("PO")
+	ctx := context.Background()
+	text := askBlock + "\n[INVOKE:DEV]\ntask\n[/INVOKE:DEV]"
+	// The "previous process" recorded both messages' events and died.
+	for i, kind := range []string{"message.ask_user", "message.invoke"} {
+		if _, _, err := h.st.AppendEvent(ctx, Event{OfficeID: h.office.ID, AgentID: h.id("PO"), Kind: kind, DedupeKey: fmt.Sprintf("entry-1#%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.sayID("PO", "entry-1", text)
+	eventually(t, "question and invocation", func() bool { return len(h.questions()) == 1 && len(h.invocations()) == 1 })
+	h.typed("DEV", "> task")
+	// Read again (a restart, a re-render): nothing new.
+	h.sayID("PO", "entry-1", text)
+	time.Sleep(100 * time.Millisecond)
+	if q, i := len(h.questions()), len(h.invocations()); q != 1 || i != 1 {
+		t.Fatalf("%d questions, %d invocations after a replay; want 1 and 1", q, i)
+	}
+	// A result whose row was written but whose invocation was not completed
+	// is completed on replay.
+	inv := h.invocations()[0]
+	h.sayID("DEV", "entry-2", "[DELIVER_RESULT:PO]\ncontent: done\n[/DELIVER_RESULT:PO]")
+	eventually(t, "completed", func() bool { i, _ := h.st.GetInvocation(ctx, inv.ID); return i.Status == InvocationCompleted })
+	h.sayID("DEV", "entry-2", "[DELIVER_RESULT:PO]\ncontent: done\n[/DELIVER_RESULT:PO]")
+	time.Sleep(100 * time.Millisecond)
+	if rs, _ := h.st.ListResults(ctx, ResultFilter{OfficeID: h.office.ID}); len(rs) != 1 {
+		t.Errorf("%d results after a replay, want 1", len(rs))
+	}
+	h.quiet("DEV", 50*time.Millisecond)
+}

@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session"
+	"github.com/office-server/office-server/store/postgres"
 	"github.com/office-server/office-server/store/sqlite"
 )
 
@@ -66,4 +69,60 @@ func TestChainSQLite(t *testing.T) {
 		is, _ := st.ListInvocations(ctx, office.InvocationFilter{OfficeID: off.ID, Status: []string{office.InvocationCompleted}})
 		return len(is) == 1
 	})
+}
+
+// The router relies on a duplicate row ID being ECONFLICT (replayed
+// messages create rows with IDs derived from the message): check it on the
+// real stores.
+func TestStoresConflictOnDuplicateID(t *testing.T) {
+	ctx := context.Background()
+	lite, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "office.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+	pg, err := postgres.Open(ctx, pgDB(t), postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	for name, st := range map[string]office.Store{"sqlite": lite, "postgres": pg} {
+		off, err := st.UpsertOffice(ctx, office.Office{Name: "dup"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := st.UpsertAgent(ctx, office.Agent{OfficeID: off.ID, Name: "PO", Status: office.AgentIdle, Capabilities: []string{}, Expertise: []string{}, AllowedActions: []string{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := uuid.NewString()
+		q := office.Question{ID: id, OfficeID: off.ID, AgentID: a.ID, QuestionType: "text", Question: "?", Options: []string{}, Status: office.QuestionPending, ExpiresAt: time.Now().Add(time.Hour)}
+		if _, err := st.CreateQuestion(ctx, q); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := st.CreateQuestion(ctx, q); !office.IsConflict(err) {
+			t.Errorf("%s: duplicate question id: %v, want ECONFLICT", name, err)
+		}
+		inv := office.Invocation{ID: id, OfficeID: off.ID, CallerAgentID: a.ID, CalleeAgentID: a.ID, Reason: "x", Status: office.InvocationPending, Depth: 1}
+		if _, err := st.CreateInvocation(ctx, inv); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := st.CreateInvocation(ctx, inv); !office.IsConflict(err) {
+			t.Errorf("%s: duplicate invocation id: %v, want ECONFLICT", name, err)
+		}
+		r := office.Result{ID: id, OfficeID: off.ID, FromAgentID: a.ID, ToAgentID: a.ID, ResultType: "message", ContentType: "text/plain", Content: "c", Status: office.ResultPending}
+		if _, err := st.CreateResult(ctx, r); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := st.CreateResult(ctx, r); !office.IsConflict(err) {
+			t.Errorf("%s: duplicate result id: %v, want ECONFLICT", name, err)
+		}
+		d := office.DependencyRequest{ID: id, OfficeID: off.ID, AgentID: a.ID, Type: "file", Name: "f", Status: office.DependencyPending, ExpiresAt: time.Now().Add(time.Hour)}
+		if _, err := st.CreateDependency(ctx, d); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := st.CreateDependency(ctx, d); !office.IsConflict(err) {
+			t.Errorf("%s: duplicate dependency id: %v, want ECONFLICT", name, err)
+		}
+	}
 }
