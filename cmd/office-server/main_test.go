@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/server"
 )
@@ -69,14 +70,14 @@ type liveServer struct {
 
 // startMain runs the serve command on the embedded store with the test
 // office until the test ends.
-func startMain(t *testing.T) *liveServer {
+func startMain(t *testing.T, extra ...string) *liveServer {
 	t.Helper()
 	dir := t.TempDir()
 	officePath := filepath.Join(dir, "office.yaml")
 	if err := os.WriteFile(officePath, []byte(testOffice), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := parseServeConfig([]string{"--data-dir", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0", "--office", officePath, "--shutdown-timeout", "10s"},
+	cfg, err := parseServeConfig(append([]string{"--data-dir", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0", "--office", officePath, "--shutdown-timeout", "10s"}, extra...),
 		func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -357,5 +358,54 @@ func TestAgentLifecycleAPI(t *testing.T) {
 	}
 	if st := post("/api/offices/"+oid+"/agents/nobody/start", ""); st != http.StatusNotFound {
 		t.Fatalf("start unknown agent = %d, want 404", st)
+	}
+}
+
+// TestServePostgres runs the serve command on a fresh PostgreSQL database
+// (migrations applied at start, LISTEN/NOTIFY change feed): ready, and the
+// demo round trip works.
+func TestServePostgres(t *testing.T) {
+	url := testenv.NewDatabase(t)
+	r := startMain(t, "--database-url", url)
+	oid := r.officeID(t)
+	req, _ := http.NewRequest("GET", r.base+"/readyz", nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz = %d on postgres", res.StatusCode)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	q := r.waitQuestion(t, oid, office.QuestionPending, 20*time.Second)
+	body := strings.NewReader(`{"response":"Login page"}`)
+	req, _ = http.NewRequest("POST", r.base+"/api/questions/"+q.ID+"/answer", body)
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("answer = %d", res.StatusCode)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		var invs []office.Invocation
+		r.get(t, "/api/offices/"+oid+"/invocations?status=completed", &invs)
+		if len(invs) > 0 && strings.Contains(invs[0].Reason, "Login page") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no completed invocation on postgres")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
