@@ -439,6 +439,22 @@ func (o *Router) deliverResult(ctx context.Context, sender Agent, target string,
 		return Result{}, err
 	}
 	to, ok := reg.ByName(target)
+	if !ok && strings.TrimSpace(target) == "" {
+		// No target: the result goes to whoever gave the sender its
+		// current task.
+		open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: sender.OfficeID, AgentID: sender.ID, Status: []string{InvocationInProgress}})
+		if err != nil {
+			return Result{}, fmt.Errorf("list invocations: %w", err)
+		}
+		for _, inv := range open {
+			if inv.CalleeAgentID == sender.ID {
+				to, ok = reg.ByID(inv.CallerAgentID)
+			}
+		}
+		if !ok {
+			return Result{}, o.refuse(ctx, sender, "DELIVER_RESULT", "it names no agent and you have no task in progress; write [DELIVER_RESULT:<agent>]")
+		}
+	}
 	if !ok {
 		d := reg.Select(proxy.Request{Target: target, Exclude: []string{sender.ID}})
 		if d.Outcome == proxy.AskUser {

@@ -955,3 +955,19 @@ func TestReplayAfterCrashWindow(t *testing.T) {
 	}
 	h.quiet("DEV", 50*time.Millisecond)
 }
+
+func TestDeliverResultWithoutTarget(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run("PO")
+	h.run("DEV")
+	h.say("DEV", "[DELIVER_RESULT]\ncontent: stray\n[/DELIVER_RESULT]")
+	if got := h.typed("DEV", "refused"); !strings.Contains(got, "no task in progress") {
+		t.Errorf("told %q", got)
+	}
+	h.say("PO", "[INVOKE:DEV]\nwork\n[/INVOKE:DEV]")
+	h.typed("DEV", "> work")
+	eventually(t, "in progress", func() bool { return len(h.invocations(InvocationInProgress)) == 1 })
+	h.say("DEV", "[DELIVER_RESULT]\ncontent: done it\n[/DELIVER_RESULT]")
+	h.typed("PO", "> done it")
+	eventually(t, "completed", func() bool { return len(h.invocations(InvocationCompleted)) == 1 })
+}
