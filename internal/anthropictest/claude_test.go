@@ -325,3 +325,55 @@ func hasAssistant(r anthropictest.Request, text string) bool {
 	}
 	return false
 }
+
+// TestClaudeCodeSideRequests runs Claude Code with its nonessential traffic
+// allowed: then every prompt also makes a side request (2.1.330: the
+// session title, on the haiku model, with no tools). The side request must
+// get the side script's answer and leave the main queue to the main
+// request.
+func TestClaudeCodeSideRequests(t *testing.T) {
+	srv := anthropictest.New(t)
+	home, dir := t.TempDir(), t.TempDir()
+	if err := anthropictest.PrepareHome(home, dir, srv.Key); err != nil {
+		t.Fatal(err)
+	}
+	srv.Enqueue(anthropictest.Response{Text: "메인 답입니다"})
+	srv.ReplySide(func(r anthropictest.Request) anthropictest.Response {
+		return anthropictest.Response{Text: "Go haiku"}
+	})
+	id := uuid.NewString()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	tm := startClaudeEnv(t, srv, home, dir, true, "--session-id", id)
+	if err := tm.waitOutput(ctx, "\u276f"); err != nil {
+		t.Fatalf("wait for the prompt box: %v\n%q", err, tm.output())
+	}
+	time.Sleep(200 * time.Millisecond)
+	tm.write("Write a haiku about Go")
+	time.Sleep(200 * time.Millisecond)
+	tm.write("\r")
+	text, err := waitTranscript(ctx, anthropictest.TranscriptPath(home, dir, id))
+	if err != nil {
+		t.Fatalf("transcript: %v\n%q", err, tm.output())
+	}
+	if text != "메인 답입니다" {
+		t.Errorf("main reply in the transcript = %q", text)
+	}
+	var side int
+	for _, r := range srv.Requests() {
+		if r.Main {
+			continue
+		}
+		side++
+		if len(r.Tools) != 0 {
+			t.Errorf("side request %d offers tools", r.Seq)
+		}
+		t.Logf("side request %d: model %s, %d message(s)", r.Seq, r.Model, len(r.Messages))
+	}
+	if side == 0 {
+		t.Errorf("no side request seen (Claude Code 2.1.330 sends a title request per prompt): %d requests", len(srv.Requests()))
+	}
+	if n := len(srv.MainRequests()); n != 1 {
+		t.Errorf("%d main requests, want 1", n)
+	}
+}

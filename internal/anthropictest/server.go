@@ -21,7 +21,8 @@
 //   - with CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 and a prepared
 //     $HOME/.claude.json, start-up makes no request to this server; the first
 //     request is the main one, made when the prompt is submitted (without
-//     that variable it also sends HEAD /api/hello);
+//     that variable it also sends HEAD /api/hello at start-up and, before
+//     each main request, a session-title side request on the haiku model);
 //   - it turns on bracketed paste in its first write (~0.5 s after exec) and
 //     draws its prompt box (❯) ~0.1 s later; an Enter typed before the box
 //     is drawn is lost, so wait for it;
