@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
@@ -119,6 +120,15 @@ func TestFidelityTable(t *testing.T) {
 	}
 }
 
+// reportCPU adds the metric "cpu-MB/s": bytes per op over the CPU time the
+// loop used, which, unlike MB/s, does not count time other processes held
+// the CPU (run with -cpu 1).
+func reportCPU(b *testing.B, bytes int, since time.Duration) {
+	if cpu := cpuTime() - since; cpu > 0 {
+		b.ReportMetric(float64(bytes)*float64(b.N)/cpu.Seconds()/1e6, "cpu-MB/s")
+	}
+}
+
 // benchInput is a PTY-like stream: text (a third Hangul), colours, cursor
 // moves, titles and hyperlinks, about 1 MB.
 func benchInput() []byte {
@@ -156,14 +166,17 @@ func BenchmarkStrip(b *testing.B) {
 		b.Run(strings.NewReplacer(" ", "_", "/", "_").Replace(s.name), func(b *testing.B) {
 			b.SetBytes(int64(len(in)))
 			var out []byte
+			cpu0 := cpuTime()
 			for b.Loop() {
 				out = s.run(out[:0], chunks)
 			}
+			reportCPU(b, len(in), cpu0)
 		})
 	}
 	b.Run("hand_state_machine_CursorSpaces", func(b *testing.B) {
 		b.SetBytes(int64(len(in)))
 		var out []byte
+		cpu0 := cpuTime()
 		for b.Loop() {
 			s := Stripper{CursorSpaces: true}
 			out = out[:0]
@@ -171,5 +184,6 @@ func BenchmarkStrip(b *testing.B) {
 				out = s.Append(out, c)
 			}
 		}
+		reportCPU(b, len(in), cpu0)
 	})
 }
