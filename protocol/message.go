@@ -13,6 +13,11 @@
 // cannot be understood comes out as a KindInvalid message that says why, so the
 // office can tell the agent what to fix; nothing is dropped silently.
 //
+// Splitter cuts a byte stream into lines for a Parser; the subpackage
+// ansistrip removes terminal escape sequences from one first. The seed-000
+// value validators (ValidateDependencyValue and the functions it calls)
+// check what a person provides for a DEPENDENCY_REQUEST.
+//
 // The package is pure: no I/O, no goroutines, no clocks.
 package protocol
 
