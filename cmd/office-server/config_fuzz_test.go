@@ -1,0 +1,40 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzParseOfficeFile: any input is either refused with an error or gives
+// an office with a name and agents with unique names and known kinds.
+func FuzzParseOfficeFile(f *testing.F) {
+	f.Add([]byte(testOffice))
+	f.Add([]byte("office: {name: x}\nagents: [{name: a, launch: {kind: builtin, script: po}}]"))
+	f.Add([]byte("office: {name: x}\nagents: [{name: a}, {name: A}]"))
+	f.Add([]byte("agents: 3"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		o, agents, err := parseOfficeFile("f.yaml", b)
+		if err != nil {
+			return
+		}
+		if strings.TrimSpace(o.Name) == "" {
+			t.Fatal("accepted an office without a name")
+		}
+		seen := map[string]bool{}
+		for _, a := range agents {
+			n := strings.ToLower(a.Name)
+			if strings.TrimSpace(n) == "" || seen[n] {
+				t.Fatalf("accepted agent name %q (empty or duplicate)", a.Name)
+			}
+			seen[n] = true
+			switch a.Launch.Kind {
+			case "", "claude", "command", "builtin":
+			default:
+				t.Fatalf("accepted launch kind %q", a.Launch.Kind)
+			}
+			if a.Launch.Kind == "builtin" && a.Launch.Script == "" {
+				t.Fatal("accepted builtin without a script")
+			}
+		}
+	})
+}
