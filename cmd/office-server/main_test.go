@@ -253,6 +253,27 @@ func TestParseOfficeFile(t *testing.T) {
 	}
 }
 
+// TestExampleOffices: the office files in examples/ parse.
+func TestExampleOffices(t *testing.T) {
+	for _, name := range []string{"demo-office.yaml", "claude-office.yaml"} {
+		o, agents, err := loadOfficeFile(filepath.Join(testenv.RepoRoot(), "examples", name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if o.Name == "" || len(agents) < 2 {
+			t.Fatalf("%s: office %+v with %d agents", name, o, len(agents))
+		}
+	}
+	sp, err := (&officeSessions{agentBin: "/bin/office-server"}).spec(office.SessionSpec{Launch: office.LaunchSpec{Kind: "claude", Command: "node_modules/.bin/claude"}})
+	if err != nil || !filepath.IsAbs(sp.Command) {
+		t.Fatalf("relative claude command not made absolute: %q %v", sp.Command, err)
+	}
+	sp, err = (&officeSessions{agentBin: "/bin/office-server"}).spec(office.SessionSpec{Launch: office.LaunchSpec{Kind: "builtin", Script: "po", Args: []string{"--step", "1s"}}})
+	if err != nil || sp.Command != "/bin/office-server" || strings.Join(sp.Args, " ") != "agent --script po --step 1s" || sp.PromptPattern != builtinPrompt {
+		t.Fatalf("builtin spec = %+v %v", sp, err)
+	}
+}
+
 func TestParseServeConfig(t *testing.T) {
 	env := map[string]string{"OFFICE_ADDR": "127.0.0.1:9", "OFFICE_ADMIN_TOKEN": "tok", "OFFICE_ALLOWED_ORIGINS": "http://a, http://b"}
 	c, err := parseServeConfig([]string{"--data-dir", "/x"}, func(k string) string { return env[k] }, io.Discard)

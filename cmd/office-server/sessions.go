@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/office-server/office-server/office"
@@ -43,15 +45,29 @@ func (a *officeSessions) spec(s office.SessionSpec) (session.Spec, error) {
 			sp.PromptPattern = builtinPrompt
 		}
 	case "command":
-		sp.Kind, sp.Command = session.KindCommand, l.Command
+		sp.Kind, sp.Command = session.KindCommand, absCommand(l.Command)
 	case "", "claude":
-		sp.Kind, sp.Command = session.KindClaude, l.Command
+		sp.Kind, sp.Command = session.KindClaude, absCommand(l.Command)
 		sp.ConversationID, sp.Resume = s.ConversationID, s.Resume
 		sp.AppendSystemPrompt, sp.PermissionMode, sp.Model, sp.Home = s.SystemPrompt, l.PermissionMode, l.Model, s.Home
 	default:
 		return sp, office.Errorf(office.EINVALID, "unknown launch kind %q", l.Kind)
 	}
 	return sp, nil
+}
+
+// absCommand makes a relative command path with a directory in it
+// ("node_modules/.bin/claude") absolute from the server's working
+// directory: the agent runs in its own directory, where it would not
+// resolve. Bare names are left to PATH.
+func absCommand(c string) string {
+	if c == "" || filepath.IsAbs(c) || !strings.ContainsRune(c, filepath.Separator) {
+		return c
+	}
+	if abs, err := filepath.Abs(c); err == nil {
+		return abs
+	}
+	return c
 }
 
 func running(s *session.Session) bool {
