@@ -39,8 +39,8 @@ func (sf screenFlags) source() (lineSource, bool, error) {
 	if !sf.on && sf.cols == 0 && sf.rows == 0 {
 		return nil, false, nil
 	}
-	if sf.cols < 0 || sf.rows < 0 || sf.cols > 10000 || sf.rows > 10000 {
-		return nil, false, fmt.Errorf("screen size %dx%d out of range (1..10000)", sf.cols, sf.rows)
+	if sf.cols < 0 || sf.rows < 0 || sf.cols > screen.MaxCols || sf.rows > screen.MaxRows {
+		return nil, false, fmt.Errorf("screen size %dx%d out of range (at most %dx%d)", sf.cols, sf.rows, screen.MaxCols, screen.MaxRows)
 	}
 	src := screenSource{cols: defaultScreenCols, rows: defaultScreenRows}
 	if sf.cols > 0 {

@@ -92,6 +92,7 @@ func TestParseScreenScrolled(t *testing.T) {
 func TestParseScreenFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"parse", "--cols", "-1", "-"},
+		{"parse", "--rows", "100000", "-"},
 		{"parse", "--transcript", "--screen", "-"},
 	} {
 		if _, _, code := runCmd(t, "", args...); code == 0 {

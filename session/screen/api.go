@@ -122,7 +122,8 @@ func (s *Screen) Size() (cols, rows int) {
 	return s.cols, s.rows
 }
 
-// Resize changes the screen to cols x rows (each at least 1), as a terminal
+// Resize changes the screen to cols x rows (each at least 1, at most
+// MaxCols x MaxRows), as a terminal
 // window does: rows are cut or padded on the right (no reflow: the program
 // redraws after SIGWINCH), and when the screen gets shorter than the cursor
 // row, rows from the top scroll off (into TakeScrolled on the main screen)
@@ -130,7 +131,7 @@ func (s *Screen) Size() (cols, rows int) {
 func (s *Screen) Resize(cols, rows int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cols, rows = max(cols, 1), max(rows, 1)
+	cols, rows = min(max(cols, 1), MaxCols), min(max(rows, 1), MaxRows)
 	if cols == s.cols && rows == s.rows {
 		return
 	}

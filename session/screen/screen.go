@@ -34,6 +34,14 @@ import (
 // by Dropped).
 const DefaultScrolledLimit = 10000
 
+// MaxCols and MaxRows bound a screen's size (New and Resize clamp to
+// them), so a hostile resize cannot make a screen take much memory: at most
+// 1000x500 cells of 8 bytes, 4 MB per screen.
+const (
+	MaxCols = 1000
+	MaxRows = 500
+)
+
 // maxOSC bounds the OSC payload a Screen keeps (window titles).
 const maxOSC = 4096
 
@@ -168,9 +176,10 @@ type Screen struct {
 	rowScratch []*row         // scratch for scrolling
 }
 
-// New returns a blank screen of cols x rows (each at least 1).
+// New returns a blank screen of cols x rows (each at least 1, at most
+// MaxCols x MaxRows).
 func New(cols, rows int) *Screen {
-	cols, rows = max(cols, 1), max(rows, 1)
+	cols, rows = min(max(cols, 1), MaxCols), min(max(rows, 1), MaxRows)
 	s := &Screen{cols: cols, rows: rows, scrolledLimit: DefaultScrolledLimit}
 	// Not ansi.NewParser: it allocates a 64 KiB string buffer, and strings
 	// (OSC, DCS…) are collected by the Screen itself.

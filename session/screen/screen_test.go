@@ -233,3 +233,14 @@ func TestPendingWrapRules(t *testing.T) {
 		t.Errorf("wide rune at the last column (-got +want):\n%s", diff)
 	}
 }
+
+func TestSizeBounds(t *testing.T) {
+	s := New(0, -5)
+	if c, r := s.Size(); c != 1 || r != 1 {
+		t.Errorf("New(0,-5) size %dx%d", c, r)
+	}
+	s.Resize(1<<20, 1<<20)
+	if c, r := s.Size(); c != MaxCols || r != MaxRows {
+		t.Errorf("huge resize gave %dx%d", c, r)
+	}
+}
