@@ -63,18 +63,17 @@ func (r *row) full(buf []byte) []byte { return r.render(buf, false) }
 func (s *Screen) TakeScrolled() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.trimScrolled()
 	out := s.scrolled
 	s.scrolled = nil
 	return out
 }
 
 // Dropped returns how many scrolled-off rows were discarded because more
-// than the scrolled limit were waiting for TakeScrolled.
+// than the scrolled limit were left waiting for TakeScrolled.
 func (s *Screen) Dropped() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.dropped + max(0, len(s.scrolled)-s.scrolledLimit)
+	return s.dropped
 }
 
 // BracketedPaste reports whether the program turned on bracketed paste

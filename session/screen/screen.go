@@ -30,8 +30,11 @@ import (
 )
 
 // DefaultScrolledLimit is how many scrolled-off rows a Screen keeps for
-// TakeScrolled when nobody takes them; older ones are dropped (and counted
-// by Dropped).
+// TakeScrolled from earlier writes when nobody takes them; older ones are
+// dropped (and counted by Dropped) when the next Write starts. The rows one
+// Write scrolls off are never dropped before a TakeScrolled after it, so a
+// reader that takes them after every Write loses nothing, however much one
+// write scrolls.
 const DefaultScrolledLimit = 10000
 
 // MaxCols and MaxRows bound a screen's size (New and Resize clamp to
@@ -219,13 +222,13 @@ func (s *Screen) reset() {
 	}
 }
 
-// SetScrolledLimit sets how many untaken scrolled-off rows are kept (at
-// least 1); the oldest are dropped first.
+// SetScrolledLimit sets how many untaken scrolled-off rows of earlier
+// writes are kept (at least 1); the oldest are dropped first, when the next
+// Write starts.
 func (s *Screen) SetScrolledLimit(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.scrolledLimit = max(n, 1)
-	s.trimScrolled()
 }
 
 // Write feeds terminal output to the screen. It always consumes all of p and
@@ -233,6 +236,7 @@ func (s *Screen) SetScrolledLimit(n int) {
 func (s *Screen) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.trimScrolled()
 	n := len(p)
 	if len(s.pending) > 0 {
 		p = append(s.pending, p...)
@@ -651,11 +655,6 @@ func (s *Screen) spare(n int) []*row {
 
 func (s *Screen) pushScrolled(line string) {
 	s.scrolled = append(s.scrolled, line)
-	// Trimming copies the kept rows, so let the list grow to twice the
-	// limit before cutting it back: amortised O(1) per row.
-	if len(s.scrolled) > 2*s.scrolledLimit {
-		s.trimScrolled()
-	}
 }
 
 // trimScrolled drops the oldest untaken rows beyond the limit.

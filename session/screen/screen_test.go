@@ -101,14 +101,26 @@ func TestTakeScrolledFinalAndLimit(t *testing.T) {
 	for _, l := range []string{"a", "b", "c", "d", "e", "f"} {
 		s.Write([]byte(l + "\r\n"))
 	}
-	if diff := cmp.Diff(s.TakeScrolled(), []string{"c", "d", "e"}); diff != "" {
+	// Rows a, b, c, d, e scrolled off, one per write from the second on.
+	// When the last write started, four were waiting: the oldest went.
+	if diff := cmp.Diff(s.TakeScrolled(), []string{"b", "c", "d", "e"}); diff != "" {
 		t.Errorf("scrolled (-got +want):\n%s", diff)
 	}
-	if s.Dropped() != 2 {
+	if s.Dropped() != 1 {
 		t.Errorf("dropped %d", s.Dropped())
 	}
 	if got := s.TakeScrolled(); got != nil {
 		t.Errorf("second take %q", got)
+	}
+	// One write that scrolls more than the limit loses nothing.
+	var many strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&many, "%d\r\n", i)
+	}
+	s.Write([]byte(many.String()))
+	got := s.TakeScrolled()
+	if len(got) != 10 || got[0] != "f" || got[9] != "8" {
+		t.Errorf("one big write scrolled %q", got)
 	}
 }
 
