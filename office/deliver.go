@@ -173,12 +173,10 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 			return o.retryErr("read what is due", err)
 		}
 	}
-	pending := false
 	for _, d := range deps {
 		if d.AgentID != a.ID {
 			continue
 		}
-		pending = true
 		if !o.deliverDependency(ctx, a, d, &running, send) {
 			return true
 		}
@@ -188,7 +186,6 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 		if q.AgentID != a.ID {
 			continue
 		}
-		pending = true
 		answer, verr := validAnswer(q)
 		if verr != nil {
 			o.reask(ctx, a, q, verr)
@@ -206,7 +203,6 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 	}
 	// Results.
 	for _, r := range rs {
-		pending = true
 		if !running {
 			o.ensureStarted(ctx, a)
 			return true
@@ -226,7 +222,6 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 		if m.AgentID != a.ID {
 			continue
 		}
-		pending = true
 		if !send("[OFFICE] Message from a person in the office:\n" + quote(m.Content)) {
 			return true
 		}
@@ -269,7 +264,6 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 			_, _ = o.event(ctx, a.OfficeID, a.ID, "invocation.in_progress", map[string]string{"invocation_id": next.ID}, "", "")
 		}
 	}
-	_ = pending
 	return false
 }
 
