@@ -30,30 +30,20 @@ func (s *Screen) Text() string {
 // right edge, not a newline from the program) joined to the row they
 // continue, so a long line the program wrote reads as one line again.
 func (s *Screen) LogicalLines() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []string
 	var cur strings.Builder
-	for _, r := range s.cur.rows {
-		if r.wrapped {
-			// Trailing blanks of a wrapped row are part of the text.
-			s.buf = r.full(s.buf)
-			cur.Write(s.buf)
-			continue
+	for _, r := range s.Rows() {
+		cur.WriteString(r.Text)
+		if !r.Wrapped {
+			out = append(out, cur.String())
+			cur.Reset()
 		}
-		s.buf = r.text(s.buf)
-		cur.Write(s.buf)
-		out = append(out, cur.String())
-		cur.Reset()
 	}
 	if cur.Len() > 0 {
 		out = append(out, cur.String())
 	}
 	return out
 }
-
-// full renders the row like text but keeps trailing blanks.
-func (r *row) full(buf []byte) []byte { return r.render(buf, false) }
 
 // TakeScrolled returns the rows that scrolled off the top of the main
 // screen since the last call, oldest first, rendered as Lines renders rows.
@@ -63,8 +53,50 @@ func (r *row) full(buf []byte) []byte { return r.render(buf, false) }
 func (s *Screen) TakeScrolled() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.scrolled) == 0 {
+		return nil
+	}
+	out := make([]string, len(s.scrolled))
+	for i, r := range s.scrolled {
+		out[i] = r.Text
+		if r.Wrapped {
+			out[i] = strings.TrimRight(r.Text, " ")
+		}
+	}
+	s.scrolled = nil
+	return out
+}
+
+// Row is a rendered row of the screen.
+type Row struct {
+	// Text is the row as Lines renders it; when Wrapped, with its trailing
+	// blanks kept, since they are part of the line that continues.
+	Text string
+	// Wrapped reports that the terminal wrapped this row into the next one
+	// (autowrap at the right edge), so the two are one line of the program.
+	Wrapped bool
+}
+
+// TakeScrolledRows is TakeScrolled with each row's wrap flag, so a reader
+// can join a long line the terminal wrapped (as LogicalLines does for the
+// visible rows). TakeScrolled and TakeScrolledRows take from the same list.
+func (s *Screen) TakeScrolledRows() []Row {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	out := s.scrolled
 	s.scrolled = nil
+	return out
+}
+
+// Rows returns the visible rows with their wrap flags (see Row).
+func (s *Screen) Rows() []Row {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Row, len(s.cur.rows))
+	for i, r := range s.cur.rows {
+		s.buf = r.render(s.buf, !r.wrapped)
+		out[i] = Row{Text: string(s.buf), Wrapped: r.wrapped}
+	}
 	return out
 }
 
@@ -176,8 +208,7 @@ func (s *Screen) resizeRows(b *buffer, y *int, rows int, keep bool) {
 	if n := *y - (rows - 1); n > 0 {
 		for _, r := range b.rows[:n] {
 			if keep {
-				s.buf = r.text(s.buf)
-				s.pushScrolled(string(s.buf))
+				s.pushScrolled(r)
 			}
 		}
 		b.rows = append(b.rows[:0], b.rows[n:]...)

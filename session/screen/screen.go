@@ -170,7 +170,7 @@ type Screen struct {
 
 	pending []byte // an incomplete UTF-8 sequence at the end of the last Write
 
-	scrolled      []string
+	scrolled      []Row
 	scrolledLimit int
 	dropped       int
 
@@ -609,8 +609,7 @@ func (s *Screen) scrollUp(top, bot, n int) {
 	copy(out, rows[top:top+n])
 	for _, r := range out {
 		if keep {
-			s.buf = r.text(s.buf)
-			s.pushScrolled(string(s.buf))
+			s.pushScrolled(r)
 		}
 		r.clear()
 	}
@@ -653,8 +652,10 @@ func (s *Screen) spare(n int) []*row {
 	return s.rowScratch[:n]
 }
 
-func (s *Screen) pushScrolled(line string) {
-	s.scrolled = append(s.scrolled, line)
+// pushScrolled renders r onto the scrolled-off list.
+func (s *Screen) pushScrolled(r *row) {
+	s.buf = r.render(s.buf, !r.wrapped)
+	s.scrolled = append(s.scrolled, Row{Text: string(s.buf), Wrapped: r.wrapped})
 }
 
 // trimScrolled drops the oldest untaken rows beyond the limit.

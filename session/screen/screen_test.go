@@ -256,3 +256,33 @@ func TestSizeBounds(t *testing.T) {
 		t.Errorf("huge resize gave %dx%d", c, r)
 	}
 }
+
+func TestScrolledRowsKeepWraps(t *testing.T) {
+	s := New(6, 2)
+	// "질문: 로그인" is 12 columns: the terminal wraps it after "질문: "
+	// (6 columns, ending in a blank that belongs to the line).
+	s.Write([]byte("질문: 로그인\r\nnext\r\nlast"))
+	rows := s.TakeScrolledRows()
+	want := []Row{{Text: "질문: ", Wrapped: true}, {Text: "로그인"}}
+	if diff := cmp.Diff(rows, want); diff != "" {
+		t.Errorf("scrolled rows (-got +want):\n%s", diff)
+	}
+	if got := rows[0].Text + rows[1].Text; got != "질문: 로그인" {
+		t.Errorf("joined %q", got)
+	}
+	s = New(6, 3)
+	s.Write([]byte("질문: 로그인\r\nx"))
+	if diff := cmp.Diff(s.TakeScrolled(), []string(nil)); diff != "" {
+		t.Errorf("nothing scrolled yet (-got +want):\n%s", diff)
+	}
+	if diff := cmp.Diff(s.Lines(), []string{"질문:", "로그인", "x"}); diff != "" {
+		t.Errorf("lines (-got +want):\n%s", diff)
+	}
+	if diff := cmp.Diff(s.LogicalLines(), []string{"질문: 로그인", "x"}); diff != "" {
+		t.Errorf("logical lines (-got +want):\n%s", diff)
+	}
+	s.Write([]byte("\r\n\r\n"))
+	if diff := cmp.Diff(s.TakeScrolled(), []string{"질문:", "로그인"}); diff != "" {
+		t.Errorf("TakeScrolled trims wrapped rows too (-got +want):\n%s", diff)
+	}
+}
