@@ -971,3 +971,46 @@ func TestDeliverResultWithoutTarget(t *testing.T) {
 	h.typed("PO", "> done it")
 	eventually(t, "completed", func() bool { return len(h.invocations(InvocationCompleted)) == 1 })
 }
+
+// slowStore blocks every event append until released: a database that
+// hangs.
+type slowStore struct {
+	*memStore
+	release chan struct{}
+}
+
+func (s slowStore) AppendEvent(ctx context.Context, e Event) (Event, bool, error) {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return Event{}, false, ctx.Err()
+	}
+	return s.memStore.AppendEvent(ctx, e)
+}
+
+// The session layer's callbacks never wait for the database (DESIGN §7: the
+// PTY reader never waits for a slow database): text and statuses are queued.
+func TestCallbacksNeverBlockOnTheStore(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	st := slowStore{memStore: newMemStore(clk.Now), release: make(chan struct{})}
+	r, err := New(Config{Store: st, Sessions: newFakeSessions(), Now: clk.Now, DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	off, as, err := r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "slow"}, Agents: []Agent{{Name: "PO"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	defer func() { close(st.release); cancel(); <-done }()
+	start := time.Now()
+	for i := 0; i < 1000; i++ {
+		r.HandleText(Text{OfficeID: off.ID, AgentID: as[0].ID, ID: fmt.Sprint(i), Lines: []string{"Step 1/2: x"}, TurnEnd: true})
+		r.HandleStatus(off.ID, as[0].ID, SessionBusy, 1, nil)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("1000 callbacks took %v with the store hanging", d)
+	}
+}
