@@ -185,6 +185,19 @@ func TestBrowserConsole(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.Search(`//table[@id="invocations"]//td[contains(.,"completed")]`))); err != nil {
 		t.Fatalf("invocation not shown completed: %v", err)
 	}
+	// A message to an agent from the page reaches it (echo repeats it).
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`#msgagent`), r.agentID(t, officeID, "echo")),
+		chromedp.SendKeys(chromedp.CSS(`#msgtext`), "a message from the page\r"),
+		chromedp.Click(chromedp.CSS(`tr.agent[data-name="echo"] a.open`)),
+	); err != nil {
+		t.Fatalf("send a message: %v", err)
+	}
+	termHas("echo: > a message from the page") // the office quotes a person's words
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr.agent[data-name="po"] a.open`))); err != nil {
+		t.Fatal(err)
+	}
+	termHas("=== PHASE 1 COMPLETE ===")
 	screenshot("console.png")
 
 	// The plain view (what the page falls back to without xterm.js):

@@ -159,6 +159,14 @@ func (r *liveServer) officeID(t *testing.T) string {
 	return offices[0].ID
 }
 
+// agentID returns the id of the named agent.
+func (r *liveServer) agentID(t *testing.T, officeID, name string) string {
+	t.Helper()
+	var a office.Agent
+	r.get(t, "/api/offices/"+officeID+"/agents/"+name, &a)
+	return a.ID
+}
+
 // waitAgent waits until the named agent's session runs and returns its id.
 func (r *liveServer) waitAgent(t *testing.T, officeID, name string) string {
 	t.Helper()

@@ -85,6 +85,10 @@ function renderAgents(agents) {
       el('button', { class: 'stop', onclick: () => act(a, 'stop') }, 'stop'), ' ',
       el('button', { class: 'restart', onclick: () => act(a, 'restart') }, 'restart'))));
   $('#agents tbody').replaceChildren(...rows);
+  const sel = $('#msgagent');
+  const cur = sel.value;
+  sel.replaceChildren(...agents.map((a) => el('option', { value: a.id }, a.name)));
+  if (agents.some((a) => a.id === cur)) sel.value = cur;
 }
 
 async function act(a, action) {
@@ -301,6 +305,16 @@ $('#plaininput').addEventListener('submit', (ev) => {
   if (!state.term) return;
   state.term.send(F.INPUT, new TextEncoder().encode($('#plainline').value + '\r'));
   $('#plainline').value = '';
+});
+$('#message').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const content = $('#msgtext').value;
+  if (!content.trim()) return;
+  try {
+    await api('POST', `/api/offices/${encodeURIComponent(state.office)}/messages`, { agent: $('#msgagent').value, content });
+    $('#msgtext').value = '';
+    note('');
+  } catch (e) { note('message: ' + e.message); }
 });
 $('#office').addEventListener('change', (ev) => selectOffice(ev.target.value));
 setInterval(() => state.office && refresh(), 3000);
