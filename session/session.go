@@ -23,6 +23,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/creack/pty"
 )
@@ -388,6 +389,8 @@ type Session struct {
 	info        Info
 	p           *proc
 	lines       *screenLines // command kind
+	keys        keyLine      // command kind: a person's keystrokes
+	turnEndAt   time.Time    // command kind: the live area was last read
 	modes       modeTracker
 	lastOutput  time.Time
 	inputAt     time.Time
@@ -562,6 +565,7 @@ func (s *Session) launch() error {
 	s.modes = modeTracker{}
 	s.turnEnded = false
 	s.sawBox, s.pasteOnAt, s.awaitSubmit, s.reEntered = false, time.Time{}, false, false
+	s.keys = keyLine{}
 	s.inputAt = time.Time{}
 	s.lastOutput = time.Time{}
 	if spec.Kind == KindCommand {
@@ -897,7 +901,16 @@ func (s *Session) screenTexts(now time.Time, st Status) []Text {
 	if l := s.lines.take(); len(l) > 0 {
 		texts = append(texts, s.newScreenText(l, false))
 	}
-	if st != StatusStarting && st != StatusBusy {
+	switch st {
+	case StatusStarting, StatusBusy:
+	case StatusReady:
+		// Output nobody asked for (a background job finishing): read it
+		// once it settles behind a prompt. Only with a prompt pattern: the
+		// prompt row, which may hold what a person is typing, is skipped.
+		if s.prompt == nil || !s.lastOutput.After(s.turnEndAt) {
+			return texts
+		}
+	default:
 		return texts
 	}
 	q := s.spec.Quiescence
@@ -925,7 +938,10 @@ func (s *Session) screenTexts(now time.Time, st Status) []Text {
 		skip = s.prompt.MatchString
 	}
 	s.lines.turnEnd(skip)
-	texts = append(texts, s.newScreenText(s.lines.take(), true))
+	s.turnEndAt = now
+	if l := s.lines.take(); len(l) > 0 || st != StatusReady {
+		texts = append(texts, s.newScreenText(l, true))
+	}
 	return texts
 }
 
@@ -1054,14 +1070,20 @@ func (s *Session) typeText(p *proc, text string, paste bool) error {
 	return write("\r")
 }
 
-// Input writes raw keystrokes from the console's controlling viewer.
+// Input writes raw keystrokes from the console's controlling viewer. On a
+// command agent's screen the echo of what the person types is not the
+// agent's words either: the keystrokes are followed into a line (printable
+// characters, backspace; escape sequences ignored) that the echo filter
+// drops when it shows up on screen.
 func (s *Session) Input(p []byte) error {
 	s.mu.Lock()
 	pr := s.p
-	if pr != nil && s.spec.Kind == KindCommand && containsByte(p, '\r', '\n') {
-		s.inputAt = time.Now()
-		report, _ := s.setStatusLocked(StatusBusy)
-		defer report()
+	if pr != nil && s.lines != nil {
+		if s.keys.feed(p, s.lines) {
+			s.inputAt = time.Now()
+			report, _ := s.setStatusLocked(StatusBusy)
+			defer report()
+		}
 	}
 	s.mu.Unlock()
 	if pr == nil {
@@ -1072,6 +1094,63 @@ func (s *Session) Input(p []byte) error {
 		return fmt.Errorf("input to session %s: %w", s.key, err)
 	}
 	return nil
+}
+
+// keyLine follows a person's keystrokes into the line being typed.
+type keyLine struct {
+	line []rune
+	esc  int // 0 none, 1 after ESC, 2 in CSI/SS3
+	utf  []byte
+}
+
+// feed takes keystrokes; each completed line (Enter) is registered as
+// typed text with x. It reports whether a line was completed.
+func (k *keyLine) feed(p []byte, x *screenLines) bool {
+	entered := false
+	for _, c := range p {
+		switch k.esc {
+		case 1:
+			if c == '[' || c == 'O' {
+				k.esc = 2
+			} else {
+				k.esc = 0
+			}
+			continue
+		case 2:
+			if c >= 0x40 && c <= 0x7e {
+				k.esc = 0
+			}
+			continue
+		}
+		if len(k.utf) > 0 || c >= 0x80 {
+			k.utf = append(k.utf, c)
+			if utf8.FullRune(k.utf) {
+				r, _ := utf8.DecodeRune(k.utf)
+				k.utf = k.utf[:0]
+				k.line = append(k.line, r)
+			}
+			continue
+		}
+		switch c {
+		case 0x1b:
+			k.esc = 1
+		case '\r', '\n':
+			x.typed(string(k.line))
+			k.line = k.line[:0]
+			entered = true
+		case 0x7f, 0x08:
+			if len(k.line) > 0 {
+				k.line = k.line[:len(k.line)-1]
+			}
+		case 0x15: // Ctrl-U
+			k.line = k.line[:0]
+		default:
+			if c >= 0x20 {
+				k.line = append(k.line, rune(c))
+			}
+		}
+	}
+	return entered
 }
 
 // Resize changes the terminal size of the session (and of later restarts).

@@ -623,3 +623,39 @@ func TestEchoWrappedNotOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestUnpromptedOutputAndConsoleEcho: output that arrives while the agent
+// waits at its prompt is read once it settles; what a person types in the
+// console (Input) is echo, not the agent's words.
+func TestUnpromptedOutputAndConsoleEcho(t *testing.T) {
+	checkGoroutines(t)
+	r := newRecorder()
+	m := newTestManager(t, r, Options{})
+	ctx := context.Background()
+	agent := script(t, `printf '> '; sleep 0.6; printf '\r[RESULT] background done\n> '
+while :; do if read -r line; then echo "got: $line"; printf '> '; fi; done`)
+	s, err := m.Start(ctx, Key{"o", "bg"}, Spec{Kind: KindCommand, Command: agent, PromptPattern: `^>`, Quiescence: 100 * time.Millisecond, Cols: 60, Rows: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "background output", 5*time.Second, func(st []Status, _ []Text) bool {
+		return lastStatus(st) == StatusReady && len(r.lines()) == 1
+	})
+	if got := r.lines(); got[0] != "[RESULT] background done" {
+		t.Errorf("lines %q", got)
+	}
+	// A person types, with a typo corrected by backspace.
+	for _, k := range []string{"he", "lx\x7flo [INV", "OKE:X]", "\r"} {
+		if err := s.Input([]byte(k)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	r.waitFor(t, "answer", 5*time.Second, func(st []Status, _ []Text) bool {
+		return lastStatus(st) == StatusReady && len(r.lines()) == 2
+	})
+	time.Sleep(300 * time.Millisecond)
+	if got := r.lines(); len(got) != 2 || got[1] != "got: hello [INVOKE:X]" {
+		t.Errorf("lines %q, want the background line and the answer only", got)
+	}
+}

@@ -177,3 +177,18 @@ func envMap(env []string) map[string]string {
 	}
 	return m
 }
+
+func TestKeyLine(t *testing.T) {
+	x := &screenLines{}
+	var k keyLine
+	if k.feed([]byte("ab\x1b[Dc\x1bOA\x7fd 한"), x) {
+		t.Fatal("no Enter yet")
+	}
+	if !k.feed([]byte("\xea\xb8\x80\r"), x) {
+		t.Fatal("Enter not seen")
+	}
+	k.feed([]byte("junk\x15ok\n"), x)
+	if diff := cmp.Diff(x.echo, []string{"abd 한글", "ok"}); diff != "" {
+		t.Errorf("typed lines (-got +want):\n%s", diff)
+	}
+}
