@@ -210,10 +210,28 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	log.Info("listening", "addr", ln.Addr().String(), "store", c.storeKind())
 
 	if !c.NoAutostart {
+		// The office file's agents, and any other agent that was running
+		// when the server last stopped (status active).
+		start := map[string]office.Agent{}
 		for _, a := range officeAgents {
-			if a.Status == office.AgentDisabled {
-				continue
+			if a.Status != office.AgentDisabled {
+				start[a.ID] = a
 			}
+		}
+		if offices, err := store.ListOffices(ctx); err == nil {
+			for _, o := range offices {
+				agents, err := store.ListAgents(ctx, o.ID)
+				if err != nil {
+					continue
+				}
+				for _, a := range agents {
+					if a.Status == office.AgentActive {
+						start[a.ID] = a
+					}
+				}
+			}
+		}
+		for _, a := range start {
 			if err := router.StartAgent(ctx, a.ID); err != nil {
 				log.Warn("start agent", "agent", a.Name, "err", err)
 			}
