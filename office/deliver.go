@@ -427,12 +427,38 @@ func (o *Router) recordStatus(ctx context.Context, officeID, agentID, status str
 		case SessionStopped, SessionExited:
 			_ = o.store.SetAgentStatus(ctx, agentID, AgentIdle)
 		case SessionStarting, SessionReady:
-			if a, err := o.store.GetAgent(ctx, agentID); err == nil && (a.Status == AgentIdle || a.Status == "") {
+			a, err := o.store.GetAgent(ctx, agentID)
+			if err == nil && (a.Status == AgentIdle || a.Status == "") {
 				_ = o.store.SetAgentStatus(ctx, agentID, AgentActive)
+			}
+			if err == nil && status == SessionStarting && !resumes(a) {
+				o.requeue(ctx, a)
 			}
 		}
 		_, _ = o.event(ctx, officeID, agentID, "session."+status, map[string]any{"pid": pid, "exit_code": exitCode}, "", "")
 		o.kick(agentKey{officeID, agentID})
+	}
+}
+
+// resumes reports whether a's agent keeps its conversation across process
+// restarts (Claude Code resumes it); other CLIs start blank.
+func resumes(a Agent) bool { return a.Launch.Kind == "" || a.Launch.Kind == "claude" }
+
+// requeue puts the tasks a new process of a cannot know about (in progress
+// in the process that died) back in its queue, so they are typed again.
+func (o *Router) requeue(ctx context.Context, a Agent) {
+	invs, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{InvocationInProgress}})
+	if err != nil {
+		o.log.Warn("requeue tasks", "agent", a.Name, "err", err)
+		return
+	}
+	for _, inv := range invs {
+		if inv.CalleeAgentID != a.ID {
+			continue
+		}
+		if _, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{InvocationInProgress}, InvocationPending, InvocationPatch{}); err == nil && ok {
+			_, _ = o.event(ctx, a.OfficeID, a.ID, "invocation.requeued", map[string]string{"invocation_id": inv.ID}, "", "")
+		}
 	}
 }
 

@@ -1014,3 +1014,25 @@ func TestCallbacksNeverBlockOnTheStore(t *testing.T) {
 		t.Fatalf("1000 callbacks took %v with the store hanging", d)
 	}
 }
+
+// A CLI that starts blank after a restart gets its in-progress task typed
+// again; Claude Code, which resumes its conversation, does not.
+func TestTaskRetypedAfterRestart(t *testing.T) {
+	h := newHarness(t, nil, Agent{Name: "PO"}, Agent{Name: "DEV", Launch: LaunchSpec{Kind: "command", Command: "dev.sh"}}, Agent{Name: "CC"})
+	h.run("PO")
+	h.say("PO", "[INVOKE:DEV]\nwork\n[/INVOKE:DEV]")
+	h.typed("DEV", "> work")
+	h.say("PO", "[INVOKE:CC]\nthink\n[/INVOKE:CC]")
+	h.typed("CC", "> think")
+	eventually(t, "in progress", func() bool { return len(h.invocations(InvocationInProgress)) == 2 })
+	for _, n := range []string{"DEV", "CC"} {
+		h.r.HandleStatus(h.office.ID, h.id(n), SessionCrashed, 1, nil)
+		h.r.HandleStatus(h.office.ID, h.id(n), SessionStarting, 2, nil)
+		h.r.HandleStatus(h.office.ID, h.id(n), SessionReady, 2, nil)
+	}
+	h.typed("DEV", "> work")
+	h.quiet("CC", 150*time.Millisecond)
+	if n := len(h.invocations(InvocationInProgress)); n != 2 {
+		t.Errorf("%d in progress, want 2", n)
+	}
+}
