@@ -968,9 +968,11 @@ func (s *Session) newScreenText(lines []string, turnEnd bool) Text {
 // Send types text into the agent when it is ready for input: FIFO, one turn
 // at a time. The text is untrusted and is sanitised first (see Sanitize).
 // Multi-line text (or text with a tab) goes as a bracketed paste when the
-// program enabled mode 2004; Enter follows as a separate write. Send returns once the text was
-// typed, or with ctx's error (the text is then not typed), ErrStopped or
-// ErrFailed.
+// program enabled mode 2004; Enter follows as a separate write. Send
+// returns once the text was typed, or with ctx's error (the text is then
+// not typed), ErrEmpty (nothing left after sanitising), ErrStopped,
+// ErrFailed or ErrExited. Text queued while the agent restarts after a
+// crash waits for it.
 func (s *Session) Send(ctx context.Context, text string) error {
 	text = trimNewlines(Sanitize(text))
 	if text == "" {
