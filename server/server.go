@@ -237,6 +237,11 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.events.run(ctx)
 }
 
+// WakeEvents makes the event tail read the store now rather than at its
+// next poll; cmd calls it for each event the office publishes, so the live
+// stream follows without the poll's delay.
+func (s *Server) WakeEvents() { s.events.Poke() }
+
 // Close disconnects every console viewer (hijacked connections are not
 // closed by http.Server.Shutdown) and refuses new ones.
 func (s *Server) Close() {

@@ -193,6 +193,24 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	wg.Add(3)
 	go func() { defer wg.Done(); errc <- router.Run(runCtx) }()
 	go func() { defer wg.Done(); errc <- srv.Run(runCtx) }()
+	// The office's own events wake the server's event tail at once.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for runCtx.Err() == nil {
+			sub := router.Subscribe(256)
+			for open := true; open; {
+				select {
+				case <-runCtx.Done():
+					open = false
+				case _, ok := <-sub.C():
+					open = ok // closed: dropped for lagging; subscribe again
+					srv.WakeEvents()
+				}
+			}
+			sub.Close()
+		}
+	}()
 	go func() {
 		defer wg.Done()
 		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
