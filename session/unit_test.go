@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -190,5 +191,41 @@ func TestKeyLine(t *testing.T) {
 	k.feed([]byte("junk\x15ok\n"), x)
 	if diff := cmp.Diff(x.echo, []string{"abd 한글", "ok"}); diff != "" {
 		t.Errorf("typed lines (-got +want):\n%s", diff)
+	}
+}
+
+// TestScreenLinesCapture runs a recorded capture (bash printing 40 Korean
+// lines on a 30x8 terminal) through the screen path in chunks of every
+// size, with and without a resize in the middle: every line comes out once,
+// in order, whatever the chunking.
+func TestScreenLinesCapture(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("screen", "testdata", "seq_korean.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := 1; i <= 40; i++ {
+		want = append(want, fmt.Sprintf("줄 %d: 한글 텍스트 %d", i, i))
+	}
+	for _, resize := range []bool{false, true} {
+		for size := 1; size <= 64; size++ {
+			x := &screenLines{scr: newScreen(30, 8), cols: 30}
+			var got []string
+			for off := 0; off < len(data); off += size {
+				if resize && off >= len(data)/2 && off < len(data)/2+size {
+					x.resized(36, 8)
+				}
+				x.write(data[off:min(off+size, len(data))])
+				got = append(got, x.take()...)
+			}
+			x.turnEnd(nil)
+			got = append(got, x.take()...)
+			// A second turn end reads nothing new.
+			x.turnEnd(nil)
+			got = append(got, x.take()...)
+			if diff := cmp.Diff(got, want); diff != "" {
+				t.Fatalf("resize %v, chunks of %d (-got +want):\n%s", resize, size, diff)
+			}
+		}
 	}
 }
