@@ -19,7 +19,15 @@ import (
 // PO asks, a member answers by SQL UPDATE, PO invokes DEV, DEV delivers to
 // PO, the invocation completes. The protocol is read from Claude Code's
 // transcripts; what the office types goes in through the PTY.
-func TestChainClaude(t *testing.T) {
+func TestChainClaude(t *testing.T) { runClaudeChain(t, false) }
+
+// TestChainClaudeServerRestart: the server (router and sessions) stops
+// after PO asked; the member answers while it is down; a new server resumes
+// PO's conversation (--resume), re-reads its transcript without acting on the
+// question again, and delivers the answer once; the chain completes.
+func TestChainClaudeServerRestart(t *testing.T) { runClaudeChain(t, true) }
+
+func runClaudeChain(t *testing.T, restart bool) {
 	bin := testenv.ClaudeBin(t)
 	c := &chain{url: pgDB(t), rec: &lines{}}
 	srv := anthropictest.New(t)
@@ -86,10 +94,11 @@ func TestChainClaude(t *testing.T) {
 	c.exec(t, `insert into office_members (office_id, user_id) values ($1, $2)`, c.officeID, c.userID)
 
 	homes := t.TempDir()
-	n := startNode(t, c.url, c.rec, func(cfg *office.Config, o *session.Options) {
+	mutate := func(cfg *office.Config, o *session.Options) {
 		cfg.Home = func(a office.Agent) string { return filepath.Join(homes, a.Name) }
 		o.EnterDelay = 200 * time.Millisecond
-	})
+	}
+	n := startNode(t, c.url, c.rec, mutate)
 	if err := n.r.StartAgent(ctx, c.po.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +113,18 @@ func TestChainClaude(t *testing.T) {
 		}
 		return len(qs) == 1
 	})
-	c.answerAsMember(t, q.ID, "SSO")
+	if restart {
+		// Let Claude Code finish writing the turn before the server stops.
+		time.Sleep(2 * time.Second)
+		n.stop()
+		c.answerAsMember(t, q.ID, "SSO")
+		n = startNode(t, c.url, c.rec, mutate)
+		if err := n.r.StartAgent(ctx, c.po.ID); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		c.answerAsMember(t, q.ID, "SSO")
+	}
 	waitFor(t, "the invocation to complete", 120*time.Second, func() bool {
 		is := c.invocations(t, n.store, office.InvocationCompleted)
 		return len(is) == 1 && is[0].CalleeAgentID == c.dev.ID
@@ -127,5 +147,17 @@ func TestChainClaude(t *testing.T) {
 	}
 	if n := len(c.questions(t, n.store)); n != 1 {
 		t.Errorf("%d questions, want 1", n)
+	}
+	if is := c.invocations(t, n.store); len(is) != 1 {
+		t.Errorf("%d invocations, want 1", len(is))
+	}
+	answers := 0
+	for _, req := range srv.MainRequests() {
+		if strings.Contains(req.System, "You are PO") && strings.Contains(req.LastUserText(), "Answer to question") {
+			answers++
+		}
+	}
+	if answers != 1 {
+		t.Errorf("PO was given the answer %d times, want 1", answers)
 	}
 }
