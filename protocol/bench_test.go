@@ -266,3 +266,70 @@ func BenchmarkSeedReparseExact(b *testing.B) {
 	b.ReportMetric(est.Seconds()/float64(b.N), "s/op-estimate")
 	b.ReportMetric(full.Seconds()/float64(b.N), "s/op-measured")
 }
+
+// genDense builds a protocol-dense stream of about size bytes, the worst
+// case a command agent's screen can hand the parser: a block every few
+// lines (about one message per 120 bytes), shaped like the screen rows of
+// session/screen/testdata/agent_blocks.bin (a bulleted INVOKE indented by
+// two columns, an unindented ASK_USER) with the other kinds and a prose
+// line between them. It is deterministic.
+func genDense(size int) string {
+	blocks := []string{
+		"● [INVOKE:개발자]\n  작업 %d:  로그인  화면을 만들어 주세요\n  context: 이슈 #%d\n  [/INVOKE]",
+		"[ASK_USER]\n질문: %d번째 질문입니다. 계속할까요? (%d)\n타입: confirmation\n[/ASK_USER]",
+		"[ASK_USER]\nquestion: Which login method for build %d/%d?\ntype: selection\noptions: ['이메일', '소셜', 'SSO']\n[/ASK_USER]",
+		"[DELIVER_RESULT:PM]\ntype: markdown\ncontent:\n  # Result %d of %d\n  - done\n[/DELIVER_RESULT]",
+		"[USER_QUESTION]\ncategory: choice\nquestion: Which database (%d, %d)?\noptions:\n  - PostgreSQL\n  - SQLite\n[/USER_QUESTION]",
+		"[DEPENDENCY_REQUEST]\ntype: api_key\nname: OPENAI_API_KEY_%d\ndescription: for GPT %d\nrequired: true\n[/DEPENDENCY_REQUEST]",
+		"[ERROR]\ntype: recoverable\nmessage: build %d failed at %d\n[/ERROR]",
+		"Step %d/%d: Feature Specification",
+		"[STEP_COMPLETE]\nstep: build %d\nsummary: %d files changed\n[/STEP_COMPLETE]",
+	}
+	var b strings.Builder
+	b.Grow(size + 1024)
+	for i := 0; b.Len() < size; i++ {
+		fmt.Fprintf(&b, blocks[i%len(blocks)], i%9+1, 9+i%7)
+		fmt.Fprintf(&b, "\nplain output line %d with some words\n", i)
+	}
+	return b.String()
+}
+
+// TestGenDense checks the dense benchmark input is what it claims: every
+// block parses, and there is a message for about every 120 bytes.
+func TestGenDense(t *testing.T) {
+	s := genDense(1 << 20)
+	msgs := ParseString(s, Options{})
+	for _, m := range msgs {
+		if m.Kind == KindInvalid {
+			t.Fatalf("dense stream has an invalid message: %v\n%s", m, m.Raw)
+		}
+	}
+	per := float64(len(s)) / float64(len(msgs))
+	if per < 80 || per > 160 {
+		t.Errorf("one message per %.0f bytes, want about 120", per)
+	}
+	t.Logf("%d messages, one per %.0f bytes, %d lines", len(msgs), per, len(splitLines(s)))
+}
+
+// BenchmarkParseDense measures the parser on the dense stream of genDense
+// (a message every ~120 bytes, 4 MB): the worst case of the screen
+// pipeline, where decoding and validation, not the prose fast path, set
+// the rate.
+func BenchmarkParseDense(b *testing.B) {
+	s := genDense(4 << 20)
+	lines := splitLines(s)
+	b.SetBytes(int64(len(s)))
+	b.ReportAllocs()
+	var n int
+	cpu0 := cpuTime()
+	for b.Loop() {
+		p := NewParser(Options{})
+		n = 0
+		for _, l := range lines {
+			n += len(p.Feed(l))
+		}
+		n += len(p.Flush())
+	}
+	reportCPU(b, len(s), cpu0)
+	b.ReportMetric(float64(n), "msgs/op")
+}

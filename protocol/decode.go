@@ -20,14 +20,23 @@ func invalid(kind Kind, target, raw string, line int, format string, args ...any
 
 // decodeBlock decodes the body of a finished block of the given kind.
 // restFirst reports that body[0] is the text after the tag on the tag's own
-// line; it takes no part in finding the common indentation.
-func decodeBlock(kind Kind, target string, body []string, restFirst bool, raw string, line int) Message {
-	var lines []string
+// line; it takes no part in finding the common indentation. scratch is
+// reused for the decoded lines and returned for the next call; the message
+// keeps no reference to it.
+func decodeBlock(kind Kind, target string, body []string, restFirst bool, raw string, line int, scratch []string) (Message, []string) {
+	lines := scratch[:0]
 	if restFirst && len(body) > 0 {
-		lines = append([]string{strings.TrimSpace(body[0])}, dedent(body[1:])...)
+		lines = append(lines, strings.TrimSpace(body[0]))
+		lines = appendDedent(lines, body[1:])
 	} else {
-		lines = dedent(body)
+		lines = appendDedent(lines, body)
 	}
+	defer clear(lines)
+	return decodeLines(kind, target, lines, raw, line), lines[:0]
+}
+
+// decodeLines decodes a block's dedented body lines.
+func decodeLines(kind Kind, target string, lines []string, raw string, line int) Message {
 	m := Message{Kind: kind, Target: target, Raw: raw, Line: line}
 	var reason string
 	switch kind {
@@ -58,6 +67,27 @@ func decodeBlock(kind Kind, target string, body []string, restFirst bool, raw st
 // Code indents a reply's lines after the first by two columns), trailing
 // blanks of every line, and blank lines at both ends.
 func dedent(lines []string) []string {
+	return appendDedent(make([]string, 0, len(lines)), lines)
+}
+
+// appendDedent appends the lines of dedent(lines) to dst.
+func appendDedent(dst, lines []string) []string {
+	lines, cut := dedentRange(lines)
+	for _, l := range lines {
+		dst = append(dst, dedentLine(l, cut))
+	}
+	return dst
+}
+
+// dedentRange returns lines without the blank lines at both ends, and the
+// indentation common to the non-blank ones.
+func dedentRange(lines []string) ([]string, int) {
+	for len(lines) > 0 && isBlank(lines[0]) {
+		lines = lines[1:]
+	}
+	for len(lines) > 0 && isBlank(lines[len(lines)-1]) {
+		lines = lines[:len(lines)-1]
+	}
 	minIndent := -1
 	for _, l := range lines {
 		if isBlank(l) {
@@ -67,23 +97,50 @@ func dedent(lines []string) []string {
 			minIndent = n
 		}
 	}
-	out := make([]string, 0, len(lines))
-	for _, l := range lines {
-		l = strings.TrimRight(l, " \t")
-		if l == "" {
-			out = append(out, "")
-			continue
-		}
-		cut := minIndent
-		if n := indentOf(l); n < cut {
-			cut = n
-		}
-		if cut > 0 {
-			l = l[cut:]
-		}
-		out = append(out, l)
+	return lines, minIndent
+}
+
+// dedentLine removes trailing blanks and up to cut columns of indentation
+// from l.
+func dedentLine(l string, cut int) string {
+	l = trimBlanksRight(l)
+	if n := indentOf(l); n < cut {
+		cut = n
 	}
-	return trimBlankLines(out)
+	if cut > 0 {
+		l = l[cut:]
+	}
+	return l
+}
+
+// dedentJoin is prefix, "\n" and strings.Join(dedent(lines), "\n") (only
+// prefix if dedent(lines) is empty, only the join if prefix is ""),
+// without the intermediate slice.
+func dedentJoin(prefix string, lines []string) string {
+	lines, cut := dedentRange(lines)
+	if len(lines) == 0 {
+		return prefix
+	}
+	if prefix == "" && len(lines) == 1 {
+		return dedentLine(lines[0], cut)
+	}
+	n := len(prefix) + len(lines)
+	for _, l := range lines {
+		n += len(l)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	if prefix != "" {
+		b.WriteString(prefix)
+		b.WriteByte('\n')
+	}
+	for i, l := range lines {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(dedentLine(l, cut))
+	}
+	return b.String()
 }
 
 // trimBlankLines drops blank lines at both ends.
@@ -105,8 +162,9 @@ func isFence(l string) bool {
 
 // dropFences removes code fence lines: an agent may wrap a block's body in
 // one, and a fence is never a field.
+// It filters in place: lines is overwritten.
 func dropFences(lines []string) []string {
-	out := lines[:0:0]
+	out := lines[:0]
 	for _, l := range lines {
 		if !isFence(l) {
 			out = append(out, l)
@@ -123,63 +181,79 @@ type field struct {
 
 // text returns the field's whole value: the first line's value and the
 // continuation lines, dedented, joined by newlines.
-func (f field) text() string {
-	cont := dedent(f.cont)
-	if len(cont) == 0 {
-		return f.value
-	}
-	if f.value == "" {
-		return strings.Join(cont, "\n")
-	}
-	return f.value + "\n" + strings.Join(cont, "\n")
-}
+func (f field) text() string { return dedentJoin(f.value, f.cont) }
+
+// maxFields bounds the distinct canonical keys (see keyAliases;
+// TestKeyAliasesFit checks they fit).
+const maxFields = 24
 
 // fields holds a key-value block's fields by canonical key; the first
-// occurrence of a key counts.
+// occurrence of a key counts. It lives on the decoder's stack: a block has
+// a handful of fields, and a linear search of them is cheaper than a map.
 type fields struct {
-	m   map[string]*field
-	pre []string // text before the first field
+	keys [maxFields]string
+	vals [maxFields]field
+	n    int
+	pre  []string // text before the first field
 }
 
-func (fs fields) get(key string) string {
-	if f := fs.m[key]; f != nil {
+// field returns the field of canonical key key, or nil.
+func (fs *fields) field(key string) *field {
+	for i := 0; i < fs.n; i++ {
+		if fs.keys[i] == key {
+			return &fs.vals[i]
+		}
+	}
+	return nil
+}
+
+func (fs *fields) get(key string) string {
+	if f := fs.field(key); f != nil {
 		return strings.TrimSpace(f.text())
 	}
 	return ""
 }
 
-func (fs fields) has(key string) bool { return fs.m[key] != nil }
+func (fs *fields) has(key string) bool { return fs.field(key) != nil }
 
 // readFields splits dedented lines into fields. A known key at the left
 // margin starts a field; any other line continues the current field (seed
 // 001 continues values on indented lines; an unindented line that is not a
-// field is taken as a continuation too rather than lost).
-func readFields(lines []string) fields {
-	fs := fields{m: map[string]*field{}}
+// field is taken as a continuation too rather than lost). A field's
+// continuation lines are the lines up to the next field, so they are kept
+// as a subslice of lines.
+func (fs *fields) read(lines []string) {
+	var sink field // a repeated key: keep the first, swallow this one
 	var cur *field
-	for _, l := range lines {
+	start := 0 // the current field's line
+	for i, l := range lines {
 		// A known key at the margin starts a field; so does an indented one
 		// before any field (its indentation is then decoration: stripped
 		// terminal output can lose the cursor moves that indented the
 		// other lines).
 		if indentOf(l) == 0 || cur == nil {
 			if k, v, ok := parseField(l); ok {
-				if fs.m[k] != nil {
-					cur = &field{} // a repeated key: keep the first, swallow this one
+				if cur == nil {
+					fs.pre = lines[:i:i]
+				} else {
+					cur.cont = lines[start+1 : i : i]
+				}
+				start = i
+				if fs.field(k) != nil || fs.n == maxFields {
+					cur = &sink
 					continue
 				}
-				cur = &field{value: v}
-				fs.m[k] = cur
-				continue
+				fs.keys[fs.n], fs.vals[fs.n] = k, field{value: v}
+				cur = &fs.vals[fs.n]
+				fs.n++
 			}
 		}
-		if cur == nil {
-			fs.pre = append(fs.pre, l)
-			continue
-		}
-		cur.cont = append(cur.cont, l)
 	}
-	return fs
+	if cur == nil {
+		fs.pre = lines
+	} else {
+		cur.cont = lines[start+1:]
+	}
 }
 
 // parseBool reads a yes/no value as seed 000's permission validator does,
@@ -217,7 +291,8 @@ var questionTypeAliases = map[string]string{
 
 // decodeQuestion decodes [ASK_USER] (seed 003) and [USER_QUESTION] (seed 001).
 func decodeQuestion(kind Kind, lines []string) (*Question, string) {
-	fs := readFields(lines)
+	var fs fields
+	fs.read(lines)
 	q := &Question{
 		Question: fs.get("question"),
 		Category: normEnum(fs.get("category")),
@@ -227,7 +302,7 @@ func decodeQuestion(kind Kind, lines []string) (*Question, string) {
 	}
 	if q.Question == "" && !fs.has("question") && len(fs.pre) > 0 {
 		// "[ASK_USER]\nWhich login method?\noptions: …": the free text is the question.
-		q.Question = strings.TrimSpace(strings.Join(dedent(fs.pre), "\n"))
+		q.Question = strings.TrimSpace(dedentJoin("", fs.pre))
 	}
 	if q.Question == "" {
 		return nil, fmt.Sprintf("%s: missing 'question:' line; write `question: <text>` (or `질문: <text>`)", kind)
@@ -238,7 +313,7 @@ func decodeQuestion(kind Kind, lines []string) (*Question, string) {
 	if q.Category != "" && !oneOf(q.Category, CategoryBusiness, CategoryClarification, CategoryChoice, CategoryConfirmation) {
 		return nil, fmt.Sprintf("%s: unknown category %q; use business, clarification, choice or confirmation", kind, q.Category)
 	}
-	if f := fs.m["options"]; f != nil {
+	if f := fs.field("options"); f != nil {
 		opts, err := parseOptions(*f)
 		if err != "" {
 			return nil, fmt.Sprintf("%s: cannot read options: %s; write `options: [\"A\", \"B\"]` or one `- option` line each", kind, err)
@@ -521,7 +596,8 @@ func decodeResult(lines []string) (*DeliverResult, string) {
 
 // decodeDependency decodes [DEPENDENCY_REQUEST] (seed 000).
 func decodeDependency(lines []string) (*DependencyRequest, string) {
-	fs := readFields(lines)
+	var fs fields
+	fs.read(lines)
 	d := &DependencyRequest{
 		Type:        normEnum(fs.get("type")),
 		Name:        strings.Trim(fs.get("name"), "`"),
@@ -559,7 +635,8 @@ var errorTypes = []string{ErrorRecoverable, ErrorFatal, "missing_file", "executi
 
 // decodeError decodes [ERROR] (seed 001).
 func decodeError(lines []string) (*AgentError, string) {
-	fs := readFields(lines)
+	var fs fields
+	fs.read(lines)
 	e := &AgentError{
 		Type:     normEnum(fs.get("type")),
 		Message:  fs.get("message"),
@@ -567,7 +644,7 @@ func decodeError(lines []string) (*AgentError, string) {
 		Details:  fs.get("details"),
 	}
 	if e.Message == "" && !fs.has("message") && len(fs.pre) > 0 {
-		e.Message = strings.TrimSpace(strings.Join(dedent(fs.pre), "\n"))
+		e.Message = strings.TrimSpace(dedentJoin("", fs.pre))
 	}
 	switch {
 	case e.Type == "":

@@ -3,6 +3,7 @@ package protocol
 import (
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -133,7 +134,7 @@ func parseTag(line string) (t tag, ok bool) {
 		inner = strings.TrimSpace(inner[1:])
 	}
 	name := inner
-	if k := strings.IndexAny(inner, ":："); k >= 0 {
+	if k := indexColon(inner); k >= 0 {
 		name = strings.TrimSpace(inner[:k])
 		_, w := utf8.DecodeRuneInString(inner[k:])
 		t.target = strings.TrimSpace(inner[k+w:])
@@ -164,7 +165,7 @@ func cutClosing(s string) (body string, closed bool) {
 		return s, false
 	}
 	inner := s[i+2 : i+j]
-	if k := strings.IndexAny(inner, ":："); k >= 0 {
+	if k := indexColon(inner); k >= 0 {
 		inner = inner[:k]
 	}
 	if _, known := lookupTag(strings.TrimSpace(inner)); !known {
@@ -262,20 +263,16 @@ var keyAliases = map[string]string{
 // (see keyAliases), with markdown emphasis around the key allowed
 // ("**question**: x", "**question:** x"). Leading blanks are ignored.
 func parseField(s string) (key, value string, ok bool) {
-	s = strings.TrimLeft(s, " \t")
-	i := strings.IndexAny(s, ":：")
+	s = trimBlanksLeft(s)
+	i := indexColon(s)
 	if i <= 0 || i > 40 {
 		return "", "", false
 	}
-	k := strings.Trim(s[:i], " *_`")
+	k := trimKey(s[:i])
 	if k == "" {
 		return "", "", false
 	}
-	lk := strings.ToLower(k)
-	if strings.ContainsAny(lk, " -") {
-		lk = strings.NewReplacer(" ", "_", "-", "_").Replace(lk)
-	}
-	canon, known := keyAliases[lk]
+	canon, known := lookupKey(k)
 	if !known {
 		return "", "", false
 	}
@@ -283,6 +280,49 @@ func parseField(s string) (key, value string, ok bool) {
 	v := strings.TrimSpace(s[i+w:])
 	v = strings.TrimSpace(strings.TrimLeft(v, "*_")) // the ** of "**key:** value"
 	return canon, v, true
+}
+
+// lookupKey finds the canonical name of field key k: lower-cased, with
+// spaces and dashes read as underscores. An ASCII key (nearly all of them)
+// (nearly all of them, and the Korean ones) is folded in a stack buffer,
+// without allocating; any other goes through strings.ToLower, whose Unicode
+// folding (the Kelvin sign K is k) the fast path must not change.
+func lookupKey(k string) (string, bool) {
+	var buf [40]byte
+	if len(k) <= len(buf) {
+		fast := true
+		for i := 0; i < len(k); i++ {
+			c := k[i]
+			switch {
+			case c >= utf8.RuneSelf:
+				// Hangul and most other letters have no lower case, and
+				// are copied as they are; a rune that folds, and invalid
+				// UTF-8 (which ToLower rewrites), take the slow path.
+				r, n := utf8.DecodeRuneInString(k[i:])
+				if (r == utf8.RuneError && n == 1) || unicode.ToLower(r) != r {
+					fast = false
+				}
+				copy(buf[i:], k[i:i+n])
+				i += n - 1
+				continue
+			case c >= 'A' && c <= 'Z':
+				c += 'a' - 'A'
+			case c == ' ' || c == '-':
+				c = '_'
+			}
+			buf[i] = c
+		}
+		if fast {
+			canon, ok := keyAliases[string(buf[:len(k)])]
+			return canon, ok
+		}
+	}
+	lk := strings.ToLower(k)
+	if strings.ContainsAny(lk, " -") {
+		lk = strings.NewReplacer(" ", "_", "-", "_").Replace(lk)
+	}
+	canon, ok := keyAliases[lk]
+	return canon, ok
 }
 
 // isFieldLine reports whether s is a known field line.
@@ -496,7 +536,7 @@ func unboxed(line string) string {
 // phaseName returns the phase name from "Phase: Planning", "Name: Planning"
 // or seed 002's "Completed: Phase 1 (Planning)"; "" if s is none of these.
 func phaseName(s string) string {
-	i := strings.IndexAny(s, ":：")
+	i := indexColon(s)
 	if i <= 0 {
 		return ""
 	}
@@ -521,4 +561,61 @@ func (p *Parser) endPhase() Message {
 	p.phase = nil
 	msg := ps.msg
 	return Message{Kind: KindPhaseComplete, Raw: strings.Join(ps.raw, "\n"), Line: ps.line, Phase: &msg}
+}
+
+// indexColon returns the index of the first ':' or fullwidth '：' (U+FF1A,
+// bytes EF BC 9A) in s, or -1. It is indexColon(s) without the
+// rune-by-rune loop IndexAny falls back to for a non-ASCII set: neither
+// 0x3A nor 0xEF can be a UTF-8 continuation byte, so a byte scan finds the
+// same index a rune scan does.
+func indexColon(s string) int {
+	i := strings.IndexByte(s, ':')
+	t := s
+	if i >= 0 {
+		t = s[:i]
+	}
+	for j := 0; j+2 < len(s) && j < len(t); {
+		k := strings.IndexByte(t[j:], 0xEF)
+		if k < 0 {
+			break
+		}
+		j += k
+		if j+2 < len(s) && s[j+1] == 0xBC && s[j+2] == 0x9A {
+			return j
+		}
+		j++
+	}
+	return i
+}
+
+// trimBlanks is strings.TrimLeft(s, " \t") without building a cutset.
+func trimBlanksLeft(s string) string {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	return s[i:]
+}
+
+// trimBlanksRight is strings.TrimRight(s, " \t").
+func trimBlanksRight(s string) string {
+	n := len(s)
+	for n > 0 && (s[n-1] == ' ' || s[n-1] == '\t') {
+		n--
+	}
+	return s[:n]
+}
+
+// trimKey is strings.Trim(s, " *_`"): a field key's blanks and markdown
+// emphasis.
+func trimKey(s string) string {
+	isCut := func(c byte) bool { return c == ' ' || c == '*' || c == '_' || c == '`' }
+	i, n := 0, len(s)
+	for i < n && isCut(s[i]) {
+		i++
+	}
+	for n > i && isCut(s[n-1]) {
+		n--
+	}
+	return s[i:n]
 }

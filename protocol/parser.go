@@ -30,19 +30,37 @@ type Parser struct {
 	max  int
 	line int // lines fed so far
 
-	blk   *block // the open block, nil outside one
+	blk   *block // the open block, nil outside one (then &p.blkStore)
 	phase *phaseState
+
+	// The open block's text, in buffers reused from block to block so that
+	// a block costs a few allocations rather than a few per line (at a
+	// block every few lines, per-line copies and joins were most of the
+	// parser's time): rawBuf is its raw lines joined by "\n", bodyBuf its
+	// body lines (see block). Neither outgrows MaxBlockBytes.
+	blkStore block
+	rawBuf   []byte
+	bodyBuf  []byte
+	// Scratch line slices for decoding; decoded messages never keep them.
+	body, lines []string
 }
+
+// span is one body line's place in Parser.bodyBuf.
+type span struct{ off, end int }
 
 // block is an open [NAME] block.
 type block struct {
 	kind   Kind
 	target string
-	start  int      // line number of the tag line
-	raw    []string // the tag line and every body line, as fed
-	body   []string // body lines: the tag line's rest (if any), then the lines
-	size   int      // bytes in raw
-	boxed  bool     // the tag was drawn inside a box: strip │ from body lines
+	start  int // line number of the tag line
+	// The tag line and every body line, as fed, are in Parser.rawBuf, raw
+	// holding where each ends; the body lines (the tag line's rest, if any,
+	// then the lines) are in Parser.bodyBuf, at body's spans. Both slices
+	// are kept from block to block.
+	raw   []int
+	body  []span
+	size  int  // bytes in raw
+	boxed bool // the tag was drawn inside a box: strip │ from body lines
 	// restFirst: body[0] is the text after the tag on the tag's line.
 	restFirst bool
 	// over is set once the block outgrew the limit: it has been reported
@@ -168,31 +186,37 @@ func (p *Parser) feedOutside(line string, out []Message) []Message {
 // openBlock starts a block at tag line t; the tag's rest of line is its
 // first body line, and may close it at once ("[STEP_COMPLETE][/STEP_COMPLETE]").
 func (p *Parser) openBlock(t tag, line string, out []Message) []Message {
-	line = strings.Clone(line)
-	b := &block{
+	p.blkStore = block{
+		raw:    p.blkStore.raw[:0],
+		body:   p.blkStore.body[:0],
 		kind:   t.kind,
 		target: t.target,
 		start:  p.line,
-		raw:    []string{line},
 		size:   len(line),
 		boxed:  t.boxed,
 		base:   1 << 30,
 	}
+	b := &p.blkStore
 	p.blk = b
+	p.rawBuf, p.bodyBuf = p.rawBuf[:0], p.bodyBuf[:0]
 	if b.size > p.max {
+		// Only the head of an oversized tag line is reported; the rest
+		// is not held.
+		p.addRaw(b, line[:min(len(line), rawHeadBytes+1)])
 		out = append(out, p.oversized())
 		if _, closed := cutClosing(t.rest); closed {
 			p.blk = nil
 		}
 		return out
 	}
+	p.addRaw(b, line)
 	if t.rest == "" {
 		return out
 	}
-	body, closed := cutClosing(strings.Clone(t.rest))
+	body, closed := cutClosing(t.rest)
 	if body != "" {
 		// The rest of the tag line counts at the tag's own indentation.
-		b.body = append(b.body, body)
+		p.addBody(b, body)
 		b.restFirst = true
 		b.content = true
 	}
@@ -262,8 +286,7 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 		out = append(out, p.oversized())
 		return out, true
 	}
-	line = strings.Clone(line)
-	b.raw = append(b.raw, line)
+	p.addRaw(b, line)
 	body, closed := line, false
 	if strings.Contains(line, "[/") {
 		body, closed = cutClosing(line)
@@ -280,7 +303,7 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 		b.content = b.content || !isFence(body)
 	}
 	if !closed || !isBlank(body) {
-		b.body = append(b.body, body)
+		p.addBody(b, body)
 	}
 	if closed {
 		if m, ok := p.endBlock(""); ok {
@@ -294,13 +317,17 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 // and keeps skipping it until it ends.
 func (p *Parser) oversized() Message {
 	b := p.blk
-	raw := strings.Join(b.raw, "\n")
-	if len(raw) > rawHeadBytes {
-		raw = truncateUTF8(raw, rawHeadBytes) + "\n…"
+	var raw string
+	if len(p.rawBuf) > rawHeadBytes {
+		raw = truncateUTF8(string(p.rawBuf[:rawHeadBytes+1]), rawHeadBytes) + "\n…"
+	} else {
+		raw = string(p.rawBuf)
 	}
 	m := invalid(b.kind, b.target, raw, b.start,
 		"%s: block is larger than %d bytes; split it into smaller blocks or shorten it", b.kind, p.max)
-	b.over, b.raw, b.body, b.size = true, nil, nil, 0
+	b.over, b.size = true, 0
+	b.raw, b.body = b.raw[:0], b.body[:0]
+	p.rawBuf, p.bodyBuf = p.rawBuf[:0], p.bodyBuf[:0]
 	return m
 }
 
@@ -312,17 +339,45 @@ func (p *Parser) endBlock(closing string) (m Message, ok bool) {
 	if b.over {
 		return Message{}, false
 	}
-	raw := b.raw
 	if closing != "" {
-		raw = append(raw, closing)
+		p.addRaw(b, closing)
 	} else {
 		// An unclosed block's trailing blank lines separate it from what
 		// follows; they are not part of it.
-		for len(raw) > 1 && isBlank(raw[len(raw)-1]) {
-			raw = raw[:len(raw)-1]
+		for n := len(b.raw); n > 1; n-- {
+			if !isBlankBytes(p.rawBuf[b.raw[n-2]+1 : b.raw[n-1]]) {
+				break
+			}
+			p.rawBuf = p.rawBuf[:b.raw[n-2]]
+			b.raw = b.raw[:n-1]
 		}
 	}
-	return decodeBlock(b.kind, b.target, b.body, b.restFirst, strings.Join(raw, "\n"), b.start), true
+	raw := string(p.rawBuf)
+	bodyText := string(p.bodyBuf)
+	body := p.body[:0]
+	for _, sp := range b.body {
+		body = append(body, bodyText[sp.off:sp.end])
+	}
+	p.body = body
+	m, p.lines = decodeBlock(b.kind, b.target, body, b.restFirst, raw, b.start, p.lines[:0])
+	clear(body) // let the block's text go with the message
+	return m, true
+}
+
+// addRaw appends a raw line of the open block to rawBuf.
+func (p *Parser) addRaw(b *block, line string) {
+	if len(b.raw) > 0 {
+		p.rawBuf = append(p.rawBuf, '\n')
+	}
+	p.rawBuf = append(p.rawBuf, line...)
+	b.raw = append(b.raw, len(p.rawBuf))
+}
+
+// addBody appends a body line of the open block to bodyBuf.
+func (p *Parser) addBody(b *block, line string) {
+	off := len(p.bodyBuf)
+	p.bodyBuf = append(p.bodyBuf, line...)
+	b.body = append(b.body, span{off, len(p.bodyBuf)})
 }
 
 // maybeSpecial reports whether line could be a tag, phase or step line,
@@ -345,6 +400,16 @@ func maybeSpecial(line string) bool {
 func isBlank(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] != ' ' && s[i] != '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+// isBlankBytes is isBlank for a byte slice.
+func isBlankBytes(s []byte) bool {
+	for _, c := range s {
+		if c != ' ' && c != '\t' {
 			return false
 		}
 	}

@@ -1,0 +1,97 @@
+package protocol
+
+import (
+	"strings"
+	"testing"
+)
+
+// This file checks the allocation-free helpers of the fast path against
+// the plain code they replaced.
+
+// dedentOld is the original dedent, as it was before dedentJoin and appendDedent.
+func dedentOld(lines []string) []string {
+	minIndent := -1
+	for _, l := range lines {
+		if isBlank(l) {
+			continue
+		}
+		if n := indentOf(l); minIndent < 0 || n < minIndent {
+			minIndent = n
+		}
+	}
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		l = strings.TrimRight(l, " \t")
+		if l == "" {
+			out = append(out, "")
+			continue
+		}
+		cut := minIndent
+		if n := indentOf(l); n < cut {
+			cut = n
+		}
+		if cut > 0 {
+			l = l[cut:]
+		}
+		out = append(out, l)
+	}
+	return trimBlankLines(out)
+}
+
+// TestDedentEquivalent checks dedent and dedentJoin against dedentOld.
+func TestDedentEquivalent(t *testing.T) {
+	cases := [][]string{
+		nil, {""}, {"  "}, {"a"}, {"  a", "    b", "", "  c  "}, {"", "\t x", "  ", " y", ""},
+		{"    deep", "  ", "      deeper\t"}, {"a", " b"}, {"  ", "  a  ", "\t"},
+	}
+	for _, c := range cases {
+		want := dedentOld(c)
+		if got := dedent(c); strings.Join(got, "|") != strings.Join(want, "|") || len(got) != len(want) {
+			t.Errorf("dedent(%q) = %q, want %q", c, got, want)
+		}
+		for _, prefix := range []string{"", "v"} {
+			w := strings.Join(want, "\n")
+			if prefix != "" && len(want) > 0 {
+				w = prefix + "\n" + w
+			} else if prefix != "" {
+				w = prefix
+			}
+			if got := dedentJoin(prefix, c); got != w {
+				t.Errorf("dedentJoin(%q, %q) = %q, want %q", prefix, c, got, w)
+			}
+		}
+	}
+}
+
+// TestIndexColon checks indexColon against strings.IndexAny.
+func TestIndexColon(t *testing.T) {
+	for _, s := range []string{"", ":", "：", "a：b:c", "ab:c：", "\xef\xbc", "x\xef\xbc\x9a", "\xe0\xef\xbc\x9a:",
+		"질문： x", "질문: x", "no colon", "\xef\xef\xbc\x9a", "ab\xef"} {
+		if got, want := indexColon(s), strings.IndexAny(s, ":："); got != want {
+			t.Errorf("indexColon(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+// TestKeyAliasesFit checks that every canonical field key fits in fields.
+func TestKeyAliasesFit(t *testing.T) {
+	canon := map[string]bool{}
+	for _, c := range keyAliases {
+		canon[c] = true
+	}
+	if len(canon) > maxFields {
+		t.Fatalf("%d canonical keys, fields holds %d", len(canon), maxFields)
+	}
+}
+
+// TestLookupKey checks lookupKey against the plain lower-case and replace.
+func TestLookupKey(t *testing.T) {
+	for _, k := range []string{"question", "QUESTION", "Question-Type", "content type", "ta\u212Ask", "질문", "작업 1",
+		"CONTENT_TYPE", "\xffquestion", "default answer", "Ｑuestion", "result-type"} {
+		lk := strings.NewReplacer(" ", "_", "-", "_").Replace(strings.ToLower(k))
+		want, wok := keyAliases[lk]
+		if got, ok := lookupKey(k); got != want || ok != wok {
+			t.Errorf("lookupKey(%q) = %q, %v; want %q, %v", k, got, ok, want, wok)
+		}
+	}
+}
