@@ -96,6 +96,11 @@ type Text struct {
 	ID string
 	// TurnEnd: the agent's turn ended after these lines; flush the parser.
 	TurnEnd bool
+	// Lost counts lines of a command agent's screen that were dropped before
+	// these Lines because OnText did not keep up (the session holds at most
+	// 1 MiB of undispatched lines; the PTY reader never waits). Zero for
+	// claude sessions, whose transcript is durable.
+	Lost int
 }
 
 // Info describes a session.
@@ -898,8 +903,8 @@ func (s *Session) screenTexts(now time.Time, st Status) []Text {
 	if s.lines == nil || s.p == nil {
 		return nil
 	}
-	if l := s.lines.take(); len(l) > 0 {
-		texts = append(texts, s.newScreenText(l, false))
+	if l, lost := s.lines.take(); len(l) > 0 || lost > 0 {
+		texts = append(texts, s.newScreenText(l, lost, false))
 	}
 	switch st {
 	case StatusStarting, StatusBusy:
@@ -939,8 +944,8 @@ func (s *Session) screenTexts(now time.Time, st Status) []Text {
 	}
 	s.lines.turnEnd(skip)
 	s.turnEndAt = now
-	if l := s.lines.take(); len(l) > 0 || st != StatusReady {
-		texts = append(texts, s.newScreenText(l, true))
+	if l, lost := s.lines.take(); len(l) > 0 || lost > 0 || st != StatusReady {
+		texts = append(texts, s.newScreenText(l, lost, true))
 	}
 	return texts
 }
@@ -953,16 +958,20 @@ func (s *Session) flushScreen() {
 		return
 	}
 	s.lines.turnEnd(nil)
-	t := s.newScreenText(s.lines.take(), true)
+	l, lost := s.lines.take()
+	t := s.newScreenText(l, lost, true)
 	s.mu.Unlock()
-	if f := s.m.opts.OnText; f != nil && len(t.Lines) > 0 {
+	if f := s.m.opts.OnText; f != nil && (len(t.Lines) > 0 || t.Lost > 0) {
 		f(t)
 	}
 }
 
-func (s *Session) newScreenText(lines []string, turnEnd bool) Text {
+func (s *Session) newScreenText(lines []string, lost int, turnEnd bool) Text {
 	s.textSeq++
-	return Text{Key: s.key, Lines: lines, ID: fmt.Sprintf("screen:%d", s.textSeq), TurnEnd: turnEnd}
+	if lost > 0 {
+		s.log.Warn("agent output lost: the session's consumer did not keep up", "lines", lost)
+	}
+	return Text{Key: s.key, Lines: lines, ID: fmt.Sprintf("screen:%d", s.textSeq), TurnEnd: turnEnd, Lost: lost}
 }
 
 // Send types text into the agent when it is ready for input: FIFO, one turn

@@ -216,13 +216,16 @@ func TestScreenLinesCapture(t *testing.T) {
 					x.resized(36, 8)
 				}
 				x.write(data[off:min(off+size, len(data))])
-				got = append(got, x.take()...)
+				l, _ := x.take()
+				got = append(got, l...)
 			}
 			x.turnEnd(nil)
-			got = append(got, x.take()...)
+			l, _ := x.take()
+			got = append(got, l...)
 			// A second turn end reads nothing new.
 			x.turnEnd(nil)
-			got = append(got, x.take()...)
+			l, _ = x.take()
+			got = append(got, l...)
 			if diff := cmp.Diff(got, want); diff != "" {
 				t.Fatalf("resize %v, chunks of %d (-got +want):\n%s", resize, size, diff)
 			}
