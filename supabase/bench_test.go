@@ -58,22 +58,20 @@ func BenchmarkReconnectCatchUp(b *testing.B) {
 	done := make(chan error, 1)
 	go func() { done <- f.Watch(wctx, []string{o.ID}, func(office.Change) {}) }()
 	defer func() { cancel(); <-done }()
-	wait := func() {
+	wait := func(joins int) { // a join after joins, and caught up
 		deadline := time.Now().Add(10 * time.Second)
-		for !f.Connected() {
+		for e.phx.Joins() <= joins || !f.Connected() {
 			if time.Now().After(deadline) {
 				b.Fatal("not connected")
 			}
 			time.Sleep(100 * time.Microsecond)
 		}
 	}
-	wait()
+	wait(0)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		joins := e.phx.Joins()
 		e.phx.Drop()
-		for f.Connected() {
-			time.Sleep(100 * time.Microsecond)
-		}
-		wait()
+		wait(joins)
 	}
 }

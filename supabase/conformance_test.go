@@ -19,7 +19,10 @@ func TestConformance(t *testing.T) {
 			return e.store, e.feed(t, fastOptions())
 		},
 		KillFeed: func(t *testing.T, s office.Store, f office.ChangeFeed) {
-			envs[s].phx.Drop()
+			// The suite kills a feed it saw Connected: its socket is joined.
+			if conns, joined := envs[s].phx.Drop(); conns != 1 || joined != 1 {
+				t.Errorf("KillFeed dropped %d connections, %d joined; want the feed's one joined socket", conns, joined)
+			}
 		},
 	})
 }

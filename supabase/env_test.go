@@ -30,7 +30,10 @@ func newTestEnv(t testing.TB) *testEnv {
 // fastOptions are realtime options scaled down for tests.
 func fastOptions() RealtimeOptions {
 	return RealtimeOptions{
-		Heartbeat:        200 * time.Millisecond,
+		// Long enough that a loaded machine does not miss one: a missed
+		// heartbeat reconnects, and tests count joins and read Err.
+		// TestRealtimeMissedHeartbeat sets its own.
+		Heartbeat:        2 * time.Second,
 		JoinTimeout:      2 * time.Second,
 		MinBackoff:       10 * time.Millisecond,
 		MaxBackoff:       200 * time.Millisecond,

@@ -308,6 +308,12 @@ type conn struct {
 	done       chan struct{}
 	wg         sync.WaitGroup
 	ref        int
+	// hbAck is the ref of the newest heartbeat reply, recorded by the
+	// reader: the socket's liveness must not depend on how fast the main
+	// loop gets through fn calls and queued frames.
+	hbAck atomic.Int64
+	// lost is set (under Realtime.mu) when the reader fails.
+	lost bool
 }
 
 const writeTimeout = 10 * time.Second
@@ -330,12 +336,26 @@ func (r *Realtime) dial(ctx context.Context) (*conn, error) {
 			ws.SetReadDeadline(time.Now().Add(readTimeout))
 			_, data, err := ws.ReadMessage()
 			if err != nil {
+				// The feed stops being trusted now, not when the main loop
+				// (perhaps busy in fn with frames queued before the loss)
+				// gets to the error.
+				r.mu.Lock()
+				c.lost = true
+				r.connected.Store(false)
+				r.mu.Unlock()
 				c.readErr <- err
 				return
 			}
 			var m message
 			if err := json.Unmarshal(data, &m); err != nil {
 				r.log.Warn("realtime: undecodable frame", "err", err, "len", len(data))
+				continue
+			}
+			if m.Topic == "phoenix" {
+				// Heartbeat replies are the only messages on this topic.
+				if n, err := strconv.ParseInt(m.ref(), 10, 64); err == nil && m.Event == "phx_reply" && n > c.hbAck.Load() {
+					c.hbAck.Store(n)
+				}
 				continue
 			}
 			select {
@@ -446,7 +466,7 @@ func (r *Realtime) session(ctx context.Context, want []binding, officeIDs []stri
 	defer hb.Stop()
 	refresh := time.NewTicker(r.o.TokenRefresh)
 	defer refresh.Stop()
-	pendingHB := ""
+	pendingHB := int64(0) // ref of the heartbeat awaiting its reply; 0: none
 
 	for {
 		select {
@@ -466,12 +486,14 @@ func (r *Realtime) session(ctx context.Context, want []binding, officeIDs []stri
 			}
 			return subscribed, fmt.Errorf("realtime: not subscribed to PostgreSQL within %s", r.o.JoinTimeout)
 		case <-hb.C:
-			if pendingHB != "" {
-				return subscribed, fmt.Errorf("realtime: heartbeat %s unanswered after %s", pendingHB, r.o.Heartbeat)
+			if pendingHB != 0 && c.hbAck.Load() < pendingHB {
+				return subscribed, fmt.Errorf("realtime: heartbeat %d unanswered after %s", pendingHB, r.o.Heartbeat)
 			}
-			if pendingHB, err = c.send(ctx, "phoenix", "heartbeat", map[string]any{}); err != nil {
+			ref, err := c.send(ctx, "phoenix", "heartbeat", map[string]any{})
+			if err != nil {
 				return subscribed, err
 			}
+			pendingHB, _ = strconv.ParseInt(ref, 10, 64)
 		case <-refresh.C:
 			if r.o.AccessToken == nil || phase == joining {
 				continue
@@ -488,12 +510,6 @@ func (r *Realtime) session(ctx context.Context, want []binding, officeIDs []stri
 				}
 			}
 		case m := <-c.in:
-			if m.Topic == "phoenix" {
-				if m.Event == "phx_reply" && m.ref() == pendingHB {
-					pendingHB = ""
-				}
-				continue
-			}
 			if m.Topic != topic {
 				continue
 			}
@@ -536,7 +552,11 @@ func (r *Realtime) session(ctx context.Context, want []binding, officeIDs []stri
 						return subscribed, err
 					}
 					phase, subscribed = live, true
-					r.connected.Store(true)
+					r.mu.Lock()
+					// Not on a socket already known lost: the Subscribed
+					// frame may have been queued before the loss.
+					r.connected.Store(!c.lost)
+					r.mu.Unlock()
 					r.log.Info("realtime subscribed and caught up", "topic", topic)
 				case sp.Status != "ok" && sp.Extension == "postgres_changes":
 					// Realtime retries the subscription itself; changes may be

@@ -52,6 +52,7 @@ type Phoenix struct {
 	joins            atomic.Int32
 	wg               sync.WaitGroup
 	tokens           []string // every token seen in a join or access_token push
+	joinTokens       []string // the token of each join, in order
 	joinTimes        []time.Time
 }
 
@@ -158,6 +159,7 @@ func (p *Phoenix) join(c *phxConn, topic, ref string, payload json.RawMessage) b
 	p.joins.Add(1)
 	p.mu.Lock()
 	p.tokens = append(p.tokens, pl.AccessToken)
+	p.joinTokens = append(p.joinTokens, pl.AccessToken)
 	p.joinTimes = append(p.joinTimes, time.Now())
 	var reason string
 	if len(p.joinErrors) > 0 {
@@ -259,15 +261,26 @@ func (p *Phoenix) snapshot() []*phxConn {
 }
 
 // Drop closes every connection abruptly (no close frame), as a network
-// failure does.
-func (p *Phoenix) Drop() {
+// failure does, waits for their handlers to see it, and returns how many
+// connections it closed and how many of those had a joined channel. A
+// client learns of the drop only when its read fails, so a test that drops
+// again must first wait for the client's rejoin (Joins), not for what the
+// client believes (its Connected may still be true for a moment).
+func (p *Phoenix) Drop() (conns, joined int) {
 	for _, c := range p.snapshot() {
+		p.mu.Lock()
+		if c.topic != "" {
+			joined++
+		}
+		p.mu.Unlock()
+		conns++
 		c.ws.UnderlyingConn().Close()
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for len(p.snapshot()) > 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
+	return conns, joined
 }
 
 // Close drops every connection and waits for their handlers.
@@ -400,6 +413,13 @@ func (p *Phoenix) Tokens() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.tokens...)
+}
+
+// JoinTokens returns the access token of each join, in order.
+func (p *Phoenix) JoinTokens() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.joinTokens...)
 }
 
 // JoinTimes returns when each join arrived.
