@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/supabase/supabasetest"
+)
+
+// startSupabaseMain runs the serve command as a user would point it at a
+// Supabase project: SUPABASE_URL and SUPABASE_SERVICE_ROLE_KEY in the
+// environment (read by the same parseServeConfig as serveCmd), the example
+// office (examples/demo-office.yaml) with its built-in agents (this test
+// binary, through TestMain).
+func startSupabaseMain(t *testing.T, p *supabasetest.Project) *liveServer {
+	t.Helper()
+	t.Setenv("SUPABASE_URL", p.URL)
+	t.Setenv("SUPABASE_SERVICE_ROLE_KEY", p.Key)
+	t.Setenv("DATABASE_URL", "")
+	t.Setenv("OFFICE_ADMIN_TOKEN", "")
+	t.Setenv("OFFICE_SECRETS_KEY", "")
+	dir := t.TempDir()
+	cfg, err := parseServeConfig([]string{"--data-dir", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0",
+		"--office", filepath.Join(testenv.RepoRoot(), "examples", "demo-office.yaml"), "--shutdown-timeout", "10s"},
+		os.Getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := cfg.storeKind(); k != "supabase" {
+		t.Fatalf("store kind %q from SUPABASE_URL; want supabase", k)
+	}
+	r := &liveServer{logs: &lockedBuf{}, out: &lockedBuf{}}
+	r.m = &Main{Config: cfg, Stdout: r.out, Stderr: r.logs}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.m.Run(ctx) }()
+	var once sync.Once
+	var stopErr error
+	r.stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case stopErr = <-done:
+			case <-time.After(30 * time.Second):
+				stopErr = fmt.Errorf("serve did not stop within 30s")
+			}
+		})
+		return stopErr
+	}
+	// Registered after the project's cleanups, so it runs first: the
+	// server stops before the stand-in project goes away.
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("server logs:\n%s", r.logs.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for r.m.Addr() == nil {
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended: %v\n%s", err, r.logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve did not listen")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.base = "http://" + r.m.Addr().String()
+	tok, err := os.ReadFile(filepath.Join(dir, "data", "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.token = strings.TrimSpace(string(tok))
+	return r
+}
+
+// readyz returns the status of /readyz (200: store reachable, feed
+// connected and caught up).
+func (r *liveServer) readyz(t *testing.T) int {
+	t.Helper()
+	res, err := http.Get(r.base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// waitReady waits for /readyz to answer 200.
+func (r *liveServer) waitReady(t *testing.T, when string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for r.readyz(t) != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz not 200 within 30s %s", when)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// answerAsMember answers a pending question as the web frontend does with
+// supabase-js: a PATCH of the row through the project's REST API,
+// conditional on the row still being pending. (The stand-in has no RLS;
+// the fields the member trigger would stamp are sent here.)
+func answerAsMember(t *testing.T, p *supabasetest.Project, id, response string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"status": office.QuestionAnswered, "response": response, "answered_at": time.Now().UTC()})
+	q := url.Values{"id": {"eq." + id}, "status": {"eq." + office.QuestionPending}}
+	req, _ := http.NewRequest(http.MethodPatch, p.URL+"/rest/v1/user_questions?"+q.Encode(), bytes.NewReader(body))
+	req.Header.Set("apikey", p.Key)
+	req.Header.Set("Authorization", "Bearer "+p.Key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Prefer", "return=representation")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var rows []office.Question
+	b, _ := io.ReadAll(res.Body)
+	if err := json.Unmarshal(b, &rows); err != nil || res.StatusCode != http.StatusOK || len(rows) != 1 || rows[0].Status != office.QuestionAnswered {
+		t.Fatalf("member's answer: %s %s", res.Status, b)
+	}
+}
+
+// dropRealtime drops the server's Realtime socket, which must be joined,
+// and returns the stand-in's join count at the drop.
+func dropRealtime(t *testing.T, p *supabasetest.Project) int {
+	t.Helper()
+	joins := p.Realtime.Joins()
+	if conns, joined := p.Realtime.Drop(); conns != 1 || joined != 1 {
+		t.Fatalf("dropped %d Realtime connections, %d joined; want the server's one joined socket", conns, joined)
+	}
+	return joins
+}
+
+// TestServeSupabase: the serve command with SUPABASE_URL and
+// SUPABASE_SERVICE_ROLE_KEY against the stand-in project (PostgREST's API
+// over the real PostgreSQL with the real migrations, and a Realtime server
+// sending real Phoenix frames) runs the demo office round trip that
+// TestServePostgres and TestRunCommandEndToEnd run, twice, with the
+// Realtime socket dropped in each round:
+//  1. dropped before a member answers: the answer is written while the
+//     socket is down, which Realtime never reports; it reaches po anyway;
+//  2. dropped right after a member answers, while the live change may be
+//     in flight.
+//
+// Each answer reaches po exactly once, dev's result completes each
+// invocation, and the server is ready again after each drop.
+func TestServeSupabase(t *testing.T) {
+	p := supabasetest.New(t)
+	r := startSupabaseMain(t, p)
+	r.waitReady(t, "at start")
+	if j := p.Realtime.Joins(); j < 1 {
+		t.Fatalf("ready with %d Realtime joins", j)
+	}
+	if toks := p.Realtime.JoinTokens(); len(toks) == 0 || toks[0] != p.Key {
+		t.Errorf("Realtime joined with tokens %q; want the service-role key", toks)
+	}
+	oid := r.officeID(t)
+
+	rounds := []struct {
+		answer     string
+		dropBefore bool // drop before answering; else right after
+	}{
+		{"Dark mode", true},
+		{"Notifications", false},
+	}
+	for i, rd := range rounds {
+		q := r.waitQuestion(t, oid, office.QuestionPending, 60*time.Second)
+		if !containsFold(q.Options, rd.answer) {
+			t.Fatalf("round %d: question %q has options %q; want %q among them", i+1, q.Question, q.Options, rd.answer)
+		}
+		var joins int
+		if rd.dropBefore {
+			joins = dropRealtime(t, p)
+			answerAsMember(t, p, q.ID, rd.answer)
+			if p.Realtime.Joins() == joins {
+				t.Logf("round %d: answered while the server's Realtime socket was down", i+1)
+			}
+		} else {
+			answerAsMember(t, p, q.ID, rd.answer)
+			joins = dropRealtime(t, p)
+		}
+		// The invocation po gives dev carries the answer, and completes.
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			var invs []office.Invocation
+			r.get(t, "/api/offices/"+oid+"/invocations?status=completed", &invs)
+			if hasReason(invs, rd.answer) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: no completed invocation carrying %q within 60s; completed: %+v", i+1, rd.answer, invs)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		var got office.Question
+		r.get(t, "/api/questions/"+q.ID, &got)
+		if got.Status != office.QuestionDelivered || got.DeliveredAt == nil || got.Response != rd.answer {
+			t.Errorf("round %d: question after the round: status %q, delivered_at %v, response %q; want delivered %q", i+1, got.Status, got.DeliveredAt, got.Response, rd.answer)
+		}
+		// The feed came back: a rejoin, and ready.
+		deadline = time.Now().Add(30 * time.Second)
+		for p.Realtime.Joins() <= joins || r.readyz(t) != http.StatusOK {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: no rejoin and /readyz 200 within 30s of the drop (joins %d, at the drop %d)", i+1, p.Realtime.Joins(), joins)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	// Nothing lost, nothing twice: every answer delivered, each typed
+	// into po once (the metric counts deliveries, the conditional
+	// answered → delivered transition allows one per question).
+	var delivered []office.Question
+	r.get(t, "/api/offices/"+oid+"/questions?status=delivered", &delivered)
+	if len(delivered) != len(rounds) {
+		t.Errorf("%d questions delivered; want %d: %+v", len(delivered), len(rounds), delivered)
+	}
+	var completed []office.Invocation
+	r.get(t, "/api/offices/"+oid+"/invocations?status=completed", &completed)
+	if len(completed) != len(rounds) {
+		t.Errorf("%d completed invocations; want %d", len(completed), len(rounds))
+	}
+	res, err := http.Get(r.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if want := fmt.Sprintf("office_answers_delivered_total %d\n", len(rounds)); !strings.Contains(string(metrics), want) {
+		t.Errorf("metrics lack %q", strings.TrimSpace(want))
+	}
+	// The office's events went through the REST store.
+	var events []json.RawMessage
+	r.get(t, "/api/offices/"+oid+"/events", &events)
+	if len(events) == 0 {
+		t.Errorf("no events recorded through the REST store")
+	}
+	if err := r.stop(); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if strings.Contains(r.logs.String(), p.Key) {
+		t.Errorf("the service-role key appears in the logs")
+	}
+	t.Logf("%d rounds, %d Realtime joins, %d events", len(rounds), p.Realtime.Joins(), len(events))
+}
+
+func containsFold(opts []string, s string) bool {
+	for _, o := range opts {
+		if strings.EqualFold(strings.TrimSpace(o), s) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasReason(invs []office.Invocation, sub string) bool {
+	for _, inv := range invs {
+		if strings.Contains(inv.Reason, sub) {
+			return true
+		}
+	}
+	return false
+}
