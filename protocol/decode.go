@@ -26,7 +26,7 @@ func invalid(kind Kind, target, raw string, line int, format string, args ...any
 func decodeBlock(kind Kind, target string, body []string, restFirst bool, raw string, line int, scratch []string) (Message, []string) {
 	lines := scratch[:0]
 	if restFirst && len(body) > 0 {
-		lines = append(lines, strings.TrimSpace(body[0]))
+		lines = append(lines, trimSpace(body[0]))
 		lines = appendDedent(lines, body[1:])
 	} else {
 		lines = appendDedent(lines, body)
@@ -156,7 +156,7 @@ func trimBlankLines(lines []string) []string {
 
 // isFence reports whether l is a markdown code fence line (``` or ```json).
 func isFence(l string) bool {
-	t := strings.TrimSpace(l)
+	t := trimSpace(l)
 	return (strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~")) && !strings.ContainsAny(t[3:], " `~")
 }
 
@@ -209,7 +209,7 @@ func (fs *fields) field(key string) *field {
 
 func (fs *fields) get(key string) string {
 	if f := fs.field(key); f != nil {
-		return strings.TrimSpace(f.text())
+		return trimSpace(f.text())
 	}
 	return ""
 }
@@ -302,7 +302,7 @@ func decodeQuestion(kind Kind, lines []string) (*Question, string) {
 	}
 	if q.Question == "" && !fs.has("question") && len(fs.pre) > 0 {
 		// "[ASK_USER]\nWhich login method?\noptions: …": the free text is the question.
-		q.Question = strings.TrimSpace(dedentJoin("", fs.pre))
+		q.Question = trimSpace(dedentJoin("", fs.pre))
 	}
 	if q.Question == "" {
 		return nil, fmt.Sprintf("%s: missing 'question:' line; write `question: <text>` (or `질문: <text>`)", kind)
@@ -357,12 +357,12 @@ func decodeQuestion(kind Kind, lines []string) (*Question, string) {
 // list `[a, b, c]`, a dash list on the following lines, or a comma-separated
 // line. It returns a reason on failure.
 func parseOptions(f field) ([]string, string) {
-	v := strings.TrimSpace(f.value)
+	v := trimSpace(f.value)
 	if strings.HasPrefix(v, "[") {
 		// A bracket list, perhaps spread over several lines.
 		text := v
 		for _, c := range f.cont {
-			text += " " + strings.TrimSpace(c)
+			text += " " + trimSpace(c)
 		}
 		return parseBracketList(text)
 	}
@@ -373,7 +373,7 @@ func parseOptions(f field) ([]string, string) {
 			sep = "|"
 		}
 		for _, o := range strings.Split(v, sep) {
-			if o = unquote(strings.TrimSpace(o)); o != "" {
+			if o = unquote(trimSpace(o)); o != "" {
 				opts = append(opts, o)
 			}
 		}
@@ -384,7 +384,7 @@ func parseOptions(f field) ([]string, string) {
 		}
 		item, ok := listItem(c)
 		if !ok {
-			return nil, fmt.Sprintf("line %q is not a list item", strings.TrimSpace(c))
+			return nil, fmt.Sprintf("line %q is not a list item", trimSpace(c))
 		}
 		if item = unquote(item); item != "" {
 			opts = append(opts, item)
@@ -396,7 +396,7 @@ func parseOptions(f field) ([]string, string) {
 // unquote removes one pair of matching quotes around s.
 func unquote(s string) string {
 	if len(s) >= 2 && (s[0] == '"' || s[0] == '\'' || s[0] == '`') && s[len(s)-1] == s[0] {
-		return strings.TrimSpace(s[1 : len(s)-1])
+		return trimSpace(s[1 : len(s)-1])
 	}
 	return s
 }
@@ -405,7 +405,7 @@ func unquote(s string) string {
 // follow JSON string rules; single-quoted ones end at the next unescaped
 // single quote; bare items end at a comma.
 func parseBracketList(s string) ([]string, string) {
-	s = strings.TrimSpace(s)
+	s = trimSpace(s)
 	if !strings.HasPrefix(s, "[") {
 		return nil, "expected '['"
 	}
@@ -441,8 +441,18 @@ func parseBracketList(s string) ([]string, string) {
 			}
 			i = j + 1
 		case '\'':
-			var b strings.Builder
 			j := i + 1
+			for j < len(s) && s[j] != '\'' && s[j] != '\\' {
+				j++
+			}
+			if j < len(s) && s[j] == '\'' {
+				// No escapes: the item is the text between the quotes.
+				item = s[i+1 : j]
+				i = j + 1
+				break
+			}
+			var b strings.Builder
+			j = i + 1
 			for j < len(s) && s[j] != '\'' {
 				if s[j] == '\\' && j+1 < len(s) {
 					j++
@@ -460,10 +470,10 @@ func parseBracketList(s string) ([]string, string) {
 			for j < len(s) && s[j] != ',' && s[j] != ']' {
 				j++
 			}
-			item = strings.TrimSpace(s[i:j])
+			item = trimSpace(s[i:j])
 			i = j
 		}
-		if item = strings.TrimSpace(item); item != "" {
+		if item = trimSpace(item); item != "" {
 			out = append(out, item)
 		}
 		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
@@ -502,14 +512,14 @@ func decodeInvoke(lines []string) (*Invoke, string) {
 	if ctx >= 0 {
 		task = lines[:ctx]
 		_, v, _ := parseField(lines[ctx])
-		inv.Context = strings.TrimSpace(field{value: v, cont: lines[ctx+1:]}.text())
+		inv.Context = trimSpace(field{value: v, cont: lines[ctx+1:]}.text())
 	}
 	task = trimBlankLines(task)
 	if len(task) > 0 {
 		if k, v, ok := parseField(task[0]); ok && k == "task" {
-			inv.Task = strings.TrimSpace(field{value: v, cont: task[1:]}.text())
+			inv.Task = trimSpace(field{value: v, cont: task[1:]}.text())
 		} else {
-			inv.Task = strings.TrimSpace(strings.Join(task, "\n"))
+			inv.Task = trimSpace(strings.Join(task, "\n"))
 		}
 	}
 	if inv.Task == "" {
@@ -546,13 +556,13 @@ func decodeResult(lines []string) (*DeliverResult, string) {
 			}
 			continue
 		case "content":
-			r.Content = strings.TrimSpace(field{value: v, cont: lines[i+1:]}.text())
+			r.Content = trimSpace(field{value: v, cont: lines[i+1:]}.text())
 			i = len(lines)
 		}
 		break
 	}
 	if i < len(lines) {
-		r.Content = strings.TrimSpace(strings.Join(lines[i:], "\n"))
+		r.Content = trimSpace(strings.Join(lines[i:], "\n"))
 	}
 	if r.Type == "" {
 		r.Type = ResultMessage
@@ -565,7 +575,7 @@ func decodeResult(lines []string) (*DeliverResult, string) {
 	}
 	switch r.Type {
 	case ResultJSON:
-		body := strings.TrimSpace(strings.Join(dropFences(strings.Split(r.Content, "\n")), "\n"))
+		body := trimSpace(strings.Join(dropFences(strings.Split(r.Content, "\n")), "\n"))
 		var v any
 		if err := json.Unmarshal([]byte(body), &v); err != nil {
 			return nil, fmt.Sprintf("DELIVER_RESULT: type json but the content is not valid JSON (%v); fix the JSON or use `type: markdown`", err)
@@ -573,7 +583,7 @@ func decodeResult(lines []string) (*DeliverResult, string) {
 		r.Content = body
 	case ResultFilePath:
 		for _, p := range strings.Split(r.Content, "\n") {
-			if p = strings.Trim(strings.TrimSpace(p), "`"); p == "" {
+			if p = strings.Trim(trimSpace(p), "`"); p == "" {
 				continue
 			}
 			if err := ValidateFilePath(p); err != nil {
@@ -644,7 +654,7 @@ func decodeError(lines []string) (*AgentError, string) {
 		Details:  fs.get("details"),
 	}
 	if e.Message == "" && !fs.has("message") && len(fs.pre) > 0 {
-		e.Message = strings.TrimSpace(dedentJoin("", fs.pre))
+		e.Message = trimSpace(dedentJoin("", fs.pre))
 	}
 	switch {
 	case e.Type == "":
@@ -683,13 +693,13 @@ func decodeStepComplete(lines []string) *StepComplete {
 			lines[0] = v
 		}
 	}
-	s.Summary = strings.TrimSpace(strings.Join(lines, "\n"))
+	s.Summary = trimSpace(strings.Join(lines, "\n"))
 	return s
 }
 
 // decodeProxy decodes [PROXY_REQUEST]: a JSON object of seed 004.
 func decodeProxy(lines []string) (*ProxyRequest, string) {
-	body := strings.TrimSpace(strings.Join(lines, "\n"))
+	body := trimSpace(strings.Join(lines, "\n"))
 	if body == "" {
 		return nil, `PROXY_REQUEST: empty body; write a JSON object, e.g. {"action": "create_plan", "requester": "<you>", "tasks": [{"content": "…"}]}`
 	}
@@ -706,7 +716,7 @@ func decodeProxy(lines []string) (*ProxyRequest, string) {
 			return nil, `PROXY_REQUEST: create_plan needs "tasks": [{"content": "…"}, …]`
 		}
 		for i, t := range pr.Tasks {
-			if strings.TrimSpace(t.Content) == "" {
+			if trimSpace(t.Content) == "" {
 				return nil, fmt.Sprintf(`PROXY_REQUEST: task %d has no "content"`, i+1)
 			}
 		}

@@ -95,3 +95,35 @@ func TestLookupKey(t *testing.T) {
 		}
 	}
 }
+
+// TestTrimSpace checks trimSpace against strings.TrimSpace.
+func TestTrimSpace(t *testing.T) {
+	for _, s := range []string{"", " ", " a ", "\t질문 \n", "\u00a0x\u0085", "\u3000한\u3000", "\xff ", " \xff", "a\u2028", "\v\f\r"} {
+		if got, want := trimSpace(s), strings.TrimSpace(s); got != want {
+			t.Errorf("trimSpace(%q) = %q, want %q", s, got, want)
+		}
+	}
+}
+
+// TestCanonKey checks canonKey against keyAliases, and lookupTag against
+// tagKinds.
+func TestCanonKey(t *testing.T) {
+	for k, want := range keyAliases {
+		if got, ok := canonKey(k); !ok || got != want {
+			t.Errorf("canonKey(%q) = %q, %v; want %q", k, got, ok, want)
+		}
+	}
+	for _, k := range []string{"", "questions", "Question", "x"} {
+		if _, ok := canonKey(k); ok {
+			t.Errorf("canonKey(%q) found", k)
+		}
+	}
+	for name, want := range tagKinds {
+		if got, ok := lookupTag(strings.ToLower(name)); !ok || got != want {
+			t.Errorf("lookupTag(%q) = %q, %v; want %q", name, got, ok, want)
+		}
+	}
+	if _, ok := lookupTag("PROXY_RESPONSE"); ok {
+		t.Errorf("lookupTag(PROXY_RESPONSE) found")
+	}
+}

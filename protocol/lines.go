@@ -23,7 +23,8 @@ var tagKinds = map[string]Kind{
 }
 
 // lookupTag finds the kind of tag name, in any case, without allocating
-// (prose lines often start with "[link]" or "[note]").
+// (prose lines often start with "[link]" or "[note]"). It is tagKinds as
+// a switch, cheaper than hashing (TestLookupTag checks they agree).
 func lookupTag(name string) (Kind, bool) {
 	var buf [24]byte
 	if len(name) > len(buf) {
@@ -36,8 +37,25 @@ func lookupTag(name string) (Kind, bool) {
 		}
 		buf[i] = c
 	}
-	k, ok := tagKinds[string(buf[:len(name)])]
-	return k, ok
+	switch string(buf[:len(name)]) {
+	case "ASK_USER":
+		return KindAskUser, true
+	case "INVOKE":
+		return KindInvoke, true
+	case "DELIVER_RESULT":
+		return KindDeliverResult, true
+	case "USER_QUESTION":
+		return KindUserQuestion, true
+	case "DEPENDENCY_REQUEST":
+		return KindDependencyRequest, true
+	case "ERROR":
+		return KindError, true
+	case "STEP_COMPLETE":
+		return KindStepComplete, true
+	case "PROXY_REQUEST":
+		return KindProxyRequest, true
+	}
+	return "", false
 }
 
 // kvKind reports whether blocks of kind k are made of `key: value` fields
@@ -128,23 +146,23 @@ func parseTag(line string) (t tag, ok bool) {
 	if j < 0 {
 		return tag{}, false
 	}
-	inner := strings.TrimSpace(s[1:j])
+	inner := trimSpace(s[1:j])
 	if strings.HasPrefix(inner, "/") {
 		t.closing = true
-		inner = strings.TrimSpace(inner[1:])
+		inner = trimSpace(inner[1:])
 	}
 	name := inner
 	if k := indexColon(inner); k >= 0 {
-		name = strings.TrimSpace(inner[:k])
+		name = trimSpace(inner[:k])
 		_, w := utf8.DecodeRuneInString(inner[k:])
-		t.target = strings.TrimSpace(inner[k+w:])
+		t.target = trimSpace(inner[k+w:])
 	}
 	kind, known := lookupTag(name)
 	if !known {
 		return tag{}, false
 	}
 	t.kind, t.boxed = kind, boxed
-	rest := strings.TrimLeft(s[j+1:], " \t")
+	rest := trimBlanksLeft(s[j+1:])
 	rest = trimTrailingDecoration(rest)
 	t.rest = rest
 	return t, true
@@ -168,7 +186,7 @@ func cutClosing(s string) (body string, closed bool) {
 	if k := indexColon(inner); k >= 0 {
 		inner = inner[:k]
 	}
-	if _, known := lookupTag(strings.TrimSpace(inner)); !known {
+	if _, known := lookupTag(trimSpace(inner)); !known {
 		return s, false
 	}
 	return strings.TrimRight(s[:i], " \t"), true
@@ -177,7 +195,7 @@ func cutClosing(s string) (body string, closed bool) {
 // unbox removes a box's left and right edges from a line drawn inside one,
 // keeping the indentation inside the box. A border line becomes blank.
 func unbox(s string) string {
-	t := strings.TrimLeft(s, " \t")
+	t := trimBlanksLeft(s)
 	r, n := utf8.DecodeRuneInString(t)
 	if !isVertical(r) {
 		if isBorder(t) {
@@ -218,10 +236,10 @@ func isListItem(s string) bool {
 
 // listItem returns the text of list item s.
 func listItem(s string) (string, bool) {
-	s = strings.TrimLeft(s, " \t")
+	s = trimBlanksLeft(s)
 	for _, m := range []string{"- ", "* ", "+ ", "• "} {
 		if strings.HasPrefix(s, m) {
-			return strings.TrimSpace(s[len(m):]), true
+			return trimSpace(s[len(m):]), true
 		}
 	}
 	if s == "-" || s == "*" {
@@ -232,7 +250,7 @@ func listItem(s string) (string, bool) {
 		i++
 	}
 	if i > 0 && i < 4 && i+1 < len(s) && (s[i] == '.' || s[i] == ')') && s[i+1] == ' ' {
-		return strings.TrimSpace(s[i+2:]), true
+		return trimSpace(s[i+2:]), true
 	}
 	return "", false
 }
@@ -259,6 +277,49 @@ var keyAliases = map[string]string{
 	"summary": "summary", "요약": "summary",
 }
 
+// canonKey is keyAliases[k] as a switch: the compiler's binary search on
+// length and bytes is cheaper than hashing for these short keys, and every
+// field line asks (TestCanonKey checks the two agree).
+func canonKey(k string) (string, bool) {
+	switch k {
+	case "question", "질문":
+		return "question", true
+	case "type", "타입", "유형", "question_type", "result_type":
+		return "type", true
+	case "category", "카테고리", "분류":
+		return "category", true
+	case "options", "option", "choices", "옵션", "선택지":
+		return "options", true
+	case "default", "default_answer", "기본값":
+		return "default", true
+	case "context", "컨텍스트", "맥락":
+		return "context", true
+	case "required", "필수":
+		return "required", true
+	case "task", "작업":
+		return "task", true
+	case "content", "내용":
+		return "content", true
+	case "content_type":
+		return "content_type", true
+	case "name", "이름":
+		return "name", true
+	case "description", "설명":
+		return "description", true
+	case "message", "메시지":
+		return "message", true
+	case "details", "detail", "상세":
+		return "details", true
+	case "recovery", "복구":
+		return "recovery", true
+	case "step", "단계":
+		return "step", true
+	case "summary", "요약":
+		return "summary", true
+	}
+	return "", false
+}
+
 // parseField splits a `key: value` line whose key is a known field name
 // (see keyAliases), with markdown emphasis around the key allowed
 // ("**question**: x", "**question:** x"). Leading blanks are ignored.
@@ -277,8 +338,8 @@ func parseField(s string) (key, value string, ok bool) {
 		return "", "", false
 	}
 	_, w := utf8.DecodeRuneInString(s[i:])
-	v := strings.TrimSpace(s[i+w:])
-	v = strings.TrimSpace(strings.TrimLeft(v, "*_")) // the ** of "**key:** value"
+	v := trimSpace(s[i+w:])
+	v = trimSpace(strings.TrimLeft(v, "*_")) // the ** of "**key:** value"
 	return canon, v, true
 }
 
@@ -299,7 +360,8 @@ func lookupKey(k string) (string, bool) {
 				// are copied as they are; a rune that folds, and invalid
 				// UTF-8 (which ToLower rewrites), take the slow path.
 				r, n := utf8.DecodeRuneInString(k[i:])
-				if (r == utf8.RuneError && n == 1) || unicode.ToLower(r) != r {
+				hangul := r >= 0xAC00 && r <= 0xD7A3 // syllables have no case
+				if !hangul && ((r == utf8.RuneError && n == 1) || unicode.ToLower(r) != r) {
 					fast = false
 				}
 				copy(buf[i:], k[i:i+n])
@@ -313,16 +375,14 @@ func lookupKey(k string) (string, bool) {
 			buf[i] = c
 		}
 		if fast {
-			canon, ok := keyAliases[string(buf[:len(k)])]
-			return canon, ok
+			return canonKey(string(buf[:len(k)]))
 		}
 	}
 	lk := strings.ToLower(k)
 	if strings.ContainsAny(lk, " -") {
 		lk = strings.NewReplacer(" ", "_", "-", "_").Replace(lk)
 	}
-	canon, ok := keyAliases[lk]
-	return canon, ok
+	return canonKey(lk)
 }
 
 // isFieldLine reports whether s is a known field line.
@@ -392,9 +452,9 @@ func parseStep(line string) (Message, bool) {
 	var ok bool
 	switch {
 	case len(s) > 5 && strings.EqualFold(s[:4], "step") && (s[4] == ' ' || s[4] == '\t'):
-		cur, total, s, ok = stepNumbers(strings.TrimLeft(s[4:], " \t"))
+		cur, total, s, ok = stepNumbers(trimBlanksLeft(s[4:]))
 	case strings.HasPrefix(s, "현재"):
-		t := strings.TrimLeft(s[len("현재"):], " \t")
+		t := trimBlanksLeft(s[len("현재"):])
 		switch {
 		case len(t) >= 4 && strings.EqualFold(t[:4], "step"):
 			t = t[4:]
@@ -403,22 +463,22 @@ func parseStep(line string) (Message, bool) {
 		default:
 			return Message{}, false
 		}
-		t = strings.TrimLeft(t, " \t")
+		t = trimBlanksLeft(t)
 		if !strings.HasPrefix(t, ":") {
 			return Message{}, false
 		}
-		cur, total, s, ok = stepNumbers(strings.TrimLeft(t[1:], " \t"))
+		cur, total, s, ok = stepNumbers(trimBlanksLeft(t[1:]))
 	}
 	if !ok {
 		return Message{}, false
 	}
 	// The name follows a colon.
-	s = strings.TrimLeft(s, " \t")
+	s = trimBlanksLeft(s)
 	if !strings.HasPrefix(s, ":") {
 		return Message{}, false
 	}
-	name := trimLineEnd(strings.TrimSpace(s[1:]))
-	name = strings.TrimSpace(strings.Trim(name, "*_"))
+	name := trimLineEnd(trimSpace(s[1:]))
+	name = trimSpace(strings.Trim(name, "*_"))
 	if name == "" {
 		return Message{}, false
 	}
@@ -436,7 +496,7 @@ func stepNumbers(s string) (cur, total int, rest string, ok bool) {
 	if !ok {
 		return
 	}
-	s = strings.TrimLeft(s, " \t")
+	s = trimBlanksLeft(s)
 	switch {
 	case strings.HasPrefix(s, "/"):
 		s = s[1:]
@@ -445,7 +505,7 @@ func stepNumbers(s string) (cur, total int, rest string, ok bool) {
 	default:
 		return 0, 0, "", false
 	}
-	total, rest, ok = leadingInt(strings.TrimLeft(s, " \t"))
+	total, rest, ok = leadingInt(trimBlanksLeft(s))
 	return
 }
 
@@ -526,7 +586,7 @@ func isListItemLine(line string) bool { return isListItem(unboxed(line)) }
 
 // unboxed removes a leading box edge, if any, keeping the rest.
 func unboxed(line string) string {
-	t := strings.TrimLeft(line, " \t")
+	t := trimBlanksLeft(line)
 	if r, n := utf8.DecodeRuneInString(t); isVertical(r) || r == '⎿' || r == '●' || r == '⏺' {
 		return t[n:]
 	}
@@ -542,13 +602,13 @@ func phaseName(s string) string {
 	}
 	k := strings.ToLower(strings.Trim(s[:i], " *_"))
 	_, w := utf8.DecodeRuneInString(s[i:])
-	v := strings.TrimSpace(strings.Trim(trimLineEnd(s[i+w:]), "*_ "))
+	v := trimSpace(strings.Trim(trimLineEnd(s[i+w:]), "*_ "))
 	switch k {
 	case "phase", "name", "단계", "이름":
 		return v
 	case "completed":
 		if a, b := strings.IndexByte(v, '('), strings.LastIndexByte(v, ')'); a >= 0 && b > a {
-			return strings.TrimSpace(v[a+1 : b])
+			return trimSpace(v[a+1 : b])
 		}
 		return v
 	}
@@ -588,7 +648,7 @@ func indexColon(s string) int {
 	return i
 }
 
-// trimBlanks is strings.TrimLeft(s, " \t") without building a cutset.
+// trimBlanks is trimBlanksLeft(s) without building a cutset.
 func trimBlanksLeft(s string) string {
 	i := 0
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
@@ -618,4 +678,46 @@ func trimKey(s string) string {
 		n--
 	}
 	return s[i:n]
+}
+
+// trimSpace is strings.TrimSpace, without its fall back to a rune-by-rune
+// TrimFunc over the whole string as soon as a non-ASCII byte shows up (every
+// Korean value took it): only the runes at either end are decoded.
+func trimSpace(s string) string {
+	i := 0
+	for i < len(s) {
+		if c := s[i]; c < utf8.RuneSelf {
+			if !isASCIISpace(c) {
+				break
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !unicode.IsSpace(r) {
+			break
+		}
+		i += n
+	}
+	j := len(s)
+	for j > i {
+		if c := s[j-1]; c < utf8.RuneSelf {
+			if !isASCIISpace(c) {
+				break
+			}
+			j--
+			continue
+		}
+		r, n := utf8.DecodeLastRuneInString(s[i:j])
+		if !unicode.IsSpace(r) {
+			break
+		}
+		j -= n
+	}
+	return s[i:j]
+}
+
+// isASCIISpace reports the ASCII bytes unicode.IsSpace accepts.
+func isASCIISpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
 }

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"strings"
+	"unsafe"
 )
 
 // DefaultMaxBlockBytes is the default limit on one open block's size.
@@ -45,8 +46,13 @@ type Parser struct {
 	body, lines []string
 }
 
-// span is one body line's place in Parser.bodyBuf.
-type span struct{ off, end int }
+// span is one body line's place: in Parser.rawBuf (a body line is part of
+// its raw line: the line less decoration and closing tag), or, if inBody,
+// in Parser.bodyBuf.
+type span struct {
+	off, end int
+	inBody   bool
+}
 
 // block is an open [NAME] block.
 type block struct {
@@ -55,7 +61,7 @@ type block struct {
 	start  int // line number of the tag line
 	// The tag line and every body line, as fed, are in Parser.rawBuf, raw
 	// holding where each ends; the body lines (the tag line's rest, if any,
-	// then the lines) are in Parser.bodyBuf, at body's spans. Both slices
+	// then the lines) are at body's spans, in rawBuf or bodyBuf. Both slices
 	// are kept from block to block.
 	raw   []int
 	body  []span
@@ -210,13 +216,14 @@ func (p *Parser) openBlock(t tag, line string, out []Message) []Message {
 		return out
 	}
 	p.addRaw(b, line)
+	rawStart := 0
 	if t.rest == "" {
 		return out
 	}
 	body, closed := cutClosing(t.rest)
 	if body != "" {
 		// The rest of the tag line counts at the tag's own indentation.
-		p.addBody(b, body)
+		p.addBody(b, line, body, rawStart)
 		b.restFirst = true
 		b.content = true
 	}
@@ -286,7 +293,7 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 		out = append(out, p.oversized())
 		return out, true
 	}
-	p.addRaw(b, line)
+	rawStart := p.addRaw(b, line)
 	body, closed := line, false
 	if strings.Contains(line, "[/") {
 		body, closed = cutClosing(line)
@@ -303,7 +310,7 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 		b.content = b.content || !isFence(body)
 	}
 	if !closed || !isBlank(body) {
-		p.addBody(b, body)
+		p.addBody(b, line, body, rawStart)
 	}
 	if closed {
 		if m, ok := p.endBlock(""); ok {
@@ -353,10 +360,22 @@ func (p *Parser) endBlock(closing string) (m Message, ok bool) {
 		}
 	}
 	raw := string(p.rawBuf)
-	bodyText := string(p.bodyBuf)
+	var bodyText string
+	if len(p.bodyBuf) > 0 {
+		bodyText = string(p.bodyBuf)
+	}
 	body := p.body[:0]
 	for _, sp := range b.body {
-		body = append(body, bodyText[sp.off:sp.end])
+		switch {
+		case sp.inBody:
+			body = append(body, bodyText[sp.off:sp.end])
+		case sp.end <= len(raw):
+			body = append(body, raw[sp.off:sp.end])
+		default:
+			// Part of a trailing blank line dropped from raw above: blank,
+			// and at the end of the body, where decoding drops blank lines.
+			body = append(body, "")
+		}
 	}
 	p.body = body
 	m, p.lines = decodeBlock(b.kind, b.target, body, b.restFirst, raw, b.start, p.lines[:0])
@@ -364,20 +383,35 @@ func (p *Parser) endBlock(closing string) (m Message, ok bool) {
 	return m, true
 }
 
-// addRaw appends a raw line of the open block to rawBuf.
-func (p *Parser) addRaw(b *block, line string) {
+// addRaw appends a raw line of the open block to rawBuf and returns where
+// it starts there.
+func (p *Parser) addRaw(b *block, line string) int {
 	if len(b.raw) > 0 {
 		p.rawBuf = append(p.rawBuf, '\n')
 	}
+	start := len(p.rawBuf)
 	p.rawBuf = append(p.rawBuf, line...)
 	b.raw = append(b.raw, len(p.rawBuf))
+	return start
 }
 
-// addBody appends a body line of the open block to bodyBuf.
-func (p *Parser) addBody(b *block, line string) {
-	off := len(p.bodyBuf)
-	p.bodyBuf = append(p.bodyBuf, line...)
-	b.body = append(b.body, span{off, len(p.bodyBuf)})
+// addBody adds body line body of the open block, a part of raw line line,
+// which starts at rawStart in rawBuf. The body line is then a substring of
+// the block's Raw, at no cost; should it not be a part of line, it is
+// copied to bodyBuf.
+func (p *Parser) addBody(b *block, line, body string, rawStart int) {
+	if body == "" {
+		b.body = append(b.body, span{})
+		return
+	}
+	off := int(uintptr(unsafe.Pointer(unsafe.StringData(body))) - uintptr(unsafe.Pointer(unsafe.StringData(line))))
+	if off >= 0 && off <= len(line)-len(body) {
+		b.body = append(b.body, span{off: rawStart + off, end: rawStart + off + len(body)})
+		return
+	}
+	start := len(p.bodyBuf)
+	p.bodyBuf = append(p.bodyBuf, body...)
+	b.body = append(b.body, span{off: start, end: len(p.bodyBuf), inBody: true})
 }
 
 // maybeSpecial reports whether line could be a tag, phase or step line,
