@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // This file turns a finished block's body lines into a typed, validated
@@ -156,6 +157,15 @@ func trimBlankLines(lines []string) []string {
 
 // isFence reports whether l is a markdown code fence line (``` or ```json).
 func isFence(l string) bool {
+	// Nearly every line is rejected by its first non-blank byte.
+	for i := 0; i < len(l); i++ {
+		if c := l[i]; !isASCIISpace(c) {
+			if c < utf8.RuneSelf && c != '`' && c != '~' {
+				return false
+			}
+			break
+		}
+	}
 	t := trimSpace(l)
 	return (strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~")) && !strings.ContainsAny(t[3:], " `~")
 }
@@ -185,7 +195,7 @@ func (f field) text() string { return dedentJoin(f.value, f.cont) }
 
 // maxFields bounds the distinct canonical keys (see keyAliases;
 // TestKeyAliasesFit checks they fit).
-const maxFields = 24
+const maxFields = 18
 
 // fields holds a key-value block's fields by canonical key; the first
 // occurrence of a key counts. It lives on the decoder's stack: a block has
@@ -259,7 +269,7 @@ func (fs *fields) read(lines []string) {
 // parseBool reads a yes/no value as seed 000's permission validator does,
 // plus the Korean 예/아니오.
 func parseBool(s string) (v, ok bool) {
-	switch strings.ToLower(strings.Trim(s, " `\"'")) {
+	switch strings.ToLower(trimASCII(s, " `\"'")) {
 	case "true", "yes", "y", "1", "예", "네":
 		return true, true
 	case "false", "no", "n", "0", "아니오", "아니요":
@@ -280,7 +290,7 @@ func oneOf(s string, allowed ...string) bool {
 
 // normEnum lower-cases an enum value and strips quotes and emphasis.
 func normEnum(s string) string {
-	return strings.ToLower(strings.Trim(s, " `\"'*_"))
+	return strings.ToLower(trimASCII(s, " `\"'*_"))
 }
 
 var questionTypeAliases = map[string]string{
@@ -436,9 +446,17 @@ func parseBracketList(s string) ([]string, string) {
 			if j >= len(s) {
 				return nil, "unterminated \" string"
 			}
-			if err := json.Unmarshal([]byte(s[i:j+1]), &item); err != nil {
+			if q := s[i+1 : j]; plainJSONString(q) {
+				// What json.Unmarshal would give, without it.
+				item = q
+				i = j + 1
+				break
+			}
+			var u string // its own variable: &u escapes, item need not
+			if err := json.Unmarshal([]byte(s[i:j+1]), &u); err != nil {
 				return nil, fmt.Sprintf("bad string %s", s[i:j+1])
 			}
+			item = u
 			i = j + 1
 		case '\'':
 			j := i + 1
@@ -728,4 +746,28 @@ func decodeProxy(lines []string) (*ProxyRequest, string) {
 		return nil, fmt.Sprintf(`PROXY_REQUEST: unknown action %q; use "create_plan" or "update_status"`, pr.Action)
 	}
 	return pr, ""
+}
+
+// plainJSONString reports whether q, the text between a JSON string's
+// quotes, decodes to itself: no escapes, no control bytes, valid UTF-8.
+func plainJSONString(q string) bool {
+	for i := 0; i < len(q); i++ {
+		if c := q[i]; c < 0x20 || c == '\\' || c == '"' {
+			return false
+		}
+	}
+	return utf8.ValidString(q)
+}
+
+// trimASCII is strings.Trim(s, cutset) for an ASCII cutset, without
+// building the cutset's set on every call.
+func trimASCII(s, cutset string) string {
+	i, n := 0, len(s)
+	for i < n && s[i] < utf8.RuneSelf && strings.IndexByte(cutset, s[i]) >= 0 {
+		i++
+	}
+	for n > i && s[n-1] < utf8.RuneSelf && strings.IndexByte(cutset, s[n-1]) >= 0 {
+		n--
+	}
+	return s[i:n]
 }

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -109,12 +110,12 @@ func TestTrimSpace(t *testing.T) {
 // tagKinds.
 func TestCanonKey(t *testing.T) {
 	for k, want := range keyAliases {
-		if got, ok := canonKey(k); !ok || got != want {
+		if got, ok := canonKey([]byte(k)); !ok || got != want {
 			t.Errorf("canonKey(%q) = %q, %v; want %q", k, got, ok, want)
 		}
 	}
 	for _, k := range []string{"", "questions", "Question", "x"} {
-		if _, ok := canonKey(k); ok {
+		if _, ok := canonKey([]byte(k)); ok {
 			t.Errorf("canonKey(%q) found", k)
 		}
 	}
@@ -125,5 +126,57 @@ func TestCanonKey(t *testing.T) {
 	}
 	if _, ok := lookupTag("PROXY_RESPONSE"); ok {
 		t.Errorf("lookupTag(PROXY_RESPONSE) found")
+	}
+}
+
+// TestPlainJSONString checks the fast path of double-quoted options
+// against encoding/json.
+func TestPlainJSONString(t *testing.T) {
+	for _, q := range []string{"", "a", "이메일", "a\\nb", "\x01", "\xff", "tab\there", "é", "\u2028"} {
+		if !plainJSONString(q) {
+			continue
+		}
+		var got string
+		if err := json.Unmarshal([]byte(`"`+q+`"`), &got); err != nil || got != q {
+			t.Errorf("plainJSONString(%q) but json gives %q, %v", q, got, err)
+		}
+	}
+}
+
+// TestTrimASCIIAndFence checks trimASCII against strings.Trim and the
+// quick rejection in isFence against the plain test.
+func TestTrimASCIIAndFence(t *testing.T) {
+	for _, s := range []string{"", "`", " `json` ", "**x**", "'예'", "\"a\"", "é*", "*é", "```", " ```go", "\u00a0```", "~~~", "x```", "``` x", "\t"} {
+		for _, cut := range []string{" `\"'*_", " `\"'"} {
+			if got, want := trimASCII(s, cut), strings.Trim(s, cut); got != want {
+				t.Errorf("trimASCII(%q, %q) = %q, want %q", s, cut, got, want)
+			}
+		}
+		tt := strings.TrimSpace(s)
+		want := (strings.HasPrefix(tt, "```") || strings.HasPrefix(tt, "~~~")) && !strings.ContainsAny(tt[3:], " `~")
+		if got := isFence(s); got != want {
+			t.Errorf("isFence(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// TestDecorationLeadBytes checks what parseTag's quick rejection assumes:
+// every non-ASCII decoration starts with byte 0xE2 or 0xC2, and the ASCII
+// ones are > * - + |.
+func TestDecorationLeadBytes(t *testing.T) {
+	for r := rune(0); r < 0x10000; r++ {
+		if !isDecoration(r) {
+			continue
+		}
+		s := string(r)
+		if r < 0x80 {
+			if !strings.ContainsRune(">*-+|", r) {
+				t.Errorf("ASCII decoration %q not in parseTag's list", r)
+			}
+			continue
+		}
+		if s[0] != 0xE2 && s[0] != 0xC2 {
+			t.Errorf("decoration %q starts with byte %#x", r, s[0])
+		}
 	}
 }

@@ -138,6 +138,21 @@ func trimTrailingDecoration(s string) string {
 // [NAME:Target], [/NAME] or [/NAME:Target] for a known NAME (any case),
 // then optional text. A tag anywhere but at the start of the line is prose.
 func parseTag(line string) (t tag, ok bool) {
+	// Most lines are rejected by their first non-blank byte: a tag line's is
+	// '[' or decoration, and every non-ASCII decoration (see isDecoration)
+	// starts with byte 0xE2 or 0xC2.
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		if c == ' ' || c == '\t' {
+			continue
+		}
+		switch c {
+		case '[', '>', '*', '-', '+', '|', 0xE2, 0xC2:
+		default:
+			return tag{}, false
+		}
+		break
+	}
 	s, boxed := undecorate(line)
 	if len(s) < 3 || s[0] != '[' {
 		return tag{}, false
@@ -280,8 +295,8 @@ var keyAliases = map[string]string{
 // canonKey is keyAliases[k] as a switch: the compiler's binary search on
 // length and bytes is cheaper than hashing for these short keys, and every
 // field line asks (TestCanonKey checks the two agree).
-func canonKey(k string) (string, bool) {
-	switch k {
+func canonKey(k []byte) (string, bool) {
+	switch string(k) { // no allocation: the compiler compares in place
 	case "question", "질문":
 		return "question", true
 	case "type", "타입", "유형", "question_type", "result_type":
@@ -325,7 +340,7 @@ func canonKey(k string) (string, bool) {
 // ("**question**: x", "**question:** x"). Leading blanks are ignored.
 func parseField(s string) (key, value string, ok bool) {
 	s = trimBlanksLeft(s)
-	i := indexColon(s)
+	i := indexColonN(s, 41)
 	if i <= 0 || i > 40 {
 		return "", "", false
 	}
@@ -339,7 +354,10 @@ func parseField(s string) (key, value string, ok bool) {
 	}
 	_, w := utf8.DecodeRuneInString(s[i:])
 	v := trimSpace(s[i+w:])
-	v = trimSpace(strings.TrimLeft(v, "*_")) // the ** of "**key:** value"
+	for len(v) > 0 && (v[0] == '*' || v[0] == '_') { // the ** of "**key:** value"
+		v = v[1:]
+	}
+	v = trimSpace(v)
 	return canon, v, true
 }
 
@@ -375,14 +393,14 @@ func lookupKey(k string) (string, bool) {
 			buf[i] = c
 		}
 		if fast {
-			return canonKey(string(buf[:len(k)]))
+			return canonKey(buf[:len(k)])
 		}
 	}
 	lk := strings.ToLower(k)
 	if strings.ContainsAny(lk, " -") {
 		lk = strings.NewReplacer(" ", "_", "-", "_").Replace(lk)
 	}
-	return canonKey(lk)
+	return canonKey([]byte(lk))
 }
 
 // isFieldLine reports whether s is a known field line.
@@ -628,24 +646,22 @@ func (p *Parser) endPhase() Message {
 // rune-by-rune loop IndexAny falls back to for a non-ASCII set: neither
 // 0x3A nor 0xEF can be a UTF-8 continuation byte, so a byte scan finds the
 // same index a rune scan does.
-func indexColon(s string) int {
-	i := strings.IndexByte(s, ':')
-	t := s
-	if i >= 0 {
-		t = s[:i]
-	}
-	for j := 0; j+2 < len(s) && j < len(t); {
-		k := strings.IndexByte(t[j:], 0xEF)
-		if k < 0 {
-			break
+func indexColon(s string) int { return indexColonN(s, len(s)) }
+
+// indexColonN is indexColon(s) if that is below n, else -1. Lines are
+// short and a field's key shorter: a byte loop beats IndexByte's call.
+func indexColonN(s string, n int) int {
+	for i := 0; i < len(s) && i < n; i++ {
+		switch s[i] {
+		case ':':
+			return i
+		case 0xEF:
+			if i+2 < len(s) && s[i+1] == 0xBC && s[i+2] == 0x9A {
+				return i
+			}
 		}
-		j += k
-		if j+2 < len(s) && s[j+1] == 0xBC && s[j+2] == 0x9A {
-			return j
-		}
-		j++
 	}
-	return i
+	return -1
 }
 
 // trimBlanks is trimBlanksLeft(s) without building a cutset.
