@@ -388,7 +388,7 @@ func parseOptions(f field) ([]string, string) {
 			}
 		}
 	}
-	for _, c := range f.cont {
+	for k, c := range f.cont {
 		if isBlank(c) {
 			continue
 		}
@@ -397,6 +397,9 @@ func parseOptions(f field) ([]string, string) {
 			return nil, fmt.Sprintf("line %q is not a list item", trimSpace(c))
 		}
 		if item = unquote(item); item != "" {
+			if opts == nil {
+				opts = make([]string, 0, len(f.cont)-k)
+			}
 			opts = append(opts, item)
 		}
 	}
@@ -492,6 +495,10 @@ func parseBracketList(s string) ([]string, string) {
 			i = j
 		}
 		if item = trimSpace(item); item != "" {
+			if out == nil {
+				// One allocation for the list (it stays nil when empty).
+				out = make([]string, 0, strings.Count(s[i:], ",")+1)
+			}
 			out = append(out, item)
 		}
 		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
