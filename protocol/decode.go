@@ -524,24 +524,36 @@ func parseBracketList(s string) ([]string, string) {
 func decodeInvoke(lines []string) (*Invoke, string) {
 	inv := &Invoke{}
 	ctx := -1
+	var ctxValue string
+	// The first line's field, if it was read in the search for the
+	// context: the task: line is looked for there again.
+	var k0, v0 string
+	var ok0, read0 bool
 	for i, l := range lines {
 		if indentOf(l) > 0 {
 			continue
 		}
-		if k, _, ok := parseField(l); ok && k == "context" {
-			ctx = i
+		k, v, ok := parseField(l)
+		if i == 0 {
+			k0, v0, ok0, read0 = k, v, ok, true
+		}
+		if ok && k == "context" {
+			ctx, ctxValue = i, v
 			break
 		}
 	}
 	task := lines
 	if ctx >= 0 {
 		task = lines[:ctx]
-		_, v, _ := parseField(lines[ctx])
-		inv.Context = trimSpace(field{value: v, cont: lines[ctx+1:]}.text())
+		inv.Context = trimSpace(field{value: ctxValue, cont: lines[ctx+1:]}.text())
 	}
 	task = trimBlankLines(task)
 	if len(task) > 0 {
-		if k, v, ok := parseField(task[0]); ok && k == "task" {
+		k, v, ok := k0, v0, ok0
+		if !read0 || &task[0] != &lines[0] {
+			k, v, ok = parseField(task[0])
+		}
+		if ok && k == "task" {
 			inv.Task = trimSpace(field{value: v, cont: task[1:]}.text())
 		} else {
 			inv.Task = trimSpace(strings.Join(task, "\n"))
