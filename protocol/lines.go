@@ -134,24 +134,29 @@ func trimTrailingDecoration(s string) string {
 	return s
 }
 
+// maybeTag reports whether line could be a tag line, by its first
+// non-blank byte: a tag line's is '[' or decoration, and every non-ASCII
+// decoration (see isDecoration) starts with byte 0xE2 or 0xC2. Most lines
+// are rejected here, before parseTag builds anything.
+func maybeTag(line string) bool {
+	for i := 0; i < len(line); i++ {
+		switch line[i] {
+		case ' ', '\t':
+			continue
+		case '[', '>', '*', '-', '+', '|', 0xE2, 0xC2:
+			return true
+		}
+		return false
+	}
+	return false
+}
+
 // parseTag recognises a tag line: optional decoration, then [NAME],
 // [NAME:Target], [/NAME] or [/NAME:Target] for a known NAME (any case),
 // then optional text. A tag anywhere but at the start of the line is prose.
 func parseTag(line string) (t tag, ok bool) {
-	// Most lines are rejected by their first non-blank byte: a tag line's is
-	// '[' or decoration, and every non-ASCII decoration (see isDecoration)
-	// starts with byte 0xE2 or 0xC2.
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		if c == ' ' || c == '\t' {
-			continue
-		}
-		switch c {
-		case '[', '>', '*', '-', '+', '|', 0xE2, 0xC2:
-		default:
-			return tag{}, false
-		}
-		break
+	if !maybeTag(line) {
+		return tag{}, false
 	}
 	s, boxed := undecorate(line)
 	if len(s) < 3 || s[0] != '[' {

@@ -159,7 +159,9 @@ func (p *Parser) Flush() []Message {
 
 // feedOutside handles a line outside any block and phase message.
 func (p *Parser) feedOutside(line string, out []Message) []Message {
-	if t, ok := parseTag(line); ok {
+	if !maybeTag(line) {
+		// Not a tag line: the common case, decided without a call.
+	} else if t, ok := parseTag(line); ok {
 		if t.closing {
 			// A stray closing tag: nothing is open, so it changes nothing.
 			// Text after it is still looked at.
@@ -240,7 +242,9 @@ func (p *Parser) openBlock(t tag, line string, out []Message) []Message {
 // outside it.
 func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) {
 	b := p.blk
-	if t, ok := parseTag(line); ok {
+	if !maybeTag(line) {
+		// Not a tag line: the common case, decided without a call.
+	} else if t, ok := parseTag(line); ok {
 		if !t.closing {
 			// An opening tag ends an unclosed block (seed 003 has no
 			// closing tags) and starts the next.
@@ -295,7 +299,7 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 	}
 	rawStart := p.addRaw(b, line)
 	body, closed := line, false
-	if strings.Contains(line, "[/") {
+	if strings.IndexByte(line, '[') >= 0 && strings.Contains(line, "[/") {
 		body, closed = cutClosing(line)
 	}
 	if b.boxed {
