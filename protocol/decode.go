@@ -219,6 +219,9 @@ func (fs *fields) field(key string) *field {
 
 func (fs *fields) get(key string) string {
 	if f := fs.field(key); f != nil {
+		if len(f.cont) == 0 {
+			return f.value // parseField trimmed it already
+		}
 		return trimSpace(f.text())
 	}
 	return ""

@@ -359,10 +359,12 @@ func parseField(s string) (key, value string, ok bool) {
 	}
 	_, w := utf8.DecodeRuneInString(s[i:])
 	v := trimSpace(s[i+w:])
-	for len(v) > 0 && (v[0] == '*' || v[0] == '_') { // the ** of "**key:** value"
-		v = v[1:]
+	if len(v) > 0 && (v[0] == '*' || v[0] == '_') { // the ** of "**key:** value"
+		for len(v) > 0 && (v[0] == '*' || v[0] == '_') {
+			v = v[1:]
+		}
+		v = trimSpace(v)
 	}
-	v = trimSpace(v)
 	return canon, v, true
 }
 
