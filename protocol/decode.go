@@ -32,8 +32,9 @@ func decodeBlock(kind Kind, target string, body []string, restFirst bool, raw st
 	} else {
 		lines = appendDedent(lines, body)
 	}
-	defer clear(lines)
-	return decodeLines(kind, target, lines, raw, line), lines[:0]
+	m := decodeLines(kind, target, lines, raw, line)
+	clear(lines) // the scratch keeps no strings of a finished block
+	return m, lines[:0]
 }
 
 // decodeLines decodes a block's dedented body lines.

@@ -88,7 +88,7 @@ func TestKeyAliasesFit(t *testing.T) {
 // TestLookupKey checks lookupKey against the plain lower-case and replace.
 func TestLookupKey(t *testing.T) {
 	for _, k := range []string{"question", "QUESTION", "Question-Type", "content type", "ta\u212Ask", "질문", "작업 1",
-		"CONTENT_TYPE", "\xffquestion", "default answer", "Ｑuestion", "result-type"} {
+		"CONTENT_TYPE", "\xed\xa0\x80", "질문\xed\xa0", "\xffquestion", "default answer", "Ｑuestion", "result-type"} {
 		lk := strings.NewReplacer(" ", "_", "-", "_").Replace(strings.ToLower(k))
 		want, wok := keyAliases[lk]
 		if got, ok := lookupKey(k); got != want || ok != wok {

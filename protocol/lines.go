@@ -380,10 +380,20 @@ func lookupKey(k string) (string, bool) {
 		for i := 0; i < len(k); i++ {
 			c := k[i]
 			switch {
+			case c >= 0xEA && c <= 0xED && i+2 < len(k) && k[i+1]&0xC0 == 0x80 && k[i+2]&0xC0 == 0x80:
+				// A three-byte rune from U+A000 to U+DFFF: Hangul syllables
+				// (no case) are copied as they are, without a decoder call.
+				r := rune(c&0x0F)<<12 | rune(k[i+1]&0x3F)<<6 | rune(k[i+2]&0x3F)
+				if r < 0xAC00 || r > 0xD7A3 {
+					fast = false
+				}
+				copy(buf[i:], k[i:i+3])
+				i += 2
+				continue
 			case c >= utf8.RuneSelf:
-				// Hangul and most other letters have no lower case, and
-				// are copied as they are; a rune that folds, and invalid
-				// UTF-8 (which ToLower rewrites), take the slow path.
+				// Other letters mostly have no lower case either, and are
+				// copied as they are; a rune that folds, and invalid UTF-8
+				// (which ToLower rewrites), take the slow path.
 				r, n := utf8.DecodeRuneInString(k[i:])
 				hangul := r >= 0xAC00 && r <= 0xD7A3 // syllables have no case
 				if !hangul && ((r == utf8.RuneError && n == 1) || unicode.ToLower(r) != r) {

@@ -136,7 +136,7 @@ func (p *Parser) Feed(line string) []Message {
 		if p.feedPhase(line) {
 			return out
 		}
-		out = append(out, p.endPhase())
+		out = appendMsg(out, p.endPhase())
 	}
 	return p.feedOutside(line, out)
 }
@@ -148,11 +148,11 @@ func (p *Parser) Flush() []Message {
 	var out []Message
 	if p.blk != nil {
 		if m, ok := p.endBlock(""); ok {
-			out = append(out, m)
+			out = appendMsg(out, m)
 		}
 	}
 	if p.phase != nil {
-		out = append(out, p.endPhase())
+		out = appendMsg(out, p.endPhase())
 	}
 	return out
 }
@@ -186,7 +186,7 @@ func (p *Parser) feedOutside(line string, out []Message) []Message {
 	if m, ok := parseStep(line); ok {
 		m.Line = p.line
 		m.Raw = strings.Clone(line)
-		out = append(out, m)
+		out = appendMsg(out, m)
 	}
 	return out
 }
@@ -211,7 +211,7 @@ func (p *Parser) openBlock(t tag, line string, out []Message) []Message {
 		// Only the head of an oversized tag line is reported; the rest
 		// is not held.
 		p.addRaw(b, line[:min(len(line), rawHeadBytes+1)])
-		out = append(out, p.oversized())
+		out = appendMsg(out, p.oversized())
 		if _, closed := cutClosing(t.rest); closed {
 			p.blk = nil
 		}
@@ -231,7 +231,7 @@ func (p *Parser) openBlock(t tag, line string, out []Message) []Message {
 	}
 	if closed {
 		if m, ok := p.endBlock(""); ok {
-			out = append(out, m)
+			out = appendMsg(out, m)
 		}
 	}
 	return out
@@ -249,7 +249,7 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 			// An opening tag ends an unclosed block (seed 003 has no
 			// closing tags) and starts the next.
 			if m, ok := p.endBlock(""); ok {
-				out = append(out, m)
+				out = appendMsg(out, m)
 			}
 			return p.openBlock(t, line, out), true
 		}
@@ -257,7 +257,7 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 		// [ASK_USER] is a slip): either way the agent meant to end it
 		// here, and reading on would swallow what follows.
 		if m, ok := p.endBlock(line); ok {
-			out = append(out, m)
+			out = appendMsg(out, m)
 		}
 		if t.rest != "" {
 			out = p.feedOutside(t.rest, out)
@@ -275,7 +275,7 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 		}
 		if ind := indentOf(l); ind <= b.base && !isFieldLine(l) && !isListItem(l) {
 			if m, ok := p.endBlock(""); ok {
-				out = append(out, m)
+				out = appendMsg(out, m)
 			}
 			return out, false
 		}
@@ -285,7 +285,7 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 		// agent wrapped the block (or its body) in: the block is over,
 		// closing tag or not. Fields and JSON hold no code blocks.
 		if m, ok := p.endBlock(""); ok {
-			out = append(out, m)
+			out = appendMsg(out, m)
 		}
 		return out, true
 	}
@@ -294,7 +294,7 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 	}
 	b.size += len(line) + 1
 	if b.size > p.max {
-		out = append(out, p.oversized())
+		out = appendMsg(out, p.oversized())
 		return out, true
 	}
 	rawStart := p.addRaw(b, line)
@@ -318,7 +318,7 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 	}
 	if closed {
 		if m, ok := p.endBlock(""); ok {
-			out = append(out, m)
+			out = appendMsg(out, m)
 		}
 	}
 	return out, true
@@ -442,6 +442,15 @@ func isBlank(s string) bool {
 		}
 	}
 	return true
+}
+
+// appendMsg appends m to out. Most Feed calls that complete a message
+// complete one: a one-element slice is made directly, without growslice.
+func appendMsg(out []Message, m Message) []Message {
+	if out == nil {
+		return []Message{m}
+	}
+	return append(out, m)
 }
 
 // isBlankBytes is isBlank for a byte slice.
