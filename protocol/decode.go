@@ -161,7 +161,7 @@ func isFence(l string) bool {
 	// Nearly every line is rejected by its first non-blank byte.
 	for i := 0; i < len(l); i++ {
 		if c := l[i]; !isASCIISpace(c) {
-			if c < utf8.RuneSelf && c != '`' && c != '~' {
+			if c < utf8.RuneSelf && c != '`' && c != '~' || c >= utf8.RuneSelf && !maySpaceLead(c) {
 				return false
 			}
 			break

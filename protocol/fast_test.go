@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // This file checks the allocation-free helpers of the fast path against
@@ -177,6 +178,20 @@ func TestDecorationLeadBytes(t *testing.T) {
 		}
 		if s[0] != 0xE2 && s[0] != 0xC2 {
 			t.Errorf("decoration %q starts with byte %#x", r, s[0])
+		}
+	}
+}
+
+// TestSpaceBytes checks maySpaceLead and maySpaceLast against every
+// non-ASCII space rune.
+func TestSpaceBytes(t *testing.T) {
+	for r := rune(0x80); r <= unicode.MaxRune; r++ {
+		if !unicode.IsSpace(r) {
+			continue
+		}
+		s := string(r)
+		if !maySpaceLead(s[0]) || !maySpaceLast(s[len(s)-1]) {
+			t.Errorf("space %U (% x) rejected by maySpaceLead/maySpaceLast", r, s)
 		}
 	}
 }

@@ -726,6 +726,9 @@ func trimSpace(s string) string {
 			i++
 			continue
 		}
+		if !maySpaceLead(s[i]) {
+			break
+		}
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if !unicode.IsSpace(r) {
 			break
@@ -741,6 +744,9 @@ func trimSpace(s string) string {
 			j--
 			continue
 		}
+		if !maySpaceLast(s[j-1]) {
+			break
+		}
 		r, n := utf8.DecodeLastRuneInString(s[i:j])
 		if !unicode.IsSpace(r) {
 			break
@@ -748,6 +754,17 @@ func trimSpace(s string) string {
 		j -= n
 	}
 	return s[i:j]
+}
+
+// maySpaceLead reports whether non-ASCII byte c can start a rune that
+// unicode.IsSpace accepts: U+0085 and U+00A0 (C2), U+1680 (E1), U+2000–U+200A,
+// U+2028, U+2029, U+202F, U+205F (E2), U+3000 (E3). Hangul never can.
+func maySpaceLead(c byte) bool { return c == 0xC2 || c == 0xE1 || c == 0xE2 || c == 0xE3 }
+
+// maySpaceLast reports whether byte c can end a non-ASCII rune that
+// unicode.IsSpace accepts (see maySpaceLead; TestSpaceBytes checks both).
+func maySpaceLast(c byte) bool {
+	return c >= 0x80 && c <= 0x8A || c == 0x9F || c == 0xA0 || c == 0xA8 || c == 0xA9 || c == 0xAF
 }
 
 // isASCIISpace reports the ASCII bytes unicode.IsSpace accepts.
