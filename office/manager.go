@@ -120,8 +120,14 @@ func running(st session.Status) bool {
 // OnText returns the session.Options.OnText callback feeding r.
 func (ms *ManagerSessions) OnText(r *Router) func(session.Text) {
 	return func(t session.Text) {
-		r.HandleText(Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd})
+		r.HandleText(Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd, Lost: t.Lost})
 	}
+}
+
+// Paused returns the session.Options.Paused callback: a session's
+// transcript is left unread while r's inbox for it is full.
+func (ms *ManagerSessions) Paused(r *Router) func(session.Key) bool {
+	return func(k session.Key) bool { return r.Backlogged(k.OfficeID, k.AgentID) }
 }
 
 // OnStatus returns the session.Options.OnStatus callback feeding r.
@@ -159,6 +165,12 @@ func NewManaged(cfg Config, opts session.Options, claudeBin string) (*Router, *s
 		if userStatus != nil {
 			userStatus(k, st, info)
 		}
+	}
+	if userPaused := opts.Paused; userPaused != nil {
+		paused := ms.Paused(r)
+		opts.Paused = func(k session.Key) bool { return paused(k) || userPaused(k) }
+	} else {
+		opts.Paused = ms.Paused(r)
 	}
 	ms.M = session.NewManager(opts)
 	return r, ms.M, nil

@@ -24,6 +24,7 @@ const (
 	DefaultDependencyTTL     = time.Hour
 	DefaultRetryBackoff      = 30 * time.Second
 	DefaultTick              = time.Second
+	DefaultInboxBytes        = 1 << 20
 )
 
 // SessionSpec is what the office asks the session layer to run for an
@@ -63,6 +64,9 @@ type Text struct {
 	ID                string
 	Lines             []string
 	TurnEnd           bool
+	// Lost counts screen lines the session layer dropped before Lines
+	// (session.Text.Lost): the office records it as lost output.
+	Lost int
 }
 
 // Config configures an Office. Store and Sessions are required.
@@ -83,6 +87,13 @@ type Config struct {
 	RetryBackoff      time.Duration // ERROR pause_and_retry; default 30 s
 	Tick              time.Duration // expiry and retry scan; default 1 s
 	MaxContent        int           // forwarded content limit; default proxy.MaxContent
+	// InboxBytes bounds each session's text waiting to be parsed and acted
+	// on (a slow or hung store holds the reader up). Beyond it, screen
+	// text is dropped and recorded as lost (an "output.lost" event, a
+	// notice to the agent), and Backlogged reports true so that the
+	// session layer stops reading a Claude Code transcript until the
+	// inbox drains (session.Options.Paused). Default 1 MiB.
+	InboxBytes int
 
 	// SecretsKey is the 32-byte AES-256-GCM key for dependency values. Empty:
 	// api_key values are refused.
@@ -153,6 +164,9 @@ func New(cfg Config) (*Router, error) {
 	def(&cfg.Tick, DefaultTick)
 	if cfg.DepthLimit <= 0 {
 		cfg.DepthLimit = DefaultDepthLimit
+	}
+	if cfg.InboxBytes <= 0 {
+		cfg.InboxBytes = DefaultInboxBytes
 	}
 	sealer, err := NewSealer(cfg.SecretsKey)
 	if err != nil {
@@ -272,18 +286,46 @@ func (o *Router) serves(officeID string) bool {
 	return len(o.cfg.OfficeIDs) == 0 || slices.Contains(o.cfg.OfficeIDs, officeID)
 }
 
-// inbox holds one session's unread text, in order, and its parser.
+// inbox holds one session's unread text, in order, and its parser. Its
+// size is bounded (Config.InboxBytes): see HandleText.
 type inbox struct {
 	mu      sync.Mutex
-	items   []Text
+	items   []inboxItem
+	bytes   int // size of items, and of the one being handled
 	wake    chan struct{}
 	parser  *protocol.Parser
 	started bool
+	dropped bool // dropping screen text: logged once per overflow
+	peak    int  // the most bytes ever held (tests, diagnostics)
+}
+
+// inboxItem is a chunk of text, or (lost > 0) a record of text dropped at
+// that point of the stream.
+type inboxItem struct {
+	t    Text
+	size int
+	lost int
+}
+
+// textSize is what a chunk holds in memory, roughly.
+func textSize(t Text) int {
+	n := 64 + len(t.ID)
+	for _, l := range t.Lines {
+		n += 16 + len(l)
+	}
+	return n
 }
 
 // HandleText takes a chunk of an agent's words (session.Options.OnText). It
-// never blocks for long: the chunk is queued and parsed by the session's
-// own reader goroutine, in order.
+// never blocks: the chunk is queued and parsed by the session's own reader
+// goroutine, in order.
+//
+// The queue is bounded (Config.InboxBytes) so that a hung store cannot make
+// memory grow for ever. Transcript text (Claude Code) is always queued: the
+// session layer stops reading the transcript while Backlogged reports true
+// (backpressure; the file is durable), so at most one poll's worth goes past
+// the bound. Screen text (other CLIs) cannot wait: beyond the bound it is
+// dropped, logged, and recorded in order as lost output (see readInbox).
 //
 // Screen-read chunk IDs ("screen:<n>") are unique only within one process's
 // life; they are prefixed with an epoch renewed at every session start
@@ -292,8 +334,9 @@ type inbox struct {
 // uuids) are stable across restarts and used as they are.
 func (o *Router) HandleText(t Text) {
 	k := agentKey{t.OfficeID, t.AgentID}
+	screen := strings.HasPrefix(t.ID, "screen:")
 	o.mu.Lock()
-	if strings.HasPrefix(t.ID, "screen:") {
+	if screen {
 		ep := o.epochs[k]
 		if ep == "" {
 			ep = uuid.NewString()
@@ -301,22 +344,81 @@ func (o *Router) HandleText(t Text) {
 		}
 		t.ID = ep + "/" + t.ID
 	}
-	in := o.inboxes[k]
-	if in == nil {
-		in = &inbox{wake: make(chan struct{}, 1), parser: protocol.NewParser(protocol.Options{})}
-		o.inboxes[k] = in
-	}
+	in := o.inboxLocked(k)
 	if o.runCtx != nil && !in.started {
 		o.startInboxLocked(k, in)
 	}
 	o.mu.Unlock()
+	size := textSize(t)
 	in.mu.Lock()
-	in.items = append(in.items, t)
+	if t.Lost > 0 {
+		in.addLost(t.Lost)
+	}
+	var lost int
+	if screen && in.bytes+size > o.cfg.InboxBytes {
+		// Keep what fits, in order; the rest is lost.
+		keep, room := 0, o.cfg.InboxBytes-in.bytes-textSize(Text{ID: t.ID})-lostItemSize
+		for keep < len(t.Lines) && room >= 16+len(t.Lines[keep]) {
+			room -= 16 + len(t.Lines[keep])
+			keep++
+		}
+		lost = len(t.Lines) - keep
+		t.Lines = t.Lines[:keep]
+		size = textSize(t)
+		if !in.dropped {
+			in.dropped = true
+			o.log.Warn("agent output dropped: the office is not keeping up (store slow or down)", "office", k.officeID, "agent", k.agentID, "queued_bytes", in.bytes)
+		}
+	}
+	if len(t.Lines) > 0 || (t.TurnEnd && lost == 0) {
+		in.items = append(in.items, inboxItem{t: t, size: size})
+		in.bytes += size
+	}
+	if lost > 0 {
+		in.addLost(lost)
+	}
+	in.peak = max(in.peak, in.bytes)
 	in.mu.Unlock()
 	select {
 	case in.wake <- struct{}{}:
 	default:
 	}
+}
+
+// addLost records n lost lines at the end of the queue.
+func (in *inbox) addLost(n int) {
+	if l := len(in.items); l > 0 && in.items[l-1].lost > 0 {
+		in.items[l-1].lost += n
+		return
+	}
+	in.items = append(in.items, inboxItem{lost: n, size: lostItemSize})
+	in.bytes += lostItemSize
+}
+
+// lostItemSize is what a record of lost lines counts for.
+const lostItemSize = 64
+
+func (o *Router) inboxLocked(k agentKey) *inbox {
+	in := o.inboxes[k]
+	if in == nil {
+		in = &inbox{wake: make(chan struct{}, 1), parser: protocol.NewParser(protocol.Options{})}
+		o.inboxes[k] = in
+	}
+	return in
+}
+
+// Backlogged reports whether the agent's text waiting to be acted on has
+// reached Config.InboxBytes (wire it to session.Options.Paused).
+func (o *Router) Backlogged(officeID, agentID string) bool {
+	o.mu.Lock()
+	in := o.inboxes[agentKey{officeID, agentID}]
+	o.mu.Unlock()
+	if in == nil {
+		return false
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.bytes >= o.cfg.InboxBytes
 }
 
 func (o *Router) startInboxLocked(k agentKey, in *inbox) {
@@ -332,21 +434,52 @@ func (o *Router) startInboxLocked(k agentKey, in *inbox) {
 	}()
 }
 
+// readInbox acts on a session's text in order, one chunk at a time; a
+// chunk's bytes count against the bound until it has been handled.
 func (o *Router) readInbox(ctx context.Context, k agentKey, in *inbox) {
 	for {
 		in.mu.Lock()
-		items := in.items
-		in.items = nil
-		in.mu.Unlock()
-		for _, t := range items {
-			o.parseText(ctx, k, in.parser, t)
+		if len(in.items) == 0 {
+			in.dropped = false
+			in.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-in.wake:
+			}
+			continue
 		}
-		select {
-		case <-ctx.Done():
+		it := in.items[0]
+		in.items[0] = inboxItem{}
+		in.items = in.items[1:]
+		if len(in.items) == 0 {
+			in.items = nil // let the backing array go
+		}
+		in.mu.Unlock()
+		if it.lost > 0 {
+			o.outputLost(ctx, k, in, it.lost)
+		} else {
+			o.parseText(ctx, k, in.parser, it.t)
+		}
+		in.mu.Lock()
+		in.bytes -= it.size
+		in.mu.Unlock()
+		if ctx.Err() != nil {
 			return
-		case <-in.wake:
 		}
 	}
+}
+
+// outputLost records that n lines of an agent's screen output were dropped
+// and tells the agent, so it can print again what mattered. The parser
+// starts afresh: a block cut in the middle must not swallow what follows.
+func (o *Router) outputLost(ctx context.Context, k agentKey, in *inbox, n int) {
+	in.parser = protocol.NewParser(protocol.Options{})
+	o.log.Warn("agent output lost", "office", k.officeID, "agent", k.agentID, "lines", n)
+	if _, err := o.event(ctx, k.officeID, k.agentID, "output.lost", map[string]int{"lines": n}, "", ""); err != nil {
+		o.log.Error("record lost output", "office", k.officeID, "agent", k.agentID, "err", err)
+	}
+	o.notify(Agent{OfficeID: k.officeID, ID: k.agentID}, fmt.Sprintf("%d lines of your output were lost (the office could not keep up). If they held protocol blocks, print those blocks again.", n))
 }
 
 // parseText feeds t to the parser and acts on the messages it completes,

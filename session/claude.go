@@ -188,12 +188,25 @@ func (c *claudeState) pollSignals() []string {
 // claudeStep follows hooks and the transcript of a claude session.
 func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
 	c := s.claude
-	sigs := c.pollSignals()
-	texts, err := c.tr.poll(s.key)
-	if err != nil {
-		s.log.Warn("transcript", "err", err)
+	var sigs []string
+	var texts []Text
+	// While the consumer of OnText is behind (Options.Paused), the
+	// transcript and the hook signals are left unread: both are files, so
+	// nothing is lost, and the turn's end (hence "ready") waits for its
+	// words. The PTY reader and the viewers are not concerned.
+	paused := s.m.opts.Paused != nil && s.m.opts.Paused(s.key)
+	if !paused {
+		sigs = c.pollSignals()
+		var err error
+		texts, err = c.tr.poll(s.key)
+		if err != nil {
+			s.log.Warn("transcript", "err", err)
+		}
+		if c.tr.more {
+			s.poke()
+		}
 	}
-	if len(texts) == 0 && errors.Is(statErr(c.tr.path), os.ErrNotExist) && now.Sub(c.resolved) > 2*time.Second {
+	if !paused && len(texts) == 0 && errors.Is(statErr(c.tr.path), os.ErrNotExist) && now.Sub(c.resolved) > 2*time.Second {
 		// The file may live under another project name (a long or
 		// symlinked working directory): search for it now and then.
 		c.resolved = now

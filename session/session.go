@@ -131,6 +131,14 @@ type Options struct {
 	OnStatus       func(Key, Status, Info) // every status change; must not block
 	OnText         func(Text)              // from one goroutine per session, in order; must not block long
 	Logger         *slog.Logger
+	// Paused, when set, is asked before a claude session reads its
+	// transcript: true means the consumer of OnText is behind, and the
+	// transcript (durable) and hook signals are left unread until it
+	// turns false (backpressure: nothing is lost, memory stays bounded).
+	// Command sessions are never paused: a screen cannot wait, so their
+	// undispatched lines are bounded and the excess counted (Text.Lost).
+	// Called from the session's worker; must be quick.
+	Paused func(Key) bool
 }
 
 // Errors.

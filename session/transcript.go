@@ -83,7 +83,12 @@ type transcript struct {
 	cursorMissing bool
 	// open: text was emitted since the last turn end.
 	open bool
+	// more: the last poll stopped before the end of the file.
+	more bool
 }
+
+// maxTranscriptRead bounds what one poll reads from the transcript.
+const maxTranscriptRead = 256 << 10
 
 // stopSuffix marks the ID of a turn end that came from the Stop hook
 // rather than an end_turn entry (the turn stopped for another reason, e.g.
@@ -129,11 +134,16 @@ func (t *transcript) poll(key Key) ([]Text, error) {
 	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("seek transcript: %w", err)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, st.Size()-t.off))
+	// At most maxTranscriptRead per poll, so memory stays bounded however
+	// far behind the follower is (it was paused, or the server restarted
+	// on a long transcript); more reports that the rest is waiting.
+	n := min(st.Size()-t.off, maxTranscriptRead)
+	data, err := io.ReadAll(io.LimitReader(f, n))
 	if err != nil {
 		return nil, fmt.Errorf("read transcript: %w", err)
 	}
 	t.off += int64(len(data))
+	t.more = t.off < st.Size()
 	if len(t.partial) > 0 {
 		data = append(t.partial, data...)
 		t.partial = nil
@@ -152,7 +162,7 @@ func (t *transcript) poll(key Key) ([]Text, error) {
 			t.open = !txt.TurnEnd
 		}
 	}
-	if t.skip {
+	if t.skip && !t.more {
 		// The cursor is not in the file as it was when we caught up: it
 		// belongs to another conversation, or the file was replaced. What
 		// was there counts as consumed (never act twice); what is
