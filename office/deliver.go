@@ -323,6 +323,9 @@ func (o *Router) sessionSpec(ctx context.Context, a Agent) (SessionSpec, error) 
 	}
 	if rec.AgentSessionID != "" {
 		spec.ConversationID, spec.Resume = rec.AgentSessionID, true
+		if a.Launch.Kind == "" || a.Launch.Kind == "claude" {
+			spec.TranscriptAfter = o.transcriptCursor(ctx, agentKey{a.OfficeID, a.ID}, rec.AgentSessionID)
+		}
 	} else {
 		spec.ConversationID = uuid.NewString()
 		rec.OfficeID, rec.AgentID, rec.AgentSessionID = a.OfficeID, a.ID, spec.ConversationID

@@ -35,6 +35,7 @@ func (ms *ManagerSessions) spec(s SessionSpec) session.Spec {
 		PromptPattern: l.PromptPattern, Quiescence: ms.Quiescence,
 		ConversationID: s.ConversationID, Resume: s.Resume, AppendSystemPrompt: s.SystemPrompt,
 		PermissionMode: l.PermissionMode, Model: l.Model, Home: s.Home,
+		TranscriptAfter: s.TranscriptAfter,
 	}
 	if sp.Kind == "" || sp.Kind == "builtin" {
 		// "builtin" scripted agents are run as commands by the server's

@@ -40,6 +40,12 @@ type SessionSpec struct {
 	SystemPrompt      string   // Instructions(...)
 	ConversationID    string   // Claude Code --session-id / --resume
 	Resume            bool
+	// TranscriptAfter is the resume cursor of a Claude Code transcript
+	// (session.Spec.TranscriptAfter): the last entry whose turn the office
+	// fully acted on, so a restarted server does not read the conversation
+	// again from its start. Empty: read from the start (dedupe keeps it
+	// exactly once).
+	TranscriptAfter string
 }
 
 // Sessions is what the office needs from the session layer. The
@@ -127,6 +133,7 @@ type Router struct {
 	epochs     map[agentKey]string // per process start; see HandleText
 	statusQ    []statusUpdate
 	statusWake chan struct{}
+	cursors    map[agentKey]cursor // newest transcript cursor known per agent
 	wg         sync.WaitGroup
 }
 
@@ -179,6 +186,7 @@ func New(cfg Config) (*Router, error) {
 		progress:   map[agentKey]Progress{},
 		subs:       map[*Subscription]struct{}{},
 		epochs:     map[agentKey]string{},
+		cursors:    map[agentKey]cursor{},
 		statusWake: make(chan struct{}, 1),
 	}, nil
 }
@@ -460,6 +468,9 @@ func (o *Router) readInbox(ctx context.Context, k agentKey, in *inbox) {
 			o.outputLost(ctx, k, in, it.lost)
 		} else {
 			o.parseText(ctx, k, in.parser, it.t)
+			if it.t.TurnEnd && !strings.Contains(it.t.ID, "/screen:") && ctx.Err() == nil {
+				o.recordCursor(ctx, k, it.t.ID)
+			}
 		}
 		in.mu.Lock()
 		in.bytes -= it.size

@@ -68,8 +68,11 @@ func newClaudeState(spec Spec, old *claudeState) (*claudeState, error) {
 	}
 	c.stateDir = d
 	c.signals = filepath.Join(d, "signals")
+	// A follower of this conversation in this process knows exactly what
+	// it emitted: its position wins over the caller's cursor, which may be
+	// older (a caller records it at turn ends).
 	after := spec.TranscriptAfter
-	if old != nil && old.tr != nil && after == "" && old.id == c.id {
+	if old != nil && old.tr != nil && old.id == c.id && old.tr.lastID != "" {
 		after = old.tr.lastID
 	}
 	c.tr = newTranscript(TranscriptPath(c.configDir, c.dir, c.id), after)

@@ -1,0 +1,177 @@
+package office
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/office-server/office-server/session"
+)
+
+// resumingClaude stands in for Claude Code across restarts: each start
+// appends $ENTRIES assistant entries (each a turn holding one
+// [STEP_COMPLETE] block) after those already in its transcript, then waits.
+const resumingClaude = `
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --session-id|--resume) id=$2; shift ;;
+  esac
+  shift
+done
+dir=$HOME/.claude/projects/$(pwd | sed 's/[^a-zA-Z0-9]/-/g')
+mkdir -p "$dir"
+f=$dir/$id.jsonl
+n0=$(cat "$f" 2>/dev/null | wc -l)
+awk -v a=$n0 -v n=$ENTRIES 'BEGIN{for(i=a;i<a+n;i++) printf "{\"type\":\"assistant\",\"uuid\":\"e%05d\",\"isSidechain\":false,\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"[STEP_COMPLETE]\\nstep: S%05d\\n[/STEP_COMPLETE]\"}],\"stop_reason\":\"end_turn\"}}\n", i, i}' >> "$f"
+echo started
+exec sleep 1000
+`
+
+// serverLife is one life of the server: a router and its session manager
+// on a shared store, home and data directory.
+type serverLife struct {
+	r     *Router
+	mgr   *session.Manager
+	texts atomic.Int64 // chunks the session layer handed to the office
+	lines atomic.Int64
+	stop  func()
+}
+
+func startLife(t *testing.T, st Store, home, data string) *serverLife {
+	t.Helper()
+	l := &serverLife{}
+	r, mgr, err := NewManaged(Config{Store: st, DataDir: data, Tick: 50 * time.Millisecond,
+		Home: func(Agent) string { return home }, Logger: slog.New(slog.DiscardHandler)},
+		session.Options{StopGrace: 300 * time.Millisecond, OnText: func(tx session.Text) {
+			l.texts.Add(1)
+			l.lines.Add(int64(len(tx.Lines)))
+		}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.r, l.mgr = r, mgr
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	var stopped atomic.Bool
+	l.stop = func() {
+		if stopped.Swap(true) {
+			return
+		}
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ccancel()
+		_ = mgr.Close(cctx)
+		cancel()
+		<-done
+	}
+	t.Cleanup(l.stop)
+	return l
+}
+
+// TestTranscriptCursorAcrossRestart: a Claude Code agent's transcript holds
+// 1500 turns when the server restarts; the new server resumes the
+// conversation from the cursor the office recorded, so none of the old
+// entries reaches the parser or the store again, the 40 new turns are acted
+// on once each, and every message is in the event log exactly once. When
+// the newest cursors are missing (the server died after acting on turns
+// but before recording them), only those turns are read again, and their
+// messages are not acted on twice.
+func TestTranscriptCursorAcrossRestart(t *testing.T) {
+	const first, more = 1500, 40
+	st := &hangStore{memStore: newMemStore(time.Now)}
+	home, data := t.TempDir(), t.TempDir()
+	agent := Agent{Name: "CC", Launch: LaunchSpec{Command: writeScript(t, resumingClaude), Env: map[string]string{"ENTRIES": fmt.Sprint(first)}}}
+	ctx := context.Background()
+
+	life := startLife(t, st, home, data)
+	_, as, err := life.r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "acme"}, Agents: []Agent{agent}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := as[0].ID
+	if err := life.r.StartAgent(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	waitCount := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for st.count("message.step_complete", id) < want && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		for st.count(cursorEvent, id) < st.count("message.step_complete", id) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if c := st.count("message.step_complete", id); c != want {
+			t.Fatalf("%d message appends, want %d", c, want)
+		}
+	}
+	waitCount(first)
+	life.stop()
+
+	// Server life 2: the next launch appends `more` turns.
+	setEntries := func(n int) {
+		a, err := st.memStore.GetAgent(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Launch.Env = map[string]string{"ENTRIES": fmt.Sprint(n)}
+		if _, err := st.memStore.UpsertAgent(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setEntries(more)
+	life = startLife(t, st, home, data)
+	if err := life.r.StartAgent(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(first + more)
+	if n := life.lines.Load(); n != 3*more {
+		t.Errorf("the office was handed %d lines after the restart, want %d (the new turns only)", n, 3*more)
+	}
+	life.stop()
+
+	// Server life 3: the newest 5 cursors are gone (as if the server died
+	// before recording them); those 5 turns are read again, acted on
+	// never twice, and the next launch's turns once.
+	const lostCursors = 5
+	st.memStore.mu.Lock()
+	var kept []Event
+	dropped := 0
+	for i := len(st.memStore.events) - 1; i >= 0; i-- {
+		if e := st.memStore.events[i]; e.Kind == cursorEvent && e.AgentID == id && dropped < lostCursors {
+			dropped++
+			continue
+		}
+		kept = append([]Event{st.memStore.events[i]}, kept...)
+	}
+	st.memStore.events = kept
+	st.memStore.mu.Unlock()
+	setEntries(more)
+	life = startLife(t, st, home, data)
+	if err := life.r.StartAgent(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(first + 2*more + lostCursors) // the re-read turns reach the store, deduplicated
+	if n := life.lines.Load(); n != 3*(more+lostCursors) {
+		t.Errorf("the office was handed %d lines after the restart, want %d", n, 3*(more+lostCursors))
+	}
+	evs, _ := st.memStore.ListEvents(ctx, EventFilter{AgentID: id})
+	seen := map[string]int{}
+	for _, e := range evs {
+		if e.Kind == "message.step_complete" {
+			seen[e.DedupeKey]++
+		}
+	}
+	for i := range first + 2*more {
+		if k := fmt.Sprintf("e%05d#0", i); seen[k] != 1 {
+			t.Fatalf("message of entry %d in the log %d times", i, seen[k])
+		}
+	}
+	if len(seen) != first+2*more {
+		t.Errorf("%d messages in the log, want %d", len(seen), first+2*more)
+	}
+}
