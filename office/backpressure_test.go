@@ -25,6 +25,7 @@ type hangStore struct {
 	mu      sync.Mutex
 	gate    chan struct{} // nil: not held
 	appends sync.Map      // kind + " " + agent ID → *atomic.Int64
+	failKey atomic.Pointer[string] // an event dedupe key refused once
 }
 
 func (s *hangStore) hold() {
@@ -68,6 +69,9 @@ func (s *hangStore) AppendEvent(ctx context.Context, e Event) (Event, bool, erro
 	}
 	v, _ := s.appends.LoadOrStore(e.Kind+" "+e.AgentID, new(atomic.Int64))
 	v.(*atomic.Int64).Add(1)
+	if k := s.failKey.Load(); k != nil && *k == e.DedupeKey && s.failKey.CompareAndSwap(k, nil) {
+		return Event{}, false, fmt.Errorf("database refused the write")
+	}
 	return s.memStore.AppendEvent(ctx, e)
 }
 

@@ -175,3 +175,72 @@ func TestTranscriptCursorAcrossRestart(t *testing.T) {
 		t.Errorf("%d messages in the log, want %d", len(seen), first+2*more)
 	}
 }
+
+// TestTranscriptCursorHeldAfterFailure: when acting on a message fails (the
+// store refused its event), the cursor does not move past it, so after a
+// restart that message is read and acted on again: nothing lost.
+func TestTranscriptCursorHeldAfterFailure(t *testing.T) {
+	const first, failAt = 30, 10
+	st := &hangStore{memStore: newMemStore(time.Now)}
+	key := fmt.Sprintf("e%05d#0", failAt)
+	st.failKey.Store(&key)
+	home, data := t.TempDir(), t.TempDir()
+	agent := Agent{Name: "CC", Launch: LaunchSpec{Command: writeScript(t, resumingClaude), Env: map[string]string{"ENTRIES": fmt.Sprint(first)}}}
+	ctx := context.Background()
+	life := startLife(t, st, home, data)
+	_, as, err := life.r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "acme"}, Agents: []Agent{agent}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := as[0].ID
+	if err := life.r.StartAgent(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	logged := func() map[string]int {
+		evs, _ := st.memStore.ListEvents(ctx, EventFilter{AgentID: id})
+		seen := map[string]int{}
+		for _, e := range evs {
+			if e.Kind == "message.step_complete" {
+				seen[e.DedupeKey]++
+			}
+		}
+		return seen
+	}
+	waitFor := func(what string, f func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !f() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("the first life's messages", func() bool { return len(logged()) == first-1 })
+	time.Sleep(300 * time.Millisecond)
+	if c := st.count(cursorEvent, id); c != failAt {
+		t.Errorf("%d cursors recorded, want %d (none after the failed message)", c, failAt)
+	}
+	life.stop()
+
+	a, _ := st.memStore.GetAgent(ctx, id)
+	a.Launch.Env = map[string]string{"ENTRIES": "0"}
+	if _, err := st.memStore.UpsertAgent(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	life = startLife(t, st, home, data)
+	if err := life.r.StartAgent(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the failed message acted on", func() bool { return logged()[key] == 1 })
+	time.Sleep(300 * time.Millisecond)
+	seen := logged()
+	for i := range first {
+		if k := fmt.Sprintf("e%05d#0", i); seen[k] != 1 {
+			t.Errorf("message of entry %d in the log %d times", i, seen[k])
+		}
+	}
+	if n := life.lines.Load(); n != 3*(first-failAt) {
+		t.Errorf("the office was handed %d lines after the restart, want %d (from the failed turn on)", n, 3*(first-failAt))
+	}
+}

@@ -305,6 +305,9 @@ type inbox struct {
 	started bool
 	dropped bool // dropping screen text: logged once per overflow
 	peak    int  // the most bytes ever held (tests, diagnostics)
+	// cursorHeld: a message failed; no transcript cursor is recorded
+	// after it (reader-owned).
+	cursorHeld bool
 }
 
 // inboxItem is a chunk of text, or (lost > 0) a record of text dropped at
@@ -467,8 +470,13 @@ func (o *Router) readInbox(ctx context.Context, k agentKey, in *inbox) {
 		if it.lost > 0 {
 			o.outputLost(ctx, k, in, it.lost)
 		} else {
-			o.parseText(ctx, k, in.parser, it.t)
-			if it.t.TurnEnd && !strings.Contains(it.t.ID, "/screen:") && ctx.Err() == nil {
+			if !o.parseText(ctx, k, in.parser, it.t) {
+				// A message failed (the store refused it): the cursor
+				// stays where it is for this server life, so a restart
+				// reads that message again and retries it.
+				in.cursorHeld = true
+			}
+			if it.t.TurnEnd && !in.cursorHeld && !strings.Contains(it.t.ID, "/screen:") && ctx.Err() == nil {
 				o.recordCursor(ctx, k, it.t.ID)
 			}
 		}
@@ -498,7 +506,8 @@ func (o *Router) outputLost(ctx context.Context, k agentKey, in *inbox, n int) {
 // Each message is named by the chunk's ID and its index among the chunk's
 // messages: that name is the event's dedupe key, so a re-rendered or
 // re-read chunk is never acted on twice.
-func (o *Router) parseText(ctx context.Context, k agentKey, p *protocol.Parser, t Text) {
+// It reports false when a message could not be handled.
+func (o *Router) parseText(ctx context.Context, k agentKey, p *protocol.Parser, t Text) bool {
 	var msgs []protocol.Message
 	for _, l := range t.Lines {
 		msgs = append(msgs, p.Feed(l)...)
@@ -507,19 +516,22 @@ func (o *Router) parseText(ctx context.Context, k agentKey, p *protocol.Parser, 
 		msgs = append(msgs, p.Flush()...)
 	}
 	if len(msgs) == 0 {
-		return
+		return true
 	}
 	idx := make([]int, len(msgs))
 	for i := range idx {
 		idx[i] = i
 	}
+	ok := true
 	sort.SliceStable(idx, func(a, b int) bool { return msgs[idx[a]].Priority() > msgs[idx[b]].Priority() })
 	for _, i := range idx {
 		src := source{officeID: k.officeID, agentID: k.agentID, key: fmt.Sprintf("%s#%d", t.ID, i)}
 		if err := o.handle(ctx, src, msgs[i]); err != nil {
 			o.log.Error("handle message", "office", k.officeID, "agent", k.agentID, "kind", msgs[i].Kind, "err", err)
+			ok = false
 		}
 	}
+	return ok
 }
 
 // source names where a message came from.
