@@ -23,8 +23,8 @@ import (
 type hangStore struct {
 	*memStore
 	mu      sync.Mutex
-	gate    chan struct{} // nil: not held
-	appends sync.Map      // kind + " " + agent ID → *atomic.Int64
+	gate    chan struct{}          // nil: not held
+	appends sync.Map               // kind + " " + agent ID → *atomic.Int64
 	failKey atomic.Pointer[string] // an event dedupe key refused once
 }
 
