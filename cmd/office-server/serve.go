@@ -139,7 +139,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	// Sessions, the office, the server.
 	ref := &routerRef{}
-	mgr := session.NewManager(session.Options{Logger: log.With("part", "session"), OnText: ref.onText, OnStatus: ref.onStatus})
+	mgr := session.NewManager(session.Options{Logger: log.With("part", "session"), OnText: ref.onText, OnStatus: ref.onStatus, Paused: ref.paused})
 	sess := &officeSessions{m: mgr, agentBin: c.AgentBin}
 	router, err := office.New(office.Config{
 		Store: store, Feed: feed, Sessions: sess, Logger: log.With("part", "office"),

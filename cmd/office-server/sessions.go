@@ -48,7 +48,7 @@ func (a *officeSessions) spec(s office.SessionSpec) (session.Spec, error) {
 		sp.Kind, sp.Command = session.KindCommand, absCommand(l.Command)
 	case "", "claude":
 		sp.Kind, sp.Command = session.KindClaude, absCommand(l.Command)
-		sp.ConversationID, sp.Resume = s.ConversationID, s.Resume
+		sp.ConversationID, sp.Resume, sp.TranscriptAfter = s.ConversationID, s.Resume, s.TranscriptAfter
 		sp.AppendSystemPrompt, sp.PermissionMode, sp.Model, sp.Home = s.SystemPrompt, l.PermissionMode, l.Model, s.Home
 	default:
 		return sp, office.Errorf(office.EINVALID, "unknown launch kind %q", l.Kind)
@@ -229,8 +229,16 @@ type routerRef struct{ p atomic.Pointer[office.Router] }
 
 func (r *routerRef) onText(t session.Text) {
 	if o := r.p.Load(); o != nil {
-		o.HandleText(office.Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd})
+		o.HandleText(office.Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd, Lost: t.Lost})
 	}
+}
+
+// paused tells a Claude Code session to leave its transcript unread while
+// the office is backlogged (the store is slow or down): the transcript is
+// durable, so waiting loses nothing and keeps memory bounded.
+func (r *routerRef) paused(k session.Key) bool {
+	o := r.p.Load()
+	return o != nil && o.Backlogged(k.OfficeID, k.AgentID)
 }
 
 func (r *routerRef) onStatus(k session.Key, st session.Status, info session.Info) {
