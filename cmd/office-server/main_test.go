@@ -82,6 +82,15 @@ func startMain(t *testing.T, extra ...string) *liveServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runMain(t, cfg, filepath.Join(dir, "data"))
+}
+
+// runMain runs the serve command with cfg in the background until the test
+// ends, waits until it listens, and reads the admin token it keeps in
+// dataDir. Its cleanup stops the server (and prints its logs when the test
+// failed); registered after the caller's own cleanups, it runs before them.
+func runMain(t *testing.T, cfg serveConfig, dataDir string) *liveServer {
+	t.Helper()
 	r := &liveServer{logs: &lockedBuf{}, out: &lockedBuf{}}
 	r.m = &Main{Config: cfg, Stdout: r.out, Stderr: r.logs}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -108,7 +117,7 @@ func startMain(t *testing.T, extra ...string) *liveServer {
 			t.Logf("server logs:\n%s", r.logs.String())
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for r.m.Addr() == nil {
 		select {
 		case err := <-done:
@@ -121,7 +130,7 @@ func startMain(t *testing.T, extra ...string) *liveServer {
 		time.Sleep(20 * time.Millisecond)
 	}
 	r.base = "http://" + r.m.Addr().String()
-	tok, err := os.ReadFile(filepath.Join(dir, "data", "admin-token"))
+	tok, err := os.ReadFile(filepath.Join(dataDir, "admin-token"))
 	if err != nil {
 		t.Fatal(err)
 	}

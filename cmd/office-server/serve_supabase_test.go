@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,53 +40,7 @@ func startSupabaseMain(t *testing.T, p *supabasetest.Project) *liveServer {
 	if k := cfg.storeKind(); k != "supabase" {
 		t.Fatalf("store kind %q from SUPABASE_URL; want supabase", k)
 	}
-	r := &liveServer{logs: &lockedBuf{}, out: &lockedBuf{}}
-	r.m = &Main{Config: cfg, Stdout: r.out, Stderr: r.logs}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.m.Run(ctx) }()
-	var once sync.Once
-	var stopErr error
-	r.stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case stopErr = <-done:
-			case <-time.After(30 * time.Second):
-				stopErr = fmt.Errorf("serve did not stop within 30s")
-			}
-		})
-		return stopErr
-	}
-	// Registered after the project's cleanups, so it runs first: the
-	// server stops before the stand-in project goes away.
-	t.Cleanup(func() {
-		if err := r.stop(); err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("server logs:\n%s", r.logs.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for r.m.Addr() == nil {
-		select {
-		case err := <-done:
-			t.Fatalf("serve ended: %v\n%s", err, r.logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("serve did not listen")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	r.base = "http://" + r.m.Addr().String()
-	tok, err := os.ReadFile(filepath.Join(dir, "data", "admin-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.token = strings.TrimSpace(string(tok))
-	return r
+	return runMain(t, cfg, filepath.Join(dir, "data"))
 }
 
 // readyz returns the status of /readyz (200: store reachable, feed
