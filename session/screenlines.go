@@ -2,7 +2,6 @@ package session
 
 import (
 	"strings"
-	"unicode/utf8"
 
 	"github.com/mattn/go-runewidth"
 
@@ -91,26 +90,16 @@ func (x *screenLines) emit(l string) {
 	}
 }
 
-// joinRows joins the rows of one line the terminal wrapped. A wide rune
-// that does not fit in the last column wraps whole and leaves that column
-// blank; the blank is not the program's, so a row ending in a blank
-// followed by a row starting with a wide rune loses that blank. (The row
-// text cannot tell it from a space the program printed in the last column;
-// the skipped column is the likelier of the two in CJK text.)
+// joinRows joins the rows of one line the terminal wrapped. The rows are
+// screen.Row texts: a wrapped row keeps its trailing blanks (they are part
+// of the line) and leaves out a last column that a wide rune skipped (it
+// did not fit there and wrapped whole), so plain concatenation is the line
+// the program printed, a space it printed in the last column included.
 func joinRows(rows []string) string {
 	if len(rows) == 1 {
 		return strings.TrimRight(rows[0], " ")
 	}
-	var b strings.Builder
-	for i, r := range rows {
-		if i < len(rows)-1 {
-			if next, _ := utf8.DecodeRuneInString(rows[i+1]); strings.HasSuffix(r, " ") && runewidth.RuneWidth(next) == 2 {
-				r = r[:len(r)-1]
-			}
-		}
-		b.WriteString(r)
-	}
-	return strings.TrimRight(b.String(), " ")
+	return strings.TrimRight(strings.Join(rows, ""), " ")
 }
 
 // typed records text typed into the terminal, whose echo is not output.

@@ -123,3 +123,38 @@ func TestJoinRowsUnit(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinRowsExact: on a 10-column screen, a space the program printed in
+// the last column before a wide rune is kept, and a blank last column a
+// wide rune skipped (wrapping whole) is dropped, whether the rows scroll
+// off (wholly or partly) or are read from the live area at turn end.
+func TestJoinRowsExact(t *testing.T) {
+	lines := []string{
+		"abcdefghi 가나",         // (a) real space in the last column
+		"abcdefgh 가나",          // (b) 가 pushed over an empty last column
+		"abcdefghi가나",          // (b) with no space at all
+		"abcdefghi 가나다라마 바사 아", // (a), then a row of wide runes and a space at its end
+		"a가나다라b마바사아자 카",        // two skipped columns
+		"abcdefghi  가",         // a space in the last column after a space
+	}
+	for _, want := range lines {
+		data := []byte("first\r\n" + want + "\r\nafter\r\n")
+		for _, rows := range []int{2, 3, 8} {
+			for _, size := range []int{1, 3, len(data)} {
+				x := &screenLines{scr: newScreen(10, rows), cols: 10}
+				var got []string
+				for off := 0; off < len(data); off += size {
+					x.write(data[off:min(off+size, len(data))])
+					l, _ := x.take()
+					got = append(got, l...)
+				}
+				x.turnEnd(nil)
+				l, _ := x.take()
+				got = append(got, l...)
+				if diff := cmp.Diff(got, []string{"first", want, "after"}); diff != "" {
+					t.Errorf("%q on 10x%d, chunks of %d (-got +want):\n%s", want, rows, size, diff)
+				}
+			}
+		}
+	}
+}

@@ -28,7 +28,8 @@ func (s *Screen) Text() string {
 
 // LogicalLines is Lines with the rows the terminal wrapped (autowrap at the
 // right edge, not a newline from the program) joined to the row they
-// continue, so a long line the program wrote reads as one line again.
+// continue, so a long line the program wrote reads as one line again. A
+// last column that a wide character skipped is left out (see Row.Text).
 func (s *Screen) LogicalLines() []string {
 	var out []string
 	var cur strings.Builder
@@ -60,7 +61,7 @@ func (s *Screen) TakeScrolled() []string {
 	for i, r := range s.scrolled {
 		out[i] = r.Text
 		if r.Wrapped {
-			out[i] = strings.TrimRight(r.Text, " ")
+			out[i] = strings.TrimRight(r.Text+r.skipped, " ")
 		}
 	}
 	s.scrolled = nil
@@ -70,7 +71,15 @@ func (s *Screen) TakeScrolled() []string {
 // Row is a rendered row of the screen.
 type Row struct {
 	// Text is the row as Lines renders it; when Wrapped, with its trailing
-	// blanks kept, since they are part of the line that continues.
+	// blanks kept, since they are part of the line that continues, and
+	// without the last column when a wide character skipped it (it did not
+	// fit there and wrapped whole to the next row, leaving that column as
+	// it was): that column is not part of the line, while a space the
+	// program printed there is. So joining the Text of a wrapped row and
+	// the rows it continues into gives the line the program printed,
+	// exactly. (Lines and TakeScrolled, which render what a person sees,
+	// still show the skipped column: a blank, or what an earlier draw left
+	// in it.)
 	Text string
 	// Wrapped reports that the terminal wrapped this row into the next one
 	// (autowrap at the right edge), so the two are one line of the program.
@@ -83,7 +92,13 @@ type Row struct {
 func (s *Screen) TakeScrolledRows() []Row {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := s.scrolled
+	if len(s.scrolled) == 0 {
+		return nil
+	}
+	out := make([]Row, len(s.scrolled))
+	for i, r := range s.scrolled {
+		out[i] = r.Row
+	}
 	s.scrolled = nil
 	return out
 }
@@ -236,6 +251,7 @@ func resizeCols(r *row, cols int) {
 		return
 	}
 	if cols > len(r.cells) {
+		unskip(r, len(r.cells)-1) // no longer the last column
 		r.cells = append(r.cells, make([]cell, cols-len(r.cells))...)
 		r.wrapped = false
 	}

@@ -56,13 +56,21 @@ var widths = &runewidth.Condition{EastAsianWidth: false, StrictEmojiNeutral: tru
 // row is a plain make.
 type cell struct {
 	r    rune  // 0: blank (reads as a space)
-	kind uint8 // kindNarrow, kindWide (first column of a wide rune), kindCont (its second column)
+	kind uint8 // kindNarrow, kindWide (first column of a wide rune), kindCont (its second column), kindSkip
 }
 
 const (
 	kindNarrow uint8 = iota
 	kindWide
 	kindCont
+	// kindSkip marks the last column of a row that a wide rune skipped: it
+	// did not fit there and wrapped whole to the next row. The cell reads
+	// as it did before (blank, or what an earlier draw left there, as
+	// xterm and tmux keep it) but is not part of the line the program
+	// printed, so a wrapped row's Row.Text leaves it out. Any write or
+	// erase of the cell replaces it with a plain cell, clearing the mark;
+	// the mark only ever sits in a row's last column (see unskip).
+	kindSkip
 )
 
 type row struct {
@@ -90,6 +98,9 @@ func (r *row) clear() {
 // as nothing, trailing spaces trimmed.
 func (r *row) text(buf []byte) []byte { return r.render(buf, true) }
 
+// render renders the row; trim false (a wrapped row, rendered for a reader
+// that joins it to the next) keeps trailing blanks and leaves out a column
+// a wide rune skipped (kindSkip).
 func (r *row) render(buf []byte, trim bool) []byte {
 	buf = buf[:0]
 	end := len(r.cells)
@@ -103,6 +114,10 @@ func (r *row) render(buf []byte, trim bool) []byte {
 		c := r.cells[i]
 		switch {
 		case c.kind == kindCont:
+			continue
+		case c.kind == kindSkip && !trim:
+			// Rendering a wrapped row for a joiner: the column a wide
+			// rune skipped is not the program's text.
 			continue
 		case c.r == 0:
 			buf = append(buf, ' ')
@@ -170,7 +185,7 @@ type Screen struct {
 
 	pending []byte // an incomplete UTF-8 sequence at the end of the last Write
 
-	scrolled      []Row
+	scrolled      []scrolledRow
 	scrolledLimit int
 	dropped       int
 
@@ -393,7 +408,15 @@ func (s *Screen) print(r rune) {
 		if !s.autowrap || s.cols < 2 {
 			return
 		}
-		s.cur.rows[s.y].wrapped = true
+		skipped := s.cur.rows[s.y]
+		skipped.wrapped = true
+		if c := &skipped.cells[s.x]; c.kind == kindNarrow {
+			// Remember the skip, so a reader joining the rows does not
+			// take this column for a space the program printed. (The
+			// second half of a wide rune there is that rune's, not a gap.)
+			c.kind = kindSkip
+			skipped.end = s.cols // row.clear must reach the mark
+		}
 		s.x = 0
 		s.index()
 	}
@@ -652,10 +675,26 @@ func (s *Screen) spare(n int) []*row {
 	return s.rowScratch[:n]
 }
 
+// scrolledRow is a row that scrolled off: the Row TakeScrolledRows gives,
+// and what a skipped last column shows (skipped), which Row.Text leaves out
+// but TakeScrolled, rendering as Lines does, keeps.
+type scrolledRow struct {
+	Row
+	skipped string
+}
+
 // pushScrolled renders r onto the scrolled-off list.
 func (s *Screen) pushScrolled(r *row) {
 	s.buf = r.render(s.buf, !r.wrapped)
-	s.scrolled = append(s.scrolled, Row{Text: string(s.buf), Wrapped: r.wrapped})
+	sr := scrolledRow{Row: Row{Text: string(s.buf), Wrapped: r.wrapped}}
+	if last := len(r.cells) - 1; r.wrapped && r.cells[last].kind == kindSkip && r.cells[last].r != 0 {
+		// What an earlier draw left in the skipped column (rare).
+		sr.skipped = string(r.cells[last].r)
+		if r.comb != nil {
+			sr.skipped += r.comb[last]
+		}
+	}
+	s.scrolled = append(s.scrolled, sr)
 }
 
 // trimScrolled drops the oldest untaken rows beyond the limit.
@@ -696,7 +735,18 @@ func (s *Screen) deleteChars(n int) {
 	s.fixWide(rw, s.x+n-1)
 	copy(rw.cells[s.x:], rw.cells[s.x+n:])
 	clear(rw.cells[s.cols-n:])
+	unskip(rw, s.cols-1-n) // a skip mark moved off the last column
 	s.shiftComb(rw, s.x, -n)
+}
+
+// unskip turns a skip mark at column x back into a plain cell (keeping
+// what it shows): the mark means "the last column of a wrapped row that a
+// wide rune skipped", so it must not stay in a cell that is moved away
+// from the last column.
+func unskip(rw *row, x int) {
+	if x >= 0 && x < len(rw.cells) && rw.cells[x].kind == kindSkip {
+		rw.cells[x].kind = kindNarrow
+	}
 }
 
 // shiftComb moves combining marks at columns >= from by d columns.

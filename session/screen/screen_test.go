@@ -170,6 +170,7 @@ func FuzzWrite(f *testing.F) {
 	f.Add([]byte("질문:\x1b[9G로그인\x1b[16G방식을"), 10, 3)
 	f.Add([]byte("\x1b[2;3r\x1b[?6h\x1b[1;1HA\x1b[9;1HB\x1b[?1049h\x1b[5@\x1b[3P"), 5, 2)
 	f.Add([]byte("\x1b]0;\xe2\x9c\xb3\x07\x1bP\x9c\xed\x95\x1b[99999999999b"), 1, 1)
+	f.Add([]byte("abcdefgh 가나\x1b[1;1H\x1b[P\x1b[@\x1b[?1049h0123456789가\x1b[?1049l\x1bM"), 10, 3)
 	f.Add([]byte("\x1b[;5H\x1b[1;2;3;4;5;6;7;8;9;10;11;12;13;14;15;16;17m\x1b[4:3m\x1b[ q\x1b[>1u"), 20, 5)
 	f.Fuzz(func(t *testing.T, data []byte, cols, rows int) {
 		cols, rows = cols%300, rows%100
@@ -200,7 +201,12 @@ func FuzzWrite(f *testing.F) {
 				t.Fatalf("cursor %d,%d outside %dx%d", x, y, c, r)
 			}
 			s.LogicalLines()
-			return fmt.Sprintf("%q cursor %d,%d paste %v alt %v", ls, x, y, s.BracketedPaste(), s.AltScreen()), scrolled
+			// A skip mark only ever sits in a row's last column.
+			skipMarks(t, s.main)
+			if s.alt != nil {
+				skipMarks(t, s.alt)
+			}
+			return fmt.Sprintf("%q rows %+v cursor %d,%d paste %v alt %v", ls, s.Rows(), x, y, s.BracketedPaste(), s.AltScreen()), scrolled
 		}
 		whole, ws := render(len(data) + 1)
 		bytewise, bs := render(1)
@@ -284,5 +290,167 @@ func TestScrolledRowsKeepWraps(t *testing.T) {
 	s.Write([]byte("\r\n\r\n"))
 	if diff := cmp.Diff(s.TakeScrolled(), []string{"질문:", "로그인"}); diff != "" {
 		t.Errorf("TakeScrolled trims wrapped rows too (-got +want):\n%s", diff)
+	}
+}
+
+// skipMarks lists the cells marked as skipped by a wide rune's wrap, as
+// "row,col", and fails when one is anywhere but a row's last column.
+func skipMarks(t *testing.T, b *buffer) []string {
+	t.Helper()
+	var out []string
+	for y, r := range b.rows {
+		for x, c := range r.cells {
+			if c.kind != kindSkip {
+				continue
+			}
+			if x != len(r.cells)-1 {
+				t.Errorf("skip mark at row %d column %d, not the last column", y, x)
+			}
+			out = append(out, fmt.Sprintf("%d,%d", y, x))
+		}
+	}
+	return out
+}
+
+// TestWideWrapSkip: a wide rune that does not fit in the last column wraps
+// whole and leaves that column blank. A wrapped row's Text (what a joiner
+// reads) leaves the skipped column out, while a space the program printed
+// in the last column stays; Lines (what a person sees) shows both as
+// blanks.
+func TestWideWrapSkip(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		lines   []string // Lines
+		rows    []Row    // Rows
+		logical string   // LogicalLines()[0]
+	}{
+		{
+			name:    "space printed in the last column",
+			in:      "abcdefghi 가나",
+			lines:   []string{"abcdefghi", "가나", ""},
+			rows:    []Row{{Text: "abcdefghi ", Wrapped: true}, {Text: "가나"}, {}},
+			logical: "abcdefghi 가나",
+		},
+		{
+			name:    "wide rune pushed over a blank last column",
+			in:      "abcdefgh 가나",
+			lines:   []string{"abcdefgh", "가나", ""},
+			rows:    []Row{{Text: "abcdefgh ", Wrapped: true}, {Text: "가나"}, {}},
+			logical: "abcdefgh 가나",
+		},
+		{
+			name:    "no space at all",
+			in:      "abcdefghi가나",
+			lines:   []string{"abcdefghi", "가나", ""},
+			rows:    []Row{{Text: "abcdefghi", Wrapped: true}, {Text: "가나"}, {}},
+			logical: "abcdefghi가나",
+		},
+		{
+			name:    "two skips in a row of wide runes",
+			in:      "a가나다라마바사아",
+			lines:   []string{"a가나다라", "마바사아", ""},
+			rows:    []Row{{Text: "a가나다라", Wrapped: true}, {Text: "마바사아"}, {}},
+			logical: "a가나다라마바사아",
+		},
+		{
+			name:    "skipped column keeps an earlier draw",
+			in:      "0123456789\rabcdefghi가",
+			lines:   []string{"abcdefghi9", "가", ""},
+			rows:    []Row{{Text: "abcdefghi", Wrapped: true}, {Text: "가"}, {}},
+			logical: "abcdefghi가",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(10, 3)
+			s.Write([]byte(tt.in))
+			if diff := cmp.Diff(s.Lines(), tt.lines); diff != "" {
+				t.Errorf("lines (-got +want):\n%s", diff)
+			}
+			if diff := cmp.Diff(s.Rows(), tt.rows); diff != "" {
+				t.Errorf("rows (-got +want):\n%s", diff)
+			}
+			if got := s.LogicalLines()[0]; got != tt.logical {
+				t.Errorf("logical line %q, want %q", got, tt.logical)
+			}
+			// Scrolled off, the rows read the same: Text for a joiner,
+			// TakeScrolled as Lines.
+			s.Write([]byte("\r\n\r\n\r\n"))
+			want := tt.rows[:len(tt.rows)-1]
+			if diff := cmp.Diff(s.TakeScrolledRows(), want); diff != "" {
+				t.Errorf("scrolled rows (-got +want):\n%s", diff)
+			}
+			s = New(10, 3)
+			s.Write([]byte(tt.in + "\r\n\r\n\r\n"))
+			if diff := cmp.Diff(s.TakeScrolled(), tt.lines[:len(tt.lines)-1]); diff != "" {
+				t.Errorf("TakeScrolled (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestWideWrapSkipState: the skip mark lives in the cell, so it survives
+// what moves rows (scrolling, IL/DL, the alternate screen) and goes away
+// with what writes, erases or moves the cell (overwrite, EL/ECH, ICH, DCH,
+// resize).
+func TestWideWrapSkipState(t *testing.T) {
+	const skipped = "abcdefgh 가나" // row 0 wrapped, its last column skipped
+	joined := func(s *Screen) string { return s.LogicalLines()[0] }
+	tests := []struct {
+		name  string
+		then  string // written after skipped
+		cols  int    // resize to, after then (0: none)
+		want  string // LogicalLines()[0]
+		lines []string
+		marks []string
+	}{
+		{name: "untouched", want: "abcdefgh 가나", lines: []string{"abcdefgh", "가나", "", ""}, marks: []string{"0,9"}},
+		{name: "overwritten", then: "\x1b[1;10HZ", want: "abcdefgh Z가나", lines: []string{"abcdefgh Z", "가나", "", ""}},
+		{name: "space written over it", then: "\x1b[1;10H ", want: "abcdefgh  가나", lines: []string{"abcdefgh", "가나", "", ""}},
+		{name: "erased by ECH", then: "\x1b[1;10H\x1b[X", want: "abcdefgh", lines: []string{"abcdefgh", "가나", "", ""}},
+		{name: "erased by EL", then: "\x1b[1;5H\x1b[K", want: "abcd", lines: []string{"abcd", "가나", "", ""}},
+		{name: "ICH pushes it out", then: "\x1b[1;1H\x1b[@", want: " abcdefgh 가나", lines: []string{" abcdefgh", "가나", "", ""}},
+		{name: "DCH moves it off the last column", then: "\x1b[1;1H\x1b[P", want: "bcdefgh   가나", lines: []string{"bcdefgh", "가나", "", ""}},
+		{name: "scrolled down", then: "\x1b[1;1H\x1bM", want: "", lines: []string{"", "abcdefgh", "가나", ""}, marks: []string{"1,9"}},
+		{name: "IL above", then: "\x1b[1;1H\x1b[2L", want: "", lines: []string{"", "", "abcdefgh", "가나"}, marks: []string{"2,9"}},
+		{name: "DL above", then: "\x1b[4;1Hx\x1b[1;1H\x1b[L\x1b[M", want: "abcdefgh 가나", lines: []string{"abcdefgh", "가나", "", ""}, marks: []string{"0,9"}},
+		{name: "alternate screen and back", then: "\x1b[?1049h0123456789\x1b[1;10H한\x1b[?1049l", want: "abcdefgh 가나", lines: []string{"abcdefgh", "가나", "", ""}, marks: []string{"0,9"}},
+		{name: "wider", cols: 12, want: "abcdefgh", lines: []string{"abcdefgh", "가나", "", ""}},
+		{name: "narrower", cols: 9, want: "abcdefgh", lines: []string{"abcdefgh", "가나", "", ""}},
+		{name: "RIS", then: "\x1bc", want: "", lines: []string{"", "", "", ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(10, 4)
+			s.Write([]byte(skipped + tt.then))
+			if tt.cols > 0 {
+				s.Resize(tt.cols, 4)
+			}
+			if got := joined(s); got != tt.want {
+				t.Errorf("joined %q, want %q", got, tt.want)
+			}
+			if diff := cmp.Diff(s.Lines(), tt.lines); diff != "" {
+				t.Errorf("lines (-got +want):\n%s", diff)
+			}
+			if diff := cmp.Diff(skipMarks(t, s.main), tt.marks); diff != "" {
+				t.Errorf("skip marks (-got +want):\n%s", diff)
+			}
+		})
+	}
+	// The alternate screen has marks of its own, and keeps none of main's.
+	s := New(10, 4)
+	s.Write([]byte(skipped + "\x1b[?1049h\x1b[Habcdefghi가"))
+	if diff := cmp.Diff(s.Rows()[:2], []Row{{Text: "abcdefghi", Wrapped: true}, {Text: "가"}}); diff != "" {
+		t.Errorf("alternate screen rows (-got +want):\n%s", diff)
+	}
+	if diff := cmp.Diff(skipMarks(t, s.alt), []string{"0,9"}); diff != "" {
+		t.Errorf("alternate skip marks (-got +want):\n%s", diff)
+	}
+	// Scrolled off the top row by row, the mark goes with the row.
+	s = New(10, 2)
+	s.Write([]byte("x\r\n" + skipped + "\r\n"))
+	if diff := cmp.Diff(s.TakeScrolledRows(), []Row{{Text: "x"}, {Text: "abcdefgh ", Wrapped: true}}); diff != "" {
+		t.Errorf("scrolled rows (-got +want):\n%s", diff)
 	}
 }
