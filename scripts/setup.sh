@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # setup.sh installs and starts what the server and its tests need on a fresh
-# Debian machine: Node packages (xterm.js, Claude Code), Chromium, pgTAP and a
+# Debian machine: Node packages (xterm.js, Claude Code), Chromium and a
 # running PostgreSQL 15 with the test database. Safe to run again.
 #
 # Usage: scripts/setup.sh [--no-system]   (--no-system: only the Node packages)
@@ -23,7 +23,6 @@ cp node_modules/@xterm/xterm/lib/xterm.js node_modules/@xterm/xterm/css/xterm.cs
 
 need=()
 command -v chromium >/dev/null || need+=(chromium)
-[ -d /usr/share/postgresql/15/extension ] && ! ls /usr/share/postgresql/15/extension/pgtap* >/dev/null 2>&1 && need+=(postgresql-15-pgtap)
 command -v pg_ctlcluster >/dev/null || need+=(postgresql-15)
 if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
