@@ -55,15 +55,7 @@ func (s *Store) CreateInvocation(ctx context.Context, inv office.Invocation) (of
 
 // GetInvocation returns the invocation, or ENOTFOUND.
 func (s *Store) GetInvocation(ctx context.Context, id string) (office.Invocation, error) {
-	const op = "get invocation"
-	if !isUUID(id) {
-		return office.Invocation{}, notFound(op, "invocation", id)
-	}
-	v, ok, err := one(ctx, s, op, `select `+invocationCols+` from agent_invocations where id = $1`, []any{id}, scanInvocation)
-	if err == nil && !ok {
-		err = notFound(op, "invocation", id)
-	}
-	return v, err
+	return getByID(ctx, s, "get invocation", "invocation", invocationCols, "agent_invocations", id, scanInvocation)
 }
 
 // ListInvocations returns the invocations f selects (AgentID: caller or
@@ -164,15 +156,7 @@ func (s *Store) CreateResult(ctx context.Context, r office.Result) (office.Resul
 
 // GetResult returns the result, or ENOTFOUND.
 func (s *Store) GetResult(ctx context.Context, id string) (office.Result, error) {
-	const op = "get result"
-	if !isUUID(id) {
-		return office.Result{}, notFound(op, "result", id)
-	}
-	v, ok, err := one(ctx, s, op, `select `+resultCols+` from agent_results where id = $1`, []any{id}, scanResult)
-	if err == nil && !ok {
-		err = notFound(op, "result", id)
-	}
-	return v, err
+	return getByID(ctx, s, "get result", "result", resultCols, "agent_results", id, scanResult)
 }
 
 // ListResults returns the results f selects, oldest first.
@@ -245,15 +229,7 @@ func (s *Store) CreateDependency(ctx context.Context, d office.DependencyRequest
 
 // GetDependency returns the dependency request, or ENOTFOUND.
 func (s *Store) GetDependency(ctx context.Context, id string) (office.DependencyRequest, error) {
-	const op = "get dependency request"
-	if !isUUID(id) {
-		return office.DependencyRequest{}, notFound(op, "dependency request", id)
-	}
-	v, ok, err := one(ctx, s, op, `select `+dependencyCols+` from dependency_requests where id = $1`, []any{id}, scanDependency)
-	if err == nil && !ok {
-		err = notFound(op, "dependency request", id)
-	}
-	return v, err
+	return getByID(ctx, s, "get dependency request", "dependency request", dependencyCols, "dependency_requests", id, scanDependency)
 }
 
 // ListDependencies returns the dependency requests f selects, oldest first.

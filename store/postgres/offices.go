@@ -64,15 +64,7 @@ func (s *Store) UpsertOffice(ctx context.Context, o office.Office) (office.Offic
 
 // GetOffice returns the office, or ENOTFOUND.
 func (s *Store) GetOffice(ctx context.Context, id string) (office.Office, error) {
-	const op = "get office"
-	if !isUUID(id) {
-		return office.Office{}, notFound(op, "office", id)
-	}
-	v, ok, err := one(ctx, s, op, `select `+officeCols+` from offices where id = $1`, []any{id}, scanOffice)
-	if err == nil && !ok {
-		err = notFound(op, "office", id)
-	}
-	return v, err
+	return getByID(ctx, s, "get office", "office", officeCols, "offices", id, scanOffice)
 }
 
 // ListOffices returns every office, by name.
@@ -149,15 +141,7 @@ func (s *Store) UpsertAgent(ctx context.Context, a office.Agent) (office.Agent, 
 
 // GetAgent returns the agent, or ENOTFOUND.
 func (s *Store) GetAgent(ctx context.Context, id string) (office.Agent, error) {
-	const op = "get agent"
-	if !isUUID(id) {
-		return office.Agent{}, notFound(op, "agent", id)
-	}
-	v, ok, err := one(ctx, s, op, `select `+agentCols+` from office_agents where id = $1`, []any{id}, scanAgent)
-	if err == nil && !ok {
-		err = notFound(op, "agent", id)
-	}
-	return v, err
+	return getByID(ctx, s, "get agent", "agent", agentCols, "office_agents", id, scanAgent)
 }
 
 // ListAgents returns the office's agents by priority (highest first), then name.

@@ -360,6 +360,20 @@ func one[T any](ctx context.Context, s *Store, op, sql string, args []any, scan 
 	return v, true, nil
 }
 
+// getByID reads one row of table by its id (cols, scanned by scan); a
+// malformed or unknown id is ENOTFOUND naming what ("question", …).
+func getByID[T any](ctx context.Context, s *Store, op, what, cols, table, id string, scan func(pgx.Row) (T, error)) (T, error) {
+	if !isUUID(id) {
+		var zero T
+		return zero, notFound(op, what, id)
+	}
+	v, ok, err := one(ctx, s, op, `select `+cols+` from `+table+` where id = $1`, []any{id}, scan)
+	if err == nil && !ok {
+		err = notFound(op, what, id)
+	}
+	return v, err
+}
+
 // exec runs a conditional update and reports whether it changed a row.
 func (s *Store) exec(ctx context.Context, op, sql string, args ...any) (bool, error) {
 	tag, err := s.pool.Exec(ctx, sql, args...)

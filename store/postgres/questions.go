@@ -68,15 +68,7 @@ func (s *Store) CreateQuestion(ctx context.Context, q office.Question) (office.Q
 
 // GetQuestion returns the question, or ENOTFOUND.
 func (s *Store) GetQuestion(ctx context.Context, id string) (office.Question, error) {
-	const op = "get question"
-	if !isUUID(id) {
-		return office.Question{}, notFound(op, "question", id)
-	}
-	v, ok, err := one(ctx, s, op, `select `+questionCols+` from user_questions where id = $1`, []any{id}, scanQuestion)
-	if err == nil && !ok {
-		err = notFound(op, "question", id)
-	}
-	return v, err
+	return getByID(ctx, s, "get question", "question", questionCols, "user_questions", id, scanQuestion)
 }
 
 // ListQuestions returns the questions f selects, oldest first.
@@ -179,15 +171,7 @@ func (s *Store) CreateUserMessage(ctx context.Context, m office.UserMessage) (of
 
 // GetUserMessage returns the message, or ENOTFOUND.
 func (s *Store) GetUserMessage(ctx context.Context, id string) (office.UserMessage, error) {
-	const op = "get user message"
-	if !isUUID(id) {
-		return office.UserMessage{}, notFound(op, "user message", id)
-	}
-	v, ok, err := one(ctx, s, op, `select `+messageCols+` from user_messages where id = $1`, []any{id}, scanMessage)
-	if err == nil && !ok {
-		err = notFound(op, "user message", id)
-	}
-	return v, err
+	return getByID(ctx, s, "get user message", "user message", messageCols, "user_messages", id, scanMessage)
 }
 
 // MarkUserMessageDelivered moves a pending message to delivered, once.
