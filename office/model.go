@@ -72,6 +72,11 @@ const (
 	SessionExited   = "exited"
 	SessionCrashed  = "crashed"
 	SessionFailed   = "failed"
+	// SessionNeedsAttention: the agent shows something other than its
+	// input prompt (a dialog: folder trust, API-key approval, a permission
+	// prompt…). Nothing is typed into it; SessionRecord.Detail holds the
+	// dialog's text, and a person resolves it from the console.
+	SessionNeedsAttention = "needs_attention"
 )
 
 // SessionRecord is an agent's session as persisted (agent_sessions). There is
@@ -89,8 +94,12 @@ type SessionRecord struct {
 	StartedAt      *time.Time `json:"started_at,omitempty"`
 	LastOutputAt   *time.Time `json:"last_output_at,omitempty"`
 	ExitCode       *int       `json:"exit_code,omitempty"`
-	CreatedAt      time.Time  `json:"created_at"`
-	UpdatedAt      time.Time  `json:"updated_at"`
+	// Detail says why the session is in its status: the dialog's text
+	// (needs_attention), or the exit code and last screen lines of an agent
+	// that exited, crashed or failed. Empty otherwise.
+	Detail    string    `json:"detail"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Question types and statuses (user_questions).
