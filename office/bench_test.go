@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/office-server/office-server/agents"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/store/postgres"
@@ -78,14 +79,19 @@ func newBenchOffice(b *testing.B) *benchOffice {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { st.Close() })
-	ms := &office.ManagerSessions{Quiescence: 5 * time.Millisecond}
-	ts := &timedSessions{Sessions: ms, watch: map[string]chan time.Time{}}
-	r, err := office.New(office.Config{Store: st, Feed: st, Sessions: ts, Tick: 100 * time.Millisecond, DataDir: b.TempDir(),
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+	var ts *timedSessions
+	data := b.TempDir()
+	r, sess, err := agents.New(office.Config{Store: st, Feed: st, Tick: 100 * time.Millisecond, DataDir: data,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))},
+		agents.Options{StateDir: filepath.Join(data, "claude"), Wrap: func(s office.Sessions) office.Sessions {
+			ts = &timedSessions{Sessions: s, watch: map[string]chan time.Time{}}
+			return ts
+		}},
+		session.Options{EnterDelay: time.Millisecond})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ms.M = session.NewManager(session.Options{EnterDelay: time.Millisecond, OnText: ms.OnText(r), OnStatus: ms.OnStatus(r)})
+	mgr := sess.Manager()
 	mk := func(name string) office.Agent {
 		p := filepath.Join(b.TempDir(), name+".sh")
 		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+fmt.Sprintf(lineAgent, strings.ToLower(name))), 0o755); err != nil {
@@ -108,9 +114,9 @@ func newBenchOffice(b *testing.B) *benchOffice {
 		<-done
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = ms.M.Close(ctx)
+		_ = mgr.Close(ctx)
 	})
-	bo := &benchOffice{c: c, r: r, st: st, ts: ts, mgr: ms.M}
+	bo := &benchOffice{c: c, r: r, st: st, ts: ts, mgr: mgr}
 	for _, a := range agents {
 		if err := r.StartAgent(ctx, a.ID); err != nil {
 			b.Fatal(err)

@@ -300,9 +300,6 @@ func (o *Router) sessionSpec(ctx context.Context, a Agent) (SessionSpec, error) 
 		OfficeID: a.OfficeID, AgentID: a.ID, Launch: a.Launch, Dir: o.workspace(a),
 		SystemPrompt: Instructions(off, a, roster),
 	}
-	if o.cfg.Home != nil {
-		spec.Home = o.cfg.Home(a)
-	}
 	deps, err := o.store.ListDependencies(ctx, DependencyFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{DependencyProvided}})
 	if err != nil {
 		return spec, fmt.Errorf("list dependencies: %w", err)
@@ -323,7 +320,7 @@ func (o *Router) sessionSpec(ctx context.Context, a Agent) (SessionSpec, error) 
 	}
 	if rec.AgentSessionID != "" {
 		spec.ConversationID, spec.Resume = rec.AgentSessionID, true
-		if a.Launch.Kind == "" || a.Launch.Kind == "claude" {
+		if resumes(a) {
 			spec.TranscriptAfter = o.transcriptCursor(ctx, agentKey{a.OfficeID, a.ID}, rec.AgentSessionID)
 		}
 	} else {
@@ -361,24 +358,18 @@ func (o *Router) startSession(ctx context.Context, a Agent, restart bool) error 
 // HandleStatus takes a session status change (session.Options.OnStatus):
 // it records the session, wakes the agent's pump when it is ready, and
 // fails the agent's open tasks when its session failed for good.
-func (o *Router) HandleStatus(officeID, agentID, status string, pid int, exitCode *int) {
+func (o *Router) HandleStatus(c StatusChange) {
 	o.mu.Lock()
-	if status == SessionStarting {
-		o.epochs[agentKey{officeID, agentID}] = uuid.NewString()
+	if c.Status == SessionStarting {
+		o.epochs[agentKey{c.OfficeID, c.AgentID}] = uuid.NewString()
 	}
 	// Recorded by one goroutine, in order: OnStatus must not block.
-	o.statusQ = append(o.statusQ, statusUpdate{officeID, agentID, status, pid, exitCode})
+	o.statusQ = append(o.statusQ, c)
 	o.mu.Unlock()
 	select {
 	case o.statusWake <- struct{}{}:
 	default:
 	}
-}
-
-type statusUpdate struct {
-	officeID, agentID, status string
-	pid                       int
-	exitCode                  *int
 }
 
 // recordStatuses applies queued status changes in order until ctx ends.
@@ -388,8 +379,8 @@ func (o *Router) recordStatuses(ctx context.Context) {
 		q := o.statusQ
 		o.statusQ = nil
 		o.mu.Unlock()
-		for _, u := range q {
-			o.recordStatus(ctx, u.officeID, u.agentID, u.status, u.pid, u.exitCode)
+		for _, c := range q {
+			o.recordStatus(ctx, c)
 		}
 		select {
 		case <-ctx.Done():
@@ -399,53 +390,107 @@ func (o *Router) recordStatuses(ctx context.Context) {
 	}
 }
 
-func (o *Router) recordStatus(ctx context.Context, officeID, agentID, status string, pid int, exitCode *int) {
-	{
-		rec, err := o.store.GetSessionByAgent(ctx, agentID)
+func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
+	officeID, agentID, status := c.OfficeID, c.AgentID, c.Status
+	rec, err := o.store.GetSessionByAgent(ctx, agentID)
+	if err != nil {
+		rec = SessionRecord{OfficeID: officeID, AgentID: agentID}
+	}
+	if status == SessionStarting {
+		now := o.now()
+		rec.StartedAt = &now
+	}
+	if !(rec.Status == SessionWaiting && (status == SessionReady || status == SessionBusy)) {
+		rec.Status = status
+		rec.Detail = c.Detail
+	}
+	if status == SessionStarting || status == SessionReady || status == SessionBusy {
+		rec.Detail = c.Detail
+	}
+	rec.PID = c.PID
+	rec.ExitCode = c.ExitCode
+	if _, err := o.store.UpsertSession(ctx, rec); err != nil {
+		o.log.Warn("record session status", "agent", agentID, "err", err)
+	}
+	k := agentKey{officeID, agentID}
+	switch status {
+	case SessionFailed:
+		if err := o.store.SetAgentStatus(ctx, agentID, AgentFailed); err != nil {
+			o.log.Warn("record agent failed", "agent", agentID, "err", err)
+		}
+		if a, err := o.store.GetAgent(ctx, agentID); err == nil {
+			if err := o.failWork(ctx, a, "its session failed for good: "+c.Detail); err != nil {
+				o.log.Warn("fail work", "agent", a.Name, "err", err)
+			}
+		}
+	case SessionCrashed:
+		o.mu.Lock()
+		o.crashed[k] = true
+		o.mu.Unlock()
+	case SessionStopped, SessionExited:
+		if err := o.store.SetAgentStatus(ctx, agentID, AgentIdle); err != nil {
+			o.log.Warn("record agent idle", "agent", agentID, "err", err)
+		}
+	case SessionStarting, SessionReady:
+		a, err := o.store.GetAgent(ctx, agentID)
+		if err == nil && (a.Status == AgentIdle || a.Status == "") {
+			if err := o.store.SetAgentStatus(ctx, agentID, AgentActive); err != nil {
+				o.log.Warn("record agent active", "agent", agentID, "err", err)
+			}
+		}
+		if err == nil && status == SessionStarting && !resumes(a) {
+			o.requeue(ctx, a)
+		}
+		if err == nil && status == SessionReady && resumes(a) {
+			o.mu.Lock()
+			was := o.crashed[k]
+			delete(o.crashed, k)
+			o.mu.Unlock()
+			if was {
+				o.remind(ctx, a)
+			}
+		}
+	}
+	payload := map[string]any{"pid": c.PID, "exit_code": c.ExitCode}
+	if c.Detail != "" {
+		payload["detail"] = c.Detail
+	}
+	if len(c.LastLines) > 0 {
+		payload["last_lines"] = c.LastLines
+	}
+	if _, err := o.event(ctx, officeID, agentID, "session."+status, payload, "", ""); err != nil {
+		o.log.Warn("record session event", "agent", agentID, "err", err)
+	}
+	o.kick(k)
+}
+
+// remind tells an agent whose process crashed and came back with its
+// conversation resumed (Claude Code) which tasks it holds: the task is in
+// its conversation, but a resumed agent waits for a prompt.
+func (o *Router) remind(ctx context.Context, a Agent) {
+	invs, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{InvocationInProgress}})
+	if err != nil {
+		o.log.Warn("remind of tasks", "agent", a.Name, "err", err)
+		return
+	}
+	for _, inv := range invs {
+		if inv.CalleeAgentID != a.ID {
+			continue
+		}
+		caller, err := o.store.GetAgent(ctx, inv.CallerAgentID)
 		if err != nil {
-			rec = SessionRecord{OfficeID: officeID, AgentID: agentID}
+			continue
 		}
-		if status == SessionStarting {
-			now := o.now()
-			rec.StartedAt = &now
+		o.notify(a, fmt.Sprintf("Your process ended unexpectedly and was restarted; your conversation was resumed. You were working on task %s from %s. Continue it and deliver its result with [DELIVER_RESULT:%s].", inv.ID, caller.Name, caller.Name))
+		if _, err := o.event(ctx, a.OfficeID, a.ID, "invocation.reminded", map[string]string{"invocation_id": inv.ID}, "", ""); err != nil {
+			o.log.Warn("record reminder", "agent", a.Name, "err", err)
 		}
-		if !(rec.Status == SessionWaiting && (status == SessionReady || status == SessionBusy)) {
-			rec.Status = status
-		}
-		if pid > 0 {
-			rec.PID = pid
-		}
-		rec.ExitCode = exitCode
-		if _, err := o.store.UpsertSession(ctx, rec); err != nil {
-			o.log.Warn("record session status", "agent", agentID, "err", err)
-		}
-		switch status {
-		case SessionFailed:
-			_ = o.store.SetAgentStatus(ctx, agentID, AgentFailed)
-			if a, err := o.store.GetAgent(ctx, agentID); err == nil {
-				if err := o.failWork(ctx, a, "its session failed for good"); err != nil {
-					o.log.Warn("fail work", "agent", a.Name, "err", err)
-				}
-			}
-		case SessionStopped, SessionExited:
-			_ = o.store.SetAgentStatus(ctx, agentID, AgentIdle)
-		case SessionStarting, SessionReady:
-			a, err := o.store.GetAgent(ctx, agentID)
-			if err == nil && (a.Status == AgentIdle || a.Status == "") {
-				_ = o.store.SetAgentStatus(ctx, agentID, AgentActive)
-			}
-			if err == nil && status == SessionStarting && !resumes(a) {
-				o.requeue(ctx, a)
-			}
-		}
-		_, _ = o.event(ctx, officeID, agentID, "session."+status, map[string]any{"pid": pid, "exit_code": exitCode}, "", "")
-		o.kick(agentKey{officeID, agentID})
 	}
 }
 
 // resumes reports whether a's agent keeps its conversation across process
 // restarts (Claude Code resumes it); other CLIs start blank.
-func resumes(a Agent) bool { return a.Launch.Kind == "" || a.Launch.Kind == "claude" }
+func resumes(a Agent) bool { return a.Launch.Kind == "" || a.Launch.Kind == KindClaude }
 
 // requeue puts the tasks a new process of a cannot know about (in progress
 // in the process that died) back in its queue, so they are typed again.

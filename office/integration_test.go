@@ -101,7 +101,7 @@ func startNode(t testing.TB, url string, rec *lines, mutate func(*office.Config,
 	if mutate != nil {
 		mutate(&cfg, &opts)
 	}
-	r, mgr, err := office.NewManaged(cfg, opts, "")
+	r, mgr, err := newManaged(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,13 @@ type LaunchSpec struct {
 	Script         string            `json:"script,omitempty"` // builtin: which script
 }
 
+// Launch kinds (LaunchSpec.Kind).
+const (
+	KindClaude  = "claude" // Claude Code; also the empty kind
+	KindCommand = "command"
+	KindBuiltin = "builtin"
+)
+
 // Session statuses (agent_sessions.status).
 const (
 	SessionStarting = "starting"

@@ -29,13 +29,11 @@ const (
 
 // SessionSpec is what the office asks the session layer to run for an
 // agent. It is the office's own type so the routing core does not depend on
-// the session package; the adapter (ManagerSessions) maps it onto
-// session.Spec.
+// the session package; the agents package maps it onto session.Spec.
 type SessionSpec struct {
 	OfficeID, AgentID string
 	Launch            LaunchSpec
 	Dir               string   // the agent's workspace
-	Home              string   // HOME for the agent ("" = the layer's default)
 	Env               []string // KEY=VALUE on top of Launch.Env (provided dependencies)
 	SystemPrompt      string   // Instructions(...)
 	ConversationID    string   // Claude Code --session-id / --resume
@@ -48,12 +46,14 @@ type SessionSpec struct {
 	TranscriptAfter string
 }
 
-// Sessions is what the office needs from the session layer. The
-// session.Manager satisfies it through ManagerSessions; tests use fakes.
+// Sessions is what the office needs from the session layer (implemented by
+// agents.Sessions; tests of the routing alone use fakes).
 //
 // Send types untrusted text into the agent's terminal (the layer sanitises
-// it too) and blocks until it is typed, which happens when the agent is ready
-// for input; it fails when the agent has no running session.
+// it too) and blocks until the agent has received it, which happens once it
+// is ready for input; it fails when the agent has no running session, or
+// when the agent never acknowledged the text (it is then not delivered and
+// is sent again later).
 type Sessions interface {
 	Start(ctx context.Context, spec SessionSpec) error
 	Restart(ctx context.Context, spec SessionSpec) error
@@ -108,8 +108,17 @@ type Config struct {
 	// DataDir holds each agent's workspace, DataDir/<office>/<agent>, unless
 	// its launch spec names a Dir.
 	DataDir string
-	// Home, when set, gives each agent's HOME (for Claude Code's state).
-	Home func(Agent) string
+}
+
+// StatusChange is a session's new status (session.Options.OnStatus), with
+// what explains it.
+type StatusChange struct {
+	OfficeID, AgentID string
+	Status            string // Session* statuses
+	PID               int
+	ExitCode          *int     // exited, crashed, failed, stopped
+	Detail            string   // the dialog's text, or how the process ended
+	LastLines         []string // the screen's last lines when the process ended
 }
 
 // Router is the routing core: it acts on every message the agents print and
@@ -131,7 +140,8 @@ type Router struct {
 	parked     []parkedProxy
 	subs       map[*Subscription]struct{}
 	epochs     map[agentKey]string // per process start; see HandleText
-	statusQ    []statusUpdate
+	statusQ    []StatusChange
+	crashed    map[agentKey]bool // crashed since its last ready (see remind)
 	statusWake chan struct{}
 	cursors    map[agentKey]cursor // newest transcript cursor known per agent
 	wg         sync.WaitGroup
@@ -187,6 +197,7 @@ func New(cfg Config) (*Router, error) {
 		subs:       map[*Subscription]struct{}{},
 		epochs:     map[agentKey]string{},
 		cursors:    map[agentKey]cursor{},
+		crashed:    map[agentKey]bool{},
 		statusWake: make(chan struct{}, 1),
 	}, nil
 }

@@ -258,7 +258,7 @@ func TestAnswerDeliveredWhenSessionBack(t *testing.T) {
 		t.Fatalf("status %s while the session is down, want answered", q2.Status)
 	}
 	h.run("PO")
-	h.r.HandleStatus(h.office.ID, h.id("PO"), SessionReady, 42, nil)
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: SessionReady, PID: 42})
 	h.typed("PO", "> email")
 	h.quiet("PO", 100*time.Millisecond)
 }
@@ -382,7 +382,7 @@ func TestCalleeFailsForGood(t *testing.T) {
 	h.say("PO", "[INVOKE:DEV]\nwork\n[/INVOKE:DEV]")
 	h.typed("DEV", "> work")
 	h.ss.setRunning(h.id("DEV"), false)
-	h.r.HandleStatus(h.office.ID, h.id("DEV"), SessionFailed, 0, nil)
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: SessionFailed, PID: 0})
 	got := h.typed("PO", "failed")
 	if !strings.Contains(got, "DEV failed: its session failed for good") {
 		t.Errorf("told %q", got)
@@ -678,7 +678,7 @@ func TestUserMessage(t *testing.T) {
 	}
 	h.quiet("PO", 50*time.Millisecond)
 	h.run("PO")
-	h.r.HandleStatus(h.office.ID, h.id("PO"), SessionReady, 1, nil)
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: SessionReady, PID: 1})
 	if got := h.typed("PO", "Message from a person"); !strings.Contains(got, "> Please hurry\n> [INVOKE:DEV]") {
 		t.Errorf("typed %q", got)
 	}
@@ -783,9 +783,9 @@ func TestExactlyOnceAcrossRouters(t *testing.T) {
 	}
 	// Screen chunk IDs restart with the process: after a new start the same
 	// "screen:1" is a new message.
-	h.r.HandleStatus(h.office.ID, h.id("DEV"), SessionStarting, 1, nil)
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: SessionStarting, PID: 1})
 	h.sayID("DEV", "screen:1", "Step 1/2: a")
-	h.r.HandleStatus(h.office.ID, h.id("DEV"), SessionStarting, 2, nil)
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: SessionStarting, PID: 2})
 	time.Sleep(20 * time.Millisecond)
 	h.sayID("DEV", "screen:1", "Step 2/2: b")
 	eventually(t, "second screen chunk acted on", func() bool { return h.r.Progress(h.office.ID, h.id("DEV")).Step == 2 })
@@ -910,7 +910,7 @@ func TestRunEndsItsGoroutines(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		r.HandleText(Text{OfficeID: off.ID, AgentID: as[1].ID, ID: fmt.Sprint("c", i), Lines: []string{"[INVOKE:PO]", "x", "[/INVOKE:PO]", askBlock}, TurnEnd: true})
 	}
-	r.HandleStatus(off.ID, as[0].ID, SessionReady, 1, nil)
+	r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[0].ID, Status: SessionReady, PID: 1})
 	eventually(t, "work", func() bool { return len(st.eventKinds()) > 10 })
 	sub := r.Subscribe(1)
 	cancel()
@@ -1008,7 +1008,7 @@ func TestCallbacksNeverBlockOnTheStore(t *testing.T) {
 	start := time.Now()
 	for i := 0; i < 1000; i++ {
 		r.HandleText(Text{OfficeID: off.ID, AgentID: as[0].ID, ID: fmt.Sprint(i), Lines: []string{"Step 1/2: x"}, TurnEnd: true})
-		r.HandleStatus(off.ID, as[0].ID, SessionBusy, 1, nil)
+		r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[0].ID, Status: SessionBusy, PID: 1})
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("1000 callbacks took %v with the store hanging", d)
@@ -1026,9 +1026,9 @@ func TestTaskRetypedAfterRestart(t *testing.T) {
 	h.typed("CC", "> think")
 	eventually(t, "in progress", func() bool { return len(h.invocations(InvocationInProgress)) == 2 })
 	for _, n := range []string{"DEV", "CC"} {
-		h.r.HandleStatus(h.office.ID, h.id(n), SessionCrashed, 1, nil)
-		h.r.HandleStatus(h.office.ID, h.id(n), SessionStarting, 2, nil)
-		h.r.HandleStatus(h.office.ID, h.id(n), SessionReady, 2, nil)
+		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: SessionCrashed, PID: 1})
+		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: SessionStarting, PID: 2})
+		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: SessionReady, PID: 2})
 	}
 	h.typed("DEV", "> work")
 	h.quiet("CC", 150*time.Millisecond)

@@ -24,8 +24,8 @@ func TestChainSQLite(t *testing.T) {
 	}
 	defer st.Close()
 	rec := &lines{}
-	r, mgr, err := office.NewManaged(office.Config{Store: st, Feed: st, Tick: 50 * time.Millisecond, DataDir: t.TempDir()},
-		session.Options{EnterDelay: 5 * time.Millisecond, StopGrace: 500 * time.Millisecond, OnText: rec.add}, "")
+	r, mgr, err := newManaged(office.Config{Store: st, Feed: st, Tick: 50 * time.Millisecond, DataDir: t.TempDir()},
+		session.Options{EnterDelay: 5 * time.Millisecond, StopGrace: 500 * time.Millisecond, OnText: rec.add})
 	if err != nil {
 		t.Fatal(err)
 	}

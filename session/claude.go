@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,10 +50,20 @@ func newClaudeState(spec Spec, old *claudeState) (*claudeState, error) {
 		c.home = os.Getenv("HOME")
 	}
 	c.configDir = filepath.Join(c.home, ".claude")
+	if v, ok := lookup(os.Environ(), "CLAUDE_CONFIG_DIR"); ok && v != "" && spec.Home == "" {
+		c.configDir = v
+	}
 	for _, kv := range spec.Env {
 		if v, ok := strings.CutPrefix(kv, "CLAUDE_CONFIG_DIR="); ok {
 			c.configDir = v
 		}
+	}
+	if spec.ConfigDir != "" {
+		d, err := filepath.Abs(spec.ConfigDir)
+		if err != nil {
+			return nil, fmt.Errorf("config directory: %w", err)
+		}
+		c.configDir = d
 	}
 	c.dir = spec.Dir
 	if c.dir == "" {
@@ -90,8 +101,8 @@ func (c *claudeState) cleanup() {
 // settings, an empty signals file) and returns the arguments and the
 // environment.
 func (c *claudeState) prepare(spec Spec) ([]string, []string, error) {
-	if spec.Home != "" {
-		if err := PrepareClaudeHome(spec.Home, c.dir, apiKey(spec.Env), spec.PermissionMode == "bypassPermissions"); err != nil {
+	if spec.ConfigDir != "" {
+		if err := PrepareClaudeConfig(c.configDir, c.dir, apiKey(spec.Env), spec.PermissionMode == "bypassPermissions"); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -126,6 +137,12 @@ func (c *claudeState) prepare(spec Spec) ([]string, []string, error) {
 	args = append(args, spec.Args...)
 	env := buildEnv(spec, true)
 	env = setEnv(env, "HOME", c.home)
+	if spec.ConfigDir != "" {
+		env = setEnv(env, "CLAUDE_CONFIG_DIR", c.configDir)
+		if spec.CredentialsDir != "" {
+			env = setEnv(env, "CLAUDE_SECURESTORAGE_CONFIG_DIR", spec.CredentialsDir)
+		}
+	}
 	return args, env, nil
 }
 
@@ -247,22 +264,40 @@ func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
 			}
 			_ = json.Unmarshal([]byte(arg), &n)
 			s.info.Notice = n.Message
-			if n.Type == "idle_prompt" || strings.Contains(n.Message, "waiting for your input") {
-				next = StatusReady
+			switch {
+			case n.Type == "permission_prompt":
+				// Exact: a permission dialog is up.
+				next = s.attention(next, n.Message)
+			case n.Type == "idle_prompt" || strings.Contains(n.Message, "waiting for your input"):
+				if next != StatusNeedsAttention {
+					next = StatusReady
+				}
 			}
 		}
 	}
 	quiet := now.Sub(s.lastOutput) >= s.spec.Quiescence && !s.lastOutput.IsZero()
-	if s.p != nil && quiet && s.modes.paste {
-		// Start-up: bracketed paste comes on first, the prompt box a
-		// moment later, and text typed before the box exists loses its
-		// Enter. So: paste on, the box drawn (or long enough since paste
-		// came on, should the glyph change), and a still screen. A turn
-		// whose end_turn is in the transcript but whose Stop hook did not
-		// arrive ends the same way.
-		boxUp := s.sawBox || now.Sub(s.pasteOnAt) > 3*time.Second
-		if (next == StatusStarting && boxUp) || (next == StatusBusy && s.turnEnded) {
-			next = StatusReady
+	if s.p != nil && quiet && s.term != nil {
+		// Claude Code gives no signal that its input prompt is up, and
+		// every dialog draws the prompt's "❯" too (text typed into the
+		// folder-trust dialog is lost and its Enter chooses "No, exit").
+		// So a still screen is read: the prompt box under a rule is
+		// ready, anything else that offers a choice needs a person.
+		view, text := readClaudeScreen(s.term.Lines())
+		switch view {
+		case viewDialog:
+			next = s.attention(next, text)
+		case viewPrompt:
+			if next == StatusNeedsAttention {
+				next = s.attnFrom
+				s.info.Detail = ""
+			}
+			// Start-up: bracketed paste comes on first, the prompt box
+			// a moment later; text typed before the box exists loses
+			// its Enter. A turn whose end_turn is in the transcript but
+			// whose Stop hook did not arrive ends here too.
+			if (next == StatusStarting && s.modes.paste) || (next == StatusBusy && s.turnEnded) {
+				next = StatusReady
+			}
 		}
 	}
 	var reEnter *proc
@@ -285,9 +320,23 @@ func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
 	return texts, report
 }
 
-// promptBox is the glyph Claude Code (2.1.x) draws at the start of its
-// input box (U+276F), measured in docs/notes/screen.md.
-var promptBox = []byte("\u276f")
+// attention moves a session to needs_attention with the dialog's text,
+// remembering the status to return to once the dialog is gone.
+func (s *Session) attention(cur Status, text string) Status {
+	if cur != StatusNeedsAttention {
+		s.attnFrom = cur
+		if cur == StatusReady {
+			s.attnFrom = StatusBusy // a dialog means work is under way
+		}
+		if s.info.Status != StatusNeedsAttention {
+			s.log.Warn("agent needs attention", "dialog", text)
+		}
+	}
+	if text != "" {
+		s.info.Detail = text
+	}
+	return StatusNeedsAttention
+}
 
 // submitTimeout is how long after typing a prompt the UserPromptSubmit hook
 // may take before Enter is pressed again.
@@ -298,19 +347,24 @@ func statErr(p string) error {
 	return err
 }
 
-// PrepareClaudeHome writes home/.claude.json so that Claude Code shows none
-// of its first-run dialogs (DESIGN §5): onboarding done, the API key
-// approved by its last 20 characters (when key is not empty), workdir
-// trusted. Existing settings in the file are kept.
-func PrepareClaudeHome(home, workdir, key string, bypassAccepted bool) error {
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return fmt.Errorf("prepare home: %w", err)
+// PrepareClaudeConfig writes configDir/.claude.json, the file Claude Code
+// reads when CLAUDE_CONFIG_DIR=configDir, so that it shows none of its
+// first-run dialogs (docs/notes/screen.md): onboarding done, the API key
+// approved by its last 20 characters (when key is not empty), the bypass
+// confirmation accepted (bypassAccepted), and workdir trusted — under every
+// name Claude Code may look it up by: the folder, its resolved path, and
+// the root of the git checkout enclosing it (measured on 2.1.330: the trust
+// dialog stores its answer for the git root). Settings already in the file
+// (Claude Code's own bookkeeping) are kept.
+func PrepareClaudeConfig(configDir, workdir, key string, bypassAccepted bool) error {
+	if err := os.MkdirAll(configDir, 0o700); err != nil {
+		return fmt.Errorf("prepare claude config: %w", err)
 	}
-	p := filepath.Join(home, ".claude.json")
+	p := filepath.Join(configDir, ".claude.json")
 	cfg := map[string]any{}
-	if b, err := os.ReadFile(p); err == nil {
+	if b, err := os.ReadFile(p); err == nil && len(bytes.TrimSpace(b)) > 0 {
 		if err := json.Unmarshal(b, &cfg); err != nil {
-			return fmt.Errorf("prepare home: %s: %w", p, err)
+			return fmt.Errorf("prepare claude config: %s: %w", p, err)
 		}
 	}
 	cfg["hasCompletedOnboarding"] = true
@@ -321,39 +375,13 @@ func PrepareClaudeHome(home, workdir, key string, bypassAccepted bool) error {
 		cfg["bypassPermissionsModeAccepted"] = true
 	}
 	if key != "" {
-		tail := key
-		if len(tail) > 20 {
-			tail = tail[len(tail)-20:]
-		}
-		resp, _ := cfg["customApiKeyResponses"].(map[string]any)
-		if resp == nil {
-			resp = map[string]any{}
-		}
-		approved, _ := resp["approved"].([]any)
-		found := false
-		for _, a := range approved {
-			if a == tail {
-				found = true
-			}
-		}
-		if !found {
-			approved = append(approved, tail)
-		}
-		resp["approved"] = approved
-		if _, ok := resp["rejected"]; !ok {
-			resp["rejected"] = []any{}
-		}
-		cfg["customApiKeyResponses"] = resp
+		approveKey(cfg, key)
 	}
 	projects, _ := cfg["projects"].(map[string]any)
 	if projects == nil {
 		projects = map[string]any{}
 	}
-	dirs := []string{workdir}
-	if r, err := filepath.EvalSymlinks(workdir); err == nil && r != workdir {
-		dirs = append(dirs, r)
-	}
-	for _, d := range dirs {
+	for _, d := range trustDirs(workdir) {
 		pr, _ := projects[d].(map[string]any)
 		if pr == nil {
 			pr = map[string]any{"allowedTools": []any{}}
@@ -365,16 +393,74 @@ func PrepareClaudeHome(home, workdir, key string, bypassAccepted bool) error {
 	cfg["projects"] = projects
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
-		return fmt.Errorf("prepare home: %w", err)
+		return fmt.Errorf("prepare claude config: %w", err)
 	}
 	tmp := p + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("prepare home: %w", err)
+		return fmt.Errorf("prepare claude config: %w", err)
 	}
 	if err := os.Rename(tmp, p); err != nil {
-		return fmt.Errorf("prepare home: %w", err)
+		return fmt.Errorf("prepare claude config: %w", err)
 	}
 	return nil
+}
+
+// approveKey records key as approved in a .claude.json (by its last 20
+// characters, as Claude Code does), so its "Detected a custom API key"
+// dialog does not come up.
+func approveKey(cfg map[string]any, key string) {
+	tail := key
+	if len(tail) > 20 {
+		tail = tail[len(tail)-20:]
+	}
+	resp, _ := cfg["customApiKeyResponses"].(map[string]any)
+	if resp == nil {
+		resp = map[string]any{}
+	}
+	approved, _ := resp["approved"].([]any)
+	if !slices.Contains(approved, any(tail)) {
+		approved = append(approved, tail)
+	}
+	resp["approved"] = approved
+	if rejected, _ := resp["rejected"].([]any); rejected != nil {
+		resp["rejected"] = slices.DeleteFunc(rejected, func(v any) bool { return v == tail })
+	} else {
+		resp["rejected"] = []any{}
+	}
+	cfg["customApiKeyResponses"] = resp
+}
+
+// trustDirs returns the paths a folder's trust is looked up under: the
+// folder, its resolved path, and the enclosing git checkout's root(s).
+func trustDirs(workdir string) []string {
+	var dirs []string
+	add := func(d string) {
+		if d != "" && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	add(workdir)
+	if r, err := filepath.EvalSymlinks(workdir); err == nil {
+		add(r)
+	}
+	for _, d := range slices.Clone(dirs) {
+		add(gitRoot(d))
+	}
+	return dirs
+}
+
+// gitRoot returns the nearest directory at or above dir holding .git, or "".
+func gitRoot(dir string) string {
+	for d := dir; ; {
+		if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return ""
+		}
+		d = up
+	}
 }
 
 func apiKey(env []string) string {

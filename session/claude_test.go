@@ -65,6 +65,7 @@ func TestClaudeEndToEnd(t *testing.T) {
 		Command:            bin,
 		Dir:                dir,
 		Home:               home,
+		ConfigDir:          filepath.Join(home, ".claude"),
 		Env:                append([]string{"ANTHROPIC_API_KEY=" + srv.Key}, srv.Env(home)...),
 		AppendSystemPrompt: "OFFICE-INSTRUCTIONS: answer with protocol blocks.",
 		Cols:               100,
@@ -81,11 +82,8 @@ func TestClaudeEndToEnd(t *testing.T) {
 	t.Logf("%v waiting: ready", time.Now().Format("05.000"))
 	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
 
-	s.mu.Lock()
-	box := s.sawBox
-	s.mu.Unlock()
-	if !box {
-		t.Error("ready without the prompt box glyph (U+276F) seen: did Claude Code change its prompt?")
+	if v, text := readClaudeScreen(s.Screen()); v != viewPrompt {
+		t.Errorf("ready while the screen does not show the input prompt (view %d, dialog %q): did Claude Code change its prompt?", v, text)
 	}
 
 	// The prompt carries a tag: typed text is never the agent's words.

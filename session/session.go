@@ -11,7 +11,6 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -38,11 +37,16 @@ type Status string
 
 // Session statuses. starting → ready ↔ busy → stopped, exited or crashed;
 // crashed → starting again after a backoff, or failed after too many crashes
-// in the restart window.
+// in the restart window. Any running status → needs_attention while the
+// agent shows a dialog instead of its input prompt, and back when it is gone.
 const (
 	StatusStarting Status = "starting"
 	StatusReady    Status = "ready"
 	StatusBusy     Status = "busy"
+	// StatusNeedsAttention: the agent shows a dialog (folder trust, API-key
+	// approval, a permission prompt…); Info.Detail holds its text. Nothing
+	// is typed into it; a person answers it (Session.Input).
+	StatusNeedsAttention Status = "needs_attention"
 	StatusStopped  Status = "stopped" // stopped on request
 	StatusExited   Status = "exited"  // the agent exited by itself with status 0; not restarted
 	StatusCrashed  Status = "crashed" // non-zero exit or killed by a signal; restarted after a backoff
@@ -75,7 +79,18 @@ type Spec struct {
 	AppendSystemPrompt string
 	PermissionMode     string
 	Model              string
-	Home               string // HOME for the agent; ~/.claude.json prepared there (DESIGN §5)
+	Home               string // HOME for the agent; empty: the server's own
+	// ConfigDir is Claude Code's configuration directory for this agent
+	// (CLAUDE_CONFIG_DIR): its .claude.json is prepared there (onboarding
+	// done, the API key approved, the working folder and its git root
+	// trusted) and its transcripts are kept there. Empty: $HOME/.claude and
+	// $HOME/.claude.json, left as they are.
+	ConfigDir string
+	// CredentialsDir is where Claude Code finds a logged-in user's
+	// credentials (.credentials.json; CLAUDE_SECURESTORAGE_CONFIG_DIR), used
+	// in place so a refreshed login is shared and nothing is copied. Empty:
+	// ConfigDir.
+	CredentialsDir string
 	// TranscriptAfter is a resume cursor: the uuid of the last transcript
 	// entry already consumed (the last Text.ID the caller acted on). Entries
 	// up to and including it are not emitted again, so a restarted server
@@ -118,6 +133,13 @@ type Info struct {
 	Transcript     string // claude: the transcript file followed
 	Notice         string // claude: last Notification hook message (e.g. a permission prompt)
 	Err            string // last launch or exit error
+	// Detail says why the session is in its status: the dialog's text
+	// (needs_attention), or how the last process ended ("exit status 1")
+	// followed by the last lines of its screen (exited, crashed, failed).
+	Detail string
+	// LastLines are the last non-empty lines of the screen when the last
+	// process ended: the reason a crash shows only in the terminal.
+	LastLines []string
 }
 
 // Options configure a Manager.
@@ -150,6 +172,9 @@ var (
 	ErrEmpty    = errors.New("empty input")
 	ErrExited   = errors.New("agent exited")
 	ErrClosed   = errors.New("manager closed")
+	// ErrNotReceived: text was typed but the agent never acknowledged it
+	// (Claude Code: no user entry in its transcript), after the retries.
+	ErrNotReceived = errors.New("typed text not received by the agent")
 )
 
 // Manager owns the sessions: one per Key.
@@ -387,7 +412,18 @@ type ctrlReq struct {
 type sendReq struct {
 	text  string
 	taken bool
+	tries int // times typed
 	done  chan error
+}
+
+// pendingAck is text typed into the agent that it has not acknowledged yet
+// (worker-owned). Send returns only once the agent has it: Claude Code
+// writes the prompt into its transcript as a user entry; another CLI
+// writes something to its terminal after the Enter (its echo at least).
+type pendingAck struct {
+	r       *sendReq
+	p       *proc
+	typedAt time.Time // typing began
 }
 
 // Session is one agent process (restarted as needed) and its output.
@@ -402,14 +438,14 @@ type Session struct {
 	info        Info
 	p           *proc
 	lines       *screenLines // command kind
+	term        screenModel  // claude: the screen, for readiness and dialogs
+	attnFrom    Status       // the status a dialog interrupted (needs_attention)
 	keys        keyLine      // command kind: a person's keystrokes
 	turnEndAt   time.Time    // command kind: the live area was last read
 	modes       modeTracker
 	lastOutput  time.Time
 	inputAt     time.Time
 	turnEnded   bool      // claude: transcript said end_turn since the last input
-	sawBox      bool      // claude: the prompt box glyph was drawn since launch
-	pasteOnAt   time.Time // claude: when bracketed paste was first seen on
 	awaitSubmit bool      // claude: typed, UserPromptSubmit not seen yet
 	reEntered   bool      // claude: Enter was repeated for this input
 	crashes     []time.Time
@@ -426,6 +462,7 @@ type Session struct {
 	done chan struct{}
 
 	// worker-owned
+	ack     *pendingAck
 	claude  *claudeState
 	textSeq int
 	restart <-chan time.Time
@@ -471,6 +508,24 @@ func (s *Session) infoLocked() Info {
 
 // Done is closed when the session has ended for good (stopped).
 func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Screen returns the visible rows of the agent's screen as a person sees
+// them (nil before the first start).
+func (s *Session) Screen() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.screenRowsLocked()
+}
+
+func (s *Session) screenRowsLocked() []string {
+	switch {
+	case s.term != nil:
+		return s.term.Lines()
+	case s.lines != nil:
+		return s.lines.scr.Lines()
+	}
+	return nil
+}
 
 // setStatus changes the status under s.mu and reports it after unlocking.
 func (s *Session) setStatusLocked(st Status) (func(), bool) {
@@ -577,7 +632,7 @@ func (s *Session) launch() error {
 	s.p = p
 	s.modes = modeTracker{}
 	s.turnEnded = false
-	s.sawBox, s.pasteOnAt, s.awaitSubmit, s.reEntered = false, time.Time{}, false, false
+	s.awaitSubmit, s.reEntered = false, false
 	s.keys = keyLine{}
 	s.inputAt = time.Time{}
 	s.lastOutput = time.Time{}
@@ -588,13 +643,16 @@ func (s *Session) launch() error {
 		} else {
 			s.prompt = nil
 		}
+		s.term = nil
 	} else {
 		s.lines = nil
+		s.term = newScreen(spec.Cols, spec.Rows)
 	}
 	s.info.PID = cmd.Process.Pid
 	s.info.StartedAt = p.started
 	s.info.ExitCode = 0
 	s.info.Err = ""
+	s.info.Detail, s.info.LastLines = "", nil
 	s.info.Cols, s.info.Rows = spec.Cols, spec.Rows
 	s.info.Kind = spec.Kind
 	if s.claude != nil && spec.Kind == KindClaude {
@@ -628,14 +686,12 @@ func (s *Session) read(p *proc) {
 			if s.p == p {
 				s.lastOutput = time.Now()
 				s.modes.write(chunk)
-				if s.modes.paste && s.pasteOnAt.IsZero() {
-					s.pasteOnAt = s.lastOutput
-				}
-				if !s.sawBox && s.lines == nil && bytes.Contains(chunk, promptBox) {
-					s.sawBox = true
-				}
 				if s.lines != nil {
 					s.lines.write(chunk)
+				}
+				if s.term != nil {
+					_, _ = s.term.Write(chunk)
+					_ = s.term.TakeScrolledRows() // only the visible rows matter
 				}
 			}
 			s.mu.Unlock()
@@ -729,6 +785,14 @@ func (s *Session) handle(r ctrlReq) bool {
 		s.recordExit(p)
 	}
 	s.restart = nil
+	if a := s.ack; a != nil {
+		if r.op == opStop {
+			s.ack = nil
+			a.r.done <- ErrStopped
+		} else {
+			s.unacked(a.r, ErrExited)
+		}
+	}
 	switch r.op {
 	case opStop:
 		s.setStatus(StatusStopped)
@@ -788,16 +852,26 @@ func (s *Session) cleanup() {
 	}
 }
 
+// recordExit keeps how p ended and what its screen showed last: for an
+// agent that fails at start (not logged in, refused flags), the reason is
+// only on its screen.
 func (s *Session) recordExit(p *proc) {
 	code := p.cmd.ProcessState.ExitCode()
 	s.mu.Lock()
 	s.info.ExitCode = code
 	s.info.PID = 0
+	how := "exit status 0"
 	if p.waitErr != nil {
 		s.info.Err = p.waitErr.Error()
+		how = s.info.Err
 	}
+	s.info.LastLines = lastLines(s.screenRowsLocked(), exitLines)
+	s.info.Detail = cutText(strings.Join(append([]string{how}, s.info.LastLines...), "\n"), maxDialogText)
 	s.mu.Unlock()
 }
+
+// exitLines is how many of the last screen lines an exit records.
+const exitLines = 12
 
 // onExit handles an exit nobody asked for.
 func (s *Session) onExit() {
@@ -815,9 +889,16 @@ func (s *Session) onExit() {
 	s.mu.Unlock()
 	s.recordExit(p)
 	if p.cmd.ProcessState.ExitCode() == 0 {
+		if a := s.ack; a != nil {
+			s.ack = nil
+			a.r.done <- ErrExited
+		}
 		s.setStatus(StatusExited)
 		s.failSends(ErrExited)
 		return
+	}
+	if a := s.ack; a != nil {
+		s.unacked(a.r, ErrExited) // typed again into the restarted agent
 	}
 	s.crashed(p.waitErr)
 }
@@ -840,6 +921,10 @@ func (s *Session) crashed(err error) {
 	n := len(s.crashes)
 	s.mu.Unlock()
 	if n > o.MaxRestarts {
+		s.mu.Lock()
+		s.info.Detail = cutText(fmt.Sprintf("crashed %d times in %s; not restarted until an operator restarts it. Last: %s", n, o.RestartWindow, s.info.Detail), maxDialogText)
+		s.mu.Unlock()
+		s.log.Error("agent failed: too many crashes", "crashes", n, "window", o.RestartWindow, "err", err)
 		s.setStatus(StatusFailed)
 		s.failSends(ErrFailed)
 		return
@@ -849,7 +934,10 @@ func (s *Session) crashed(err error) {
 	if d > o.RestartWindow || d <= 0 {
 		d = o.RestartWindow
 	}
-	s.log.Warn("agent crashed; restarting", "err", err, "in", d, "crashes", n)
+	s.mu.Lock()
+	screen := strings.Join(s.info.LastLines, " | ")
+	s.mu.Unlock()
+	s.log.Warn("agent crashed; restarting", "err", err, "in", d, "crashes", n, "screen", screen)
 	s.restart = time.After(d)
 }
 
@@ -876,9 +964,11 @@ func (s *Session) step() {
 	s.mu.Unlock()
 
 	var texts []Text
+	var prompts []string
 	var report func()
 	if kind == KindClaude && s.claude != nil {
 		texts, report = s.claudeStep(now, st)
+		prompts = s.claude.tr.takePrompts()
 	} else {
 		texts, report = s.screenStep(now, st)
 	}
@@ -890,6 +980,7 @@ func (s *Session) step() {
 	// Status after the texts: whoever reacts to "ready" has the turn's
 	// words already.
 	report()
+	s.checkAck(now, prompts)
 	s.typeNext()
 }
 
@@ -1032,16 +1123,18 @@ func (s *Session) Send(ctx context.Context, text string) error {
 	return <-r.done
 }
 
-// typeNext types the head of the send queue if the agent is ready.
+// typeNext types the head of the send queue if the agent is ready and the
+// text typed before was acknowledged.
 func (s *Session) typeNext() {
 	s.mu.Lock()
-	if len(s.sendQ) == 0 || s.info.Status != StatusReady || s.p == nil || isClosed(s.p.exited) {
+	if s.ack != nil || len(s.sendQ) == 0 || s.info.Status != StatusReady || s.p == nil || isClosed(s.p.exited) {
 		s.mu.Unlock()
 		return
 	}
 	r := s.sendQ[0]
 	s.sendQ = s.sendQ[1:]
 	r.taken = true
+	r.tries++
 	p := s.p
 	paste := s.modes.paste
 	if s.lines != nil {
@@ -1053,8 +1146,101 @@ func (s *Session) typeNext() {
 	report, _ := s.setStatusLocked(StatusBusy)
 	s.mu.Unlock()
 	report()
-	r.done <- s.typeText(p, r.text, paste)
+	typedAt := time.Now()
+	if err := s.typeText(p, r.text, paste); err != nil {
+		if isClosed(p.exited) {
+			s.unacked(r, ErrExited) // typed into a process that died: again after the restart
+			return
+		}
+		r.done <- err
+		return
+	}
+	s.ack = &pendingAck{r: r, p: p, typedAt: typedAt}
+	s.poke()
 }
+
+// Acknowledgement bounds.
+const (
+	// maxTries bounds how often one text is typed when it was not
+	// acknowledged (the agent crashed first, or its prompt lost it).
+	maxTries = 3
+	// claudeAckTimeout: a prompt typed into Claude Code that has no user
+	// entry in the transcript this long after its Enter was not received.
+	claudeAckTimeout = 30 * time.Second
+	// silentAck: a CLI that prints nothing after a line was typed (no echo,
+	// no reaction) but keeps running is taken to have read it after this.
+	silentAck = 3 * time.Second
+)
+
+// checkAck resolves the pending acknowledgement: prompts are the user
+// entries Claude Code's transcript gained since the last check.
+func (s *Session) checkAck(now time.Time, prompts []string) {
+	a := s.ack
+	if a == nil {
+		return
+	}
+	s.mu.Lock()
+	kind, lastOut, st := s.spec.Kind, s.lastOutput, s.info.Status
+	s.mu.Unlock()
+	if kind == KindClaude {
+		for _, p := range prompts {
+			if samePrompt(p, a.r.text) {
+				s.acked()
+				return
+			}
+		}
+		if now.Sub(a.typedAt) > claudeAckTimeout {
+			if st == StatusReady || st == StatusBusy {
+				s.log.Warn("typed text not received: no user entry in the transcript", "after", now.Sub(a.typedAt).Round(time.Millisecond))
+			}
+			s.unacked(a.r, ErrNotReceived)
+		}
+		return
+	}
+	if lastOut.After(a.typedAt) || now.Sub(a.typedAt) > silentAck {
+		s.acked()
+	}
+}
+
+func (s *Session) acked() {
+	r := s.ack.r
+	s.ack = nil
+	r.done <- nil
+}
+
+// unacked takes r back: it is typed again when the agent is ready (first in
+// line), up to maxTries; then Send fails with err.
+func (s *Session) unacked(r *sendReq, err error) {
+	if s.ack != nil && s.ack.r == r {
+		s.ack = nil
+	}
+	s.mu.Lock()
+	if r.tries < maxTries && !s.ended {
+		r.taken = false // a Send given up meanwhile may take it out again
+		s.sendQ = append([]*sendReq{r}, s.sendQ...)
+		s.mu.Unlock()
+		s.poke()
+		return
+	}
+	s.mu.Unlock()
+	r.done <- fmt.Errorf("%w (typed %d times): %w", ErrNotReceived, r.tries, err)
+}
+
+// samePrompt reports whether a user entry of Claude Code's transcript is
+// the text typed: compared with whitespace runs folded (a paste may be
+// re-indented), by its first 200 characters.
+func samePrompt(entry, typed string) bool {
+	e, t := foldSpace(entry), foldSpace(typed)
+	if e == t {
+		return true
+	}
+	if len(t) > 200 {
+		t = cutText(t, 200)
+	}
+	return t != "" && strings.Contains(e, t)
+}
+
+func foldSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func (s *Session) typeText(p *proc, text string, paste bool) error {
 	write := func(b string) error {
@@ -1183,6 +1369,9 @@ func (s *Session) Resize(cols, rows int) error {
 	s.info.Cols, s.info.Rows = cols, rows
 	if s.lines != nil {
 		s.lines.resized(cols, rows)
+	}
+	if s.term != nil {
+		s.term.Resize(cols, rows)
 	}
 	if s.p != nil {
 		if err := pty.Setsize(s.p.pty, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {

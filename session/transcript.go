@@ -56,6 +56,7 @@ type transcriptEntry struct {
 	Type        string `json:"type"`
 	UUID        string `json:"uuid"`
 	IsSidechain bool   `json:"isSidechain"`
+	IsMeta      bool   `json:"isMeta"`
 	Message     struct {
 		Role       string          `json:"role"`
 		Content    json.RawMessage `json:"content"`
@@ -85,6 +86,19 @@ type transcript struct {
 	open bool
 	// more: the last poll stopped before the end of the file.
 	more bool
+	// prompts: text of the user entries (prompts typed in) since the last
+	// takePrompts, the acknowledgement that typed text was received.
+	prompts []string
+}
+
+// maxPrompts bounds the prompts kept between two takes.
+const maxPrompts = 64
+
+// takePrompts returns the prompts seen since the last call.
+func (t *transcript) takePrompts() []string {
+	p := t.prompts
+	t.prompts = nil
+	return p
 }
 
 // maxTranscriptRead bounds what one poll reads from the transcript.
@@ -200,6 +214,12 @@ func (t *transcript) entry(key Key, line []byte) (Text, bool) {
 		}
 		return Text{}, false
 	}
+	if e.Type == "user" && !e.IsSidechain && !e.IsMeta {
+		if p, ok := promptText(e.Message.Content); ok && len(t.prompts) < maxPrompts {
+			t.prompts = append(t.prompts, p)
+		}
+		return Text{}, false
+	}
 	if e.Type != "assistant" || e.IsSidechain || e.UUID == "" {
 		return Text{}, false
 	}
@@ -226,4 +246,28 @@ func (t *transcript) entry(key Key, line []byte) (Text, bool) {
 		return Text{}, false
 	}
 	return txt, true
+}
+
+// promptText returns the text of a user entry that is a prompt (a string,
+// or text blocks); tool results and other blocks are not prompts.
+func promptText(content json.RawMessage) (string, bool) {
+	if len(content) > 0 && content[0] == '"' {
+		var s string
+		if json.Unmarshal(content, &s) != nil {
+			return "", false
+		}
+		return s, true
+	}
+	var blocks []contentBlock
+	if json.Unmarshal(content, &blocks) != nil {
+		return "", false
+	}
+	var parts []string
+	for _, b := range blocks {
+		if b.Type != "text" {
+			return "", false
+		}
+		parts = append(parts, b.Text)
+	}
+	return strings.Join(parts, "\n"), len(parts) > 0
 }

@@ -1,9 +1,11 @@
 package session
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,30 +111,54 @@ func TestProjectDirName(t *testing.T) {
 	}
 }
 
-func TestPrepareClaudeHome(t *testing.T) {
-	home := t.TempDir()
-	if err := os.WriteFile(filepath.Join(home, ".claude.json"), []byte(`{"theme":"dark","projects":{"/other":{"x":1}}}`), 0o600); err != nil {
+func TestPrepareClaudeConfig(t *testing.T) {
+	cfgDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(cfgDir, ".claude.json"), []byte(`{"theme":"dark","projects":{"/other":{"x":1}},"customApiKeyResponses":{"approved":[],"rejected":["ghijklmnopqrstuvwxyz"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The agent's folder sits inside a git checkout: Claude Code looks the
+	// trust up under the checkout's root.
+	repo := t.TempDir()
+	if err := os.Mkdir(filepath.Join(repo, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(repo, "agents", "po")
+	if err := os.MkdirAll(work, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	key := "sk-ant-0123456789abcdefghijklmnopqrstuvwxyz"
-	if err := PrepareClaudeHome(home, "/work/dir", key, false); err != nil {
-		t.Fatal(err)
+	for range 2 { // idempotent
+		if err := PrepareClaudeConfig(cfgDir, work, key, false); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := PrepareClaudeHome(home, "/work/dir", key, false); err != nil { // idempotent
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(home, ".claude.json"))
+	b, err := os.ReadFile(filepath.Join(cfgDir, ".claude.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(b)
-	for _, want := range []string{`"theme": "dark"`, `"/other"`, `"hasCompletedOnboarding": true`, `"hasTrustDialogAccepted": true`, `"/work/dir"`} {
-		if !strings.Contains(s, want) {
-			t.Errorf(".claude.json lacks %s:\n%s", want, s)
+	var cfg struct {
+		Theme      string `json:"theme"`
+		Onboarding bool   `json:"hasCompletedOnboarding"`
+		Keys       struct {
+			Approved, Rejected []string
+		} `json:"customApiKeyResponses"`
+		Projects map[string]struct {
+			Trusted bool `json:"hasTrustDialogAccepted"`
+		} `json:"projects"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Theme != "dark" || !cfg.Onboarding || len(cfg.Projects) != 3 {
+		t.Errorf("settings kept, onboarding done, 3 projects: got %s", b)
+	}
+	for _, d := range []string{work, repo} {
+		if !cfg.Projects[d].Trusted {
+			t.Errorf("%s not trusted:\n%s", d, b)
 		}
 	}
-	if n := strings.Count(s, `"ghijklmnopqrstuvwxyz"`); n != 1 {
-		t.Errorf("approved key tail appears %d times, want 1:\n%s", n, s)
+	if !slices.Equal(cfg.Keys.Approved, []string{"ghijklmnopqrstuvwxyz"}) || len(cfg.Keys.Rejected) != 0 {
+		t.Errorf("key approved once and no longer rejected: %+v", cfg.Keys)
 	}
 }
 

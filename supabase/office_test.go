@@ -130,7 +130,7 @@ func TestOfficeOverSupabase(t *testing.T) {
 	}
 	rec := &said{}
 	cfg := office.Config{Store: st, Feed: feed, Tick: 50 * time.Millisecond, DataDir: t.TempDir(), Logger: quietLogger()}
-	r, mgr, err := office.NewManaged(cfg, session.Options{EnterDelay: 5 * time.Millisecond, StopGrace: 500 * time.Millisecond, OnText: rec.add}, "")
+	r, mgr, err := newManaged(cfg, session.Options{EnterDelay: 5 * time.Millisecond, StopGrace: 500 * time.Millisecond, OnText: rec.add})
 	if err != nil {
 		t.Fatal(err)
 	}

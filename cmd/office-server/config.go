@@ -35,8 +35,11 @@ type serveConfig struct {
 	LogLevel        slog.Level
 	LogJSON         bool
 	ShutdownTimeout time.Duration
-	AgentBin        string // executable for "builtin" agents; default: this one
-	NoAutostart     bool
+	// InvocationTimeout fails a task that is not done in time; the caller
+	// is told why.
+	InvocationTimeout time.Duration
+	AgentBin          string // executable for "builtin" agents; default: this one
+	NoAutostart       bool
 }
 
 // parseServeConfig reads flags from args over the environment (getenv).
@@ -59,6 +62,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	level := fs.String("log-level", env("OFFICE_LOG_LEVEL", "info"), "debug, info, warn or error (env OFFICE_LOG_LEVEL)")
 	fs.BoolVar(&c.LogJSON, "log-json", getenv("OFFICE_LOG_FORMAT") == "json", "JSON logs (env OFFICE_LOG_FORMAT=json)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "bound on graceful shutdown")
+	fs.DurationVar(&c.InvocationTimeout, "invocation-timeout", office.DefaultInvocationTimeout, "a task not done in this time fails and its caller is told")
 	fs.StringVar(&c.AgentBin, "agent-bin", getenv("OFFICE_AGENT_BIN"), "executable for builtin agents (default: this executable)")
 	fs.BoolVar(&c.NoAutostart, "no-autostart", false, "do not start the agents' sessions at start")
 	if err := fs.Parse(args); err != nil {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/office-server/office-server/agents"
 	"github.com/office-server/office-server/migrations"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/server"
@@ -138,17 +139,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 
 	// Sessions, the office, the server.
-	ref := &routerRef{}
-	mgr := session.NewManager(session.Options{Logger: log.With("part", "session"), OnText: ref.onText, OnStatus: ref.onStatus, Paused: ref.paused})
-	sess := &officeSessions{m: mgr, agentBin: c.AgentBin}
-	router, err := office.New(office.Config{
-		Store: store, Feed: feed, Sessions: sess, Logger: log.With("part", "office"),
+	router, sess, err := agents.New(office.Config{
+		Store: store, Feed: feed, Logger: log.With("part", "office"),
 		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
-	})
+		InvocationTimeout: c.InvocationTimeout,
+	}, agents.Options{AgentBin: c.AgentBin, StateDir: filepath.Join(c.DataDir, "claude")},
+		session.Options{Logger: log.With("part", "session")})
 	if err != nil {
 		return fmt.Errorf("office: %w", err)
 	}
-	ref.p.Store(router)
+	mgr := sess.Manager()
 
 	var officeAgents []office.Agent
 	if c.OfficeFile != "" {

@@ -2,136 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
-	"path/filepath"
-	"slices"
-	"strings"
-	"sync/atomic"
 
+	"github.com/office-server/office-server/agents"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/server"
 	"github.com/office-server/office-server/session"
 )
-
-// builtinPrompt is the ready pattern of the built-in scripted agents: they
-// print "> " when they wait for a line.
-const builtinPrompt = `^>\s*$`
-
-// officeSessions adapts the session.Manager to office.Sessions: it maps the
-// office's launch specs onto session specs. Kind "builtin" runs this
-// executable (agentBin) as `agent --script NAME`.
-type officeSessions struct {
-	m        *session.Manager
-	agentBin string
-}
-
-func (a *officeSessions) spec(s office.SessionSpec) (session.Spec, error) {
-	l := s.Launch
-	env := slices.Clone(s.Env)
-	for _, k := range slices.Sorted(maps.Keys(l.Env)) {
-		env = append(env, k+"="+l.Env[k])
-	}
-	sp := session.Spec{Args: l.Args, Env: env, Dir: s.Dir, PromptPattern: l.PromptPattern}
-	switch l.Kind {
-	case "builtin":
-		if l.Script == "" {
-			return sp, office.Errorf(office.EINVALID, "builtin agent without a script")
-		}
-		sp.Kind, sp.Command = session.KindCommand, a.agentBin
-		sp.Args = append([]string{"agent", "--script", l.Script}, l.Args...)
-		if sp.PromptPattern == "" {
-			sp.PromptPattern = builtinPrompt
-		}
-	case "command":
-		sp.Kind, sp.Command = session.KindCommand, absCommand(l.Command)
-	case "", "claude":
-		sp.Kind, sp.Command = session.KindClaude, absCommand(l.Command)
-		sp.ConversationID, sp.Resume, sp.TranscriptAfter = s.ConversationID, s.Resume, s.TranscriptAfter
-		sp.AppendSystemPrompt, sp.PermissionMode, sp.Model, sp.Home = s.SystemPrompt, l.PermissionMode, l.Model, s.Home
-	default:
-		return sp, office.Errorf(office.EINVALID, "unknown launch kind %q", l.Kind)
-	}
-	return sp, nil
-}
-
-// absCommand makes a relative command path with a directory in it
-// ("node_modules/.bin/claude") absolute from the server's working
-// directory: the agent runs in its own directory, where it would not
-// resolve. Bare names are left to PATH.
-func absCommand(c string) string {
-	if c == "" || filepath.IsAbs(c) || !strings.ContainsRune(c, filepath.Separator) {
-		return c
-	}
-	if abs, err := filepath.Abs(c); err == nil {
-		return abs
-	}
-	return c
-}
-
-func running(s *session.Session) bool {
-	switch s.Status() {
-	case session.StatusStarting, session.StatusReady, session.StatusBusy:
-		return true
-	}
-	return false
-}
-
-// Start starts the agent's session; an already running one is left alone,
-// a stopped one is started again with the new spec.
-func (a *officeSessions) Start(ctx context.Context, s office.SessionSpec) error {
-	sp, err := a.spec(s)
-	if err != nil {
-		return err
-	}
-	key := session.Key{OfficeID: s.OfficeID, AgentID: s.AgentID}
-	if cur, ok := a.m.Get(key); ok {
-		if running(cur) {
-			return nil
-		}
-		return a.m.Restart(ctx, key, &sp)
-	}
-	_, err = a.m.Start(ctx, key, sp)
-	if errors.Is(err, session.ErrExists) {
-		return nil
-	}
-	return err
-}
-
-func (a *officeSessions) Restart(ctx context.Context, s office.SessionSpec) error {
-	sp, err := a.spec(s)
-	if err != nil {
-		return err
-	}
-	key := session.Key{OfficeID: s.OfficeID, AgentID: s.AgentID}
-	if _, ok := a.m.Get(key); !ok {
-		_, err = a.m.Start(ctx, key, sp)
-		return err
-	}
-	return a.m.Restart(ctx, key, &sp)
-}
-
-func (a *officeSessions) Stop(ctx context.Context, officeID, agentID string) error {
-	err := a.m.Stop(ctx, session.Key{OfficeID: officeID, AgentID: agentID})
-	if errors.Is(err, session.ErrNotFound) {
-		return nil
-	}
-	return err
-}
-
-func (a *officeSessions) Send(ctx context.Context, officeID, agentID, text string) error {
-	s, ok := a.m.Get(session.Key{OfficeID: officeID, AgentID: agentID})
-	if !ok || !running(s) {
-		return office.Errorf(office.EUNAVAILABLE, "agent has no running session")
-	}
-	return s.Send(ctx, text)
-}
-
-func (a *officeSessions) Running(officeID, agentID string) bool {
-	s, ok := a.m.Get(session.Key{OfficeID: officeID, AgentID: agentID})
-	return ok && running(s)
-}
 
 // terminals adapts the session.Manager to server.Terminals.
 type terminals struct{ m *session.Manager }
@@ -156,7 +33,7 @@ func (t sessionTerminal) Status() string                 { return string(t.s.Sta
 type serverOffice struct {
 	r     *office.Router
 	store office.Store
-	sess  *officeSessions
+	sess  *agents.Sessions
 }
 
 func (o serverOffice) AnswerQuestion(ctx context.Context, id, response, by string) (office.Question, error) {
@@ -201,7 +78,7 @@ func (o serverOffice) SaveOffice(ctx context.Context, off office.Office) (office
 
 func (o serverOffice) SaveAgent(ctx context.Context, a office.Agent) (office.Agent, error) {
 	switch a.Launch.Kind {
-	case "", "claude", "command", "builtin":
+	case "", office.KindClaude, office.KindCommand, office.KindBuiltin:
 	default:
 		return a, office.Errorf(office.EINVALID, "launch.kind %q: want claude, command or builtin", a.Launch.Kind)
 	}
@@ -221,36 +98,4 @@ func (o serverOffice) DeleteAgent(ctx context.Context, _, agentID string) error 
 		return fmt.Errorf("stop agent: %w", err)
 	}
 	return o.store.DeleteAgent(ctx, agentID)
-}
-
-// routerRef lets the session callbacks reach the router built after the
-// manager.
-type routerRef struct{ p atomic.Pointer[office.Router] }
-
-func (r *routerRef) onText(t session.Text) {
-	if o := r.p.Load(); o != nil {
-		o.HandleText(office.Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd, Lost: t.Lost})
-	}
-}
-
-// paused tells a Claude Code session to leave its transcript unread while
-// the office is backlogged (the store is slow or down): the transcript is
-// durable, so waiting loses nothing and keeps memory bounded.
-func (r *routerRef) paused(k session.Key) bool {
-	o := r.p.Load()
-	return o != nil && o.Backlogged(k.OfficeID, k.AgentID)
-}
-
-func (r *routerRef) onStatus(k session.Key, st session.Status, info session.Info) {
-	o := r.p.Load()
-	if o == nil {
-		return
-	}
-	var code *int
-	switch st {
-	case session.StatusExited, session.StatusCrashed, session.StatusFailed, session.StatusStopped:
-		c := info.ExitCode
-		code = &c
-	}
-	o.HandleStatus(k.OfficeID, k.AgentID, string(st), info.PID, code)
 }

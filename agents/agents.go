@@ -1,0 +1,288 @@
+// Package agents runs an office's agents: it maps the office's launch specs
+// onto sessions (Claude Code, any CLI, the built-in scripted agents),
+// prepares each Claude Code agent's configuration, and wires the session
+// manager and the office router to each other. It is the one wiring: the
+// serve command and every test that runs agents use New.
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
+)
+
+// BuiltinPrompt is the ready pattern of the built-in scripted agents: they
+// print "> " when they wait for a line.
+const BuiltinPrompt = `^>\s*$`
+
+// Options configure how agents are run.
+type Options struct {
+	// AgentBin is what "builtin" agents run (`<AgentBin> agent --script
+	// NAME`): the office-server executable.
+	AgentBin string
+	// StateDir holds each Claude Code agent's own configuration directory,
+	// StateDir/<office id>/<agent id>/claude (CLAUDE_CONFIG_DIR): its
+	// .claude.json, prepared before every start, and its transcripts. The
+	// user's own ~/.claude.json and ~/.claude are never written. Required
+	// for Claude Code agents.
+	StateDir string
+	// CredentialsDir is where a logged-in `claude` keeps its
+	// .credentials.json; the agents use it in place
+	// (CLAUDE_SECURESTORAGE_CONFIG_DIR). Default: UserClaudeDir().
+	CredentialsDir string
+	// ClaudeBin is the claude executable for agents whose launch spec names
+	// no command. Default "claude" (from PATH).
+	ClaudeBin string
+	// Wrap, if set, wraps the sessions the router calls (instrumentation,
+	// such as timing every Send).
+	Wrap func(office.Sessions) office.Sessions
+}
+
+// UserClaudeDir returns the server user's Claude Code configuration
+// directory: $CLAUDE_CONFIG_DIR, else $HOME/.claude.
+func UserClaudeDir() string {
+	if d := os.Getenv("CLAUDE_CONFIG_DIR"); d != "" {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".claude")
+}
+
+// Sessions runs the office's agents in a session.Manager; it implements
+// office.Sessions.
+type Sessions struct {
+	m    *session.Manager
+	opts Options
+}
+
+var _ office.Sessions = (*Sessions)(nil)
+
+// Manager returns the session manager the agents run in.
+func (a *Sessions) Manager() *session.Manager { return a.m }
+
+// Spec maps what the office asks for onto a session spec.
+func (a *Sessions) Spec(s office.SessionSpec) (session.Spec, error) {
+	l := s.Launch
+	env := slices.Clone(s.Env)
+	for _, k := range slices.Sorted(maps.Keys(l.Env)) {
+		env = append(env, k+"="+l.Env[k])
+	}
+	sp := session.Spec{Args: l.Args, Env: env, Dir: s.Dir, PromptPattern: l.PromptPattern}
+	switch l.Kind {
+	case office.KindBuiltin:
+		if l.Script == "" {
+			return sp, office.Errorf(office.EINVALID, "builtin agent without a script")
+		}
+		sp.Kind, sp.Command = session.KindCommand, a.opts.AgentBin
+		sp.Args = append([]string{"agent", "--script", l.Script}, l.Args...)
+		if sp.PromptPattern == "" {
+			sp.PromptPattern = BuiltinPrompt
+		}
+	case office.KindCommand:
+		sp.Kind, sp.Command = session.KindCommand, absCommand(l.Command)
+	case "", office.KindClaude:
+		if a.opts.StateDir == "" {
+			return sp, office.Errorf(office.EINVALID, "no state directory for Claude Code agents")
+		}
+		sp.Kind, sp.Command = session.KindClaude, absCommand(l.Command)
+		if sp.Command == "" {
+			sp.Command = a.opts.ClaudeBin
+		}
+		sp.ConversationID, sp.Resume, sp.TranscriptAfter = s.ConversationID, s.Resume, s.TranscriptAfter
+		sp.AppendSystemPrompt, sp.PermissionMode, sp.Model = s.SystemPrompt, l.PermissionMode, l.Model
+		sp.ConfigDir = ClaudeConfigDir(a.opts.StateDir, s.OfficeID, s.AgentID)
+		sp.CredentialsDir = a.opts.CredentialsDir
+	default:
+		return sp, office.Errorf(office.EINVALID, "unknown launch kind %q", l.Kind)
+	}
+	return sp, nil
+}
+
+// ClaudeConfigDir returns the Claude Code configuration directory of an
+// agent under stateDir.
+func ClaudeConfigDir(stateDir, officeID, agentID string) string {
+	return filepath.Join(stateDir, officeID, agentID, "claude")
+}
+
+// absCommand makes a relative command path with a directory in it
+// ("node_modules/.bin/claude") absolute from the server's working
+// directory: the agent runs in its own directory, where it would not
+// resolve. Bare names are left to PATH.
+func absCommand(c string) string {
+	if c == "" || filepath.IsAbs(c) || !strings.ContainsRune(c, filepath.Separator) {
+		return c
+	}
+	if abs, err := filepath.Abs(c); err == nil {
+		return abs
+	}
+	return c
+}
+
+// live reports whether a session has a process or will have one without
+// anybody's help: a crashed session waits out its restart backoff, and
+// starting it again would bypass the backoff.
+func live(s *session.Session) bool {
+	switch s.Status() {
+	case session.StatusStopped, session.StatusExited, session.StatusFailed:
+		return false
+	}
+	return true
+}
+
+// Start starts the agent's session. A live one (running, or crashed and
+// waiting for its restart) is left alone; a stopped, exited or failed one
+// is started again with the new spec. A launch that fails (the command is
+// not found) is an EINVALID error carrying the reason.
+func (a *Sessions) Start(ctx context.Context, s office.SessionSpec) error {
+	sp, err := a.Spec(s)
+	if err != nil {
+		return err
+	}
+	key := session.Key{OfficeID: s.OfficeID, AgentID: s.AgentID}
+	if cur, ok := a.m.Get(key); ok {
+		if live(cur) {
+			return nil
+		}
+		return launchErr(a.m.Restart(ctx, key, &sp))
+	}
+	_, err = a.m.Start(ctx, key, sp)
+	if errors.Is(err, session.ErrExists) {
+		return nil
+	}
+	return launchErr(err)
+}
+
+// Restart restarts the session with spec (a Claude Code conversation is
+// resumed); it is an operator's act, so a failed session comes back and
+// its crash count starts again.
+func (a *Sessions) Restart(ctx context.Context, s office.SessionSpec) error {
+	sp, err := a.Spec(s)
+	if err != nil {
+		return err
+	}
+	key := session.Key{OfficeID: s.OfficeID, AgentID: s.AgentID}
+	if _, ok := a.m.Get(key); !ok {
+		_, err = a.m.Start(ctx, key, sp)
+		return launchErr(err)
+	}
+	return launchErr(a.m.Restart(ctx, key, &sp))
+}
+
+// launchErr turns a launch failure (exec: not found, permission denied)
+// into an error the API shows with its reason.
+func launchErr(err error) error {
+	var pe *os.PathError
+	var ee *exec.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pe), errors.As(err, &ee):
+		return office.Errorf(office.EINVALID, "%v", err)
+	}
+	return err
+}
+
+// Stop stops the session; no session is not an error.
+func (a *Sessions) Stop(ctx context.Context, officeID, agentID string) error {
+	err := a.m.Stop(ctx, session.Key{OfficeID: officeID, AgentID: agentID})
+	if errors.Is(err, session.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// Send types text into the agent and returns once the agent has it.
+func (a *Sessions) Send(ctx context.Context, officeID, agentID, text string) error {
+	s, ok := a.m.Get(session.Key{OfficeID: officeID, AgentID: agentID})
+	if !ok || !live(s) {
+		return office.Errorf(office.EUNAVAILABLE, "agent has no running session")
+	}
+	return s.Send(ctx, text)
+}
+
+// Running reports whether the agent has a live session.
+func (a *Sessions) Running(officeID, agentID string) bool {
+	s, ok := a.m.Get(session.Key{OfficeID: officeID, AgentID: agentID})
+	return ok && live(s)
+}
+
+// New builds the office router and the session manager it drives, wired
+// both ways: the sessions' words and statuses go to the router, the
+// router's Send and Start reach the sessions. sopts' own OnText, OnStatus
+// and Paused, if set, are called as well (after the router's). cfg.Sessions
+// is set here.
+func New(cfg office.Config, opts Options, sopts session.Options) (*office.Router, *Sessions, error) {
+	if opts.ClaudeBin == "" {
+		opts.ClaudeBin = "claude"
+	}
+	if opts.CredentialsDir == "" {
+		opts.CredentialsDir = UserClaudeDir()
+	}
+	if opts.StateDir != "" {
+		d, err := filepath.Abs(opts.StateDir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("agents state dir: %w", err)
+		}
+		opts.StateDir = d
+	}
+	var ref atomic.Pointer[office.Router]
+	userText, userStatus, userPaused := sopts.OnText, sopts.OnStatus, sopts.Paused
+	sopts.OnText = func(t session.Text) {
+		if r := ref.Load(); r != nil {
+			r.HandleText(office.Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd, Lost: t.Lost})
+		}
+		if userText != nil {
+			userText(t)
+		}
+	}
+	sopts.OnStatus = func(k session.Key, st session.Status, info session.Info) {
+		if r := ref.Load(); r != nil {
+			r.HandleStatus(statusChange(k, st, info))
+		}
+		if userStatus != nil {
+			userStatus(k, st, info)
+		}
+	}
+	// A Claude Code transcript is left unread while the office is
+	// backlogged (the store is slow or down): it is durable, so waiting
+	// loses nothing and keeps memory bounded.
+	sopts.Paused = func(k session.Key) bool {
+		r := ref.Load()
+		return (r != nil && r.Backlogged(k.OfficeID, k.AgentID)) || (userPaused != nil && userPaused(k))
+	}
+	sess := &Sessions{m: session.NewManager(sopts), opts: opts}
+	cfg.Sessions = sess
+	if opts.Wrap != nil {
+		cfg.Sessions = opts.Wrap(sess)
+	}
+	r, err := office.New(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	ref.Store(r)
+	return r, sess, nil
+}
+
+func statusChange(k session.Key, st session.Status, info session.Info) office.StatusChange {
+	c := office.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail}
+	switch st {
+	case session.StatusExited, session.StatusCrashed, session.StatusFailed, session.StatusStopped:
+		code := info.ExitCode
+		c.ExitCode = &code
+		c.LastLines = info.LastLines
+	}
+	return c
+}

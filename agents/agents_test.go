@@ -1,0 +1,57 @@
+package agents_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/office-server/office-server/agents"
+	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
+)
+
+// TestSpec checks that the one wiring hands the session layer everything
+// the office decided: a Claude Code agent's conversation, its resume cursor
+// and instructions, and the configuration directory the server prepares
+// for it (under the state dir, never the user's own); a builtin agent runs
+// the server's executable; a relative command is made absolute.
+func TestSpec(t *testing.T) {
+	state := t.TempDir()
+	a := agents.NewSessionsForTest(agents.Options{AgentBin: "/bin/office-server", StateDir: state, CredentialsDir: "/u/.claude", ClaudeBin: "claude"})
+	got, err := a.Spec(office.SessionSpec{
+		OfficeID: "o", AgentID: "a", Dir: "/w", Env: []string{"K=v"},
+		Launch:         office.LaunchSpec{Kind: "claude", Model: "m", PermissionMode: "acceptEdits", Env: map[string]string{"Z": "1", "A": "2"}},
+		SystemPrompt:   "you are po",
+		ConversationID: "c-1", Resume: true, TranscriptAfter: "uuid-9",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := session.Spec{
+		Kind: session.KindClaude, Command: "claude", Env: []string{"K=v", "A=2", "Z=1"}, Dir: "/w",
+		ConversationID: "c-1", Resume: true, TranscriptAfter: "uuid-9",
+		AppendSystemPrompt: "you are po", PermissionMode: "acceptEdits", Model: "m",
+		ConfigDir: filepath.Join(state, "o", "a", "claude"), CredentialsDir: "/u/.claude",
+	}
+	if d := cmp.Diff(got, want); d != "" {
+		t.Errorf("claude spec (-got +want):\n%s", d)
+	}
+
+	got, err = a.Spec(office.SessionSpec{Launch: office.LaunchSpec{Kind: "builtin", Script: "po", Args: []string{"--step", "1s"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Kind != session.KindCommand || got.Command != "/bin/office-server" ||
+		strings.Join(got.Args, " ") != "agent --script po --step 1s" || got.PromptPattern != agents.BuiltinPrompt {
+		t.Errorf("builtin spec = %+v", got)
+	}
+	got, err = a.Spec(office.SessionSpec{Launch: office.LaunchSpec{Kind: "claude", Command: "node_modules/.bin/claude"}})
+	if err != nil || !filepath.IsAbs(got.Command) {
+		t.Errorf("relative claude command not made absolute: %q %v", got.Command, err)
+	}
+	if _, err := a.Spec(office.SessionSpec{Launch: office.LaunchSpec{Kind: "docker"}}); office.ErrorCode(err) != office.EINVALID {
+		t.Errorf("unknown kind: err = %v, want EINVALID", err)
+	}
+}
