@@ -10,8 +10,8 @@ import (
 )
 
 // fakeClaude stands in for Claude Code where the real binary is not the
-// point: it takes the same arguments, draws the prompt box after turning on
-// bracketed paste, and per prompt signals UserPromptSubmit, appends a user
+// point: it takes the same arguments, draws the prompt box (a rule, "❯ ", a
+// rule, as 2.1.330 does) after turning on bracketed paste, and per prompt signals UserPromptSubmit, appends a user
 // entry and an assistant entry to the transcript (the latter in two writes
 // with a pause, so the follower meets a partial line; the file itself only
 // appears with the first prompt), then signals Stop.
@@ -30,18 +30,19 @@ f=$dir/$id.jsonl
 echo "mode: $mode"
 printf '\033[?2004h'
 sleep 0.2
-printf '\342\235\257 '
+box() { printf '\r\n────────────────────\r\n\342\235\257 \r\n────────────────────\r\n\033[2A\033[3G'; }
+box
 n=$(cat "$f" 2>/dev/null | grep -c '"type":"user"')
 while IFS= read -r line; do
   echo prompt >> "$sig"
   mkdir -p "$dir"
   n=$((n+1))
-  printf '{"type":"user","uuid":"u%s","message":{"role":"user","content":"echo [INVOKE:X]"}}\n' $n >> "$f"
+  printf '{"type":"user","uuid":"u%s","message":{"role":"user","content":"%s"}}\n' $n "$line" >> "$f"
   printf '{"type":"assistant","uuid":"a%s","isSidechain":false,"message":{"role":"assistant","content":[{"type":"text","text":"[RESULT] reply %s\\n두 번째 줄' $n $n >> "$f"
   sleep 0.4
   printf '"}],"stop_reason":"end_turn"}}\n' >> "$f"
   echo stop >> "$sig"
-  printf '\342\235\257 '
+  box
 done
 `
 

@@ -47,10 +47,10 @@ const (
 	// approval, a permission prompt…); Info.Detail holds its text. Nothing
 	// is typed into it; a person answers it (Session.Input).
 	StatusNeedsAttention Status = "needs_attention"
-	StatusStopped  Status = "stopped" // stopped on request
-	StatusExited   Status = "exited"  // the agent exited by itself with status 0; not restarted
-	StatusCrashed  Status = "crashed" // non-zero exit or killed by a signal; restarted after a backoff
-	StatusFailed   Status = "failed"  // crashed too often; not restarted until Restart
+	StatusStopped        Status = "stopped" // stopped on request
+	StatusExited         Status = "exited"  // the agent exited by itself with status 0; not restarted
+	StatusCrashed        Status = "crashed" // non-zero exit or killed by a signal; restarted after a backoff
+	StatusFailed         Status = "failed"  // crashed too often; not restarted until Restart
 )
 
 // Kinds of launch spec.
@@ -445,9 +445,9 @@ type Session struct {
 	modes       modeTracker
 	lastOutput  time.Time
 	inputAt     time.Time
-	turnEnded   bool      // claude: transcript said end_turn since the last input
-	awaitSubmit bool      // claude: typed, UserPromptSubmit not seen yet
-	reEntered   bool      // claude: Enter was repeated for this input
+	turnEnded   bool // claude: transcript said end_turn since the last input
+	awaitSubmit bool // claude: typed, UserPromptSubmit not seen yet
+	reEntered   bool // claude: Enter was repeated for this input
 	crashes     []time.Time
 	sendQ       []*sendReq
 	ended       bool // stopped for good
