@@ -260,7 +260,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	for _, rec := range recs {
 		v := sessionView{SessionRecord: rec, AgentName: names[rec.AgentID]}
 		if t, ok := s.cfg.Terminals.Terminal(o.ID, rec.AgentID); ok {
-			v.Live, v.Status = true, t.Status()
+			v.Live, v.Status, v.Detail = true, t.Status(), t.Detail()
 		}
 		out = append(out, v)
 	}

@@ -243,6 +243,7 @@ func (t *fakeTerm) Input(p []byte) error {
 }
 func (t *fakeTerm) Resize(cols, _ int) error { t.mu.Lock(); t.cols = cols; t.mu.Unlock(); return nil }
 func (t *fakeTerm) Status() string           { return "ready" }
+func (t *fakeTerm) Detail() string           { return "" }
 func (t *fakeTerm) typed() string            { t.mu.Lock(); defer t.mu.Unlock(); return t.input.String() }
 
 type fakeTerminals struct {

@@ -72,6 +72,9 @@ type Terminal interface {
 	Resize(cols, rows int) error
 	// Status is the session's status (starting, ready, busy, ...).
 	Status() string
+	// Detail says why it is in that status: the dialog it shows
+	// (needs_attention), or how its last process ended. Empty otherwise.
+	Detail() string
 }
 
 // Viewer receives a terminal's output.

@@ -27,6 +27,7 @@ func (t sessionTerminal) Attach(queue int) server.Viewer { return t.s.Attach(que
 func (t sessionTerminal) Input(p []byte) error           { return t.s.Input(p) }
 func (t sessionTerminal) Resize(cols, rows int) error    { return t.s.Resize(cols, rows) }
 func (t sessionTerminal) Status() string                 { return string(t.s.Status()) }
+func (t sessionTerminal) Detail() string                 { return t.s.Info().Detail }
 
 // serverOffice adapts the office.Router (and the store, for plain row
 // edits) to server.Office.
