@@ -84,14 +84,14 @@ func TestServeClaudeFirstContact(t *testing.T) {
 		{name: "used elsewhere", claude: true, prep: func(t *testing.T, home, key string, _ []string) {
 			writeJSON(t, filepath.Join(home, ".claude.json"), map[string]any{"hasCompletedOnboarding": true, "theme": "light",
 				"customApiKeyResponses": map[string]any{"approved": []string{key[len(key)-20:]}, "rejected": []string{}},
-				"projects": map[string]any{"/somewhere/else": map[string]any{"hasTrustDialogAccepted": true}}})
+				"projects":              map[string]any{"/somewhere/else": map[string]any{"hasTrustDialogAccepted": true}}})
 		}},
 		{name: "never run", prep: func(*testing.T, string, string, []string) {}},
 		{name: "logged in", login: true, claude: true, prep: func(t *testing.T, home, key string, _ []string) {
 			writeJSON(t, filepath.Join(home, ".claude.json"), map[string]any{"hasCompletedOnboarding": true,
 				"oauthAccount": map[string]any{"emailAddress": "user@example.com", "accountUuid": "00000000-0000-0000-0000-0000000000aa"}})
 			writeJSON(t, filepath.Join(home, ".claude", ".credentials.json"), map[string]any{"claudeAiOauth": map[string]any{
-				"accessToken": key, "refreshToken": "sk-ant-ort01-test", "expiresAt": time.Now().Add(10*time.Hour).UnixMilli(),
+				"accessToken": key, "refreshToken": "sk-ant-ort01-test", "expiresAt": time.Now().Add(10 * time.Hour).UnixMilli(),
 				"scopes": []string{"user:inference", "user:profile"}, "subscriptionType": "max"}})
 		}},
 	}
