@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/pressly/goose/v3"
+
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/migrations"
 	"github.com/office-server/office-server/migrations/supabasetest"
@@ -116,6 +119,84 @@ func TestApplyOnSupabaseStandIn(t *testing.T) {
 	}
 	if ident != "f" {
 		t.Fatalf("user_questions replica identity %q, want f (full)", ident)
+	}
+	// Columns added after the table joined the publication travel too.
+	var hasDetail bool
+	if err := db.QueryRowContext(ctx, `select 'detail' = any(attnames) from pg_publication_tables where pubname = 'supabase_realtime' and tablename = 'agent_sessions'`).Scan(&hasDetail); err != nil {
+		t.Fatal(err)
+	}
+	if !hasDetail {
+		t.Fatal("agent_sessions.detail is not in the realtime publication")
+	}
+}
+
+// TestSessionDetailUpgrade: a database migrated before agent_sessions had
+// detail upgrades in place; its sessions keep their status and read detail
+// the empty string; needs_attention is a status; a detail over 4000 bytes
+// is refused.
+func TestSessionDetailUpgrade(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, db := openDB(t)
+	if _, err := db.ExecContext(ctx, "create schema "+migrations.VersionSchema); err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS(),
+		goose.WithTableName(migrations.VersionTable), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const before = 20261122000300 // office_change_feed
+	if _, err := p.UpTo(ctx, before); err != nil {
+		t.Fatalf("migrate up to %d: %v", before, err)
+	}
+	exec := func(sql string, args ...any) error {
+		_, err := db.ExecContext(ctx, sql, args...)
+		return err
+	}
+	officeID, agentID, sessionID := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{"insert into offices (id, name) values ($1, 'A')", []any{officeID}},
+		{"insert into office_agents (id, office_id, name) values ($1, $2, 'PO')", []any{agentID, officeID}},
+		{"insert into agent_sessions (id, office_id, agent_id, status, exit_code) values ($1, $2, $3, 'crashed', 2)", []any{sessionID, officeID, agentID}},
+	} {
+		if err := exec(q.sql, q.args...); err != nil {
+			t.Fatalf("%s: %v", q.sql, err)
+		}
+	}
+	if err := exec("update agent_sessions set status = 'needs_attention' where id = $1", sessionID); sqlState(err) != "23514" {
+		t.Fatalf("needs_attention before the migration: err %v, want check violation (23514)", err)
+	}
+
+	res, err := migrations.Up(ctx, db)
+	if err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	if len(res) == 0 || res[0].Version <= before {
+		t.Fatalf("Up applied %v, want the migrations after %d", res, before)
+	}
+	var status, detail string
+	if err := db.QueryRowContext(ctx, "select status, detail from agent_sessions where id = $1", sessionID).Scan(&status, &detail); err != nil {
+		t.Fatal(err)
+	}
+	if status != "crashed" || detail != "" {
+		t.Fatalf("upgraded session: status %q detail %q, want crashed and ''", status, detail)
+	}
+	trust := "Do you trust the files in this folder?\n❯ 1. Yes, proceed"
+	if err := exec("update agent_sessions set status = 'needs_attention', detail = $2 where id = $1", sessionID, trust); err != nil {
+		t.Fatalf("needs_attention with a detail: %v", err)
+	}
+	if err := exec("update agent_sessions set status = 'asleep' where id = $1", sessionID); sqlState(err) != "23514" {
+		t.Fatalf("unknown status: err %v, want check violation (23514)", err)
+	}
+	if err := exec("update agent_sessions set detail = $2 where id = $1", sessionID, strings.Repeat("가", 1334)); sqlState(err) != "23514" {
+		t.Fatalf("4002-byte detail: err %v, want check violation (23514)", err)
+	}
+	if err := exec("update agent_sessions set detail = $2 where id = $1", sessionID, strings.Repeat("가", 1333)); err != nil {
+		t.Fatalf("3999-byte detail: %v", err)
 	}
 }
 

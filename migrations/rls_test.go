@@ -26,6 +26,7 @@ type rlsFixture struct {
 	agentA, agentB       string
 	qA, qA2, qB          string
 	depA                 string
+	sessA, sessB         string // agent_sessions of agentA (needs_attention) and agentB (exited)
 }
 
 func newRLSFixture(t *testing.T) *rlsFixture {
@@ -50,7 +51,8 @@ func newRLSFixture(t *testing.T) *rlsFixture {
 		officeA: uuid.NewString(), officeB: uuid.NewString(),
 		agentA: uuid.NewString(), agentB: uuid.NewString(),
 		qA: uuid.NewString(), qA2: uuid.NewString(), qB: uuid.NewString(),
-		depA: uuid.NewString(),
+		depA:  uuid.NewString(),
+		sessA: uuid.NewString(), sessB: uuid.NewString(),
 	}
 	f.exec(t, `insert into auth.users (id, email) values ($1, 'a@example.com'), ($2, 'b@example.com'), ($3, 'n@example.com')`, f.userA, f.userB, f.nobody)
 	f.exec(t, `insert into offices (id, name) values ($1, 'A'), ($2, 'B')`, f.officeA, f.officeB)
@@ -64,8 +66,17 @@ func newRLSFixture(t *testing.T) *rlsFixture {
 	f.exec(t, `insert into dependency_requests (id, office_id, agent_id, type, name, status, value, provided_at, expires_at)
 		values ($1, $2, $3, 'api_key', 'OPENAI_API_KEY', 'provided', '\x736563726574', now(), now() + interval '1 hour')`,
 		f.depA, f.officeA, f.agentA)
+	f.exec(t, `insert into agent_sessions (id, office_id, agent_id, status, detail)
+		values ($1, $2, $3, 'needs_attention', $4), ($5, $6, $7, 'exited', $8)`,
+		f.sessA, f.officeA, f.agentA, sessionDetailA, f.sessB, f.officeB, f.agentB, sessionDetailB)
 	return f
 }
+
+// The detail of each fixture office's session (agent_sessions.detail).
+const (
+	sessionDetailA = "Do you trust the files in this folder?\n❯ 1. Yes, proceed\n  2. No, exit"
+	sessionDetailB = "exit code 1\nError: 인증 실패 (authentication failed)"
+)
 
 func (f *rlsFixture) exec(t *testing.T, sql string, args ...any) {
 	t.Helper()
@@ -198,6 +209,44 @@ func TestRLSNonMemberReadsNothing(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRLSSessionDetail: a member reads the detail (the dialog's text, or why
+// the agent exited) of their office's session, and of no other office's.
+func TestRLSSessionDetail(t *testing.T) {
+	f := newRLSFixture(t)
+	for _, tt := range []struct {
+		name, user string
+		want       []string
+	}{
+		{"member of A", f.userA, []string{sessionDetailA}},
+		{"member of B", f.userB, []string{sessionDetailB}},
+		{"non-member", f.nobody, nil},
+	} {
+		err := f.as(t, "authenticated", tt.user, func(tx pgx.Tx) error {
+			got := ids(t, tx, "select detail from agent_sessions order by id")
+			if len(got) != len(tt.want) || (len(got) == 1 && got[0] != tt.want[0]) {
+				t.Errorf("%s reads session details %q, want %q", tt.name, got, tt.want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+	}
+	err := f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
+		if got := ids(t, tx, "select detail from agent_sessions where id = $1", f.sessB); len(got) != 0 {
+			t.Errorf("member of A read the detail of B's session: %q", got)
+		}
+		n, err := update(tx, "update agent_sessions set detail = '' where id = $1", f.sessA)
+		if n != 0 {
+			t.Errorf("member of A changed %d sessions", n)
+		}
+		return err
+	})
+	if sqlState(err) != "42501" {
+		t.Errorf("member updating a session's detail: err %v, want permission denied (42501)", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package office
 import (
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 )
 
 // The data model of DESIGN.md §6. Field names follow the table columns of the
@@ -107,6 +108,29 @@ type SessionRecord struct {
 	Detail    string    `json:"detail"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// MaxSessionDetail is the most bytes of SessionRecord.Detail a store keeps
+// (the agent_sessions.detail check constraint says the same). Stores cut a
+// longer Detail with CutSessionDetail instead of refusing the session.
+const MaxSessionDetail = 4000
+
+// CutSessionDetail returns detail cut to at most MaxSessionDetail bytes,
+// on a rune boundary so that valid UTF-8 stays valid. A detail within the
+// cap is returned as it is.
+func CutSessionDetail(detail string) string {
+	if len(detail) <= MaxSessionDetail {
+		return detail
+	}
+	n := MaxSessionDetail
+	// Back up over at most UTFMax-1 continuation bytes: further back the
+	// text is not UTF-8 anyway, and the cut stays at the cap.
+	for i := n; i > n-utf8.UTFMax; i-- {
+		if utf8.RuneStart(detail[i]) {
+			return detail[:i]
+		}
+	}
+	return detail[:n]
 }
 
 // Question types and statuses (user_questions).

@@ -417,6 +417,8 @@ func (s *Store) DeleteAgent(ctx context.Context, id string) error {
 // ---- sessions ----
 
 // UpsertSession implements office.Store; see its contract in office/store.go.
+// Detail is always written, so an empty one clears the last status's; one
+// over office.MaxSessionDetail is cut (office.CutSessionDetail).
 func (s *Store) UpsertSession(ctx context.Context, r office.SessionRecord) (office.SessionRecord, error) {
 	const op = "upsert session"
 	if r.AgentID == "" || r.OfficeID == "" {
@@ -434,7 +436,7 @@ func (s *Store) UpsertSession(ctx context.Context, r office.SessionRecord) (offi
 		body := map[string]any{
 			"office_id": r.OfficeID, "node": r.Node, "pid": r.PID, "status": r.Status,
 			"agent_session_id": r.AgentSessionID, "started_at": r.StartedAt, "last_output_at": r.LastOutputAt,
-			"exit_code": r.ExitCode, "updated_at": now,
+			"exit_code": r.ExitCode, "detail": office.CutSessionDetail(r.Detail), "updated_at": now,
 		}
 		if len(existing) == 1 {
 			rows, err := patch[office.SessionRecord](ctx, s, op, "agent_sessions", body, func(f *postgrest.FilterBuilder) *postgrest.FilterBuilder {

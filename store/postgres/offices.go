@@ -181,16 +181,18 @@ func (s *Store) DeleteAgent(ctx context.Context, id string) error {
 }
 
 const sessionCols = `id::text, office_id::text, agent_id::text, node, pid, status, agent_session_id,
-	started_at, last_output_at, exit_code, created_at, updated_at`
+	started_at, last_output_at, exit_code, detail, created_at, updated_at`
 
 func scanSession(r pgx.Row) (office.SessionRecord, error) {
 	var x office.SessionRecord
 	err := r.Scan(&x.ID, &x.OfficeID, &x.AgentID, &x.Node, &x.PID, &x.Status, &x.AgentSessionID,
-		&x.StartedAt, &x.LastOutputAt, &x.ExitCode, &x.CreatedAt, &x.UpdatedAt)
+		&x.StartedAt, &x.LastOutputAt, &x.ExitCode, &x.Detail, &x.CreatedAt, &x.UpdatedAt)
 	return x, err
 }
 
 // UpsertSession inserts or updates, in place, the agent's one session row.
+// Detail is always written, so an empty one clears the last status's; one
+// over office.MaxSessionDetail is cut (office.CutSessionDetail).
 func (s *Store) UpsertSession(ctx context.Context, r office.SessionRecord) (office.SessionRecord, error) {
 	const op = "upsert session"
 	officeID, err := ref(op, "office_id", r.OfficeID, false)
@@ -206,14 +208,15 @@ func (s *Store) UpsertSession(ctx context.Context, r office.SessionRecord) (offi
 		return office.SessionRecord{}, err
 	}
 	v, _, err := one(ctx, s, op, `insert into agent_sessions (id, office_id, agent_id, node, pid, status, agent_session_id,
-			started_at, last_output_at, exit_code, created_at, updated_at)
-		values ($1, $2, $3, $4, $5, coalesce($6, 'starting'), $7, $8, $9, $10, coalesce($11, now()), coalesce($12, now()))
+			started_at, last_output_at, exit_code, detail, created_at, updated_at)
+		values ($1, $2, $3, $4, $5, coalesce($6, 'starting'), $7, $8, $9, $10, $11, coalesce($12, now()), coalesce($13, now()))
 		on conflict (agent_id) do update set node = excluded.node, pid = excluded.pid,
 			status = coalesce($6, agent_sessions.status), agent_session_id = excluded.agent_session_id,
-			started_at = excluded.started_at, last_output_at = excluded.last_output_at, exit_code = excluded.exit_code
+			started_at = excluded.started_at, last_output_at = excluded.last_output_at, exit_code = excluded.exit_code,
+			detail = excluded.detail
 		returning `+sessionCols,
 		[]any{id, officeID, agentID, r.Node, r.PID, null(r.Status), r.AgentSessionID, r.StartedAt, r.LastOutputAt, r.ExitCode,
-			ts(r.CreatedAt), ts(r.UpdatedAt)}, scanSession)
+			office.CutSessionDetail(r.Detail), ts(r.CreatedAt), ts(r.UpdatedAt)}, scanSession)
 	return v, err
 }
 

@@ -179,17 +179,19 @@ func (s *Store) DeleteAgent(ctx context.Context, id string) error {
 	return nil
 }
 
-const sessionCols = `id, office_id, agent_id, node, pid, status, agent_session_id, started_at, last_output_at, exit_code, created_at, updated_at`
+const sessionCols = `id, office_id, agent_id, node, pid, status, agent_session_id, started_at, last_output_at, exit_code, detail, created_at, updated_at`
 
 func scanSession(r scanner) (office.SessionRecord, error) {
 	var x office.SessionRecord
 	err := r.Scan(&x.ID, &x.OfficeID, &x.AgentID, &x.Node, &x.PID, &x.Status, &x.AgentSessionID,
-		tsPtr{&x.StartedAt}, tsPtr{&x.LastOutputAt}, intPtr{&x.ExitCode}, tsVal{&x.CreatedAt}, tsVal{&x.UpdatedAt})
+		tsPtr{&x.StartedAt}, tsPtr{&x.LastOutputAt}, intPtr{&x.ExitCode}, &x.Detail, tsVal{&x.CreatedAt}, tsVal{&x.UpdatedAt})
 	return x, err
 }
 
 // UpsertSession inserts the agent's session row or updates it in place (one
-// row per agent, so its ID and AgentSessionID outlive restarts).
+// row per agent, so its ID and AgentSessionID outlive restarts). Detail is
+// always written, so an empty one clears the last status's; one over
+// office.MaxSessionDetail is cut (office.CutSessionDetail).
 func (s *Store) UpsertSession(ctx context.Context, x office.SessionRecord) (office.SessionRecord, error) {
 	const op = "upsert session"
 	if x.ID == "" {
@@ -207,13 +209,14 @@ func (s *Store) UpsertSession(ctx context.Context, x office.SessionRecord) (offi
 	if x.ExitCode != nil {
 		exit = *x.ExitCode
 	}
-	row := s.ws.queryRow(ctx, `insert into agent_sessions (`+sessionCols+`) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	row := s.ws.queryRow(ctx, `insert into agent_sessions (`+sessionCols+`) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		on conflict (agent_id) do update set office_id = excluded.office_id, node = excluded.node, pid = excluded.pid,
 			status = excluded.status, agent_session_id = excluded.agent_session_id, started_at = excluded.started_at,
-			last_output_at = excluded.last_output_at, exit_code = excluded.exit_code, updated_at = excluded.updated_at
+			last_output_at = excluded.last_output_at, exit_code = excluded.exit_code, detail = excluded.detail,
+			updated_at = excluded.updated_at
 		returning `+sessionCols,
 		x.ID, x.OfficeID, x.AgentID, x.Node, x.PID, x.Status, x.AgentSessionID,
-		nullTS(x.StartedAt), nullTS(x.LastOutputAt), exit, created, now)
+		nullTS(x.StartedAt), nullTS(x.LastOutputAt), exit, office.CutSessionDetail(x.Detail), created, now)
 	got, err := scanSession(row)
 	return got, s.fail(op, err)
 }

@@ -148,6 +148,90 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	}
 }
 
+// TestUpgradeToSessionDetail: a file made by a build that knew only schema 1
+// is upgraded in place on Open: its sessions keep every column, their list
+// order and their cascade from the agent, read an empty Detail, and take the
+// status needs_attention.
+func TestUpgradeToSessionDetail(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "office.db")
+	schema1, err := os.ReadFile("schema/0001_office.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const (
+		officeID = "00000000-0000-4000-8000-000000000001"
+		agentA   = "00000000-0000-4000-8000-00000000000a"
+		agentB   = "00000000-0000-4000-8000-00000000000b"
+		// Same created_at: the list order falls to rowid, which the
+		// rebuild must keep (sessB was inserted first, sorts last by id).
+		sessA   = "00000000-0000-4000-8000-0000000000fa"
+		sessB   = "00000000-0000-4000-8000-0000000000fb"
+		created = "2026-11-22T10:00:00.000000Z"
+	)
+	for _, q := range []string{
+		`create table schema_migrations (version integer primary key, name text not null, applied_at text not null)`,
+		string(schema1),
+		`insert into schema_migrations values (1, 'office', '` + created + `')`,
+		`insert into offices (id, name, created_at, updated_at) values ('` + officeID + `', 'Office', '` + created + `', '` + created + `')`,
+		`insert into office_agents (id, office_id, name, created_at, updated_at) values
+			('` + agentA + `', '` + officeID + `', 'Dev', '` + created + `', '` + created + `'),
+			('` + agentB + `', '` + officeID + `', 'Reviewer', '` + created + `', '` + created + `')`,
+		`insert into agent_sessions (id, office_id, agent_id, node, pid, status, agent_session_id, started_at, exit_code, created_at, updated_at) values
+			('` + sessB + `', '` + officeID + `', '` + agentB + `', 'node-1', 42, 'crashed', 'conv-b', '` + created + `', 2, '` + created + `', '` + created + `'),
+			('` + sessA + `', '` + officeID + `', '` + agentA + `', 'node-1', 41, 'ready', 'conv-a', null, null, '` + created + `', '` + created + `')`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("make a schema-1 file: %v\n%s", err, q)
+		}
+	}
+
+	s := openPath(t, path)
+	if v, err := s.SchemaVersion(ctx); err != nil || v != sqlite.LatestSchemaVersion() {
+		t.Fatalf("SchemaVersion after Open = %d, %v; want %d", v, err, sqlite.LatestSchemaVersion())
+	}
+	list, err := s.ListSessions(ctx, officeID)
+	if err != nil {
+		t.Fatalf("ListSessions: %v", err)
+	}
+	if len(list) != 2 || list[0].ID != sessB || list[1].ID != sessA {
+		t.Fatalf("ListSessions after the upgrade: %+v; want %s then %s (insertion order)", list, sessB, sessA)
+	}
+	b := list[0]
+	if b.AgentID != agentB || b.Node != "node-1" || b.PID != 42 || b.Status != office.SessionCrashed ||
+		b.AgentSessionID != "conv-b" || b.StartedAt == nil || b.ExitCode == nil || *b.ExitCode != 2 || b.Detail != "" {
+		t.Errorf("session of B after the upgrade: %+v", b)
+	}
+	a, err := s.UpsertSession(ctx, office.SessionRecord{OfficeID: officeID, AgentID: agentA,
+		Status: office.SessionNeedsAttention, Detail: "Do you trust the files in this folder?"})
+	if err != nil || a.ID != sessA || a.Status != office.SessionNeedsAttention || a.Detail != "Do you trust the files in this folder?" {
+		t.Fatalf("UpsertSession(needs_attention) after the upgrade = %+v, %v", a, err)
+	}
+
+	// The rebuilt table keeps its checks, its index and its foreign key.
+	if _, err := db.ExecContext(ctx, `update agent_sessions set status = 'asleep' where id = ?`, sessA); err == nil {
+		t.Error("status 'asleep' accepted after the upgrade; want the check to refuse it")
+	}
+	if _, err := db.ExecContext(ctx, `update agent_sessions set detail = ? where id = ?`, strings.Repeat("가", 1334), sessA); err == nil {
+		t.Error("a 4002-byte detail accepted by the table; want the check to refuse it")
+	}
+	var idx int
+	if err := db.QueryRowContext(ctx, `select count(*) from sqlite_master where type = 'index' and name = 'agent_sessions_office_id_idx' and tbl_name = 'agent_sessions'`).Scan(&idx); err != nil || idx != 1 {
+		t.Errorf("index agent_sessions_office_id_idx: %d, %v; want it on agent_sessions", idx, err)
+	}
+	if err := s.DeleteAgent(ctx, agentB); err != nil {
+		t.Fatalf("DeleteAgent: %v", err)
+	}
+	if _, err := s.GetSessionByAgent(ctx, agentB); !office.IsNotFound(err) {
+		t.Errorf("session of a deleted agent: err %v; want ENOTFOUND (on delete cascade)", err)
+	}
+}
+
 func TestOpenBadPath(t *testing.T) {
 	dir := t.TempDir()
 	notDB := filepath.Join(dir, "notes.txt")

@@ -247,6 +247,91 @@ func testSessions(t *testing.T, fx *fixture) {
 	}
 }
 
+// testSessionDetail: Detail (the dialog of a session that needs attention, or
+// why an agent exited) is stored as given, multi-line and in any script;
+// every upsert rewrites it, so an empty Detail clears it; one over
+// office.MaxSessionDetail is stored cut on a rune boundary, not refused.
+func testSessionDetail(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	const dialog = "Do you trust the files in this folder?\n\n" +
+		" /home/dev/프로젝트/결제-서비스\n\n" +
+		" Claude Code may read, write or execute files here.\n\n" +
+		" ❯ 1. Yes, proceed\n" +
+		"   2. No, exit\n\n" +
+		" Enter 키로 확인 · Esc to cancel"
+	check := func(what string, want office.SessionRecord) {
+		t.Helper()
+		got, err := s.GetSessionByAgent(ctx, fx.a.ID)
+		if err != nil {
+			t.Fatalf("GetSessionByAgent %s: %v", what, err)
+		}
+		if got.Status != want.Status || got.Detail != want.Detail {
+			t.Errorf("GetSessionByAgent %s: status %q detail %q; want %q %q", what, got.Status, got.Detail, want.Status, want.Detail)
+		}
+		list, err := s.ListSessions(ctx, fx.office.ID)
+		if err != nil {
+			t.Fatalf("ListSessions %s: %v", what, err)
+		}
+		if len(list) != 1 || list[0].ID != want.ID || list[0].Status != want.Status || list[0].Detail != want.Detail {
+			t.Errorf("ListSessions %s: %+v; want the one row %s with status %q detail %q", what, list, want.ID, want.Status, want.Detail)
+		}
+	}
+
+	in := office.SessionRecord{
+		OfficeID: fx.office.ID, AgentID: fx.a.ID, Node: "node-1", PID: 4321,
+		Status: office.SessionNeedsAttention, AgentSessionID: "conv-1", Detail: dialog,
+	}
+	first, err := s.UpsertSession(ctx, in)
+	if err != nil {
+		t.Fatalf("UpsertSession(needs_attention): %v", err)
+	}
+	if d := diff(first, in, fx.opts(ignore(office.SessionRecord{}))); d != "" {
+		t.Errorf("UpsertSession(needs_attention) returned (-got +want):\n%s", d)
+	}
+	check("while it needs attention", first)
+
+	in.Status, in.Detail = office.SessionReady, ""
+	ready, err := s.UpsertSession(ctx, in)
+	if err != nil {
+		t.Fatalf("UpsertSession(ready, no detail): %v", err)
+	}
+	if ready.ID != first.ID || ready.Status != office.SessionReady || ready.Detail != "" {
+		t.Errorf("UpsertSession(ready, no detail) = row %s status %q detail %q; want row %s ready with the detail cleared",
+			ready.ID, ready.Status, ready.Detail, first.ID)
+	}
+	check("once ready", ready)
+
+	// Exactly at the cap: kept whole (1333 three-byte runes and one byte).
+	atCap := strings.Repeat("가", office.MaxSessionDetail/3) + "!"
+	if len(atCap) != office.MaxSessionDetail {
+		t.Fatalf("test detail is %d bytes; want %d", len(atCap), office.MaxSessionDetail)
+	}
+	in.Status, in.Detail = office.SessionCrashed, atCap
+	got, err := s.UpsertSession(ctx, in)
+	if err != nil {
+		t.Fatalf("UpsertSession(detail of %d bytes): %v", len(atCap), err)
+	}
+	if got.Detail != atCap {
+		t.Errorf("UpsertSession(detail of exactly %d bytes) stored %d bytes; want it whole", len(atCap), len(got.Detail))
+	}
+
+	// Over the cap, with a rune across it: "마" takes bytes cap-1 to cap+1,
+	// so the stored detail ends just before it, one byte under the cap.
+	head := "exit code 137\n"
+	over := head + strings.Repeat("x", office.MaxSessionDetail-len(head)-2) + "\n마지막 화면 줄 last screen line\n"
+	want := over[:office.MaxSessionDetail-1]
+	in.Status, in.Detail = office.SessionExited, over
+	got, err = s.UpsertSession(ctx, in)
+	if err != nil {
+		t.Fatalf("UpsertSession(detail of %d bytes): %v; want it stored cut, not refused", len(over), err)
+	}
+	if got.Detail != want {
+		t.Errorf("UpsertSession(detail of %d bytes) stored %d bytes ending %q; want the first %d bytes, ending %q",
+			len(over), len(got.Detail), got.Detail[max(0, len(got.Detail)-8):], len(want), want[len(want)-8:])
+	}
+	check("after a detail over the cap", office.SessionRecord{ID: first.ID, Status: office.SessionExited, Detail: want})
+}
+
 func testNotFound(t *testing.T, fx *fixture) {
 	s, ctx := fx.s, fx.ctx
 	missing := uuid.NewString()

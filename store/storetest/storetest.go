@@ -74,6 +74,7 @@ func Run(t *testing.T, h Harness) {
 		{"Offices", testOffices},
 		{"Agents", testAgents},
 		{"Sessions", testSessions},
+		{"SessionDetail", testSessionDetail},
 		{"NotFound", testNotFound},
 		{"QuestionLifecycle", testQuestionLifecycle},
 		{"QuestionCancel", testQuestionCancel},
