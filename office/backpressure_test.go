@@ -1,4 +1,4 @@
-package office
+package office_test
 
 import (
 	"bytes"
@@ -6,14 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session"
 )
 
@@ -21,7 +20,7 @@ import (
 // that stopped answering: every message is acted on through that call
 // first), and that counts the events it is asked to append.
 type hangStore struct {
-	*memStore
+	*office.MemStore
 	mu      sync.Mutex
 	gate    chan struct{}          // nil: not held
 	appends sync.Map               // kind + " " + agent ID → *atomic.Int64
@@ -63,22 +62,24 @@ func (s *hangStore) count(kind, agentID string) int64 {
 	return v.(*atomic.Int64).Load()
 }
 
-func (s *hangStore) AppendEvent(ctx context.Context, e Event) (Event, bool, error) {
+func (s *hangStore) AppendEvent(ctx context.Context, e office.Event) (office.Event, bool, error) {
 	if err := s.wait(ctx); err != nil {
-		return Event{}, false, err
+		return office.Event{}, false, err
 	}
 	v, _ := s.appends.LoadOrStore(e.Kind+" "+e.AgentID, new(atomic.Int64))
 	v.(*atomic.Int64).Add(1)
 	if k := s.failKey.Load(); k != nil && *k == e.DedupeKey && s.failKey.CompareAndSwap(k, nil) {
-		return Event{}, false, fmt.Errorf("database refused the write")
+		return office.Event{}, false, fmt.Errorf("database refused the write")
 	}
-	return s.memStore.AppendEvent(ctx, e)
+	return s.MemStore.AppendEvent(ctx, e)
 }
 
 // standInClaude takes Claude Code's arguments and appends n assistant
 // entries, each holding one [STEP_COMPLETE] block, to its transcript, in
 // batches, printing a line to the terminal per batch and "cc-done" at the
-// end; then it waits.
+// end; then it waits. Like Claude Code, it keeps its transcripts under
+// $CLAUDE_CONFIG_DIR (the agent's own, set by the session), else
+// $HOME/.claude.
 const standInClaude = `
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -86,7 +87,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-dir=$HOME/.claude/projects/$(pwd | sed 's/[^a-zA-Z0-9]/-/g')
+dir=${CLAUDE_CONFIG_DIR:-$HOME/.claude}/projects/$(pwd | sed 's/[^a-zA-Z0-9]/-/g')
 mkdir -p "$dir"
 f=$dir/$id.jsonl
 pad=$(printf '%0300d' 0)
@@ -108,15 +109,6 @@ awk 'BEGIN{for(i=0;i<40000;i++) printf "out %06d aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
 echo cmd-done
 exec sleep 1000
 `
-
-func writeScript(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "agent.sh")
-	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // watch attaches a viewer and reports on seen when want appears in the
 // terminal output.
@@ -155,16 +147,14 @@ func watch(t *testing.T, mgr *session.Manager, k session.Key, want string) <-cha
 func TestBoundedWhileStoreHangs(t *testing.T) {
 	const batches, inboxBytes = 80, 64 << 10
 	n := batches * 100
-	st := &hangStore{memStore: newMemStore(time.Now)}
-	home := t.TempDir()
+	st := &hangStore{MemStore: office.NewMemStore(time.Now)}
 	var logs bytes.Buffer
 	var logMu sync.Mutex
-	lw := writerFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
-	r, mgr, err := NewManaged(Config{
+	lw := office.WriterFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
+	r, mgr, err := newManaged(office.Config{
 		Store: st, DataDir: t.TempDir(), InboxBytes: inboxBytes, Tick: 50 * time.Millisecond,
-		Home:   func(Agent) string { return home },
 		Logger: slog.New(slog.NewTextHandler(lw, nil)),
-	}, session.Options{StopGrace: 300 * time.Millisecond}, "")
+	}, session.Options{StopGrace: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,9 +168,9 @@ func TestBoundedWhileStoreHangs(t *testing.T) {
 		st.release()
 		<-done
 	})
-	off, as, err := r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "acme"}, Agents: []Agent{
-		{Name: "CMD", Launch: LaunchSpec{Kind: "command", Command: writeScript(t, loudCommand)}},
-		{Name: "CC", Launch: LaunchSpec{Command: writeScript(t, standInClaude), Env: map[string]string{"BATCHES": fmt.Sprint(batches)}}},
+	off, as, err := r.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "acme"}, Agents: []office.Agent{
+		{Name: "CMD", Launch: office.LaunchSpec{Kind: "command", Command: script(t, "cmd", loudCommand)}},
+		{Name: "CC", Launch: office.LaunchSpec{Command: script(t, "cc", standInClaude), Env: map[string]string{"BATCHES": fmt.Sprint(batches)}}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -211,17 +201,7 @@ func TestBoundedWhileStoreHangs(t *testing.T) {
 	if c := st.count("message.step_complete", ids["CC"]); c != 0 {
 		t.Fatalf("%d messages handled while the store hung", c)
 	}
-	peak := func(name string) int {
-		r.mu.Lock()
-		in := r.inboxes[agentKey{off.ID, ids[name]}]
-		r.mu.Unlock()
-		if in == nil {
-			return 0
-		}
-		in.mu.Lock()
-		defer in.mu.Unlock()
-		return in.peak
-	}
+	peak := func(name string) int { return office.InboxPeak(r, off.ID, ids[name]) }
 	if p := peak("CMD"); p == 0 || p > inboxBytes {
 		t.Errorf("CMD inbox peak %d bytes, want (0, %d]", p, inboxBytes)
 	}
@@ -243,7 +223,7 @@ func TestBoundedWhileStoreHangs(t *testing.T) {
 	if c := st.count("message.step_complete", ids["CC"]); c != int64(n) {
 		t.Fatalf("%d STEP_COMPLETE appends after recovery, want exactly %d", c, n)
 	}
-	evs, _ := st.memStore.ListEvents(ctx, EventFilter{AgentID: ids["CC"]})
+	evs, _ := st.MemStore.ListEvents(ctx, office.EventFilter{AgentID: ids["CC"]})
 	seen := map[string]int{}
 	lost := 0
 	for _, e := range evs {
@@ -272,7 +252,7 @@ func TestBoundedWhileStoreHangs(t *testing.T) {
 		t.Errorf("CLI agent's first block handled %d times, want 1", c)
 	}
 	// The CLI agent's dropped output is on record.
-	evs, _ = st.memStore.ListEvents(ctx, EventFilter{AgentID: ids["CMD"]})
+	evs, _ = st.MemStore.ListEvents(ctx, office.EventFilter{AgentID: ids["CMD"]})
 	lostLines := 0
 	for _, e := range evs {
 		if e.Kind == "output.lost" {

@@ -93,9 +93,12 @@ func runClaudeChain(t *testing.T, restart bool) {
 	c.exec(t, `insert into auth.users (id, email) values ($1, 'member@example.com')`, c.userID)
 	c.exec(t, `insert into office_members (office_id, user_id) values ($1, $2)`, c.officeID, c.userID)
 
-	homes := t.TempDir()
+	// Both server lives share the data directory, and with it each agent's
+	// Claude Code configuration directory (the wiring prepares one per
+	// agent), where PO's transcript is kept for --resume.
+	data := t.TempDir()
 	mutate := func(cfg *office.Config, o *session.Options) {
-		cfg.Home = func(a office.Agent) string { return filepath.Join(homes, a.Name) }
+		cfg.DataDir = data
 		o.EnterDelay = 200 * time.Millisecond
 	}
 	n := startNode(t, c.url, c.rec, mutate)

@@ -1,4 +1,4 @@
-package office
+package office_test
 
 import (
 	"context"
@@ -8,12 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session"
 )
 
 // resumingClaude stands in for Claude Code across restarts: each start
 // appends $ENTRIES assistant entries (each a turn holding one
 // [STEP_COMPLETE] block) after those already in its transcript, then waits.
+// Like Claude Code, it keeps its transcripts under $CLAUDE_CONFIG_DIR (the
+// agent's own, set by the session), else $HOME/.claude.
 const resumingClaude = `
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -21,7 +24,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-dir=$HOME/.claude/projects/$(pwd | sed 's/[^a-zA-Z0-9]/-/g')
+dir=${CLAUDE_CONFIG_DIR:-$HOME/.claude}/projects/$(pwd | sed 's/[^a-zA-Z0-9]/-/g')
 mkdir -p "$dir"
 f=$dir/$id.jsonl
 n0=$(cat "$f" 2>/dev/null | wc -l)
@@ -31,24 +34,25 @@ exec sleep 1000
 `
 
 // serverLife is one life of the server: a router and its session manager
-// on a shared store, home and data directory.
+// on a shared store and data directory (which holds the Claude Code
+// agents' configuration directories, so their transcripts outlive a life).
 type serverLife struct {
-	r     *Router
+	r     *office.Router
 	mgr   *session.Manager
 	texts atomic.Int64 // chunks the session layer handed to the office
 	lines atomic.Int64
 	stop  func()
 }
 
-func startLife(t *testing.T, st Store, home, data string) *serverLife {
+func startLife(t *testing.T, st office.Store, data string) *serverLife {
 	t.Helper()
 	l := &serverLife{}
-	r, mgr, err := NewManaged(Config{Store: st, DataDir: data, Tick: 50 * time.Millisecond,
-		Home: func(Agent) string { return home }, Logger: slog.New(slog.DiscardHandler)},
+	r, mgr, err := newManaged(office.Config{Store: st, DataDir: data, Tick: 50 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)},
 		session.Options{StopGrace: 300 * time.Millisecond, OnText: func(tx session.Text) {
 			l.texts.Add(1)
 			l.lines.Add(int64(len(tx.Lines)))
-		}}, "")
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +85,13 @@ func startLife(t *testing.T, st Store, home, data string) *serverLife {
 // messages are not acted on twice.
 func TestTranscriptCursorAcrossRestart(t *testing.T) {
 	const first, more = 1500, 40
-	st := &hangStore{memStore: newMemStore(time.Now)}
-	home, data := t.TempDir(), t.TempDir()
-	agent := Agent{Name: "CC", Launch: LaunchSpec{Command: writeScript(t, resumingClaude), Env: map[string]string{"ENTRIES": fmt.Sprint(first)}}}
+	st := &hangStore{MemStore: office.NewMemStore(time.Now)}
+	data := t.TempDir()
+	agent := office.Agent{Name: "CC", Launch: office.LaunchSpec{Command: script(t, "cc", resumingClaude), Env: map[string]string{"ENTRIES": fmt.Sprint(first)}}}
 	ctx := context.Background()
 
-	life := startLife(t, st, home, data)
-	_, as, err := life.r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "acme"}, Agents: []Agent{agent}})
+	life := startLife(t, st, data)
+	_, as, err := life.r.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "acme"}, Agents: []office.Agent{agent}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +105,7 @@ func TestTranscriptCursorAcrossRestart(t *testing.T) {
 		for st.count("message.step_complete", id) < want && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		for st.count(cursorEvent, id) < st.count("message.step_complete", id) && time.Now().Before(deadline) {
+		for st.count(office.CursorEvent, id) < st.count("message.step_complete", id) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -114,17 +118,17 @@ func TestTranscriptCursorAcrossRestart(t *testing.T) {
 
 	// Server life 2: the next launch appends `more` turns.
 	setEntries := func(n int) {
-		a, err := st.memStore.GetAgent(ctx, id)
+		a, err := st.MemStore.GetAgent(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		a.Launch.Env = map[string]string{"ENTRIES": fmt.Sprint(n)}
-		if _, err := st.memStore.UpsertAgent(ctx, a); err != nil {
+		if _, err := st.MemStore.UpsertAgent(ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	setEntries(more)
-	life = startLife(t, st, home, data)
+	life = startLife(t, st, data)
 	if err := life.r.StartAgent(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -138,20 +142,16 @@ func TestTranscriptCursorAcrossRestart(t *testing.T) {
 	// before recording them); those 5 turns are read again, acted on
 	// never twice, and the next launch's turns once.
 	const lostCursors = 5
-	st.memStore.mu.Lock()
-	var kept []Event
 	dropped := 0
-	for i := len(st.memStore.events) - 1; i >= 0; i-- {
-		if e := st.memStore.events[i]; e.Kind == cursorEvent && e.AgentID == id && dropped < lostCursors {
+	st.DropEvents(func(e office.Event) bool {
+		if e.Kind == office.CursorEvent && e.AgentID == id && dropped < lostCursors {
 			dropped++
-			continue
+			return true
 		}
-		kept = append([]Event{st.memStore.events[i]}, kept...)
-	}
-	st.memStore.events = kept
-	st.memStore.mu.Unlock()
+		return false
+	})
 	setEntries(more)
-	life = startLife(t, st, home, data)
+	life = startLife(t, st, data)
 	if err := life.r.StartAgent(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestTranscriptCursorAcrossRestart(t *testing.T) {
 	if n := life.lines.Load(); n != 3*(more+lostCursors) {
 		t.Errorf("the office was handed %d lines after the restart, want %d", n, 3*(more+lostCursors))
 	}
-	evs, _ := st.memStore.ListEvents(ctx, EventFilter{AgentID: id})
+	evs, _ := st.MemStore.ListEvents(ctx, office.EventFilter{AgentID: id})
 	seen := map[string]int{}
 	for _, e := range evs {
 		if e.Kind == "message.step_complete" {
@@ -181,14 +181,14 @@ func TestTranscriptCursorAcrossRestart(t *testing.T) {
 // restart that message is read and acted on again: nothing lost.
 func TestTranscriptCursorHeldAfterFailure(t *testing.T) {
 	const first, failAt = 30, 10
-	st := &hangStore{memStore: newMemStore(time.Now)}
+	st := &hangStore{MemStore: office.NewMemStore(time.Now)}
 	key := fmt.Sprintf("e%05d#0", failAt)
 	st.failKey.Store(&key)
-	home, data := t.TempDir(), t.TempDir()
-	agent := Agent{Name: "CC", Launch: LaunchSpec{Command: writeScript(t, resumingClaude), Env: map[string]string{"ENTRIES": fmt.Sprint(first)}}}
+	data := t.TempDir()
+	agent := office.Agent{Name: "CC", Launch: office.LaunchSpec{Command: script(t, "cc", resumingClaude), Env: map[string]string{"ENTRIES": fmt.Sprint(first)}}}
 	ctx := context.Background()
-	life := startLife(t, st, home, data)
-	_, as, err := life.r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "acme"}, Agents: []Agent{agent}})
+	life := startLife(t, st, data)
+	_, as, err := life.r.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "acme"}, Agents: []office.Agent{agent}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestTranscriptCursorHeldAfterFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	logged := func() map[string]int {
-		evs, _ := st.memStore.ListEvents(ctx, EventFilter{AgentID: id})
+		evs, _ := st.MemStore.ListEvents(ctx, office.EventFilter{AgentID: id})
 		seen := map[string]int{}
 		for _, e := range evs {
 			if e.Kind == "message.step_complete" {
@@ -218,17 +218,17 @@ func TestTranscriptCursorHeldAfterFailure(t *testing.T) {
 	}
 	waitFor("the first life's messages", func() bool { return len(logged()) == first-1 })
 	time.Sleep(300 * time.Millisecond)
-	if c := st.count(cursorEvent, id); c != failAt {
+	if c := st.count(office.CursorEvent, id); c != failAt {
 		t.Errorf("%d cursors recorded, want %d (none after the failed message)", c, failAt)
 	}
 	life.stop()
 
-	a, _ := st.memStore.GetAgent(ctx, id)
+	a, _ := st.MemStore.GetAgent(ctx, id)
 	a.Launch.Env = map[string]string{"ENTRIES": "0"}
-	if _, err := st.memStore.UpsertAgent(ctx, a); err != nil {
+	if _, err := st.MemStore.UpsertAgent(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	life = startLife(t, st, home, data)
+	life = startLife(t, st, data)
 	if err := life.r.StartAgent(ctx, id); err != nil {
 		t.Fatal(err)
 	}

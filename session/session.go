@@ -723,6 +723,13 @@ func (s *Session) terminate(p *proc) {
 // reader awaited.
 func (s *Session) reap(p *proc) {
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	// Let the reader drain what the process wrote last (its reason for
+	// exiting, often): with every holder of the terminal gone it ends by
+	// itself. Closing the PTY first would drop that output.
+	select {
+	case <-p.readerDone:
+	case <-time.After(500 * time.Millisecond):
+	}
 	_ = p.pty.Close()
 	<-p.readerDone
 }

@@ -1,0 +1,151 @@
+package agents_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/office-server/office-server/agents"
+	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
+	"github.com/office-server/office-server/store/sqlite"
+)
+
+// TestCrashBackoffAndReason runs an agent that always fails at start
+// through the production wiring with the server's default restart
+// settings: it is restarted after 1 s, 2 s, 4 s (starting it again from the
+// office meanwhile does not bypass the backoff), each crash records its
+// exit code and the last lines of its screen as an event, the sessions
+// row and the session's Info; and a start that cannot launch answers with
+// the reason, not an internal error.
+func TestCrashBackoffAndReason(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	data := t.TempDir()
+	st, err := sqlite.Open(ctx, filepath.Join(data, "office.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var mu sync.Mutex
+	var starts []time.Time
+	r, sess, err := agents.New(office.Config{Store: st, Feed: st, DataDir: data},
+		agents.Options{StateDir: filepath.Join(data, "claude")},
+		session.Options{OnStatus: func(_ session.Key, s session.Status, _ session.Info) {
+			if s == session.StatusStarting {
+				mu.Lock()
+				starts = append(starts, time.Now())
+				mu.Unlock()
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(t.TempDir(), "broken.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho 'starting up'\necho 'fatal: config file missing' >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, as, err := r.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "crashy"}, Agents: []office.Agent{
+		{Name: "broken", Launch: office.LaunchSpec{Kind: office.KindCommand, Command: script}},
+		{Name: "missing", Launch: office.LaunchSpec{Kind: office.KindCommand, Command: "/nonexistent/agent-cli"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = r.Run(runCtx); close(done) }()
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ccancel()
+		_ = sess.Manager().Close(cctx)
+		stop()
+		<-done
+	}()
+
+	err = r.StartAgent(ctx, as[1].ID)
+	if office.ErrorCode(err) != office.EINVALID || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("start of a missing command: %v (code %s), want EINVALID with the reason", err, office.ErrorCode(err))
+	}
+
+	if err := r.StartAgent(ctx, as[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	// Meanwhile the office keeps asking for the agent (as deliveries do).
+	go func() {
+		for runCtx.Err() == nil {
+			_ = r.StartAgent(runCtx, as[0].ID)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := len(starts)
+		mu.Unlock()
+		if n >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d starts in 20 s", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	got := slices(starts[:4])
+	mu.Unlock()
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
+	for i, d := range got {
+		if d < want[i]-50*time.Millisecond || d > want[i]+time.Second {
+			t.Errorf("restart %d after %v, want about %v (all: %v)", i+1, d, want[i], got)
+		}
+	}
+	t.Logf("restart intervals %v", got)
+
+	s, ok := sess.Manager().Get(session.Key{OfficeID: as[0].OfficeID, AgentID: as[0].ID})
+	if !ok {
+		t.Fatal("no session")
+	}
+	info := s.Info()
+	if !strings.Contains(info.Detail, "exit status 3") || !strings.Contains(info.Detail, "fatal: config file missing") {
+		t.Errorf("session detail %q: want the exit status and the last screen lines", info.Detail)
+	}
+	evs, err := st.ListEvents(ctx, office.EventFilter{OfficeID: as[0].OfficeID, AgentID: as[0].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashes := 0
+	for _, e := range evs {
+		if e.Kind != "session.crashed" {
+			continue
+		}
+		crashes++
+		var p struct {
+			ExitCode  *int     `json:"exit_code"`
+			LastLines []string `json:"last_lines"`
+		}
+		if err := json.Unmarshal(e.Payload, &p); err != nil || p.ExitCode == nil || *p.ExitCode != 3 || !strings.Contains(strings.Join(p.LastLines, "\n"), "fatal: config file missing") {
+			t.Errorf("crash event %s: want exit code 3 and the last lines", e.Payload)
+		}
+	}
+	if crashes < 3 {
+		t.Errorf("%d crash events, want at least 3", crashes)
+	}
+	rec, err := st.GetSessionByAgent(ctx, as[0].ID)
+	if err != nil || !strings.Contains(rec.Detail, "fatal: config file missing") {
+		t.Errorf("session row detail %q (%v): want the reason", rec.Detail, err)
+	}
+}
+
+func slices(ts []time.Time) []time.Duration {
+	var out []time.Duration
+	for i := 1; i < len(ts); i++ {
+		out = append(out, ts[i].Sub(ts[i-1]))
+	}
+	return out
+}
