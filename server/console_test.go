@@ -303,7 +303,7 @@ func TestConsoleBatchesFrames(t *testing.T) {
 // TestConsolePingTimeout: a client that stops answering pings (it reads
 // nothing, so it sends no pongs) is disconnected after two intervals.
 func TestConsolePingTimeout(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.PingInterval = 50 * time.Millisecond; c.WriteTimeout = 50 * time.Millisecond })
+	f := newFixture(t, func(c *Config) { c.PingInterval = 300 * time.Millisecond; c.WriteTimeout = 300 * time.Millisecond })
 	ws, _, err := dialWS(f, "/ws/offices/o1/agents/po", f.ts.URL)
 	if err != nil {
 		t.Fatal(err)
