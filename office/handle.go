@@ -152,7 +152,13 @@ func (o *Router) setSessionStatus(ctx context.Context, a Agent, status string) {
 	if err != nil {
 		rec = SessionRecord{OfficeID: a.OfficeID, AgentID: a.ID}
 	}
-	rec.Status = status
+	switch rec.Status {
+	case SessionNeedsAttention, SessionCrashed, SessionFailed, SessionStopped, SessionExited:
+		// The session layer's word (a dialog is up, the process is gone)
+		// is not overwritten by the office's view of the work.
+		return
+	}
+	rec.Status, rec.Detail = status, ""
 	if _, err := o.store.UpsertSession(ctx, rec); err != nil {
 		o.log.Warn("update session status", "agent", a.Name, "err", err)
 	}
