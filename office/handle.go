@@ -632,7 +632,9 @@ func (o *Router) failInvocation(ctx context.Context, inv Invocation, why string)
 	}
 	callee, _ := o.store.GetAgent(ctx, inv.CalleeAgentID)
 	if caller, err := o.store.GetAgent(ctx, inv.CallerAgentID); err == nil {
-		o.notify(caller, fmt.Sprintf("Task %s that you gave %s failed: %s", inv.ID, callee.Name, why))
+		// why may hold the callee's own words (an ERROR message, a
+		// dependency name): forwarded as quoted data, like a result.
+		o.notify(caller, fmt.Sprintf("Task %s that you gave %s failed:\n%s", inv.ID, callee.Name, quote(why)))
 	}
 	_, err = o.event(ctx, inv.OfficeID, inv.CalleeAgentID, "invocation.failed", map[string]string{"invocation_id": inv.ID, "reason": why}, "", "")
 	return err
