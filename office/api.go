@@ -135,8 +135,9 @@ func ValidateDependencyValue(typ, v string) error {
 }
 
 // ProvideDependency validates value for the request's type, seals it
-// (api_key values are encrypted with AES-256-GCM; without a key they are
-// refused) and stores it; the agent gets [DEPENDENCY_PROVIDED], and for
+// (api_key and env_variable values are encrypted with AES-256-GCM; without
+// a key they are refused with EUNAVAILABLE, never stored in clear) and
+// stores it; the agent gets [DEPENDENCY_PROVIDED], and for
 // api_key and env_variable its session is restarted with the variable in
 // its environment and the conversation resumed. The value is never logged
 // nor put in an event.
@@ -151,7 +152,7 @@ func (o *Router) ProvideDependency(ctx context.Context, id, value string) (Depen
 	if err := ValidateDependencyValue(d.Type, value); err != nil {
 		return d, err
 	}
-	sealed, err := o.sealer.Seal(value, d.Type == protocol.DependencyAPIKey)
+	sealed, err := o.sealer.Seal(value, SecretDependency(d.Type))
 	if err != nil {
 		return d, err
 	}

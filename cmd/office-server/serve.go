@@ -134,7 +134,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("%s: %w", filepath.Join(c.DataDir, "secrets-key"), err)
 		}
 	default:
-		log.Warn("no OFFICE_SECRETS_KEY: api_key dependency values will be refused")
+		log.Warn("no OFFICE_SECRETS_KEY: api_key and env_variable dependency values will be refused")
 	}
 
 	// Sessions, the office, the server.
