@@ -286,17 +286,18 @@ type OfficeConfig struct {
 // SyncOffice makes the store match a declared office: the office and its
 // agents are upserted (by name); agents no longer declared are disabled, not
 // deleted, so their history stays. It returns the office and its agents as
-// stored.
+// stored. A name that breaks ValidateAgentName fails the whole sync
+// (EINVALID) before anything is written.
 func (o *Router) SyncOffice(ctx context.Context, c OfficeConfig) (Office, []Agent, error) {
 	if strings.TrimSpace(c.Office.Name) == "" && c.Office.ID == "" {
 		return Office{}, nil, Errorf(EINVALID, "the office has no name")
 	}
 	seen := map[string]bool{}
 	for _, a := range c.Agents {
-		n := strings.ToLower(strings.TrimSpace(a.Name))
-		if n == "" {
-			return Office{}, nil, Errorf(EINVALID, "an agent has no name")
+		if err := ValidateAgentName(a.Name); err != nil {
+			return Office{}, nil, err
 		}
+		n := strings.ToLower(a.Name)
 		if seen[n] {
 			return Office{}, nil, Errorf(EINVALID, "agent %q is declared twice", a.Name)
 		}

@@ -1,9 +1,12 @@
 package office
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCalleeErrorForwardedAsData: a callee's fatal ERROR whose message
@@ -40,5 +43,64 @@ recovery: checkpoint_and_fail
 		if strings.HasPrefix(strings.TrimSpace(l), "[") || strings.HasPrefix(l, "When you are done") {
 			t.Errorf("line %d of what the caller was told reads as office framing: %q", i+2, l)
 		}
+	}
+}
+
+func TestValidateAgentName(t *testing.T) {
+	for _, name := range []string{"po", "PO", "dev-1", "a.b_c", "x", strings.Repeat("a", 63), "0day"} {
+		if err := ValidateAgentName(name); err != nil {
+			t.Errorf("ValidateAgentName(%q) = %v, want nil", name, err)
+		}
+	}
+	for _, name := range []string{"", ".", "..", "../../../../tmp/x", "a/b", `a\b`, "a\x00b", "a\nb", "a\rb", "a b", " po", "po ",
+		"-po", ".po", "_po", "a..b", "기획", strings.Repeat("a", 64), "[INVOKE:x]"} {
+		if err := ValidateAgentName(name); ErrorCode(err) != EINVALID {
+			t.Errorf("ValidateAgentName(%q) = %v, want EINVALID", name, err)
+		}
+	}
+}
+
+// TestSyncOfficeRefusesBadNames: an office file naming an agent with a path,
+// "..", NUL or a newline is refused before anything is written.
+func TestSyncOfficeRefusesBadNames(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	for _, name := range []string{"../../../../tmp/x", "..", "a\x00b", "po\n- name: evil"} {
+		_, _, err := h.r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "other"}, Agents: []Agent{{Name: "ok"}, {Name: name}}})
+		if ErrorCode(err) != EINVALID {
+			t.Errorf("SyncOffice with agent %q: %v, want EINVALID", name, err)
+		}
+	}
+	offices, _ := h.st.ListOffices(ctx)
+	if len(offices) != 1 {
+		t.Errorf("%d offices after refused syncs, want only the harness's", len(offices))
+	}
+}
+
+// TestWorkspaceInsideDataDir: whatever name or office ID a stored agent has
+// (a row written before names were checked), its workspace is inside the
+// data dir.
+func TestWorkspaceInsideDataDir(t *testing.T) {
+	base := t.TempDir()
+	r, err := New(Config{Store: newMemStore(time.Now), Sessions: newFakeSessions(), DataDir: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []Agent{
+		{ID: "a1", OfficeID: "o1", Name: "../../../../tmp/x"},
+		{ID: "a2", OfficeID: "o1", Name: ".."},
+		{ID: "a3", OfficeID: "o1", Name: "a\x00b"},
+		{ID: "a4", OfficeID: "..", Name: "po"},
+		{ID: "a5", OfficeID: "", Name: "po"},
+		{ID: "a6", OfficeID: "o1", Name: "po"},
+	} {
+		dir := r.workspace(a)
+		rel, err := filepath.Rel(base, dir)
+		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || strings.ContainsRune(dir, 0) {
+			t.Errorf("workspace of %+v = %q, outside %s", a, dir, base)
+		}
+	}
+	if got, want := r.workspace(Agent{ID: "a6", OfficeID: "o1", Name: "po"}), filepath.Join(base, "o1", "po"); got != want {
+		t.Errorf("workspace of a valid agent = %q, want %q", got, want)
 	}
 }

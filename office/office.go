@@ -561,7 +561,11 @@ func (o *Router) event(ctx context.Context, officeID, agentID, kind string, payl
 	return inserted, nil
 }
 
-// workspace returns an agent's working directory.
+// workspace returns an agent's working directory: its launch spec's Dir
+// (the admin's choice), else DataDir/<office>/<name>, which always stays
+// inside DataDir. An agent whose stored name or office ID would not (a row
+// written before names were checked, or by another program) gets a
+// directory named by a hash of its IDs instead.
 func (o *Router) workspace(a Agent) string {
 	if a.Launch.Dir != "" {
 		return a.Launch.Dir
@@ -570,5 +574,10 @@ func (o *Router) workspace(a Agent) string {
 	if base == "" {
 		base = "office-data"
 	}
-	return filepath.Join(base, a.OfficeID, a.Name)
+	if ValidateAgentName(a.Name) == nil {
+		if dir, err := within(base, a.OfficeID, a.Name); err == nil && filepath.Dir(dir) != filepath.Clean(base) {
+			return dir
+		}
+	}
+	return filepath.Join(filepath.Clean(base), "unnamed", uuid.NewSHA1(rowNamespace, []byte(a.OfficeID+"\x00"+a.ID)).String())
 }

@@ -119,6 +119,7 @@ type fakeOffice struct {
 	mu       sync.Mutex
 	answers  []string
 	messages []office.UserMessage
+	saved    []office.Agent // SaveAgent's arguments
 }
 
 func (f *fakeOffice) AnswerQuestion(_ context.Context, id, response, by string) (office.Question, error) {
@@ -162,6 +163,9 @@ func (f *fakeOffice) SaveOffice(_ context.Context, o office.Office) (office.Offi
 	return o, nil
 }
 func (f *fakeOffice) SaveAgent(_ context.Context, a office.Agent) (office.Agent, error) {
+	f.mu.Lock()
+	f.saved = append(f.saved, a)
+	f.mu.Unlock()
 	return a, nil
 }
 func (f *fakeOffice) DeleteAgent(context.Context, string, string) error { return nil }
