@@ -104,3 +104,65 @@ func TestWorkspaceInsideDataDir(t *testing.T) {
 		t.Errorf("workspace of a valid agent = %q, want %q", got, want)
 	}
 }
+
+// floodInvalid is 1.1 MB of "[ASK_USER]" lines: each opens a block that the
+// next one ends unfinished, so 100 000 invalid blocks in one turn.
+var floodInvalid = strings.Repeat("[ASK_USER]\n", 100000)
+
+// TestInvalidBlockFloodBounded: 100 000 invalid blocks in one turn make at
+// most maxInvalidEvents events with their text, one summary event with the
+// count, and one notice to the agent; the next turn's blocks are handled as
+// usual, and a single invalid block is told as before.
+func TestInvalidBlockFloodBounded(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run("DEV")
+	h.say("DEV", floodInvalid)
+	got := h.typed("DEV", "not accepted")
+	if !strings.Contains(got, "100000 of your blocks were not accepted (ASK_USER: 100000)") {
+		t.Errorf("notice: %q", got)
+	}
+	h.quiet("DEV", 100*time.Millisecond)
+	var invalid, summary int
+	for _, k := range h.st.eventKinds() {
+		switch k {
+		case "message.invalid":
+			invalid++
+		case "message.invalid.summary":
+			summary++
+		}
+	}
+	if invalid != maxInvalidEvents || summary != 1 {
+		t.Errorf("%d invalid events and %d summaries, want %d and 1", invalid, summary, maxInvalidEvents)
+	}
+	h.st.mu.Lock()
+	for _, e := range h.st.events {
+		if e.Kind == "message.invalid.summary" && (!strings.Contains(string(e.Payload), `"invalid":100000`) || !strings.Contains(string(e.Payload), `"not_recorded_one_by_one":99990`)) {
+			t.Errorf("summary event: %s", e.Payload)
+		}
+	}
+	h.st.mu.Unlock()
+
+	h.say("DEV", askBlock)
+	eventually(t, "question", func() bool { return len(h.questions()) == 1 })
+	h.say("DEV", "[DEPENDENCY_REQUEST]\ntype: spaceship\nname: x\n[/DEPENDENCY_REQUEST]")
+	if got := h.typed("DEV", "not accepted"); !strings.HasPrefix(got, "[OFFICE] Your DEPENDENCY_REQUEST block was not accepted") {
+		t.Errorf("single invalid block told %q", got)
+	}
+}
+
+// TestInvalidBlocksToldWithinAMinute: a turn that does not end still gets
+// its invalid blocks told, once a minute at most.
+func TestInvalidBlocksToldWithinAMinute(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run("DEV")
+	chunk := func(id, text string) {
+		h.r.HandleText(Text{OfficeID: h.office.ID, AgentID: h.id("DEV"), ID: id, Lines: strings.Split(text, "\n")})
+	}
+	chunk("c1", "[ASK_USER]\n[ASK_USER]\n[ASK_USER]\nmore text") // the last block is still open
+	h.quiet("DEV", 100*time.Millisecond)
+	h.clk.Add(2 * invalidWindow)
+	chunk("c2", "still working")
+	if got := h.typed("DEV", "not accepted"); !strings.Contains(got, "2 of your blocks") {
+		t.Errorf("told %q", got)
+	}
+}

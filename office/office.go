@@ -308,6 +308,8 @@ type inbox struct {
 	// cursorHeld: a message failed; no transcript cursor is recorded
 	// after it (reader-owned).
 	cursorHeld bool
+	// invalid counts the current window's invalid blocks (reader-owned).
+	invalid invalidTally
 }
 
 // inboxItem is a chunk of text, or (lost > 0) a record of text dropped at
@@ -470,7 +472,7 @@ func (o *Router) readInbox(ctx context.Context, k agentKey, in *inbox) {
 		if it.lost > 0 {
 			o.outputLost(ctx, k, in, it.lost)
 		} else {
-			if !o.parseText(ctx, k, in.parser, it.t) {
+			if !o.parseText(ctx, k, in, it.t) {
 				// A message failed (the store refused it): the cursor
 				// stays where it is for this server life, so a restart
 				// reads that message again and retries it.
@@ -506,17 +508,15 @@ func (o *Router) outputLost(ctx context.Context, k agentKey, in *inbox, n int) {
 // Each message is named by the chunk's ID and its index among the chunk's
 // messages: that name is the event's dedupe key, so a re-rendered or
 // re-read chunk is never acted on twice.
+// Invalid blocks are recorded and told within bounds (see onInvalid).
 // It reports false when a message could not be handled.
-func (o *Router) parseText(ctx context.Context, k agentKey, p *protocol.Parser, t Text) bool {
+func (o *Router) parseText(ctx context.Context, k agentKey, in *inbox, t Text) bool {
 	var msgs []protocol.Message
 	for _, l := range t.Lines {
-		msgs = append(msgs, p.Feed(l)...)
+		msgs = append(msgs, in.parser.Feed(l)...)
 	}
 	if t.TurnEnd {
-		msgs = append(msgs, p.Flush()...)
-	}
-	if len(msgs) == 0 {
-		return true
+		msgs = append(msgs, in.parser.Flush()...)
 	}
 	idx := make([]int, len(msgs))
 	for i := range idx {
@@ -526,10 +526,20 @@ func (o *Router) parseText(ctx context.Context, k agentKey, p *protocol.Parser, 
 	sort.SliceStable(idx, func(a, b int) bool { return msgs[idx[a]].Priority() > msgs[idx[b]].Priority() })
 	for _, i := range idx {
 		src := source{officeID: k.officeID, agentID: k.agentID, key: fmt.Sprintf("%s#%d", t.ID, i)}
-		if err := o.handle(ctx, src, msgs[i]); err != nil {
+		var err error
+		if msgs[i].Kind == protocol.KindInvalid {
+			err = o.onInvalid(ctx, src, &in.invalid, msgs[i])
+		} else {
+			err = o.handle(ctx, src, msgs[i])
+		}
+		if err != nil {
 			o.log.Error("handle message", "office", k.officeID, "agent", k.agentID, "kind", msgs[i].Kind, "err", err)
 			ok = false
 		}
+	}
+	if err := o.flushInvalid(ctx, k, &in.invalid, t.TurnEnd, t.ID); err != nil {
+		o.log.Error("record invalid blocks", "office", k.officeID, "agent", k.agentID, "err", err)
+		ok = false
 	}
 	return ok
 }
