@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/office-server/office-server/office"
 )
@@ -34,29 +35,46 @@ func (s *Server) tokenEqual(got string) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) == 1
 }
 
-// requireToken wraps an API handler: no or a wrong token → 401. A write
-// authenticated by the cookie must also come from an allowed Origin, so a
-// page on another site cannot drive the API with the operator's cookie.
+// requireToken wraps an API handler: no or a wrong token → 401, sent at
+// once without reading the body. A write authenticated by the cookie must
+// also come from an allowed Origin, so a page on another site cannot drive
+// the API with the operator's cookie.
 func (s *Server) requireToken(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ok, viaCookie := s.authorized(r)
 		if !ok {
-			writeError(w, office.Errorf(office.EUNAUTHORIZED, "missing or wrong admin token (send Authorization: Bearer <token>)"))
+			refuseUnread(w, r, office.Errorf(office.EUNAUTHORIZED, "missing or wrong admin token (send Authorization: Bearer <token>)"))
 			return
 		}
 		if viaCookie && r.Method != http.MethodGet && r.Method != http.MethodHead {
 			if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o) {
-				writeError(w, office.Errorf(office.EFORBIDDEN, "origin %q is not allowed", o))
+				refuseUnread(w, r, office.Errorf(office.EFORBIDDEN, "origin %q is not allowed", o))
 				return
 			}
 			// A cross-site form cannot send JSON without a CORS preflight.
 			if ct := r.Header.Get("Content-Type"); r.ContentLength != 0 && !strings.HasPrefix(ct, "application/json") {
-				writeError(w, office.Errorf(office.EINVALID, "content type %q: want application/json", ct))
+				refuseUnread(w, r, office.Errorf(office.EINVALID, "content type %q: want application/json", ct))
 				return
 			}
 		}
 		h(w, r)
 	}
+}
+
+// refuseUnread answers a request whose body is not going to be read, and
+// closes the connection right after the answer. Otherwise net/http reads
+// what is left of the body (up to 256 KiB) to reuse the connection, before
+// the answer (unless it says Connection: close) and again when the handler
+// returns (unless the read fails): a client sending its body slowly, or
+// not at all, would hold the connection until ReadTimeout.
+func refuseUnread(w http.ResponseWriter, r *http.Request, err error) {
+	if r.ContentLength == 0 {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Connection", "close")
+	writeError(w, err)
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 // httpStatus maps an office error code to an HTTP status.

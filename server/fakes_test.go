@@ -288,6 +288,13 @@ type fixture struct {
 // running) and dev (a2, no session), one pending question.
 func newFixture(t testing.TB, tweak func(*Config)) *fixture {
 	t.Helper()
+	return newFixtureHTTP(t, tweak, nil)
+}
+
+// newFixtureHTTP is newFixture served by the http.Server the command uses
+// (NewHTTPServer), changed by tweakHTTP if not nil.
+func newFixtureHTTP(t testing.TB, tweak func(*Config), tweakHTTP func(*http.Server)) *fixture {
+	t.Helper()
 	st := &memStore{
 		offices:   []office.Office{{ID: "o1", Name: "Demo"}},
 		agents:    []office.Agent{{ID: "a1", OfficeID: "o1", Name: "po"}, {ID: "a2", OfficeID: "o1", Name: "dev"}},
@@ -307,7 +314,12 @@ func newFixture(t testing.TB, tweak func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(s.Handler())
+	ts := httptest.NewUnstartedServer(nil)
+	ts.Config = NewHTTPServer(s.Handler(), cfg.Logger)
+	if tweakHTTP != nil {
+		tweakHTTP(ts.Config)
+	}
+	ts.Start()
 	s.SetOrigins(append([]string{ts.URL}, cfg.Origins...))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
