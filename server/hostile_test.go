@@ -1,7 +1,11 @@
 package server
 
 import (
+	"crypto/tls"
 	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 )
 
@@ -52,5 +56,75 @@ func TestAgentNamesOverAPI(t *testing.T) {
 	}
 	if replaced := f.off.saved[1]; replaced.ID != "a2" || replaced.Role != "impostor" {
 		t.Errorf("PUT saved %+v: want agent a2 replaced", replaced)
+	}
+}
+
+// TestHostCheck: against DNS rebinding, every endpoint but /healthz
+// refuses a Host that is not one of the server's names: an IP address,
+// localhost, or the host of an allowed origin.
+func TestHostCheck(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Origins = []string{"https://office.example.com"} })
+	_, port, _ := net.SplitHostPort(f.ts.Listener.Addr().String())
+	get := func(path, host string) int {
+		req, _ := http.NewRequest("GET", f.ts.URL+path, nil)
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for _, path := range []string{"/metrics", "/readyz", "/api/offices", "/", "/static/app.js", "/ws/offices/o1/agents/po"} {
+		for _, host := range []string{"rebind.attacker.example:" + port, "rebind.attacker.example", "localhost.attacker.example:" + port, "office.example.com:" + port} {
+			if st := get(path, host); st != http.StatusForbidden {
+				t.Errorf("GET %s with Host %s = %d, want 403", path, host, st)
+			}
+		}
+	}
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "[::1]:" + port, "192.0.2.7:" + port, "office.example.com", "office.example.com:443", "OFFICE.example.com"} {
+		if st := get("/readyz", host); st != http.StatusOK {
+			t.Errorf("GET /readyz with Host %s = %d, want 200", host, st)
+		}
+	}
+	if st := get("/healthz", "rebind.attacker.example:"+port); st != http.StatusOK {
+		t.Errorf("GET /healthz with a foreign Host = %d, want 200 (it stays open)", st)
+	}
+}
+
+// TestCookieSecure: the console's token cookie is Secure when the browser
+// came over HTTPS: TLS, or X-Forwarded-Proto: https from a proxy on
+// loopback (not from anyone else).
+func TestCookieSecure(t *testing.T) {
+	f := newFixture(t, nil)
+	h := f.srv.Handler()
+	for _, tt := range []struct {
+		name   string
+		tls    bool
+		remote string
+		proto  string
+		secure bool
+	}{
+		{"plain http", false, "127.0.0.1:5000", "", false},
+		{"tls", true, "192.0.2.1:5000", "", true},
+		{"proxy on loopback", false, "127.0.0.1:5000", "https", true},
+		{"proxy on loopback v6", false, "[::1]:5000", "https", true},
+		{"header from elsewhere", false, "192.0.2.1:5000", "https", false},
+	} {
+		req := httptest.NewRequest("GET", "/?token="+testToken, nil)
+		req.Host, req.RemoteAddr = "127.0.0.1:8080", tt.remote
+		if tt.tls {
+			req.TLS = &tls.ConnectionState{}
+		}
+		if tt.proto != "" {
+			req.Header.Set("X-Forwarded-Proto", tt.proto)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		cookies := w.Result().Cookies()
+		if len(cookies) != 1 || cookies[0].Secure != tt.secure || !cookies[0].HttpOnly {
+			t.Errorf("%s: cookies %+v, want one HttpOnly with Secure=%v", tt.name, cookies, tt.secure)
+		}
 	}
 }

@@ -2,9 +2,11 @@ package main
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/office-server/office-server/office"
 )
@@ -47,4 +49,68 @@ func TestAgentNamesRealServer(t *testing.T) {
 	if st, b := r.do(t, "PUT", "/api/offices/"+oid+"/agents/"+po.ID, `{"name":"po","role":"Owner"}`); st != 200 || !strings.Contains(b, `"role":"Owner"`) {
 		t.Errorf("PUT po = %d %s, want it replaced", st, b)
 	}
+}
+
+// TestListenBeyondLoopback: --addr 0.0.0.0 prints a loud warning and a
+// console URL a browser can open (not http://0.0.0.0 or [::]); the real
+// server then refuses a Host that is not its own on /metrics and /readyz
+// (DNS rebinding) while /healthz stays open. On loopback, no warning.
+func TestListenBeyondLoopback(t *testing.T) {
+	r := startMain(t, "--no-autostart", "--addr", "0.0.0.0:0")
+	_, port, _ := net.SplitHostPort(r.m.Addr().String())
+	out := r.waitOut(t, "office console:")
+	if !strings.Contains(out, "WARNING: listening on all interfaces") || !strings.Contains(r.logs.String(), "listening on all interfaces") {
+		t.Errorf("no warning for 0.0.0.0:\n%s", out)
+	}
+	if !strings.Contains(out, "office console: http://127.0.0.1:"+port+"/?token=") || strings.Contains(out, "http://0.0.0.0") || strings.Contains(out, "http://[::]") {
+		t.Errorf("console URL not usable (port %s):\n%s", port, out)
+	}
+	base := "http://127.0.0.1:" + port
+	for path, want := range map[string]int{"/metrics": 403, "/readyz": 403, "/healthz": 200} {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.Host = "rebind.attacker.example:" + port
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("GET %s with a foreign Host = %d, want %d", path, res.StatusCode, want)
+		}
+	}
+
+	local := startMain(t, "--no-autostart")
+	if out := local.waitOut(t, "office console:"); strings.Contains(out, "WARNING") {
+		t.Errorf("warning on loopback:\n%s", out)
+	}
+}
+
+func TestConsoleURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		"0.0.0.0:8080":   "http://127.0.0.1:8080/",
+		"[::]:8080":      "http://127.0.0.1:8080/",
+		"127.0.0.1:8080": "http://127.0.0.1:8080/",
+		"10.1.2.3:8080":  "http://10.1.2.3:8080/",
+	} {
+		a, _ := net.ResolveTCPAddr("tcp", addr)
+		if got := consoleURL(a); got != want {
+			t.Errorf("consoleURL(%s) = %s, want %s", addr, got, want)
+		}
+		if warn := exposure(a); (warn == "") != strings.HasPrefix(addr, "127.") {
+			t.Errorf("exposure(%s) = %q", addr, warn)
+		}
+	}
+}
+
+// waitOut waits until the server's stdout holds want and returns it.
+func (r *liveServer) waitOut(t *testing.T, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(r.out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stdout never showed %q:\n%s", want, r.out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return r.out.String()
 }

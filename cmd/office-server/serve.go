@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/office-server/office-server/migrations"
 	"github.com/office-server/office-server/office"
@@ -179,12 +178,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.mu.Lock()
 	m.addr = ln.Addr()
 	m.mu.Unlock()
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	hs := server.NewHTTPServer(srv.Handler(), log)
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -218,7 +212,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}()
 
-	url := "http://" + ln.Addr().String() + "/"
+	url := consoleURL(ln.Addr())
+	if warn := exposure(ln.Addr()); warn != "" {
+		log.Warn(warn)
+		fmt.Fprintf(m.Stdout, "WARNING: %s.\n", warn)
+	}
 	if tokenCreated {
 		// The only place the token is shown: stdout, once, on first start.
 		fmt.Fprintf(m.Stdout, "office console: %s?token=%s\n(the token is kept in %s; it is not shown again)\n", url, token, filepath.Join(c.DataDir, "admin-token"))
