@@ -135,8 +135,9 @@ func ValidateDependencyValue(typ, v string) error {
 }
 
 // ProvideDependency validates value for the request's type, seals it
-// (api_key values are encrypted with AES-256-GCM; without a key they are
-// refused) and stores it; the agent gets [DEPENDENCY_PROVIDED], and for
+// (api_key and env_variable values are encrypted with AES-256-GCM; without
+// a key they are refused with EUNAVAILABLE, never stored in clear) and
+// stores it; the agent gets [DEPENDENCY_PROVIDED], and for
 // api_key and env_variable its session is restarted with the variable in
 // its environment and the conversation resumed. The value is never logged
 // nor put in an event.
@@ -151,7 +152,7 @@ func (o *Router) ProvideDependency(ctx context.Context, id, value string) (Depen
 	if err := ValidateDependencyValue(d.Type, value); err != nil {
 		return d, err
 	}
-	sealed, err := o.sealer.Seal(value, d.Type == protocol.DependencyAPIKey)
+	sealed, err := o.sealer.Seal(value, SecretDependency(d.Type))
 	if err != nil {
 		return d, err
 	}
@@ -285,17 +286,18 @@ type OfficeConfig struct {
 // SyncOffice makes the store match a declared office: the office and its
 // agents are upserted (by name); agents no longer declared are disabled, not
 // deleted, so their history stays. It returns the office and its agents as
-// stored.
+// stored. A name that breaks ValidateAgentName fails the whole sync
+// (EINVALID) before anything is written.
 func (o *Router) SyncOffice(ctx context.Context, c OfficeConfig) (Office, []Agent, error) {
 	if strings.TrimSpace(c.Office.Name) == "" && c.Office.ID == "" {
 		return Office{}, nil, Errorf(EINVALID, "the office has no name")
 	}
 	seen := map[string]bool{}
 	for _, a := range c.Agents {
-		n := strings.ToLower(strings.TrimSpace(a.Name))
-		if n == "" {
-			return Office{}, nil, Errorf(EINVALID, "an agent has no name")
+		if err := ValidateAgentName(a.Name); err != nil {
+			return Office{}, nil, err
 		}
+		n := strings.ToLower(a.Name)
 		if seen[n] {
 			return Office{}, nil, Errorf(EINVALID, "agent %q is declared twice", a.Name)
 		}

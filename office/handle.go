@@ -16,7 +16,8 @@ import (
 
 // handle acts on one parsed message exactly once: the message's event is
 // appended with its dedupe key first, and only the caller that inserted it
-// acts.
+// acts. Invalid blocks do not come here: parseText records them within
+// bounds (onInvalid).
 func (o *Router) handle(ctx context.Context, src source, m protocol.Message) error {
 	inserted, err := o.event(ctx, src.officeID, src.agentID, "message."+strings.ToLower(string(m.Kind)), redacted(m), m.Raw, src.key)
 	if err != nil {
@@ -56,13 +57,6 @@ func (o *Router) handle(ctx context.Context, src source, m protocol.Message) err
 		return nil
 	case protocol.KindProxyRequest:
 		return o.onProxy(ctx, self, m)
-	case protocol.KindInvalid:
-		what, why := "a block", "it could not be read"
-		if m.Invalid != nil {
-			what, why = string(m.Invalid.Kind), m.Invalid.Reason
-		}
-		o.tell(ctx, self, fmt.Sprintf("Your %s block was not accepted: %s\nFix it and print it again.", what, why))
-		return nil
 	}
 	return nil
 }
@@ -638,7 +632,9 @@ func (o *Router) failInvocation(ctx context.Context, inv Invocation, why string)
 	}
 	callee, _ := o.store.GetAgent(ctx, inv.CalleeAgentID)
 	if caller, err := o.store.GetAgent(ctx, inv.CallerAgentID); err == nil {
-		o.notify(caller, fmt.Sprintf("Task %s that you gave %s failed: %s", inv.ID, callee.Name, why))
+		// why may hold the callee's own words (an ERROR message, a
+		// dependency name): forwarded as quoted data, like a result.
+		o.notify(caller, fmt.Sprintf("Task %s that you gave %s failed:\n%s", inv.ID, callee.Name, quote(why)))
 	}
 	_, err = o.event(ctx, inv.OfficeID, inv.CalleeAgentID, "invocation.failed", map[string]string{"invocation_id": inv.ID, "reason": why}, "", "")
 	return err

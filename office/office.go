@@ -319,6 +319,8 @@ type inbox struct {
 	// cursorHeld: a message failed; no transcript cursor is recorded
 	// after it (reader-owned).
 	cursorHeld bool
+	// invalid counts the current window's invalid blocks (reader-owned).
+	invalid invalidTally
 }
 
 // inboxItem is a chunk of text, or (lost > 0) a record of text dropped at
@@ -481,7 +483,7 @@ func (o *Router) readInbox(ctx context.Context, k agentKey, in *inbox) {
 		if it.lost > 0 {
 			o.outputLost(ctx, k, in, it.lost)
 		} else {
-			if !o.parseText(ctx, k, in.parser, it.t) {
+			if !o.parseText(ctx, k, in, it.t) {
 				// A message failed (the store refused it): the cursor
 				// stays where it is for this server life, so a restart
 				// reads that message again and retries it.
@@ -517,17 +519,15 @@ func (o *Router) outputLost(ctx context.Context, k agentKey, in *inbox, n int) {
 // Each message is named by the chunk's ID and its index among the chunk's
 // messages: that name is the event's dedupe key, so a re-rendered or
 // re-read chunk is never acted on twice.
+// Invalid blocks are recorded and told within bounds (see onInvalid).
 // It reports false when a message could not be handled.
-func (o *Router) parseText(ctx context.Context, k agentKey, p *protocol.Parser, t Text) bool {
+func (o *Router) parseText(ctx context.Context, k agentKey, in *inbox, t Text) bool {
 	var msgs []protocol.Message
 	for _, l := range t.Lines {
-		msgs = append(msgs, p.Feed(l)...)
+		msgs = append(msgs, in.parser.Feed(l)...)
 	}
 	if t.TurnEnd {
-		msgs = append(msgs, p.Flush()...)
-	}
-	if len(msgs) == 0 {
-		return true
+		msgs = append(msgs, in.parser.Flush()...)
 	}
 	idx := make([]int, len(msgs))
 	for i := range idx {
@@ -537,10 +537,20 @@ func (o *Router) parseText(ctx context.Context, k agentKey, p *protocol.Parser, 
 	sort.SliceStable(idx, func(a, b int) bool { return msgs[idx[a]].Priority() > msgs[idx[b]].Priority() })
 	for _, i := range idx {
 		src := source{officeID: k.officeID, agentID: k.agentID, key: fmt.Sprintf("%s#%d", t.ID, i)}
-		if err := o.handle(ctx, src, msgs[i]); err != nil {
+		var err error
+		if msgs[i].Kind == protocol.KindInvalid {
+			err = o.onInvalid(ctx, src, &in.invalid, msgs[i])
+		} else {
+			err = o.handle(ctx, src, msgs[i])
+		}
+		if err != nil {
 			o.log.Error("handle message", "office", k.officeID, "agent", k.agentID, "kind", msgs[i].Kind, "err", err)
 			ok = false
 		}
+	}
+	if err := o.flushInvalid(ctx, k, &in.invalid, t.TurnEnd, t.ID); err != nil {
+		o.log.Error("record invalid blocks", "office", k.officeID, "agent", k.agentID, "err", err)
+		ok = false
 	}
 	return ok
 }
@@ -572,7 +582,11 @@ func (o *Router) event(ctx context.Context, officeID, agentID, kind string, payl
 	return inserted, nil
 }
 
-// workspace returns an agent's working directory.
+// workspace returns an agent's working directory: its launch spec's Dir
+// (the admin's choice), else DataDir/<office>/<name>, which always stays
+// inside DataDir. An agent whose stored name or office ID would not (a row
+// written before names were checked, or by another program) gets a
+// directory named by a hash of its IDs instead.
 func (o *Router) workspace(a Agent) string {
 	if a.Launch.Dir != "" {
 		return a.Launch.Dir
@@ -581,5 +595,10 @@ func (o *Router) workspace(a Agent) string {
 	if base == "" {
 		base = "office-data"
 	}
-	return filepath.Join(base, a.OfficeID, a.Name)
+	if ValidateAgentName(a.Name) == nil {
+		if dir, err := within(base, a.OfficeID, a.Name); err == nil && filepath.Dir(dir) != filepath.Clean(base) {
+			return dir
+		}
+	}
+	return filepath.Join(filepath.Clean(base), "unnamed", uuid.NewSHA1(rowNamespace, []byte(a.OfficeID+"\x00"+a.ID)).String())
 }

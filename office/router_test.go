@@ -384,7 +384,7 @@ func TestCalleeFailsForGood(t *testing.T) {
 	h.ss.setRunning(h.id("DEV"), false)
 	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: SessionFailed, PID: 0})
 	got := h.typed("PO", "failed")
-	if !strings.Contains(got, "DEV failed: its session failed for good") {
+	if !strings.Contains(got, "DEV failed:\n"+quote("its session failed for good")) {
 		t.Errorf("told %q", got)
 	}
 	if a, _ := h.st.GetAgent(ctx, h.id("DEV")); a.Status != AgentFailed {

@@ -8,7 +8,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+
+	"github.com/office-server/office-server/protocol"
 )
+
+// SecretDependency reports whether values of a dependency type are secrets:
+// an api_key, and an env_variable (it lands in the agent's environment and
+// is as likely to hold a token). Their values are only stored encrypted.
+func SecretDependency(typ string) bool {
+	return typ == protocol.DependencyAPIKey || typ == protocol.DependencyEnvVar
+}
 
 // Sealed values start with a version byte so a store's bytes say what they
 // are: sealedGCM (AES-256-GCM: 12-byte nonce, ciphertext, tag) or
@@ -67,7 +76,7 @@ func (s *Sealer) CanSeal() bool { return s != nil && s.aead != nil }
 func (s *Sealer) Seal(v string, secret bool) ([]byte, error) {
 	if !s.CanSeal() {
 		if secret {
-			return nil, Errorf(EUNAVAILABLE, "no secrets key is configured: secrets cannot be stored")
+			return nil, Errorf(EUNAVAILABLE, "no secrets key is configured (set OFFICE_SECRETS_KEY): api_key and env_variable values are not stored in clear")
 		}
 		return append([]byte{sealedPlain}, v...), nil
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/office-server/office-server/office"
 )
 
@@ -189,6 +191,8 @@ func (s *Server) saveAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ref := r.PathValue("agent"); ref != "" {
+		// PUT replaces the agent the path names (renaming it if the body
+		// has another name).
 		_, cur, err := s.agent(r.Context(), o.ID, ref)
 		if err != nil {
 			writeError(w, err)
@@ -199,8 +203,8 @@ func (s *Server) saveAgent(w http.ResponseWriter, r *http.Request) {
 			in.Name = cur.Name
 		}
 	}
-	if strings.TrimSpace(in.Name) == "" {
-		writeError(w, office.Errorf(office.EINVALID, "name is required"))
+	if err := office.ValidateAgentName(in.Name); err != nil {
+		writeError(w, err)
 		return
 	}
 	if in.OfficeID != "" && in.OfficeID != o.ID {
@@ -208,6 +212,26 @@ func (s *Server) saveAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.OfficeID = o.ID
+	if r.PathValue("agent") == "" {
+		// POST creates: a name (in any case) or an ID already in the
+		// office is a conflict, never a replacement. The new agent gets
+		// its ID here, so that a concurrent POST of the same name fails
+		// in the store (a new ID with a taken name) rather than updating.
+		agents, err := s.cfg.Store.ListAgents(r.Context(), o.ID)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		for _, a := range agents {
+			if strings.EqualFold(a.Name, in.Name) || in.ID != "" && a.ID == in.ID {
+				writeError(w, office.Errorf(office.ECONFLICT, "office %q already has an agent named %q (PUT /api/offices/%s/agents/%s replaces it)", o.Name, a.Name, o.ID, a.ID))
+				return
+			}
+		}
+		if in.ID == "" {
+			in.ID = uuid.NewString()
+		}
+	}
 	a, err := s.cfg.Office.SaveAgent(r.Context(), in)
 	if err != nil {
 		writeError(w, err)

@@ -92,7 +92,7 @@ var upgrader = websocket.Upgrader{
 func (s *Server) console(w http.ResponseWriter, r *http.Request) {
 	ok, viaCookie := s.authorized(r)
 	if !ok {
-		writeError(w, office.Errorf(office.EUNAUTHORIZED, "missing or wrong admin token"))
+		refuseUnread(w, r, office.Errorf(office.EUNAUTHORIZED, "missing or wrong admin token"))
 		return
 	}
 	origin := r.Header.Get("Origin")

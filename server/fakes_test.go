@@ -119,6 +119,7 @@ type fakeOffice struct {
 	mu       sync.Mutex
 	answers  []string
 	messages []office.UserMessage
+	saved    []office.Agent // SaveAgent's arguments
 }
 
 func (f *fakeOffice) AnswerQuestion(_ context.Context, id, response, by string) (office.Question, error) {
@@ -162,6 +163,9 @@ func (f *fakeOffice) SaveOffice(_ context.Context, o office.Office) (office.Offi
 	return o, nil
 }
 func (f *fakeOffice) SaveAgent(_ context.Context, a office.Agent) (office.Agent, error) {
+	f.mu.Lock()
+	f.saved = append(f.saved, a)
+	f.mu.Unlock()
 	return a, nil
 }
 func (f *fakeOffice) DeleteAgent(context.Context, string, string) error { return nil }
@@ -285,6 +289,13 @@ type fixture struct {
 // running) and dev (a2, no session), one pending question.
 func newFixture(t testing.TB, tweak func(*Config)) *fixture {
 	t.Helper()
+	return newFixtureHTTP(t, tweak, nil)
+}
+
+// newFixtureHTTP is newFixture served by the http.Server the command uses
+// (NewHTTPServer), changed by tweakHTTP if not nil.
+func newFixtureHTTP(t testing.TB, tweak func(*Config), tweakHTTP func(*http.Server)) *fixture {
+	t.Helper()
 	st := &memStore{
 		offices:   []office.Office{{ID: "o1", Name: "Demo"}},
 		agents:    []office.Agent{{ID: "a1", OfficeID: "o1", Name: "po"}, {ID: "a2", OfficeID: "o1", Name: "dev"}},
@@ -304,7 +315,12 @@ func newFixture(t testing.TB, tweak func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(s.Handler())
+	ts := httptest.NewUnstartedServer(nil)
+	ts.Config = NewHTTPServer(s.Handler(), cfg.Logger)
+	if tweakHTTP != nil {
+		tweakHTTP(ts.Config)
+	}
+	ts.Start()
 	s.SetOrigins(append([]string{ts.URL}, cfg.Origins...))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -130,6 +130,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	origins  map[string]bool
+	hosts    map[string]bool // Host values of the origins (see hostAllowed)
 	conns    map[*consoleConn]struct{}
 	controls map[string]*consoleConn // session key → controlling viewer
 	closed   bool
@@ -180,23 +181,72 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// SetOrigins replaces the Origin allow-list; cmd uses it once the listen
-// address (and so the server's own origin) is known.
+// SetOrigins replaces the Origin allow-list, and with it the host names
+// requests may carry in their Host header (see hostAllowed); cmd uses it
+// once the listen address (and so the server's own origin) is known.
 func (s *Server) SetOrigins(origins []string) {
-	m := map[string]bool{}
+	m, hosts := map[string]bool{}, map[string]bool{}
 	for _, o := range origins {
 		if o = strings.TrimRight(strings.TrimSpace(o), "/"); o != "" {
-			m[strings.ToLower(o)] = true
+			o = strings.ToLower(o)
+			m[o] = true
+			if u, err := url.Parse(o); err == nil && u.Host != "" {
+				hosts[u.Host] = true
+				// A default port may be written or left out.
+				if def := defaultPorts[u.Scheme]; def != "" && (u.Port() == "" || u.Port() == def) {
+					hosts[u.Hostname()] = true
+					hosts[net.JoinHostPort(u.Hostname(), def)] = true
+				}
+			}
 		}
 	}
 	s.mu.Lock()
-	s.origins = m
+	s.origins, s.hosts = m, hosts
 	s.mu.Unlock()
 }
 
+var defaultPorts = map[string]string{"http": "80", "https": "443"}
+
+// hostAllowed reports whether a request's Host header names this server,
+// against DNS rebinding: a page of another site whose name is made to
+// resolve to this server sends that name as Host, and the server would
+// otherwise answer it as its own. Allowed: an IP address (no name was
+// resolved), localhost, and the hosts of the allowed origins (the server's
+// own, and --origin's, e.g. the name a reverse proxy serves it under). An
+// empty Host (HTTP/1.0) comes from no browser.
+func (s *Server) hostAllowed(host string) bool {
+	if host == "" {
+		return true
+	}
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
+	if net.ParseIP(name) != nil || strings.EqualFold(name, "localhost") {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hosts[strings.ToLower(host)]
+}
+
+// checkHost refuses requests whose Host is not the server's (hostAllowed),
+// except /healthz, which says nothing.
+func (s *Server) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && !s.hostAllowed(r.Host) {
+			refuseUnread(w, r, office.Errorf(office.EFORBIDDEN, "host %q is not a name of this server (add its origin with --origin)", r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // OwnOrigins returns the origins a browser uses to reach a server listening
-// on addr: http://host:port, plus the localhost/127.0.0.1/[::1] aliases for
-// a loopback address.
+// on addr: http://host:port (and https), plus the localhost/127.0.0.1/[::1]
+// aliases for a loopback address, or localhost and every interface's
+// address for an unspecified one (0.0.0.0, [::]).
 func OwnOrigins(addr net.Addr) []string {
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
@@ -206,7 +256,8 @@ func OwnOrigins(addr net.Addr) []string {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || host == "localhost" {
 		hosts = []string{"127.0.0.1", "localhost", "[::1]"}
 	} else if ip != nil && ip.IsUnspecified() {
-		hosts = []string{"127.0.0.1", "localhost"}
+		// Every interface: a browser may use any of its addresses.
+		hosts = append([]string{"localhost"}, InterfaceAddrs()...)
 	}
 	var out []string
 	for _, h := range hosts {
@@ -231,8 +282,35 @@ func (s *Server) originAllowed(origin string) bool {
 // Metrics returns the server's metrics, for the office's hooks.
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
-// Handler returns the HTTP handler: every route, with access logging.
-func (s *Server) Handler() http.Handler { return s.accessLog(s.mux) }
+// Handler returns the HTTP handler: every route, with access logging and
+// the Host check (checkHost).
+func (s *Server) Handler() http.Handler { return s.accessLog(s.checkHost(s.mux)) }
+
+// InterfaceAddrs returns the IP addresses of the machine's interfaces
+// (loopback first), as they appear in a URL's host.
+func InterfaceAddrs() []string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return []string{"127.0.0.1"}
+	}
+	var loop, other []string
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok || n.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		h := n.IP.String()
+		if n.IP.To4() == nil {
+			h = "[" + h + "]"
+		}
+		if n.IP.IsLoopback() {
+			loop = append(loop, h)
+		} else {
+			other = append(other, h)
+		}
+	}
+	return append(loop, other...)
+}
 
 // Run tails the event log for the live stream and the metrics until ctx
 // ends.

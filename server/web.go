@@ -3,7 +3,9 @@ package server
 import (
 	"embed"
 	"io/fs"
+	"net"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -39,7 +41,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		}
 		http.SetCookie(w, &http.Cookie{
 			Name: tokenCookie, Value: tok, Path: "/", HttpOnly: true,
-			SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+			SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 			Expires: time.Now().Add(30 * 24 * time.Hour),
 		})
 		http.Redirect(w, r, "/", http.StatusSeeOther)
@@ -61,4 +63,22 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:")
 	w.Header().Set("X-Frame-Options", "DENY")
 	_, _ = w.Write(b)
+}
+
+// overTLS reports whether the browser reached the server over HTTPS: the
+// request came over TLS, or through a TLS-terminating reverse proxy on this
+// machine that says so (X-Forwarded-Proto: https from a loopback address).
+// The header is trusted from loopback only, the simple case of a proxy on
+// the same machine (a proxy elsewhere would need a list of trusted proxies,
+// which the server does not have): from anyone else it proves nothing.
+func overTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if !strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
+		return false
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
 }

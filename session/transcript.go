@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"unicode/utf16"
 )
 
@@ -75,11 +76,15 @@ type contentBlock struct {
 type transcript struct {
 	path    string
 	off     int64
-	partial []byte
-	after   string // skip entries until this uuid has been seen
-	skip    bool
-	lastID  string
-	bad     int // lines that were not JSON (counted, skipped)
+	partial []byte // the start of a line whose newline has not come yet
+	// discarding: the current line grew past maxTranscriptLine; its
+	// bytes are skipped up to its newline.
+	discarding bool
+	after      string // skip entries until this uuid has been seen
+	skip       bool
+	lastID     string
+	bad        int // lines that were not JSON (counted, skipped)
+	long       int // lines over maxTranscriptLine (counted, skipped)
 	// cursorMissing: the cursor was not found when catching up.
 	cursorMissing bool
 	// open: text was emitted since the last turn end.
@@ -103,6 +108,14 @@ func (t *transcript) takePrompts() []string {
 
 // maxTranscriptRead bounds what one poll reads from the transcript.
 const maxTranscriptRead = 256 << 10
+
+// maxTranscriptLine bounds one transcript line (one entry). A longer line,
+// or one that never ends, is skipped up to its newline and counted, so a
+// session's memory stays bounded whatever the file holds (DESIGN §7).
+const maxTranscriptLine = 16 << 20
+
+// readBufs holds the buffers polls read into (maxTranscriptRead each).
+var readBufs = sync.Pool{New: func() any { b := make([]byte, maxTranscriptRead); return &b }}
 
 // stopSuffix marks the ID of a turn end that came from the Stop hook
 // rather than an end_turn entry (the turn stopped for another reason, e.g.
@@ -140,7 +153,7 @@ func (t *transcript) poll(key Key) ([]Text, error) {
 	if st.Size() < t.off {
 		// Truncated or replaced: start over; the cursor (lastID) keeps us
 		// from emitting entries twice.
-		t.off, t.partial = 0, nil
+		t.off, t.partial, t.discarding = 0, nil, false
 		if t.lastID != "" {
 			t.after, t.skip = t.lastID, true
 		}
@@ -152,25 +165,40 @@ func (t *transcript) poll(key Key) ([]Text, error) {
 	// far behind the follower is (it was paused, or the server restarted
 	// on a long transcript); more reports that the rest is waiting.
 	n := min(st.Size()-t.off, maxTranscriptRead)
-	data, err := io.ReadAll(io.LimitReader(f, n))
-	if err != nil {
+	// The read buffer is shared by all followers (an idle session keeps
+	// none); nothing read is kept beyond this poll but in t.partial.
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	got, err := io.ReadFull(f, (*bp)[:n])
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, fmt.Errorf("read transcript: %w", err)
 	}
-	t.off += int64(len(data))
+	data := (*bp)[:got]
+	t.off += int64(got)
 	t.more = t.off < st.Size()
-	if len(t.partial) > 0 {
-		data = append(t.partial, data...)
-		t.partial = nil
-	}
 	var out []Text
 	for len(data) > 0 {
+		// Only the new bytes are searched for a newline; a partial line
+		// grows by appending (amortised), never by recopying.
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
-			t.partial = append([]byte(nil), data...)
+			t.hold(data)
 			break
 		}
 		line := data[:i]
 		data = data[i+1:]
+		if t.discarding {
+			t.discarding = false
+			continue
+		}
+		if len(t.partial) > 0 {
+			if len(t.partial)+len(line) > maxTranscriptLine {
+				t.skipLong()
+				continue
+			}
+			t.grow(line)
+			line, t.partial = t.partial, nil
+		}
 		if txt, ok := t.entry(key, line); ok {
 			out = append(out, txt)
 			t.open = !txt.TurnEnd
@@ -185,6 +213,36 @@ func (t *transcript) poll(key Key) ([]Text, error) {
 		t.cursorMissing = true
 	}
 	return out, nil
+}
+
+// hold keeps the start of a line whose newline has not been read, or
+// starts discarding it once it is over maxTranscriptLine.
+func (t *transcript) hold(p []byte) {
+	switch {
+	case t.discarding:
+	case len(t.partial)+len(p) > maxTranscriptLine:
+		t.skipLong()
+		t.discarding = true
+	default:
+		t.grow(p)
+	}
+}
+
+// grow appends p to the partial line, doubling its buffer (never past
+// maxTranscriptLine) so that a long line costs O(its length) in copies.
+func (t *transcript) grow(p []byte) {
+	if need := len(t.partial) + len(p); need > cap(t.partial) {
+		nb := make([]byte, len(t.partial), min(max(need, 2*cap(t.partial), 64<<10), maxTranscriptLine))
+		copy(nb, t.partial)
+		t.partial = nb
+	}
+	t.partial = append(t.partial, p...)
+}
+
+// skipLong drops the line being held and counts it.
+func (t *transcript) skipLong() {
+	t.partial = nil
+	t.long++
 }
 
 // stopped returns a turn end for a turn the transcript did not end (the

@@ -280,8 +280,11 @@ func nonNil(s []string) []string {
 // UpsertAgent implements office.Store; see its contract in office/store.go.
 func (s *Store) UpsertAgent(ctx context.Context, a office.Agent) (office.Agent, error) {
 	const op = "upsert agent"
-	if a.OfficeID == "" || strings.TrimSpace(a.Name) == "" {
-		return office.Agent{}, &office.Error{Code: office.EINVALID, Op: op, Message: "agent needs an office and a name"}
+	if a.OfficeID == "" {
+		return office.Agent{}, &office.Error{Code: office.EINVALID, Op: op, Message: "agent needs an office"}
+	}
+	if err := office.ValidateAgentName(a.Name); err != nil {
+		return office.Agent{}, &office.Error{Code: office.EINVALID, Op: op, Message: office.ErrorMessage(err)}
 	}
 	if a.Status == "" {
 		a.Status = office.AgentIdle

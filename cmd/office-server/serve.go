@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/office-server/office-server/agents"
 	"github.com/office-server/office-server/migrations"
@@ -135,7 +134,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("%s: %w", filepath.Join(c.DataDir, "secrets-key"), err)
 		}
 	default:
-		log.Warn("no OFFICE_SECRETS_KEY: api_key dependency values will be refused")
+		log.Warn("no OFFICE_SECRETS_KEY: api_key and env_variable dependency values will be refused")
 	}
 
 	// Sessions, the office, the server.
@@ -179,12 +178,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.mu.Lock()
 	m.addr = ln.Addr()
 	m.mu.Unlock()
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	hs := server.NewHTTPServer(srv.Handler(), log)
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -218,7 +212,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}()
 
-	url := "http://" + ln.Addr().String() + "/"
+	url := consoleURL(ln.Addr())
+	if warn := exposure(ln.Addr()); warn != "" {
+		log.Warn(warn)
+		fmt.Fprintf(m.Stdout, "WARNING: %s.\n", warn)
+	}
 	if tokenCreated {
 		// The only place the token is shown: stdout, once, on first start.
 		fmt.Fprintf(m.Stdout, "office console: %s?token=%s\n(the token is kept in %s; it is not shown again)\n", url, token, filepath.Join(c.DataDir, "admin-token"))

@@ -93,8 +93,8 @@ func scanAgent(r pgx.Row) (office.Agent, error) {
 // Status is idle for a new agent and unchanged for an existing one.
 func (s *Store) UpsertAgent(ctx context.Context, a office.Agent) (office.Agent, error) {
 	const op = "upsert agent"
-	if a.Name == "" {
-		return office.Agent{}, invalid(op, "name is required")
+	if err := office.ValidateAgentName(a.Name); err != nil {
+		return office.Agent{}, invalid(op, "%s", office.ErrorMessage(err))
 	}
 	officeID, err := ref(op, "office_id", a.OfficeID, false)
 	if err != nil {

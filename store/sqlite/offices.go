@@ -82,8 +82,8 @@ func scanAgent(r scanner) (office.Agent, error) {
 // empty Status keeps the stored one (idle for a new agent).
 func (s *Store) UpsertAgent(ctx context.Context, a office.Agent) (office.Agent, error) {
 	const op = "upsert agent"
-	if strings.TrimSpace(a.Name) == "" {
-		return office.Agent{}, office.Errorf(office.EINVALID, "agent name is empty")
+	if err := office.ValidateAgentName(a.Name); err != nil {
+		return office.Agent{}, err
 	}
 	caps, err := jsonText(a.Capabilities, "[]")
 	if err != nil {

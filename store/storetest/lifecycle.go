@@ -133,6 +133,23 @@ func testAgents(t *testing.T, fx *fixture) {
 		t.Errorf("after the conflicting rename, agent %s = %q, %v; want unchanged %q", fx.a.ID, got.Name, err, fx.a.Name)
 	}
 
+	// A new ID with a name taken in another case: ECONFLICT, the existing
+	// agent untouched (the admin API's POST creates this way).
+	_, err = s.UpsertAgent(ctx, office.Agent{ID: uuid.NewString(), OfficeID: fx.office.ID, Name: strings.ToUpper(fx.a.Name), Role: "impostor"})
+	wantCode(t, "UpsertAgent with a new ID and a taken name in another case", err, office.ECONFLICT)
+	if got, err := s.GetAgent(ctx, fx.a.ID); err != nil || got.Name != fx.a.Name || got.Role != fx.a.Role {
+		t.Errorf("after the conflicting create, agent %s = %+v, %v; want unchanged", fx.a.ID, got, err)
+	}
+
+	// Names that are not plain words are refused (office.ValidateAgentName):
+	// a name becomes a directory, a word in system prompts and a target.
+	for _, bad := range []string{"", "..", "../../../../tmp/x", "a/b", "a\x00b", "a\nb", " po", "a..b", strings.Repeat("x", 64)} {
+		_, err := s.UpsertAgent(ctx, office.Agent{OfficeID: fx.office.ID, Name: bad})
+		wantCode(t, fmt.Sprintf("UpsertAgent(name %q)", bad), err, office.EINVALID)
+		_, err = s.UpsertAgent(ctx, office.Agent{ID: fx.b.ID, OfficeID: fx.office.ID, Name: bad})
+		wantCode(t, fmt.Sprintf("UpsertAgent(rename to %q)", bad), err, office.EINVALID)
+	}
+
 	// A caller-chosen ID is kept.
 	id := uuid.NewString()
 	c, err := s.UpsertAgent(ctx, office.Agent{ID: id, OfficeID: fx.office.ID, Name: "Tester"})
