@@ -384,18 +384,47 @@ type statusUpdate struct {
 // recordStatuses applies queued status changes in order until ctx ends.
 func (o *Router) recordStatuses(ctx context.Context) {
 	for {
-		o.mu.Lock()
-		q := o.statusQ
-		o.statusQ = nil
-		o.mu.Unlock()
-		for _, u := range q {
-			o.recordStatus(ctx, u.officeID, u.agentID, u.status, u.pid, u.exitCode)
+		select {
+		case o.statusTurn <- struct{}{}:
+		case <-ctx.Done():
+			return
 		}
+		o.recordQueued(ctx)
+		<-o.statusTurn
 		select {
 		case <-ctx.Done():
 			return
 		case <-o.statusWake:
 		}
+	}
+}
+
+// FlushStatuses writes every session status change reported so far, after
+// the one being written now, with ctx; it returns ctx's error if ctx ends
+// first. The server calls it after stopping the sessions at shutdown and
+// before it ends Run's context, so that the final rows (stopped, pid 0) are
+// written with a context that is still alive, bounded by ctx (the shutdown
+// timeout).
+func (o *Router) FlushStatuses(ctx context.Context) error {
+	select {
+	case o.statusTurn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-o.statusTurn }()
+	o.recordQueued(ctx)
+	return ctx.Err()
+}
+
+// recordQueued records the queued status changes in order; the caller
+// holds statusTurn.
+func (o *Router) recordQueued(ctx context.Context) {
+	o.mu.Lock()
+	q := o.statusQ
+	o.statusQ = nil
+	o.mu.Unlock()
+	for _, u := range q {
+		o.recordStatus(ctx, u.officeID, u.agentID, u.status, u.pid, u.exitCode)
 	}
 }
 
@@ -412,9 +441,7 @@ func (o *Router) recordStatus(ctx context.Context, officeID, agentID, status str
 		if !(rec.Status == SessionWaiting && (status == SessionReady || status == SessionBusy)) {
 			rec.Status = status
 		}
-		if pid > 0 {
-			rec.PID = pid
-		}
+		rec.PID = pid // 0 once the process is gone (stopped, exited, crashed, failed)
 		rec.ExitCode = exitCode
 		if _, err := o.store.UpsertSession(ctx, rec); err != nil {
 			o.log.Warn("record session status", "agent", agentID, "err", err)
@@ -427,7 +454,8 @@ func (o *Router) recordStatus(ctx context.Context, officeID, agentID, status str
 					o.log.Warn("fail work", "agent", a.Name, "err", err)
 				}
 			}
-		case SessionStopped, SessionExited:
+		case SessionExited:
+			// Not stopped: see (*Router).stopped.
 			_ = o.store.SetAgentStatus(ctx, agentID, AgentIdle)
 		case SessionStarting, SessionReady:
 			a, err := o.store.GetAgent(ctx, agentID)

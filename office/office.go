@@ -133,6 +133,7 @@ type Router struct {
 	epochs     map[agentKey]string // per process start; see HandleText
 	statusQ    []statusUpdate
 	statusWake chan struct{}
+	statusTurn chan struct{}       // a token: held while statuses are written
 	cursors    map[agentKey]cursor // newest transcript cursor known per agent
 	wg         sync.WaitGroup
 }
@@ -188,6 +189,7 @@ func New(cfg Config) (*Router, error) {
 		epochs:     map[agentKey]string{},
 		cursors:    map[agentKey]cursor{},
 		statusWake: make(chan struct{}, 1),
+		statusTurn: make(chan struct{}, 1),
 	}, nil
 }
 
