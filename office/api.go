@@ -260,6 +260,9 @@ func (o *Router) StopAgent(ctx context.Context, agentID string) error {
 	if err != nil {
 		return err
 	}
+	if !o.serves(a.OfficeID) {
+		return Errorf(EUNAVAILABLE, "office %s is run by another server", a.OfficeID)
+	}
 	if err := o.sess.Stop(ctx, a.OfficeID, a.ID); err != nil {
 		return err
 	}

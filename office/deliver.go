@@ -98,6 +98,9 @@ func (o *Router) runPump(ctx context.Context, k agentKey, p *pump) {
 // round delivers what is due to one agent; it reports whether something
 // remains that it could not deliver now.
 func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
+	if !o.serves(k.officeID) {
+		return false // another server runs the office now
+	}
 	a, err := o.store.GetAgent(ctx, k.agentID)
 	if err != nil {
 		if !IsNotFound(err) && ctx.Err() == nil {
@@ -340,6 +343,9 @@ func (o *Router) sessionSpec(ctx context.Context, a Agent) (SessionSpec, error) 
 }
 
 func (o *Router) startSession(ctx context.Context, a Agent, restart bool) error {
+	if !o.serves(a.OfficeID) {
+		return Errorf(EUNAVAILABLE, "office %s is run by another server", a.OfficeID)
+	}
 	spec, err := o.sessionSpec(ctx, a)
 	if err != nil {
 		return err
@@ -429,6 +435,11 @@ func (o *Router) recordQueued(ctx context.Context) {
 }
 
 func (o *Router) recordStatus(ctx context.Context, officeID, agentID, status string, pid int, exitCode *int) {
+	if !o.serves(officeID) {
+		// The office was taken over: its row is the new owner's now.
+		o.log.Debug("session status not recorded: office run by another server", "office", officeID, "agent", agentID, "status", status)
+		return
+	}
 	{
 		rec, err := o.store.GetSessionByAgent(ctx, agentID)
 		if err != nil {
@@ -509,6 +520,13 @@ func (o *Router) ticker(ctx context.Context) {
 }
 
 func (o *Router) expire(ctx context.Context) {
+	if o.cfg.Owns != nil {
+		// Expiring is store-wide and its notices go to the office's agents:
+		// a server that runs no office leaves it to the owners.
+		if offs, err := o.offices(ctx); err != nil || len(offs) == 0 {
+			return
+		}
+	}
 	now := o.now()
 	qs, err := o.store.ExpireQuestions(ctx, now)
 	if err != nil && ctx.Err() == nil {
