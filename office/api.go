@@ -253,14 +253,35 @@ func (o *Router) StartAgent(ctx context.Context, agentID string) error {
 	return nil
 }
 
-// StopAgent stops an agent's session. What is due to it stays in the store
+// StopAgent stops an agent's session and makes the agent idle (not started
+// again at the server's next start). What is due to it stays in the store
 // and is delivered when it runs again.
 func (o *Router) StopAgent(ctx context.Context, agentID string) error {
 	a, err := o.store.GetAgent(ctx, agentID)
 	if err != nil {
 		return err
 	}
-	return o.sess.Stop(ctx, a.OfficeID, a.ID)
+	if !o.serves(a.OfficeID) {
+		return Errorf(EUNAVAILABLE, "office %s is run by another server", a.OfficeID)
+	}
+	if err := o.sess.Stop(ctx, a.OfficeID, a.ID); err != nil {
+		return err
+	}
+	return o.stopped(ctx, a)
+}
+
+// stopped makes a, whose session was stopped on request, idle: after the
+// statuses reported before (a "ready" recorded later would make it active
+// again). An agent whose session the server stops for its own shutdown
+// stays active, so that the next start (or the next owner) runs it.
+func (o *Router) stopped(ctx context.Context, a Agent) error {
+	if err := o.FlushStatuses(ctx); err != nil {
+		return err
+	}
+	if a.Status == AgentDisabled || a.Status == AgentIdle {
+		return nil
+	}
+	return o.store.SetAgentStatus(ctx, a.ID, AgentIdle)
 }
 
 // RestartAgent restarts an agent's session with a fresh spec (instructions,

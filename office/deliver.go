@@ -98,6 +98,9 @@ func (o *Router) runPump(ctx context.Context, k agentKey, p *pump) {
 // round delivers what is due to one agent; it reports whether something
 // remains that it could not deliver now.
 func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
+	if !o.serves(k.officeID) {
+		return false // another server runs the office now
+	}
 	a, err := o.store.GetAgent(ctx, k.agentID)
 	if err != nil {
 		if !IsNotFound(err) && ctx.Err() == nil {
@@ -337,6 +340,9 @@ func (o *Router) sessionSpec(ctx context.Context, a Agent) (SessionSpec, error) 
 }
 
 func (o *Router) startSession(ctx context.Context, a Agent, restart bool) error {
+	if !o.serves(a.OfficeID) {
+		return Errorf(EUNAVAILABLE, "office %s is run by another server", a.OfficeID)
+	}
 	spec, err := o.sessionSpec(ctx, a)
 	if err != nil {
 		return err
@@ -375,13 +381,13 @@ func (o *Router) HandleStatus(c StatusChange) {
 // recordStatuses applies queued status changes in order until ctx ends.
 func (o *Router) recordStatuses(ctx context.Context) {
 	for {
-		o.mu.Lock()
-		q := o.statusQ
-		o.statusQ = nil
-		o.mu.Unlock()
-		for _, c := range q {
-			o.recordStatus(ctx, c)
+		select {
+		case o.statusTurn <- struct{}{}:
+		case <-ctx.Done():
+			return
 		}
+		o.recordQueued(ctx)
+		<-o.statusTurn
 		select {
 		case <-ctx.Done():
 			return
@@ -390,8 +396,42 @@ func (o *Router) recordStatuses(ctx context.Context) {
 	}
 }
 
+// FlushStatuses writes every session status change reported so far, after
+// the one being written now, with ctx; it returns ctx's error if ctx ends
+// first. The server calls it after stopping the sessions at shutdown and
+// before it ends Run's context, so that the final rows (stopped, pid 0) are
+// written with a context that is still alive, bounded by ctx (the shutdown
+// timeout).
+func (o *Router) FlushStatuses(ctx context.Context) error {
+	select {
+	case o.statusTurn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-o.statusTurn }()
+	o.recordQueued(ctx)
+	return ctx.Err()
+}
+
+// recordQueued records the queued status changes in order; the caller
+// holds statusTurn.
+func (o *Router) recordQueued(ctx context.Context) {
+	o.mu.Lock()
+	q := o.statusQ
+	o.statusQ = nil
+	o.mu.Unlock()
+	for _, c := range q {
+		o.recordStatus(ctx, c)
+	}
+}
+
 func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
 	officeID, agentID, status := c.OfficeID, c.AgentID, c.Status
+	if !o.serves(officeID) {
+		// The office was taken over: its row is the new owner's now.
+		o.log.Debug("session status not recorded: office run by another server", "office", officeID, "agent", agentID, "status", status)
+		return
+	}
 	rec, err := o.store.GetSessionByAgent(ctx, agentID)
 	if err != nil {
 		rec = SessionRecord{OfficeID: officeID, AgentID: agentID}
@@ -407,7 +447,7 @@ func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
 	if status == SessionStarting || status == SessionReady || status == SessionBusy {
 		rec.Detail = c.Detail
 	}
-	rec.PID = c.PID
+	rec.PID = c.PID // 0 once the process is gone (stopped, exited, crashed, failed)
 	rec.ExitCode = c.ExitCode
 	if _, err := o.store.UpsertSession(ctx, rec); err != nil {
 		o.log.Warn("record session status", "agent", agentID, "err", err)
@@ -427,7 +467,8 @@ func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
 		o.mu.Lock()
 		o.crashed[k] = true
 		o.mu.Unlock()
-	case SessionStopped, SessionExited:
+	case SessionExited:
+		// Not stopped: see (*Router).stopped.
 		if err := o.store.SetAgentStatus(ctx, agentID, AgentIdle); err != nil {
 			o.log.Warn("record agent idle", "agent", agentID, "err", err)
 		}
@@ -526,6 +567,13 @@ func (o *Router) ticker(ctx context.Context) {
 }
 
 func (o *Router) expire(ctx context.Context) {
+	if o.cfg.Owns != nil {
+		// Expiring is store-wide and its notices go to the office's agents:
+		// a server that runs no office leaves it to the owners.
+		if offs, err := o.offices(ctx); err != nil || len(offs) == 0 {
+			return
+		}
+	}
 	now := o.now()
 	qs, err := o.store.ExpireQuestions(ctx, now)
 	if err != nil && ctx.Err() == nil {

@@ -595,6 +595,8 @@ func (o *Router) onError(ctx context.Context, self Agent, m protocol.Message) er
 		}
 		if err := o.sess.Stop(ctx, self.OfficeID, self.ID); err != nil {
 			o.log.Warn("stop after fatal error", "agent", self.Name, "err", err)
+		} else if err := o.stopped(ctx, self); err != nil {
+			o.log.Warn("agent idle after fatal error", "agent", self.Name, "err", err)
 		}
 		return nil
 	}

@@ -85,6 +85,13 @@ type Config struct {
 
 	// OfficeIDs limits the offices served; empty: all.
 	OfficeIDs []string
+	// Owns, when set, says whether this server runs an office now (one
+	// owner per office: cmd/office-server/owner.go). It is asked at every
+	// decision, so ownership may change while Run runs: the office neither
+	// starts agents, delivers, expires nor records sessions for an office it
+	// does not own. Call CatchUp when an office is taken. Nil: every office
+	// (within OfficeIDs).
+	Owns func(officeID string) bool
 
 	QuestionTTL       time.Duration // default 5 min; an office's own QuestionTTL wins
 	InvocationTimeout time.Duration // default 30 min
@@ -143,6 +150,7 @@ type Router struct {
 	statusQ    []StatusChange
 	crashed    map[agentKey]bool // crashed since its last ready (see remind)
 	statusWake chan struct{}
+	statusTurn chan struct{}       // a token: held while statuses are written
 	cursors    map[agentKey]cursor // newest transcript cursor known per agent
 	wg         sync.WaitGroup
 }
@@ -199,6 +207,7 @@ func New(cfg Config) (*Router, error) {
 		cursors:    map[agentKey]cursor{},
 		crashed:    map[agentKey]bool{},
 		statusWake: make(chan struct{}, 1),
+		statusTurn: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -290,18 +299,32 @@ func (o *Router) kickAll(ctx context.Context) {
 	}
 }
 
+// CatchUp wakes the pump of every agent of officeID, so that what waits in
+// the store for them (answers, messages, tasks, results) is delivered: call
+// it when this server takes the office over (Config.Owns).
+func (o *Router) CatchUp(ctx context.Context, officeID string) {
+	agents, err := o.store.ListAgents(ctx, officeID)
+	if err != nil {
+		o.log.Warn("list agents", "office", officeID, "err", err)
+		return
+	}
+	for _, a := range agents {
+		o.kick(agentKey{a.OfficeID, a.ID})
+	}
+}
+
 func (o *Router) offices(ctx context.Context) ([]Office, error) {
 	all, err := o.store.ListOffices(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if len(o.cfg.OfficeIDs) == 0 {
-		return all, nil
-	}
-	return slices.DeleteFunc(all, func(of Office) bool { return !slices.Contains(o.cfg.OfficeIDs, of.ID) }), nil
+	return slices.DeleteFunc(all, func(of Office) bool { return !o.serves(of.ID) }), nil
 }
 
 func (o *Router) serves(officeID string) bool {
+	if o.cfg.Owns != nil && !o.cfg.Owns(officeID) {
+		return false
+	}
 	return len(o.cfg.OfficeIDs) == 0 || slices.Contains(o.cfg.OfficeIDs, officeID)
 }
 
