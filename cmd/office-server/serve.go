@@ -271,6 +271,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := mgr.Close(sctx); err != nil {
 		log.Warn("stop sessions", "err", err)
 	}
+	// The sessions' last statuses (stopped, pid 0) are written before the
+	// office's context ends, so the rows are final after SIGTERM.
+	if err := router.FlushStatuses(sctx); err != nil {
+		log.Warn("record final session statuses", "err", err)
+	}
 	cancel()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
