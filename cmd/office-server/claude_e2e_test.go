@@ -346,6 +346,26 @@ agents:
 	case <-time.After(30 * time.Second):
 		t.Fatal("no exit within 30s of SIGTERM")
 	}
+	rows, err := db.Query(ctx, `select status, pid from agent_sessions where office_id = $1`, officeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var st string
+		var pid int
+		if err := rows.Scan(&st, &pid); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if st != "stopped" || pid != 0 {
+			t.Errorf("after SIGTERM a session row is %s with pid %d, want stopped with pid 0", st, pid)
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d session rows, want 2", n)
+	}
 }
 
 func mustExec(t *testing.T, db *pgx.Conn, sql string, args ...any) {
