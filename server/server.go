@@ -212,8 +212,8 @@ var defaultPorts = map[string]string{"http": "80", "https": "443"}
 // resolve to this server sends that name as Host, and the server would
 // otherwise answer it as its own. Allowed: an IP address (no name was
 // resolved), localhost, and the hosts of the allowed origins (the server's
-// own, and --origin's, e.g. the name a reverse proxy serves it under). An
-// empty Host (HTTP/1.0) comes from no browser.
+// own, and those given with --allowed-origins, e.g. the name a reverse
+// proxy serves it under). An empty Host (HTTP/1.0) comes from no browser.
 func (s *Server) hostAllowed(host string) bool {
 	if host == "" {
 		return true
@@ -236,7 +236,7 @@ func (s *Server) hostAllowed(host string) bool {
 func (s *Server) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" && !s.hostAllowed(r.Host) {
-			refuseUnread(w, r, office.Errorf(office.EFORBIDDEN, "host %q is not a name of this server (add its origin with --origin)", r.Host))
+			refuseUnread(w, r, office.Errorf(office.EFORBIDDEN, "host %q is not a name of this server (add its origin with --allowed-origins)", r.Host))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -43,5 +43,5 @@ func exposure(addr net.Addr) string {
 			}
 		}
 	}
-	return fmt.Sprintf("listening %s, beyond this machine: whoever reaches port %s can try the admin token, and the token runs any command as this user (a command agent); the server speaks plain HTTP, so the token crosses the network in clear unless a TLS proxy is in front (then give its address with --origin https://…). Bind to 127.0.0.1 unless that is what you want", where, port)
+	return fmt.Sprintf("listening %s, beyond this machine: whoever reaches port %s can try the admin token, and the token runs any command as this user (a command agent); the server speaks plain HTTP, so the token crosses the network in clear unless a TLS proxy is in front (then give its origin with --allowed-origins https://…). Bind to 127.0.0.1 unless that is what you want", where, port)
 }
