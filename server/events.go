@@ -178,10 +178,6 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc := http.NewResponseController(w)
-	// A stream outlives the server's ReadTimeout and WriteTimeout: no read
-	// deadline (when it passes, net/http cancels the request's context),
-	// and a write deadline per write below.
-	_ = rc.SetReadDeadline(time.Time{})
 	sub := s.events.subscribe(o.ID)
 	defer s.events.unsubscribe(sub)
 
