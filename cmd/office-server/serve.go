@@ -107,7 +107,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 		store, feed = sb, rt
 	default:
-		lite, err := sqlite.Open(ctx, filepath.Join(c.DataDir, "office.db"))
+		db := filepath.Join(c.DataDir, "office.db")
+		lock, err := lockSQLite(db) // one server per file (owner.go)
+		if err != nil {
+			return err
+		}
+		defer lock.Close()
+		lite, err := sqlite.Open(ctx, db)
 		if err != nil {
 			return fmt.Errorf("open sqlite: %w", err)
 		}
@@ -137,13 +143,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		log.Warn("no OFFICE_SECRETS_KEY: api_key dependency values will be refused")
 	}
 
+	own := newOwner(c, log.With("part", "owner"))
+
 	// Sessions, the office, the server.
 	ref := &routerRef{}
 	mgr := session.NewManager(session.Options{Logger: log.With("part", "session"), OnText: ref.onText, OnStatus: ref.onStatus, Paused: ref.paused})
 	sess := &officeSessions{m: mgr, agentBin: c.AgentBin}
 	router, err := office.New(office.Config{
 		Store: store, Feed: feed, Sessions: sess, Logger: log.With("part", "office"),
-		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
+		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"), Owns: own.owns(),
 	})
 	if err != nil {
 		return fmt.Errorf("office: %w", err)
@@ -227,34 +235,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "store", c.storeKind())
 
-	if !c.NoAutostart {
-		// The office file's agents, and any other agent that was running
-		// when the server last stopped (status active).
-		start := map[string]office.Agent{}
-		for _, a := range officeAgents {
-			if a.Status != office.AgentDisabled {
-				start[a.ID] = a
-			}
-		}
-		if offices, err := store.ListOffices(ctx); err == nil {
-			for _, o := range offices {
-				agents, err := store.ListAgents(ctx, o.ID)
-				if err != nil {
-					continue
-				}
-				for _, a := range agents {
-					if a.Status == office.AgentActive {
-						start[a.ID] = a
-					}
-				}
-			}
-		}
-		for _, a := range start {
-			if err := router.StartAgent(ctx, a.ID); err != nil {
-				log.Warn("start agent", "agent", a.Name, "err", err)
-			}
-		}
-	}
+	// The offices this server runs, and their agents (owner.go). It
+	// releases the offices when runCtx ends, after the final statuses.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		own.run(runCtx, officeRunner{router: router, store: store, mgr: mgr, declared: officeAgents, autostart: !c.NoAutostart, log: log})
+	}()
 
 	var runErr error
 	select {
@@ -272,6 +259,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	if err := mgr.Close(sctx); err != nil {
 		log.Warn("stop sessions", "err", err)
+	}
+	if err := router.FlushStatuses(sctx); err != nil {
+		log.Warn("record final session statuses", "err", err)
 	}
 	cancel()
 	done := make(chan struct{})
