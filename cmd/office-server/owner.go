@@ -23,7 +23,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,8 +168,7 @@ func (w *owner) claim(ctx context.Context, conn *pgx.Conn, r officeRunner) *pgx.
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := conn.Exec(qctx, "select 1"); err != nil {
-		w.lost(ctx, conn, err, r)
-		return nil
+		return w.lost(ctx, conn, err, r)
 	}
 	offices, err := r.store.ListOffices(qctx)
 	if err != nil {
@@ -182,8 +183,7 @@ func (w *owner) claim(ctx context.Context, conn *pgx.Conn, r officeRunner) *pgx.
 		}
 		var got bool
 		if err := conn.QueryRow(qctx, "select pg_try_advisory_lock($1)", officeLockKey(o.ID)).Scan(&got); err != nil {
-			w.lost(ctx, conn, err, r)
-			return nil
+			return w.lost(ctx, conn, err, r)
 		}
 		w.mu.Lock()
 		since, waited := w.waiting[o.ID]
@@ -208,26 +208,54 @@ func (w *owner) claim(ctx context.Context, conn *pgx.Conn, r officeRunner) *pgx.
 	return conn
 }
 
-// lost gives up every office after the lock connection failed: its locks
-// may be gone already, and another server may be taking the offices.
-func (w *owner) lost(ctx context.Context, conn *pgx.Conn, err error, r officeRunner) {
+// lost handles the death of the lock connection: its locks are gone, or
+// will be once the database notices, and another server may be taking the
+// offices. On a new connection it locks each office again at once: an
+// office it gets back was run by nobody meanwhile (a server holds an
+// office's lock for as long as it runs it), so its agents run on; the
+// agents of the others are stopped. It returns the new connection, nil if
+// there is none.
+func (w *owner) lost(ctx context.Context, conn *pgx.Conn, err error, r officeRunner) *pgx.Conn {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	_ = conn.Close(cctx)
 	cancel()
 	if ctx.Err() != nil {
-		return // shutting down: the agents were stopped already
+		return nil // shutting down: the agents were stopped already
 	}
 	w.mu.Lock()
-	var ids []string
-	for id := range w.owned {
-		ids = append(ids, id)
-	}
-	clear(w.owned)
+	ids := slices.Sorted(maps.Keys(w.owned))
 	w.mu.Unlock()
-	w.log.Error("office locks: connection lost; stopping the agents of every office this server ran", "offices", len(ids), "err", err)
+	w.log.Warn("office locks: connection lost; locking this server's offices again", "offices", len(ids), "err", err)
+	nc, err := w.connect(ctx)
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	for _, id := range ids {
+		got := false
+		if err == nil {
+			err = nc.QueryRow(qctx, "select pg_try_advisory_lock($1)", officeLockKey(id)).Scan(&got)
+		}
+		if got {
+			w.log.Info("office lock taken again", "id", id)
+			continue
+		}
+		// Not ours any more: from now on nothing is done or recorded for it.
+		w.mu.Lock()
+		delete(w.owned, id)
+		w.mu.Unlock()
+		why := "another session holds its lock"
+		if err != nil {
+			why = err.Error()
+		}
+		w.log.Error("office lost: stopping its agents", "id", id, "reason", why)
 		r.drop(ctx, id)
 	}
+	if err != nil {
+		if nc != nil {
+			_ = nc.Close(qctx)
+		}
+		return nil
+	}
+	return nc
 }
 
 // connect opens the connection that holds the locks, named so that a
@@ -241,7 +269,18 @@ func (w *owner) connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg.RuntimeParams["application_name"] = fmt.Sprintf("office-server host=%s pid=%d", host, os.Getpid())
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return pgx.ConnectConfig(cctx, cfg)
+	conn, err := pgx.ConnectConfig(cctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	// A server that drops off the network keeps its locks until the
+	// database notices its connection is dead: keepalives bound that to
+	// about 25 s instead of the system's default (often 2 hours). Sent as
+	// SET, not as startup parameters, which some poolers refuse.
+	if _, err := conn.Exec(cctx, "set tcp_keepalives_idle = 10; set tcp_keepalives_interval = 5; set tcp_keepalives_count = 3"); err != nil {
+		w.log.Debug("office locks: keepalives not set", "err", err)
+	}
+	return conn, nil
 }
 
 // holder describes the session holding officeID's lock, for the log.

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/store/postgres"
@@ -132,6 +134,104 @@ func TestTwoServersPostgres(t *testing.T) {
 
 	second.stop(t)
 	o.final(t)
+}
+
+// TestServerLosesOfficeLock kills the connection that holds a server's
+// office lock. When nobody took the office meanwhile the server locks it
+// again and its agents run on; when someone did (here the test itself), it
+// stops the office's agents, waits, and takes the office back once the
+// lock is free.
+func TestServerLosesOfficeLock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	url := testenv.NewDatabase(t)
+	bin := buildServer(t)
+	srv := launchServer(t, bin, []string{"DATABASE_URL=" + url}, "--office", "examples/demo-office.yaml", "--data-dir", t.TempDir())
+	srv.waitHealthy(t)
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	o := waitOffice(t, st, srv)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	lockBackend := func() int {
+		t.Helper()
+		var pid int
+		if err := conn.QueryRow(ctx, "select pid from pg_stat_activity where application_name like 'office-server %pid=' || $1::text", strconv.Itoa(srv.cmd.Process.Pid)).Scan(&pid); err != nil {
+			t.Fatalf("the server's lock connection: %v", err)
+		}
+		return pid
+	}
+	terminate := func(pid int) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, "select pg_terminate_backend($1)", pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Nobody takes the office: the server locks it again, agents untouched.
+	before := o.rows(t)
+	terminate(lockBackend())
+	waitUntil(t, 10*time.Second, "the lock taken again", func() bool { return strings.Contains(srv.stderr.String(), "office lock taken again") })
+	for name, r := range o.rows(t) {
+		if r.PID != before[name].PID || parentPID(r.PID) != srv.cmd.Process.Pid {
+			t.Errorf("%s: pid %d, was %d: the agent was restarted", name, r.PID, before[name].PID)
+		}
+	}
+
+	// Someone takes the lock as soon as the server's connection dies.
+	terminate(lockBackend())
+	if _, err := conn.Exec(ctx, "select pg_advisory_lock($1)", officeLockKey(o.id)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the server to give the office up", func() bool { return strings.Contains(srv.stderr.String(), "office lost: stopping its agents") })
+	waitUntil(t, 10*time.Second, "the agents to stop", func() bool {
+		for _, r := range before {
+			if parentPID(r.PID) == srv.cmd.Process.Pid {
+				return false
+			}
+		}
+		return true
+	})
+	waitUntil(t, 10*time.Second, "the server to wait", func() bool { return strings.Contains(srv.stderr.String(), "is run by another server (") })
+	time.Sleep(2 * ownerPoll)
+	if qs := o.questions(t); len(qs) != 1 {
+		t.Errorf("po asked %d questions while the office was not the server's, want 1", len(qs))
+	}
+	for name, r := range o.rows(t) {
+		if r.PID != before[name].PID {
+			t.Errorf("%s's row was written (pid %d, status %s) while the office was not the server's", name, r.PID, r.Status)
+		}
+	}
+
+	// The lock is free again: the server takes the office back.
+	if _, err := conn.Exec(ctx, "select pg_advisory_unlock($1)", officeLockKey(o.id)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the office taken back", func() bool { return strings.Contains(srv.stderr.String(), "took over office") })
+	waitUntil(t, 20*time.Second, "the agents running again", func() bool {
+		rows := o.rows(t)
+		for name, r := range rows {
+			if r.PID == 0 || r.PID == before[name].PID || parentPID(r.PID) != srv.cmd.Process.Pid {
+				return false
+			}
+		}
+		return len(rows) == 2 && len(o.questions(t)) == 2
+	})
+	srv.stop(t)
+	o.final(t)
+	for _, l := range strings.Split(srv.stderr.String(), "\n") {
+		if strings.Contains(l, "part=owner") {
+			t.Log(l)
+		}
+	}
 }
 
 // watchedOffice is the demo office as a test reads it from the store.
