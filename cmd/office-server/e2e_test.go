@@ -28,69 +28,17 @@ func TestRunCommandEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	root := testenv.RepoRoot()
-	bin := filepath.Join(t.TempDir(), "office-server")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/office-server")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildServer(t)
 	data := t.TempDir()
 
-	start := func() (*exec.Cmd, string, *lockedBuf, *lockedBuf) {
+	start := func() (*serverProc, string, *lockedBuf, *lockedBuf) {
 		t.Helper()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		cmd := exec.Command(bin, "serve", "--office", "examples/demo-office.yaml", "--data-dir", data, "--addr", addr)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "OFFICE_ADMIN_TOKEN=", "DATABASE_URL=", "SUPABASE_URL=")
-		stdout, stderr := &lockedBuf{}, &lockedBuf{}
-		cmd.Stdout, cmd.Stderr = stdout, stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
-		base := "http://" + addr
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			res, err := http.Get(base + "/healthz")
-			if err == nil {
-				res.Body.Close()
-				if res.StatusCode == 200 {
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("/healthz never answered; logs:\n%s", stderr.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		return cmd, base, stdout, stderr
-	}
-	stop := func(cmd *exec.Cmd, stderr *lockedBuf) {
-		t.Helper()
-		began := time.Now()
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("exit after SIGTERM: %v; logs:\n%s", err, stderr.String())
-			}
-		case <-time.After(25 * time.Second):
-			t.Fatalf("no exit within 25s of SIGTERM; logs:\n%s", stderr.String())
-		}
-		t.Logf("shutdown took %v", time.Since(began))
+		p := launchServer(t, bin, nil, "--office", "examples/demo-office.yaml", "--data-dir", data)
+		p.waitHealthy(t)
+		return p, p.base, p.stdout, p.stderr
 	}
 
-	cmd, base, stdout, stderr := start()
+	srv, base, stdout, stderr := start()
 	m := regexp.MustCompile(`\?token=([0-9a-f]+)`).FindStringSubmatch(stdout.String())
 	if m == nil {
 		t.Fatalf("console URL with token not printed; stdout:\n%s", stdout.String())
@@ -179,7 +127,7 @@ func TestRunCommandEndToEnd(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
-	stop(cmd, stderr)
+	srv.stop(t)
 	if strings.Contains(stderr.String(), token) {
 		t.Fatal("the admin token appears in the logs")
 	}
@@ -189,7 +137,7 @@ func TestRunCommandEndToEnd(t *testing.T) {
 
 	// Second start on the same data: same token, not printed again; the
 	// office and its history are still there.
-	cmd, base, stdout, stderr = start()
+	srv, base, stdout, stderr = start()
 	if strings.Contains(stdout.String(), token) {
 		t.Fatalf("token printed again on the second start:\n%s", stdout.String())
 	}
@@ -197,5 +145,92 @@ func TestRunCommandEndToEnd(t *testing.T) {
 	if st := api("GET", "/api/offices/"+oid+"/invocations", "", &invs); st != 200 || len(invs) == 0 {
 		t.Fatalf("after restart: invocations %d %+v", st, invs)
 	}
-	stop(cmd, stderr)
+	srv.stop(t)
+}
+
+// buildServer builds the office-server binary into a temporary directory.
+func buildServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "office-server")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/office-server")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// serverProc is an `office-server serve` process run by a test.
+type serverProc struct {
+	cmd            *exec.Cmd
+	base           string // http://addr
+	stdout, stderr *lockedBuf
+	exited         chan struct{} // closed when the process has ended; then err is its Wait error
+	err            error
+}
+
+// launchServer starts `bin serve` with args and a free loopback --addr,
+// from the repository root, with no store or token from the environment
+// but those in env. The test's cleanup kills it if it still runs.
+func launchServer(t *testing.T, bin string, env []string, args ...string) *serverProc {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", addr}, args...)...)
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(append(os.Environ(), "OFFICE_ADMIN_TOKEN=", "DATABASE_URL=", "SUPABASE_URL="), env...)
+	p := &serverProc{cmd: cmd, base: "http://" + addr, stdout: &lockedBuf{}, stderr: &lockedBuf{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.exited })
+	return p
+}
+
+// waitHealthy waits until the server's /healthz answers 200.
+func (p *serverProc) waitHealthy(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := http.Get(p.base + "/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return
+			}
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("server exited (%v); logs:\n%s", p.err, p.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz never answered; logs:\n%s", p.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *serverProc) stop(t *testing.T) {
+	t.Helper()
+	began := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+		if p.err != nil {
+			t.Fatalf("exit after SIGTERM: %v; logs:\n%s", p.err, p.stderr.String())
+		}
+	case <-time.After(25 * time.Second):
+		t.Fatalf("no exit within 25s of SIGTERM; logs:\n%s", p.stderr.String())
+	}
+	t.Logf("shutdown took %v", time.Since(began))
 }

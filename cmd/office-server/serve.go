@@ -107,7 +107,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 		store, feed = sb, rt
 	default:
-		lite, err := sqlite.Open(ctx, filepath.Join(c.DataDir, "office.db"))
+		db := filepath.Join(c.DataDir, "office.db")
+		lock, err := lockSQLite(db) // one server per file (owner.go)
+		if err != nil {
+			return err
+		}
+		defer lock.Close()
+		lite, err := sqlite.Open(ctx, db)
 		if err != nil {
 			return fmt.Errorf("open sqlite: %w", err)
 		}
@@ -137,11 +143,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		log.Warn("no OFFICE_SECRETS_KEY: api_key and env_variable dependency values will be refused")
 	}
 
+	own := newOwner(c, log.With("part", "owner"))
+
 	// Sessions, the office, the server.
 	router, sess, err := agents.New(office.Config{
 		Store: store, Feed: feed, Logger: log.With("part", "office"),
 		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
-		InvocationTimeout: c.InvocationTimeout,
+		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(),
 	}, agents.Options{AgentBin: c.AgentBin, StateDir: filepath.Join(c.DataDir, "claude")},
 		session.Options{Logger: log.With("part", "session")})
 	if err != nil {
@@ -225,34 +233,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "store", c.storeKind())
 
-	if !c.NoAutostart {
-		// The office file's agents, and any other agent that was running
-		// when the server last stopped (status active).
-		start := map[string]office.Agent{}
-		for _, a := range officeAgents {
-			if a.Status != office.AgentDisabled {
-				start[a.ID] = a
-			}
-		}
-		if offices, err := store.ListOffices(ctx); err == nil {
-			for _, o := range offices {
-				agents, err := store.ListAgents(ctx, o.ID)
-				if err != nil {
-					continue
-				}
-				for _, a := range agents {
-					if a.Status == office.AgentActive {
-						start[a.ID] = a
-					}
-				}
-			}
-		}
-		for _, a := range start {
-			if err := router.StartAgent(ctx, a.ID); err != nil {
-				log.Warn("start agent", "agent", a.Name, "err", err)
-			}
-		}
-	}
+	// The offices this server runs, and their agents (owner.go). It
+	// releases the offices when runCtx ends, after the final statuses.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		own.run(runCtx, officeRunner{router: router, store: store, mgr: mgr, declared: officeAgents, autostart: !c.NoAutostart, log: log})
+	}()
 
 	var runErr error
 	select {
