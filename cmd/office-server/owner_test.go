@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -101,8 +102,10 @@ func TestTwoServersPostgres(t *testing.T) {
 		t.Fatalf("the second server took the office while the first ran; logs:\n%s", logs)
 	}
 
-	// The owner dies without a word: the second takes over.
+	// The owner dies without a word, at a random point of the second's
+	// poll cycle: the second takes over.
 	old := o.rows(t)
+	time.Sleep(rand.N(ownerPoll))
 	killed := time.Now()
 	if err := first.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -132,6 +135,54 @@ func TestTwoServersPostgres(t *testing.T) {
 		}
 	}
 
+	second.stop(t)
+	o.final(t)
+}
+
+// TestOfficeHandoverOnSIGTERM stops the owner cleanly while a second
+// server waits: the second takes the office as soon as the first has
+// stopped its agents and released the office, and nothing the first wrote
+// late overwrites the second's session rows.
+func TestOfficeHandoverOnSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	url := testenv.NewDatabase(t)
+	bin := buildServer(t)
+	env := []string{"DATABASE_URL=" + url}
+	first := launchServer(t, bin, env, "--office", "examples/demo-office.yaml", "--data-dir", t.TempDir())
+	first.waitHealthy(t)
+	st, err := postgres.Open(context.Background(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	o := waitOffice(t, st, first)
+	second := launchServer(t, bin, env, "--office", "examples/demo-office.yaml", "--data-dir", t.TempDir())
+	second.waitHealthy(t)
+	waitUntil(t, 10*time.Second, "the second server's waiting line", func() bool {
+		return strings.Contains(second.stderr.String(), "is run by another server (")
+	})
+
+	time.Sleep(rand.N(ownerPoll)) // a random point of the second's poll cycle
+	stopped := time.Now()
+	first.stop(t)
+	waitUntil(t, 30*time.Second, "the take-over", func() bool { return strings.Contains(second.stderr.String(), "took over office") })
+	took := time.Since(stopped)
+	mine := func() bool {
+		for _, r := range o.rows(t) {
+			if r.PID == 0 || parentPID(r.PID) != second.cmd.Process.Pid {
+				return false
+			}
+		}
+		return true
+	}
+	waitUntil(t, 30*time.Second, "the agents under the second server", mine)
+	t.Logf("after SIGTERM of the owner: office taken in %v, agents running in %v (poll %v)", took.Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond), ownerPoll)
+	time.Sleep(ownerPoll)
+	if !mine() {
+		t.Errorf("session rows changed under the second server: %+v", o.rows(t))
+	}
 	second.stop(t)
 	o.final(t)
 }
