@@ -116,10 +116,10 @@ func (w *owner) has(officeID string) bool {
 
 // run takes the offices this server may run, starting their agents with r,
 // until ctx ends. With PostgreSQL it keeps polling for offices it waits
-// for (and offices created later), and gives up every office at once when
-// the connection holding the locks dies; when ctx ends it closes that
-// connection, which releases the locks: call it so that ctx ends after the
-// agents were stopped and their final statuses written.
+// for (and offices created later) and watches the connection holding the
+// locks (see lost); when ctx ends it closes that connection, which
+// releases the locks: end ctx only after the agents were stopped and their
+// final statuses written.
 func (w *owner) run(ctx context.Context, r officeRunner) {
 	if w.url == "" {
 		offices, err := r.store.ListOffices(ctx)
