@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/office-server/office-server/internal/agentstest"
 	"log/slog"
 	"strings"
 	"sync"
@@ -151,7 +152,7 @@ func TestBoundedWhileStoreHangs(t *testing.T) {
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	lw := office.WriterFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
-	r, mgr, err := newManaged(office.Config{
+	r, mgr, err := agentstest.NewManaged(office.Config{
 		Store: st, DataDir: t.TempDir(), InboxBytes: inboxBytes, Tick: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(lw, nil)),
 	}, session.Options{StopGrace: 300 * time.Millisecond})

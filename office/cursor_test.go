@@ -3,6 +3,7 @@ package office_test
 import (
 	"context"
 	"fmt"
+	"github.com/office-server/office-server/internal/agentstest"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -47,7 +48,7 @@ type serverLife struct {
 func startLife(t *testing.T, st office.Store, data string) *serverLife {
 	t.Helper()
 	l := &serverLife{}
-	r, mgr, err := newManaged(office.Config{Store: st, DataDir: data, Tick: 50 * time.Millisecond,
+	r, mgr, err := agentstest.NewManaged(office.Config{Store: st, DataDir: data, Tick: 50 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler)},
 		session.Options{StopGrace: 300 * time.Millisecond, OnText: func(tx session.Text) {
 			l.texts.Add(1)

@@ -3,6 +3,7 @@ package office_test
 import (
 	"context"
 	"fmt"
+	"github.com/office-server/office-server/internal/agentstest"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -101,7 +102,7 @@ func startNode(t testing.TB, url string, rec *lines, mutate func(*office.Config,
 	if mutate != nil {
 		mutate(&cfg, &opts)
 	}
-	r, mgr, err := newManaged(cfg, opts)
+	r, mgr, err := agentstest.NewManaged(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

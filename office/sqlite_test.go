@@ -2,6 +2,7 @@ package office_test
 
 import (
 	"context"
+	"github.com/office-server/office-server/internal/agentstest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func TestChainSQLite(t *testing.T) {
 	}
 	defer st.Close()
 	rec := &lines{}
-	r, mgr, err := newManaged(office.Config{Store: st, Feed: st, Tick: 50 * time.Millisecond, DataDir: t.TempDir()},
+	r, mgr, err := agentstest.NewManaged(office.Config{Store: st, Feed: st, Tick: 50 * time.Millisecond, DataDir: t.TempDir()},
 		session.Options{EnterDelay: 5 * time.Millisecond, StopGrace: 500 * time.Millisecond, OnText: rec.add})
 	if err != nil {
 		t.Fatal(err)

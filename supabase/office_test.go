@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/office-server/office-server/internal/agentstest"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -130,7 +131,7 @@ func TestOfficeOverSupabase(t *testing.T) {
 	}
 	rec := &said{}
 	cfg := office.Config{Store: st, Feed: feed, Tick: 50 * time.Millisecond, DataDir: t.TempDir(), Logger: quietLogger()}
-	r, mgr, err := newManaged(cfg, session.Options{EnterDelay: 5 * time.Millisecond, StopGrace: 500 * time.Millisecond, OnText: rec.add})
+	r, mgr, err := agentstest.NewManaged(cfg, session.Options{EnterDelay: 5 * time.Millisecond, StopGrace: 500 * time.Millisecond, OnText: rec.add})
 	if err != nil {
 		t.Fatal(err)
 	}

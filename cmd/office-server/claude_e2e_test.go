@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,34 +21,6 @@ import (
 	"github.com/office-server/office-server/internal/anthropictest"
 	"github.com/office-server/office-server/internal/testenv"
 )
-
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// officeServerBinary builds cmd/office-server once per test run.
-func officeServerBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "office-server-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "office-server")
-		cmd := exec.Command("go", "build", "-o", builtBin, "./cmd/office-server")
-		cmd.Dir = testenv.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBin
-}
 
 // TestServeClaudeFirstContact runs the built `office-server serve` with an
 // office of two real Claude Code agents (their model is a scripted Messages
@@ -66,7 +37,7 @@ func TestServeClaudeFirstContact(t *testing.T) {
 		t.Skip("builds the binary and runs Claude Code")
 	}
 	claude := testenv.ClaudeBin(t)
-	bin := officeServerBinary(t)
+	bin := buildServer(t)
 	homes := []struct {
 		name   string
 		login  bool // no API key: a logged-in claude

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -151,14 +153,31 @@ func TestRunCommandEndToEnd(t *testing.T) {
 // buildServer builds the office-server binary into a temporary directory.
 func buildServer(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "office-server")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/office-server")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "office-server-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "office-server")
+		build := exec.Command("go", "build", "-o", builtBin, "./cmd/office-server")
+		build.Dir = testenv.RepoRoot()
+		if out, err := build.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	return bin
+	return builtBin
 }
+
+// The binary is built once per test run and shared by the tests.
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
 
 // serverProc is an `office-server serve` process run by a test.
 type serverProc struct {
