@@ -79,16 +79,32 @@ function renderAgents(agents) {
   const rows = agents.map((a) => el('tr', { class: 'agent', 'data-name': a.name, 'data-id': a.id },
     el('td', {}, el('a', { href: '#', class: 'open', onclick: (ev) => { ev.preventDefault(); openTerminal(a); } }, a.name)),
     el('td', {}, a.role || ''),
-    el('td', {}, el('span', { class: 'pill ' + a.session_status }, a.session_status)),
+    el('td', {}, el('span', { class: 'pill ' + a.session_status }, a.session_status),
+      a.session_detail ? el('div', { class: 'detail short', title: a.session_detail }, a.session_detail.split('\n')[0].slice(0, 80)) : null),
     el('td', {},
       el('button', { class: 'start', onclick: () => act(a, 'start') }, 'start'), ' ',
       el('button', { class: 'stop', onclick: () => act(a, 'stop') }, 'stop'), ' ',
       el('button', { class: 'restart', onclick: () => act(a, 'restart') }, 'restart'))));
   $('#agents tbody').replaceChildren(...rows);
+  renderAttention(agents);
   const sel = $('#msgagent');
   const cur = sel.value;
   sel.replaceChildren(...agents.map((a) => el('option', { value: a.id }, a.name)));
   if (agents.some((a) => a.id === cur)) sel.value = cur;
+}
+
+// renderAttention lists the agents whose terminal waits for a person (a
+// dialog or a permission prompt) or whose process ended badly, with the
+// reason the server gives, above everything else: open the terminal, take
+// control and answer the dialog there.
+function renderAttention(agents) {
+  const need = agents.filter((a) => ['needs_attention', 'crashed', 'failed'].includes(a.session_status));
+  $('#attention').hidden = need.length === 0;
+  $('#attentionlist').replaceChildren(...need.map((a) => el('div', { class: 'card attention', 'data-name': a.name },
+    el('div', { class: 'meta' }, `${a.name}: `, el('span', { class: 'pill ' + a.session_status }, a.session_status), ' ',
+      el('button', { type: 'button', class: 'open', onclick: () => openTerminal(a) }, 'open terminal')),
+    el('pre', { class: 'detail' }, a.session_detail || ''))));
+  document.title = need.length ? `(${need.length}) Office console` : 'Office console';
 }
 
 async function act(a, action) {
