@@ -277,7 +277,7 @@ func New(cfg office.Config, opts Options, sopts session.Options) (*office.Router
 }
 
 func statusChange(k session.Key, st session.Status, info session.Info) office.StatusChange {
-	c := office.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail}
+	c := office.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail, Resumed: info.Resumed}
 	switch st {
 	case session.StatusExited, session.StatusCrashed, session.StatusFailed, session.StatusStopped:
 		code := info.ExitCode

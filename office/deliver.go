@@ -482,12 +482,14 @@ func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
 		if err == nil && status == SessionStarting && !resumes(a) {
 			o.requeue(ctx, a)
 		}
-		if err == nil && status == SessionReady && resumes(a) {
+		if err == nil && status == SessionReady {
 			o.mu.Lock()
 			was := o.crashed[k]
 			delete(o.crashed, k)
 			o.mu.Unlock()
-			if was {
+			// A fresh conversation after a crash (nothing to resume) is
+			// given back what it had not received by the session itself.
+			if was && c.Resumed {
 				o.remind(ctx, a)
 			}
 		}

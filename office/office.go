@@ -126,6 +126,10 @@ type StatusChange struct {
 	ExitCode          *int     // exited, crashed, failed, stopped
 	Detail            string   // the dialog's text, or how the process ended
 	LastLines         []string // the screen's last lines when the process ended
+	// Resumed: the process kept the agent's conversation (Claude Code
+	// --resume), so after a crash it is reminded of its tasks rather than
+	// given them again.
+	Resumed bool
 }
 
 // Router is the routing core: it acts on every message the agents print and

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,7 @@ type claudeState struct {
 	sigPart   []byte
 	tr        *transcript
 	resolved  time.Time
+	resumed   bool // the last launch resumed the conversation (--resume)
 }
 
 // Hook signals written to the signals file, one per line.
@@ -115,14 +117,28 @@ func (c *claudeState) prepare(spec Spec) ([]string, []string, error) {
 	}
 	c.sigOff, c.sigPart = 0, nil
 
-	// Resume only what exists: --resume of an unknown id fails, and
-	// --session-id of a used one is refused.
+	// Resume only a conversation: --resume of an unknown id fails, and
+	// --session-id of a used one is refused. Claude Code creates the file
+	// with a few metadata lines at once but writes the first prompt only
+	// later (measured, 2.1.330: a process killed while its first request
+	// was in flight left a file without it, and --resume of that id exits
+	// with "No conversation found"): such a file holds nothing to resume and
+	// is removed, so the id starts afresh.
 	c.tr.path = TranscriptPath(c.configDir, c.dir, c.id)
 	var args []string
-	if _, err := os.Stat(c.tr.path); err == nil {
+	switch has, err := hasConversation(c.tr.path); {
+	case err != nil:
+		return nil, nil, err
+	case has:
 		args = append(args, "--resume", c.id)
-	} else {
+		c.resumed = true
+	default:
+		if err := os.Remove(c.tr.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, nil, fmt.Errorf("remove empty transcript: %w", err)
+		}
+		c.tr.off, c.tr.partial, c.tr.discarding = 0, nil, false
 		args = append(args, "--session-id", c.id)
+		c.resumed = false
 	}
 	args = append(args, "--settings", settings)
 	if spec.AppendSystemPrompt != "" {
@@ -542,3 +558,43 @@ func setEnv(env []string, k, v string) []string {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// hasConversation reports whether the transcript at path holds a user or
+// assistant entry: something --resume can load. A missing file holds none.
+func hasConversation(path string) (bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("open transcript: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A long line (a big tool result) is an entry of a
+			// conversation that has begun; its head tells which.
+			for err == bufio.ErrBufferFull {
+				_, err = r.ReadSlice('\n')
+			}
+			if err != nil && err != io.EOF {
+				return false, fmt.Errorf("read transcript: %w", err)
+			}
+			return true, nil
+		}
+		var e struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(line, &e) == nil && (e.Type == "user" || e.Type == "assistant") {
+			return true, nil
+		}
+		if err == io.EOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read transcript: %w", err)
+		}
+	}
+}

@@ -131,8 +131,11 @@ type Info struct {
 	Cols, Rows     int
 	ConversationID string // claude: the conversation id to persist (resume with it)
 	Transcript     string // claude: the transcript file followed
-	Notice         string // claude: last Notification hook message (e.g. a permission prompt)
-	Err            string // last launch or exit error
+	// Resumed: the current process resumed the agent's conversation
+	// (Claude Code --resume), so it knows what it was told before.
+	Resumed bool
+	Notice  string // claude: last Notification hook message (e.g. a permission prompt)
+	Err     string // last launch or exit error
 	// Detail says why the session is in its status: the dialog's text
 	// (needs_attention), or how the last process ended ("exit status 1")
 	// followed by the last lines of its screen (exited, crashed, failed).
@@ -659,6 +662,7 @@ func (s *Session) launch() error {
 		s.info.ConversationID = s.claude.id
 		s.info.Transcript = s.claude.tr.path
 	}
+	s.info.Resumed = s.claude != nil && spec.Kind == KindClaude && s.claude.resumed
 	report, _ := s.setStatusLocked(StatusStarting)
 	s.mu.Unlock()
 	report()

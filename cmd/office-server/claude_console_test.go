@@ -70,38 +70,14 @@ agents:
 		"ANTHROPIC_API_KEY=" + srv.Key, "ANTHROPIC_BASE_URL=" + srv.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
 		"--office", officeFile, "--data-dir", t.TempDir())
 	p.waitHealthy(t)
+	t.Cleanup(func() { p.stop(t) }) // the agents end with it (before the temporary dirs go)
 	defer func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", p.stderr.String())
 		}
 	}()
-	api := func(method, path string, body string, v any) int {
-		t.Helper()
-		req, _ := http.NewRequest(method, p.base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer res.Body.Close()
-		if v != nil && res.StatusCode < 300 {
-			if err := json.NewDecoder(res.Body).Decode(v); err != nil {
-				t.Fatalf("%s %s: %v", method, path, err)
-			}
-		}
-		return res.StatusCode
-	}
-	wait := func(what string, d time.Duration, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(d)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	c := apiClient{t: t, base: p.base, token: token}
+	api, wait := c.do, c.wait
 	var offices []struct{ ID string }
 	wait("the office", 30*time.Second, func() bool { return api("GET", "/api/offices", "", &offices) == 200 && len(offices) == 1 })
 	officeID := offices[0].ID
@@ -291,4 +267,45 @@ func saveScreenshot(t *testing.T, ctx context.Context, name string) {
 		return
 	}
 	t.Logf("screenshot: %s", p)
+}
+
+// apiClient calls the admin API of a server run by a test.
+type apiClient struct {
+	t           *testing.T
+	base, token string
+}
+
+// do sends body (JSON, may be empty) and decodes a 2xx answer into v when v
+// is not nil; it returns the status.
+func (c apiClient) do(method, path, body string, v any) int {
+	c.t.Helper()
+	req, err := http.NewRequest(method, c.base+path, strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	if v != nil && res.StatusCode < 300 {
+		if err := json.NewDecoder(res.Body).Decode(v); err != nil {
+			c.t.Fatalf("%s %s: %v", method, path, err)
+		}
+	}
+	return res.StatusCode
+}
+
+// wait polls cond every 100 ms and fails the test after d.
+func (c apiClient) wait(what string, d time.Duration, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
