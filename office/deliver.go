@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/office-server/office-server/protocol"
-	"github.com/office-server/office-server/session"
 )
 
 // pump is one agent's delivery loop. Everything to type into the agent is
@@ -114,9 +113,11 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 		if !running {
 			return false
 		}
-		// Sanitised here as well as in the session layer: nothing one agent
-		// wrote may carry a control sequence into another's terminal.
-		if err := o.sess.Send(ctx, a.OfficeID, a.ID, session.Sanitize(text)); err != nil {
+		// Defused here, for everything typed (notices, answers, results,
+		// tasks): no receiver may read any part of it as its own block, nor
+		// find a control sequence in it (protocol.Defuse; the session
+		// sanitises again).
+		if err := o.sess.Send(ctx, a.OfficeID, a.ID, protocol.Defuse(text)); err != nil {
 			if ctx.Err() == nil {
 				o.log.Info("deliver: send failed; will retry", "agent", a.Name, "err", err)
 			}
@@ -524,7 +525,7 @@ func (o *Router) remind(ctx context.Context, a Agent) {
 		if err != nil {
 			continue
 		}
-		o.notify(a, fmt.Sprintf("Your process ended unexpectedly and was restarted; your conversation was resumed. You were working on task %s from %s. Continue it and deliver its result with [DELIVER_RESULT:%s].", inv.ID, caller.Name, caller.Name))
+		o.notify(a, fmt.Sprintf("Your process ended unexpectedly and was restarted; your conversation was resumed. You were working on task %s from %s. Continue it and deliver its result with a DELIVER_RESULT block naming %s.", inv.ID, caller.Name, caller.Name))
 		if _, err := o.event(ctx, a.OfficeID, a.ID, "invocation.reminded", map[string]string{"invocation_id": inv.ID}, "", ""); err != nil {
 			o.log.Warn("record reminder", "agent", a.Name, "err", err)
 		}
@@ -646,18 +647,11 @@ func (o *Router) expire(ctx context.Context) {
 	}
 }
 
-// The forms typed into an agent. Content from someone else is quoted with
-// "> " so that it reads as information, never as the agent's own block.
-
-func quote(s string) string {
-	// Sanitised before quoting: a carriage return becomes a line break here,
-	// so every line of the content gets its "> ".
-	lines := strings.Split(strings.TrimRight(session.Sanitize(s), "\n"), "\n")
-	for i, l := range lines {
-		lines[i] = "> " + l
-	}
-	return strings.Join(lines, "\n")
-}
+// The forms typed into an agent. Content from someone else is framed by
+// protocol.Quote: escaped so that no receiver can read any part of it as a
+// block (see docs/notes/protocol.md, "Forwarded text"), and quoted with "> "
+// so that it reads as information.
+func quote(s string) string { return protocol.Quote(s) }
 
 func answerText(q Question, answer string) string {
 	return fmt.Sprintf("[OFFICE] Answer to question %s (%q):\n%s", q.ID, q.Question, quote(answer))

@@ -452,7 +452,7 @@ func (o *Router) deliverResult(ctx context.Context, sender Agent, target string,
 			}
 		}
 		if !ok {
-			return Result{}, o.refuse(ctx, sender, "DELIVER_RESULT", "it names no agent and you have no task in progress; write [DELIVER_RESULT:<agent>]")
+			return Result{}, o.refuse(ctx, sender, "DELIVER_RESULT", "it names no agent and you have no task in progress; open the block with DELIVER_RESULT:<agent> in square brackets")
 		}
 	}
 	if !ok {
