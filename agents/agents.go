@@ -21,10 +21,6 @@ import (
 	"github.com/office-server/office-server/session"
 )
 
-// BuiltinPrompt is the ready pattern of the built-in scripted agents: they
-// print "> " when they wait for a line.
-const BuiltinPrompt = `^>\s*$`
-
 // Options configure how agents are run.
 type Options struct {
 	// AgentBin is what "builtin" agents run (`<AgentBin> agent --script
@@ -73,31 +69,27 @@ var _ office.Sessions = (*Sessions)(nil)
 // Manager returns the session manager the agents run in.
 func (a *Sessions) Manager() *session.Manager { return a.m }
 
-// Spec maps what the office asks for onto a session spec.
+// Spec maps what the office asks for onto a session spec. The launch kind
+// is the session's kind (session.Kinds); what each kind does with the
+// spec is the session layer's. Here are only the server's own choices: the
+// executable of builtin agents and Claude Code's, and where Claude Code
+// keeps its configuration. A spec the kind cannot run is an EINVALID
+// error.
 func (a *Sessions) Spec(s office.SessionSpec) (session.Spec, error) {
 	l := s.Launch
 	env := slices.Clone(s.Env)
 	for _, k := range slices.Sorted(maps.Keys(l.Env)) {
 		env = append(env, k+"="+l.Env[k])
 	}
-	sp := session.Spec{Args: l.Args, Env: env, Dir: s.Dir, PromptPattern: l.PromptPattern}
+	sp := session.Spec{Kind: l.Kind, Command: absCommand(l.Command), Args: l.Args, Env: env, Dir: s.Dir, PromptPattern: l.PromptPattern, Script: l.Script}
 	switch l.Kind {
-	case office.KindBuiltin:
-		if l.Script == "" {
-			return sp, office.Errorf(office.EINVALID, "builtin agent without a script")
-		}
-		sp.Kind, sp.Command = session.KindCommand, a.opts.AgentBin
-		sp.Args = append([]string{"agent", "--script", l.Script}, l.Args...)
-		if sp.PromptPattern == "" {
-			sp.PromptPattern = BuiltinPrompt
-		}
-	case office.KindCommand:
-		sp.Kind, sp.Command = session.KindCommand, absCommand(l.Command)
-	case "", office.KindClaude:
+	case session.KindBuiltin:
+		sp.Command = a.opts.AgentBin
+	case "", session.KindClaude:
 		if a.opts.StateDir == "" {
 			return sp, office.Errorf(office.EINVALID, "no state directory for Claude Code agents")
 		}
-		sp.Kind, sp.Command = session.KindClaude, absCommand(l.Command)
+		sp.Kind = session.KindClaude
 		if sp.Command == "" {
 			sp.Command = a.opts.ClaudeBin
 		}
@@ -105,10 +97,26 @@ func (a *Sessions) Spec(s office.SessionSpec) (session.Spec, error) {
 		sp.AppendSystemPrompt, sp.PermissionMode, sp.Model = s.SystemPrompt, l.PermissionMode, l.Model
 		sp.ConfigDir = ClaudeConfigDir(a.opts.StateDir, s.OfficeID, s.AgentID)
 		sp.CredentialsDir = a.opts.CredentialsDir
-	default:
-		return sp, office.Errorf(office.EINVALID, "unknown launch kind %q", l.Kind)
+	}
+	if _, err := session.Check(sp); err != nil {
+		return sp, office.Errorf(office.EINVALID, "launch: %v", err)
 	}
 	return sp, nil
+}
+
+// CheckLaunch reports what is wrong with a launch spec before it is saved:
+// an unknown kind, a field its kind needs (a command for "command", a
+// script for "builtin"), a prompt pattern that is not a regular
+// expression. The error is an EINVALID one.
+func CheckLaunch(l office.LaunchSpec) error {
+	sp := session.Spec{Kind: l.Kind, Command: l.Command, Script: l.Script, PromptPattern: l.PromptPattern}
+	if l.Kind == session.KindBuiltin {
+		sp.Command = "office-server" // the server's own executable, set at start
+	}
+	if _, err := session.Check(sp); err != nil {
+		return office.Errorf(office.EINVALID, "%v", err)
+	}
+	return nil
 }
 
 // ClaudeConfigDir returns the Claude Code configuration directory of an
@@ -242,7 +250,7 @@ func New(cfg office.Config, opts Options, sopts session.Options) (*office.Router
 	userText, userStatus, userPaused := sopts.OnText, sopts.OnStatus, sopts.Paused
 	sopts.OnText = func(t session.Text) {
 		if r := ref.Load(); r != nil {
-			r.HandleText(office.Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd, Lost: t.Lost})
+			r.HandleText(office.Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd, Lost: t.Lost, Screen: t.Source == session.FromScreen})
 		}
 		if userText != nil {
 			userText(t)
@@ -277,7 +285,7 @@ func New(cfg office.Config, opts Options, sopts session.Options) (*office.Router
 }
 
 func statusChange(k session.Key, st session.Status, info session.Info) office.StatusChange {
-	c := office.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail, Resumed: info.Resumed}
+	c := office.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail, Resumes: info.Resumes, Resumed: info.Resumed}
 	switch st {
 	case session.StatusExited, session.StatusCrashed, session.StatusFailed, session.StatusStopped:
 		code := info.ExitCode

@@ -43,15 +43,44 @@ func TestSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Kind != session.KindCommand || got.Command != "/bin/office-server" ||
-		strings.Join(got.Args, " ") != "agent --script po --step 1s" || got.PromptPattern != agents.BuiltinPrompt {
+	if got.Kind != session.KindBuiltin || got.Command != "/bin/office-server" || got.Script != "po" ||
+		strings.Join(got.Args, " ") != "--step 1s" {
 		t.Errorf("builtin spec = %+v", got)
 	}
 	got, err = a.Spec(office.SessionSpec{Launch: office.LaunchSpec{Kind: "claude", Command: "node_modules/.bin/claude"}})
 	if err != nil || !filepath.IsAbs(got.Command) {
 		t.Errorf("relative claude command not made absolute: %q %v", got.Command, err)
 	}
-	if _, err := a.Spec(office.SessionSpec{Launch: office.LaunchSpec{Kind: "docker"}}); office.ErrorCode(err) != office.EINVALID {
-		t.Errorf("unknown kind: err = %v, want EINVALID", err)
+	for _, l := range []office.LaunchSpec{{Kind: "docker"}, {Kind: "builtin"}, {Kind: "command"}, {Kind: "command", Command: "sh", PromptPattern: "("}} {
+		if _, err := a.Spec(office.SessionSpec{Launch: l}); office.ErrorCode(err) != office.EINVALID {
+			t.Errorf("Spec(%+v): err = %v, want EINVALID", l, err)
+		}
+	}
+}
+
+// TestCheckLaunch: what a session cannot run is refused before it is saved,
+// with the reason; every kind the session layer knows is accepted.
+func TestCheckLaunch(t *testing.T) {
+	tests := []struct {
+		l   office.LaunchSpec
+		err string
+	}{
+		{office.LaunchSpec{}, ""},
+		{office.LaunchSpec{Kind: session.KindClaude}, ""},
+		{office.LaunchSpec{Kind: session.KindCommand, Command: "aider"}, ""},
+		{office.LaunchSpec{Kind: session.KindBuiltin, Script: "po"}, ""},
+		{office.LaunchSpec{Kind: "docker"}, `unknown kind "docker"`},
+		{office.LaunchSpec{Kind: session.KindCommand}, "kind command needs a command"},
+		{office.LaunchSpec{Kind: session.KindBuiltin}, "kind builtin needs a script"},
+		{office.LaunchSpec{Kind: session.KindCommand, Command: "sh", PromptPattern: "("}, "prompt pattern"},
+	}
+	for _, tt := range tests {
+		err := agents.CheckLaunch(tt.l)
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("CheckLaunch(%+v) = %v, want nil", tt.l, err)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || office.ErrorCode(err) != office.EINVALID):
+			t.Errorf("CheckLaunch(%+v) = %v, want EINVALID %q", tt.l, err, tt.err)
+		}
 	}
 }

@@ -51,8 +51,8 @@ func TestCrashBackoffAndReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, as, err := r.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "crashy"}, Agents: []office.Agent{
-		{Name: "broken", Launch: office.LaunchSpec{Kind: office.KindCommand, Command: script}},
-		{Name: "missing", Launch: office.LaunchSpec{Kind: office.KindCommand, Command: "/nonexistent/agent-cli"}},
+		{Name: "broken", Launch: office.LaunchSpec{Kind: session.KindCommand, Command: script}},
+		{Name: "missing", Launch: office.LaunchSpec{Kind: session.KindCommand, Command: "/nonexistent/agent-cli"}},
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -324,9 +324,7 @@ func (o *Router) sessionSpec(ctx context.Context, a Agent) (SessionSpec, error) 
 	}
 	if rec.AgentSessionID != "" {
 		spec.ConversationID, spec.Resume = rec.AgentSessionID, true
-		if resumes(a) {
-			spec.TranscriptAfter = o.transcriptCursor(ctx, agentKey{a.OfficeID, a.ID}, rec.AgentSessionID)
-		}
+		spec.TranscriptAfter = o.transcriptCursor(ctx, agentKey{a.OfficeID, a.ID}, rec.AgentSessionID)
 	} else {
 		spec.ConversationID = uuid.NewString()
 		rec.OfficeID, rec.AgentID, rec.AgentSessionID = a.OfficeID, a.ID, spec.ConversationID
@@ -480,7 +478,7 @@ func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
 				o.log.Warn("record agent active", "agent", agentID, "err", err)
 			}
 		}
-		if err == nil && status == SessionStarting && !resumes(a) {
+		if err == nil && status == SessionStarting && !c.Resumes {
 			o.requeue(ctx, a)
 		}
 		if err == nil && status == SessionReady {
@@ -531,10 +529,6 @@ func (o *Router) remind(ctx context.Context, a Agent) {
 		}
 	}
 }
-
-// resumes reports whether a's agent keeps its conversation across process
-// restarts (Claude Code resumes it); other CLIs start blank.
-func resumes(a Agent) bool { return a.Launch.Kind == "" || a.Launch.Kind == KindClaude }
 
 // requeue puts the tasks a new process of a cannot know about (in progress
 // in the process that died) back in its queue, so they are typed again.

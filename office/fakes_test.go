@@ -27,7 +27,6 @@ type memStore struct {
 	deps      map[string]DependencyRequest
 	events    []Event
 	seq       int
-	onChange  func(Change)
 }
 
 func newMemStore(now func() time.Time) *memStore {

@@ -49,9 +49,9 @@ type Agent struct {
 
 // LaunchSpec says how an agent's process is started. It is stored as JSON.
 type LaunchSpec struct {
-	// Kind is "claude" (Claude Code, the default), "command" (any CLI agent)
-	// or "builtin" (a scripted agent compiled into the server, for the
-	// example office and tests).
+	// Kind is the kind of agent, one of session.Kinds(): Claude Code (the
+	// default), any CLI agent, a scripted agent compiled into the server
+	// (the example office and tests)…
 	Kind           string            `json:"kind,omitempty"`
 	Command        string            `json:"command,omitempty"`
 	Args           []string          `json:"args,omitempty"`
@@ -62,13 +62,6 @@ type LaunchSpec struct {
 	PermissionMode string            `json:"permission_mode,omitempty"`
 	Script         string            `json:"script,omitempty"` // builtin: which script
 }
-
-// Launch kinds (LaunchSpec.Kind).
-const (
-	KindClaude  = "claude" // Claude Code; also the empty kind
-	KindCommand = "command"
-	KindBuiltin = "builtin"
-)
 
 // Session statuses (agent_sessions.status).
 const (

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -73,6 +72,11 @@ type Text struct {
 	// Lost counts screen lines the session layer dropped before Lines
 	// (session.Text.Lost): the office records it as lost output.
 	Lost int
+	// Screen: the lines were read off the agent's terminal screen
+	// (session.FromScreen): ID is unique only within one process's life,
+	// and what does not fit the inbox is dropped. Otherwise they come from
+	// a durable transcript whose IDs are stable across restarts.
+	Screen bool
 }
 
 // Config configures an Office. Store and Sessions are required.
@@ -126,9 +130,14 @@ type StatusChange struct {
 	ExitCode          *int     // exited, crashed, failed, stopped
 	Detail            string   // the dialog's text, or how the process ended
 	LastLines         []string // the screen's last lines when the process ended
-	// Resumed: the process kept the agent's conversation (Claude Code
-	// --resume), so after a crash it is reminded of its tasks rather than
-	// given them again.
+	// Resumes: the agent keeps its conversation across restarts of its
+	// process (session.Info.Resumes: Claude Code resumes it); others start
+	// blank, so their tasks in progress are typed again.
+	Resumes bool
+	// Resumed: this process did resume the conversation (there was one to
+	// resume), so after a crash the agent is reminded of its tasks; a
+	// fresh one gets what it had not acknowledged typed again by the
+	// session.
 	Resumed bool
 }
 
@@ -378,14 +387,14 @@ func textSize(t Text) int {
 // the bound. Screen text (other CLIs) cannot wait: beyond the bound it is
 // dropped, logged, and recorded in order as lost output (see readInbox).
 //
-// Screen-read chunk IDs ("screen:<n>") are unique only within one process's
+// Screen-read chunk IDs (Text.Screen) are unique only within one process's
 // life; they are prefixed with an epoch renewed at every session start
 // (HandleStatus "starting"), so a message read after a restart is never
 // taken for one already acted on. Transcript IDs (Claude Code's entry
 // uuids) are stable across restarts and used as they are.
 func (o *Router) HandleText(t Text) {
 	k := agentKey{t.OfficeID, t.AgentID}
-	screen := strings.HasPrefix(t.ID, "screen:")
+	screen := t.Screen
 	o.mu.Lock()
 	if screen {
 		ep := o.epochs[k]
@@ -516,7 +525,7 @@ func (o *Router) readInbox(ctx context.Context, k agentKey, in *inbox) {
 				// reads that message again and retries it.
 				in.cursorHeld = true
 			}
-			if it.t.TurnEnd && !in.cursorHeld && !strings.Contains(it.t.ID, "/screen:") && ctx.Err() == nil {
+			if it.t.TurnEnd && !in.cursorHeld && !it.t.Screen && ctx.Err() == nil {
 				o.recordCursor(ctx, k, it.t.ID)
 			}
 		}

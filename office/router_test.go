@@ -441,7 +441,7 @@ func TestNoControlSequencesForwarded(t *testing.T) {
 	}
 	for _, texts := range h.ss.typed {
 		for _, s := range texts {
-			if strings.ContainsAny(s, "\x1b\x03\x07\x9b") {
+			if strings.ContainsAny(s, "\x1b\x03\x07\u009b") {
 				t.Errorf("control character typed: %q", s)
 			}
 		}
@@ -784,10 +784,10 @@ func TestExactlyOnceAcrossRouters(t *testing.T) {
 	// Screen chunk IDs restart with the process: after a new start the same
 	// "screen:1" is a new message.
 	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: SessionStarting, PID: 1})
-	h.sayID("DEV", "screen:1", "Step 1/2: a")
+	h.r.HandleText(Text{OfficeID: h.office.ID, AgentID: h.id("DEV"), ID: "screen:1", Screen: true, Lines: []string{"Step 1/2: a"}, TurnEnd: true})
 	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: SessionStarting, PID: 2})
 	time.Sleep(20 * time.Millisecond)
-	h.sayID("DEV", "screen:1", "Step 2/2: b")
+	h.r.HandleText(Text{OfficeID: h.office.ID, AgentID: h.id("DEV"), ID: "screen:1", Screen: true, Lines: []string{"Step 2/2: b"}, TurnEnd: true})
 	eventually(t, "second screen chunk acted on", func() bool { return h.r.Progress(h.office.ID, h.id("DEV")).Step == 2 })
 }
 
@@ -1027,8 +1027,8 @@ func TestTaskRetypedAfterRestart(t *testing.T) {
 	eventually(t, "in progress", func() bool { return len(h.invocations(InvocationInProgress)) == 2 })
 	for _, n := range []string{"DEV", "CC"} {
 		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: SessionCrashed, PID: 1})
-		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: SessionStarting, PID: 2})
-		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: SessionReady, PID: 2})
+		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: SessionStarting, PID: 2, Resumes: n == "CC"})
+		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: SessionReady, PID: 2, Resumes: n == "CC"})
 	}
 	h.typed("DEV", "> work")
 	h.quiet("CC", 150*time.Millisecond)

@@ -224,9 +224,7 @@ func unbox(s string) string {
 		return s
 	}
 	t = t[n:]
-	if strings.HasPrefix(t, " ") {
-		t = t[1:]
-	}
+	t = strings.TrimPrefix(t, " ")
 	t = strings.TrimRight(t, " \t")
 	if r, n := utf8.DecodeLastRuneInString(t); isVertical(r) {
 		t = strings.TrimRight(t[:len(t)-n], " \t")

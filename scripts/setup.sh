@@ -19,6 +19,23 @@ mkdir -p server/web/static/vendor
 cp node_modules/@xterm/xterm/lib/xterm.js node_modules/@xterm/xterm/css/xterm.css \
    node_modules/@xterm/addon-fit/lib/addon-fit.js server/web/static/vendor/
 
+# The Go checkers CI runs (.ci/run), pinned, from the Go module proxy:
+# bin/<name>-<version>, and bin/<name> pointing at it.
+go_tool() { # name module/path@version
+  local name=$1 version=${2##*@}
+  if [ ! -x "bin/$name-$version" ]; then
+    local tmp
+    tmp=$(mktemp -d)
+    GOBIN="$tmp" go install "$2"
+    mkdir -p bin
+    mv "$tmp/$name" "bin/$name-$version"
+    rm -rf "$tmp"
+  fi
+  ln -sfn "$name-$version" "bin/$name"
+}
+go_tool staticcheck honnef.co/go/tools/cmd/staticcheck@v0.8.2
+go_tool deadcode golang.org/x/tools/cmd/deadcode@v0.52.0
+
 [ "${1:-}" = "--no-system" ] && exit 0
 
 need=()

@@ -9,12 +9,170 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 )
+
+// KindClaude runs Claude Code (the default kind). Its words come from its
+// JSONL transcript (transcript.go): exact, with a stable identity per
+// entry. Hooks it runs (--settings) signal turn ends and submitted prompts
+// exactly; its screen tells whether its input prompt or a dialog is up
+// (claudescreen.go). Typed text is acknowledged by a user entry in the
+// transcript. A restart resumes the conversation (--resume).
+const KindClaude = "claude"
+
+// Acknowledgement and submission bounds.
+const (
+	// claudeAckTimeout: a prompt typed into Claude Code that has no user
+	// entry in the transcript this long after its Enter was not received.
+	claudeAckTimeout = 30 * time.Second
+	// submitTimeout is how long after typing a prompt the UserPromptSubmit
+	// hook may take before Enter is pressed again.
+	submitTimeout = 5 * time.Second
+)
+
+func checkClaude(spec *Spec) error {
+	if spec.Command == "" {
+		spec.Command = "claude"
+	}
+	if spec.Quiescence <= 0 {
+		spec.Quiescence = 300 * time.Millisecond
+	}
+	return nil
+}
+
+// claudeDriver runs Claude Code in a session.
+type claudeDriver struct {
+	s *Session
+	c *claudeState // worker-owned
+
+	// locked
+	term        screenModel // the screen, for readiness and dialogs
+	attnFrom    Status      // the status a dialog interrupted (needs_attention)
+	turnEnded   bool        // the transcript said end_turn since the last input
+	awaitSubmit bool        // typed; UserPromptSubmit not seen yet
+	reEntered   bool        // Enter was repeated for this input
+
+	prompts []string // worker-owned: user entries the last step read
+}
+
+func newClaudeDriver(s *Session) driver { return &claudeDriver{s: s} }
+
+// launch keeps the conversation's state across restarts, or makes a new one
+// for another (or no) conversation id, and prepares the start.
+func (d *claudeDriver) launch(spec Spec) ([]string, []string, error) {
+	if d.c == nil || d.c.id != spec.ConversationID || spec.ConversationID == "" {
+		old := d.c
+		c, err := newClaudeState(spec, old)
+		if err != nil {
+			return nil, nil, err
+		}
+		d.c = c
+		if old != nil {
+			old.cleanup()
+		}
+		d.s.mu.Lock()
+		d.s.spec.ConversationID = c.id // a generated id is kept for restarts
+		d.s.mu.Unlock()
+	}
+	return d.c.prepare(spec)
+}
+
+func (d *claudeDriver) started(spec Spec, info *Info) {
+	d.term = newScreen(spec.Cols, spec.Rows)
+	d.turnEnded = false
+	d.awaitSubmit, d.reEntered = false, false
+	info.Resumes = true
+	if d.c != nil {
+		info.ConversationID = d.c.id
+		info.Transcript = d.c.tr.path
+		info.Resumed = d.c.resumed
+	}
+}
+
+func (d *claudeDriver) output(p []byte) {
+	if d.term != nil {
+		_, _ = d.term.Write(p)
+		_ = d.term.TakeScrolledRows() // only the visible rows matter
+	}
+}
+
+func (d *claudeDriver) screen() []string {
+	if d.term == nil {
+		return nil
+	}
+	return d.term.Lines()
+}
+
+func (d *claudeDriver) resize(cols, rows int) {
+	if d.term != nil {
+		d.term.Resize(cols, rows)
+	}
+}
+
+// flush: the transcript holds every word; nothing is left on screen.
+func (d *claudeDriver) flush() []Text { return nil }
+
+func (d *claudeDriver) typed(string) {
+	d.turnEnded = false
+	d.awaitSubmit, d.reEntered = true, false
+}
+
+// keys: a person's prompt shows up in the transcript as a user entry and
+// through the UserPromptSubmit hook; the keystrokes themselves say nothing.
+func (d *claudeDriver) keys([]byte) bool { return false }
+
+// received: Claude Code writes the prompt it got into its transcript as a
+// user entry.
+func (d *claudeDriver) received(now time.Time, a *pendingAck) (bool, error) {
+	for _, p := range d.prompts {
+		if samePrompt(p, a.r.text) {
+			return true, nil
+		}
+	}
+	if now.Sub(a.typedAt) <= claudeAckTimeout {
+		return false, nil
+	}
+	d.s.mu.Lock()
+	st := d.s.info.Status
+	d.s.mu.Unlock()
+	if st == StatusReady || st == StatusBusy {
+		d.s.log.Warn("typed text not received: no user entry in the transcript", "after", now.Sub(a.typedAt).Round(time.Millisecond))
+	}
+	return true, ErrNotReceived
+}
+
+// resume continues the conversation, unless the restart asked for another.
+func (d *claudeDriver) resume(spec *Spec, asked *Spec) {
+	if d.c != nil && spec.Kind == KindClaude && (asked == nil || asked.ConversationID == "" || asked.ConversationID == d.c.id) {
+		spec.ConversationID = d.c.id
+		spec.Resume = true
+	}
+}
+
+func (d *claudeDriver) close() {
+	if d.c != nil {
+		d.c.cleanup()
+	}
+}
+
+// samePrompt reports whether a user entry of Claude Code's transcript is
+// the text typed: compared with whitespace runs folded (a paste may be
+// re-indented), by its first 200 characters.
+func samePrompt(entry, typed string) bool {
+	e, t := foldSpace(entry), foldSpace(typed)
+	if e == t {
+		return true
+	}
+	if len(t) > 200 {
+		t = cutText(t, 200)
+	}
+	return t != "" && strings.Contains(e, t)
+}
+
+func foldSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // claudeState is what a claude session keeps across restarts of its
 // process: the conversation id, the transcript follower and the state
@@ -221,9 +379,14 @@ func (c *claudeState) pollSignals() []string {
 	}
 }
 
-// claudeStep follows hooks and the transcript of a claude session.
-func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
-	c := s.claude
+// step follows the hooks and the transcript, and reads the screen once it
+// is still.
+func (d *claudeDriver) step(now time.Time, st Status) ([]Text, func()) {
+	s, c := d.s, d.c
+	if c == nil {
+		return nil, func() {}
+	}
+	defer func() { d.prompts = c.tr.takePrompts() }()
 	var sigs []string
 	var texts []Text
 	// While the consumer of OnText is behind (Options.Paused), the
@@ -253,7 +416,7 @@ func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
 	next := st
 	for _, t := range texts {
 		if t.TurnEnd {
-			s.turnEnded = true
+			d.turnEnded = true
 		}
 	}
 	for _, sig := range sigs {
@@ -263,14 +426,14 @@ func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
 			if next == StatusBusy || next == StatusStarting {
 				next = StatusReady
 			}
-			s.turnEnded = true
+			d.turnEnded = true
 			if t, ok := c.tr.stopped(s.key); ok {
 				texts = append(texts, t)
 			}
 		case sigPrompt:
 			next = StatusBusy
-			s.turnEnded = false
-			s.awaitSubmit = false
+			d.turnEnded = false
+			d.awaitSubmit = false
 			s.info.Notice = ""
 			s.inputAt = now
 		case sigNotify:
@@ -283,7 +446,7 @@ func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
 			switch {
 			case n.Type == "permission_prompt":
 				// Exact: a permission dialog is up.
-				next = s.attention(next, n.Message)
+				next = d.attention(next, n.Message)
 			case n.Type == "idle_prompt" || strings.Contains(n.Message, "waiting for your input"):
 				if next != StatusNeedsAttention {
 					next = StatusReady
@@ -292,35 +455,35 @@ func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
 		}
 	}
 	quiet := now.Sub(s.lastOutput) >= s.spec.Quiescence && !s.lastOutput.IsZero()
-	if s.p != nil && quiet && s.term != nil {
+	if s.p != nil && quiet && d.term != nil {
 		// Claude Code gives no signal that its input prompt is up, and
 		// every dialog draws the prompt's "❯" too (text typed into the
 		// folder-trust dialog is lost and its Enter chooses "No, exit").
 		// So a still screen is read: the prompt box under a rule is
 		// ready, anything else that offers a choice needs a person.
-		view, text := readClaudeScreen(s.term.Lines())
+		view, text := readClaudeScreen(d.term.Lines())
 		switch view {
 		case viewDialog:
-			next = s.attention(next, text)
+			next = d.attention(next, text)
 		case viewPrompt:
 			if next == StatusNeedsAttention {
-				next = s.attnFrom
+				next = d.attnFrom
 				s.info.Detail = ""
 			}
 			// Start-up: bracketed paste comes on first, the prompt box
 			// a moment later; text typed before the box exists loses
 			// its Enter. A turn whose end_turn is in the transcript but
 			// whose Stop hook did not arrive ends here too.
-			if (next == StatusStarting && s.modes.paste) || (next == StatusBusy && s.turnEnded) {
+			if (next == StatusStarting && s.modes.paste) || (next == StatusBusy && d.turnEnded) {
 				next = StatusReady
 			}
 		}
 	}
 	var reEnter *proc
-	if s.awaitSubmit && !s.reEntered && s.p != nil && now.Sub(s.inputAt) > submitTimeout {
+	if d.awaitSubmit && !d.reEntered && s.p != nil && now.Sub(s.inputAt) > submitTimeout {
 		// The prompt was typed but never submitted (its Enter was lost):
 		// press Enter once more. On an empty prompt box Enter does nothing.
-		s.reEntered = true
+		d.reEntered = true
 		reEnter = s.p
 	}
 	report := func() {}
@@ -338,11 +501,12 @@ func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
 
 // attention moves a session to needs_attention with the dialog's text,
 // remembering the status to return to once the dialog is gone.
-func (s *Session) attention(cur Status, text string) Status {
+func (d *claudeDriver) attention(cur Status, text string) Status {
+	s := d.s
 	if cur != StatusNeedsAttention {
-		s.attnFrom = cur
+		d.attnFrom = cur
 		if cur == StatusReady {
-			s.attnFrom = StatusBusy // a dialog means work is under way
+			d.attnFrom = StatusBusy // a dialog means work is under way
 		}
 		if s.info.Status != StatusNeedsAttention {
 			s.log.Warn("agent needs attention", "dialog", text)
@@ -354,211 +518,10 @@ func (s *Session) attention(cur Status, text string) Status {
 	return StatusNeedsAttention
 }
 
-// submitTimeout is how long after typing a prompt the UserPromptSubmit hook
-// may take before Enter is pressed again.
-const submitTimeout = 5 * time.Second
-
 func statErr(p string) error {
 	_, err := os.Stat(p)
 	return err
 }
-
-// PrepareClaudeConfig writes configDir/.claude.json, the file Claude Code
-// reads when CLAUDE_CONFIG_DIR=configDir, so that it shows none of its
-// first-run dialogs (docs/notes/screen.md): onboarding done, the API key
-// approved by its last 20 characters (when key is not empty), the bypass
-// confirmation accepted (bypassAccepted), and workdir trusted — under every
-// name Claude Code may look it up by: the folder, its resolved path, and
-// the root of the git checkout enclosing it (measured on 2.1.330: the trust
-// dialog stores its answer for the git root). Settings already in the file
-// (Claude Code's own bookkeeping) are kept.
-func PrepareClaudeConfig(configDir, workdir, key string, bypassAccepted bool) error {
-	if err := os.MkdirAll(configDir, 0o700); err != nil {
-		return fmt.Errorf("prepare claude config: %w", err)
-	}
-	p := filepath.Join(configDir, ".claude.json")
-	cfg := map[string]any{}
-	if b, err := os.ReadFile(p); err == nil && len(bytes.TrimSpace(b)) > 0 {
-		if err := json.Unmarshal(b, &cfg); err != nil {
-			return fmt.Errorf("prepare claude config: %s: %w", p, err)
-		}
-	}
-	cfg["hasCompletedOnboarding"] = true
-	if _, ok := cfg["numStartups"]; !ok {
-		cfg["numStartups"] = 1
-	}
-	if bypassAccepted {
-		cfg["bypassPermissionsModeAccepted"] = true
-	}
-	if key != "" {
-		approveKey(cfg, key)
-	}
-	projects, _ := cfg["projects"].(map[string]any)
-	if projects == nil {
-		projects = map[string]any{}
-	}
-	for _, d := range trustDirs(workdir) {
-		pr, _ := projects[d].(map[string]any)
-		if pr == nil {
-			pr = map[string]any{"allowedTools": []any{}}
-		}
-		pr["hasTrustDialogAccepted"] = true
-		pr["hasCompletedProjectOnboarding"] = true
-		projects[d] = pr
-	}
-	cfg["projects"] = projects
-	b, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		return fmt.Errorf("prepare claude config: %w", err)
-	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("prepare claude config: %w", err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return fmt.Errorf("prepare claude config: %w", err)
-	}
-	return nil
-}
-
-// approveKey records key as approved in a .claude.json (by its last 20
-// characters, as Claude Code does), so its "Detected a custom API key"
-// dialog does not come up.
-func approveKey(cfg map[string]any, key string) {
-	tail := key
-	if len(tail) > 20 {
-		tail = tail[len(tail)-20:]
-	}
-	resp, _ := cfg["customApiKeyResponses"].(map[string]any)
-	if resp == nil {
-		resp = map[string]any{}
-	}
-	approved, _ := resp["approved"].([]any)
-	if !slices.Contains(approved, any(tail)) {
-		approved = append(approved, tail)
-	}
-	resp["approved"] = approved
-	if rejected, _ := resp["rejected"].([]any); rejected != nil {
-		resp["rejected"] = slices.DeleteFunc(rejected, func(v any) bool { return v == tail })
-	} else {
-		resp["rejected"] = []any{}
-	}
-	cfg["customApiKeyResponses"] = resp
-}
-
-// trustDirs returns the paths a folder's trust is looked up under: the
-// folder, its resolved path, and the enclosing git checkout's root(s).
-func trustDirs(workdir string) []string {
-	var dirs []string
-	add := func(d string) {
-		if d != "" && !slices.Contains(dirs, d) {
-			dirs = append(dirs, d)
-		}
-	}
-	add(workdir)
-	if r, err := filepath.EvalSymlinks(workdir); err == nil {
-		add(r)
-	}
-	for _, d := range slices.Clone(dirs) {
-		add(gitRoot(d))
-	}
-	return dirs
-}
-
-// gitRoot returns the nearest directory at or above dir holding .git, or "".
-func gitRoot(dir string) string {
-	for d := dir; ; {
-		if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
-			return d
-		}
-		up := filepath.Dir(d)
-		if up == d {
-			return ""
-		}
-		d = up
-	}
-}
-
-func apiKey(env []string) string {
-	key := os.Getenv("ANTHROPIC_API_KEY")
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "ANTHROPIC_API_KEY="); ok {
-			key = v
-		}
-	}
-	return key
-}
-
-// Environment variables passed through from the server's environment to
-// every agent, and to claude agents only (by prefix).
-var (
-	passEnv       = []string{"PATH", "LANG", "LC_ALL", "LC_CTYPE", "USER", "LOGNAME", "SHELL", "TZ", "TMPDIR", "HOME"}
-	passEnvClaude = []string{"ANTHROPIC_", "CLAUDE_", "DISABLE_", "HTTP_PROXY=", "HTTPS_PROXY=", "NO_PROXY=", "http_proxy=", "https_proxy=", "no_proxy=", "NODE_EXTRA_CA_CERTS=", "SSL_CERT_FILE="}
-)
-
-// buildEnv returns a minimal environment for an agent: a few variables of
-// the server's own, TERM, for claude the variables it needs, then spec.Env
-// (which wins).
-func buildEnv(spec Spec, claude bool) []string {
-	var env []string
-	for _, k := range passEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	if claude {
-		for _, kv := range os.Environ() {
-			for _, p := range passEnvClaude {
-				if strings.HasPrefix(kv, p) {
-					env = append(env, kv)
-					break
-				}
-			}
-		}
-		if _, ok := lookup(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"); !ok {
-			env = append(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
-		}
-		if _, ok := lookup(env, "DISABLE_AUTOUPDATER"); !ok {
-			env = append(env, "DISABLE_AUTOUPDATER=1")
-		}
-	}
-	if _, ok := lookup(env, "LANG"); !ok {
-		env = append(env, "LANG=C.UTF-8")
-	}
-	env = setEnv(env, "TERM", "xterm-256color")
-	if spec.Home != "" {
-		env = setEnv(env, "HOME", spec.Home)
-	}
-	for _, kv := range spec.Env {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok {
-			env = setEnv(env, k, v)
-		}
-	}
-	return env
-}
-
-func lookup(env []string, k string) (string, bool) {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, k+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
-}
-
-func setEnv(env []string, k, v string) []string {
-	out := env[:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, k+"=") {
-			out = append(out, kv)
-		}
-	}
-	return append(out, k+"="+v)
-}
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 // hasConversation reports whether the transcript at path holds a user or
 // assistant entry: something --resume can load. A missing file holds none.
 func hasConversation(path string) (bool, error) {

@@ -252,7 +252,7 @@ func (t *transcript) stopped(key Key) (Text, bool) {
 		return Text{}, false
 	}
 	t.open = false
-	return Text{Key: key, ID: t.lastID + stopSuffix, TurnEnd: true}, true
+	return Text{Key: key, ID: t.lastID + stopSuffix, Source: FromTranscript, TurnEnd: true}, true
 }
 
 // entry decodes one transcript line.
@@ -282,7 +282,7 @@ func (t *transcript) entry(key Key, line []byte) (Text, bool) {
 		return Text{}, false
 	}
 	t.lastID = e.UUID
-	txt := Text{Key: key, ID: e.UUID}
+	txt := Text{Key: key, ID: e.UUID, Source: FromTranscript}
 	if e.Message.StopReason != nil && *e.Message.StopReason == "end_turn" {
 		txt.TurnEnd = true
 	}

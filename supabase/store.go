@@ -41,48 +41,24 @@ type Store struct {
 	now          func() time.Time
 }
 
-// Option configures a Store.
-type Option func(*options)
-
-type options struct {
-	base   http.RoundTripper
-	schema string
-	now    func() time.Time
-}
-
-// WithTransport sets the HTTP transport requests go through
-// (http.DefaultTransport by default).
-func WithTransport(rt http.RoundTripper) Option { return func(o *options) { o.base = rt } }
-
-// WithSchema sets the Postgres schema PostgREST exposes the tables in
-// ("public" by default).
-func WithSchema(schema string) Option { return func(o *options) { o.schema = schema } }
-
-// WithClock sets the clock the store stamps rows with (time.Now by default).
-func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
-
 // New returns a Store for the Supabase project at projectURL (e.g.
 // https://abcd.supabase.co) using key, which for a server is the
 // service-role key (SUPABASE_SERVICE_ROLE_KEY): it bypasses row-level
 // security, so it must never leave the server. New does no I/O; Ping checks
 // the connection and the schema.
-func New(projectURL, key string, opts ...Option) (*Store, error) {
+func New(projectURL, key string) (*Store, error) {
 	if projectURL == "" || key == "" {
 		return nil, office.Errorf(office.EINVALID, "supabase: project URL and key are required")
 	}
-	o := options{base: http.DefaultTransport, schema: "public", now: time.Now}
-	for _, f := range opts {
-		f(&o)
-	}
-	rest, err := postgrest.NewClientWithError(strings.TrimRight(projectURL, "/")+restPath, o.schema, map[string]string{
+	rest, err := postgrest.NewClientWithError(strings.TrimRight(projectURL, "/")+restPath, "public", map[string]string{
 		"apikey":        key,
 		"Authorization": "Bearer " + key,
 	})
 	if err != nil {
 		return nil, office.Errorf(office.EINVALID, "supabase: project URL: %v", err)
 	}
-	rest.Transport.Parent = transport{base: o.base}
-	return &Store{rest: rest, now: o.now}, nil
+	rest.Transport.Parent = transport{base: http.DefaultTransport}
+	return &Store{rest: rest, now: time.Now}, nil
 }
 
 var _ office.Store = (*Store)(nil)
@@ -159,8 +135,7 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close does nothing and returns nil: the store holds no connections of
-// its own (requests go through the transport, http.DefaultTransport unless
-// WithTransport says otherwise).
+// its own (requests go through http.DefaultTransport).
 func (s *Store) Close() error { return nil }
 
 // UpsertOffice implements office.Store; see its contract in office/store.go.
@@ -308,7 +283,7 @@ func (s *Store) UpsertAgent(ctx context.Context, a office.Agent) (office.Agent, 
 		}
 		var existing *agentRow
 		for i := range rows {
-			if a.ID != "" || strings.ToLower(rows[i].Name) == strings.ToLower(a.Name) {
+			if a.ID != "" || strings.EqualFold(rows[i].Name, a.Name) {
 				existing = &rows[i]
 				break
 			}

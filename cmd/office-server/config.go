@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/office-server/office-server/agents"
 	"github.com/office-server/office-server/office"
 )
 
@@ -195,7 +196,7 @@ func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, erro
 	}
 	o := office.Office{Name: f.Office.Name, QuestionTTL: f.Office.QuestionTTL}
 	seen := map[string]bool{}
-	var agents []office.Agent
+	var list []office.Agent
 	for i, a := range f.Agents {
 		where := fmt.Sprintf("%s: agents[%d]", name, i)
 		if strings.TrimSpace(a.Name) == "" {
@@ -205,23 +206,14 @@ func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, erro
 			return o, nil, fmt.Errorf("%s: agent %q declared twice", where, a.Name)
 		}
 		seen[strings.ToLower(a.Name)] = true
-		switch a.Launch.Kind {
-		case "", "claude", "command":
-		case "builtin":
-			if a.Launch.Script == "" {
-				return o, nil, fmt.Errorf("%s (%s): launch.kind builtin needs launch.script", where, a.Name)
-			}
-		default:
-			return o, nil, fmt.Errorf("%s (%s): launch.kind %q: want claude, command or builtin", where, a.Name, a.Launch.Kind)
-		}
-		if a.Launch.Kind == "command" && a.Launch.Command == "" {
-			return o, nil, fmt.Errorf("%s (%s): launch.kind command needs launch.command", where, a.Name)
+		if err := agents.CheckLaunch(office.LaunchSpec{Kind: a.Launch.Kind, Command: a.Launch.Command, Script: a.Launch.Script, PromptPattern: a.Launch.PromptPattern}); err != nil {
+			return o, nil, fmt.Errorf("%s (%s): launch: %w", where, a.Name, err)
 		}
 		status := office.AgentIdle
 		if a.Disabled {
 			status = office.AgentDisabled
 		}
-		agents = append(agents, office.Agent{
+		list = append(list, office.Agent{
 			Name: a.Name, Role: a.Role, Capabilities: a.Capabilities, Priority: a.Priority,
 			Expertise: a.Expertise, AllowedActions: a.AllowedActions, MaxLoad: a.MaxLoad, Status: status,
 			Launch: office.LaunchSpec{
@@ -231,5 +223,5 @@ func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, erro
 			},
 		})
 	}
-	return o, agents, nil
+	return o, list, nil
 }

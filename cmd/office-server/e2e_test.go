@@ -139,7 +139,7 @@ func TestRunCommandEndToEnd(t *testing.T) {
 
 	// Second start on the same data: same token, not printed again; the
 	// office and its history are still there.
-	srv, base, stdout, stderr = start()
+	srv, base, stdout, _ = start()
 	if strings.Contains(stdout.String(), token) {
 		t.Fatalf("token printed again on the second start:\n%s", stdout.String())
 	}

@@ -246,9 +246,9 @@ func TestParseOfficeFile(t *testing.T) {
 		{"no office name", "agents: []", "office.name is required"},
 		{"unknown key", "office: {name: x}\nagents: [{name: a, colour: red}]", "field colour not found"},
 		{"duplicate", "office: {name: x}\nagents: [{name: a}, {name: A}]", `agent "A" declared twice`},
-		{"bad kind", "office: {name: x}\nagents: [{name: a, launch: {kind: docker}}]", `launch.kind "docker"`},
-		{"builtin without script", "office: {name: x}\nagents: [{name: a, launch: {kind: builtin}}]", "needs launch.script"},
-		{"command without command", "office: {name: x}\nagents: [{name: a, launch: {kind: command}}]", "needs launch.command"},
+		{"bad kind", "office: {name: x}\nagents: [{name: a, launch: {kind: docker}}]", `launch: unknown kind "docker"`},
+		{"builtin without script", "office: {name: x}\nagents: [{name: a, launch: {kind: builtin}}]", "launch: kind builtin needs a script"},
+		{"command without command", "office: {name: x}\nagents: [{name: a, launch: {kind: command}}]", "launch: kind command needs a command"},
 		{"no agent name", "office: {name: x}\nagents: [{role: a}]", "agents[0]: name is required"},
 	}
 	for _, tt := range tests {

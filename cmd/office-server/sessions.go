@@ -78,10 +78,8 @@ func (o serverOffice) SaveOffice(ctx context.Context, off office.Office) (office
 }
 
 func (o serverOffice) SaveAgent(ctx context.Context, a office.Agent) (office.Agent, error) {
-	switch a.Launch.Kind {
-	case "", office.KindClaude, office.KindCommand, office.KindBuiltin:
-	default:
-		return a, office.Errorf(office.EINVALID, "launch.kind %q: want claude, command or builtin", a.Launch.Kind)
+	if err := agents.CheckLaunch(a.Launch); err != nil {
+		return a, err
 	}
 	if a.Status == "" {
 		a.Status = office.AgentIdle

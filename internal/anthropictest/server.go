@@ -248,11 +248,6 @@ func (s *Server) WaitMain(ctx context.Context, n int) (Request, error) {
 	return s.wait(ctx, n, true)
 }
 
-// WaitRequest waits for the n-th (1-based) Messages request of any kind.
-func (s *Server) WaitRequest(ctx context.Context, n int) (Request, error) {
-	return s.wait(ctx, n, false)
-}
-
 func (s *Server) wait(ctx context.Context, n int, mainOnly bool) (Request, error) {
 	for {
 		s.mu.Lock()

@@ -74,9 +74,6 @@ type Stripper struct {
 	col int // column of the cursor, tracked when CursorSpaces is set
 }
 
-// Reset returns s to its initial state, dropping any partial sequence.
-func (s *Stripper) Reset() { *s = Stripper{CursorSpaces: s.CursorSpaces} }
-
 // String strips a whole string at once.
 func String(in string) string {
 	var s Stripper
