@@ -522,6 +522,7 @@ func statErr(p string) error {
 	_, err := os.Stat(p)
 	return err
 }
+
 // hasConversation reports whether the transcript at path holds a user or
 // assistant entry: something --resume can load. A missing file holds none.
 func hasConversation(path string) (bool, error) {
