@@ -179,6 +179,7 @@ agents:
 	f := &forwardRun{token: token}
 	f.p = launchServer(t, bin, append([]string{"OFFICE_ADMIN_TOKEN=" + token}, env...), "--office", officeFile, "--data-dir", filepath.Join(dir, "data"))
 	f.p.waitHealthy(t)
+	t.Cleanup(func() { f.p.stop(t) }) // the agents end with it (before the temporary dirs go)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", f.p.stderr.String())
