@@ -68,16 +68,16 @@ func (r *liveServer) waitReady(t *testing.T, when string) {
 }
 
 // answerAsMember answers a pending question as the web frontend does with
-// supabase-js: a PATCH of the row through the project's REST API,
-// conditional on the row still being pending. (The stand-in has no RLS;
-// the fields the member trigger would stamp are sent here.)
-func answerAsMember(t *testing.T, p *supabasetest.Project, id, response string) {
+// supabase-js (update({response, status: 'answered'}).eq('id', q).select()),
+// signed in as a member of the office: only the two columns a member may
+// write; the member trigger stamps answered_by and answered_at.
+func answerAsMember(t *testing.T, p *supabasetest.Project, m supabasetest.Member, id, response string) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"status": office.QuestionAnswered, "response": response, "answered_at": time.Now().UTC()})
-	q := url.Values{"id": {"eq." + id}, "status": {"eq." + office.QuestionPending}}
+	body, _ := json.Marshal(map[string]any{"status": office.QuestionAnswered, "response": response})
+	q := url.Values{"id": {"eq." + id}, "select": {"*"}}
 	req, _ := http.NewRequest(http.MethodPatch, p.URL+"/rest/v1/user_questions?"+q.Encode(), bytes.NewReader(body))
-	req.Header.Set("apikey", p.Key)
-	req.Header.Set("Authorization", "Bearer "+p.Key)
+	req.Header.Set("apikey", p.AnonKey)
+	req.Header.Set("Authorization", "Bearer "+m.Token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Prefer", "return=representation")
 	res, err := http.DefaultClient.Do(req)
@@ -127,6 +127,7 @@ func TestServeSupabase(t *testing.T) {
 		t.Errorf("Realtime joined with tokens %q; want the service-role key", toks)
 	}
 	oid := r.officeID(t)
+	member := p.MemberOf(t, oid, "member@example.com")
 
 	rounds := []struct {
 		answer     string
@@ -143,12 +144,12 @@ func TestServeSupabase(t *testing.T) {
 		var joins int
 		if rd.dropBefore {
 			joins = dropRealtime(t, p)
-			answerAsMember(t, p, q.ID, rd.answer)
+			answerAsMember(t, p, member, q.ID, rd.answer)
 			if p.Realtime.Joins() == joins {
 				t.Logf("round %d: answered while the server's Realtime socket was down", i+1)
 			}
 		} else {
-			answerAsMember(t, p, q.ID, rd.answer)
+			answerAsMember(t, p, member, q.ID, rd.answer)
 			joins = dropRealtime(t, p)
 		}
 		// The invocation po gives dev carries the answer, and completes.
