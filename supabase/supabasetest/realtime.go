@@ -544,12 +544,12 @@ func (p *Phoenix) LoseChanges(on bool) {
 	p.lose = on
 }
 
-// DropChanges silently discards the next n changes, as Realtime does with
-// the events of a tenant over its rate limit.
+// DropChanges silently discards the next n changes (0: none), as
+// Realtime does with the events of a tenant over its rate limit.
 func (p *Phoenix) DropChanges(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.dropNext += n
+	p.dropNext = n
 }
 
 func (p *Phoenix) snapshot() []*phxConn {
