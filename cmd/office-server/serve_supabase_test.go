@@ -2,16 +2,20 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/office"
@@ -233,4 +237,55 @@ func hasReason(invs []office.Invocation, sub string) bool {
 		}
 	}
 	return false
+}
+
+// TestSupabaseJS runs supabase/jstest/test.mjs: the web frontend's jobs
+// done with the official @supabase/supabase-js (package.json pins it;
+// scripts/setup.sh installs it) against the stand-in project, with this
+// serve command and the demo office behind it: member A of the office
+// lists agents with their sessions and the pending questions, answers
+// through the member trigger, sees the next question arrive over Realtime
+// and sends a message; member B (another office) and anon read, change and
+// receive nothing of office A; bodies Supabase refuses are refused.
+func TestSupabaseJS(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testenv.Missing(t, "node", "install Node.js (scripts/setup.sh needs it for npm ci)")
+	}
+	root := testenv.RepoRoot()
+	if _, err := os.Stat(filepath.Join(root, "node_modules", "@supabase", "supabase-js", "package.json")); err != nil {
+		testenv.Missing(t, "@supabase/supabase-js", "run scripts/setup.sh (npm ci installs it from package-lock.json)")
+	}
+	p := supabasetest.New(t)
+	r := startSupabaseMain(t, p)
+	r.waitReady(t, "at start")
+	officeA := r.officeID(t)
+	conn, err := pgx.Connect(context.Background(), p.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var officeB string
+	err = conn.QueryRow(context.Background(), `insert into public.offices (name) values ('Office B') returning id`).Scan(&officeB)
+	conn.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := p.MemberOf(t, officeA, "a@example.com")
+	b := p.MemberOf(t, officeB, "b@example.com")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "supabase", "jstest", "test.mjs"))
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "SUPABASE_URL="+p.URL, "ANON_KEY="+p.AnonKey,
+		"TOKEN_A="+a.Token, "USER_A="+a.ID, "TOKEN_B="+b.Token,
+		"OFFICE_A="+officeA, "OFFICE_B="+officeB)
+	out, err := cmd.CombinedOutput()
+	t.Logf("node supabase/jstest/test.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("supabase-js suite failed: %v", err)
+	}
+	if !strings.Contains(string(out), "1..10") {
+		t.Errorf("supabase-js suite did not run its 10 checks")
+	}
 }
