@@ -289,3 +289,37 @@ func TestSupabaseJS(t *testing.T) {
 		t.Errorf("supabase-js suite did not run its 10 checks")
 	}
 }
+
+// TestSupabaseIdleRequests measures the REST requests per minute of the
+// serve command with the demo office idle: po waits for an answer, dev
+// waits for work, no console is open. The server learns of work from the
+// Realtime feed; what it still sends when nothing happens are its timers.
+func TestSupabaseIdleRequests(t *testing.T) {
+	p := supabasetest.New(t)
+	r := startSupabaseMain(t, p)
+	r.waitReady(t, "at start")
+	oid := r.officeID(t)
+	r.waitQuestion(t, oid, office.QuestionPending, 60*time.Second)
+	time.Sleep(2 * time.Second) // let the start settle
+	p.REST.Counts()
+	const window = 30 * time.Second
+	time.Sleep(window)
+	counts := p.REST.Counts()
+	total := 0
+	var keys []string
+	for k, n := range counts {
+		total += n
+		keys = append(keys, fmt.Sprintf("%s %.1f/min", k, float64(n)*float64(time.Minute)/float64(window)))
+	}
+	perMin := float64(total) * float64(time.Minute) / float64(window)
+	t.Logf("idle: %.1f REST requests/min (%s)", perMin, strings.Join(keys, ", "))
+	if perMin > idleRequestBudget {
+		t.Errorf("idle server made %.1f REST requests/min; want at most %d", perMin, idleRequestBudget)
+	}
+}
+
+// idleRequestBudget is the most REST requests per minute an idle server may
+// make (measured: 420/min before the event tail stopped polling every
+// 250 ms over Supabase, 182/min after; the rest are the office's 1 s
+// expiry timers).
+const idleRequestBudget = 200

@@ -47,6 +47,7 @@ type Project struct {
 	AnonKey     string // the frontend's key
 	DatabaseURL string
 	Realtime    *Phoenix
+	REST        *pgrest.Server
 }
 
 // New starts a project over a fresh database (testenv.NewDatabase: skipped
@@ -80,7 +81,7 @@ func Start(t testing.TB, databaseURL string) *Project {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	t.Cleanup(phx.Close) // runs before srv.Close: hijacked sockets first
-	return &Project{URL: srv.URL, Key: Key, AnonKey: AnonKey, DatabaseURL: databaseURL, Realtime: phx}
+	return &Project{URL: srv.URL, Key: Key, AnonKey: AnonKey, DatabaseURL: databaseURL, Realtime: phx, REST: rest}
 }
 
 // Member is a signed-in user of the project: a row in auth.users and the

@@ -58,8 +58,20 @@ type Server struct {
 	// Now is the clock tokens are checked against; nil: time.Now.
 	Now func() time.Time
 
-	mu    sync.Mutex
-	cache *schemaCache
+	mu     sync.Mutex
+	cache  *schemaCache
+	counts map[string]int // "METHOD table" → requests served
+}
+
+// Counts returns how many requests the stand-in has served, by "METHOD
+// table", and resets the counts: a test measures a server's request rate
+// with it.
+func (s *Server) Counts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.counts
+	s.counts = map[string]int{}
+	return c
 }
 
 type schemaCache struct {
@@ -736,6 +748,12 @@ func (q *request) whereSQL() string {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.counts == nil {
+		s.counts = map[string]int{}
+	}
+	s.counts[r.Method+" "+strings.Trim(strings.TrimPrefix(r.URL.Path, "/rest/v1"), "/")]++
+	s.mu.Unlock()
 	a, err := s.authenticate(r)
 	if err != nil {
 		fromDB(err, false).write(w)
