@@ -96,13 +96,15 @@ func agentScript(t *testing.T, name, body string) office.LaunchSpec {
 	return office.LaunchSpec{Kind: "command", Command: p, PromptPattern: "^" + name + ">$", Dir: t.TempDir()}
 }
 
-// answerAsFrontend answers as supabase-js does: a PATCH of the pending row.
-// (The stand-in has no RLS; the member trigger's stamps are sent here.)
-func answerAsFrontend(t *testing.T, p *supabasetest.Project, id, response string) {
-	body, _ := json.Marshal(map[string]any{"status": "answered", "response": response, "answered_at": time.Now().UTC()})
-	req, _ := http.NewRequest(http.MethodPatch, p.URL+"/rest/v1/user_questions?id=eq."+id+"&status=eq.pending", bytes.NewReader(body))
-	req.Header.Set("apikey", p.Key)
-	req.Header.Set("Authorization", "Bearer "+p.Key)
+// answerAsFrontend answers as the web frontend does with supabase-js
+// (update({response, status: 'answered'}).eq('id', q).select()), signed in
+// as a member of the question's office: the member trigger stamps who and
+// when.
+func answerAsFrontend(t *testing.T, p *supabasetest.Project, member supabasetest.Member, id, response string) {
+	body, _ := json.Marshal(map[string]any{"status": "answered", "response": response})
+	req, _ := http.NewRequest(http.MethodPatch, p.URL+"/rest/v1/user_questions?id=eq."+id+"&select=*", bytes.NewReader(body))
+	req.Header.Set("apikey", p.AnonKey)
+	req.Header.Set("Authorization", "Bearer "+member.Token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Prefer", "return=representation")
 	resp, err := http.DefaultClient.Do(req)
@@ -112,8 +114,8 @@ func answerAsFrontend(t *testing.T, p *supabasetest.Project, id, response string
 	defer resp.Body.Close()
 	var rows []map[string]any
 	json.NewDecoder(resp.Body).Decode(&rows)
-	if resp.StatusCode != http.StatusOK || len(rows) != 1 {
-		t.Fatalf("frontend answer: %s, %d rows", resp.Status, len(rows))
+	if resp.StatusCode != http.StatusOK || len(rows) != 1 || rows[0]["answered_by"] != member.ID {
+		t.Fatalf("frontend answer: %s, %v", resp.Status, rows)
 	}
 }
 
@@ -171,7 +173,7 @@ func TestOfficeOverSupabase(t *testing.T) {
 	// The answer is written while the socket is down: Realtime never
 	// reports it; the catch-up after the reconnect does.
 	joins := drop(t, p.Realtime)
-	answerAsFrontend(t, p, q.ID, "postgres")
+	answerAsFrontend(t, p, p.MemberOf(t, off.ID, "member@example.com"), q.ID, "postgres")
 	eventually(t, "PO got the answer", 30*time.Second, func() bool { return rec.count(po.ID, "po got answer: postgres") > 0 })
 	rejoined(t, p.Realtime, feed, joins)
 	eventually(t, "PO got DEV's result", 20*time.Second, func() bool { return rec.count(po.ID, "po got result: Done: Set up postgres.") > 0 })

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/office-server/office-server/agents"
 	"github.com/office-server/office-server/migrations"
@@ -173,6 +174,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	srv, err := server.New(server.Config{
 		Store: store, Office: serverOffice{r: router, store: store, sess: sess}, Terminals: terminals{mgr},
 		Feed: feed, Token: token, Logger: log.With("part", "http"),
+		EventPoll: eventPoll(c.storeKind()),
 	})
 	if err != nil {
 		return err
@@ -272,4 +274,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	log.Info("stopped")
 	return runErr
+}
+
+// eventPoll is how often the server's event tail reads the store when
+// nothing wakes it. The office's own events wake it at once (below), and
+// over Supabase's REST API only this server writes events (one server per
+// project), so the poll there is a slow safety net: each read is a request
+// to the hosted project. Other stores keep the server's default.
+func eventPoll(storeKind string) time.Duration {
+	if storeKind == "supabase" {
+		return 30 * time.Second
+	}
+	return 0
 }
