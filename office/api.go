@@ -53,8 +53,12 @@ func validAnswer(q Question) (string, error) {
 // person sees it and the agent keeps waiting. Nothing invalid is typed.
 func (o *Router) reask(ctx context.Context, a Agent, q Question, why error) {
 	ok, err := o.store.CancelQuestion(ctx, q.ID)
-	if err != nil || !ok {
+	if err != nil {
+		o.log.Warn("cancel question to re-ask it", "question", q.ID, "err", err)
 		return
+	}
+	if !ok {
+		return // answered again, or cancelled, meanwhile
 	}
 	nq := q
 	nq.ID, nq.Response, nq.AnsweredBy, nq.AnsweredAt = "", "", "", nil
@@ -64,12 +68,12 @@ func (o *Router) reask(ctx context.Context, a Agent, q Question, why error) {
 	} else {
 		nq.Context = note
 	}
-	nq, err = o.ask(ctx, a, nq)
+	nq, err = o.ask(ctx, source{}, a, nq)
 	if err != nil {
 		o.log.Warn("re-ask question", "err", err)
 		return
 	}
-	_, _ = o.event(ctx, a.OfficeID, a.ID, "question.answer_invalid", map[string]string{"question_id": q.ID, "reason": ErrorMessage(why), "new_question_id": nq.ID}, "", "")
+	o.record(ctx, a.OfficeID, a.ID, "question.answer_invalid", map[string]string{"question_id": q.ID, "reason": ErrorMessage(why), "new_question_id": nq.ID}, "")
 }
 
 // AnswerQuestion answers a pending question (the console, or the server on
@@ -96,7 +100,7 @@ func (o *Router) AnswerQuestion(ctx context.Context, id, response, answeredBy st
 	if !ok {
 		return q, Errorf(ECONFLICT, "question %s is no longer pending", id)
 	}
-	_, _ = o.event(ctx, q.OfficeID, q.AgentID, "question.answered", map[string]string{"question_id": id, "answered_by": answeredBy}, "", "")
+	o.record(ctx, q.OfficeID, q.AgentID, "question.answered", map[string]string{"question_id": id, "answered_by": answeredBy}, "")
 	o.kick(agentKey{q.OfficeID, q.AgentID})
 	return q, nil
 }
@@ -163,7 +167,7 @@ func (o *Router) ProvideDependency(ctx context.Context, id, value string) (Depen
 	if !ok {
 		return d, Errorf(ECONFLICT, "dependency %s is no longer pending", id)
 	}
-	_, _ = o.event(ctx, d.OfficeID, d.AgentID, "dependency.provided", map[string]string{"dependency_id": id, "name": d.Name, "value": "[redacted]"}, "", "")
+	o.record(ctx, d.OfficeID, d.AgentID, "dependency.provided", map[string]string{"dependency_id": id, "name": d.Name, "value": "[redacted]"}, "")
 	o.kick(agentKey{d.OfficeID, d.AgentID})
 	return d, nil
 }
@@ -179,7 +183,7 @@ func (o *Router) RejectDependency(ctx context.Context, id, reason string) (Depen
 	if !ok {
 		return d, Errorf(ECONFLICT, "dependency %s is not pending", id)
 	}
-	_, _ = o.event(ctx, d.OfficeID, d.AgentID, "dependency.rejected", map[string]string{"dependency_id": id, "reason": reason}, "", "")
+	o.record(ctx, d.OfficeID, d.AgentID, "dependency.rejected", map[string]string{"dependency_id": id, "reason": reason}, "")
 	o.kick(agentKey{d.OfficeID, d.AgentID})
 	return d, nil
 }
@@ -229,7 +233,7 @@ func (o *Router) deliverDependency(ctx context.Context, a Agent, d DependencyReq
 		return false
 	}
 	o.setSessionStatus(ctx, a, SessionBusy)
-	_, _ = o.event(ctx, a.OfficeID, a.ID, "dependency.delivered", map[string]string{"dependency_id": d.ID, "status": d.Status}, "", "")
+	o.record(ctx, a.OfficeID, a.ID, "dependency.delivered", map[string]string{"dependency_id": d.ID, "status": d.Status}, "")
 	return true
 }
 
@@ -243,7 +247,9 @@ func (o *Router) StartAgent(ctx context.Context, agentID string) error {
 		return Errorf(EFORBIDDEN, "agent %s is disabled", a.Name)
 	}
 	if a.Status == AgentFailed {
-		_ = o.store.SetAgentStatus(ctx, a.ID, AgentIdle)
+		if err := o.store.SetAgentStatus(ctx, a.ID, AgentIdle); err != nil {
+			return fmt.Errorf("clear failed status: %w", err)
+		}
 		a.Status = AgentIdle
 	}
 	if err := o.startSession(ctx, a, false); err != nil {

@@ -201,7 +201,7 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 			return o.retryErr("mark question delivered", err)
 		} else if ok {
 			o.setSessionStatus(ctx, a, SessionBusy)
-			_, _ = o.event(ctx, a.OfficeID, a.ID, "question.delivered", map[string]string{"question_id": q.ID}, "", "")
+			o.record(ctx, a.OfficeID, a.ID, "question.delivered", map[string]string{"question_id": q.ID}, "")
 		}
 	}
 	// Results.
@@ -217,7 +217,7 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 		if ok, err := o.store.MarkResultDelivered(ctx, r.ID); err != nil {
 			return o.retryErr("mark result delivered", err)
 		} else if ok {
-			_, _ = o.event(ctx, a.OfficeID, a.ID, "result.delivered", map[string]string{"result_id": r.ID}, "", "")
+			o.record(ctx, a.OfficeID, a.ID, "result.delivered", map[string]string{"result_id": r.ID}, "")
 		}
 	}
 	// Messages from people.
@@ -231,7 +231,7 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 		if ok, err := o.store.MarkUserMessageDelivered(ctx, m.ID); err != nil {
 			return o.retryErr("mark message delivered", err)
 		} else if ok {
-			_, _ = o.event(ctx, a.OfficeID, a.ID, "message.delivered", map[string]string{"message_id": m.ID}, "", "")
+			o.record(ctx, a.OfficeID, a.ID, "message.delivered", map[string]string{"message_id": m.ID}, "")
 		}
 	}
 	// The next task, one at a time in order.
@@ -264,7 +264,7 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 		if _, ok, err := o.store.TransitionInvocation(ctx, next.ID, []string{InvocationPending}, InvocationInProgress, InvocationPatch{}); err != nil {
 			return o.retryErr("start invocation", err)
 		} else if ok {
-			_, _ = o.event(ctx, a.OfficeID, a.ID, "invocation.in_progress", map[string]string{"invocation_id": next.ID}, "", "")
+			o.record(ctx, a.OfficeID, a.ID, "invocation.in_progress", map[string]string{"invocation_id": next.ID}, "")
 		}
 	}
 	return false
@@ -356,7 +356,10 @@ func (o *Router) startSession(ctx context.Context, a Agent, restart bool) error 
 		return fmt.Errorf("start %s: %w", a.Name, err)
 	}
 	if a.Status != AgentActive {
-		_ = o.store.SetAgentStatus(ctx, a.ID, AgentActive)
+		if err := o.store.SetAgentStatus(ctx, a.ID, AgentActive); err != nil {
+			// The session runs; the row catches up at its next status.
+			o.log.Warn("record agent active", "agent", a.Name, "err", err)
+		}
 	}
 	return nil
 }
@@ -545,8 +548,13 @@ func (o *Router) requeue(ctx context.Context, a Agent) {
 		if inv.CalleeAgentID != a.ID {
 			continue
 		}
-		if _, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{InvocationInProgress}, InvocationPending, InvocationPatch{}); err == nil && ok {
-			_, _ = o.event(ctx, a.OfficeID, a.ID, "invocation.requeued", map[string]string{"invocation_id": inv.ID}, "", "")
+		_, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{InvocationInProgress}, InvocationPending, InvocationPatch{})
+		if err != nil {
+			o.log.Warn("requeue task", "agent", a.Name, "invocation", inv.ID, "err", err)
+			continue
+		}
+		if ok {
+			o.record(ctx, a.OfficeID, a.ID, "invocation.requeued", map[string]string{"invocation_id": inv.ID}, "")
 		}
 	}
 }
@@ -595,7 +603,7 @@ func (o *Router) expire(ctx context.Context) {
 		}
 		o.notify(a, msg)
 		o.setSessionStatus(ctx, a, SessionBusy)
-		_, _ = o.event(ctx, q.OfficeID, q.AgentID, "question.expired", map[string]string{"question_id": q.ID, "default": q.DefaultAnswer}, "", "")
+		o.record(ctx, q.OfficeID, q.AgentID, "question.expired", map[string]string{"question_id": q.ID, "default": q.DefaultAnswer}, "")
 	}
 	ds, err := o.store.ExpireDependencies(ctx, now)
 	if err != nil && ctx.Err() == nil {
@@ -633,7 +641,7 @@ func (o *Router) expire(ctx context.Context) {
 	}
 	var still []parkedProxy
 	for _, p := range parked {
-		if err := o.routeProxy(ctx, p, true); err == errParked {
+		if err := o.routeProxy(ctx, source{}, p, true); err == errParked {
 			still = append(still, p)
 		}
 	}

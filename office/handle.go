@@ -19,7 +19,7 @@ import (
 // acts. Invalid blocks do not come here: parseText records them within
 // bounds (onInvalid).
 func (o *Router) handle(ctx context.Context, src source, m protocol.Message) error {
-	inserted, err := o.event(ctx, src.officeID, src.agentID, "message."+strings.ToLower(string(m.Kind)), redacted(m), m.Raw, src.key)
+	inserted, err := o.event(ctx, src.officeID, src.agentID, "message."+strings.ToLower(string(m.Kind)), m, m.Raw, src.key)
 	if err != nil {
 		return err
 	}
@@ -36,93 +36,58 @@ func (o *Router) handle(ctx context.Context, src source, m protocol.Message) err
 			return nil
 		}
 	}
-	ctx = context.WithValue(ctx, msgKey{}, msgInfo{officeID: src.officeID, key: src.key, replay: !inserted})
+	src.replay = !inserted
 	self, err := o.store.GetAgent(ctx, src.agentID)
 	if err != nil {
 		return fmt.Errorf("sender: %w", err)
 	}
 	switch m.Kind {
 	case protocol.KindAskUser, protocol.KindUserQuestion:
-		return o.onQuestion(ctx, self, m)
+		return o.onQuestion(ctx, src, self, m)
 	case protocol.KindInvoke:
-		return o.onInvoke(ctx, self, m)
+		return o.onInvoke(ctx, src, self, m)
 	case protocol.KindDeliverResult:
-		return o.onResult(ctx, self, m)
+		return o.onResult(ctx, src, self, m)
 	case protocol.KindDependencyRequest:
-		return o.onDependency(ctx, self, m)
+		return o.onDependency(ctx, src, self, m)
 	case protocol.KindError:
-		return o.onError(ctx, self, m)
+		return o.onError(ctx, src, self, m)
 	case protocol.KindPhaseComplete, protocol.KindStep, protocol.KindStepComplete:
 		o.onProgress(self, m)
 		return nil
 	case protocol.KindProxyRequest:
-		return o.onProxy(ctx, self, m)
+		return o.onProxy(ctx, src, self, m)
 	}
 	return nil
 }
 
-type msgKey struct{}
-
-// msgInfo is the message being handled, carried in ctx by handle.
-type msgInfo struct {
-	officeID, key string
-	replay        bool
-}
-
-func msgFrom(ctx context.Context) (msgInfo, bool) {
-	mi, ok := ctx.Value(msgKey{}).(msgInfo)
-	return mi, ok
-}
-
-// rowID returns the ID of the row a message creates, derived from the
-// message's key and what the row is (so a replay conflicts instead of
-// duplicating), or "" outside message handling (the store picks one).
-func rowID(ctx context.Context, what string) string {
-	mi, ok := msgFrom(ctx)
-	if !ok {
-		return ""
-	}
-	return uuid.NewSHA1(rowNamespace, []byte(mi.officeID+"\x00"+mi.key+"\x00"+what)).String()
-}
-
+// rowNamespace derives the IDs of rows a message creates (source.rowID)
+// and of workspaces of unnamed agents.
 var rowNamespace = uuid.MustParse("6f0b1d8e-4c5a-4f43-9d0e-0ffce5e1a7d1")
 
-// subKey is the dedupe key of a secondary event of the message being
-// handled ("" outside message handling).
-func subKey(ctx context.Context, what string) string {
-	if mi, ok := msgFrom(ctx); ok {
-		return mi.key + "#" + what
-	}
-	return ""
-}
-
 // tell queues a notice unless the message is being replayed.
-func (o *Router) tell(ctx context.Context, a Agent, text string) {
-	if mi, ok := msgFrom(ctx); ok && mi.replay {
+func (o *Router) tell(src source, a Agent, text string) {
+	if src.replay {
 		return
 	}
 	o.notify(a, text)
 }
 
-// redacted returns the message for the event log. Messages carry no secret
-// values (a DEPENDENCY_REQUEST asks for one, it never holds it), so this is
-// the message itself; the hook exists so that changes keep it so.
-func redacted(m protocol.Message) protocol.Message { return m }
-
 // refuse tells the sender an action was refused and records why.
-func (o *Router) refuse(ctx context.Context, self Agent, kind, why string) error {
-	o.tell(ctx, self, fmt.Sprintf("Your %s was refused: %s", kind, why))
-	_, err := o.event(ctx, self.OfficeID, self.ID, "refused", map[string]string{"kind": kind, "reason": why}, "", subKey(ctx, "refused"))
+func (o *Router) refuse(ctx context.Context, src source, self Agent, kind, why string) error {
+	o.tell(src, self, fmt.Sprintf("Your %s was refused: %s", kind, why))
+	_, err := o.event(ctx, self.OfficeID, self.ID, "refused", map[string]string{"kind": kind, "reason": why}, "", src.subKey("refused"))
 	return err
 }
 
 // authorize checks the sender's allowed actions.
-func (o *Router) authorize(ctx context.Context, self Agent, action, kind string) bool {
-	if err := proxy.Authorize(toProxy(self, 0), action); err != nil {
-		_ = o.refuse(ctx, self, kind, err.Error())
-		return false
+// It returns the refusal's error (recording it) when the action is not
+// allowed, and ok=false.
+func (o *Router) authorize(ctx context.Context, src source, self Agent, action, kind string) (ok bool, err error) {
+	if aerr := proxy.Authorize(toProxy(self, 0), action); aerr != nil {
+		return false, o.refuse(ctx, src, self, kind, aerr.Error())
 	}
-	return true
+	return true, nil
 }
 
 func (o *Router) ttl(ctx context.Context, officeID string) time.Duration {
@@ -158,15 +123,15 @@ func (o *Router) setSessionStatus(ctx context.Context, a Agent, status string) {
 	}
 }
 
-func (o *Router) onQuestion(ctx context.Context, self Agent, m protocol.Message) error {
-	if !o.authorize(ctx, self, proxy.ActionAskUser, "question") {
-		return nil
+func (o *Router) onQuestion(ctx context.Context, src source, self Agent, m protocol.Message) error {
+	if ok, err := o.authorize(ctx, src, self, proxy.ActionAskUser, "question"); !ok {
+		return err
 	}
 	q := m.Question
 	if q == nil || strings.TrimSpace(q.Question) == "" {
-		return o.refuse(ctx, self, "question", "it has no question")
+		return o.refuse(ctx, src, self, "question", "it has no question")
 	}
-	_, err := o.ask(ctx, self, Question{
+	_, err := o.ask(ctx, src, self, Question{
 		QuestionType: q.Type, Category: q.Category, Question: q.Question, Options: q.Options,
 		DefaultAnswer: q.Default, Context: q.Context, Required: q.Required,
 	})
@@ -174,7 +139,7 @@ func (o *Router) onQuestion(ctx context.Context, self Agent, m protocol.Message)
 }
 
 // ask stores a question from agent a and marks its session waiting.
-func (o *Router) ask(ctx context.Context, a Agent, q Question) (Question, error) {
+func (o *Router) ask(ctx context.Context, src source, a Agent, q Question) (Question, error) {
 	if q.QuestionType == "" {
 		q.QuestionType = QuestionText
 		if len(q.Options) > 0 {
@@ -189,7 +154,7 @@ func (o *Router) ask(ctx context.Context, a Agent, q Question) (Question, error)
 		q.Options = []string{}
 	}
 	if q.ID == "" {
-		q.ID = rowID(ctx, "question/"+q.Category)
+		q.ID = src.rowID("question/" + q.Category)
 	}
 	q, err := o.store.CreateQuestion(ctx, q)
 	if IsConflict(err) {
@@ -199,7 +164,7 @@ func (o *Router) ask(ctx context.Context, a Agent, q Question) (Question, error)
 		return q, fmt.Errorf("create question: %w", err)
 	}
 	o.setSessionStatus(ctx, a, SessionWaiting)
-	_, err = o.event(ctx, a.OfficeID, a.ID, "question.created", map[string]any{"question_id": q.ID, "question": q.Question, "type": q.QuestionType, "options": q.Options, "expires_at": q.ExpiresAt}, "", subKey(ctx, "question/"+q.Category))
+	_, err = o.event(ctx, a.OfficeID, a.ID, "question.created", map[string]any{"question_id": q.ID, "question": q.Question, "type": q.QuestionType, "options": q.Options, "expires_at": q.ExpiresAt}, "", src.subKey("question/"+q.Category))
 	return q, err
 }
 
@@ -284,35 +249,35 @@ func byID(as []Agent, id string) (Agent, bool) {
 	return Agent{}, false
 }
 
-func (o *Router) onInvoke(ctx context.Context, self Agent, m protocol.Message) error {
-	if !o.authorize(ctx, self, proxy.ActionInvoke, "INVOKE") {
-		return nil
+func (o *Router) onInvoke(ctx context.Context, src source, self Agent, m protocol.Message) error {
+	if ok, err := o.authorize(ctx, src, self, proxy.ActionInvoke, "INVOKE"); !ok {
+		return err
 	}
 	task, context_ := "", ""
 	if m.Invoke != nil {
 		task, context_ = m.Invoke.Task, m.Invoke.Context
 	}
-	_, err := o.invoke(ctx, self, m.Target, task, context_)
+	_, err := o.invoke(ctx, src, self, m.Target, task, context_)
 	return err
 }
 
 // invoke creates an invocation from caller to the agent target resolves to,
 // or a rejected one (the caller is told why).
-func (o *Router) invoke(ctx context.Context, caller Agent, target, task, ctxText string) (Invocation, error) {
+func (o *Router) invoke(ctx context.Context, src source, caller Agent, target, task, ctxText string) (Invocation, error) {
 	reject := func(why string, callee string) (Invocation, error) {
-		inv, err := o.store.CreateInvocation(ctx, Invocation{ID: rowID(ctx, "invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee, Reason: task, Context: ctxText, Status: InvocationRejected, Error: why})
+		inv, err := o.store.CreateInvocation(ctx, Invocation{ID: src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee, Reason: task, Context: ctxText, Status: InvocationRejected, Error: why})
 		if IsConflict(err) {
 			return inv, nil // rejected already (a replayed message)
 		}
 		if err != nil {
 			o.log.Warn("record rejected invocation", "err", err)
 		}
-		o.tell(ctx, caller, fmt.Sprintf("Your INVOKE:%s was rejected: %s", target, why))
-		_, _ = o.event(ctx, caller.OfficeID, caller.ID, "invocation.rejected", map[string]string{"invocation_id": inv.ID, "target": target, "reason": why}, "", subKey(ctx, "rejected"))
+		o.tell(src, caller, fmt.Sprintf("Your INVOKE:%s was rejected: %s", target, why))
+		o.record(ctx, caller.OfficeID, caller.ID, "invocation.rejected", map[string]string{"invocation_id": inv.ID, "target": target, "reason": why}, src.subKey("rejected"))
 		return inv, nil
 	}
-	if mi, ok := msgFrom(ctx); ok && mi.replay {
-		if inv, err := o.store.GetInvocation(ctx, rowID(ctx, "invocation")); err == nil {
+	if src.replay {
+		if inv, err := o.store.GetInvocation(ctx, src.rowID("invocation")); err == nil {
 			return inv, nil // handled in full the first time
 		}
 	}
@@ -348,9 +313,11 @@ func (o *Router) invoke(ctx context.Context, caller Agent, target, task, ctxText
 		// but none can ever take it now (all disabled or failed), a person
 		// is asked as well; a target naming nobody is the caller's mistake.
 		if exists(agents, target) {
-			_, _ = o.ask(ctx, caller, Question{QuestionType: QuestionText, Category: "routing", Required: false,
+			if _, err := o.ask(ctx, src, caller, Question{QuestionType: QuestionText, Category: "routing", Required: false,
 				Question: fmt.Sprintf("%s wants to give %q a task, but no agent can take it (%s). Please start or enable an agent, or handle it.", caller.Name, target, d.Reason),
-				Context:  task})
+				Context:  task}); err != nil {
+				o.log.Warn("ask a person to route a task", "agent", caller.Name, "err", err)
+			}
 		}
 		return reject(d.Reason, "")
 	}
@@ -375,7 +342,7 @@ func (o *Router) invoke(ctx context.Context, caller Agent, target, task, ctxText
 		return reject(fmt.Sprintf("%s is already waiting on you (%s): this would be a cycle", callee.Name, strings.Join(names, " → ")), callee.ID)
 	}
 	inv, err := o.store.CreateInvocation(ctx, Invocation{
-		ID: rowID(ctx, "invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID,
+		ID: src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID,
 		ParentInvocationID: parent.ID, Depth: depth, Reason: task, Context: ctxText, Status: InvocationPending,
 	})
 	if IsConflict(err) {
@@ -385,7 +352,7 @@ func (o *Router) invoke(ctx context.Context, caller Agent, target, task, ctxText
 		return inv, fmt.Errorf("create invocation: %w", err)
 	}
 	o.kick(agentKey{caller.OfficeID, callee.ID}) // before the event: the task's latency matters
-	_, err = o.event(ctx, caller.OfficeID, caller.ID, "invocation.created", map[string]any{"invocation_id": inv.ID, "caller": caller.Name, "callee": callee.Name, "depth": depth, "selection": d.String()}, "", subKey(ctx, "invocation"))
+	_, err = o.event(ctx, caller.OfficeID, caller.ID, "invocation.created", map[string]any{"invocation_id": inv.ID, "caller": caller.Name, "callee": callee.Name, "depth": depth, "selection": d.String()}, "", src.subKey("invocation"))
 	return inv, err
 }
 
@@ -419,20 +386,20 @@ func waitPath(open []Invocation, from, to string) []string {
 	return nil
 }
 
-func (o *Router) onResult(ctx context.Context, self Agent, m protocol.Message) error {
-	if !o.authorize(ctx, self, proxy.ActionDeliver, "DELIVER_RESULT") {
-		return nil
+func (o *Router) onResult(ctx context.Context, src source, self Agent, m protocol.Message) error {
+	if ok, err := o.authorize(ctx, src, self, proxy.ActionDeliver, "DELIVER_RESULT"); !ok {
+		return err
 	}
 	if m.Result == nil {
-		return o.refuse(ctx, self, "DELIVER_RESULT:"+m.Target, "it has no content")
+		return o.refuse(ctx, src, self, "DELIVER_RESULT:"+m.Target, "it has no content")
 	}
-	_, err := o.deliverResult(ctx, self, m.Target, *m.Result)
+	_, err := o.deliverResult(ctx, src, self, m.Target, *m.Result)
 	return err
 }
 
 // deliverResult stores a result from sender for target, completes the open
 // invocation from target to sender, and queues the result for target.
-func (o *Router) deliverResult(ctx context.Context, sender Agent, target string, r protocol.DeliverResult) (Result, error) {
+func (o *Router) deliverResult(ctx context.Context, src source, sender Agent, target string, r protocol.DeliverResult) (Result, error) {
 	kind := "DELIVER_RESULT:" + target
 	reg, _, err := o.registry(ctx, sender.OfficeID)
 	if err != nil {
@@ -452,13 +419,13 @@ func (o *Router) deliverResult(ctx context.Context, sender Agent, target string,
 			}
 		}
 		if !ok {
-			return Result{}, o.refuse(ctx, sender, "DELIVER_RESULT", "it names no agent and you have no task in progress; write [DELIVER_RESULT:<agent>]")
+			return Result{}, o.refuse(ctx, src, sender, "DELIVER_RESULT", "it names no agent and you have no task in progress; write [DELIVER_RESULT:<agent>]")
 		}
 	}
 	if !ok {
 		d := reg.Select(proxy.Request{Target: target, Exclude: []string{sender.ID}})
 		if d.Outcome == proxy.AskUser {
-			return Result{}, o.refuse(ctx, sender, kind, fmt.Sprintf("no agent is named %q (%s)", target, d.Reason))
+			return Result{}, o.refuse(ctx, src, sender, kind, fmt.Sprintf("no agent is named %q (%s)", target, d.Reason))
 		}
 		if d.Outcome == proxy.Assign {
 			to = d.Agent
@@ -467,16 +434,16 @@ func (o *Router) deliverResult(ctx context.Context, sender Agent, target string,
 		}
 	}
 	if err := proxy.ValidateContent(r.Content, o.cfg.MaxContent); err != nil {
-		return Result{}, o.refuse(ctx, sender, kind, err.Error())
+		return Result{}, o.refuse(ctx, src, sender, kind, err.Error())
 	}
 	switch r.Type {
 	case protocol.ResultJSON:
 		if !json.Valid([]byte(r.Content)) {
-			return Result{}, o.refuse(ctx, sender, kind, "its content is not valid JSON")
+			return Result{}, o.refuse(ctx, src, sender, kind, "its content is not valid JSON")
 		}
 	case protocol.ResultFilePath:
 		if err := insideDir(o.workspace(sender), r.Content); err != nil {
-			return Result{}, o.refuse(ctx, sender, kind, err.Error())
+			return Result{}, o.refuse(ctx, src, sender, kind, err.Error())
 		}
 	}
 	if r.Type == "" {
@@ -492,17 +459,19 @@ func (o *Router) deliverResult(ctx context.Context, sender Agent, target string,
 		return Result{}, fmt.Errorf("find invocation: %w", err)
 	}
 	res, err := o.store.CreateResult(ctx, Result{
-		ID: rowID(ctx, "result"), OfficeID: sender.OfficeID, InvocationID: inv.ID, FromAgentID: sender.ID, ToAgentID: to.ID,
+		ID: src.rowID("result"), OfficeID: sender.OfficeID, InvocationID: inv.ID, FromAgentID: sender.ID, ToAgentID: to.ID,
 		ResultType: r.Type, ContentType: r.ContentType, Content: r.Content, Status: ResultPending,
 	})
 	if IsConflict(err) {
 		// Stored already (a replayed message): finish what the first run
 		// may not have, with the stored row.
-		if res, err = o.store.GetResult(ctx, rowID(ctx, "result")); err != nil {
+		if res, err = o.store.GetResult(ctx, src.rowID("result")); err != nil {
 			return res, fmt.Errorf("get result: %w", err)
 		}
 		if res.InvocationID != "" {
-			inv, _ = o.store.GetInvocation(ctx, res.InvocationID)
+			if inv, err = o.store.GetInvocation(ctx, res.InvocationID); err != nil && !IsNotFound(err) {
+				return res, fmt.Errorf("get invocation: %w", err)
+			}
 		} else {
 			inv = Invocation{}
 		}
@@ -513,10 +482,10 @@ func (o *Router) deliverResult(ctx context.Context, sender Agent, target string,
 		if _, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{InvocationPending, InvocationInProgress}, InvocationCompleted, InvocationPatch{ResultID: res.ID}); err != nil {
 			return res, fmt.Errorf("complete invocation: %w", err)
 		} else if ok {
-			_, _ = o.event(ctx, sender.OfficeID, sender.ID, "invocation.completed", map[string]string{"invocation_id": inv.ID, "result_id": res.ID}, "", subKey(ctx, "completed"))
+			o.record(ctx, sender.OfficeID, sender.ID, "invocation.completed", map[string]string{"invocation_id": inv.ID, "result_id": res.ID}, src.subKey("completed"))
 		}
 	}
-	_, err = o.event(ctx, sender.OfficeID, sender.ID, "result.created", map[string]string{"result_id": res.ID, "to": to.Name, "invocation_id": inv.ID, "type": r.Type}, "", subKey(ctx, "result"))
+	_, err = o.event(ctx, sender.OfficeID, sender.ID, "result.created", map[string]string{"result_id": res.ID, "to": to.Name, "invocation_id": inv.ID, "type": r.Type}, "", src.subKey("result"))
 	o.kick(agentKey{sender.OfficeID, to.ID})
 	o.kick(agentKey{sender.OfficeID, sender.ID}) // its next task, if any
 	return res, err
@@ -574,7 +543,7 @@ func (o *Router) Progress(officeID, agentID string) Progress {
 	return o.progress[agentKey{officeID, agentID}]
 }
 
-func (o *Router) onError(ctx context.Context, self Agent, m protocol.Message) error {
+func (o *Router) onError(ctx context.Context, src source, self Agent, m protocol.Message) error {
 	e := m.Error
 	if e == nil {
 		return nil
@@ -587,7 +556,7 @@ func (o *Router) onError(ctx context.Context, self Agent, m protocol.Message) er
 		return nil
 	case protocol.RecoveryNotifyUser:
 		q := "Agent " + self.Name + " reports an error: " + e.Message
-		_, err := o.ask(ctx, self, Question{QuestionType: QuestionText, Category: "error", Question: q, Context: e.Details, Required: true})
+		_, err := o.ask(ctx, src, self, Question{QuestionType: QuestionText, Category: "error", Question: q, Context: e.Details, Required: true})
 		return err
 	default: // checkpoint_and_fail, fatal
 		if err := o.failWork(ctx, self, "fatal error: "+e.Message); err != nil {
@@ -642,16 +611,16 @@ func (o *Router) failInvocation(ctx context.Context, inv Invocation, why string)
 	return err
 }
 
-func (o *Router) onDependency(ctx context.Context, self Agent, m protocol.Message) error {
-	if !o.authorize(ctx, self, proxy.ActionDependency, "DEPENDENCY_REQUEST") {
-		return nil
+func (o *Router) onDependency(ctx context.Context, src source, self Agent, m protocol.Message) error {
+	if ok, err := o.authorize(ctx, src, self, proxy.ActionDependency, "DEPENDENCY_REQUEST"); !ok {
+		return err
 	}
 	d := m.Dependency
 	if d == nil || d.Name == "" {
-		return o.refuse(ctx, self, "DEPENDENCY_REQUEST", "it has no name")
+		return o.refuse(ctx, src, self, "DEPENDENCY_REQUEST", "it has no name")
 	}
 	dep, err := o.store.CreateDependency(ctx, DependencyRequest{
-		ID: rowID(ctx, "dependency"), OfficeID: self.OfficeID, AgentID: self.ID, SessionID: o.sessionID(ctx, self.ID),
+		ID: src.rowID("dependency"), OfficeID: self.OfficeID, AgentID: self.ID, SessionID: o.sessionID(ctx, self.ID),
 		Type: d.Type, Name: d.Name, Description: d.Description, Required: d.Required, Default: d.Default,
 		Status: DependencyPending, ExpiresAt: o.now().Add(o.cfg.DependencyTTL),
 	})
@@ -662,7 +631,7 @@ func (o *Router) onDependency(ctx context.Context, self Agent, m protocol.Messag
 		return fmt.Errorf("create dependency: %w", err)
 	}
 	o.setSessionStatus(ctx, self, SessionWaiting)
-	_, err = o.event(ctx, self.OfficeID, self.ID, "dependency.requested", map[string]any{"dependency_id": dep.ID, "type": dep.Type, "name": dep.Name, "required": dep.Required}, "", subKey(ctx, "dependency"))
+	_, err = o.event(ctx, self.OfficeID, self.ID, "dependency.requested", map[string]any{"dependency_id": dep.ID, "type": dep.Type, "name": dep.Name, "required": dep.Required}, "", src.subKey("dependency"))
 	return err
 }
 
@@ -673,28 +642,28 @@ type parkedProxy struct {
 	since     time.Time
 }
 
-func (o *Router) onProxy(ctx context.Context, self Agent, m protocol.Message) error {
+func (o *Router) onProxy(ctx context.Context, src source, self Agent, m protocol.Message) error {
 	if m.Proxy == nil {
-		return o.refuse(ctx, self, "PROXY_REQUEST", "it has no JSON body")
+		return o.refuse(ctx, src, self, "PROXY_REQUEST", "it has no JSON body")
 	}
 	body := []byte(m.Proxy.Payload)
 	req, err := proxy.ParseAction(body)
 	if err != nil {
-		return o.refuse(ctx, self, "PROXY_REQUEST", err.Error())
+		return o.refuse(ctx, src, self, "PROXY_REQUEST", err.Error())
 	}
 	if !strings.EqualFold(req.Requester, self.Name) {
-		return o.refuse(ctx, self, "PROXY_REQUEST", fmt.Sprintf("requester is %q but you are %s", req.Requester, self.Name))
+		return o.refuse(ctx, src, self, "PROXY_REQUEST", fmt.Sprintf("requester is %q but you are %s", req.Requester, self.Name))
 	}
-	if !o.authorize(ctx, self, req.Action, "PROXY_REQUEST "+req.Action) {
-		return nil
+	if ok, err := o.authorize(ctx, src, self, req.Action, "PROXY_REQUEST "+req.Action); !ok {
+		return err
 	}
-	return o.routeProxy(ctx, parkedProxy{requester: self, req: req, since: o.now()}, false)
+	return o.routeProxy(ctx, src, parkedProxy{requester: self, req: req, since: o.now()}, false)
 }
 
 // routeProxy hands a proxy request to the agent the selector picks and
 // answers the requester with [PROXY_RESPONSE]; parked requests are retried
 // by the ticker.
-func (o *Router) routeProxy(ctx context.Context, p parkedProxy, retrying bool) error {
+func (o *Router) routeProxy(ctx context.Context, src source, p parkedProxy, retrying bool) error {
 	reg, _, err := o.registry(ctx, p.requester.OfficeID)
 	if err != nil {
 		return err
@@ -721,7 +690,7 @@ func (o *Router) routeProxy(ctx context.Context, p parkedProxy, retrying bool) e
 		resp.Error = "no proxy can take it: " + d.Reason + "; a person was asked"
 		resp.ExecutionTime = fmt.Sprintf("%.1fs", o.now().Sub(p.since).Seconds())
 		o.notify(p.requester, "[PROXY_RESPONSE]\n"+mustJSON(resp)+"\n[/PROXY_RESPONSE]")
-		_, err := o.ask(ctx, p.requester, Question{QuestionType: QuestionText, Category: "proxy", Question: fmt.Sprintf("%s asked for %s but no agent can act as its proxy (%s). Please handle it by hand.", p.requester.Name, p.req.Action, d.Reason), Required: false})
+		_, err := o.ask(ctx, src, p.requester, Question{QuestionType: QuestionText, Category: "proxy", Question: fmt.Sprintf("%s asked for %s but no agent can act as its proxy (%s). Please handle it by hand.", p.requester.Name, p.req.Action, d.Reason), Required: false})
 		return err
 	}
 	proxyAgent, err := o.store.GetAgent(ctx, d.Agent.ID)

@@ -55,7 +55,7 @@ func (o *Router) onInvalid(ctx context.Context, src source, tl *invalidTally, m 
 		tl.unrecorded++
 		return nil
 	}
-	inserted, err := o.event(ctx, src.officeID, src.agentID, "message.invalid", redacted(m), m.Raw, src.key)
+	inserted, err := o.event(ctx, src.officeID, src.agentID, "message.invalid", m, m.Raw, src.key)
 	if inserted {
 		tl.fresh = true
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -153,6 +154,8 @@ type Router struct {
 	statusTurn chan struct{}       // a token: held while statuses are written
 	cursors    map[agentKey]cursor // newest transcript cursor known per agent
 	wg         sync.WaitGroup
+
+	auditFailures atomic.Uint64 // events the store refused (AuditFailures)
 }
 
 type agentKey struct{ officeID, agentID string }
@@ -166,7 +169,8 @@ type Progress struct {
 	StepName  string `json:"step_name,omitempty"`
 }
 
-// New returns an Office. It starts nothing: call Run.
+// New returns a Router for cfg, or EINVALID when cfg lacks Store or
+// Sessions. It starts nothing: call Run.
 func New(cfg Config) (*Router, error) {
 	if cfg.Store == nil || cfg.Sessions == nil {
 		return nil, Errorf(EINVALID, "office: Store and Sessions are required")
@@ -578,14 +582,52 @@ func (o *Router) parseText(ctx context.Context, k agentKey, in *inbox, t Text) b
 	return ok
 }
 
-// source names where a message came from.
+// source is the identity of the message being handled, passed to its
+// handlers as a value: who printed it, its dedupe key (chunk ID # index)
+// and whether it is a replay (seen before). A message's rows get IDs
+// derived from its key, so a replay conflicts instead of duplicating, and
+// nothing is typed for a replay. The zero source is no message (an API
+// call, a timer): rows get IDs from the store, events no dedupe key.
 type source struct {
 	officeID, agentID string
-	key               string // dedupe key: chunk ID # index
+	key               string
+	replay            bool
 }
 
+// rowID returns the ID of the row the message creates as what, or "" for
+// the zero source (the store picks one).
+func (s source) rowID(what string) string {
+	if s.key == "" {
+		return ""
+	}
+	return uuid.NewSHA1(rowNamespace, []byte(s.officeID+"\x00"+s.key+"\x00"+what)).String()
+}
+
+// subKey returns the dedupe key of a secondary event of the message ("" for
+// the zero source).
+func (s source) subKey(what string) string {
+	if s.key == "" {
+		return ""
+	}
+	return s.key + "#" + what
+}
+
+// record appends an event the caller has nothing else to do with: its
+// failure is logged here (and counted by event), never dropped.
+func (o *Router) record(ctx context.Context, officeID, agentID, kind string, payload any, key string) {
+	if _, err := o.event(ctx, officeID, agentID, kind, payload, "", key); err != nil && ctx.Err() == nil {
+		o.log.Error("audit event not recorded", "office", officeID, "agent", agentID, "kind", kind, "err", err)
+	}
+}
+
+// AuditFailures returns how many events could not be appended to the
+// event log since New (the store refused them); cmd/office-server exports
+// it in /metrics.
+func (o *Router) AuditFailures() uint64 { return o.auditFailures.Load() }
+
 // event appends an event (deduplicated when key is set) and publishes it to
-// subscribers when it was inserted.
+// subscribers when it was inserted. A failure is counted (AuditFailures)
+// and returned.
 func (o *Router) event(ctx context.Context, officeID, agentID, kind string, payload any, raw, key string) (bool, error) {
 	var pj json.RawMessage
 	if payload != nil {
@@ -597,6 +639,7 @@ func (o *Router) event(ctx context.Context, officeID, agentID, kind string, payl
 	}
 	ev, inserted, err := o.store.AppendEvent(ctx, Event{OfficeID: officeID, AgentID: agentID, Kind: kind, Payload: pj, Raw: raw, DedupeKey: key})
 	if err != nil {
+		o.auditFailures.Add(1)
 		return false, fmt.Errorf("append event %s: %w", kind, err)
 	}
 	if inserted {

@@ -37,6 +37,7 @@ type harness struct {
 	agents map[string]Agent
 	seq    atomic.Int64
 	logs   *bytes.Buffer
+	logMu  *sync.Mutex
 	used   map[string]bool
 }
 
@@ -44,8 +45,8 @@ func newHarness(t *testing.T, mutate func(*Config), agents ...Agent) *harness {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	h := &harness{t: t, clk: clk, st: newMemStore(clk.Now), ss: newFakeSessions(), agents: map[string]Agent{}, logs: &bytes.Buffer{}, used: map[string]bool{}}
-	var mu sync.Mutex
-	lw := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return h.logs.Write(p) })
+	h.logMu = &sync.Mutex{}
+	lw := writerFunc(func(p []byte) (int, error) { h.logMu.Lock(); defer h.logMu.Unlock(); return h.logs.Write(p) })
 	cfg := Config{Store: h.st, Sessions: h.ss, Now: clk.Now, Tick: 10 * time.Millisecond, DataDir: t.TempDir(),
 		Logger: slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if mutate != nil {
@@ -1035,4 +1036,50 @@ func TestTaskRetypedAfterRestart(t *testing.T) {
 	if n := len(h.invocations(InvocationInProgress)); n != 2 {
 		t.Errorf("%d in progress, want 2", n)
 	}
+}
+
+// refusingStore refuses every event of one kind: the audit log is down for
+// it while the rows it records are written.
+type refusingStore struct {
+	*memStore
+	kind string
+}
+
+func (s refusingStore) AppendEvent(ctx context.Context, e Event) (Event, bool, error) {
+	if e.Kind == s.kind {
+		return Event{}, false, fmt.Errorf("event log refused the write")
+	}
+	return s.memStore.AppendEvent(ctx, e)
+}
+
+// An event the store refuses is neither dropped silently nor fatal to what
+// it records: it is logged and counted (AuditFailures, in /metrics), and
+// the answer it audits is still delivered.
+func TestAuditFailureLoggedAndCounted(t *testing.T) {
+	for _, kind := range []string{"question.answered", "question.delivered"} {
+		t.Run(kind, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.Store = refusingStore{memStore: c.Store.(*memStore), kind: kind} })
+			h.run("PO")
+			h.say("PO", askBlock)
+			eventually(t, "question", func() bool { return len(h.questions()) == 1 })
+			if n := h.r.AuditFailures(); n != 0 {
+				t.Fatalf("AuditFailures = %d before any failure", n)
+			}
+			q := h.questions()[0]
+			if _, err := h.r.AnswerQuestion(context.Background(), q.ID, "SSO", "u1"); err != nil {
+				t.Fatalf("AnswerQuestion with the audit log down: %v (the answer is stored; only its event failed)", err)
+			}
+			h.typed("PO", "Answer to question "+q.ID)
+			eventually(t, "the failure counted", func() bool { return h.r.AuditFailures() == 1 })
+			eventually(t, "the failure logged", func() bool {
+				return strings.Contains(h.logText(), "audit event not recorded") && strings.Contains(h.logText(), "kind="+kind)
+			})
+		})
+	}
+}
+
+func (h *harness) logText() string {
+	h.logMu.Lock()
+	defer h.logMu.Unlock()
+	return h.logs.String()
 }

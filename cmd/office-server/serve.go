@@ -173,7 +173,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	srv, err := server.New(server.Config{
 		Store: store, Office: serverOffice{r: router, store: store, sess: sess}, Terminals: terminals{mgr},
-		Feed: feed, Token: token, Logger: log.With("part", "http"),
+		Feed: feed, Token: token, Logger: log.With("part", "http"), AuditFailures: router.AuditFailures,
 	})
 	if err != nil {
 		return err
