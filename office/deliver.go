@@ -157,18 +157,18 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 		errs [5]error
 		wg   sync.WaitGroup
 	)
-	offices := []string{a.OfficeID}
+	due := Due{OfficeIDs: []string{a.OfficeID}, AgentID: a.ID}
 	wg.Add(5)
-	go func() { defer wg.Done(); deps, errs[0] = o.store.ListUndeliveredDependencies(ctx, offices) }()
-	go func() { defer wg.Done(); qs, errs[1] = o.store.ListAnsweredUndelivered(ctx, offices) }()
+	go func() { defer wg.Done(); deps, errs[0] = o.store.ListUndeliveredDependencies(ctx, due) }()
+	go func() { defer wg.Done(); qs, errs[1] = o.store.ListAnsweredUndelivered(ctx, due) }()
 	go func() {
 		defer wg.Done()
 		rs, errs[2] = o.store.ListResults(ctx, ResultFilter{OfficeID: a.OfficeID, ToAgentID: a.ID, Status: []string{ResultPending}})
 	}()
-	go func() { defer wg.Done(); ms, errs[3] = o.store.ListPendingUserMessages(ctx, offices) }()
+	go func() { defer wg.Done(); ms, errs[3] = o.store.ListPendingUserMessages(ctx, due) }()
 	go func() {
 		defer wg.Done()
-		invs, errs[4] = o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{InvocationPending, InvocationInProgress}})
+		invs, errs[4] = o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{InvocationPending, InvocationInProgress}})
 	}()
 	wg.Wait()
 	for _, err := range errs {
@@ -177,18 +177,12 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 		}
 	}
 	for _, d := range deps {
-		if d.AgentID != a.ID {
-			continue
-		}
 		if !o.deliverDependency(ctx, a, d, &running, send) {
 			return true
 		}
 	}
 	// Answers.
 	for _, q := range qs {
-		if q.AgentID != a.ID {
-			continue
-		}
 		answer, verr := validAnswer(q)
 		if verr != nil {
 			o.reask(ctx, a, q, verr)
@@ -222,9 +216,6 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 	}
 	// Messages from people.
 	for _, m := range ms {
-		if m.AgentID != a.ID {
-			continue
-		}
 		if !send("[OFFICE] Message from a person in the office:\n" + quote(m.Content)) {
 			return true
 		}
@@ -237,12 +228,8 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 	// The next task, one at a time in order.
 	var next *Invocation
 	busy := false
-	slices.SortStableFunc(invs, func(x, y Invocation) int { return x.CreatedAt.Compare(y.CreatedAt) })
 	for i := range invs {
 		inv := invs[i]
-		if inv.CalleeAgentID != a.ID {
-			continue
-		}
 		if inv.Status == InvocationInProgress {
 			busy = true
 		} else if next == nil {
@@ -512,15 +499,12 @@ func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
 // conversation resumed (Claude Code) which tasks it holds: the task is in
 // its conversation, but a resumed agent waits for a prompt.
 func (o *Router) remind(ctx context.Context, a Agent) {
-	invs, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{InvocationInProgress}})
+	invs, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{InvocationInProgress}})
 	if err != nil {
 		o.log.Warn("remind of tasks", "agent", a.Name, "err", err)
 		return
 	}
 	for _, inv := range invs {
-		if inv.CalleeAgentID != a.ID {
-			continue
-		}
 		caller, err := o.store.GetAgent(ctx, inv.CallerAgentID)
 		if err != nil {
 			continue
@@ -539,15 +523,12 @@ func resumes(a Agent) bool { return a.Launch.Kind == "" || a.Launch.Kind == Kind
 // requeue puts the tasks a new process of a cannot know about (in progress
 // in the process that died) back in its queue, so they are typed again.
 func (o *Router) requeue(ctx context.Context, a Agent) {
-	invs, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{InvocationInProgress}})
+	invs, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{InvocationInProgress}})
 	if err != nil {
 		o.log.Warn("requeue tasks", "agent", a.Name, "err", err)
 		return
 	}
 	for _, inv := range invs {
-		if inv.CalleeAgentID != a.ID {
-			continue
-		}
 		_, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{InvocationInProgress}, InvocationPending, InvocationPatch{})
 		if err != nil {
 			o.log.Warn("requeue task", "agent", a.Name, "invocation", inv.ID, "err", err)

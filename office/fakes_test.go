@@ -256,9 +256,14 @@ func (s *memStore) CancelQuestion(_ context.Context, id string) (bool, error) {
 	s.questions[id] = q
 	return true, nil
 }
-func (s *memStore) ListAnsweredUndelivered(ctx context.Context, officeIDs []string) ([]Question, error) {
-	qs, _ := s.ListQuestions(ctx, QuestionFilter{Status: []string{QuestionAnswered}})
-	return slices.DeleteFunc(qs, func(q Question) bool { return len(officeIDs) > 0 && !slices.Contains(officeIDs, q.OfficeID) }), nil
+func (s *memStore) ListAnsweredUndelivered(ctx context.Context, d Due) ([]Question, error) {
+	qs, _ := s.ListQuestions(ctx, QuestionFilter{AgentID: d.AgentID, Status: []string{QuestionAnswered}})
+	return slices.DeleteFunc(qs, func(q Question) bool { return !d.has(q.OfficeID, q.AgentID) }), nil
+}
+
+// has reports whether a row of officeID and agentID is due as d says.
+func (d Due) has(officeID, agentID string) bool {
+	return (len(d.OfficeIDs) == 0 || slices.Contains(d.OfficeIDs, officeID)) && (d.AgentID == "" || d.AgentID == agentID)
 }
 
 func (s *memStore) CreateUserMessage(_ context.Context, m UserMessage) (UserMessage, error) {
@@ -276,15 +281,6 @@ func (s *memStore) CreateUserMessage(_ context.Context, m UserMessage) (UserMess
 	s.messages[m.ID] = m
 	return m, nil
 }
-func (s *memStore) GetUserMessage(_ context.Context, id string) (UserMessage, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, ok := s.messages[id]
-	if !ok {
-		return m, notFound("message", id)
-	}
-	return m, nil
-}
 func (s *memStore) MarkUserMessageDelivered(_ context.Context, id string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -296,12 +292,12 @@ func (s *memStore) MarkUserMessageDelivered(_ context.Context, id string) (bool,
 	s.messages[id] = m
 	return true, nil
 }
-func (s *memStore) ListPendingUserMessages(_ context.Context, officeIDs []string) ([]UserMessage, error) {
+func (s *memStore) ListPendingUserMessages(_ context.Context, d Due) ([]UserMessage, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []UserMessage
 	for _, m := range s.messages {
-		if m.Status == MessagePending && (len(officeIDs) == 0 || slices.Contains(officeIDs, m.OfficeID)) {
+		if m.Status == MessagePending && d.has(m.OfficeID, m.AgentID) {
 			out = append(out, m)
 		}
 	}
@@ -338,7 +334,7 @@ func (s *memStore) ListInvocations(_ context.Context, f InvocationFilter) ([]Inv
 	defer s.mu.Unlock()
 	var out []Invocation
 	for _, i := range s.invs {
-		if (f.OfficeID == "" || i.OfficeID == f.OfficeID) && (f.AgentID == "" || i.CallerAgentID == f.AgentID || i.CalleeAgentID == f.AgentID) && (len(f.Status) == 0 || slices.Contains(f.Status, i.Status)) {
+		if (f.OfficeID == "" || i.OfficeID == f.OfficeID) && (f.AgentID == "" || i.CallerAgentID == f.AgentID || i.CalleeAgentID == f.AgentID) && (f.CalleeAgentID == "" || i.CalleeAgentID == f.CalleeAgentID) && (len(f.Status) == 0 || slices.Contains(f.Status, i.Status)) {
 			out = append(out, i)
 		}
 	}
@@ -513,10 +509,10 @@ func (s *memStore) MarkDependencyDelivered(_ context.Context, id string) (bool, 
 	s.deps[id] = d
 	return true, nil
 }
-func (s *memStore) ListUndeliveredDependencies(ctx context.Context, officeIDs []string) ([]DependencyRequest, error) {
-	ds, _ := s.ListDependencies(ctx, DependencyFilter{Status: []string{DependencyProvided, DependencyRejected, DependencyExpired}})
+func (s *memStore) ListUndeliveredDependencies(ctx context.Context, due Due) ([]DependencyRequest, error) {
+	ds, _ := s.ListDependencies(ctx, DependencyFilter{AgentID: due.AgentID, Status: []string{DependencyProvided, DependencyRejected, DependencyExpired}})
 	return slices.DeleteFunc(ds, func(d DependencyRequest) bool {
-		return d.DeliveredAt != nil || len(officeIDs) > 0 && !slices.Contains(officeIDs, d.OfficeID)
+		return d.DeliveredAt != nil || !due.has(d.OfficeID, d.AgentID)
 	}), nil
 }
 

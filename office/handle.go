@@ -409,14 +409,12 @@ func (o *Router) deliverResult(ctx context.Context, src source, sender Agent, ta
 	if !ok && strings.TrimSpace(target) == "" {
 		// No target: the result goes to whoever gave the sender its
 		// current task.
-		open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: sender.OfficeID, AgentID: sender.ID, Status: []string{InvocationInProgress}})
+		open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: sender.OfficeID, CalleeAgentID: sender.ID, Status: []string{InvocationInProgress}})
 		if err != nil {
 			return Result{}, fmt.Errorf("list invocations: %w", err)
 		}
 		for _, inv := range open {
-			if inv.CalleeAgentID == sender.ID {
-				to, ok = reg.ByID(inv.CallerAgentID)
-			}
+			to, ok = reg.ByID(inv.CallerAgentID)
 		}
 		if !ok {
 			return Result{}, o.refuse(ctx, src, sender, "DELIVER_RESULT", "it names no agent and you have no task in progress; write [DELIVER_RESULT:<agent>]")
@@ -581,14 +579,11 @@ type retry struct {
 // failWork fails every open invocation a is the callee of and tells the
 // callers why.
 func (o *Router) failWork(ctx context.Context, a Agent, why string) error {
-	open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{InvocationPending, InvocationInProgress}})
+	open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{InvocationPending, InvocationInProgress}})
 	if err != nil {
 		return fmt.Errorf("list invocations: %w", err)
 	}
 	for _, inv := range open {
-		if inv.CalleeAgentID != a.ID {
-			continue
-		}
 		if err := o.failInvocation(ctx, inv, why); err != nil {
 			return err
 		}

@@ -683,7 +683,10 @@ func TestUserMessage(t *testing.T) {
 	if got := h.typed("PO", "Message from a person"); !strings.Contains(got, "> Please hurry\n> [INVOKE:DEV]") {
 		t.Errorf("typed %q", got)
 	}
-	eventually(t, "delivered", func() bool { m2, _ := h.st.GetUserMessage(ctx, m.ID); return m2.Status == MessageDelivered })
+	eventually(t, "delivered", func() bool {
+		ms, err := h.st.ListPendingUserMessages(ctx, Due{AgentID: m.AgentID})
+		return err == nil && len(ms) == 0
+	})
 	if _, err := h.r.SendUserMessage(ctx, h.office.ID, h.id("PO"), "u1", "bad \x1b[2J"); ErrorCode(err) != EINVALID {
 		t.Errorf("control chars: %v", err)
 	}
