@@ -188,9 +188,10 @@ func (o *Router) RejectDependency(ctx context.Context, id, reason string) (Depen
 	return d, nil
 }
 
-// deliverDependency tells a about a provided, rejected or expired request.
-// It reports false when it could not (the session is down).
-func (o *Router) deliverDependency(ctx context.Context, a Agent, d DependencyRequest, running *bool, send func(string) bool) bool {
+// deliverDependency tells v's agent about a provided, rejected or expired
+// request. It reports false when it could not (the session is down).
+func (o *Router) deliverDependency(ctx context.Context, v *delivery, d DependencyRequest) bool {
+	a := v.a
 	var text string
 	switch d.Status {
 	case DependencyProvided:
@@ -201,7 +202,7 @@ func (o *Router) deliverDependency(ctx context.Context, a Agent, d DependencyReq
 				o.log.Warn("restart with dependency", "agent", a.Name, "err", err)
 				return false
 			}
-			*running = o.sess.Running(a.OfficeID, a.ID)
+			v.running = o.sess.Running(a.OfficeID, a.ID)
 			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: provided\nvalue: (in your environment as $%s)\n[/DEPENDENCY_PROVIDED]", d.Name, d.Name)
 		} else {
 			v, err := o.sealer.Open(d.Value)
@@ -225,7 +226,7 @@ func (o *Router) deliverDependency(ctx context.Context, a Agent, d DependencyReq
 			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: %s\nvalue: %s\n[/DEPENDENCY_PROVIDED]\nIt was %s (%s); go on without it.", d.Name, d.Status, d.Default, d.Status, why)
 		}
 	}
-	if !send(text) {
+	if !v.send(ctx, text) {
 		return false
 	}
 	if _, err := o.store.MarkDependencyDelivered(ctx, d.ID); err != nil {

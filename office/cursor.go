@@ -35,7 +35,8 @@ type cursor struct {
 }
 
 // recordCursor records that the turn ending with chunk id was acted on.
-func (o *Router) recordCursor(ctx context.Context, k agentKey, id string) {
+func (o *Router) recordCursor(ctx context.Context, d *desk, id string) {
+	k := d.key
 	rec, err := o.store.GetSessionByAgent(ctx, k.agentID)
 	if err != nil || rec.AgentSessionID == "" {
 		return
@@ -51,20 +52,26 @@ func (o *Router) recordCursor(ctx context.Context, k agentKey, id string) {
 		return
 	}
 	c.event = ev.ID
-	o.mu.Lock()
-	if ev.ID > o.cursors[k].event {
-		o.cursors[k] = c
+	d.newerCursor(c)
+}
+
+// newerCursor keeps c as the desk's cursor if it is newer.
+func (d *desk) newerCursor(c cursor) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c.event > d.cursor.event {
+		d.cursor = c
 	}
-	o.mu.Unlock()
 }
 
 // transcriptCursor returns the newest cursor recorded for the agent's
 // conversation ("" when there is none). The event log is scanned once per
 // agent and server life (from the newest cursor known in memory on).
 func (o *Router) transcriptCursor(ctx context.Context, k agentKey, conversation string) string {
-	o.mu.Lock()
-	c := o.cursors[k]
-	o.mu.Unlock()
+	d := o.desk(k)
+	d.mu.Lock()
+	c := d.cursor
+	d.mu.Unlock()
 	after := c.event
 	for {
 		evs, err := o.store.ListEvents(ctx, EventFilter{OfficeID: k.officeID, AgentID: k.agentID, AfterID: after, Limit: 1000})
@@ -87,11 +94,7 @@ func (o *Router) transcriptCursor(ctx context.Context, k agentKey, conversation 
 			break
 		}
 	}
-	o.mu.Lock()
-	if c.event > o.cursors[k].event {
-		o.cursors[k] = c
-	}
-	o.mu.Unlock()
+	d.newerCursor(c)
 	if c.Conversation != conversation {
 		// A cursor of another conversation would make the new transcript
 		// count as read.

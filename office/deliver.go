@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,246 +16,287 @@ import (
 	"github.com/office-server/office-server/session"
 )
 
-// pump is one agent's delivery loop. Everything to type into the agent is
-// either in the store (answers, results, user messages, dependency
-// outcomes, tasks) or a notice in memory; a round reads the store and types
-// what is due, in order, one Send at a time, and marks each store row
-// delivered only after it was typed. So a server that dies mid-round types
-// the item again after its restart rather than losing it.
-type pump struct {
-	wake    chan struct{}
-	mu      sync.Mutex
-	notices []string
-	started bool
-}
+// Delivery. Everything to type into an agent is either in the store
+// (answers, results, user messages, dependency outcomes, tasks) or a
+// notice on its desk; a round reads what is due to the agent and types it,
+// in order, one Send at a time, and marks each store row delivered only
+// after it was typed. So a server that dies mid-round types the item again
+// after its restart rather than losing it.
 
-// kick wakes k's pump, starting it if needed.
+// kick wakes k's delivery, starting its loop if needed.
 func (o *Router) kick(k agentKey) {
 	if !o.serves(k.officeID) {
 		return
 	}
-	o.mu.Lock()
-	p := o.pumps[k]
-	if p == nil {
-		p = &pump{wake: make(chan struct{}, 1)}
-		o.pumps[k] = p
-	}
-	start := !p.started && o.runCtx != nil && o.runCtx.Err() == nil
-	if start {
-		p.started = true
-	}
-	o.mu.Unlock()
-	if start {
-		o.goOwned(func(ctx context.Context) { o.runPump(ctx, k, p) })
-	}
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
+	d := o.desk(k)
+	d.startDelivery()
+	wake(d.deliverWake)
 }
 
 // notify queues a notice for a, typed as "[OFFICE] <text>".
 func (o *Router) notify(a Agent, text string) {
-	k := agentKey{a.OfficeID, a.ID}
-	o.mu.Lock()
-	p := o.pumps[k]
-	if p == nil {
-		p = &pump{wake: make(chan struct{}, 1)}
-		o.pumps[k] = p
-	}
-	o.mu.Unlock()
-	p.mu.Lock()
-	if !strings.HasPrefix(text, "[") {
-		text = "[OFFICE] " + text
-	}
-	p.notices = append(p.notices, text)
-	p.mu.Unlock()
-	o.kick(k)
+	o.desk(agentKey{a.OfficeID, a.ID}).notify(text)
 }
 
-func (o *Router) runPump(ctx context.Context, k agentKey, p *pump) {
+// deliver is the desk's delivery loop: a round at every wake-up, and what
+// could not be delivered retried with a growing delay (a session coming
+// back, a store answering again also wake it).
+func (d *desk) deliver(ctx context.Context) {
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
-	// What could not be delivered is retried with a growing delay (a
-	// session coming back, a store answering again also wake the pump).
-	delay := o.cfg.Tick
-	maxDelay := min(30*time.Second, 64*o.cfg.Tick)
+	tick := d.r.cfg.Tick
+	delay, maxDelay := tick, min(30*time.Second, 64*tick)
 	for {
-		if o.round(ctx, k, p) {
+		if d.round(ctx) {
 			retry.Reset(delay)
 			delay = min(2*delay, maxDelay)
 		} else {
-			delay = o.cfg.Tick
+			delay = tick
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.wake:
+		case <-d.deliverWake:
 		case <-retry.C:
 		}
 	}
 }
 
-// round delivers what is due to one agent; it reports whether something
-// remains that it could not deliver now.
-func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
+// outcome is what a deliverer reports.
+type outcome int
+
+const (
+	delivered outcome = iota // everything of its kind typed: the next kind's turn
+	again                    // something could not be typed now: retry later
+	hold                     // nothing more this round, nothing to retry
+)
+
+// delivery is one round's state: the agent as stored now and whether its
+// session takes text.
+type delivery struct {
+	r       *Router
+	a       Agent
+	running bool
+}
+
+// send types text into the agent; false when the session is down or did
+// not take it (the round ends and is retried).
+func (v *delivery) send(ctx context.Context, text string) bool {
+	if !v.running {
+		return false
+	}
+	// Sanitised here as well as in the session layer: nothing one agent
+	// wrote may carry a control sequence into another's terminal.
+	if err := v.r.sess.Send(ctx, v.a.OfficeID, v.a.ID, session.Sanitize(text)); err != nil {
+		if ctx.Err() == nil {
+			v.r.log.Info("deliver: send failed; will retry", "agent", v.a.Name, "err", err)
+		}
+		v.running = false
+		return false
+	}
+	return true
+}
+
+// due is everything in the store waiting for one agent.
+type due struct {
+	deps []DependencyRequest
+	qs   []Question
+	rs   []Result
+	ms   []UserMessage
+	invs []Invocation // its open tasks, oldest first
+}
+
+// round delivers what is due to the desk's agent; it reports whether
+// something remains that it could not deliver now.
+func (d *desk) round(ctx context.Context) (retry bool) {
+	o, k := d.r, d.key
 	if !o.serves(k.officeID) {
 		return false // another server runs the office now
 	}
 	a, err := o.store.GetAgent(ctx, k.agentID)
 	if err != nil {
 		if !IsNotFound(err) && ctx.Err() == nil {
-			o.log.Warn("pump: get agent", "agent", k.agentID, "err", err)
+			o.log.Warn("deliver: get agent", "agent", k.agentID, "err", err)
 			return true
 		}
 		return false
 	}
-	running := o.sess.Running(a.OfficeID, a.ID)
-	send := func(text string) bool {
-		if !running {
-			return false
-		}
-		// Sanitised here as well as in the session layer: nothing one agent
-		// wrote may carry a control sequence into another's terminal.
-		if err := o.sess.Send(ctx, a.OfficeID, a.ID, session.Sanitize(text)); err != nil {
-			if ctx.Err() == nil {
-				o.log.Info("deliver: send failed; will retry", "agent", a.Name, "err", err)
-			}
-			running = false
-			return false
-		}
+	v := &delivery{r: o, a: a, running: o.sess.Running(a.OfficeID, a.ID)}
+	if !d.deliverNotices(ctx, v) {
 		return true
 	}
-
-	// Notices first: they answer what the agent just did.
-	for {
-		p.mu.Lock()
-		if len(p.notices) == 0 {
-			p.mu.Unlock()
-			break
-		}
-		n := p.notices[0]
-		p.mu.Unlock()
-		if !send(n) {
-			return true
-		}
-		p.mu.Lock()
-		p.notices = p.notices[1:]
-		p.mu.Unlock()
+	items, err := o.readDue(ctx, a)
+	if err != nil {
+		return o.retryErr("read what is due", err)
 	}
-
-	// Everything due is read at once (five independent reads, one round
-	// trip) and then delivered in order: dependency outcomes, answers,
-	// results, people's messages, the next task. A row that changes
-	// meanwhile is safe: every mark is a conditional transition, and the
-	// change wakes the pump for another round.
-	var (
-		deps []DependencyRequest
-		qs   []Question
-		rs   []Result
-		ms   []UserMessage
-		invs []Invocation
-		errs [5]error
-		wg   sync.WaitGroup
-	)
-	due := Due{OfficeIDs: []string{a.OfficeID}, AgentID: a.ID}
-	wg.Add(5)
-	go func() { defer wg.Done(); deps, errs[0] = o.store.ListUndeliveredDependencies(ctx, due) }()
-	go func() { defer wg.Done(); qs, errs[1] = o.store.ListAnsweredUndelivered(ctx, due) }()
-	go func() {
-		defer wg.Done()
-		rs, errs[2] = o.store.ListResults(ctx, ResultFilter{OfficeID: a.OfficeID, ToAgentID: a.ID, Status: []string{ResultPending}})
-	}()
-	go func() { defer wg.Done(); ms, errs[3] = o.store.ListPendingUserMessages(ctx, due) }()
-	go func() {
-		defer wg.Done()
-		invs, errs[4] = o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{InvocationPending, InvocationInProgress}})
-	}()
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return o.retryErr("read what is due", err)
-		}
-	}
-	for _, d := range deps {
-		if !o.deliverDependency(ctx, a, d, &running, send) {
+	// One deliverer per kind of work, in this order: dependency outcomes,
+	// answers, results, people's messages, the next task.
+	for _, deliver := range []func(context.Context, *delivery, due) outcome{
+		o.deliverDependencies, o.deliverAnswers, o.deliverResults, o.deliverMessages, o.deliverNextTask,
+	} {
+		switch deliver(ctx, v, items) {
+		case again:
 			return true
-		}
-	}
-	// Answers.
-	for _, q := range qs {
-		answer, verr := validAnswer(q)
-		if verr != nil {
-			o.reask(ctx, a, q, verr)
-			continue
-		}
-		if !send(answerText(q, answer)) {
-			return true
-		}
-		if ok, err := o.store.MarkQuestionDelivered(ctx, q.ID); err != nil {
-			return o.retryErr("mark question delivered", err)
-		} else if ok {
-			o.setSessionStatus(ctx, a, SessionBusy)
-			o.record(ctx, a.OfficeID, a.ID, "question.delivered", map[string]string{"question_id": q.ID}, "")
-		}
-	}
-	// Results.
-	for _, r := range rs {
-		if !running {
-			o.ensureStarted(ctx, a)
-			return true
-		}
-		from, _ := o.store.GetAgent(ctx, r.FromAgentID)
-		if !send(resultText(r, from.Name)) {
-			return true
-		}
-		if ok, err := o.store.MarkResultDelivered(ctx, r.ID); err != nil {
-			return o.retryErr("mark result delivered", err)
-		} else if ok {
-			o.record(ctx, a.OfficeID, a.ID, "result.delivered", map[string]string{"result_id": r.ID}, "")
-		}
-	}
-	// Messages from people.
-	for _, m := range ms {
-		if !send("[OFFICE] Message from a person in the office:\n" + quote(m.Content)) {
-			return true
-		}
-		if ok, err := o.store.MarkUserMessageDelivered(ctx, m.ID); err != nil {
-			return o.retryErr("mark message delivered", err)
-		} else if ok {
-			o.record(ctx, a.OfficeID, a.ID, "message.delivered", map[string]string{"message_id": m.ID}, "")
-		}
-	}
-	// The next task, one at a time in order.
-	var next *Invocation
-	busy := false
-	for i := range invs {
-		inv := invs[i]
-		if inv.Status == InvocationInProgress {
-			busy = true
-		} else if next == nil {
-			next = &invs[i]
-		}
-	}
-	if next != nil && !busy {
-		if a.Status == AgentDisabled || a.Status == AgentFailed {
-			return false // the selector should not have chosen it; wait for an operator
-		}
-		if !running {
-			o.ensureStarted(ctx, a)
-			return true
-		}
-		caller, _ := o.store.GetAgent(ctx, next.CallerAgentID)
-		if !send(taskText(*next, caller.Name)) {
-			return true
-		}
-		if _, ok, err := o.store.TransitionInvocation(ctx, next.ID, []string{InvocationPending}, InvocationInProgress, InvocationPatch{}); err != nil {
-			return o.retryErr("start invocation", err)
-		} else if ok {
-			o.record(ctx, a.OfficeID, a.ID, "invocation.in_progress", map[string]string{"invocation_id": next.ID}, "")
+		case hold:
+			return false
 		}
 	}
 	return false
+}
+
+// deliverNotices types the desk's notices in order; false when one could
+// not be typed.
+func (d *desk) deliverNotices(ctx context.Context, v *delivery) bool {
+	for {
+		d.mu.Lock()
+		if len(d.notices) == 0 {
+			d.mu.Unlock()
+			return true
+		}
+		n := d.notices[0]
+		d.mu.Unlock()
+		if !v.send(ctx, n) {
+			return false
+		}
+		d.mu.Lock()
+		d.notices = d.notices[1:]
+		d.mu.Unlock()
+	}
+}
+
+// readDue reads everything due to a at once (five independent reads of
+// the agent's own rows, one round trip). A row that changes meanwhile is
+// safe: every mark is a conditional transition, and the change wakes the
+// delivery for another round.
+func (o *Router) readDue(ctx context.Context, a Agent) (due, error) {
+	var (
+		x    due
+		errs [5]error
+		wg   sync.WaitGroup
+	)
+	mine := Due{OfficeIDs: []string{a.OfficeID}, AgentID: a.ID}
+	wg.Add(5)
+	go func() { defer wg.Done(); x.deps, errs[0] = o.store.ListUndeliveredDependencies(ctx, mine) }()
+	go func() { defer wg.Done(); x.qs, errs[1] = o.store.ListAnsweredUndelivered(ctx, mine) }()
+	go func() {
+		defer wg.Done()
+		x.rs, errs[2] = o.store.ListResults(ctx, ResultFilter{OfficeID: a.OfficeID, ToAgentID: a.ID, Status: []string{ResultPending}})
+	}()
+	go func() { defer wg.Done(); x.ms, errs[3] = o.store.ListPendingUserMessages(ctx, mine) }()
+	go func() {
+		defer wg.Done()
+		x.invs, errs[4] = o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{InvocationPending, InvocationInProgress}})
+	}()
+	wg.Wait()
+	return x, errors.Join(errs[:]...)
+}
+
+func (o *Router) deliverDependencies(ctx context.Context, v *delivery, x due) outcome {
+	for _, d := range x.deps {
+		if !o.deliverDependency(ctx, v, d) {
+			return again
+		}
+	}
+	return delivered
+}
+
+func (o *Router) deliverAnswers(ctx context.Context, v *delivery, x due) outcome {
+	for _, q := range x.qs {
+		answer, verr := validAnswer(q)
+		if verr != nil {
+			o.reask(ctx, v.a, q, verr)
+			continue
+		}
+		if !v.send(ctx, answerText(q, answer)) {
+			return again
+		}
+		if ok, err := o.store.MarkQuestionDelivered(ctx, q.ID); err != nil {
+			o.retryErr("mark question delivered", err)
+			return again
+		} else if ok {
+			o.setSessionStatus(ctx, v.a, SessionBusy)
+			o.record(ctx, v.a.OfficeID, v.a.ID, "question.delivered", map[string]string{"question_id": q.ID}, "")
+		}
+	}
+	return delivered
+}
+
+func (o *Router) deliverResults(ctx context.Context, v *delivery, x due) outcome {
+	for _, r := range x.rs {
+		if !v.running {
+			o.ensureStarted(ctx, v.a)
+			return again
+		}
+		if !v.send(ctx, resultText(r, o.agentName(ctx, r.FromAgentID))) {
+			return again
+		}
+		if ok, err := o.store.MarkResultDelivered(ctx, r.ID); err != nil {
+			o.retryErr("mark result delivered", err)
+			return again
+		} else if ok {
+			o.record(ctx, v.a.OfficeID, v.a.ID, "result.delivered", map[string]string{"result_id": r.ID}, "")
+		}
+	}
+	return delivered
+}
+
+func (o *Router) deliverMessages(ctx context.Context, v *delivery, x due) outcome {
+	for _, m := range x.ms {
+		if !v.send(ctx, "[OFFICE] Message from a person in the office:\n"+quote(m.Content)) {
+			return again
+		}
+		if ok, err := o.store.MarkUserMessageDelivered(ctx, m.ID); err != nil {
+			o.retryErr("mark message delivered", err)
+			return again
+		} else if ok {
+			o.record(ctx, v.a.OfficeID, v.a.ID, "message.delivered", map[string]string{"message_id": m.ID}, "")
+		}
+	}
+	return delivered
+}
+
+// deliverNextTask types the agent's oldest pending task unless it is busy
+// with one: one task at a time, in order.
+func (o *Router) deliverNextTask(ctx context.Context, v *delivery, x due) outcome {
+	var next *Invocation
+	for i := range x.invs {
+		if x.invs[i].Status == InvocationInProgress {
+			return delivered // busy
+		}
+		if next == nil {
+			next = &x.invs[i]
+		}
+	}
+	if next == nil {
+		return delivered
+	}
+	if v.a.Status == AgentDisabled || v.a.Status == AgentFailed {
+		return hold // the selector should not have chosen it; wait for an operator
+	}
+	if !v.running {
+		o.ensureStarted(ctx, v.a)
+		return again
+	}
+	if !v.send(ctx, taskText(*next, o.agentName(ctx, next.CallerAgentID))) {
+		return again
+	}
+	if _, ok, err := o.store.TransitionInvocation(ctx, next.ID, []string{InvocationPending}, InvocationInProgress, InvocationPatch{}); err != nil {
+		o.retryErr("start invocation", err)
+		return again
+	} else if ok {
+		o.record(ctx, v.a.OfficeID, v.a.ID, "invocation.in_progress", map[string]string{"invocation_id": next.ID}, "")
+	}
+	return delivered
+}
+
+// agentName returns the name of the agent with id, for the forms typed
+// into another agent; "" (logged) when it cannot be read.
+func (o *Router) agentName(ctx context.Context, id string) string {
+	a, err := o.store.GetAgent(ctx, id)
+	if err != nil && ctx.Err() == nil {
+		o.log.Warn("deliver: read the sender's name", "agent", id, "err", err)
+	}
+	return a.Name
 }
 
 func (o *Router) retryErr(what string, err error) bool {
@@ -355,10 +397,13 @@ func (o *Router) startSession(ctx context.Context, a Agent, restart bool) error 
 // it records the session, wakes the agent's pump when it is ready, and
 // fails the agent's open tasks when its session failed for good.
 func (o *Router) HandleStatus(c StatusChange) {
-	o.mu.Lock()
 	if c.Status == SessionStarting {
-		o.epochs[agentKey{c.OfficeID, c.AgentID}] = uuid.NewString()
+		d := o.desk(agentKey{c.OfficeID, c.AgentID})
+		d.mu.Lock()
+		d.epoch = uuid.NewString()
+		d.mu.Unlock()
 	}
+	o.mu.Lock()
 	// Recorded by one goroutine, in order: OnStatus must not block.
 	o.statusQ = append(o.statusQ, c)
 	o.mu.Unlock()
@@ -443,6 +488,25 @@ func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
 		o.log.Warn("record session status", "agent", agentID, "err", err)
 	}
 	k := agentKey{officeID, agentID}
+	o.onStatus(ctx, k, c)
+	payload := map[string]any{"pid": c.PID, "exit_code": c.ExitCode}
+	if c.Detail != "" {
+		payload["detail"] = c.Detail
+	}
+	if len(c.LastLines) > 0 {
+		payload["last_lines"] = c.LastLines
+	}
+	if _, err := o.event(ctx, officeID, agentID, "session."+status, payload, "", ""); err != nil {
+		o.log.Warn("record session event", "agent", agentID, "err", err)
+	}
+	o.kick(k)
+}
+
+// onStatus acts on a recorded status: a failed session fails the agent's
+// work, a crash is remembered (remind), an exit makes the agent idle, a
+// start or ready makes it active and re-queues or reminds of its tasks.
+func (o *Router) onStatus(ctx context.Context, k agentKey, c StatusChange) {
+	agentID, status := k.agentID, c.Status
 	switch status {
 	case SessionFailed:
 		if err := o.store.SetAgentStatus(ctx, agentID, AgentFailed); err != nil {
@@ -454,9 +518,10 @@ func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
 			}
 		}
 	case SessionCrashed:
-		o.mu.Lock()
-		o.crashed[k] = true
-		o.mu.Unlock()
+		d := o.desk(k)
+		d.mu.Lock()
+		d.crashed = true
+		d.mu.Unlock()
 	case SessionExited:
 		// Not stopped: see (*Router).stopped.
 		if err := o.store.SetAgentStatus(ctx, agentID, AgentIdle); err != nil {
@@ -473,26 +538,16 @@ func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
 			o.requeue(ctx, a)
 		}
 		if err == nil && status == SessionReady && resumes(a) {
-			o.mu.Lock()
-			was := o.crashed[k]
-			delete(o.crashed, k)
-			o.mu.Unlock()
+			d := o.desk(k)
+			d.mu.Lock()
+			was := d.crashed
+			d.crashed = false
+			d.mu.Unlock()
 			if was {
 				o.remind(ctx, a)
 			}
 		}
 	}
-	payload := map[string]any{"pid": c.PID, "exit_code": c.ExitCode}
-	if c.Detail != "" {
-		payload["detail"] = c.Detail
-	}
-	if len(c.LastLines) > 0 {
-		payload["last_lines"] = c.LastLines
-	}
-	if _, err := o.event(ctx, officeID, agentID, "session."+status, payload, "", ""); err != nil {
-		o.log.Warn("record session event", "agent", agentID, "err", err)
-	}
-	o.kick(k)
 }
 
 // remind tells an agent whose process crashed and came back with its

@@ -38,14 +38,14 @@ const CursorEvent = cursorEvent
 // has none.
 func InboxPeak(r *Router, officeID, agentID string) int {
 	r.mu.Lock()
-	in := r.inboxes[agentKey{officeID, agentID}]
+	d := r.desks[agentKey{officeID, agentID}]
 	r.mu.Unlock()
-	if in == nil {
+	if d == nil {
 		return 0
 	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.peak
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.peak
 }
 
 // WriterFunc is an io.Writer that calls itself (router_test.go).

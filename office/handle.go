@@ -53,7 +53,7 @@ func (o *Router) handle(ctx context.Context, src source, m protocol.Message) err
 	case protocol.KindError:
 		return o.onError(ctx, src, self, m)
 	case protocol.KindPhaseComplete, protocol.KindStep, protocol.KindStepComplete:
-		o.onProgress(self, m)
+		o.desk(agentKey{self.OfficeID, self.ID}).onProgress(m)
 		return nil
 	case protocol.KindProxyRequest:
 		return o.onProxy(ctx, src, self, m)
@@ -322,25 +322,11 @@ func (o *Router) invoke(ctx context.Context, src source, caller Agent, target, t
 		return reject(d.Reason, "")
 	}
 
-	// The task the caller is working on, if any, is the parent.
-	var parent Invocation
-	for _, inv := range open {
-		if inv.Status == InvocationInProgress && inv.CalleeAgentID == caller.ID && (parent.ID == "" || inv.CreatedAt.After(parent.CreatedAt)) {
-			parent = inv
-		}
+	parent, why := o.chain(caller, callee, agents, open)
+	if why != "" {
+		return reject(why, callee.ID)
 	}
 	depth := parent.Depth + 1
-	if depth > o.cfg.DepthLimit {
-		return reject(fmt.Sprintf("the call chain would be %d deep, over the limit of %d", depth, o.cfg.DepthLimit), callee.ID)
-	}
-	if path := waitPath(open, callee.ID, caller.ID); path != nil {
-		names := make([]string, len(path))
-		for i, id := range path {
-			a, _ := byID(agents, id)
-			names[i] = a.Name
-		}
-		return reject(fmt.Sprintf("%s is already waiting on you (%s): this would be a cycle", callee.Name, strings.Join(names, " → ")), callee.ID)
-	}
 	inv, err := o.store.CreateInvocation(ctx, Invocation{
 		ID: src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID,
 		ParentInvocationID: parent.ID, Depth: depth, Reason: task, Context: ctxText, Status: InvocationPending,
@@ -354,6 +340,30 @@ func (o *Router) invoke(ctx context.Context, src source, caller Agent, target, t
 	o.kick(agentKey{caller.OfficeID, callee.ID}) // before the event: the task's latency matters
 	_, err = o.event(ctx, caller.OfficeID, caller.ID, "invocation.created", map[string]any{"invocation_id": inv.ID, "caller": caller.Name, "callee": callee.Name, "depth": depth, "selection": d.String()}, "", src.subKey("invocation"))
 	return inv, err
+}
+
+// chain returns the task a new invocation from caller to callee is a
+// child of (the one the caller works on, if any), or why the invocation
+// may not be: the call chain would be too deep, or callee already waits
+// on caller.
+func (o *Router) chain(caller Agent, callee proxy.Agent, agents []Agent, open []Invocation) (parent Invocation, why string) {
+	for _, inv := range open {
+		if inv.Status == InvocationInProgress && inv.CalleeAgentID == caller.ID && (parent.ID == "" || inv.CreatedAt.After(parent.CreatedAt)) {
+			parent = inv
+		}
+	}
+	if depth := parent.Depth + 1; depth > o.cfg.DepthLimit {
+		return parent, fmt.Sprintf("the call chain would be %d deep, over the limit of %d", depth, o.cfg.DepthLimit)
+	}
+	if path := waitPath(open, callee.ID, caller.ID); path != nil {
+		names := make([]string, len(path))
+		for i, id := range path {
+			a, _ := byID(agents, id)
+			names[i] = a.Name
+		}
+		return parent, fmt.Sprintf("%s is already waiting on you (%s): this would be a cycle", callee.Name, strings.Join(names, " → "))
+	}
+	return parent, ""
 }
 
 // waitPath returns the chain of agents from `from` to `to` along open
@@ -405,44 +415,18 @@ func (o *Router) deliverResult(ctx context.Context, src source, sender Agent, ta
 	if err != nil {
 		return Result{}, err
 	}
-	to, ok := reg.ByName(target)
-	if !ok && strings.TrimSpace(target) == "" {
-		// No target: the result goes to whoever gave the sender its
-		// current task.
-		open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: sender.OfficeID, CalleeAgentID: sender.ID, Status: []string{InvocationInProgress}})
-		if err != nil {
-			return Result{}, fmt.Errorf("list invocations: %w", err)
-		}
-		for _, inv := range open {
-			to, ok = reg.ByID(inv.CallerAgentID)
-		}
-		if !ok {
-			return Result{}, o.refuse(ctx, src, sender, "DELIVER_RESULT", "it names no agent and you have no task in progress; write [DELIVER_RESULT:<agent>]")
-		}
+	to, why, err := o.recipient(ctx, reg, sender, target)
+	if err != nil {
+		return Result{}, err
 	}
-	if !ok {
-		d := reg.Select(proxy.Request{Target: target, Exclude: []string{sender.ID}})
-		if d.Outcome == proxy.AskUser {
-			return Result{}, o.refuse(ctx, src, sender, kind, fmt.Sprintf("no agent is named %q (%s)", target, d.Reason))
+	if why != "" {
+		if strings.TrimSpace(target) == "" {
+			kind = "DELIVER_RESULT"
 		}
-		if d.Outcome == proxy.Assign {
-			to = d.Agent
-		} else {
-			to = d.Waiting[0]
-		}
+		return Result{}, o.refuse(ctx, src, sender, kind, why)
 	}
-	if err := proxy.ValidateContent(r.Content, o.cfg.MaxContent); err != nil {
-		return Result{}, o.refuse(ctx, src, sender, kind, err.Error())
-	}
-	switch r.Type {
-	case protocol.ResultJSON:
-		if !json.Valid([]byte(r.Content)) {
-			return Result{}, o.refuse(ctx, src, sender, kind, "its content is not valid JSON")
-		}
-	case protocol.ResultFilePath:
-		if err := insideDir(o.workspace(sender), r.Content); err != nil {
-			return Result{}, o.refuse(ctx, src, sender, kind, err.Error())
-		}
+	if why := o.badResult(sender, r); why != "" {
+		return Result{}, o.refuse(ctx, src, sender, kind, why)
 	}
 	if r.Type == "" {
 		r.Type = protocol.ResultMessage
@@ -489,6 +473,55 @@ func (o *Router) deliverResult(ctx context.Context, src source, sender Agent, ta
 	return res, err
 }
 
+// recipient resolves a result's target: an agent by name, by role or
+// capability, or (no target) whoever gave the sender its current task. why
+// says why there is none.
+func (o *Router) recipient(ctx context.Context, reg *proxy.Registry, sender Agent, target string) (to proxy.Agent, why string, err error) {
+	if to, ok := reg.ByName(target); ok {
+		return to, "", nil
+	}
+	if strings.TrimSpace(target) == "" {
+		open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: sender.OfficeID, CalleeAgentID: sender.ID, Status: []string{InvocationInProgress}})
+		if err != nil {
+			return to, "", fmt.Errorf("list invocations: %w", err)
+		}
+		ok := false
+		for _, inv := range open {
+			to, ok = reg.ByID(inv.CallerAgentID)
+		}
+		if !ok {
+			return to, "it names no agent and you have no task in progress; write [DELIVER_RESULT:<agent>]", nil
+		}
+		return to, "", nil
+	}
+	d := reg.Select(proxy.Request{Target: target, Exclude: []string{sender.ID}})
+	switch d.Outcome {
+	case proxy.AskUser:
+		return to, fmt.Sprintf("no agent is named %q (%s)", target, d.Reason), nil
+	case proxy.Assign:
+		return d.Agent, "", nil
+	}
+	return d.Waiting[0], "", nil
+}
+
+// badResult says why a result's content is refused ("" when it is not).
+func (o *Router) badResult(sender Agent, r protocol.DeliverResult) string {
+	if err := proxy.ValidateContent(r.Content, o.cfg.MaxContent); err != nil {
+		return err.Error()
+	}
+	switch r.Type {
+	case protocol.ResultJSON:
+		if !json.Valid([]byte(r.Content)) {
+			return "its content is not valid JSON"
+		}
+	case protocol.ResultFilePath:
+		if err := insideDir(o.workspace(sender), r.Content); err != nil {
+			return err.Error()
+		}
+	}
+	return ""
+}
+
 // insideDir checks that p (relative to dir, or absolute) stays inside dir.
 func insideDir(dir, p string) error {
 	p = strings.TrimSpace(p)
@@ -516,29 +549,6 @@ func insideDir(dir, p string) error {
 		}
 	}
 	return nil
-}
-
-func (o *Router) onProgress(self Agent, m protocol.Message) {
-	k := agentKey{self.OfficeID, self.ID}
-	o.mu.Lock()
-	p := o.progress[k]
-	switch {
-	case m.Phase != nil:
-		p.Phase, p.PhaseName = m.Phase.Number, m.Phase.Name
-	case m.Step != nil:
-		p.Step, p.Steps, p.StepName = m.Step.Current, m.Step.Total, m.Step.Name
-	case m.StepComplete != nil && p.Step > 0 && p.Step < p.Steps:
-		p.Step++
-	}
-	o.progress[k] = p
-	o.mu.Unlock()
-}
-
-// Progress returns an agent's last reported phase and step.
-func (o *Router) Progress(officeID, agentID string) Progress {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.progress[agentKey{officeID, agentID}]
 }
 
 func (o *Router) onError(ctx context.Context, src source, self Agent, m protocol.Message) error {

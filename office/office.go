@@ -7,14 +7,11 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/office-server/office-server/protocol"
 )
 
 // Defaults of Config.
@@ -130,7 +127,10 @@ type StatusChange struct {
 }
 
 // Router is the routing core: it acts on every message the agents print and
-// feeds answers, results and tasks back into their terminals.
+// feeds answers, results and tasks back into their terminals. What it
+// keeps per agent is on the agent's desk (desk.go); what is office-wide
+// here: the ERROR retries and parked proxy requests the ticker fires, the
+// event subscribers, and the queue of session statuses.
 type Router struct {
 	cfg    Config
 	store  Store
@@ -141,18 +141,13 @@ type Router struct {
 
 	mu         sync.Mutex
 	runCtx     context.Context // set by Run
-	inboxes    map[agentKey]*inbox
-	pumps      map[agentKey]*pump
-	progress   map[agentKey]Progress
+	desks      map[agentKey]*desk
 	retries    []retry
 	parked     []parkedProxy
 	subs       map[*Subscription]struct{}
-	epochs     map[agentKey]string // per process start; see HandleText
 	statusQ    []StatusChange
-	crashed    map[agentKey]bool // crashed since its last ready (see remind)
 	statusWake chan struct{}
-	statusTurn chan struct{}       // a token: held while statuses are written
-	cursors    map[agentKey]cursor // newest transcript cursor known per agent
+	statusTurn chan struct{} // a token: held while statuses are written
 	wg         sync.WaitGroup
 
 	auditFailures atomic.Uint64 // events the store refused (AuditFailures)
@@ -203,22 +198,18 @@ func New(cfg Config) (*Router, error) {
 	}
 	return &Router{
 		cfg: cfg, store: cfg.Store, sess: cfg.Sessions, log: cfg.Logger, now: cfg.Now, sealer: sealer,
-		inboxes:    map[agentKey]*inbox{},
-		pumps:      map[agentKey]*pump{},
-		progress:   map[agentKey]Progress{},
+		desks:      map[agentKey]*desk{},
 		subs:       map[*Subscription]struct{}{},
-		epochs:     map[agentKey]string{},
-		cursors:    map[agentKey]cursor{},
-		crashed:    map[agentKey]bool{},
 		statusWake: make(chan struct{}, 1),
 		statusTurn: make(chan struct{}, 1),
 	}, nil
 }
 
-// Run starts the office's goroutines — the change-feed watch, the expiry and
-// retry ticker, one delivery pump per agent and one reader per session — and
-// blocks until ctx ends, then waits for all of them. Everything still to be
-// delivered is in the store, so a later Run picks it up.
+// Run starts the router's goroutines — the change-feed watch, the expiry
+// and retry ticker, the status recorder, and each agent's desk's intake
+// and delivery loops — and blocks until ctx ends, then waits for all of
+// them. Everything still to be delivered is in the store, so a later Run
+// picks it up.
 func (o *Router) Run(ctx context.Context) error {
 	o.mu.Lock()
 	if o.runCtx != nil {
@@ -226,8 +217,10 @@ func (o *Router) Run(ctx context.Context) error {
 		return Errorf(ECONFLICT, "office: Run called twice")
 	}
 	o.runCtx = ctx
-	for k, in := range o.inboxes {
-		o.startInboxLocked(k, in)
+	for _, d := range o.desks {
+		if !d.intakeOn {
+			d.intakeOn = o.goLocked(d.intake)
+		}
 	}
 	o.mu.Unlock()
 
@@ -258,11 +251,10 @@ func (o *Router) Run(ctx context.Context) error {
 	return nil
 }
 
-// go starts f as a goroutine owned by Run; false when Run is not running.
-func (o *Router) goOwned(f func(ctx context.Context)) bool {
-	o.mu.Lock()
+// goLocked starts f as a goroutine owned by Run; false when Run is not
+// running. The caller holds o.mu.
+func (o *Router) goLocked(f func(ctx context.Context)) bool {
 	ctx := o.runCtx
-	o.mu.Unlock()
 	if ctx == nil || ctx.Err() != nil {
 		return false
 	}
@@ -279,12 +271,15 @@ func (o *Router) onChange(c Change) {
 		o.kick(agentKey{c.OfficeID, c.AgentID})
 		return
 	}
-	if o.runCtx != nil {
-		o.kickAll(o.runCtx)
+	o.mu.Lock()
+	ctx := o.runCtx
+	o.mu.Unlock()
+	if ctx != nil {
+		o.kickAll(ctx)
 	}
 }
 
-// kickAll wakes the pump of every agent of the served offices.
+// kickAll wakes the delivery of every agent of the served offices.
 func (o *Router) kickAll(ctx context.Context) {
 	offices, err := o.offices(ctx)
 	if err != nil {
@@ -303,7 +298,7 @@ func (o *Router) kickAll(ctx context.Context) {
 	}
 }
 
-// CatchUp wakes the pump of every agent of officeID, so that what waits in
+// CatchUp wakes the delivery of every agent of officeID, so that what waits in
 // the store for them (answers, messages, tasks, results) is delivered: call
 // it when this server takes the office over (Config.Owns).
 func (o *Router) CatchUp(ctx context.Context, officeID string) {
@@ -330,256 +325,6 @@ func (o *Router) serves(officeID string) bool {
 		return false
 	}
 	return len(o.cfg.OfficeIDs) == 0 || slices.Contains(o.cfg.OfficeIDs, officeID)
-}
-
-// inbox holds one session's unread text, in order, and its parser. Its
-// size is bounded (Config.InboxBytes): see HandleText.
-type inbox struct {
-	mu      sync.Mutex
-	items   []inboxItem
-	bytes   int // size of items, and of the one being handled
-	wake    chan struct{}
-	parser  *protocol.Parser
-	started bool
-	dropped bool // dropping screen text: logged once per overflow
-	peak    int  // the most bytes ever held (tests, diagnostics)
-	// cursorHeld: a message failed; no transcript cursor is recorded
-	// after it (reader-owned).
-	cursorHeld bool
-	// invalid counts the current window's invalid blocks (reader-owned).
-	invalid invalidTally
-}
-
-// inboxItem is a chunk of text, or (lost > 0) a record of text dropped at
-// that point of the stream.
-type inboxItem struct {
-	t    Text
-	size int
-	lost int
-}
-
-// textSize is what a chunk holds in memory, roughly.
-func textSize(t Text) int {
-	n := 64 + len(t.ID)
-	for _, l := range t.Lines {
-		n += 16 + len(l)
-	}
-	return n
-}
-
-// HandleText takes a chunk of an agent's words (session.Options.OnText). It
-// never blocks: the chunk is queued and parsed by the session's own reader
-// goroutine, in order.
-//
-// The queue is bounded (Config.InboxBytes) so that a hung store cannot make
-// memory grow for ever. Transcript text (Claude Code) is always queued: the
-// session layer stops reading the transcript while Backlogged reports true
-// (backpressure; the file is durable), so at most one poll's worth goes past
-// the bound. Screen text (other CLIs) cannot wait: beyond the bound it is
-// dropped, logged, and recorded in order as lost output (see readInbox).
-//
-// Screen-read chunk IDs ("screen:<n>") are unique only within one process's
-// life; they are prefixed with an epoch renewed at every session start
-// (HandleStatus "starting"), so a message read after a restart is never
-// taken for one already acted on. Transcript IDs (Claude Code's entry
-// uuids) are stable across restarts and used as they are.
-func (o *Router) HandleText(t Text) {
-	k := agentKey{t.OfficeID, t.AgentID}
-	screen := strings.HasPrefix(t.ID, "screen:")
-	o.mu.Lock()
-	if screen {
-		ep := o.epochs[k]
-		if ep == "" {
-			ep = uuid.NewString()
-			o.epochs[k] = ep
-		}
-		t.ID = ep + "/" + t.ID
-	}
-	in := o.inboxLocked(k)
-	if o.runCtx != nil && !in.started {
-		o.startInboxLocked(k, in)
-	}
-	o.mu.Unlock()
-	size := textSize(t)
-	in.mu.Lock()
-	if t.Lost > 0 {
-		in.addLost(t.Lost)
-	}
-	var lost int
-	if screen && in.bytes+size > o.cfg.InboxBytes {
-		// Keep what fits, in order; the rest is lost.
-		keep, room := 0, o.cfg.InboxBytes-in.bytes-textSize(Text{ID: t.ID})-lostItemSize
-		for keep < len(t.Lines) && room >= 16+len(t.Lines[keep]) {
-			room -= 16 + len(t.Lines[keep])
-			keep++
-		}
-		lost = len(t.Lines) - keep
-		t.Lines = t.Lines[:keep]
-		size = textSize(t)
-		if !in.dropped {
-			in.dropped = true
-			o.log.Warn("agent output dropped: the office is not keeping up (store slow or down)", "office", k.officeID, "agent", k.agentID, "queued_bytes", in.bytes)
-		}
-	}
-	if len(t.Lines) > 0 || (t.TurnEnd && lost == 0) {
-		in.items = append(in.items, inboxItem{t: t, size: size})
-		in.bytes += size
-	}
-	if lost > 0 {
-		in.addLost(lost)
-	}
-	in.peak = max(in.peak, in.bytes)
-	in.mu.Unlock()
-	select {
-	case in.wake <- struct{}{}:
-	default:
-	}
-}
-
-// addLost records n lost lines at the end of the queue.
-func (in *inbox) addLost(n int) {
-	if l := len(in.items); l > 0 && in.items[l-1].lost > 0 {
-		in.items[l-1].lost += n
-		return
-	}
-	in.items = append(in.items, inboxItem{lost: n, size: lostItemSize})
-	in.bytes += lostItemSize
-}
-
-// lostItemSize is what a record of lost lines counts for.
-const lostItemSize = 64
-
-func (o *Router) inboxLocked(k agentKey) *inbox {
-	in := o.inboxes[k]
-	if in == nil {
-		in = &inbox{wake: make(chan struct{}, 1), parser: protocol.NewParser(protocol.Options{})}
-		o.inboxes[k] = in
-	}
-	return in
-}
-
-// Backlogged reports whether the agent's text waiting to be acted on has
-// reached Config.InboxBytes (wire it to session.Options.Paused).
-func (o *Router) Backlogged(officeID, agentID string) bool {
-	o.mu.Lock()
-	in := o.inboxes[agentKey{officeID, agentID}]
-	o.mu.Unlock()
-	if in == nil {
-		return false
-	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.bytes >= o.cfg.InboxBytes
-}
-
-func (o *Router) startInboxLocked(k agentKey, in *inbox) {
-	if in.started || o.runCtx.Err() != nil {
-		return
-	}
-	in.started = true
-	ctx := o.runCtx
-	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
-		o.readInbox(ctx, k, in)
-	}()
-}
-
-// readInbox acts on a session's text in order, one chunk at a time; a
-// chunk's bytes count against the bound until it has been handled.
-func (o *Router) readInbox(ctx context.Context, k agentKey, in *inbox) {
-	for {
-		in.mu.Lock()
-		if len(in.items) == 0 {
-			in.dropped = false
-			in.mu.Unlock()
-			select {
-			case <-ctx.Done():
-				return
-			case <-in.wake:
-			}
-			continue
-		}
-		it := in.items[0]
-		in.items[0] = inboxItem{}
-		in.items = in.items[1:]
-		if len(in.items) == 0 {
-			in.items = nil // let the backing array go
-		}
-		in.mu.Unlock()
-		if it.lost > 0 {
-			o.outputLost(ctx, k, in, it.lost)
-		} else {
-			if !o.parseText(ctx, k, in, it.t) {
-				// A message failed (the store refused it): the cursor
-				// stays where it is for this server life, so a restart
-				// reads that message again and retries it.
-				in.cursorHeld = true
-			}
-			if it.t.TurnEnd && !in.cursorHeld && !strings.Contains(it.t.ID, "/screen:") && ctx.Err() == nil {
-				o.recordCursor(ctx, k, it.t.ID)
-			}
-		}
-		in.mu.Lock()
-		in.bytes -= it.size
-		in.mu.Unlock()
-		if ctx.Err() != nil {
-			return
-		}
-	}
-}
-
-// outputLost records that n lines of an agent's screen output were dropped
-// and tells the agent, so it can print again what mattered. The parser
-// starts afresh: a block cut in the middle must not swallow what follows.
-func (o *Router) outputLost(ctx context.Context, k agentKey, in *inbox, n int) {
-	in.parser = protocol.NewParser(protocol.Options{})
-	o.log.Warn("agent output lost", "office", k.officeID, "agent", k.agentID, "lines", n)
-	if _, err := o.event(ctx, k.officeID, k.agentID, "output.lost", map[string]int{"lines": n}, "", ""); err != nil {
-		o.log.Error("record lost output", "office", k.officeID, "agent", k.agentID, "err", err)
-	}
-	o.notify(Agent{OfficeID: k.officeID, ID: k.agentID}, fmt.Sprintf("%d lines of your output were lost (the office could not keep up). If they held protocol blocks, print those blocks again.", n))
-}
-
-// parseText feeds t to the parser and acts on the messages it completes,
-// ordered by seed 001's priority (stable, so equal ranks keep their order).
-// Each message is named by the chunk's ID and its index among the chunk's
-// messages: that name is the event's dedupe key, so a re-rendered or
-// re-read chunk is never acted on twice.
-// Invalid blocks are recorded and told within bounds (see onInvalid).
-// It reports false when a message could not be handled.
-func (o *Router) parseText(ctx context.Context, k agentKey, in *inbox, t Text) bool {
-	var msgs []protocol.Message
-	for _, l := range t.Lines {
-		msgs = append(msgs, in.parser.Feed(l)...)
-	}
-	if t.TurnEnd {
-		msgs = append(msgs, in.parser.Flush()...)
-	}
-	idx := make([]int, len(msgs))
-	for i := range idx {
-		idx[i] = i
-	}
-	ok := true
-	sort.SliceStable(idx, func(a, b int) bool { return msgs[idx[a]].Priority() > msgs[idx[b]].Priority() })
-	for _, i := range idx {
-		src := source{officeID: k.officeID, agentID: k.agentID, key: fmt.Sprintf("%s#%d", t.ID, i)}
-		var err error
-		if msgs[i].Kind == protocol.KindInvalid {
-			err = o.onInvalid(ctx, src, &in.invalid, msgs[i])
-		} else {
-			err = o.handle(ctx, src, msgs[i])
-		}
-		if err != nil {
-			o.log.Error("handle message", "office", k.officeID, "agent", k.agentID, "kind", msgs[i].Kind, "err", err)
-			ok = false
-		}
-	}
-	if err := o.flushInvalid(ctx, k, &in.invalid, t.TurnEnd, t.ID); err != nil {
-		o.log.Error("record invalid blocks", "office", k.officeID, "agent", k.agentID, "err", err)
-		ok = false
-	}
-	return ok
 }
 
 // source is the identity of the message being handled, passed to its
