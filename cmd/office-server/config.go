@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 )
 
@@ -62,7 +63,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	level := fs.String("log-level", env("OFFICE_LOG_LEVEL", "info"), "debug, info, warn or error (env OFFICE_LOG_LEVEL)")
 	fs.BoolVar(&c.LogJSON, "log-json", getenv("OFFICE_LOG_FORMAT") == "json", "JSON logs (env OFFICE_LOG_FORMAT=json)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "bound on graceful shutdown")
-	fs.DurationVar(&c.InvocationTimeout, "invocation-timeout", office.DefaultInvocationTimeout, "a task not done in this time fails and its caller is told")
+	fs.DurationVar(&c.InvocationTimeout, "invocation-timeout", engine.DefaultInvocationTimeout, "a task not done in this time fails and its caller is told")
 	fs.StringVar(&c.AgentBin, "agent-bin", getenv("OFFICE_AGENT_BIN"), "executable for builtin agents (default: this executable)")
 	fs.BoolVar(&c.NoAutostart, "no-autostart", false, "do not start the agents' sessions at start")
 	if err := fs.Parse(args); err != nil {
@@ -205,17 +206,13 @@ func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, erro
 			return o, nil, fmt.Errorf("%s: agent %q declared twice", where, a.Name)
 		}
 		seen[strings.ToLower(a.Name)] = true
-		switch a.Launch.Kind {
-		case "", "claude", "command":
-		case "builtin":
-			if a.Launch.Script == "" {
-				return o, nil, fmt.Errorf("%s (%s): launch.kind builtin needs launch.script", where, a.Name)
-			}
-		default:
-			return o, nil, fmt.Errorf("%s (%s): launch.kind %q: want claude, command or builtin", where, a.Name, a.Launch.Kind)
+		launch := office.LaunchSpec{
+			Kind: a.Launch.Kind, Command: a.Launch.Command, Args: a.Launch.Args, Env: a.Launch.Env,
+			Dir: a.Launch.Dir, PromptPattern: a.Launch.PromptPattern, Model: a.Launch.Model,
+			PermissionMode: a.Launch.PermissionMode, Script: a.Launch.Script,
 		}
-		if a.Launch.Kind == "command" && a.Launch.Command == "" {
-			return o, nil, fmt.Errorf("%s (%s): launch.kind command needs launch.command", where, a.Name)
+		if err := launch.Validate(); err != nil {
+			return o, nil, fmt.Errorf("%s (%s): %s", where, a.Name, office.ErrorMessage(err))
 		}
 		status := office.AgentIdle
 		if a.Disabled {
@@ -224,11 +221,7 @@ func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, erro
 		agents = append(agents, office.Agent{
 			Name: a.Name, Role: a.Role, Capabilities: a.Capabilities, Priority: a.Priority,
 			Expertise: a.Expertise, AllowedActions: a.AllowedActions, MaxLoad: a.MaxLoad, Status: status,
-			Launch: office.LaunchSpec{
-				Kind: a.Launch.Kind, Command: a.Launch.Command, Args: a.Launch.Args, Env: a.Launch.Env,
-				Dir: a.Launch.Dir, PromptPattern: a.Launch.PromptPattern, Model: a.Launch.Model,
-				PermissionMode: a.Launch.PermissionMode, Script: a.Launch.Script,
-			},
+			Launch: launch,
 		})
 	}
 	return o, agents, nil

@@ -1,8 +1,9 @@
-package office
+package engine
 
 import (
 	"context"
 	"encoding/json"
+	"github.com/office-server/office-server/office"
 )
 
 // The transcript resume cursor.
@@ -42,7 +43,7 @@ func (o *Router) recordCursor(ctx context.Context, d *desk, id string) {
 		return
 	}
 	c := cursor{Conversation: rec.AgentSessionID, After: id}
-	ev, inserted, err := o.store.AppendEvent(ctx, Event{OfficeID: k.officeID, AgentID: k.agentID, Kind: cursorEvent,
+	ev, inserted, err := o.store.AppendEvent(ctx, office.Event{OfficeID: k.officeID, AgentID: k.agentID, Kind: cursorEvent,
 		Payload: json.RawMessage(mustJSON(c)), DedupeKey: id + "#cursor"})
 	if err != nil {
 		o.log.Warn("record transcript cursor", "office", k.officeID, "agent", k.agentID, "err", err)
@@ -74,7 +75,7 @@ func (o *Router) transcriptCursor(ctx context.Context, k agentKey, conversation 
 	d.mu.Unlock()
 	after := c.event
 	for {
-		evs, err := o.store.ListEvents(ctx, EventFilter{OfficeID: k.officeID, AgentID: k.agentID, AfterID: after, Limit: 1000})
+		evs, err := o.store.ListEvents(ctx, office.EventFilter{OfficeID: k.officeID, AgentID: k.agentID, AfterID: after, Limit: 1000})
 		if err != nil {
 			o.log.Warn("read transcript cursor", "office", k.officeID, "agent", k.agentID, "err", err)
 			break

@@ -1,9 +1,10 @@
-package office
+package engine
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/office-server/office-server/office"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -61,12 +62,11 @@ func (o *Router) handle(ctx context.Context, src source, m protocol.Message) err
 	return nil
 }
 
-// rowNamespace derives the IDs of rows a message creates (source.rowID)
-// and of workspaces of unnamed agents.
+// rowNamespace derives the IDs of rows a message creates (source.rowID).
 var rowNamespace = uuid.MustParse("6f0b1d8e-4c5a-4f43-9d0e-0ffce5e1a7d1")
 
 // tell queues a notice unless the message is being replayed.
-func (o *Router) tell(src source, a Agent, text string) {
+func (o *Router) tell(src source, a office.Agent, text string) {
 	if src.replay {
 		return
 	}
@@ -74,7 +74,7 @@ func (o *Router) tell(src source, a Agent, text string) {
 }
 
 // refuse tells the sender an action was refused and records why.
-func (o *Router) refuse(ctx context.Context, src source, self Agent, kind, why string) error {
+func (o *Router) refuse(ctx context.Context, src source, self office.Agent, kind, why string) error {
 	o.tell(src, self, fmt.Sprintf("Your %s was refused: %s", kind, why))
 	_, err := o.event(ctx, self.OfficeID, self.ID, "refused", map[string]string{"kind": kind, "reason": why}, "", src.subKey("refused"))
 	return err
@@ -83,7 +83,7 @@ func (o *Router) refuse(ctx context.Context, src source, self Agent, kind, why s
 // authorize checks the sender's allowed actions.
 // It returns the refusal's error (recording it) when the action is not
 // allowed, and ok=false.
-func (o *Router) authorize(ctx context.Context, src source, self Agent, action, kind string) (ok bool, err error) {
+func (o *Router) authorize(ctx context.Context, src source, self office.Agent, action, kind string) (ok bool, err error) {
 	if aerr := proxy.Authorize(toProxy(self, 0), action); aerr != nil {
 		return false, o.refuse(ctx, src, self, kind, aerr.Error())
 	}
@@ -106,13 +106,13 @@ func (o *Router) sessionID(ctx context.Context, agentID string) string {
 
 // setSessionStatus records a session status the session layer does not
 // know about (waiting for a person).
-func (o *Router) setSessionStatus(ctx context.Context, a Agent, status string) {
+func (o *Router) setSessionStatus(ctx context.Context, a office.Agent, status string) {
 	rec, err := o.store.GetSessionByAgent(ctx, a.ID)
 	if err != nil {
-		rec = SessionRecord{OfficeID: a.OfficeID, AgentID: a.ID}
+		rec = office.SessionRecord{OfficeID: a.OfficeID, AgentID: a.ID}
 	}
 	switch rec.Status {
-	case SessionNeedsAttention, SessionCrashed, SessionFailed, SessionStopped, SessionExited:
+	case office.SessionNeedsAttention, office.SessionCrashed, office.SessionFailed, office.SessionStopped, office.SessionExited:
 		// The session layer's word (a dialog is up, the process is gone)
 		// is not overwritten by the office's view of the work.
 		return
@@ -123,7 +123,7 @@ func (o *Router) setSessionStatus(ctx context.Context, a Agent, status string) {
 	}
 }
 
-func (o *Router) onQuestion(ctx context.Context, src source, self Agent, m protocol.Message) error {
+func (o *Router) onQuestion(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	if ok, err := o.authorize(ctx, src, self, proxy.ActionAskUser, "question"); !ok {
 		return err
 	}
@@ -131,7 +131,7 @@ func (o *Router) onQuestion(ctx context.Context, src source, self Agent, m proto
 	if q == nil || strings.TrimSpace(q.Question) == "" {
 		return o.refuse(ctx, src, self, "question", "it has no question")
 	}
-	_, err := o.ask(ctx, src, self, Question{
+	_, err := o.ask(ctx, src, self, office.Question{
 		QuestionType: q.Type, Category: q.Category, Question: q.Question, Options: q.Options,
 		DefaultAnswer: q.Default, Context: q.Context, Required: q.Required,
 	})
@@ -139,16 +139,16 @@ func (o *Router) onQuestion(ctx context.Context, src source, self Agent, m proto
 }
 
 // ask stores a question from agent a and marks its session waiting.
-func (o *Router) ask(ctx context.Context, src source, a Agent, q Question) (Question, error) {
+func (o *Router) ask(ctx context.Context, src source, a office.Agent, q office.Question) (office.Question, error) {
 	if q.QuestionType == "" {
-		q.QuestionType = QuestionText
+		q.QuestionType = office.QuestionText
 		if len(q.Options) > 0 {
-			q.QuestionType = QuestionSelection
+			q.QuestionType = office.QuestionSelection
 		}
 	}
 	q.OfficeID, q.AgentID = a.OfficeID, a.ID
 	q.SessionID = o.sessionID(ctx, a.ID)
-	q.Status = QuestionPending
+	q.Status = office.QuestionPending
 	q.ExpiresAt = o.now().Add(o.ttl(ctx, a.OfficeID))
 	if q.Options == nil {
 		q.Options = []string{}
@@ -157,19 +157,19 @@ func (o *Router) ask(ctx context.Context, src source, a Agent, q Question) (Ques
 		q.ID = src.rowID("question/" + q.Category)
 	}
 	q, err := o.store.CreateQuestion(ctx, q)
-	if IsConflict(err) {
+	if office.IsConflict(err) {
 		return q, nil // asked already (a replayed message)
 	}
 	if err != nil {
 		return q, fmt.Errorf("create question: %w", err)
 	}
-	o.setSessionStatus(ctx, a, SessionWaiting)
+	o.setSessionStatus(ctx, a, office.SessionWaiting)
 	_, err = o.event(ctx, a.OfficeID, a.ID, "question.created", map[string]any{"question_id": q.ID, "question": q.Question, "type": q.QuestionType, "options": q.Options, "expires_at": q.ExpiresAt}, "", src.subKey("question/"+q.Category))
 	return q, err
 }
 
 // agents returns the office's agents.
-func (o *Router) agents(ctx context.Context, officeID string) ([]Agent, error) {
+func (o *Router) agents(ctx context.Context, officeID string) ([]office.Agent, error) {
 	as, err := o.store.ListAgents(ctx, officeID)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
@@ -179,23 +179,23 @@ func (o *Router) agents(ctx context.Context, officeID string) ([]Agent, error) {
 
 // registry builds the proxy selector's snapshot: agents with their load
 // (open invocations they are the callee of).
-func (o *Router) registry(ctx context.Context, officeID string) (*proxy.Registry, []Agent, error) {
+func (o *Router) registry(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, error) {
 	reg, as, _, err := o.registryOpen(ctx, officeID)
 	return reg, as, err
 }
 
 // registryOpen is registry that also returns the office's open invocations.
-func (o *Router) registryOpen(ctx context.Context, officeID string) (*proxy.Registry, []Agent, []Invocation, error) {
+func (o *Router) registryOpen(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, []office.Invocation, error) {
 	var (
-		agents     []Agent
-		invs       []Invocation
+		agents     []office.Agent
+		invs       []office.Invocation
 		errA, errI error
 		wg         sync.WaitGroup
 	)
 	wg.Add(1)
 	go func() { // the two reads are independent: one round trip, not two
 		defer wg.Done()
-		invs, errI = o.store.ListInvocations(ctx, InvocationFilter{OfficeID: officeID, Status: []string{InvocationPending, InvocationInProgress}})
+		invs, errI = o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: officeID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
 	}()
 	agents, errA = o.agents(ctx, officeID)
 	wg.Wait()
@@ -209,7 +209,7 @@ func (o *Router) registryOpen(ctx context.Context, officeID string) (*proxy.Regi
 	return reg, agents, invs, nil
 }
 
-func (o *Router) registryFrom(as []Agent, open []Invocation) (*proxy.Registry, []Agent) {
+func (o *Router) registryFrom(as []office.Agent, open []office.Invocation) (*proxy.Registry, []office.Agent) {
 	load := map[string]int{}
 	for _, inv := range open {
 		load[inv.CalleeAgentID]++
@@ -221,17 +221,17 @@ func (o *Router) registryFrom(as []Agent, open []Invocation) (*proxy.Registry, [
 	return proxy.New(pa), as
 }
 
-func toProxy(a Agent, load int) proxy.Agent {
+func toProxy(a office.Agent, load int) proxy.Agent {
 	return proxy.Agent{
 		ID: a.ID, Name: a.Name, Role: a.Role, Capabilities: a.Capabilities, Priority: a.Priority,
 		Expertise: a.Expertise, AllowedActions: a.AllowedActions, MaxLoad: a.MaxLoad, Load: load,
-		Down: a.Status == AgentDisabled || a.Status == AgentFailed,
+		Down: a.Status == office.AgentDisabled || a.Status == office.AgentFailed,
 	}
 }
 
 // exists reports whether target names an agent, a role or a capability of
 // the office, whatever their state.
-func exists(as []Agent, target string) bool {
+func exists(as []office.Agent, target string) bool {
 	for _, a := range as {
 		if strings.EqualFold(a.Name, target) || strings.EqualFold(a.Role, target) || toProxy(a, 0).Has(target) {
 			return true
@@ -240,16 +240,16 @@ func exists(as []Agent, target string) bool {
 	return false
 }
 
-func byID(as []Agent, id string) (Agent, bool) {
+func byID(as []office.Agent, id string) (office.Agent, bool) {
 	for _, a := range as {
 		if a.ID == id {
 			return a, true
 		}
 	}
-	return Agent{}, false
+	return office.Agent{}, false
 }
 
-func (o *Router) onInvoke(ctx context.Context, src source, self Agent, m protocol.Message) error {
+func (o *Router) onInvoke(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	if ok, err := o.authorize(ctx, src, self, proxy.ActionInvoke, "INVOKE"); !ok {
 		return err
 	}
@@ -263,10 +263,10 @@ func (o *Router) onInvoke(ctx context.Context, src source, self Agent, m protoco
 
 // invoke creates an invocation from caller to the agent target resolves to,
 // or a rejected one (the caller is told why).
-func (o *Router) invoke(ctx context.Context, src source, caller Agent, target, task, ctxText string) (Invocation, error) {
-	reject := func(why string, callee string) (Invocation, error) {
-		inv, err := o.store.CreateInvocation(ctx, Invocation{ID: src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee, Reason: task, Context: ctxText, Status: InvocationRejected, Error: why})
-		if IsConflict(err) {
+func (o *Router) invoke(ctx context.Context, src source, caller office.Agent, target, task, ctxText string) (office.Invocation, error) {
+	reject := func(why string, callee string) (office.Invocation, error) {
+		inv, err := o.store.CreateInvocation(ctx, office.Invocation{ID: src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee, Reason: task, Context: ctxText, Status: office.InvocationRejected, Error: why})
+		if office.IsConflict(err) {
 			return inv, nil // rejected already (a replayed message)
 		}
 		if err != nil {
@@ -289,7 +289,7 @@ func (o *Router) invoke(ctx context.Context, src source, caller Agent, target, t
 	}
 	reg, agents, open, err := o.registryOpen(ctx, caller.OfficeID)
 	if err != nil {
-		return Invocation{}, err
+		return office.Invocation{}, err
 	}
 	if a, ok := reg.ByName(target); ok && a.ID == caller.ID {
 		return reject("an agent cannot invoke itself", caller.ID)
@@ -313,7 +313,7 @@ func (o *Router) invoke(ctx context.Context, src source, caller Agent, target, t
 		// but none can ever take it now (all disabled or failed), a person
 		// is asked as well; a target naming nobody is the caller's mistake.
 		if exists(agents, target) {
-			if _, err := o.ask(ctx, src, caller, Question{QuestionType: QuestionText, Category: "routing", Required: false,
+			if _, err := o.ask(ctx, src, caller, office.Question{QuestionType: office.QuestionText, Category: "routing", Required: false,
 				Question: fmt.Sprintf("%s wants to give %q a task, but no agent can take it (%s). Please start or enable an agent, or handle it.", caller.Name, target, d.Reason),
 				Context:  task}); err != nil {
 				o.log.Warn("ask a person to route a task", "agent", caller.Name, "err", err)
@@ -327,11 +327,11 @@ func (o *Router) invoke(ctx context.Context, src source, caller Agent, target, t
 		return reject(why, callee.ID)
 	}
 	depth := parent.Depth + 1
-	inv, err := o.store.CreateInvocation(ctx, Invocation{
+	inv, err := o.store.CreateInvocation(ctx, office.Invocation{
 		ID: src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID,
-		ParentInvocationID: parent.ID, Depth: depth, Reason: task, Context: ctxText, Status: InvocationPending,
+		ParentInvocationID: parent.ID, Depth: depth, Reason: task, Context: ctxText, Status: office.InvocationPending,
 	})
-	if IsConflict(err) {
+	if office.IsConflict(err) {
 		return inv, nil // created already (a replayed message); Run's catch-up delivers it
 	}
 	if err != nil {
@@ -346,9 +346,9 @@ func (o *Router) invoke(ctx context.Context, src source, caller Agent, target, t
 // child of (the one the caller works on, if any), or why the invocation
 // may not be: the call chain would be too deep, or callee already waits
 // on caller.
-func (o *Router) chain(caller Agent, callee proxy.Agent, agents []Agent, open []Invocation) (parent Invocation, why string) {
+func (o *Router) chain(caller office.Agent, callee proxy.Agent, agents []office.Agent, open []office.Invocation) (parent office.Invocation, why string) {
 	for _, inv := range open {
-		if inv.Status == InvocationInProgress && inv.CalleeAgentID == caller.ID && (parent.ID == "" || inv.CreatedAt.After(parent.CreatedAt)) {
+		if inv.Status == office.InvocationInProgress && inv.CalleeAgentID == caller.ID && (parent.ID == "" || inv.CreatedAt.After(parent.CreatedAt)) {
 			parent = inv
 		}
 	}
@@ -369,7 +369,7 @@ func (o *Router) chain(caller Agent, callee proxy.Agent, agents []Agent, open []
 // waitPath returns the chain of agents from `from` to `to` along open
 // invocations (an edge caller → callee: the caller waits on the callee), or
 // nil when from does not wait on to.
-func waitPath(open []Invocation, from, to string) []string {
+func waitPath(open []office.Invocation, from, to string) []string {
 	next := map[string][]string{}
 	for _, inv := range open {
 		next[inv.CallerAgentID] = append(next[inv.CallerAgentID], inv.CalleeAgentID)
@@ -396,7 +396,7 @@ func waitPath(open []Invocation, from, to string) []string {
 	return nil
 }
 
-func (o *Router) onResult(ctx context.Context, src source, self Agent, m protocol.Message) error {
+func (o *Router) onResult(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	if ok, err := o.authorize(ctx, src, self, proxy.ActionDeliver, "DELIVER_RESULT"); !ok {
 		return err
 	}
@@ -409,24 +409,24 @@ func (o *Router) onResult(ctx context.Context, src source, self Agent, m protoco
 
 // deliverResult stores a result from sender for target, completes the open
 // invocation from target to sender, and queues the result for target.
-func (o *Router) deliverResult(ctx context.Context, src source, sender Agent, target string, r protocol.DeliverResult) (Result, error) {
+func (o *Router) deliverResult(ctx context.Context, src source, sender office.Agent, target string, r protocol.DeliverResult) (office.Result, error) {
 	kind := "DELIVER_RESULT:" + target
 	reg, _, err := o.registry(ctx, sender.OfficeID)
 	if err != nil {
-		return Result{}, err
+		return office.Result{}, err
 	}
 	to, why, err := o.recipient(ctx, reg, sender, target)
 	if err != nil {
-		return Result{}, err
+		return office.Result{}, err
 	}
 	if why != "" {
 		if strings.TrimSpace(target) == "" {
 			kind = "DELIVER_RESULT"
 		}
-		return Result{}, o.refuse(ctx, src, sender, kind, why)
+		return office.Result{}, o.refuse(ctx, src, sender, kind, why)
 	}
 	if why := o.badResult(sender, r); why != "" {
-		return Result{}, o.refuse(ctx, src, sender, kind, why)
+		return office.Result{}, o.refuse(ctx, src, sender, kind, why)
 	}
 	if r.Type == "" {
 		r.Type = protocol.ResultMessage
@@ -434,34 +434,34 @@ func (o *Router) deliverResult(ctx context.Context, src source, sender Agent, ta
 	if r.ContentType == "" {
 		r.ContentType = "text/plain"
 	}
-	var inv Invocation
+	var inv office.Invocation
 	if found, err := o.store.FindOpenInvocation(ctx, sender.OfficeID, to.ID, sender.ID); err == nil {
 		inv = found
-	} else if !IsNotFound(err) {
-		return Result{}, fmt.Errorf("find invocation: %w", err)
+	} else if !office.IsNotFound(err) {
+		return office.Result{}, fmt.Errorf("find invocation: %w", err)
 	}
-	res, err := o.store.CreateResult(ctx, Result{
+	res, err := o.store.CreateResult(ctx, office.Result{
 		ID: src.rowID("result"), OfficeID: sender.OfficeID, InvocationID: inv.ID, FromAgentID: sender.ID, ToAgentID: to.ID,
-		ResultType: r.Type, ContentType: r.ContentType, Content: r.Content, Status: ResultPending,
+		ResultType: r.Type, ContentType: r.ContentType, Content: r.Content, Status: office.ResultPending,
 	})
-	if IsConflict(err) {
+	if office.IsConflict(err) {
 		// Stored already (a replayed message): finish what the first run
 		// may not have, with the stored row.
 		if res, err = o.store.GetResult(ctx, src.rowID("result")); err != nil {
 			return res, fmt.Errorf("get result: %w", err)
 		}
 		if res.InvocationID != "" {
-			if inv, err = o.store.GetInvocation(ctx, res.InvocationID); err != nil && !IsNotFound(err) {
+			if inv, err = o.store.GetInvocation(ctx, res.InvocationID); err != nil && !office.IsNotFound(err) {
 				return res, fmt.Errorf("get invocation: %w", err)
 			}
 		} else {
-			inv = Invocation{}
+			inv = office.Invocation{}
 		}
 	} else if err != nil {
 		return res, fmt.Errorf("create result: %w", err)
 	}
 	if inv.ID != "" {
-		if _, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{InvocationPending, InvocationInProgress}, InvocationCompleted, InvocationPatch{ResultID: res.ID}); err != nil {
+		if _, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{office.InvocationPending, office.InvocationInProgress}, office.InvocationCompleted, office.InvocationPatch{ResultID: res.ID}); err != nil {
 			return res, fmt.Errorf("complete invocation: %w", err)
 		} else if ok {
 			o.record(ctx, sender.OfficeID, sender.ID, "invocation.completed", map[string]string{"invocation_id": inv.ID, "result_id": res.ID}, src.subKey("completed"))
@@ -476,12 +476,12 @@ func (o *Router) deliverResult(ctx context.Context, src source, sender Agent, ta
 // recipient resolves a result's target: an agent by name, by role or
 // capability, or (no target) whoever gave the sender its current task. why
 // says why there is none.
-func (o *Router) recipient(ctx context.Context, reg *proxy.Registry, sender Agent, target string) (to proxy.Agent, why string, err error) {
+func (o *Router) recipient(ctx context.Context, reg *proxy.Registry, sender office.Agent, target string) (to proxy.Agent, why string, err error) {
 	if to, ok := reg.ByName(target); ok {
 		return to, "", nil
 	}
 	if strings.TrimSpace(target) == "" {
-		open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: sender.OfficeID, CalleeAgentID: sender.ID, Status: []string{InvocationInProgress}})
+		open, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: sender.OfficeID, CalleeAgentID: sender.ID, Status: []string{office.InvocationInProgress}})
 		if err != nil {
 			return to, "", fmt.Errorf("list invocations: %w", err)
 		}
@@ -505,7 +505,7 @@ func (o *Router) recipient(ctx context.Context, reg *proxy.Registry, sender Agen
 }
 
 // badResult says why a result's content is refused ("" when it is not).
-func (o *Router) badResult(sender Agent, r protocol.DeliverResult) string {
+func (o *Router) badResult(sender office.Agent, r protocol.DeliverResult) string {
 	if err := proxy.ValidateContent(r.Content, o.cfg.MaxContent); err != nil {
 		return err.Error()
 	}
@@ -526,7 +526,7 @@ func (o *Router) badResult(sender Agent, r protocol.DeliverResult) string {
 func insideDir(dir, p string) error {
 	p = strings.TrimSpace(p)
 	if p == "" {
-		return Errorf(EINVALID, "the file path is empty")
+		return office.Errorf(office.EINVALID, "the file path is empty")
 	}
 	absDir, err := filepath.Abs(dir)
 	if err != nil {
@@ -539,19 +539,19 @@ func insideDir(dir, p string) error {
 	full = filepath.Clean(full)
 	rel, err := filepath.Rel(absDir, full)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return Errorf(EINVALID, "the file path %q is outside your workspace", p)
+		return office.Errorf(office.EINVALID, "the file path %q is outside your workspace", p)
 	}
 	// A symlink inside the workspace must not lead out of it.
 	if real, err := filepath.EvalSymlinks(full); err == nil {
 		realDir, _ := filepath.EvalSymlinks(absDir)
 		if rel, err := filepath.Rel(realDir, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return Errorf(EINVALID, "the file path %q leads outside your workspace", p)
+			return office.Errorf(office.EINVALID, "the file path %q leads outside your workspace", p)
 		}
 	}
 	return nil
 }
 
-func (o *Router) onError(ctx context.Context, src source, self Agent, m protocol.Message) error {
+func (o *Router) onError(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	e := m.Error
 	if e == nil {
 		return nil
@@ -564,7 +564,7 @@ func (o *Router) onError(ctx context.Context, src source, self Agent, m protocol
 		return nil
 	case protocol.RecoveryNotifyUser:
 		q := "Agent " + self.Name + " reports an error: " + e.Message
-		_, err := o.ask(ctx, src, self, Question{QuestionType: QuestionText, Category: "error", Question: q, Context: e.Details, Required: true})
+		_, err := o.ask(ctx, src, self, office.Question{QuestionType: office.QuestionText, Category: "error", Question: q, Context: e.Details, Required: true})
 		return err
 	default: // checkpoint_and_fail, fatal
 		if err := o.failWork(ctx, self, "fatal error: "+e.Message); err != nil {
@@ -582,14 +582,14 @@ func (o *Router) onError(ctx context.Context, src source, self Agent, m protocol
 // retry is an ERROR pause_and_retry waiting for its backoff.
 type retry struct {
 	at      time.Time
-	agent   Agent
+	agent   office.Agent
 	message string
 }
 
 // failWork fails every open invocation a is the callee of and tells the
 // callers why.
-func (o *Router) failWork(ctx context.Context, a Agent, why string) error {
-	open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{InvocationPending, InvocationInProgress}})
+func (o *Router) failWork(ctx context.Context, a office.Agent, why string) error {
+	open, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
 	if err != nil {
 		return fmt.Errorf("list invocations: %w", err)
 	}
@@ -601,8 +601,8 @@ func (o *Router) failWork(ctx context.Context, a Agent, why string) error {
 	return nil
 }
 
-func (o *Router) failInvocation(ctx context.Context, inv Invocation, why string) error {
-	_, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{InvocationPending, InvocationInProgress}, InvocationFailed, InvocationPatch{Error: why})
+func (o *Router) failInvocation(ctx context.Context, inv office.Invocation, why string) error {
+	_, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{office.InvocationPending, office.InvocationInProgress}, office.InvocationFailed, office.InvocationPatch{Error: why})
 	if err != nil || !ok {
 		return err
 	}
@@ -616,7 +616,7 @@ func (o *Router) failInvocation(ctx context.Context, inv Invocation, why string)
 	return err
 }
 
-func (o *Router) onDependency(ctx context.Context, src source, self Agent, m protocol.Message) error {
+func (o *Router) onDependency(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	if ok, err := o.authorize(ctx, src, self, proxy.ActionDependency, "DEPENDENCY_REQUEST"); !ok {
 		return err
 	}
@@ -624,30 +624,30 @@ func (o *Router) onDependency(ctx context.Context, src source, self Agent, m pro
 	if d == nil || d.Name == "" {
 		return o.refuse(ctx, src, self, "DEPENDENCY_REQUEST", "it has no name")
 	}
-	dep, err := o.store.CreateDependency(ctx, DependencyRequest{
+	dep, err := o.store.CreateDependency(ctx, office.DependencyRequest{
 		ID: src.rowID("dependency"), OfficeID: self.OfficeID, AgentID: self.ID, SessionID: o.sessionID(ctx, self.ID),
 		Type: d.Type, Name: d.Name, Description: d.Description, Required: d.Required, Default: d.Default,
-		Status: DependencyPending, ExpiresAt: o.now().Add(o.cfg.DependencyTTL),
+		Status: office.DependencyPending, ExpiresAt: o.now().Add(o.cfg.DependencyTTL),
 	})
-	if IsConflict(err) {
+	if office.IsConflict(err) {
 		return nil // requested already (a replayed message)
 	}
 	if err != nil {
 		return fmt.Errorf("create dependency: %w", err)
 	}
-	o.setSessionStatus(ctx, self, SessionWaiting)
+	o.setSessionStatus(ctx, self, office.SessionWaiting)
 	_, err = o.event(ctx, self.OfficeID, self.ID, "dependency.requested", map[string]any{"dependency_id": dep.ID, "type": dep.Type, "name": dep.Name, "required": dep.Required}, "", src.subKey("dependency"))
 	return err
 }
 
 // parkedProxy is a PROXY_REQUEST waiting for a proxy agent to free up.
 type parkedProxy struct {
-	requester Agent
+	requester office.Agent
 	req       proxy.ActionRequest
 	since     time.Time
 }
 
-func (o *Router) onProxy(ctx context.Context, src source, self Agent, m protocol.Message) error {
+func (o *Router) onProxy(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	if m.Proxy == nil {
 		return o.refuse(ctx, src, self, "PROXY_REQUEST", "it has no JSON body")
 	}
@@ -695,7 +695,7 @@ func (o *Router) routeProxy(ctx context.Context, src source, p parkedProxy, retr
 		resp.Error = "no proxy can take it: " + d.Reason + "; a person was asked"
 		resp.ExecutionTime = fmt.Sprintf("%.1fs", o.now().Sub(p.since).Seconds())
 		o.notify(p.requester, "[PROXY_RESPONSE]\n"+mustJSON(resp)+"\n[/PROXY_RESPONSE]")
-		_, err := o.ask(ctx, src, p.requester, Question{QuestionType: QuestionText, Category: "proxy", Question: fmt.Sprintf("%s asked for %s but no agent can act as its proxy (%s). Please handle it by hand.", p.requester.Name, p.req.Action, d.Reason), Required: false})
+		_, err := o.ask(ctx, src, p.requester, office.Question{QuestionType: office.QuestionText, Category: "proxy", Question: fmt.Sprintf("%s asked for %s but no agent can act as its proxy (%s). Please handle it by hand.", p.requester.Name, p.req.Action, d.Reason), Required: false})
 		return err
 	}
 	proxyAgent, err := o.store.GetAgent(ctx, d.Agent.ID)
@@ -731,7 +731,7 @@ func (o *Router) routeProxy(ctx context.Context, src source, p parkedProxy, retr
 	return err
 }
 
-var errParked = Errorf(EUNAVAILABLE, "still parked")
+var errParked = office.Errorf(office.EUNAVAILABLE, "still parked")
 
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)

@@ -1,4 +1,4 @@
-package office
+package engine
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package office
+package engine
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/office-server/office-server/office"
 	"slices"
 	"strings"
 	"sync"
@@ -34,7 +35,7 @@ func (o *Router) kick(k agentKey) {
 }
 
 // notify queues a notice for a, typed as "[OFFICE] <text>".
-func (o *Router) notify(a Agent, text string) {
+func (o *Router) notify(a office.Agent, text string) {
 	o.desk(agentKey{a.OfficeID, a.ID}).notify(text)
 }
 
@@ -75,7 +76,7 @@ const (
 // session takes text.
 type delivery struct {
 	r       *Router
-	a       Agent
+	a       office.Agent
 	running bool
 }
 
@@ -99,11 +100,11 @@ func (v *delivery) send(ctx context.Context, text string) bool {
 
 // due is everything in the store waiting for one agent.
 type due struct {
-	deps []DependencyRequest
-	qs   []Question
-	rs   []Result
-	ms   []UserMessage
-	invs []Invocation // its open tasks, oldest first
+	deps []office.DependencyRequest
+	qs   []office.Question
+	rs   []office.Result
+	ms   []office.UserMessage
+	invs []office.Invocation // its open tasks, oldest first
 }
 
 // round delivers what is due to the desk's agent; it reports whether
@@ -115,7 +116,7 @@ func (d *desk) round(ctx context.Context) (retry bool) {
 	}
 	a, err := o.store.GetAgent(ctx, k.agentID)
 	if err != nil {
-		if !IsNotFound(err) && ctx.Err() == nil {
+		if !office.IsNotFound(err) && ctx.Err() == nil {
 			o.log.Warn("deliver: get agent", "agent", k.agentID, "err", err)
 			return true
 		}
@@ -168,24 +169,24 @@ func (d *desk) deliverNotices(ctx context.Context, v *delivery) bool {
 // the agent's own rows, one round trip). A row that changes meanwhile is
 // safe: every mark is a conditional transition, and the change wakes the
 // delivery for another round.
-func (o *Router) readDue(ctx context.Context, a Agent) (due, error) {
+func (o *Router) readDue(ctx context.Context, a office.Agent) (due, error) {
 	var (
 		x    due
 		errs [5]error
 		wg   sync.WaitGroup
 	)
-	mine := Due{OfficeIDs: []string{a.OfficeID}, AgentID: a.ID}
+	mine := office.Due{OfficeIDs: []string{a.OfficeID}, AgentID: a.ID}
 	wg.Add(5)
 	go func() { defer wg.Done(); x.deps, errs[0] = o.store.ListUndeliveredDependencies(ctx, mine) }()
 	go func() { defer wg.Done(); x.qs, errs[1] = o.store.ListAnsweredUndelivered(ctx, mine) }()
 	go func() {
 		defer wg.Done()
-		x.rs, errs[2] = o.store.ListResults(ctx, ResultFilter{OfficeID: a.OfficeID, ToAgentID: a.ID, Status: []string{ResultPending}})
+		x.rs, errs[2] = o.store.ListResults(ctx, office.ResultFilter{OfficeID: a.OfficeID, ToAgentID: a.ID, Status: []string{office.ResultPending}})
 	}()
 	go func() { defer wg.Done(); x.ms, errs[3] = o.store.ListPendingUserMessages(ctx, mine) }()
 	go func() {
 		defer wg.Done()
-		x.invs, errs[4] = o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{InvocationPending, InvocationInProgress}})
+		x.invs, errs[4] = o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
 	}()
 	wg.Wait()
 	return x, errors.Join(errs[:]...)
@@ -214,7 +215,7 @@ func (o *Router) deliverAnswers(ctx context.Context, v *delivery, x due) outcome
 			o.retryErr("mark question delivered", err)
 			return again
 		} else if ok {
-			o.setSessionStatus(ctx, v.a, SessionBusy)
+			o.setSessionStatus(ctx, v.a, office.SessionBusy)
 			o.record(ctx, v.a.OfficeID, v.a.ID, "question.delivered", map[string]string{"question_id": q.ID}, "")
 		}
 	}
@@ -258,9 +259,9 @@ func (o *Router) deliverMessages(ctx context.Context, v *delivery, x due) outcom
 // deliverNextTask types the agent's oldest pending task unless it is busy
 // with one: one task at a time, in order.
 func (o *Router) deliverNextTask(ctx context.Context, v *delivery, x due) outcome {
-	var next *Invocation
+	var next *office.Invocation
 	for i := range x.invs {
-		if x.invs[i].Status == InvocationInProgress {
+		if x.invs[i].Status == office.InvocationInProgress {
 			return delivered // busy
 		}
 		if next == nil {
@@ -270,7 +271,7 @@ func (o *Router) deliverNextTask(ctx context.Context, v *delivery, x due) outcom
 	if next == nil {
 		return delivered
 	}
-	if v.a.Status == AgentDisabled || v.a.Status == AgentFailed {
+	if v.a.Status == office.AgentDisabled || v.a.Status == office.AgentFailed {
 		return hold // the selector should not have chosen it; wait for an operator
 	}
 	if !v.running {
@@ -280,7 +281,7 @@ func (o *Router) deliverNextTask(ctx context.Context, v *delivery, x due) outcom
 	if !v.send(ctx, taskText(*next, o.agentName(ctx, next.CallerAgentID))) {
 		return again
 	}
-	if _, ok, err := o.store.TransitionInvocation(ctx, next.ID, []string{InvocationPending}, InvocationInProgress, InvocationPatch{}); err != nil {
+	if _, ok, err := o.store.TransitionInvocation(ctx, next.ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{}); err != nil {
 		o.retryErr("start invocation", err)
 		return again
 	} else if ok {
@@ -306,8 +307,8 @@ func (o *Router) retryErr(what string, err error) bool {
 
 // ensureStarted starts a's session unless it is running or an operator
 // switched the agent off.
-func (o *Router) ensureStarted(ctx context.Context, a Agent) {
-	if a.Status == AgentDisabled || a.Status == AgentFailed || o.sess.Running(a.OfficeID, a.ID) {
+func (o *Router) ensureStarted(ctx context.Context, a office.Agent) {
+	if a.Status == office.AgentDisabled || a.Status == office.AgentFailed || o.sess.Running(a.OfficeID, a.ID) {
 		return
 	}
 	if err := o.startSession(ctx, a, false); err != nil {
@@ -319,7 +320,7 @@ func (o *Router) ensureStarted(ctx context.Context, a Agent) {
 // spec, the workspace, the instructions, the values of provided api_key and
 // env_variable dependencies, and Claude Code's conversation id (resumed
 // when it exists).
-func (o *Router) sessionSpec(ctx context.Context, a Agent) (SessionSpec, error) {
+func (o *Router) sessionSpec(ctx context.Context, a office.Agent) (SessionSpec, error) {
 	off, err := o.store.GetOffice(ctx, a.OfficeID)
 	if err != nil {
 		return SessionSpec{}, fmt.Errorf("get office: %w", err)
@@ -330,9 +331,9 @@ func (o *Router) sessionSpec(ctx context.Context, a Agent) (SessionSpec, error) 
 	}
 	spec := SessionSpec{
 		OfficeID: a.OfficeID, AgentID: a.ID, Launch: a.Launch, Dir: o.workspace(a),
-		SystemPrompt: Instructions(off, a, roster),
+		SystemPrompt: office.Instructions(off, a, roster),
 	}
-	deps, err := o.store.ListDependencies(ctx, DependencyFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{DependencyProvided}})
+	deps, err := o.store.ListDependencies(ctx, office.DependencyFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{office.DependencyProvided}})
 	if err != nil {
 		return spec, fmt.Errorf("list dependencies: %w", err)
 	}
@@ -347,7 +348,7 @@ func (o *Router) sessionSpec(ctx context.Context, a Agent) (SessionSpec, error) 
 		spec.Env = append(spec.Env, d.Name+"="+v)
 	}
 	rec, err := o.store.GetSessionByAgent(ctx, a.ID)
-	if err != nil && !IsNotFound(err) {
+	if err != nil && !office.IsNotFound(err) {
 		return spec, fmt.Errorf("get session: %w", err)
 	}
 	if rec.AgentSessionID != "" {
@@ -359,7 +360,7 @@ func (o *Router) sessionSpec(ctx context.Context, a Agent) (SessionSpec, error) 
 		spec.ConversationID = uuid.NewString()
 		rec.OfficeID, rec.AgentID, rec.AgentSessionID = a.OfficeID, a.ID, spec.ConversationID
 		if rec.Status == "" {
-			rec.Status = SessionStarting
+			rec.Status = office.SessionStarting
 		}
 		if _, err := o.store.UpsertSession(ctx, rec); err != nil {
 			return spec, fmt.Errorf("record session: %w", err)
@@ -368,9 +369,9 @@ func (o *Router) sessionSpec(ctx context.Context, a Agent) (SessionSpec, error) 
 	return spec, nil
 }
 
-func (o *Router) startSession(ctx context.Context, a Agent, restart bool) error {
+func (o *Router) startSession(ctx context.Context, a office.Agent, restart bool) error {
 	if !o.serves(a.OfficeID) {
-		return Errorf(EUNAVAILABLE, "office %s is run by another server", a.OfficeID)
+		return office.Errorf(office.EUNAVAILABLE, "office %s is run by another server", a.OfficeID)
 	}
 	spec, err := o.sessionSpec(ctx, a)
 	if err != nil {
@@ -384,8 +385,8 @@ func (o *Router) startSession(ctx context.Context, a Agent, restart bool) error 
 	if err != nil {
 		return fmt.Errorf("start %s: %w", a.Name, err)
 	}
-	if a.Status != AgentActive {
-		if err := o.store.SetAgentStatus(ctx, a.ID, AgentActive); err != nil {
+	if a.Status != office.AgentActive {
+		if err := o.store.SetAgentStatus(ctx, a.ID, office.AgentActive); err != nil {
 			// The session runs; the row catches up at its next status.
 			o.log.Warn("record agent active", "agent", a.Name, "err", err)
 		}
@@ -397,7 +398,7 @@ func (o *Router) startSession(ctx context.Context, a Agent, restart bool) error 
 // it records the session, wakes the agent's pump when it is ready, and
 // fails the agent's open tasks when its session failed for good.
 func (o *Router) HandleStatus(c StatusChange) {
-	if c.Status == SessionStarting {
+	if c.Status == office.SessionStarting {
 		d := o.desk(agentKey{c.OfficeID, c.AgentID})
 		d.mu.Lock()
 		d.epoch = uuid.NewString()
@@ -469,17 +470,17 @@ func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
 	}
 	rec, err := o.store.GetSessionByAgent(ctx, agentID)
 	if err != nil {
-		rec = SessionRecord{OfficeID: officeID, AgentID: agentID}
+		rec = office.SessionRecord{OfficeID: officeID, AgentID: agentID}
 	}
-	if status == SessionStarting {
+	if status == office.SessionStarting {
 		now := o.now()
 		rec.StartedAt = &now
 	}
-	if !(rec.Status == SessionWaiting && (status == SessionReady || status == SessionBusy)) {
+	if !(rec.Status == office.SessionWaiting && (status == office.SessionReady || status == office.SessionBusy)) {
 		rec.Status = status
 		rec.Detail = c.Detail
 	}
-	if status == SessionStarting || status == SessionReady || status == SessionBusy {
+	if status == office.SessionStarting || status == office.SessionReady || status == office.SessionBusy {
 		rec.Detail = c.Detail
 	}
 	rec.PID = c.PID // 0 once the process is gone (stopped, exited, crashed, failed)
@@ -508,8 +509,8 @@ func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
 func (o *Router) onStatus(ctx context.Context, k agentKey, c StatusChange) {
 	agentID, status := k.agentID, c.Status
 	switch status {
-	case SessionFailed:
-		if err := o.store.SetAgentStatus(ctx, agentID, AgentFailed); err != nil {
+	case office.SessionFailed:
+		if err := o.store.SetAgentStatus(ctx, agentID, office.AgentFailed); err != nil {
 			o.log.Warn("record agent failed", "agent", agentID, "err", err)
 		}
 		if a, err := o.store.GetAgent(ctx, agentID); err == nil {
@@ -517,27 +518,27 @@ func (o *Router) onStatus(ctx context.Context, k agentKey, c StatusChange) {
 				o.log.Warn("fail work", "agent", a.Name, "err", err)
 			}
 		}
-	case SessionCrashed:
+	case office.SessionCrashed:
 		d := o.desk(k)
 		d.mu.Lock()
 		d.crashed = true
 		d.mu.Unlock()
-	case SessionExited:
+	case office.SessionExited:
 		// Not stopped: see (*Router).stopped.
-		if err := o.store.SetAgentStatus(ctx, agentID, AgentIdle); err != nil {
+		if err := o.store.SetAgentStatus(ctx, agentID, office.AgentIdle); err != nil {
 			o.log.Warn("record agent idle", "agent", agentID, "err", err)
 		}
-	case SessionStarting, SessionReady:
+	case office.SessionStarting, office.SessionReady:
 		a, err := o.store.GetAgent(ctx, agentID)
-		if err == nil && (a.Status == AgentIdle || a.Status == "") {
-			if err := o.store.SetAgentStatus(ctx, agentID, AgentActive); err != nil {
+		if err == nil && (a.Status == office.AgentIdle || a.Status == "") {
+			if err := o.store.SetAgentStatus(ctx, agentID, office.AgentActive); err != nil {
 				o.log.Warn("record agent active", "agent", agentID, "err", err)
 			}
 		}
-		if err == nil && status == SessionStarting && !resumes(a) {
+		if err == nil && status == office.SessionStarting && !resumes(a) {
 			o.requeue(ctx, a)
 		}
-		if err == nil && status == SessionReady && resumes(a) {
+		if err == nil && status == office.SessionReady && resumes(a) {
 			d := o.desk(k)
 			d.mu.Lock()
 			was := d.crashed
@@ -553,8 +554,8 @@ func (o *Router) onStatus(ctx context.Context, k agentKey, c StatusChange) {
 // remind tells an agent whose process crashed and came back with its
 // conversation resumed (Claude Code) which tasks it holds: the task is in
 // its conversation, but a resumed agent waits for a prompt.
-func (o *Router) remind(ctx context.Context, a Agent) {
-	invs, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{InvocationInProgress}})
+func (o *Router) remind(ctx context.Context, a office.Agent) {
+	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationInProgress}})
 	if err != nil {
 		o.log.Warn("remind of tasks", "agent", a.Name, "err", err)
 		return
@@ -573,18 +574,18 @@ func (o *Router) remind(ctx context.Context, a Agent) {
 
 // resumes reports whether a's agent keeps its conversation across process
 // restarts (Claude Code resumes it); other CLIs start blank.
-func resumes(a Agent) bool { return a.Launch.Kind == "" || a.Launch.Kind == KindClaude }
+func resumes(a office.Agent) bool { return a.Launch.Kind == "" || a.Launch.Kind == office.KindClaude }
 
 // requeue puts the tasks a new process of a cannot know about (in progress
 // in the process that died) back in its queue, so they are typed again.
-func (o *Router) requeue(ctx context.Context, a Agent) {
-	invs, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{InvocationInProgress}})
+func (o *Router) requeue(ctx context.Context, a office.Agent) {
+	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationInProgress}})
 	if err != nil {
 		o.log.Warn("requeue tasks", "agent", a.Name, "err", err)
 		return
 	}
 	for _, inv := range invs {
-		_, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{InvocationInProgress}, InvocationPending, InvocationPatch{})
+		_, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{office.InvocationInProgress}, office.InvocationPending, office.InvocationPatch{})
 		if err != nil {
 			o.log.Warn("requeue task", "agent", a.Name, "invocation", inv.ID, "err", err)
 			continue
@@ -638,7 +639,7 @@ func (o *Router) expire(ctx context.Context) {
 			msg += " Decide yourself, or ask again later."
 		}
 		o.notify(a, msg)
-		o.setSessionStatus(ctx, a, SessionBusy)
+		o.setSessionStatus(ctx, a, office.SessionBusy)
 		o.record(ctx, q.OfficeID, q.AgentID, "question.expired", map[string]string{"question_id": q.ID, "default": q.DefaultAnswer}, "")
 	}
 	ds, err := o.store.ExpireDependencies(ctx, now)
@@ -648,7 +649,7 @@ func (o *Router) expire(ctx context.Context) {
 	for _, d := range ds {
 		o.kick(agentKey{d.OfficeID, d.AgentID})
 	}
-	invs, err := o.store.ListInvocations(ctx, InvocationFilter{Status: []string{InvocationInProgress}})
+	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{Status: []string{office.InvocationInProgress}})
 	if err != nil && ctx.Err() == nil {
 		o.log.Warn("list invocations", "err", err)
 	}
@@ -701,11 +702,11 @@ func quote(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-func answerText(q Question, answer string) string {
+func answerText(q office.Question, answer string) string {
 	return fmt.Sprintf("[OFFICE] Answer to question %s (%q):\n%s", q.ID, q.Question, quote(answer))
 }
 
-func resultText(r Result, from string) string {
+func resultText(r office.Result, from string) string {
 	head := fmt.Sprintf("[OFFICE] Result from %s", from)
 	if r.InvocationID != "" {
 		head += " for task " + r.InvocationID
@@ -713,7 +714,7 @@ func resultText(r Result, from string) string {
 	return fmt.Sprintf("%s (%s):\n%s", head, r.ResultType, quote(r.Content))
 }
 
-func taskText(inv Invocation, caller string) string {
+func taskText(inv office.Invocation, caller string) string {
 	s := fmt.Sprintf("[OFFICE] Task %s from %s:\n%s", inv.ID, caller, quote(inv.Reason))
 	if inv.Context != "" {
 		s += "\nContext:\n" + quote(inv.Context)

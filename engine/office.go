@@ -1,11 +1,17 @@
-package office
+// Package engine is the office's routing core: it parses what each agent
+// prints, acts on every message exactly once (rows and events in the
+// office.Store), and types answers, results, tasks and notices back into
+// the agents' terminals, one desk per agent. Only the wiring uses it
+// (package agents, cmd/office-server). The path of a message through it is
+// in docs/notes/engine.md.
+package engine
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/office-server/office-server/office"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -30,7 +36,7 @@ const (
 // the session package; the agents package maps it onto session.Spec.
 type SessionSpec struct {
 	OfficeID, AgentID string
-	Launch            LaunchSpec
+	Launch            office.LaunchSpec
 	Dir               string   // the agent's workspace
 	Env               []string // KEY=VALUE on top of Launch.Env (provided dependencies)
 	SystemPrompt      string   // Instructions(...)
@@ -73,10 +79,10 @@ type Text struct {
 	Lost int
 }
 
-// Config configures an Office. Store and Sessions are required.
+// Config configures a Router. Store and Sessions are required.
 type Config struct {
-	Store    Store
-	Feed     ChangeFeed // nil: only in-process changes (AnswerQuestion…) are seen
+	Store    office.Store
+	Feed     office.ChangeFeed // nil: only in-process changes (AnswerQuestion…) are seen
 	Sessions Sessions
 	Logger   *slog.Logger
 	Now      func() time.Time
@@ -133,11 +139,11 @@ type StatusChange struct {
 // event subscribers, and the queue of session statuses.
 type Router struct {
 	cfg    Config
-	store  Store
+	store  office.Store
 	sess   Sessions
 	log    *slog.Logger
 	now    func() time.Time
-	sealer *Sealer
+	sealer *office.Sealer
 
 	mu         sync.Mutex
 	runCtx     context.Context // set by Run
@@ -168,7 +174,7 @@ type Progress struct {
 // Sessions. It starts nothing: call Run.
 func New(cfg Config) (*Router, error) {
 	if cfg.Store == nil || cfg.Sessions == nil {
-		return nil, Errorf(EINVALID, "office: Store and Sessions are required")
+		return nil, office.Errorf(office.EINVALID, "office: Store and Sessions are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -192,7 +198,7 @@ func New(cfg Config) (*Router, error) {
 	if cfg.InboxBytes <= 0 {
 		cfg.InboxBytes = DefaultInboxBytes
 	}
-	sealer, err := NewSealer(cfg.SecretsKey)
+	sealer, err := office.NewSealer(cfg.SecretsKey)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +220,7 @@ func (o *Router) Run(ctx context.Context) error {
 	o.mu.Lock()
 	if o.runCtx != nil {
 		o.mu.Unlock()
-		return Errorf(ECONFLICT, "office: Run called twice")
+		return office.Errorf(office.ECONFLICT, "office: Run called twice")
 	}
 	o.runCtx = ctx
 	for _, d := range o.desks {
@@ -266,7 +272,7 @@ func (o *Router) goLocked(f func(ctx context.Context)) bool {
 	return true
 }
 
-func (o *Router) onChange(c Change) {
+func (o *Router) onChange(c office.Change) {
 	if c.AgentID != "" && c.OfficeID != "" {
 		o.kick(agentKey{c.OfficeID, c.AgentID})
 		return
@@ -312,12 +318,46 @@ func (o *Router) CatchUp(ctx context.Context, officeID string) {
 	}
 }
 
-func (o *Router) offices(ctx context.Context) ([]Office, error) {
+// TakeOffice is what this server does when it becomes officeID's owner
+// (Config.Owns): it catches up on what waits for the office's agents
+// (CatchUp) and, with autostart, starts the agents that should run: the
+// declared ones (an office file's) that are not disabled, and every other
+// agent that was running when its last server stopped (status active).
+// Failures to start are logged: the agent stays as it is.
+func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []office.Agent, autostart bool) {
+	o.CatchUp(ctx, officeID)
+	if !autostart {
+		return
+	}
+	var start []office.Agent
+	seen := map[string]bool{}
+	for _, a := range declared {
+		if a.OfficeID == officeID && a.Status != office.AgentDisabled {
+			start, seen[a.ID] = append(start, a), true
+		}
+	}
+	agents, err := o.store.ListAgents(ctx, officeID)
+	if err != nil {
+		o.log.Warn("list agents", "office", officeID, "err", err)
+	}
+	for _, a := range agents {
+		if a.Status == office.AgentActive && !seen[a.ID] {
+			start = append(start, a)
+		}
+	}
+	for _, a := range start {
+		if err := o.StartAgent(ctx, a.ID); err != nil && ctx.Err() == nil {
+			o.log.Warn("start agent", "agent", a.Name, "err", err)
+		}
+	}
+}
+
+func (o *Router) offices(ctx context.Context) ([]office.Office, error) {
 	all, err := o.store.ListOffices(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(all, func(of Office) bool { return !o.serves(of.ID) }), nil
+	return slices.DeleteFunc(all, func(of office.Office) bool { return !o.serves(of.ID) }), nil
 }
 
 func (o *Router) serves(officeID string) bool {
@@ -382,7 +422,7 @@ func (o *Router) event(ctx context.Context, officeID, agentID, kind string, payl
 		}
 		pj = b
 	}
-	ev, inserted, err := o.store.AppendEvent(ctx, Event{OfficeID: officeID, AgentID: agentID, Kind: kind, Payload: pj, Raw: raw, DedupeKey: key})
+	ev, inserted, err := o.store.AppendEvent(ctx, office.Event{OfficeID: officeID, AgentID: agentID, Kind: kind, Payload: pj, Raw: raw, DedupeKey: key})
 	if err != nil {
 		o.auditFailures.Add(1)
 		return false, fmt.Errorf("append event %s: %w", kind, err)
@@ -393,23 +433,5 @@ func (o *Router) event(ctx context.Context, officeID, agentID, kind string, payl
 	return inserted, nil
 }
 
-// workspace returns an agent's working directory: its launch spec's Dir
-// (the admin's choice), else DataDir/<office>/<name>, which always stays
-// inside DataDir. An agent whose stored name or office ID would not (a row
-// written before names were checked, or by another program) gets a
-// directory named by a hash of its IDs instead.
-func (o *Router) workspace(a Agent) string {
-	if a.Launch.Dir != "" {
-		return a.Launch.Dir
-	}
-	base := o.cfg.DataDir
-	if base == "" {
-		base = "office-data"
-	}
-	if ValidateAgentName(a.Name) == nil {
-		if dir, err := within(base, a.OfficeID, a.Name); err == nil && filepath.Dir(dir) != filepath.Clean(base) {
-			return dir
-		}
-	}
-	return filepath.Join(filepath.Clean(base), "unnamed", uuid.NewSHA1(rowNamespace, []byte(a.OfficeID+"\x00"+a.ID)).String())
-}
+// workspace returns an agent's working directory (Workspace).
+func (o *Router) workspace(a office.Agent) string { return office.Workspace(o.cfg.DataDir, a) }

@@ -1,6 +1,7 @@
-package office
+package engine
 
 import (
+	"github.com/office-server/office-server/office"
 	"slices"
 	"time"
 )
@@ -18,10 +19,10 @@ func NewMemStore(now func() time.Time) *MemStore { return newMemStore(now) }
 // DropEvents removes from the event log the events drop picks; drop is
 // asked about each event from the newest to the oldest, with the store
 // locked (it must not call the store).
-func (s *memStore) DropEvents(drop func(Event) bool) {
+func (s *memStore) DropEvents(drop func(office.Event) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var kept []Event
+	var kept []office.Event
 	for i := len(s.events) - 1; i >= 0; i-- {
 		if e := s.events[i]; !drop(e) {
 			kept = append(kept, e)
