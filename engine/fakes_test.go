@@ -28,7 +28,6 @@ type memStore struct {
 	deps      map[string]office.DependencyRequest
 	events    []office.Event
 	seq       int
-	onChange  func(office.Change)
 }
 
 func newMemStore(now func() time.Time) *memStore {

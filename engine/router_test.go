@@ -443,7 +443,8 @@ func TestNoControlSequencesForwarded(t *testing.T) {
 	}
 	for _, texts := range h.ss.typed {
 		for _, s := range texts {
-			if strings.ContainsAny(s, "\x1b\x03\x07\x9b") {
+			// U+009B (CSI) as a rune, and a raw 0x9b byte.
+			if strings.ContainsAny(s, "\x1b\x03\x07\u009b") || strings.Contains(s, "\x9b") {
 				t.Errorf("control character typed: %q", s)
 			}
 		}

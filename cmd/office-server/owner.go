@@ -61,7 +61,8 @@ func lockSQLite(dbPath string) (io.Closer, error) {
 		}
 		return nil, fmt.Errorf("%s already serves %s: stop it, or give this server another --data-dir (lock: %s)", who, dbPath, path)
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

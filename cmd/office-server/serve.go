@@ -42,9 +42,8 @@ type Main struct {
 	Stdout io.Writer // the console URL, once
 	Stderr io.Writer // logs
 
-	mu    sync.Mutex
-	addr  net.Addr
-	ready chan struct{}
+	mu   sync.Mutex
+	addr net.Addr
 }
 
 // Addr returns the listen address once the server listens.
