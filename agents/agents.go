@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session"
 )
@@ -41,7 +42,7 @@ type Options struct {
 	ClaudeBin string
 	// Wrap, if set, wraps the sessions the router calls (instrumentation,
 	// such as timing every Send).
-	Wrap func(office.Sessions) office.Sessions
+	Wrap func(engine.Sessions) engine.Sessions
 }
 
 // UserClaudeDir returns the server user's Claude Code configuration
@@ -58,13 +59,13 @@ func UserClaudeDir() string {
 }
 
 // Sessions runs the office's agents in a session.Manager; it implements
-// office.Sessions.
+// engine.Sessions.
 type Sessions struct {
 	m    *session.Manager
 	opts Options
 }
 
-var _ office.Sessions = (*Sessions)(nil)
+var _ engine.Sessions = (*Sessions)(nil)
 
 // Manager returns the session manager the agents run in.
 func (a *Sessions) Manager() *session.Manager { return a.m }
@@ -75,7 +76,7 @@ func (a *Sessions) Manager() *session.Manager { return a.m }
 // executable of builtin agents and Claude Code's, and where Claude Code
 // keeps its configuration. A spec the kind cannot run is an EINVALID
 // error.
-func (a *Sessions) Spec(s office.SessionSpec) (session.Spec, error) {
+func (a *Sessions) Spec(s engine.SessionSpec) (session.Spec, error) {
 	l := s.Launch
 	env := slices.Clone(s.Env)
 	for _, k := range slices.Sorted(maps.Keys(l.Env)) {
@@ -154,7 +155,7 @@ func live(s *session.Session) bool {
 // waiting for its restart) is left alone; a stopped, exited or failed one
 // is started again with the new spec. A launch that fails (the command is
 // not found) is an EINVALID error carrying the reason.
-func (a *Sessions) Start(ctx context.Context, s office.SessionSpec) error {
+func (a *Sessions) Start(ctx context.Context, s engine.SessionSpec) error {
 	sp, err := a.Spec(s)
 	if err != nil {
 		return err
@@ -176,7 +177,7 @@ func (a *Sessions) Start(ctx context.Context, s office.SessionSpec) error {
 // Restart restarts the session with spec (a Claude Code conversation is
 // resumed); it is an operator's act, so a failed session comes back and
 // its crash count starts again.
-func (a *Sessions) Restart(ctx context.Context, s office.SessionSpec) error {
+func (a *Sessions) Restart(ctx context.Context, s engine.SessionSpec) error {
 	sp, err := a.Spec(s)
 	if err != nil {
 		return err
@@ -212,6 +213,22 @@ func (a *Sessions) Stop(ctx context.Context, officeID, agentID string) error {
 	return err
 }
 
+// StopOffice stops every session of the office without touching the
+// agents' rows: this server no longer runs the office, and its next owner
+// starts them. Failures are joined; a session gone meanwhile is not one.
+func (a *Sessions) StopOffice(ctx context.Context, officeID string) error {
+	var errs []error
+	for _, s := range a.m.List() {
+		if s.Key().OfficeID != officeID {
+			continue
+		}
+		if err := a.m.Stop(ctx, s.Key()); err != nil && !errors.Is(err, session.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("stop agent %s: %w", s.Key().AgentID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Send types text into the agent and returns once the agent has it.
 func (a *Sessions) Send(ctx context.Context, officeID, agentID, text string) error {
 	s, ok := a.m.Get(session.Key{OfficeID: officeID, AgentID: agentID})
@@ -232,7 +249,7 @@ func (a *Sessions) Running(officeID, agentID string) bool {
 // router's Send and Start reach the sessions. sopts' own OnText, OnStatus
 // and Paused, if set, are called as well (after the router's). cfg.Sessions
 // is set here.
-func New(cfg office.Config, opts Options, sopts session.Options) (*office.Router, *Sessions, error) {
+func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router, *Sessions, error) {
 	if opts.ClaudeBin == "" {
 		opts.ClaudeBin = "claude"
 	}
@@ -246,11 +263,11 @@ func New(cfg office.Config, opts Options, sopts session.Options) (*office.Router
 		}
 		opts.StateDir = d
 	}
-	var ref atomic.Pointer[office.Router]
+	var ref atomic.Pointer[engine.Router]
 	userText, userStatus, userPaused := sopts.OnText, sopts.OnStatus, sopts.Paused
 	sopts.OnText = func(t session.Text) {
 		if r := ref.Load(); r != nil {
-			r.HandleText(office.Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd, Lost: t.Lost, Screen: t.Source == session.FromScreen})
+			r.HandleText(engine.Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd, Lost: t.Lost, Screen: t.Source == session.FromScreen})
 		}
 		if userText != nil {
 			userText(t)
@@ -276,7 +293,7 @@ func New(cfg office.Config, opts Options, sopts session.Options) (*office.Router
 	if opts.Wrap != nil {
 		cfg.Sessions = opts.Wrap(sess)
 	}
-	r, err := office.New(cfg)
+	r, err := engine.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -284,8 +301,8 @@ func New(cfg office.Config, opts Options, sopts session.Options) (*office.Router
 	return r, sess, nil
 }
 
-func statusChange(k session.Key, st session.Status, info session.Info) office.StatusChange {
-	c := office.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail, Resumes: info.Resumes, Resumed: info.Resumed}
+func statusChange(k session.Key, st session.Status, info session.Info) engine.StatusChange {
+	c := engine.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail, Resumes: info.Resumes, Resumed: info.Resumed}
 	switch st {
 	case session.StatusExited, session.StatusCrashed, session.StatusFailed, session.StatusStopped:
 		code := info.ExitCode

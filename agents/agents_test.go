@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/office-server/office-server/agents"
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session"
 )
@@ -20,7 +21,7 @@ import (
 func TestSpec(t *testing.T) {
 	state := t.TempDir()
 	a := agents.NewSessionsForTest(agents.Options{AgentBin: "/bin/office-server", StateDir: state, CredentialsDir: "/u/.claude", ClaudeBin: "claude"})
-	got, err := a.Spec(office.SessionSpec{
+	got, err := a.Spec(engine.SessionSpec{
 		OfficeID: "o", AgentID: "a", Dir: "/w", Env: []string{"K=v"},
 		Launch:         office.LaunchSpec{Kind: "claude", Model: "m", PermissionMode: "acceptEdits", Env: map[string]string{"Z": "1", "A": "2"}},
 		SystemPrompt:   "you are po",
@@ -39,7 +40,7 @@ func TestSpec(t *testing.T) {
 		t.Errorf("claude spec (-got +want):\n%s", d)
 	}
 
-	got, err = a.Spec(office.SessionSpec{Launch: office.LaunchSpec{Kind: "builtin", Script: "po", Args: []string{"--step", "1s"}}})
+	got, err = a.Spec(engine.SessionSpec{Launch: office.LaunchSpec{Kind: "builtin", Script: "po", Args: []string{"--step", "1s"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,12 +48,12 @@ func TestSpec(t *testing.T) {
 		strings.Join(got.Args, " ") != "--step 1s" {
 		t.Errorf("builtin spec = %+v", got)
 	}
-	got, err = a.Spec(office.SessionSpec{Launch: office.LaunchSpec{Kind: "claude", Command: "node_modules/.bin/claude"}})
+	got, err = a.Spec(engine.SessionSpec{Launch: office.LaunchSpec{Kind: "claude", Command: "node_modules/.bin/claude"}})
 	if err != nil || !filepath.IsAbs(got.Command) {
 		t.Errorf("relative claude command not made absolute: %q %v", got.Command, err)
 	}
 	for _, l := range []office.LaunchSpec{{Kind: "docker"}, {Kind: "builtin"}, {Kind: "command"}, {Kind: "command", Command: "sh", PromptPattern: "("}} {
-		if _, err := a.Spec(office.SessionSpec{Launch: l}); office.ErrorCode(err) != office.EINVALID {
+		if _, err := a.Spec(engine.SessionSpec{Launch: l}); office.ErrorCode(err) != office.EINVALID {
 			t.Errorf("Spec(%+v): err = %v, want EINVALID", l, err)
 		}
 	}

@@ -1,3 +1,10 @@
+// Package office is the office's domain: its model (offices, agents,
+// sessions, questions, messages, invocations, results, dependency requests,
+// events), its errors, the small role interfaces of its persistence (Store
+// and the roles it is made of), and the rules that need nothing else
+// (agent names and workspaces, sealing secret values, the instructions
+// given to every agent). The routing core that acts on the model is
+// package engine (docs/notes/engine.md).
 package office
 
 import (
@@ -6,8 +13,8 @@ import (
 	"unicode/utf8"
 )
 
-// The data model of DESIGN.md §6. Field names follow the table columns of the
-// migrations (seed 003's names are the web frontend's contract). IDs are UUIDs
+// The data model. Field names follow the table columns of the migrations
+// (migrations/*.sql; the web frontend reads the same names). IDs are UUIDs
 // as text; a store fills ID, CreatedAt and UpdatedAt when they are empty.
 
 // Office is one office: a set of agents and the people who may watch it.
@@ -61,6 +68,21 @@ type LaunchSpec struct {
 	Model          string            `json:"model,omitempty"`
 	PermissionMode string            `json:"permission_mode,omitempty"`
 	Script         string            `json:"script,omitempty"` // builtin: which script
+}
+
+// WithDefaults returns a with what a stored agent has when nobody said
+// otherwise: status idle, and empty (not nil) capabilities, expertise and
+// allowed actions.
+func (a Agent) WithDefaults() Agent {
+	if a.Status == "" {
+		a.Status = AgentIdle
+	}
+	for _, s := range []*[]string{&a.Capabilities, &a.Expertise, &a.AllowedActions} {
+		if *s == nil {
+			*s = []string{}
+		}
+	}
+	return a
 }
 
 // Session statuses (agent_sessions.status).
@@ -252,7 +274,7 @@ const (
 )
 
 // DependencyRequest is an agent asking for something it cannot get itself
-// (seed 000): an API key, an environment value, a service URL, a file, a
+// (a DEPENDENCY_REQUEST block, docs/notes/protocol.md): an API key, an environment value, a service URL, a file, a
 // permission, a package.
 type DependencyRequest struct {
 	ID          string `json:"id"`

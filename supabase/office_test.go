@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/supabase/supabasetest"
@@ -132,12 +133,12 @@ func TestOfficeOverSupabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &said{}
-	cfg := office.Config{Store: st, Feed: feed, Tick: 50 * time.Millisecond, DataDir: t.TempDir(), Logger: quietLogger()}
+	cfg := engine.Config{Store: st, Feed: feed, Tick: 50 * time.Millisecond, DataDir: t.TempDir(), Logger: quietLogger()}
 	r, mgr, err := agentstest.NewManaged(cfg, session.Options{EnterDelay: 5 * time.Millisecond, StopGrace: 500 * time.Millisecond, OnText: rec.add})
 	if err != nil {
 		t.Fatal(err)
 	}
-	off, agents, err := r.SyncOffice(ctx, office.OfficeConfig{
+	off, agents, err := r.SyncOffice(ctx, engine.OfficeConfig{
 		Office: office.Office{Name: "over-supabase"},
 		Agents: []office.Agent{
 			{Name: "PO", Role: "product owner", Launch: agentScript(t, "po", poAgent)},

@@ -22,9 +22,9 @@ import (
 // CatchUp is what the feed reads after every (re)subscribe: the rows still
 // awaiting the office. *Store implements it.
 type CatchUp interface {
-	ListAnsweredUndelivered(ctx context.Context, officeIDs []string) ([]office.Question, error)
-	ListPendingUserMessages(ctx context.Context, officeIDs []string) ([]office.UserMessage, error)
-	ListUndeliveredDependencies(ctx context.Context, officeIDs []string) ([]office.DependencyRequest, error)
+	ListAnsweredUndelivered(ctx context.Context, d office.Due) ([]office.Question, error)
+	ListPendingUserMessages(ctx context.Context, d office.Due) ([]office.UserMessage, error)
+	ListUndeliveredDependencies(ctx context.Context, d office.Due) ([]office.DependencyRequest, error)
 }
 
 // RealtimeOptions configures a Realtime feed. Zero values take the defaults.
@@ -673,15 +673,15 @@ func awaiting(ch office.Change, rec map[string]any) bool {
 
 // catchUp reports every row still awaiting the office as Op CATCHUP.
 func (r *Realtime) catchUp(ctx context.Context, officeIDs []string, fn func(office.Change)) error {
-	qs, err := r.src.ListAnsweredUndelivered(ctx, officeIDs)
+	qs, err := r.src.ListAnsweredUndelivered(ctx, office.Due{OfficeIDs: officeIDs})
 	if err != nil {
 		return fmt.Errorf("realtime catch-up questions: %w", err)
 	}
-	ms, err := r.src.ListPendingUserMessages(ctx, officeIDs)
+	ms, err := r.src.ListPendingUserMessages(ctx, office.Due{OfficeIDs: officeIDs})
 	if err != nil {
 		return fmt.Errorf("realtime catch-up messages: %w", err)
 	}
-	ds, err := r.src.ListUndeliveredDependencies(ctx, officeIDs)
+	ds, err := r.src.ListUndeliveredDependencies(ctx, office.Due{OfficeIDs: officeIDs})
 	if err != nil {
 		return fmt.Errorf("realtime catch-up dependencies: %w", err)
 	}

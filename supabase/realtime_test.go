@@ -27,16 +27,16 @@ type fakeCatchUp struct {
 	questions func() ([]office.Question, error)
 }
 
-func (f fakeCatchUp) ListAnsweredUndelivered(context.Context, []string) ([]office.Question, error) {
+func (f fakeCatchUp) ListAnsweredUndelivered(context.Context, office.Due) ([]office.Question, error) {
 	if f.questions == nil {
 		return nil, nil
 	}
 	return f.questions()
 }
-func (fakeCatchUp) ListPendingUserMessages(context.Context, []string) ([]office.UserMessage, error) {
+func (fakeCatchUp) ListPendingUserMessages(context.Context, office.Due) ([]office.UserMessage, error) {
 	return nil, nil
 }
-func (fakeCatchUp) ListUndeliveredDependencies(context.Context, []string) ([]office.DependencyRequest, error) {
+func (fakeCatchUp) ListUndeliveredDependencies(context.Context, office.Due) ([]office.DependencyRequest, error) {
 	return nil, nil
 }
 

@@ -648,9 +648,12 @@ func (s *Store) CancelQuestion(ctx context.Context, id string) (bool, error) {
 }
 
 // ListAnsweredUndelivered implements office.Store; see its contract in office/store.go.
-func (s *Store) ListAnsweredUndelivered(ctx context.Context, officeIDs []string) ([]office.Question, error) {
+func (s *Store) ListAnsweredUndelivered(ctx context.Context, d office.Due) ([]office.Question, error) {
+	if d.AgentID != "" && !validID(d.AgentID) {
+		return []office.Question{}, nil
+	}
 	fb := s.from("user_questions").Select("*", "", false).Eq("status", office.QuestionAnswered)
-	fb = inIf(fb, "office_id", officeIDs)
+	fb = eqIf(inIf(fb, "office_id", d.OfficeIDs), "agent_id", d.AgentID)
 	var rows []office.Question
 	if err := s.exec(ctx, "list answered questions", oldestFirst(fb), "", &rows); err != nil {
 		return nil, err
@@ -685,15 +688,6 @@ func (s *Store) CreateUserMessage(ctx context.Context, m office.UserMessage) (of
 	return one(op, rows)
 }
 
-// GetUserMessage implements office.Store; see its contract in office/store.go.
-func (s *Store) GetUserMessage(ctx context.Context, id string) (office.UserMessage, error) {
-	var m office.UserMessage
-	if err := s.getOne(ctx, "get user message", "user_messages", id, &m); err != nil {
-		return office.UserMessage{}, err
-	}
-	return m, nil
-}
-
 // MarkUserMessageDelivered implements office.Store; see its contract in office/store.go.
 func (s *Store) MarkUserMessageDelivered(ctx context.Context, id string) (bool, error) {
 	if !validID(id) {
@@ -709,9 +703,12 @@ func (s *Store) MarkUserMessageDelivered(ctx context.Context, id string) (bool, 
 }
 
 // ListPendingUserMessages implements office.Store; see its contract in office/store.go.
-func (s *Store) ListPendingUserMessages(ctx context.Context, officeIDs []string) ([]office.UserMessage, error) {
+func (s *Store) ListPendingUserMessages(ctx context.Context, d office.Due) ([]office.UserMessage, error) {
+	if d.AgentID != "" && !validID(d.AgentID) {
+		return []office.UserMessage{}, nil
+	}
 	fb := s.from("user_messages").Select("*", "", false).Eq("status", office.MessagePending)
-	fb = inIf(fb, "office_id", officeIDs)
+	fb = eqIf(inIf(fb, "office_id", d.OfficeIDs), "agent_id", d.AgentID)
 	var rows []office.UserMessage
 	if err := s.exec(ctx, "list pending user messages", oldestFirst(fb), "", &rows); err != nil {
 		return nil, err
@@ -767,6 +764,12 @@ func (s *Store) ListInvocations(ctx context.Context, f office.InvocationFilter) 
 			return []office.Invocation{}, nil
 		}
 		fb = fb.Or(fmt.Sprintf("caller_agent_id.eq.%s,callee_agent_id.eq.%s", f.AgentID, f.AgentID), "")
+	}
+	if f.CalleeAgentID != "" {
+		if !validID(f.CalleeAgentID) {
+			return []office.Invocation{}, nil
+		}
+		fb = fb.Eq("callee_agent_id", f.CalleeAgentID)
 	}
 	fb = inIf(fb, "status", f.Status)
 	fb = limitIf(oldestFirst(fb), f.Limit)
@@ -1048,10 +1051,13 @@ func (s *Store) MarkDependencyDelivered(ctx context.Context, id string) (bool, e
 }
 
 // ListUndeliveredDependencies implements office.Store; see its contract in office/store.go.
-func (s *Store) ListUndeliveredDependencies(ctx context.Context, officeIDs []string) ([]office.DependencyRequest, error) {
+func (s *Store) ListUndeliveredDependencies(ctx context.Context, d office.Due) ([]office.DependencyRequest, error) {
 	const op = "list undelivered dependencies"
+	if d.AgentID != "" && !validID(d.AgentID) {
+		return []office.DependencyRequest{}, nil
+	}
 	fb := s.from("dependency_requests").Select("*", "", false).In("status", deliverableDependency).Is("delivered_at", "null")
-	fb = inIf(fb, "office_id", officeIDs)
+	fb = eqIf(inIf(fb, "office_id", d.OfficeIDs), "agent_id", d.AgentID)
 	var rows []dependencyRow
 	if err := s.exec(ctx, op, oldestFirst(fb), "", &rows); err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/office-server/office-server/agents"
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 )
 
@@ -63,7 +64,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	level := fs.String("log-level", env("OFFICE_LOG_LEVEL", "info"), "debug, info, warn or error (env OFFICE_LOG_LEVEL)")
 	fs.BoolVar(&c.LogJSON, "log-json", getenv("OFFICE_LOG_FORMAT") == "json", "JSON logs (env OFFICE_LOG_FORMAT=json)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "bound on graceful shutdown")
-	fs.DurationVar(&c.InvocationTimeout, "invocation-timeout", office.DefaultInvocationTimeout, "a task not done in this time fails and its caller is told")
+	fs.DurationVar(&c.InvocationTimeout, "invocation-timeout", engine.DefaultInvocationTimeout, "a task not done in this time fails and its caller is told")
 	fs.StringVar(&c.AgentBin, "agent-bin", getenv("OFFICE_AGENT_BIN"), "executable for builtin agents (default: this executable)")
 	fs.BoolVar(&c.NoAutostart, "no-autostart", false, "do not start the agents' sessions at start")
 	if err := fs.Parse(args); err != nil {
@@ -206,7 +207,12 @@ func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, erro
 			return o, nil, fmt.Errorf("%s: agent %q declared twice", where, a.Name)
 		}
 		seen[strings.ToLower(a.Name)] = true
-		if err := agents.CheckLaunch(office.LaunchSpec{Kind: a.Launch.Kind, Command: a.Launch.Command, Script: a.Launch.Script, PromptPattern: a.Launch.PromptPattern}); err != nil {
+		launch := office.LaunchSpec{
+			Kind: a.Launch.Kind, Command: a.Launch.Command, Args: a.Launch.Args, Env: a.Launch.Env,
+			Dir: a.Launch.Dir, PromptPattern: a.Launch.PromptPattern, Model: a.Launch.Model,
+			PermissionMode: a.Launch.PermissionMode, Script: a.Launch.Script,
+		}
+		if err := agents.CheckLaunch(launch); err != nil {
 			return o, nil, fmt.Errorf("%s (%s): launch: %w", where, a.Name, err)
 		}
 		status := office.AgentIdle
@@ -216,11 +222,7 @@ func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, erro
 		list = append(list, office.Agent{
 			Name: a.Name, Role: a.Role, Capabilities: a.Capabilities, Priority: a.Priority,
 			Expertise: a.Expertise, AllowedActions: a.AllowedActions, MaxLoad: a.MaxLoad, Status: status,
-			Launch: office.LaunchSpec{
-				Kind: a.Launch.Kind, Command: a.Launch.Command, Args: a.Launch.Args, Env: a.Launch.Env,
-				Dir: a.Launch.Dir, PromptPattern: a.Launch.PromptPattern, Model: a.Launch.Model,
-				PermissionMode: a.Launch.PermissionMode, Script: a.Launch.Script,
-			},
+			Launch: launch,
 		})
 	}
 	return o, list, nil

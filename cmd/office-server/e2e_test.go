@@ -143,6 +143,9 @@ func TestRunCommandEndToEnd(t *testing.T) {
 	if strings.Contains(stdout.String(), token) {
 		t.Fatalf("token printed again on the second start:\n%s", stdout.String())
 	}
+	if strings.Contains(stderr.String(), token) {
+		t.Fatalf("token in the logs of the second start:\n%s", stderr.String())
+	}
 	var invs []office.Invocation
 	if st := api("GET", "/api/offices/"+oid+"/invocations", "", &invs); st != 200 || len(invs) == 0 {
 		t.Fatalf("after restart: invocations %d %+v", st, invs)

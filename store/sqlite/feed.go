@@ -216,15 +216,15 @@ func (s *Store) Connected() bool {
 
 // catchUp reports every row awaiting the office with Op CATCHUP.
 func (s *Store) catchUp(ctx context.Context, officeIDs []string, fn func(office.Change)) error {
-	qs, err := s.ListAnsweredUndelivered(ctx, officeIDs)
+	qs, err := s.ListAnsweredUndelivered(ctx, office.Due{OfficeIDs: officeIDs})
 	if err != nil {
 		return err
 	}
-	ms, err := s.ListPendingUserMessages(ctx, officeIDs)
+	ms, err := s.ListPendingUserMessages(ctx, office.Due{OfficeIDs: officeIDs})
 	if err != nil {
 		return err
 	}
-	ds, err := s.ListUndeliveredDependencies(ctx, officeIDs)
+	ds, err := s.ListUndeliveredDependencies(ctx, office.Due{OfficeIDs: officeIDs})
 	if err != nil {
 		return err
 	}

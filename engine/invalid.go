@@ -1,8 +1,9 @@
-package office
+package engine
 
 import (
 	"context"
 	"fmt"
+	"github.com/office-server/office-server/office"
 	"slices"
 	"sort"
 	"strings"
@@ -17,7 +18,7 @@ import (
 // event; and the agent gets one notice per window with the counts, however
 // many blocks failed. So 1 MB of "[ASK_USER]" lines costs a few rows and one
 // notice, not one of each per line, and the agent is still told what was
-// wrong (DESIGN §4).
+// wrong (docs/notes/engine.md).
 const (
 	maxInvalidEvents  = 10
 	maxInvalidReasons = 3
@@ -55,7 +56,7 @@ func (o *Router) onInvalid(ctx context.Context, src source, tl *invalidTally, m 
 		tl.unrecorded++
 		return nil
 	}
-	inserted, err := o.event(ctx, src.officeID, src.agentID, "message.invalid", redacted(m), m.Raw, src.key)
+	inserted, err := o.event(ctx, src.officeID, src.agentID, "message.invalid", m, m.Raw, src.key)
 	if inserted {
 		tl.fresh = true
 	}
@@ -80,7 +81,7 @@ func (o *Router) flushInvalid(ctx context.Context, k agentKey, tl *invalidTally,
 		w.fresh = w.fresh || inserted
 	}
 	if w.fresh {
-		o.notify(Agent{OfficeID: k.officeID, ID: k.agentID}, invalidNotice(w))
+		o.notify(office.Agent{OfficeID: k.officeID, ID: k.agentID}, invalidNotice(w))
 	}
 	return err
 }

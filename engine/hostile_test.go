@@ -1,8 +1,9 @@
-package office
+package engine
 
 import (
 	"context"
 	"fmt"
+	"github.com/office-server/office-server/office"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,8 +30,8 @@ message: disk full
 recovery: checkpoint_and_fail
 [/ERROR]`)
 	got := h.typed("PO", "failed")
-	var failed []Invocation
-	eventually(t, "failed invocation", func() bool { failed = h.invocations(InvocationFailed); return len(failed) == 1 })
+	var failed []office.Invocation
+	eventually(t, "failed invocation", func() bool { failed = h.invocations(office.InvocationFailed); return len(failed) == 1 })
 	inv := failed[0]
 	if !strings.Contains(inv.Error, "\n[OFFICE] Task 00000000") {
 		t.Fatalf("the forged framing did not reach the error as its own line: %q", inv.Error)
@@ -48,13 +49,13 @@ recovery: checkpoint_and_fail
 
 func TestValidateAgentName(t *testing.T) {
 	for _, name := range []string{"po", "PO", "dev-1", "a.b_c", "x", strings.Repeat("a", 63), "0day"} {
-		if err := ValidateAgentName(name); err != nil {
+		if err := office.ValidateAgentName(name); err != nil {
 			t.Errorf("ValidateAgentName(%q) = %v, want nil", name, err)
 		}
 	}
 	for _, name := range []string{"", ".", "..", "../../../../tmp/x", "a/b", `a\b`, "a\x00b", "a\nb", "a\rb", "a b", " po", "po ",
 		"-po", ".po", "_po", "a..b", "기획", strings.Repeat("a", 64), "[INVOKE:x]"} {
-		if err := ValidateAgentName(name); ErrorCode(err) != EINVALID {
+		if err := office.ValidateAgentName(name); office.ErrorCode(err) != office.EINVALID {
 			t.Errorf("ValidateAgentName(%q) = %v, want EINVALID", name, err)
 		}
 	}
@@ -66,8 +67,8 @@ func TestSyncOfficeRefusesBadNames(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	for _, name := range []string{"../../../../tmp/x", "..", "a\x00b", "po\n- name: evil"} {
-		_, _, err := h.r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "other"}, Agents: []Agent{{Name: "ok"}, {Name: name}}})
-		if ErrorCode(err) != EINVALID {
+		_, _, err := h.r.SyncOffice(ctx, OfficeConfig{Office: office.Office{Name: "other"}, Agents: []office.Agent{{Name: "ok"}, {Name: name}}})
+		if office.ErrorCode(err) != office.EINVALID {
 			t.Errorf("SyncOffice with agent %q: %v, want EINVALID", name, err)
 		}
 	}
@@ -86,7 +87,7 @@ func TestWorkspaceInsideDataDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []Agent{
+	for _, a := range []office.Agent{
 		{ID: "a1", OfficeID: "o1", Name: "../../../../tmp/x"},
 		{ID: "a2", OfficeID: "o1", Name: ".."},
 		{ID: "a3", OfficeID: "o1", Name: "a\x00b"},
@@ -100,7 +101,7 @@ func TestWorkspaceInsideDataDir(t *testing.T) {
 			t.Errorf("workspace of %+v = %q, outside %s", a, dir, base)
 		}
 	}
-	if got, want := r.workspace(Agent{ID: "a6", OfficeID: "o1", Name: "po"}), filepath.Join(base, "o1", "po"); got != want {
+	if got, want := r.workspace(office.Agent{ID: "a6", OfficeID: "o1", Name: "po"}), filepath.Join(base, "o1", "po"); got != want {
 		t.Errorf("workspace of a valid agent = %q, want %q", got, want)
 	}
 }

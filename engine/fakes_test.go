@@ -1,8 +1,9 @@
-package office
+package engine
 
 import (
 	"context"
 	"fmt"
+	"github.com/office-server/office-server/office"
 	"slices"
 	"strings"
 	"sync"
@@ -17,22 +18,22 @@ import (
 type memStore struct {
 	mu        sync.Mutex
 	now       func() time.Time
-	offices   map[string]Office
-	agents    map[string]Agent
-	sessions  map[string]SessionRecord // by agent
-	questions map[string]Question
-	messages  map[string]UserMessage
-	invs      map[string]Invocation
-	results   map[string]Result
-	deps      map[string]DependencyRequest
-	events    []Event
+	offices   map[string]office.Office
+	agents    map[string]office.Agent
+	sessions  map[string]office.SessionRecord // by agent
+	questions map[string]office.Question
+	messages  map[string]office.UserMessage
+	invs      map[string]office.Invocation
+	results   map[string]office.Result
+	deps      map[string]office.DependencyRequest
+	events    []office.Event
 	seq       int
 }
 
 func newMemStore(now func() time.Time) *memStore {
-	return &memStore{now: now, offices: map[string]Office{}, agents: map[string]Agent{}, sessions: map[string]SessionRecord{},
-		questions: map[string]Question{}, messages: map[string]UserMessage{}, invs: map[string]Invocation{},
-		results: map[string]Result{}, deps: map[string]DependencyRequest{}}
+	return &memStore{now: now, offices: map[string]office.Office{}, agents: map[string]office.Agent{}, sessions: map[string]office.SessionRecord{},
+		questions: map[string]office.Question{}, messages: map[string]office.UserMessage{}, invs: map[string]office.Invocation{},
+		results: map[string]office.Result{}, deps: map[string]office.DependencyRequest{}}
 }
 
 func (s *memStore) tick() time.Time {
@@ -40,12 +41,14 @@ func (s *memStore) tick() time.Time {
 	return s.now().Add(time.Duration(s.seq) * time.Microsecond)
 }
 
-func notFound(what, id string) error { return Errorf(ENOTFOUND, "%s %s not found", what, id) }
+func notFound(what, id string) error {
+	return office.Errorf(office.ENOTFOUND, "%s %s not found", what, id)
+}
 
 func (s *memStore) Ping(context.Context) error { return nil }
 func (s *memStore) Close() error               { return nil }
 
-func (s *memStore) UpsertOffice(_ context.Context, o Office) (Office, error) {
+func (s *memStore) UpsertOffice(_ context.Context, o office.Office) (office.Office, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if o.ID == "" {
@@ -62,7 +65,7 @@ func (s *memStore) UpsertOffice(_ context.Context, o Office) (Office, error) {
 	s.offices[o.ID] = o
 	return o, nil
 }
-func (s *memStore) GetOffice(_ context.Context, id string) (Office, error) {
+func (s *memStore) GetOffice(_ context.Context, id string) (office.Office, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o, ok := s.offices[id]
@@ -71,16 +74,16 @@ func (s *memStore) GetOffice(_ context.Context, id string) (Office, error) {
 	}
 	return o, nil
 }
-func (s *memStore) ListOffices(context.Context) ([]Office, error) {
+func (s *memStore) ListOffices(context.Context) ([]office.Office, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []Office
+	var out []office.Office
 	for _, o := range s.offices {
 		out = append(out, o)
 	}
 	return out, nil
 }
-func (s *memStore) UpsertAgent(_ context.Context, a Agent) (Agent, error) {
+func (s *memStore) UpsertAgent(_ context.Context, a office.Agent) (office.Agent, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, x := range s.agents {
@@ -92,13 +95,13 @@ func (s *memStore) UpsertAgent(_ context.Context, a Agent) (Agent, error) {
 		a.ID = uuid.NewString()
 	}
 	if a.Status == "" {
-		a.Status = AgentIdle
+		a.Status = office.AgentIdle
 	}
 	a.CreatedAt = s.tick()
 	s.agents[a.ID] = a
 	return a, nil
 }
-func (s *memStore) GetAgent(_ context.Context, id string) (Agent, error) {
+func (s *memStore) GetAgent(_ context.Context, id string) (office.Agent, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a, ok := s.agents[id]
@@ -107,16 +110,16 @@ func (s *memStore) GetAgent(_ context.Context, id string) (Agent, error) {
 	}
 	return a, nil
 }
-func (s *memStore) ListAgents(_ context.Context, officeID string) ([]Agent, error) {
+func (s *memStore) ListAgents(_ context.Context, officeID string) ([]office.Agent, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []Agent
+	var out []office.Agent
 	for _, a := range s.agents {
 		if a.OfficeID == officeID {
 			out = append(out, a)
 		}
 	}
-	slices.SortFunc(out, func(a, b Agent) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b office.Agent) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 func (s *memStore) SetAgentStatus(_ context.Context, id, st string) error {
@@ -136,7 +139,7 @@ func (s *memStore) DeleteAgent(_ context.Context, id string) error {
 	delete(s.agents, id)
 	return nil
 }
-func (s *memStore) UpsertSession(_ context.Context, r SessionRecord) (SessionRecord, error) {
+func (s *memStore) UpsertSession(_ context.Context, r office.SessionRecord) (office.SessionRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.sessions[r.AgentID]; ok {
@@ -147,7 +150,7 @@ func (s *memStore) UpsertSession(_ context.Context, r SessionRecord) (SessionRec
 	s.sessions[r.AgentID] = r
 	return r, nil
 }
-func (s *memStore) GetSessionByAgent(_ context.Context, agentID string) (SessionRecord, error) {
+func (s *memStore) GetSessionByAgent(_ context.Context, agentID string) (office.SessionRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.sessions[agentID]
@@ -156,10 +159,10 @@ func (s *memStore) GetSessionByAgent(_ context.Context, agentID string) (Session
 	}
 	return r, nil
 }
-func (s *memStore) ListSessions(_ context.Context, officeID string) ([]SessionRecord, error) {
+func (s *memStore) ListSessions(_ context.Context, officeID string) ([]office.SessionRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []SessionRecord
+	var out []office.SessionRecord
 	for _, r := range s.sessions {
 		if r.OfficeID == officeID {
 			out = append(out, r)
@@ -168,22 +171,22 @@ func (s *memStore) ListSessions(_ context.Context, officeID string) ([]SessionRe
 	return out, nil
 }
 
-func (s *memStore) CreateQuestion(_ context.Context, q Question) (Question, error) {
+func (s *memStore) CreateQuestion(_ context.Context, q office.Question) (office.Question, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if q.ID == "" {
 		q.ID = uuid.NewString()
 	} else if _, dup := s.questions[q.ID]; dup {
-		return q, Errorf(ECONFLICT, "duplicate id %s", q.ID)
+		return q, office.Errorf(office.ECONFLICT, "duplicate id %s", q.ID)
 	}
 	q.CreatedAt = s.tick()
 	if q.Status == "" {
-		q.Status = QuestionPending
+		q.Status = office.QuestionPending
 	}
 	s.questions[q.ID] = q
 	return q, nil
 }
-func (s *memStore) GetQuestion(_ context.Context, id string) (Question, error) {
+func (s *memStore) GetQuestion(_ context.Context, id string) (office.Question, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, ok := s.questions[id]
@@ -192,30 +195,30 @@ func (s *memStore) GetQuestion(_ context.Context, id string) (Question, error) {
 	}
 	return q, nil
 }
-func (s *memStore) ListQuestions(_ context.Context, f QuestionFilter) ([]Question, error) {
+func (s *memStore) ListQuestions(_ context.Context, f office.QuestionFilter) ([]office.Question, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []Question
+	var out []office.Question
 	for _, q := range s.questions {
 		if (f.OfficeID == "" || q.OfficeID == f.OfficeID) && (f.AgentID == "" || q.AgentID == f.AgentID) && (len(f.Status) == 0 || slices.Contains(f.Status, q.Status)) {
 			out = append(out, q)
 		}
 	}
-	slices.SortFunc(out, func(a, b Question) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	slices.SortFunc(out, func(a, b office.Question) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out, nil
 }
-func (s *memStore) AnswerQuestion(_ context.Context, id, resp, by string) (Question, bool, error) {
+func (s *memStore) AnswerQuestion(_ context.Context, id, resp, by string) (office.Question, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, ok := s.questions[id]
 	if !ok {
 		return q, false, notFound("question", id)
 	}
-	if q.Status != QuestionPending {
+	if q.Status != office.QuestionPending {
 		return q, false, nil
 	}
 	now := s.now()
-	q.Status, q.Response, q.AnsweredBy, q.AnsweredAt = QuestionAnswered, resp, by, &now
+	q.Status, q.Response, q.AnsweredBy, q.AnsweredAt = office.QuestionAnswered, resp, by, &now
 	s.questions[id] = q
 	return q, true, nil
 }
@@ -223,21 +226,21 @@ func (s *memStore) MarkQuestionDelivered(_ context.Context, id string) (bool, er
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q := s.questions[id]
-	if q.Status != QuestionAnswered {
+	if q.Status != office.QuestionAnswered {
 		return false, nil
 	}
 	now := s.now()
-	q.Status, q.DeliveredAt = QuestionDelivered, &now
+	q.Status, q.DeliveredAt = office.QuestionDelivered, &now
 	s.questions[id] = q
 	return true, nil
 }
-func (s *memStore) ExpireQuestions(_ context.Context, now time.Time) ([]Question, error) {
+func (s *memStore) ExpireQuestions(_ context.Context, now time.Time) ([]office.Question, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []Question
+	var out []office.Question
 	for id, q := range s.questions {
-		if q.Status == QuestionPending && !q.ExpiresAt.After(now) {
-			q.Status = QuestionExpired
+		if q.Status == office.QuestionPending && !q.ExpiresAt.After(now) {
+			q.Status = office.QuestionExpired
 			s.questions[id] = q
 			out = append(out, q)
 		}
@@ -248,82 +251,78 @@ func (s *memStore) CancelQuestion(_ context.Context, id string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q := s.questions[id]
-	if q.Status != QuestionPending && q.Status != QuestionAnswered {
+	if q.Status != office.QuestionPending && q.Status != office.QuestionAnswered {
 		return false, nil
 	}
-	q.Status = QuestionCancelled
+	q.Status = office.QuestionCancelled
 	s.questions[id] = q
 	return true, nil
 }
-func (s *memStore) ListAnsweredUndelivered(ctx context.Context, officeIDs []string) ([]Question, error) {
-	qs, _ := s.ListQuestions(ctx, QuestionFilter{Status: []string{QuestionAnswered}})
-	return slices.DeleteFunc(qs, func(q Question) bool { return len(officeIDs) > 0 && !slices.Contains(officeIDs, q.OfficeID) }), nil
+func (s *memStore) ListAnsweredUndelivered(ctx context.Context, d office.Due) ([]office.Question, error) {
+	qs, _ := s.ListQuestions(ctx, office.QuestionFilter{AgentID: d.AgentID, Status: []string{office.QuestionAnswered}})
+	return slices.DeleteFunc(qs, func(q office.Question) bool { return !dueHas(d, q.OfficeID, q.AgentID) }), nil
 }
 
-func (s *memStore) CreateUserMessage(_ context.Context, m UserMessage) (UserMessage, error) {
+// dueHas reports whether a row of officeID and agentID is due as d says.
+func dueHas(d office.Due, officeID, agentID string) bool {
+	return (len(d.OfficeIDs) == 0 || slices.Contains(d.OfficeIDs, officeID)) && (d.AgentID == "" || d.AgentID == agentID)
+}
+
+func (s *memStore) CreateUserMessage(_ context.Context, m office.UserMessage) (office.UserMessage, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m.ID == "" {
 		m.ID = uuid.NewString()
 	} else if _, dup := s.messages[m.ID]; dup {
-		return m, Errorf(ECONFLICT, "duplicate id %s", m.ID)
+		return m, office.Errorf(office.ECONFLICT, "duplicate id %s", m.ID)
 	}
 	m.CreatedAt = s.tick()
 	if m.Status == "" {
-		m.Status = MessagePending
+		m.Status = office.MessagePending
 	}
 	s.messages[m.ID] = m
-	return m, nil
-}
-func (s *memStore) GetUserMessage(_ context.Context, id string) (UserMessage, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, ok := s.messages[id]
-	if !ok {
-		return m, notFound("message", id)
-	}
 	return m, nil
 }
 func (s *memStore) MarkUserMessageDelivered(_ context.Context, id string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.messages[id]
-	if m.Status != MessagePending {
+	if m.Status != office.MessagePending {
 		return false, nil
 	}
-	m.Status = MessageDelivered
+	m.Status = office.MessageDelivered
 	s.messages[id] = m
 	return true, nil
 }
-func (s *memStore) ListPendingUserMessages(_ context.Context, officeIDs []string) ([]UserMessage, error) {
+func (s *memStore) ListPendingUserMessages(_ context.Context, d office.Due) ([]office.UserMessage, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []UserMessage
+	var out []office.UserMessage
 	for _, m := range s.messages {
-		if m.Status == MessagePending && (len(officeIDs) == 0 || slices.Contains(officeIDs, m.OfficeID)) {
+		if m.Status == office.MessagePending && dueHas(d, m.OfficeID, m.AgentID) {
 			out = append(out, m)
 		}
 	}
-	slices.SortFunc(out, func(a, b UserMessage) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	slices.SortFunc(out, func(a, b office.UserMessage) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out, nil
 }
 
-func (s *memStore) CreateInvocation(_ context.Context, inv Invocation) (Invocation, error) {
+func (s *memStore) CreateInvocation(_ context.Context, inv office.Invocation) (office.Invocation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if inv.ID == "" {
 		inv.ID = uuid.NewString()
 	} else if _, dup := s.invs[inv.ID]; dup {
-		return inv, Errorf(ECONFLICT, "duplicate id %s", inv.ID)
+		return inv, office.Errorf(office.ECONFLICT, "duplicate id %s", inv.ID)
 	}
 	inv.CreatedAt = s.tick()
 	if inv.Status == "" {
-		inv.Status = InvocationPending
+		inv.Status = office.InvocationPending
 	}
 	s.invs[inv.ID] = inv
 	return inv, nil
 }
-func (s *memStore) GetInvocation(_ context.Context, id string) (Invocation, error) {
+func (s *memStore) GetInvocation(_ context.Context, id string) (office.Invocation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i, ok := s.invs[id]
@@ -332,19 +331,19 @@ func (s *memStore) GetInvocation(_ context.Context, id string) (Invocation, erro
 	}
 	return i, nil
 }
-func (s *memStore) ListInvocations(_ context.Context, f InvocationFilter) ([]Invocation, error) {
+func (s *memStore) ListInvocations(_ context.Context, f office.InvocationFilter) ([]office.Invocation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []Invocation
+	var out []office.Invocation
 	for _, i := range s.invs {
-		if (f.OfficeID == "" || i.OfficeID == f.OfficeID) && (f.AgentID == "" || i.CallerAgentID == f.AgentID || i.CalleeAgentID == f.AgentID) && (len(f.Status) == 0 || slices.Contains(f.Status, i.Status)) {
+		if (f.OfficeID == "" || i.OfficeID == f.OfficeID) && (f.AgentID == "" || i.CallerAgentID == f.AgentID || i.CalleeAgentID == f.AgentID) && (f.CalleeAgentID == "" || i.CalleeAgentID == f.CalleeAgentID) && (len(f.Status) == 0 || slices.Contains(f.Status, i.Status)) {
 			out = append(out, i)
 		}
 	}
-	slices.SortFunc(out, func(a, b Invocation) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	slices.SortFunc(out, func(a, b office.Invocation) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out, nil
 }
-func (s *memStore) TransitionInvocation(_ context.Context, id string, from []string, to string, p InvocationPatch) (Invocation, bool, error) {
+func (s *memStore) TransitionInvocation(_ context.Context, id string, from []string, to string, p office.InvocationPatch) (office.Invocation, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i, ok := s.invs[id]
@@ -362,40 +361,40 @@ func (s *memStore) TransitionInvocation(_ context.Context, id string, from []str
 	if p.Error != "" {
 		i.Error = p.Error
 	}
-	if to == InvocationInProgress {
+	if to == office.InvocationInProgress {
 		i.StartedAt = &now
-	} else if to != InvocationPending {
+	} else if to != office.InvocationPending {
 		i.CompletedAt = &now
 	}
 	s.invs[id] = i
 	return i, true, nil
 }
-func (s *memStore) FindOpenInvocation(ctx context.Context, officeID, caller, callee string) (Invocation, error) {
-	invs, _ := s.ListInvocations(ctx, InvocationFilter{OfficeID: officeID, Status: []string{InvocationPending, InvocationInProgress}})
+func (s *memStore) FindOpenInvocation(ctx context.Context, officeID, caller, callee string) (office.Invocation, error) {
+	invs, _ := s.ListInvocations(ctx, office.InvocationFilter{OfficeID: officeID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
 	for _, i := range invs {
 		if i.CallerAgentID == caller && i.CalleeAgentID == callee {
 			return i, nil
 		}
 	}
-	return Invocation{}, notFound("invocation", caller+"→"+callee)
+	return office.Invocation{}, notFound("invocation", caller+"→"+callee)
 }
 
-func (s *memStore) CreateResult(_ context.Context, r Result) (Result, error) {
+func (s *memStore) CreateResult(_ context.Context, r office.Result) (office.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r.ID == "" {
 		r.ID = uuid.NewString()
 	} else if _, dup := s.results[r.ID]; dup {
-		return r, Errorf(ECONFLICT, "duplicate id %s", r.ID)
+		return r, office.Errorf(office.ECONFLICT, "duplicate id %s", r.ID)
 	}
 	r.CreatedAt = s.tick()
 	if r.Status == "" {
-		r.Status = ResultPending
+		r.Status = office.ResultPending
 	}
 	s.results[r.ID] = r
 	return r, nil
 }
-func (s *memStore) GetResult(_ context.Context, id string) (Result, error) {
+func (s *memStore) GetResult(_ context.Context, id string) (office.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.results[id]
@@ -404,46 +403,46 @@ func (s *memStore) GetResult(_ context.Context, id string) (Result, error) {
 	}
 	return r, nil
 }
-func (s *memStore) ListResults(_ context.Context, f ResultFilter) ([]Result, error) {
+func (s *memStore) ListResults(_ context.Context, f office.ResultFilter) ([]office.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []Result
+	var out []office.Result
 	for _, r := range s.results {
 		if (f.OfficeID == "" || r.OfficeID == f.OfficeID) && (f.ToAgentID == "" || r.ToAgentID == f.ToAgentID) && (f.InvocationID == "" || r.InvocationID == f.InvocationID) && (len(f.Status) == 0 || slices.Contains(f.Status, r.Status)) {
 			out = append(out, r)
 		}
 	}
-	slices.SortFunc(out, func(a, b Result) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	slices.SortFunc(out, func(a, b office.Result) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out, nil
 }
 func (s *memStore) MarkResultDelivered(_ context.Context, id string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.results[id]
-	if r.Status != ResultPending {
+	if r.Status != office.ResultPending {
 		return false, nil
 	}
-	r.Status = ResultDelivered
+	r.Status = office.ResultDelivered
 	s.results[id] = r
 	return true, nil
 }
 
-func (s *memStore) CreateDependency(_ context.Context, d DependencyRequest) (DependencyRequest, error) {
+func (s *memStore) CreateDependency(_ context.Context, d office.DependencyRequest) (office.DependencyRequest, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d.ID == "" {
 		d.ID = uuid.NewString()
 	} else if _, dup := s.deps[d.ID]; dup {
-		return d, Errorf(ECONFLICT, "duplicate id %s", d.ID)
+		return d, office.Errorf(office.ECONFLICT, "duplicate id %s", d.ID)
 	}
 	d.CreatedAt = s.tick()
 	if d.Status == "" {
-		d.Status = DependencyPending
+		d.Status = office.DependencyPending
 	}
 	s.deps[d.ID] = d
 	return d, nil
 }
-func (s *memStore) GetDependency(_ context.Context, id string) (DependencyRequest, error) {
+func (s *memStore) GetDependency(_ context.Context, id string) (office.DependencyRequest, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d, ok := s.deps[id]
@@ -452,48 +451,48 @@ func (s *memStore) GetDependency(_ context.Context, id string) (DependencyReques
 	}
 	return d, nil
 }
-func (s *memStore) ListDependencies(_ context.Context, f DependencyFilter) ([]DependencyRequest, error) {
+func (s *memStore) ListDependencies(_ context.Context, f office.DependencyFilter) ([]office.DependencyRequest, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []DependencyRequest
+	var out []office.DependencyRequest
 	for _, d := range s.deps {
 		if (f.OfficeID == "" || d.OfficeID == f.OfficeID) && (f.AgentID == "" || d.AgentID == f.AgentID) && (len(f.Status) == 0 || slices.Contains(f.Status, d.Status)) {
 			out = append(out, d)
 		}
 	}
-	slices.SortFunc(out, func(a, b DependencyRequest) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	slices.SortFunc(out, func(a, b office.DependencyRequest) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out, nil
 }
-func (s *memStore) ProvideDependency(_ context.Context, id string, v []byte) (DependencyRequest, bool, error) {
+func (s *memStore) ProvideDependency(_ context.Context, id string, v []byte) (office.DependencyRequest, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.deps[id]
-	if d.Status != DependencyPending {
+	if d.Status != office.DependencyPending {
 		return d, false, nil
 	}
 	now := s.now()
-	d.Status, d.Value, d.ProvidedAt = DependencyProvided, v, &now
+	d.Status, d.Value, d.ProvidedAt = office.DependencyProvided, v, &now
 	s.deps[id] = d
 	return d, true, nil
 }
-func (s *memStore) RejectDependency(_ context.Context, id, reason string) (DependencyRequest, bool, error) {
+func (s *memStore) RejectDependency(_ context.Context, id, reason string) (office.DependencyRequest, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.deps[id]
-	if d.Status != DependencyPending {
+	if d.Status != office.DependencyPending {
 		return d, false, nil
 	}
-	d.Status, d.RejectionReason = DependencyRejected, reason
+	d.Status, d.RejectionReason = office.DependencyRejected, reason
 	s.deps[id] = d
 	return d, true, nil
 }
-func (s *memStore) ExpireDependencies(_ context.Context, now time.Time) ([]DependencyRequest, error) {
+func (s *memStore) ExpireDependencies(_ context.Context, now time.Time) ([]office.DependencyRequest, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []DependencyRequest
+	var out []office.DependencyRequest
 	for id, d := range s.deps {
-		if d.Status == DependencyPending && !d.ExpiresAt.After(now) {
-			d.Status = DependencyExpired
+		if d.Status == office.DependencyPending && !d.ExpiresAt.After(now) {
+			d.Status = office.DependencyExpired
 			s.deps[id] = d
 			out = append(out, d)
 		}
@@ -504,7 +503,7 @@ func (s *memStore) MarkDependencyDelivered(_ context.Context, id string) (bool, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.deps[id]
-	if d.DeliveredAt != nil || d.Status == DependencyPending {
+	if d.DeliveredAt != nil || d.Status == office.DependencyPending {
 		return false, nil
 	}
 	now := s.now()
@@ -512,14 +511,14 @@ func (s *memStore) MarkDependencyDelivered(_ context.Context, id string) (bool, 
 	s.deps[id] = d
 	return true, nil
 }
-func (s *memStore) ListUndeliveredDependencies(ctx context.Context, officeIDs []string) ([]DependencyRequest, error) {
-	ds, _ := s.ListDependencies(ctx, DependencyFilter{Status: []string{DependencyProvided, DependencyRejected, DependencyExpired}})
-	return slices.DeleteFunc(ds, func(d DependencyRequest) bool {
-		return d.DeliveredAt != nil || len(officeIDs) > 0 && !slices.Contains(officeIDs, d.OfficeID)
+func (s *memStore) ListUndeliveredDependencies(ctx context.Context, due office.Due) ([]office.DependencyRequest, error) {
+	ds, _ := s.ListDependencies(ctx, office.DependencyFilter{AgentID: due.AgentID, Status: []string{office.DependencyProvided, office.DependencyRejected, office.DependencyExpired}})
+	return slices.DeleteFunc(ds, func(d office.DependencyRequest) bool {
+		return d.DeliveredAt != nil || !dueHas(due, d.OfficeID, d.AgentID)
 	}), nil
 }
 
-func (s *memStore) AppendEvent(_ context.Context, e Event) (Event, bool, error) {
+func (s *memStore) AppendEvent(_ context.Context, e office.Event) (office.Event, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e.DedupeKey != "" {
@@ -534,10 +533,10 @@ func (s *memStore) AppendEvent(_ context.Context, e Event) (Event, bool, error) 
 	s.events = append(s.events, e)
 	return e, true, nil
 }
-func (s *memStore) ListEvents(_ context.Context, f EventFilter) ([]Event, error) {
+func (s *memStore) ListEvents(_ context.Context, f office.EventFilter) ([]office.Event, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []Event
+	var out []office.Event
 	for _, e := range s.events {
 		if (f.OfficeID == "" || e.OfficeID == f.OfficeID) && (f.AgentID == "" || e.AgentID == f.AgentID) && e.ID > f.AfterID {
 			out = append(out, e)

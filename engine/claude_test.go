@@ -1,4 +1,4 @@
-package office_test
+package engine_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/internal/anthropictest"
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/office"
@@ -69,7 +70,7 @@ func runClaudeChain(t *testing.T, restart bool) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	r0, err := office.New(office.Config{Store: st, Sessions: nopSessions{}})
+	r0, err := engine.New(engine.Config{Store: st, Sessions: nopSessions{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func runClaudeChain(t *testing.T, restart bool) {
 		dir, _ := filepath.Abs(t.TempDir())
 		return office.Agent{Name: name, Role: role, Launch: office.LaunchSpec{Kind: "claude", Command: bin, Dir: dir, Env: env}}
 	}
-	off, agents, err := r0.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "claude-chain"}, Agents: []office.Agent{mk("PO", "product owner"), mk("DEV", "developer")}})
+	off, agents, err := r0.SyncOffice(ctx, engine.OfficeConfig{Office: office.Office{Name: "claude-chain"}, Agents: []office.Agent{mk("PO", "product owner"), mk("DEV", "developer")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func runClaudeChain(t *testing.T, restart bool) {
 	// Claude Code configuration directory (the wiring prepares one per
 	// agent), where PO's transcript is kept for --resume.
 	data := t.TempDir()
-	mutate := func(cfg *office.Config, o *session.Options) {
+	mutate := func(cfg *engine.Config, o *session.Options) {
 		cfg.DataDir = data
 		o.EnterDelay = 200 * time.Millisecond
 	}

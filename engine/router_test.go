@@ -1,10 +1,11 @@
-package office
+package engine
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/office-server/office-server/office"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -33,19 +34,20 @@ type harness struct {
 	st     *memStore
 	ss     *fakeSessions
 	clk    *clock
-	office Office
-	agents map[string]Agent
+	office office.Office
+	agents map[string]office.Agent
 	seq    atomic.Int64
 	logs   *bytes.Buffer
+	logMu  *sync.Mutex
 	used   map[string]bool
 }
 
-func newHarness(t *testing.T, mutate func(*Config), agents ...Agent) *harness {
+func newHarness(t *testing.T, mutate func(*Config), agents ...office.Agent) *harness {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	h := &harness{t: t, clk: clk, st: newMemStore(clk.Now), ss: newFakeSessions(), agents: map[string]Agent{}, logs: &bytes.Buffer{}, used: map[string]bool{}}
-	var mu sync.Mutex
-	lw := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return h.logs.Write(p) })
+	h := &harness{t: t, clk: clk, st: newMemStore(clk.Now), ss: newFakeSessions(), agents: map[string]office.Agent{}, logs: &bytes.Buffer{}, used: map[string]bool{}}
+	h.logMu = &sync.Mutex{}
+	lw := writerFunc(func(p []byte) (int, error) { h.logMu.Lock(); defer h.logMu.Unlock(); return h.logs.Write(p) })
 	cfg := Config{Store: h.st, Sessions: h.ss, Now: clk.Now, Tick: 10 * time.Millisecond, DataDir: t.TempDir(),
 		Logger: slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if mutate != nil {
@@ -57,10 +59,10 @@ func newHarness(t *testing.T, mutate func(*Config), agents ...Agent) *harness {
 	}
 	h.r = r
 	if len(agents) == 0 {
-		agents = []Agent{{Name: "PO", Role: "product owner"}, {Name: "DEV", Role: "developer", Capabilities: []string{"bash"}}}
+		agents = []office.Agent{{Name: "PO", Role: "product owner"}, {Name: "DEV", Role: "developer", Capabilities: []string{"bash"}}}
 	}
 	ctx := context.Background()
-	off, as, err := r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "acme"}, Agents: agents})
+	off, as, err := r.SyncOffice(ctx, OfficeConfig{Office: office.Office{Name: "acme"}, Agents: agents})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,13 +156,13 @@ func eventually(t *testing.T, what string, f func() bool) {
 	}
 }
 
-func (h *harness) questions(status ...string) []Question {
-	qs, _ := h.st.ListQuestions(context.Background(), QuestionFilter{OfficeID: h.office.ID, Status: status})
+func (h *harness) questions(status ...string) []office.Question {
+	qs, _ := h.st.ListQuestions(context.Background(), office.QuestionFilter{OfficeID: h.office.ID, Status: status})
 	return qs
 }
 
-func (h *harness) invocations(status ...string) []Invocation {
-	is, _ := h.st.ListInvocations(context.Background(), InvocationFilter{OfficeID: h.office.ID, Status: status})
+func (h *harness) invocations(status ...string) []office.Invocation {
+	is, _ := h.st.ListInvocations(context.Background(), office.InvocationFilter{OfficeID: h.office.ID, Status: status})
 	return is
 }
 
@@ -177,13 +179,13 @@ func TestAskAnswerDelivered(t *testing.T) {
 	chunk := h.say("PO", "Let me ask.\n"+askBlock)
 	eventually(t, "question", func() bool { return len(h.questions()) == 1 })
 	q := h.questions()[0]
-	if q.QuestionType != QuestionSelection || q.Status != QuestionPending || len(q.Options) != 3 || q.AgentID != h.id("PO") {
+	if q.QuestionType != office.QuestionSelection || q.Status != office.QuestionPending || len(q.Options) != 3 || q.AgentID != h.id("PO") {
 		t.Fatalf("question = %+v", q)
 	}
 	if got := q.ExpiresAt.Sub(h.clk.Now()); got != DefaultQuestionTTL {
 		t.Errorf("expires in %v, want %v", got, DefaultQuestionTTL)
 	}
-	if s, _ := h.st.GetSessionByAgent(ctx, h.id("PO")); s.Status != SessionWaiting {
+	if s, _ := h.st.GetSessionByAgent(ctx, h.id("PO")); s.Status != office.SessionWaiting {
 		t.Errorf("session status %q, want waiting", s.Status)
 	}
 	// The same chunk again (a re-render, a restart) is not acted on again.
@@ -192,7 +194,7 @@ func TestAskAnswerDelivered(t *testing.T) {
 	if n := len(h.questions()); n != 1 {
 		t.Fatalf("%d questions after a repeated chunk, want 1", n)
 	}
-	if _, err := h.r.AnswerQuestion(ctx, q.ID, "passkeys", "u1"); ErrorCode(err) != EINVALID {
+	if _, err := h.r.AnswerQuestion(ctx, q.ID, "passkeys", "u1"); office.ErrorCode(err) != office.EINVALID {
 		t.Fatalf("invalid answer: err = %v, want EINVALID", err)
 	}
 	if _, err := h.r.AnswerQuestion(ctx, q.ID, " sso ", "u1"); err != nil {
@@ -202,16 +204,16 @@ func TestAskAnswerDelivered(t *testing.T) {
 	if !strings.Contains(got, "> SSO") || !strings.Contains(got, "Which login method?") {
 		t.Errorf("answer typed as %q", got)
 	}
-	eventually(t, "delivered", func() bool { q2, _ := h.st.GetQuestion(ctx, q.ID); return q2.Status == QuestionDelivered })
+	eventually(t, "delivered", func() bool { q2, _ := h.st.GetQuestion(ctx, q.ID); return q2.Status == office.QuestionDelivered })
 	h.quiet("PO", 100*time.Millisecond)
-	if _, err := h.r.AnswerQuestion(ctx, q.ID, "email", "u1"); ErrorCode(err) != ECONFLICT {
+	if _, err := h.r.AnswerQuestion(ctx, q.ID, "email", "u1"); office.ErrorCode(err) != office.ECONFLICT {
 		t.Errorf("second answer: %v, want ECONFLICT", err)
 	}
 }
 
 func TestConfirmationAnswer(t *testing.T) {
 	for _, tt := range []struct{ in, want, err string }{{"Y", "yes", ""}, {"아니오", "no", ""}, {"maybe", "", "not yes or no"}} {
-		got, err := validAnswer(Question{QuestionType: QuestionConfirmation, Response: tt.in})
+		got, err := validAnswer(office.Question{QuestionType: office.QuestionConfirmation, Response: tt.in})
 		if got != tt.want || (err == nil) != (tt.err == "") || err != nil && !strings.Contains(err.Error(), tt.err) {
 			t.Errorf("validAnswer(%q) = %q, %v", tt.in, got, err)
 		}
@@ -230,13 +232,13 @@ func TestInvalidAnswerReasked(t *testing.T) {
 	if _, _, err := h.st.AnswerQuestion(ctx, q.ID, "carrier pigeon", "u1"); err != nil {
 		t.Fatal(err)
 	}
-	h.r.onChange(Change{Table: TableQuestions, Op: OpUpdate, ID: q.ID, OfficeID: q.OfficeID, AgentID: q.AgentID, Status: QuestionAnswered})
-	eventually(t, "re-asked", func() bool { return len(h.questions(QuestionPending)) == 1 })
-	nq := h.questions(QuestionPending)[0]
+	h.r.onChange(office.Change{Table: office.TableQuestions, Op: office.OpUpdate, ID: q.ID, OfficeID: q.OfficeID, AgentID: q.AgentID, Status: office.QuestionAnswered})
+	eventually(t, "re-asked", func() bool { return len(h.questions(office.QuestionPending)) == 1 })
+	nq := h.questions(office.QuestionPending)[0]
 	if !strings.Contains(nq.Context, "not one of the options") || nq.Question != q.Question {
 		t.Errorf("re-asked question = %+v", nq)
 	}
-	if old, _ := h.st.GetQuestion(ctx, q.ID); old.Status != QuestionCancelled {
+	if old, _ := h.st.GetQuestion(ctx, q.ID); old.Status != office.QuestionCancelled {
 		t.Errorf("old question %s, want cancelled", old.Status)
 	}
 	h.quiet("PO", 100*time.Millisecond)
@@ -254,11 +256,11 @@ func TestAnswerDeliveredWhenSessionBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.quiet("PO", 100*time.Millisecond)
-	if q2, _ := h.st.GetQuestion(ctx, q.ID); q2.Status != QuestionAnswered {
+	if q2, _ := h.st.GetQuestion(ctx, q.ID); q2.Status != office.QuestionAnswered {
 		t.Fatalf("status %s while the session is down, want answered", q2.Status)
 	}
 	h.run("PO")
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: SessionReady, PID: 42})
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionReady, PID: 42})
 	h.typed("PO", "> email")
 	h.quiet("PO", 100*time.Millisecond)
 }
@@ -275,7 +277,7 @@ func TestQuestionExpires(t *testing.T) {
 	if !strings.Contains(all, "default answer: PostgreSQL") || !strings.Contains(all, "Decide yourself") {
 		t.Errorf("expiry notices: %q", all)
 	}
-	if n := len(h.questions(QuestionExpired)); n != 2 {
+	if n := len(h.questions(office.QuestionExpired)); n != 2 {
 		t.Errorf("%d expired, want 2", n)
 	}
 }
@@ -296,7 +298,7 @@ func TestInvokeDeliverResult(t *testing.T) {
 	if len(invs) != 1 || invs[0].Depth != 1 || !strings.Contains(task, invs[0].ID) {
 		t.Fatalf("invocations = %+v", invs)
 	}
-	eventually(t, "in progress", func() bool { return h.invocations(InvocationInProgress) != nil })
+	eventually(t, "in progress", func() bool { return h.invocations(office.InvocationInProgress) != nil })
 	h.say("DEV", "[DELIVER_RESULT:po]\ntype: markdown\ncontent: Login is done.\n[/DELIVER_RESULT:po]")
 	res := h.typed("PO", "Result from DEV for task "+invs[0].ID)
 	if !strings.Contains(res, "> Login is done.") {
@@ -304,12 +306,12 @@ func TestInvokeDeliverResult(t *testing.T) {
 	}
 	eventually(t, "completed", func() bool {
 		i, _ := h.st.GetInvocation(ctx, invs[0].ID)
-		return i.Status == InvocationCompleted && i.ResultID != ""
+		return i.Status == office.InvocationCompleted && i.ResultID != ""
 	})
 }
 
 func TestInvokeOneTaskAtATime(t *testing.T) {
-	h := newHarness(t, nil, Agent{Name: "PO"}, Agent{Name: "QA"}, Agent{Name: "DEV", MaxLoad: 5})
+	h := newHarness(t, nil, office.Agent{Name: "PO"}, office.Agent{Name: "QA"}, office.Agent{Name: "DEV", MaxLoad: 5})
 	h.run("PO")
 	h.run("QA")
 	h.say("PO", "[INVOKE:DEV]\nfirst\n[/INVOKE:DEV]")
@@ -321,7 +323,7 @@ func TestInvokeOneTaskAtATime(t *testing.T) {
 }
 
 func TestInvokeRejections(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.DepthLimit = 2 }, Agent{Name: "A"}, Agent{Name: "B"}, Agent{Name: "C"}, Agent{Name: "D", AllowedActions: []string{"deliver_result"}})
+	h := newHarness(t, func(c *Config) { c.DepthLimit = 2 }, office.Agent{Name: "A"}, office.Agent{Name: "B"}, office.Agent{Name: "C"}, office.Agent{Name: "D", AllowedActions: []string{"deliver_result"}})
 	for _, n := range []string{"A", "B", "C", "D"} {
 		h.run(n)
 	}
@@ -335,7 +337,7 @@ func TestInvokeRejections(t *testing.T) {
 	}
 	h.say("A", "[INVOKE:B]\ntask for B\n[/INVOKE:B]")
 	h.typed("B", "task for B")
-	eventually(t, "in progress", func() bool { return len(h.invocations(InvocationInProgress)) == 1 })
+	eventually(t, "in progress", func() bool { return len(h.invocations(office.InvocationInProgress)) == 1 })
 	// B waits on A already: A's turn to invoke B is fine (B is busy, it
 	// queues), but B invoking A is a cycle.
 	h.say("B", "[INVOKE:a]\nback to A\n[/INVOKE:a]")
@@ -344,7 +346,7 @@ func TestInvokeRejections(t *testing.T) {
 	}
 	h.say("B", "[INVOKE:C]\ntask for C\n[/INVOKE:C]")
 	h.typed("C", "task for C")
-	eventually(t, "C in progress", func() bool { return len(h.invocations(InvocationInProgress)) == 2 })
+	eventually(t, "C in progress", func() bool { return len(h.invocations(office.InvocationInProgress)) == 2 })
 	// C is at depth 2; a third level is over the limit.
 	h.say("C", "[INVOKE:D]\ntoo deep\n[/INVOKE:D]")
 	if got := h.typed("C", "rejected"); !strings.Contains(got, "over the limit of 2") {
@@ -355,13 +357,13 @@ func TestInvokeRejections(t *testing.T) {
 	if got := h.typed("D", "refused"); !strings.Contains(got, "may not invoke") {
 		t.Errorf("forbidden: %q", got)
 	}
-	if n := len(h.invocations(InvocationRejected)); n != 4 {
+	if n := len(h.invocations(office.InvocationRejected)); n != 4 {
 		t.Errorf("%d rejected invocations recorded, want 4", n)
 	}
 }
 
 func TestIndirectCycle(t *testing.T) {
-	h := newHarness(t, nil, Agent{Name: "A"}, Agent{Name: "B"}, Agent{Name: "C"})
+	h := newHarness(t, nil, office.Agent{Name: "A"}, office.Agent{Name: "B"}, office.Agent{Name: "C"})
 	for _, n := range []string{"A", "B", "C"} {
 		h.run(n)
 	}
@@ -382,15 +384,15 @@ func TestCalleeFailsForGood(t *testing.T) {
 	h.say("PO", "[INVOKE:DEV]\nwork\n[/INVOKE:DEV]")
 	h.typed("DEV", "> work")
 	h.ss.setRunning(h.id("DEV"), false)
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: SessionFailed, PID: 0})
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: office.SessionFailed, PID: 0})
 	got := h.typed("PO", "failed")
 	if !strings.Contains(got, "DEV failed:\n"+quote("its session failed for good")) {
 		t.Errorf("told %q", got)
 	}
-	if a, _ := h.st.GetAgent(ctx, h.id("DEV")); a.Status != AgentFailed {
+	if a, _ := h.st.GetAgent(ctx, h.id("DEV")); a.Status != office.AgentFailed {
 		t.Errorf("agent status %s", a.Status)
 	}
-	if n := len(h.invocations(InvocationFailed)); n != 1 {
+	if n := len(h.invocations(office.InvocationFailed)); n != 1 {
 		t.Errorf("%d failed invocations", n)
 	}
 }
@@ -400,7 +402,7 @@ func TestInvocationTimeout(t *testing.T) {
 	h.run("PO")
 	h.say("PO", "[INVOKE:DEV]\nwork\n[/INVOKE:DEV]")
 	h.typed("DEV", "> work")
-	eventually(t, "in progress", func() bool { return len(h.invocations(InvocationInProgress)) == 1 })
+	eventually(t, "in progress", func() bool { return len(h.invocations(office.InvocationInProgress)) == 1 })
 	h.clk.Add(2 * time.Minute)
 	if got := h.typed("PO", "failed"); !strings.Contains(got, "timed out") {
 		t.Errorf("told %q", got)
@@ -441,7 +443,8 @@ func TestNoControlSequencesForwarded(t *testing.T) {
 	}
 	for _, texts := range h.ss.typed {
 		for _, s := range texts {
-			if strings.ContainsAny(s, "\x1b\x03\x07\u009b") {
+			// U+009B (CSI) as a rune, and a raw 0x9b byte.
+			if strings.ContainsAny(s, "\x1b\x03\x07\u009b") || strings.Contains(s, "\x9b") {
 				t.Errorf("control character typed: %q", s)
 			}
 		}
@@ -456,18 +459,18 @@ func TestDependencyAPIKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.say("DEV", "[DEPENDENCY_REQUEST]\ntype: api_key\nname: OPENAI_API_KEY\ndescription: for GPT\nrequired: true\n[/DEPENDENCY_REQUEST]")
-	var d DependencyRequest
+	var d office.DependencyRequest
 	eventually(t, "dependency", func() bool {
-		ds, _ := h.st.ListDependencies(ctx, DependencyFilter{})
+		ds, _ := h.st.ListDependencies(ctx, office.DependencyFilter{})
 		if len(ds) == 1 {
 			d = ds[0]
 		}
 		return len(ds) == 1
 	})
-	if d.Status != DependencyPending || !d.Required || d.ExpiresAt.Sub(h.clk.Now()) != DefaultDependencyTTL {
+	if d.Status != office.DependencyPending || !d.Required || d.ExpiresAt.Sub(h.clk.Now()) != DefaultDependencyTTL {
 		t.Fatalf("dependency = %+v", d)
 	}
-	if _, err := h.r.ProvideDependency(ctx, d.ID, "short"); ErrorCode(err) != EINVALID {
+	if _, err := h.r.ProvideDependency(ctx, d.ID, "short"); office.ErrorCode(err) != office.EINVALID {
 		t.Fatalf("short key: %v", err)
 	}
 	secret := "sk-secretvalue123456"
@@ -487,7 +490,7 @@ func TestDependencyAPIKey(t *testing.T) {
 	if !containsStr(last.Env, "OPENAI_API_KEY="+secret) || !last.Resume {
 		t.Errorf("restart spec env=%q resume=%v", last.Env, last.Resume)
 	}
-	evs, _ := h.st.ListEvents(ctx, EventFilter{Limit: 1000})
+	evs, _ := h.st.ListEvents(ctx, office.EventFilter{Limit: 1000})
 	for _, e := range evs {
 		if strings.Contains(string(e.Payload)+e.Raw, secret) {
 			t.Errorf("secret in event %s", e.Kind)
@@ -503,9 +506,9 @@ func TestDependencySecretNeedsKey(t *testing.T) {
 	h.run("DEV")
 	ctx := context.Background()
 	h.say("DEV", "[DEPENDENCY_REQUEST]\ntype: api_key\nname: K\ndescription: k\nrequired: true\n[/DEPENDENCY_REQUEST]")
-	var ds []DependencyRequest
-	eventually(t, "dependency", func() bool { ds, _ = h.st.ListDependencies(ctx, DependencyFilter{}); return len(ds) == 1 })
-	if _, err := h.r.ProvideDependency(ctx, ds[0].ID, "sk-1234567890"); ErrorCode(err) != EUNAVAILABLE {
+	var ds []office.DependencyRequest
+	eventually(t, "dependency", func() bool { ds, _ = h.st.ListDependencies(ctx, office.DependencyFilter{}); return len(ds) == 1 })
+	if _, err := h.r.ProvideDependency(ctx, ds[0].ID, "sk-1234567890"); office.ErrorCode(err) != office.EUNAVAILABLE {
 		t.Errorf("no key: %v, want EUNAVAILABLE", err)
 	}
 }
@@ -517,10 +520,10 @@ func TestDependencyRejectAndExpire(t *testing.T) {
 	h.say("PO", "[INVOKE:DEV]\nwork\n[/INVOKE:DEV]")
 	h.typed("DEV", "> work")
 	h.say("DEV", "[DEPENDENCY_REQUEST]\ntype: service\nname: stripe\ndescription: payments\nrequired: true\n[/DEPENDENCY_REQUEST]\n[DEPENDENCY_REQUEST]\ntype: file\nname: logo.png\ndescription: logo\nrequired: false\ndefault: placeholder.png\n[/DEPENDENCY_REQUEST]")
-	var ds []DependencyRequest
-	eventually(t, "dependencies", func() bool { ds, _ = h.st.ListDependencies(ctx, DependencyFilter{}); return len(ds) == 2 })
+	var ds []office.DependencyRequest
+	eventually(t, "dependencies", func() bool { ds, _ = h.st.ListDependencies(ctx, office.DependencyFilter{}); return len(ds) == 2 })
 	h.clk.Add(DefaultDependencyTTL + time.Second) // the optional one expires…
-	var opt, req DependencyRequest
+	var opt, req office.DependencyRequest
 	for _, d := range ds {
 		if d.Required {
 			req = d
@@ -540,7 +543,7 @@ func TestDependencyRejectAndExpire(t *testing.T) {
 	if got := h.typed("PO", "failed"); !strings.Contains(got, "required dependency stripe") {
 		t.Errorf("caller told %q", got)
 	}
-	if _, err := h.r.RejectDependency(ctx, req.ID, "no"); ErrorCode(err) != ECONFLICT {
+	if _, err := h.r.RejectDependency(ctx, req.ID, "no"); office.ErrorCode(err) != office.ECONFLICT {
 		t.Errorf("reject expired: %v", err)
 	}
 }
@@ -550,9 +553,9 @@ func TestDependencyProvidedService(t *testing.T) {
 	h.run("DEV")
 	ctx := context.Background()
 	h.say("DEV", "[DEPENDENCY_REQUEST]\ntype: service\nname: api\ndescription: url\nrequired: true\n[/DEPENDENCY_REQUEST]")
-	var ds []DependencyRequest
-	eventually(t, "dependency", func() bool { ds, _ = h.st.ListDependencies(ctx, DependencyFilter{}); return len(ds) == 1 })
-	if _, err := h.r.ProvideDependency(ctx, ds[0].ID, "ftp://x"); ErrorCode(err) != EINVALID {
+	var ds []office.DependencyRequest
+	eventually(t, "dependency", func() bool { ds, _ = h.st.ListDependencies(ctx, office.DependencyFilter{}); return len(ds) == 1 })
+	if _, err := h.r.ProvideDependency(ctx, ds[0].ID, "ftp://x"); office.ErrorCode(err) != office.EINVALID {
 		t.Errorf("ftp: %v", err)
 	}
 	if _, err := h.r.ProvideDependency(ctx, ds[0].ID, "https://api.example.com"); err != nil {
@@ -626,10 +629,10 @@ func TestInvalidBlockTold(t *testing.T) {
 
 func TestProxyRequest(t *testing.T) {
 	h := newHarness(t, nil,
-		Agent{Name: "pm", Role: "pm", Capabilities: []string{"todowrite", "todoread", "bash"}, Priority: 1},
-		Agent{Name: "general", Capabilities: []string{"todowrite", "todoread", "webfetch"}, Priority: 2},
-		Agent{Name: "senior-sw-engineer", Capabilities: []string{"bash"}},
-		Agent{Name: "py-code-reviewer", AllowedActions: []string{"deliver_result"}})
+		office.Agent{Name: "pm", Role: "pm", Capabilities: []string{"todowrite", "todoread", "bash"}, Priority: 1},
+		office.Agent{Name: "general", Capabilities: []string{"todowrite", "todoread", "webfetch"}, Priority: 2},
+		office.Agent{Name: "senior-sw-engineer", Capabilities: []string{"bash"}},
+		office.Agent{Name: "py-code-reviewer", AllowedActions: []string{"deliver_result"}})
 	for n := range h.agents {
 		h.run(n)
 	}
@@ -678,12 +681,15 @@ func TestUserMessage(t *testing.T) {
 	}
 	h.quiet("PO", 50*time.Millisecond)
 	h.run("PO")
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: SessionReady, PID: 1})
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionReady, PID: 1})
 	if got := h.typed("PO", "Message from a person"); !strings.Contains(got, "> Please hurry\n> ［INVOKE:DEV]") {
 		t.Errorf("typed %q", got)
 	}
-	eventually(t, "delivered", func() bool { m2, _ := h.st.GetUserMessage(ctx, m.ID); return m2.Status == MessageDelivered })
-	if _, err := h.r.SendUserMessage(ctx, h.office.ID, h.id("PO"), "u1", "bad \x1b[2J"); ErrorCode(err) != EINVALID {
+	eventually(t, "delivered", func() bool {
+		ms, err := h.st.ListPendingUserMessages(ctx, office.Due{AgentID: m.AgentID})
+		return err == nil && len(ms) == 0
+	})
+	if _, err := h.r.SendUserMessage(ctx, h.office.ID, h.id("PO"), "u1", "bad \x1b[2J"); office.ErrorCode(err) != office.EINVALID {
 		t.Errorf("control chars: %v", err)
 	}
 }
@@ -724,7 +730,7 @@ func TestCallGraph(t *testing.T) {
 }
 
 func TestSealer(t *testing.T) {
-	s, err := NewSealer(bytes.Repeat([]byte{1}, 32))
+	s, err := office.NewSealer(bytes.Repeat([]byte{1}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -742,12 +748,12 @@ func TestSealer(t *testing.T) {
 	if _, err := s.Open(b); err == nil {
 		t.Error("tampered value opened")
 	}
-	other, _ := NewSealer(bytes.Repeat([]byte{2}, 32))
+	other, _ := office.NewSealer(bytes.Repeat([]byte{2}, 32))
 	b[len(b)-1] ^= 1
 	if _, err := other.Open(b); err == nil {
 		t.Error("opened with the wrong key")
 	}
-	if _, err := NewSealer([]byte("short")); err == nil {
+	if _, err := office.NewSealer([]byte("short")); err == nil {
 		t.Error("short key accepted")
 	}
 }
@@ -783,9 +789,9 @@ func TestExactlyOnceAcrossRouters(t *testing.T) {
 	}
 	// Screen chunk IDs restart with the process: after a new start the same
 	// "screen:1" is a new message.
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: SessionStarting, PID: 1})
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: office.SessionStarting, PID: 1})
 	h.r.HandleText(Text{OfficeID: h.office.ID, AgentID: h.id("DEV"), ID: "screen:1", Screen: true, Lines: []string{"Step 1/2: a"}, TurnEnd: true})
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: SessionStarting, PID: 2})
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: office.SessionStarting, PID: 2})
 	time.Sleep(20 * time.Millisecond)
 	h.r.HandleText(Text{OfficeID: h.office.ID, AgentID: h.id("DEV"), ID: "screen:1", Screen: true, Lines: []string{"Step 2/2: b"}, TurnEnd: true})
 	eventually(t, "second screen chunk acted on", func() bool { return h.r.Progress(h.office.ID, h.id("DEV")).Step == 2 })
@@ -803,7 +809,7 @@ func TestAnswerSanitised(t *testing.T) {
 	if _, _, err := h.st.AnswerQuestion(ctx, q.ID, "Bob\x1b[201~\x03\rrm -rf /\x1b]0;x\x07", "u1"); err != nil {
 		t.Fatal(err)
 	}
-	h.r.onChange(Change{Table: TableQuestions, Op: OpUpdate, ID: q.ID, OfficeID: q.OfficeID, AgentID: q.AgentID, Status: QuestionAnswered})
+	h.r.onChange(office.Change{Table: office.TableQuestions, Op: office.OpUpdate, ID: q.ID, OfficeID: q.OfficeID, AgentID: q.AgentID, Status: office.QuestionAnswered})
 	got := h.typed("PO", "Answer to question")
 	if strings.ContainsAny(got, "\x1b\x03\x07\r") {
 		t.Errorf("control characters typed: %q", got)
@@ -821,7 +827,7 @@ func TestAnswerSanitised(t *testing.T) {
 // When every agent for the target is down, the caller is told and a person
 // is asked (the end of the fallback chain).
 func TestInvokeAllDownAsksUser(t *testing.T) {
-	h := newHarness(t, nil, Agent{Name: "PO"}, Agent{Name: "DEV", Role: "developer", Status: AgentDisabled})
+	h := newHarness(t, nil, office.Agent{Name: "PO"}, office.Agent{Name: "DEV", Role: "developer", Status: office.AgentDisabled})
 	h.run("PO")
 	h.say("PO", "[INVOKE:developer]\nbuild it\n[/INVOKE:developer]")
 	if got := h.typed("PO", "rejected"); !strings.Contains(got, "no agent can take it") {
@@ -836,7 +842,7 @@ func TestInvokeAllDownAsksUser(t *testing.T) {
 // A busy named agent: the task is parked in its FIFO queue (pending) and
 // typed when it is free; with a free peer of the same role, the peer takes it.
 func TestInvokeBusyFallsBackOrParks(t *testing.T) {
-	h := newHarness(t, nil, Agent{Name: "PO"}, Agent{Name: "QA"}, Agent{Name: "DEV1", Role: "developer"}, Agent{Name: "DEV2", Role: "developer"})
+	h := newHarness(t, nil, office.Agent{Name: "PO"}, office.Agent{Name: "QA"}, office.Agent{Name: "DEV1", Role: "developer"}, office.Agent{Name: "DEV2", Role: "developer"})
 	for _, n := range []string{"PO", "QA", "DEV1", "DEV2"} {
 		h.run(n)
 	}
@@ -845,7 +851,7 @@ func TestInvokeBusyFallsBackOrParks(t *testing.T) {
 	h.say("QA", "[INVOKE:DEV1]\ntwo\n[/INVOKE:DEV1]")
 	h.typed("DEV2", "> two") // DEV1 is at capacity: its peer takes it
 	h.say("PO", "[INVOKE:developer]\nthree\n[/INVOKE:developer]")
-	eventually(t, "parked", func() bool { return len(h.invocations(InvocationPending)) == 1 })
+	eventually(t, "parked", func() bool { return len(h.invocations(office.InvocationPending)) == 1 })
 	h.say("DEV1", "[DELIVER_RESULT:PO]\ncontent: done one\n[/DELIVER_RESULT:PO]")
 	h.typed("DEV1", "> three")
 }
@@ -875,16 +881,16 @@ func TestAgentLifecycleAndSync(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 	// DEV is no longer declared: disabled (history kept), and cannot start.
-	if _, _, err := h.r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "acme"}, Agents: []Agent{{Name: "PO"}}}); err != nil {
+	if _, _, err := h.r.SyncOffice(ctx, OfficeConfig{Office: office.Office{Name: "acme"}, Agents: []office.Agent{{Name: "PO"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if a, _ := h.st.GetAgent(ctx, dev); a.Status != AgentDisabled {
+	if a, _ := h.st.GetAgent(ctx, dev); a.Status != office.AgentDisabled {
 		t.Errorf("undeclared agent status %s", a.Status)
 	}
-	if err := h.r.StartAgent(ctx, dev); ErrorCode(err) != EFORBIDDEN {
+	if err := h.r.StartAgent(ctx, dev); office.ErrorCode(err) != office.EFORBIDDEN {
 		t.Errorf("start disabled: %v", err)
 	}
-	if _, _, err := h.r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "acme"}, Agents: []Agent{{Name: "PO"}, {Name: "po"}}}); ErrorCode(err) != EINVALID {
+	if _, _, err := h.r.SyncOffice(ctx, OfficeConfig{Office: office.Office{Name: "acme"}, Agents: []office.Agent{{Name: "PO"}, {Name: "po"}}}); office.ErrorCode(err) != office.EINVALID {
 		t.Errorf("duplicate names: %v", err)
 	}
 }
@@ -899,7 +905,7 @@ func TestRunEndsItsGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	off, as, err := r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "g"}, Agents: []Agent{{Name: "PO"}, {Name: "DEV"}}})
+	off, as, err := r.SyncOffice(ctx, OfficeConfig{Office: office.Office{Name: "g"}, Agents: []office.Agent{{Name: "PO"}, {Name: "DEV"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -910,7 +916,7 @@ func TestRunEndsItsGoroutines(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		r.HandleText(Text{OfficeID: off.ID, AgentID: as[1].ID, ID: fmt.Sprint("c", i), Lines: []string{"[INVOKE:PO]", "x", "[/INVOKE:PO]", askBlock}, TurnEnd: true})
 	}
-	r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[0].ID, Status: SessionReady, PID: 1})
+	r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[0].ID, Status: office.SessionReady, PID: 1})
 	eventually(t, "work", func() bool { return len(st.eventKinds()) > 10 })
 	sub := r.Subscribe(1)
 	cancel()
@@ -930,7 +936,7 @@ func TestReplayAfterCrashWindow(t *testing.T) {
 	text := askBlock + "\n[INVOKE:DEV]\ntask\n[/INVOKE:DEV]"
 	// The "previous process" recorded both messages' events and died.
 	for i, kind := range []string{"message.ask_user", "message.invoke"} {
-		if _, _, err := h.st.AppendEvent(ctx, Event{OfficeID: h.office.ID, AgentID: h.id("PO"), Kind: kind, DedupeKey: fmt.Sprintf("entry-1#%d", i)}); err != nil {
+		if _, _, err := h.st.AppendEvent(ctx, office.Event{OfficeID: h.office.ID, AgentID: h.id("PO"), Kind: kind, DedupeKey: fmt.Sprintf("entry-1#%d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -947,10 +953,10 @@ func TestReplayAfterCrashWindow(t *testing.T) {
 	// is completed on replay.
 	inv := h.invocations()[0]
 	h.sayID("DEV", "entry-2", "[DELIVER_RESULT:PO]\ncontent: done\n[/DELIVER_RESULT:PO]")
-	eventually(t, "completed", func() bool { i, _ := h.st.GetInvocation(ctx, inv.ID); return i.Status == InvocationCompleted })
+	eventually(t, "completed", func() bool { i, _ := h.st.GetInvocation(ctx, inv.ID); return i.Status == office.InvocationCompleted })
 	h.sayID("DEV", "entry-2", "[DELIVER_RESULT:PO]\ncontent: done\n[/DELIVER_RESULT:PO]")
 	time.Sleep(100 * time.Millisecond)
-	if rs, _ := h.st.ListResults(ctx, ResultFilter{OfficeID: h.office.ID}); len(rs) != 1 {
+	if rs, _ := h.st.ListResults(ctx, office.ResultFilter{OfficeID: h.office.ID}); len(rs) != 1 {
 		t.Errorf("%d results after a replay, want 1", len(rs))
 	}
 	h.quiet("DEV", 50*time.Millisecond)
@@ -966,10 +972,10 @@ func TestDeliverResultWithoutTarget(t *testing.T) {
 	}
 	h.say("PO", "[INVOKE:DEV]\nwork\n[/INVOKE:DEV]")
 	h.typed("DEV", "> work")
-	eventually(t, "in progress", func() bool { return len(h.invocations(InvocationInProgress)) == 1 })
+	eventually(t, "in progress", func() bool { return len(h.invocations(office.InvocationInProgress)) == 1 })
 	h.say("DEV", "[DELIVER_RESULT]\ncontent: done it\n[/DELIVER_RESULT]")
 	h.typed("PO", "> done it")
-	eventually(t, "completed", func() bool { return len(h.invocations(InvocationCompleted)) == 1 })
+	eventually(t, "completed", func() bool { return len(h.invocations(office.InvocationCompleted)) == 1 })
 }
 
 // slowStore blocks every event append until released: a database that
@@ -979,16 +985,16 @@ type slowStore struct {
 	release chan struct{}
 }
 
-func (s slowStore) AppendEvent(ctx context.Context, e Event) (Event, bool, error) {
+func (s slowStore) AppendEvent(ctx context.Context, e office.Event) (office.Event, bool, error) {
 	select {
 	case <-s.release:
 	case <-ctx.Done():
-		return Event{}, false, ctx.Err()
+		return office.Event{}, false, ctx.Err()
 	}
 	return s.memStore.AppendEvent(ctx, e)
 }
 
-// The session layer's callbacks never wait for the database (DESIGN §7: the
+// The session layer's callbacks never wait for the database (docs/notes/engine.md: the
 // PTY reader never waits for a slow database): text and statuses are queued.
 func TestCallbacksNeverBlockOnTheStore(t *testing.T) {
 	clk := &clock{t: time.Now()}
@@ -998,7 +1004,7 @@ func TestCallbacksNeverBlockOnTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	off, as, err := r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "slow"}, Agents: []Agent{{Name: "PO"}}})
+	off, as, err := r.SyncOffice(ctx, OfficeConfig{Office: office.Office{Name: "slow"}, Agents: []office.Agent{{Name: "PO"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1008,7 +1014,7 @@ func TestCallbacksNeverBlockOnTheStore(t *testing.T) {
 	start := time.Now()
 	for i := 0; i < 1000; i++ {
 		r.HandleText(Text{OfficeID: off.ID, AgentID: as[0].ID, ID: fmt.Sprint(i), Lines: []string{"Step 1/2: x"}, TurnEnd: true})
-		r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[0].ID, Status: SessionBusy, PID: 1})
+		r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[0].ID, Status: office.SessionBusy, PID: 1})
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("1000 callbacks took %v with the store hanging", d)
@@ -1018,21 +1024,67 @@ func TestCallbacksNeverBlockOnTheStore(t *testing.T) {
 // A CLI that starts blank after a restart gets its in-progress task typed
 // again; Claude Code, which resumes its conversation, does not.
 func TestTaskRetypedAfterRestart(t *testing.T) {
-	h := newHarness(t, nil, Agent{Name: "PO"}, Agent{Name: "DEV", Launch: LaunchSpec{Kind: "command", Command: "dev.sh"}}, Agent{Name: "CC"})
+	h := newHarness(t, nil, office.Agent{Name: "PO"}, office.Agent{Name: "DEV", Launch: office.LaunchSpec{Kind: "command", Command: "dev.sh"}}, office.Agent{Name: "CC"})
 	h.run("PO")
 	h.say("PO", "[INVOKE:DEV]\nwork\n[/INVOKE:DEV]")
 	h.typed("DEV", "> work")
 	h.say("PO", "[INVOKE:CC]\nthink\n[/INVOKE:CC]")
 	h.typed("CC", "> think")
-	eventually(t, "in progress", func() bool { return len(h.invocations(InvocationInProgress)) == 2 })
+	eventually(t, "in progress", func() bool { return len(h.invocations(office.InvocationInProgress)) == 2 })
 	for _, n := range []string{"DEV", "CC"} {
-		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: SessionCrashed, PID: 1})
-		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: SessionStarting, PID: 2, Resumes: n == "CC"})
-		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: SessionReady, PID: 2, Resumes: n == "CC"})
+		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionCrashed, PID: 1})
+		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionStarting, PID: 2, Resumes: n == "CC"})
+		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionReady, PID: 2, Resumes: n == "CC"})
 	}
 	h.typed("DEV", "> work")
 	h.quiet("CC", 150*time.Millisecond)
-	if n := len(h.invocations(InvocationInProgress)); n != 2 {
+	if n := len(h.invocations(office.InvocationInProgress)); n != 2 {
 		t.Errorf("%d in progress, want 2", n)
 	}
+}
+
+// refusingStore refuses every event of one kind: the audit log is down for
+// it while the rows it records are written.
+type refusingStore struct {
+	*memStore
+	kind string
+}
+
+func (s refusingStore) AppendEvent(ctx context.Context, e office.Event) (office.Event, bool, error) {
+	if e.Kind == s.kind {
+		return office.Event{}, false, fmt.Errorf("event log refused the write")
+	}
+	return s.memStore.AppendEvent(ctx, e)
+}
+
+// An event the store refuses is neither dropped silently nor fatal to what
+// it records: it is logged and counted (AuditFailures, in /metrics), and
+// the answer it audits is still delivered.
+func TestAuditFailureLoggedAndCounted(t *testing.T) {
+	for _, kind := range []string{"question.answered", "question.delivered"} {
+		t.Run(kind, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.Store = refusingStore{memStore: c.Store.(*memStore), kind: kind} })
+			h.run("PO")
+			h.say("PO", askBlock)
+			eventually(t, "question", func() bool { return len(h.questions()) == 1 })
+			if n := h.r.AuditFailures(); n != 0 {
+				t.Fatalf("AuditFailures = %d before any failure", n)
+			}
+			q := h.questions()[0]
+			if _, err := h.r.AnswerQuestion(context.Background(), q.ID, "SSO", "u1"); err != nil {
+				t.Fatalf("AnswerQuestion with the audit log down: %v (the answer is stored; only its event failed)", err)
+			}
+			h.typed("PO", "Answer to question "+q.ID)
+			eventually(t, "the failure counted", func() bool { return h.r.AuditFailures() == 1 })
+			eventually(t, "the failure logged", func() bool {
+				return strings.Contains(h.logText(), "audit event not recorded") && strings.Contains(h.logText(), "kind="+kind)
+			})
+		})
+	}
+}
+
+func (h *harness) logText() string {
+	h.logMu.Lock()
+	defer h.logMu.Unlock()
+	return h.logs.String()
 }

@@ -1,4 +1,4 @@
-package office_test
+package engine_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session"
 )
@@ -38,7 +39,7 @@ exec sleep 1000
 // on a shared store and data directory (which holds the Claude Code
 // agents' configuration directories, so their transcripts outlive a life).
 type serverLife struct {
-	r     *office.Router
+	r     *engine.Router
 	mgr   *session.Manager
 	texts atomic.Int64 // chunks the session layer handed to the office
 	lines atomic.Int64
@@ -48,7 +49,7 @@ type serverLife struct {
 func startLife(t *testing.T, st office.Store, data string) *serverLife {
 	t.Helper()
 	l := &serverLife{}
-	r, mgr, err := agentstest.NewManaged(office.Config{Store: st, DataDir: data, Tick: 50 * time.Millisecond,
+	r, mgr, err := agentstest.NewManaged(engine.Config{Store: st, DataDir: data, Tick: 50 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler)},
 		session.Options{StopGrace: 300 * time.Millisecond, OnText: func(tx session.Text) {
 			l.texts.Add(1)
@@ -86,13 +87,13 @@ func startLife(t *testing.T, st office.Store, data string) *serverLife {
 // messages are not acted on twice.
 func TestTranscriptCursorAcrossRestart(t *testing.T) {
 	const first, more = 1500, 40
-	st := &hangStore{MemStore: office.NewMemStore(time.Now)}
+	st := &hangStore{MemStore: engine.NewMemStore(time.Now)}
 	data := t.TempDir()
 	agent := office.Agent{Name: "CC", Launch: office.LaunchSpec{Command: script(t, "cc", resumingClaude), Env: map[string]string{"ENTRIES": fmt.Sprint(first)}}}
 	ctx := context.Background()
 
 	life := startLife(t, st, data)
-	_, as, err := life.r.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "acme"}, Agents: []office.Agent{agent}})
+	_, as, err := life.r.SyncOffice(ctx, engine.OfficeConfig{Office: office.Office{Name: "acme"}, Agents: []office.Agent{agent}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestTranscriptCursorAcrossRestart(t *testing.T) {
 		for st.count("message.step_complete", id) < want && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		for st.count(office.CursorEvent, id) < st.count("message.step_complete", id) && time.Now().Before(deadline) {
+		for st.count(engine.CursorEvent, id) < st.count("message.step_complete", id) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -145,7 +146,7 @@ func TestTranscriptCursorAcrossRestart(t *testing.T) {
 	const lostCursors = 5
 	dropped := 0
 	st.DropEvents(func(e office.Event) bool {
-		if e.Kind == office.CursorEvent && e.AgentID == id && dropped < lostCursors {
+		if e.Kind == engine.CursorEvent && e.AgentID == id && dropped < lostCursors {
 			dropped++
 			return true
 		}
@@ -182,14 +183,14 @@ func TestTranscriptCursorAcrossRestart(t *testing.T) {
 // restart that message is read and acted on again: nothing lost.
 func TestTranscriptCursorHeldAfterFailure(t *testing.T) {
 	const first, failAt = 30, 10
-	st := &hangStore{MemStore: office.NewMemStore(time.Now)}
+	st := &hangStore{MemStore: engine.NewMemStore(time.Now)}
 	key := fmt.Sprintf("e%05d#0", failAt)
 	st.failKey.Store(&key)
 	data := t.TempDir()
 	agent := office.Agent{Name: "CC", Launch: office.LaunchSpec{Command: script(t, "cc", resumingClaude), Env: map[string]string{"ENTRIES": fmt.Sprint(first)}}}
 	ctx := context.Background()
 	life := startLife(t, st, data)
-	_, as, err := life.r.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "acme"}, Agents: []office.Agent{agent}})
+	_, as, err := life.r.SyncOffice(ctx, engine.OfficeConfig{Office: office.Office{Name: "acme"}, Agents: []office.Agent{agent}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestTranscriptCursorHeldAfterFailure(t *testing.T) {
 	}
 	waitFor("the first life's messages", func() bool { return len(logged()) == first-1 })
 	time.Sleep(300 * time.Millisecond)
-	if c := st.count(office.CursorEvent, id); c != failAt {
+	if c := st.count(engine.CursorEvent, id); c != failAt {
 		t.Errorf("%d cursors recorded, want %d (none after the failed message)", c, failAt)
 	}
 	life.stop()

@@ -1,8 +1,9 @@
-package office
+package engine
 
 import (
 	"context"
 	"encoding/json"
+	"github.com/office-server/office-server/office"
 )
 
 // The transcript resume cursor.
@@ -35,13 +36,14 @@ type cursor struct {
 }
 
 // recordCursor records that the turn ending with chunk id was acted on.
-func (o *Router) recordCursor(ctx context.Context, k agentKey, id string) {
+func (o *Router) recordCursor(ctx context.Context, d *desk, id string) {
+	k := d.key
 	rec, err := o.store.GetSessionByAgent(ctx, k.agentID)
 	if err != nil || rec.AgentSessionID == "" {
 		return
 	}
 	c := cursor{Conversation: rec.AgentSessionID, After: id}
-	ev, inserted, err := o.store.AppendEvent(ctx, Event{OfficeID: k.officeID, AgentID: k.agentID, Kind: cursorEvent,
+	ev, inserted, err := o.store.AppendEvent(ctx, office.Event{OfficeID: k.officeID, AgentID: k.agentID, Kind: cursorEvent,
 		Payload: json.RawMessage(mustJSON(c)), DedupeKey: id + "#cursor"})
 	if err != nil {
 		o.log.Warn("record transcript cursor", "office", k.officeID, "agent", k.agentID, "err", err)
@@ -51,23 +53,29 @@ func (o *Router) recordCursor(ctx context.Context, k agentKey, id string) {
 		return
 	}
 	c.event = ev.ID
-	o.mu.Lock()
-	if ev.ID > o.cursors[k].event {
-		o.cursors[k] = c
+	d.newerCursor(c)
+}
+
+// newerCursor keeps c as the desk's cursor if it is newer.
+func (d *desk) newerCursor(c cursor) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c.event > d.cursor.event {
+		d.cursor = c
 	}
-	o.mu.Unlock()
 }
 
 // transcriptCursor returns the newest cursor recorded for the agent's
 // conversation ("" when there is none). The event log is scanned once per
 // agent and server life (from the newest cursor known in memory on).
 func (o *Router) transcriptCursor(ctx context.Context, k agentKey, conversation string) string {
-	o.mu.Lock()
-	c := o.cursors[k]
-	o.mu.Unlock()
+	d := o.desk(k)
+	d.mu.Lock()
+	c := d.cursor
+	d.mu.Unlock()
 	after := c.event
 	for {
-		evs, err := o.store.ListEvents(ctx, EventFilter{OfficeID: k.officeID, AgentID: k.agentID, AfterID: after, Limit: 1000})
+		evs, err := o.store.ListEvents(ctx, office.EventFilter{OfficeID: k.officeID, AgentID: k.agentID, AfterID: after, Limit: 1000})
 		if err != nil {
 			o.log.Warn("read transcript cursor", "office", k.officeID, "agent", k.agentID, "err", err)
 			break
@@ -87,11 +95,7 @@ func (o *Router) transcriptCursor(ctx context.Context, k agentKey, conversation 
 			break
 		}
 	}
-	o.mu.Lock()
-	if c.event > o.cursors[k].event {
-		o.cursors[k] = c
-	}
-	o.mu.Unlock()
+	d.newerCursor(c)
 	if c.Conversation != conversation {
 		// A cursor of another conversation would make the new transcript
 		// count as read.

@@ -1,4 +1,4 @@
-package office_test
+package engine_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/store/postgres"
 )
@@ -23,11 +24,11 @@ func TestInvalidBlockFloodPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	r, err := office.New(office.Config{Store: st, Sessions: nopSessions{}, DataDir: t.TempDir()})
+	r, err := engine.New(engine.Config{Store: st, Sessions: nopSessions{}, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	off, agents, err := r.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "flood"}, Agents: []office.Agent{{Name: "dev"}}})
+	off, agents, err := r.SyncOffice(ctx, engine.OfficeConfig{Office: office.Office{Name: "flood"}, Agents: []office.Agent{{Name: "dev"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func TestInvalidBlockFloodPostgres(t *testing.T) {
 
 	start := time.Now()
 	flood := strings.Repeat("[ASK_USER]\n", 100000)
-	r.HandleText(office.Text{OfficeID: off.ID, AgentID: agents[0].ID, ID: "flood-1", Lines: strings.Split(flood, "\n"), TurnEnd: true})
+	r.HandleText(engine.Text{OfficeID: off.ID, AgentID: agents[0].ID, ID: "flood-1", Lines: strings.Split(flood, "\n"), TurnEnd: true})
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)

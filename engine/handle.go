@@ -1,9 +1,10 @@
-package office
+package engine
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/office-server/office-server/office"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,7 +20,7 @@ import (
 // acts. Invalid blocks do not come here: parseText records them within
 // bounds (onInvalid).
 func (o *Router) handle(ctx context.Context, src source, m protocol.Message) error {
-	inserted, err := o.event(ctx, src.officeID, src.agentID, "message."+strings.ToLower(string(m.Kind)), redacted(m), m.Raw, src.key)
+	inserted, err := o.event(ctx, src.officeID, src.agentID, "message."+strings.ToLower(string(m.Kind)), m, m.Raw, src.key)
 	if err != nil {
 		return err
 	}
@@ -36,93 +37,57 @@ func (o *Router) handle(ctx context.Context, src source, m protocol.Message) err
 			return nil
 		}
 	}
-	ctx = context.WithValue(ctx, msgKey{}, msgInfo{officeID: src.officeID, key: src.key, replay: !inserted})
+	src.replay = !inserted
 	self, err := o.store.GetAgent(ctx, src.agentID)
 	if err != nil {
 		return fmt.Errorf("sender: %w", err)
 	}
 	switch m.Kind {
 	case protocol.KindAskUser, protocol.KindUserQuestion:
-		return o.onQuestion(ctx, self, m)
+		return o.onQuestion(ctx, src, self, m)
 	case protocol.KindInvoke:
-		return o.onInvoke(ctx, self, m)
+		return o.onInvoke(ctx, src, self, m)
 	case protocol.KindDeliverResult:
-		return o.onResult(ctx, self, m)
+		return o.onResult(ctx, src, self, m)
 	case protocol.KindDependencyRequest:
-		return o.onDependency(ctx, self, m)
+		return o.onDependency(ctx, src, self, m)
 	case protocol.KindError:
-		return o.onError(ctx, self, m)
+		return o.onError(ctx, src, self, m)
 	case protocol.KindPhaseComplete, protocol.KindStep, protocol.KindStepComplete:
-		o.onProgress(self, m)
+		o.desk(agentKey{self.OfficeID, self.ID}).onProgress(m)
 		return nil
 	case protocol.KindProxyRequest:
-		return o.onProxy(ctx, self, m)
+		return o.onProxy(ctx, src, self, m)
 	}
 	return nil
 }
 
-type msgKey struct{}
-
-// msgInfo is the message being handled, carried in ctx by handle.
-type msgInfo struct {
-	officeID, key string
-	replay        bool
-}
-
-func msgFrom(ctx context.Context) (msgInfo, bool) {
-	mi, ok := ctx.Value(msgKey{}).(msgInfo)
-	return mi, ok
-}
-
-// rowID returns the ID of the row a message creates, derived from the
-// message's key and what the row is (so a replay conflicts instead of
-// duplicating), or "" outside message handling (the store picks one).
-func rowID(ctx context.Context, what string) string {
-	mi, ok := msgFrom(ctx)
-	if !ok {
-		return ""
-	}
-	return uuid.NewSHA1(rowNamespace, []byte(mi.officeID+"\x00"+mi.key+"\x00"+what)).String()
-}
-
+// rowNamespace derives the IDs of rows a message creates (source.rowID).
 var rowNamespace = uuid.MustParse("6f0b1d8e-4c5a-4f43-9d0e-0ffce5e1a7d1")
 
-// subKey is the dedupe key of a secondary event of the message being
-// handled ("" outside message handling).
-func subKey(ctx context.Context, what string) string {
-	if mi, ok := msgFrom(ctx); ok {
-		return mi.key + "#" + what
-	}
-	return ""
-}
-
 // tell queues a notice unless the message is being replayed.
-func (o *Router) tell(ctx context.Context, a Agent, text string) {
-	if mi, ok := msgFrom(ctx); ok && mi.replay {
+func (o *Router) tell(src source, a office.Agent, text string) {
+	if src.replay {
 		return
 	}
 	o.notify(a, text)
 }
 
-// redacted returns the message for the event log. Messages carry no secret
-// values (a DEPENDENCY_REQUEST asks for one, it never holds it), so this is
-// the message itself; the hook exists so that changes keep it so.
-func redacted(m protocol.Message) protocol.Message { return m }
-
 // refuse tells the sender an action was refused and records why.
-func (o *Router) refuse(ctx context.Context, self Agent, kind, why string) error {
-	o.tell(ctx, self, fmt.Sprintf("Your %s was refused: %s", kind, why))
-	_, err := o.event(ctx, self.OfficeID, self.ID, "refused", map[string]string{"kind": kind, "reason": why}, "", subKey(ctx, "refused"))
+func (o *Router) refuse(ctx context.Context, src source, self office.Agent, kind, why string) error {
+	o.tell(src, self, fmt.Sprintf("Your %s was refused: %s", kind, why))
+	_, err := o.event(ctx, self.OfficeID, self.ID, "refused", map[string]string{"kind": kind, "reason": why}, "", src.subKey("refused"))
 	return err
 }
 
 // authorize checks the sender's allowed actions.
-func (o *Router) authorize(ctx context.Context, self Agent, action, kind string) bool {
-	if err := proxy.Authorize(toProxy(self, 0), action); err != nil {
-		_ = o.refuse(ctx, self, kind, err.Error())
-		return false
+// It returns the refusal's error (recording it) when the action is not
+// allowed, and ok=false.
+func (o *Router) authorize(ctx context.Context, src source, self office.Agent, action, kind string) (ok bool, err error) {
+	if aerr := proxy.Authorize(toProxy(self, 0), action); aerr != nil {
+		return false, o.refuse(ctx, src, self, kind, aerr.Error())
 	}
-	return true
+	return true, nil
 }
 
 func (o *Router) ttl(ctx context.Context, officeID string) time.Duration {
@@ -141,13 +106,13 @@ func (o *Router) sessionID(ctx context.Context, agentID string) string {
 
 // setSessionStatus records a session status the session layer does not
 // know about (waiting for a person).
-func (o *Router) setSessionStatus(ctx context.Context, a Agent, status string) {
+func (o *Router) setSessionStatus(ctx context.Context, a office.Agent, status string) {
 	rec, err := o.store.GetSessionByAgent(ctx, a.ID)
 	if err != nil {
-		rec = SessionRecord{OfficeID: a.OfficeID, AgentID: a.ID}
+		rec = office.SessionRecord{OfficeID: a.OfficeID, AgentID: a.ID}
 	}
 	switch rec.Status {
-	case SessionNeedsAttention, SessionCrashed, SessionFailed, SessionStopped, SessionExited:
+	case office.SessionNeedsAttention, office.SessionCrashed, office.SessionFailed, office.SessionStopped, office.SessionExited:
 		// The session layer's word (a dialog is up, the process is gone)
 		// is not overwritten by the office's view of the work.
 		return
@@ -158,15 +123,15 @@ func (o *Router) setSessionStatus(ctx context.Context, a Agent, status string) {
 	}
 }
 
-func (o *Router) onQuestion(ctx context.Context, self Agent, m protocol.Message) error {
-	if !o.authorize(ctx, self, proxy.ActionAskUser, "question") {
-		return nil
+func (o *Router) onQuestion(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+	if ok, err := o.authorize(ctx, src, self, proxy.ActionAskUser, "question"); !ok {
+		return err
 	}
 	q := m.Question
 	if q == nil || strings.TrimSpace(q.Question) == "" {
-		return o.refuse(ctx, self, "question", "it has no question")
+		return o.refuse(ctx, src, self, "question", "it has no question")
 	}
-	_, err := o.ask(ctx, self, Question{
+	_, err := o.ask(ctx, src, self, office.Question{
 		QuestionType: q.Type, Category: q.Category, Question: q.Question, Options: q.Options,
 		DefaultAnswer: q.Default, Context: q.Context, Required: q.Required,
 	})
@@ -174,37 +139,37 @@ func (o *Router) onQuestion(ctx context.Context, self Agent, m protocol.Message)
 }
 
 // ask stores a question from agent a and marks its session waiting.
-func (o *Router) ask(ctx context.Context, a Agent, q Question) (Question, error) {
+func (o *Router) ask(ctx context.Context, src source, a office.Agent, q office.Question) (office.Question, error) {
 	if q.QuestionType == "" {
-		q.QuestionType = QuestionText
+		q.QuestionType = office.QuestionText
 		if len(q.Options) > 0 {
-			q.QuestionType = QuestionSelection
+			q.QuestionType = office.QuestionSelection
 		}
 	}
 	q.OfficeID, q.AgentID = a.OfficeID, a.ID
 	q.SessionID = o.sessionID(ctx, a.ID)
-	q.Status = QuestionPending
+	q.Status = office.QuestionPending
 	q.ExpiresAt = o.now().Add(o.ttl(ctx, a.OfficeID))
 	if q.Options == nil {
 		q.Options = []string{}
 	}
 	if q.ID == "" {
-		q.ID = rowID(ctx, "question/"+q.Category)
+		q.ID = src.rowID("question/" + q.Category)
 	}
 	q, err := o.store.CreateQuestion(ctx, q)
-	if IsConflict(err) {
+	if office.IsConflict(err) {
 		return q, nil // asked already (a replayed message)
 	}
 	if err != nil {
 		return q, fmt.Errorf("create question: %w", err)
 	}
-	o.setSessionStatus(ctx, a, SessionWaiting)
-	_, err = o.event(ctx, a.OfficeID, a.ID, "question.created", map[string]any{"question_id": q.ID, "question": q.Question, "type": q.QuestionType, "options": q.Options, "expires_at": q.ExpiresAt}, "", subKey(ctx, "question/"+q.Category))
+	o.setSessionStatus(ctx, a, office.SessionWaiting)
+	_, err = o.event(ctx, a.OfficeID, a.ID, "question.created", map[string]any{"question_id": q.ID, "question": q.Question, "type": q.QuestionType, "options": q.Options, "expires_at": q.ExpiresAt}, "", src.subKey("question/"+q.Category))
 	return q, err
 }
 
 // agents returns the office's agents.
-func (o *Router) agents(ctx context.Context, officeID string) ([]Agent, error) {
+func (o *Router) agents(ctx context.Context, officeID string) ([]office.Agent, error) {
 	as, err := o.store.ListAgents(ctx, officeID)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
@@ -214,23 +179,23 @@ func (o *Router) agents(ctx context.Context, officeID string) ([]Agent, error) {
 
 // registry builds the proxy selector's snapshot: agents with their load
 // (open invocations they are the callee of).
-func (o *Router) registry(ctx context.Context, officeID string) (*proxy.Registry, []Agent, error) {
+func (o *Router) registry(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, error) {
 	reg, as, _, err := o.registryOpen(ctx, officeID)
 	return reg, as, err
 }
 
 // registryOpen is registry that also returns the office's open invocations.
-func (o *Router) registryOpen(ctx context.Context, officeID string) (*proxy.Registry, []Agent, []Invocation, error) {
+func (o *Router) registryOpen(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, []office.Invocation, error) {
 	var (
-		agents     []Agent
-		invs       []Invocation
+		agents     []office.Agent
+		invs       []office.Invocation
 		errA, errI error
 		wg         sync.WaitGroup
 	)
 	wg.Add(1)
 	go func() { // the two reads are independent: one round trip, not two
 		defer wg.Done()
-		invs, errI = o.store.ListInvocations(ctx, InvocationFilter{OfficeID: officeID, Status: []string{InvocationPending, InvocationInProgress}})
+		invs, errI = o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: officeID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
 	}()
 	agents, errA = o.agents(ctx, officeID)
 	wg.Wait()
@@ -244,7 +209,7 @@ func (o *Router) registryOpen(ctx context.Context, officeID string) (*proxy.Regi
 	return reg, agents, invs, nil
 }
 
-func (o *Router) registryFrom(as []Agent, open []Invocation) (*proxy.Registry, []Agent) {
+func (o *Router) registryFrom(as []office.Agent, open []office.Invocation) (*proxy.Registry, []office.Agent) {
 	load := map[string]int{}
 	for _, inv := range open {
 		load[inv.CalleeAgentID]++
@@ -256,17 +221,17 @@ func (o *Router) registryFrom(as []Agent, open []Invocation) (*proxy.Registry, [
 	return proxy.New(pa), as
 }
 
-func toProxy(a Agent, load int) proxy.Agent {
+func toProxy(a office.Agent, load int) proxy.Agent {
 	return proxy.Agent{
 		ID: a.ID, Name: a.Name, Role: a.Role, Capabilities: a.Capabilities, Priority: a.Priority,
 		Expertise: a.Expertise, AllowedActions: a.AllowedActions, MaxLoad: a.MaxLoad, Load: load,
-		Down: a.Status == AgentDisabled || a.Status == AgentFailed,
+		Down: a.Status == office.AgentDisabled || a.Status == office.AgentFailed,
 	}
 }
 
 // exists reports whether target names an agent, a role or a capability of
 // the office, whatever their state.
-func exists(as []Agent, target string) bool {
+func exists(as []office.Agent, target string) bool {
 	for _, a := range as {
 		if strings.EqualFold(a.Name, target) || strings.EqualFold(a.Role, target) || toProxy(a, 0).Has(target) {
 			return true
@@ -275,44 +240,44 @@ func exists(as []Agent, target string) bool {
 	return false
 }
 
-func byID(as []Agent, id string) (Agent, bool) {
+func byID(as []office.Agent, id string) (office.Agent, bool) {
 	for _, a := range as {
 		if a.ID == id {
 			return a, true
 		}
 	}
-	return Agent{}, false
+	return office.Agent{}, false
 }
 
-func (o *Router) onInvoke(ctx context.Context, self Agent, m protocol.Message) error {
-	if !o.authorize(ctx, self, proxy.ActionInvoke, "INVOKE") {
-		return nil
+func (o *Router) onInvoke(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+	if ok, err := o.authorize(ctx, src, self, proxy.ActionInvoke, "INVOKE"); !ok {
+		return err
 	}
 	task, context_ := "", ""
 	if m.Invoke != nil {
 		task, context_ = m.Invoke.Task, m.Invoke.Context
 	}
-	_, err := o.invoke(ctx, self, m.Target, task, context_)
+	_, err := o.invoke(ctx, src, self, m.Target, task, context_)
 	return err
 }
 
 // invoke creates an invocation from caller to the agent target resolves to,
 // or a rejected one (the caller is told why).
-func (o *Router) invoke(ctx context.Context, caller Agent, target, task, ctxText string) (Invocation, error) {
-	reject := func(why string, callee string) (Invocation, error) {
-		inv, err := o.store.CreateInvocation(ctx, Invocation{ID: rowID(ctx, "invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee, Reason: task, Context: ctxText, Status: InvocationRejected, Error: why})
-		if IsConflict(err) {
+func (o *Router) invoke(ctx context.Context, src source, caller office.Agent, target, task, ctxText string) (office.Invocation, error) {
+	reject := func(why string, callee string) (office.Invocation, error) {
+		inv, err := o.store.CreateInvocation(ctx, office.Invocation{ID: src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee, Reason: task, Context: ctxText, Status: office.InvocationRejected, Error: why})
+		if office.IsConflict(err) {
 			return inv, nil // rejected already (a replayed message)
 		}
 		if err != nil {
 			o.log.Warn("record rejected invocation", "err", err)
 		}
-		o.tell(ctx, caller, fmt.Sprintf("Your INVOKE:%s was rejected: %s", target, why))
-		_, _ = o.event(ctx, caller.OfficeID, caller.ID, "invocation.rejected", map[string]string{"invocation_id": inv.ID, "target": target, "reason": why}, "", subKey(ctx, "rejected"))
+		o.tell(src, caller, fmt.Sprintf("Your INVOKE:%s was rejected: %s", target, why))
+		o.record(ctx, caller.OfficeID, caller.ID, "invocation.rejected", map[string]string{"invocation_id": inv.ID, "target": target, "reason": why}, src.subKey("rejected"))
 		return inv, nil
 	}
-	if mi, ok := msgFrom(ctx); ok && mi.replay {
-		if inv, err := o.store.GetInvocation(ctx, rowID(ctx, "invocation")); err == nil {
+	if src.replay {
+		if inv, err := o.store.GetInvocation(ctx, src.rowID("invocation")); err == nil {
 			return inv, nil // handled in full the first time
 		}
 	}
@@ -324,7 +289,7 @@ func (o *Router) invoke(ctx context.Context, caller Agent, target, task, ctxText
 	}
 	reg, agents, open, err := o.registryOpen(ctx, caller.OfficeID)
 	if err != nil {
-		return Invocation{}, err
+		return office.Invocation{}, err
 	}
 	if a, ok := reg.ByName(target); ok && a.ID == caller.ID {
 		return reject("an agent cannot invoke itself", caller.ID)
@@ -348,23 +313,47 @@ func (o *Router) invoke(ctx context.Context, caller Agent, target, task, ctxText
 		// but none can ever take it now (all disabled or failed), a person
 		// is asked as well; a target naming nobody is the caller's mistake.
 		if exists(agents, target) {
-			_, _ = o.ask(ctx, caller, Question{QuestionType: QuestionText, Category: "routing", Required: false,
+			if _, err := o.ask(ctx, src, caller, office.Question{QuestionType: office.QuestionText, Category: "routing", Required: false,
 				Question: fmt.Sprintf("%s wants to give %q a task, but no agent can take it (%s). Please start or enable an agent, or handle it.", caller.Name, target, d.Reason),
-				Context:  task})
+				Context:  task}); err != nil {
+				o.log.Warn("ask a person to route a task", "agent", caller.Name, "err", err)
+			}
 		}
 		return reject(d.Reason, "")
 	}
 
-	// The task the caller is working on, if any, is the parent.
-	var parent Invocation
+	parent, why := o.chain(caller, callee, agents, open)
+	if why != "" {
+		return reject(why, callee.ID)
+	}
+	depth := parent.Depth + 1
+	inv, err := o.store.CreateInvocation(ctx, office.Invocation{
+		ID: src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID,
+		ParentInvocationID: parent.ID, Depth: depth, Reason: task, Context: ctxText, Status: office.InvocationPending,
+	})
+	if office.IsConflict(err) {
+		return inv, nil // created already (a replayed message); Run's catch-up delivers it
+	}
+	if err != nil {
+		return inv, fmt.Errorf("create invocation: %w", err)
+	}
+	o.kick(agentKey{caller.OfficeID, callee.ID}) // before the event: the task's latency matters
+	_, err = o.event(ctx, caller.OfficeID, caller.ID, "invocation.created", map[string]any{"invocation_id": inv.ID, "caller": caller.Name, "callee": callee.Name, "depth": depth, "selection": d.String()}, "", src.subKey("invocation"))
+	return inv, err
+}
+
+// chain returns the task a new invocation from caller to callee is a
+// child of (the one the caller works on, if any), or why the invocation
+// may not be: the call chain would be too deep, or callee already waits
+// on caller.
+func (o *Router) chain(caller office.Agent, callee proxy.Agent, agents []office.Agent, open []office.Invocation) (parent office.Invocation, why string) {
 	for _, inv := range open {
-		if inv.Status == InvocationInProgress && inv.CalleeAgentID == caller.ID && (parent.ID == "" || inv.CreatedAt.After(parent.CreatedAt)) {
+		if inv.Status == office.InvocationInProgress && inv.CalleeAgentID == caller.ID && (parent.ID == "" || inv.CreatedAt.After(parent.CreatedAt)) {
 			parent = inv
 		}
 	}
-	depth := parent.Depth + 1
-	if depth > o.cfg.DepthLimit {
-		return reject(fmt.Sprintf("the call chain would be %d deep, over the limit of %d", depth, o.cfg.DepthLimit), callee.ID)
+	if depth := parent.Depth + 1; depth > o.cfg.DepthLimit {
+		return parent, fmt.Sprintf("the call chain would be %d deep, over the limit of %d", depth, o.cfg.DepthLimit)
 	}
 	if path := waitPath(open, callee.ID, caller.ID); path != nil {
 		names := make([]string, len(path))
@@ -372,27 +361,15 @@ func (o *Router) invoke(ctx context.Context, caller Agent, target, task, ctxText
 			a, _ := byID(agents, id)
 			names[i] = a.Name
 		}
-		return reject(fmt.Sprintf("%s is already waiting on you (%s): this would be a cycle", callee.Name, strings.Join(names, " → ")), callee.ID)
+		return parent, fmt.Sprintf("%s is already waiting on you (%s): this would be a cycle", callee.Name, strings.Join(names, " → "))
 	}
-	inv, err := o.store.CreateInvocation(ctx, Invocation{
-		ID: rowID(ctx, "invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID,
-		ParentInvocationID: parent.ID, Depth: depth, Reason: task, Context: ctxText, Status: InvocationPending,
-	})
-	if IsConflict(err) {
-		return inv, nil // created already (a replayed message); Run's catch-up delivers it
-	}
-	if err != nil {
-		return inv, fmt.Errorf("create invocation: %w", err)
-	}
-	o.kick(agentKey{caller.OfficeID, callee.ID}) // before the event: the task's latency matters
-	_, err = o.event(ctx, caller.OfficeID, caller.ID, "invocation.created", map[string]any{"invocation_id": inv.ID, "caller": caller.Name, "callee": callee.Name, "depth": depth, "selection": d.String()}, "", subKey(ctx, "invocation"))
-	return inv, err
+	return parent, ""
 }
 
 // waitPath returns the chain of agents from `from` to `to` along open
 // invocations (an edge caller → callee: the caller waits on the callee), or
 // nil when from does not wait on to.
-func waitPath(open []Invocation, from, to string) []string {
+func waitPath(open []office.Invocation, from, to string) []string {
 	next := map[string][]string{}
 	for _, inv := range open {
 		next[inv.CallerAgentID] = append(next[inv.CallerAgentID], inv.CalleeAgentID)
@@ -419,65 +396,37 @@ func waitPath(open []Invocation, from, to string) []string {
 	return nil
 }
 
-func (o *Router) onResult(ctx context.Context, self Agent, m protocol.Message) error {
-	if !o.authorize(ctx, self, proxy.ActionDeliver, "DELIVER_RESULT") {
-		return nil
+func (o *Router) onResult(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+	if ok, err := o.authorize(ctx, src, self, proxy.ActionDeliver, "DELIVER_RESULT"); !ok {
+		return err
 	}
 	if m.Result == nil {
-		return o.refuse(ctx, self, "DELIVER_RESULT:"+m.Target, "it has no content")
+		return o.refuse(ctx, src, self, "DELIVER_RESULT:"+m.Target, "it has no content")
 	}
-	_, err := o.deliverResult(ctx, self, m.Target, *m.Result)
+	_, err := o.deliverResult(ctx, src, self, m.Target, *m.Result)
 	return err
 }
 
 // deliverResult stores a result from sender for target, completes the open
 // invocation from target to sender, and queues the result for target.
-func (o *Router) deliverResult(ctx context.Context, sender Agent, target string, r protocol.DeliverResult) (Result, error) {
+func (o *Router) deliverResult(ctx context.Context, src source, sender office.Agent, target string, r protocol.DeliverResult) (office.Result, error) {
 	kind := "DELIVER_RESULT:" + target
 	reg, _, err := o.registry(ctx, sender.OfficeID)
 	if err != nil {
-		return Result{}, err
+		return office.Result{}, err
 	}
-	to, ok := reg.ByName(target)
-	if !ok && strings.TrimSpace(target) == "" {
-		// No target: the result goes to whoever gave the sender its
-		// current task.
-		open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: sender.OfficeID, AgentID: sender.ID, Status: []string{InvocationInProgress}})
-		if err != nil {
-			return Result{}, fmt.Errorf("list invocations: %w", err)
-		}
-		for _, inv := range open {
-			if inv.CalleeAgentID == sender.ID {
-				to, ok = reg.ByID(inv.CallerAgentID)
-			}
-		}
-		if !ok {
-			return Result{}, o.refuse(ctx, sender, "DELIVER_RESULT", "it names no agent and you have no task in progress; open the block with DELIVER_RESULT:<agent> in square brackets")
-		}
+	to, why, err := o.recipient(ctx, reg, sender, target)
+	if err != nil {
+		return office.Result{}, err
 	}
-	if !ok {
-		d := reg.Select(proxy.Request{Target: target, Exclude: []string{sender.ID}})
-		if d.Outcome == proxy.AskUser {
-			return Result{}, o.refuse(ctx, sender, kind, fmt.Sprintf("no agent is named %q (%s)", target, d.Reason))
+	if why != "" {
+		if strings.TrimSpace(target) == "" {
+			kind = "DELIVER_RESULT"
 		}
-		if d.Outcome == proxy.Assign {
-			to = d.Agent
-		} else {
-			to = d.Waiting[0]
-		}
+		return office.Result{}, o.refuse(ctx, src, sender, kind, why)
 	}
-	if err := proxy.ValidateContent(r.Content, o.cfg.MaxContent); err != nil {
-		return Result{}, o.refuse(ctx, sender, kind, err.Error())
-	}
-	switch r.Type {
-	case protocol.ResultJSON:
-		if !json.Valid([]byte(r.Content)) {
-			return Result{}, o.refuse(ctx, sender, kind, "its content is not valid JSON")
-		}
-	case protocol.ResultFilePath:
-		if err := insideDir(o.workspace(sender), r.Content); err != nil {
-			return Result{}, o.refuse(ctx, sender, kind, err.Error())
-		}
+	if why := o.badResult(sender, r); why != "" {
+		return office.Result{}, o.refuse(ctx, src, sender, kind, why)
 	}
 	if r.Type == "" {
 		r.Type = protocol.ResultMessage
@@ -485,48 +434,99 @@ func (o *Router) deliverResult(ctx context.Context, sender Agent, target string,
 	if r.ContentType == "" {
 		r.ContentType = "text/plain"
 	}
-	var inv Invocation
+	var inv office.Invocation
 	if found, err := o.store.FindOpenInvocation(ctx, sender.OfficeID, to.ID, sender.ID); err == nil {
 		inv = found
-	} else if !IsNotFound(err) {
-		return Result{}, fmt.Errorf("find invocation: %w", err)
+	} else if !office.IsNotFound(err) {
+		return office.Result{}, fmt.Errorf("find invocation: %w", err)
 	}
-	res, err := o.store.CreateResult(ctx, Result{
-		ID: rowID(ctx, "result"), OfficeID: sender.OfficeID, InvocationID: inv.ID, FromAgentID: sender.ID, ToAgentID: to.ID,
-		ResultType: r.Type, ContentType: r.ContentType, Content: r.Content, Status: ResultPending,
+	res, err := o.store.CreateResult(ctx, office.Result{
+		ID: src.rowID("result"), OfficeID: sender.OfficeID, InvocationID: inv.ID, FromAgentID: sender.ID, ToAgentID: to.ID,
+		ResultType: r.Type, ContentType: r.ContentType, Content: r.Content, Status: office.ResultPending,
 	})
-	if IsConflict(err) {
+	if office.IsConflict(err) {
 		// Stored already (a replayed message): finish what the first run
 		// may not have, with the stored row.
-		if res, err = o.store.GetResult(ctx, rowID(ctx, "result")); err != nil {
+		if res, err = o.store.GetResult(ctx, src.rowID("result")); err != nil {
 			return res, fmt.Errorf("get result: %w", err)
 		}
 		if res.InvocationID != "" {
-			inv, _ = o.store.GetInvocation(ctx, res.InvocationID)
+			if inv, err = o.store.GetInvocation(ctx, res.InvocationID); err != nil && !office.IsNotFound(err) {
+				return res, fmt.Errorf("get invocation: %w", err)
+			}
 		} else {
-			inv = Invocation{}
+			inv = office.Invocation{}
 		}
 	} else if err != nil {
 		return res, fmt.Errorf("create result: %w", err)
 	}
 	if inv.ID != "" {
-		if _, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{InvocationPending, InvocationInProgress}, InvocationCompleted, InvocationPatch{ResultID: res.ID}); err != nil {
+		if _, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{office.InvocationPending, office.InvocationInProgress}, office.InvocationCompleted, office.InvocationPatch{ResultID: res.ID}); err != nil {
 			return res, fmt.Errorf("complete invocation: %w", err)
 		} else if ok {
-			_, _ = o.event(ctx, sender.OfficeID, sender.ID, "invocation.completed", map[string]string{"invocation_id": inv.ID, "result_id": res.ID}, "", subKey(ctx, "completed"))
+			o.record(ctx, sender.OfficeID, sender.ID, "invocation.completed", map[string]string{"invocation_id": inv.ID, "result_id": res.ID}, src.subKey("completed"))
 		}
 	}
-	_, err = o.event(ctx, sender.OfficeID, sender.ID, "result.created", map[string]string{"result_id": res.ID, "to": to.Name, "invocation_id": inv.ID, "type": r.Type}, "", subKey(ctx, "result"))
+	_, err = o.event(ctx, sender.OfficeID, sender.ID, "result.created", map[string]string{"result_id": res.ID, "to": to.Name, "invocation_id": inv.ID, "type": r.Type}, "", src.subKey("result"))
 	o.kick(agentKey{sender.OfficeID, to.ID})
 	o.kick(agentKey{sender.OfficeID, sender.ID}) // its next task, if any
 	return res, err
+}
+
+// recipient resolves a result's target: an agent by name, by role or
+// capability, or (no target) whoever gave the sender its current task. why
+// says why there is none.
+func (o *Router) recipient(ctx context.Context, reg *proxy.Registry, sender office.Agent, target string) (to proxy.Agent, why string, err error) {
+	if to, ok := reg.ByName(target); ok {
+		return to, "", nil
+	}
+	if strings.TrimSpace(target) == "" {
+		open, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: sender.OfficeID, CalleeAgentID: sender.ID, Status: []string{office.InvocationInProgress}})
+		if err != nil {
+			return to, "", fmt.Errorf("list invocations: %w", err)
+		}
+		ok := false
+		for _, inv := range open {
+			to, ok = reg.ByID(inv.CallerAgentID)
+		}
+		if !ok {
+			return to, "it names no agent and you have no task in progress; open the block with DELIVER_RESULT:<agent> in square brackets", nil
+		}
+		return to, "", nil
+	}
+	d := reg.Select(proxy.Request{Target: target, Exclude: []string{sender.ID}})
+	switch d.Outcome {
+	case proxy.AskUser:
+		return to, fmt.Sprintf("no agent is named %q (%s)", target, d.Reason), nil
+	case proxy.Assign:
+		return d.Agent, "", nil
+	}
+	return d.Waiting[0], "", nil
+}
+
+// badResult says why a result's content is refused ("" when it is not).
+func (o *Router) badResult(sender office.Agent, r protocol.DeliverResult) string {
+	if err := proxy.ValidateContent(r.Content, o.cfg.MaxContent); err != nil {
+		return err.Error()
+	}
+	switch r.Type {
+	case protocol.ResultJSON:
+		if !json.Valid([]byte(r.Content)) {
+			return "its content is not valid JSON"
+		}
+	case protocol.ResultFilePath:
+		if err := insideDir(o.workspace(sender), r.Content); err != nil {
+			return err.Error()
+		}
+	}
+	return ""
 }
 
 // insideDir checks that p (relative to dir, or absolute) stays inside dir.
 func insideDir(dir, p string) error {
 	p = strings.TrimSpace(p)
 	if p == "" {
-		return Errorf(EINVALID, "the file path is empty")
+		return office.Errorf(office.EINVALID, "the file path is empty")
 	}
 	absDir, err := filepath.Abs(dir)
 	if err != nil {
@@ -539,42 +539,19 @@ func insideDir(dir, p string) error {
 	full = filepath.Clean(full)
 	rel, err := filepath.Rel(absDir, full)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return Errorf(EINVALID, "the file path %q is outside your workspace", p)
+		return office.Errorf(office.EINVALID, "the file path %q is outside your workspace", p)
 	}
 	// A symlink inside the workspace must not lead out of it.
 	if real, err := filepath.EvalSymlinks(full); err == nil {
 		realDir, _ := filepath.EvalSymlinks(absDir)
 		if rel, err := filepath.Rel(realDir, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return Errorf(EINVALID, "the file path %q leads outside your workspace", p)
+			return office.Errorf(office.EINVALID, "the file path %q leads outside your workspace", p)
 		}
 	}
 	return nil
 }
 
-func (o *Router) onProgress(self Agent, m protocol.Message) {
-	k := agentKey{self.OfficeID, self.ID}
-	o.mu.Lock()
-	p := o.progress[k]
-	switch {
-	case m.Phase != nil:
-		p.Phase, p.PhaseName = m.Phase.Number, m.Phase.Name
-	case m.Step != nil:
-		p.Step, p.Steps, p.StepName = m.Step.Current, m.Step.Total, m.Step.Name
-	case m.StepComplete != nil && p.Step > 0 && p.Step < p.Steps:
-		p.Step++
-	}
-	o.progress[k] = p
-	o.mu.Unlock()
-}
-
-// Progress returns an agent's last reported phase and step.
-func (o *Router) Progress(officeID, agentID string) Progress {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.progress[agentKey{officeID, agentID}]
-}
-
-func (o *Router) onError(ctx context.Context, self Agent, m protocol.Message) error {
+func (o *Router) onError(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	e := m.Error
 	if e == nil {
 		return nil
@@ -587,7 +564,7 @@ func (o *Router) onError(ctx context.Context, self Agent, m protocol.Message) er
 		return nil
 	case protocol.RecoveryNotifyUser:
 		q := "Agent " + self.Name + " reports an error: " + e.Message
-		_, err := o.ask(ctx, self, Question{QuestionType: QuestionText, Category: "error", Question: q, Context: e.Details, Required: true})
+		_, err := o.ask(ctx, src, self, office.Question{QuestionType: office.QuestionText, Category: "error", Question: q, Context: e.Details, Required: true})
 		return err
 	default: // checkpoint_and_fail, fatal
 		if err := o.failWork(ctx, self, "fatal error: "+e.Message); err != nil {
@@ -605,21 +582,18 @@ func (o *Router) onError(ctx context.Context, self Agent, m protocol.Message) er
 // retry is an ERROR pause_and_retry waiting for its backoff.
 type retry struct {
 	at      time.Time
-	agent   Agent
+	agent   office.Agent
 	message string
 }
 
 // failWork fails every open invocation a is the callee of and tells the
 // callers why.
-func (o *Router) failWork(ctx context.Context, a Agent, why string) error {
-	open, err := o.store.ListInvocations(ctx, InvocationFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{InvocationPending, InvocationInProgress}})
+func (o *Router) failWork(ctx context.Context, a office.Agent, why string) error {
+	open, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
 	if err != nil {
 		return fmt.Errorf("list invocations: %w", err)
 	}
 	for _, inv := range open {
-		if inv.CalleeAgentID != a.ID {
-			continue
-		}
 		if err := o.failInvocation(ctx, inv, why); err != nil {
 			return err
 		}
@@ -627,8 +601,8 @@ func (o *Router) failWork(ctx context.Context, a Agent, why string) error {
 	return nil
 }
 
-func (o *Router) failInvocation(ctx context.Context, inv Invocation, why string) error {
-	_, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{InvocationPending, InvocationInProgress}, InvocationFailed, InvocationPatch{Error: why})
+func (o *Router) failInvocation(ctx context.Context, inv office.Invocation, why string) error {
+	_, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{office.InvocationPending, office.InvocationInProgress}, office.InvocationFailed, office.InvocationPatch{Error: why})
 	if err != nil || !ok {
 		return err
 	}
@@ -642,59 +616,59 @@ func (o *Router) failInvocation(ctx context.Context, inv Invocation, why string)
 	return err
 }
 
-func (o *Router) onDependency(ctx context.Context, self Agent, m protocol.Message) error {
-	if !o.authorize(ctx, self, proxy.ActionDependency, "DEPENDENCY_REQUEST") {
-		return nil
+func (o *Router) onDependency(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+	if ok, err := o.authorize(ctx, src, self, proxy.ActionDependency, "DEPENDENCY_REQUEST"); !ok {
+		return err
 	}
 	d := m.Dependency
 	if d == nil || d.Name == "" {
-		return o.refuse(ctx, self, "DEPENDENCY_REQUEST", "it has no name")
+		return o.refuse(ctx, src, self, "DEPENDENCY_REQUEST", "it has no name")
 	}
-	dep, err := o.store.CreateDependency(ctx, DependencyRequest{
-		ID: rowID(ctx, "dependency"), OfficeID: self.OfficeID, AgentID: self.ID, SessionID: o.sessionID(ctx, self.ID),
+	dep, err := o.store.CreateDependency(ctx, office.DependencyRequest{
+		ID: src.rowID("dependency"), OfficeID: self.OfficeID, AgentID: self.ID, SessionID: o.sessionID(ctx, self.ID),
 		Type: d.Type, Name: d.Name, Description: d.Description, Required: d.Required, Default: d.Default,
-		Status: DependencyPending, ExpiresAt: o.now().Add(o.cfg.DependencyTTL),
+		Status: office.DependencyPending, ExpiresAt: o.now().Add(o.cfg.DependencyTTL),
 	})
-	if IsConflict(err) {
+	if office.IsConflict(err) {
 		return nil // requested already (a replayed message)
 	}
 	if err != nil {
 		return fmt.Errorf("create dependency: %w", err)
 	}
-	o.setSessionStatus(ctx, self, SessionWaiting)
-	_, err = o.event(ctx, self.OfficeID, self.ID, "dependency.requested", map[string]any{"dependency_id": dep.ID, "type": dep.Type, "name": dep.Name, "required": dep.Required}, "", subKey(ctx, "dependency"))
+	o.setSessionStatus(ctx, self, office.SessionWaiting)
+	_, err = o.event(ctx, self.OfficeID, self.ID, "dependency.requested", map[string]any{"dependency_id": dep.ID, "type": dep.Type, "name": dep.Name, "required": dep.Required}, "", src.subKey("dependency"))
 	return err
 }
 
 // parkedProxy is a PROXY_REQUEST waiting for a proxy agent to free up.
 type parkedProxy struct {
-	requester Agent
+	requester office.Agent
 	req       proxy.ActionRequest
 	since     time.Time
 }
 
-func (o *Router) onProxy(ctx context.Context, self Agent, m protocol.Message) error {
+func (o *Router) onProxy(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	if m.Proxy == nil {
-		return o.refuse(ctx, self, "PROXY_REQUEST", "it has no JSON body")
+		return o.refuse(ctx, src, self, "PROXY_REQUEST", "it has no JSON body")
 	}
 	body := []byte(m.Proxy.Payload)
 	req, err := proxy.ParseAction(body)
 	if err != nil {
-		return o.refuse(ctx, self, "PROXY_REQUEST", err.Error())
+		return o.refuse(ctx, src, self, "PROXY_REQUEST", err.Error())
 	}
 	if !strings.EqualFold(req.Requester, self.Name) {
-		return o.refuse(ctx, self, "PROXY_REQUEST", fmt.Sprintf("requester is %q but you are %s", req.Requester, self.Name))
+		return o.refuse(ctx, src, self, "PROXY_REQUEST", fmt.Sprintf("requester is %q but you are %s", req.Requester, self.Name))
 	}
-	if !o.authorize(ctx, self, req.Action, "PROXY_REQUEST "+req.Action) {
-		return nil
+	if ok, err := o.authorize(ctx, src, self, req.Action, "PROXY_REQUEST "+req.Action); !ok {
+		return err
 	}
-	return o.routeProxy(ctx, parkedProxy{requester: self, req: req, since: o.now()}, false)
+	return o.routeProxy(ctx, src, parkedProxy{requester: self, req: req, since: o.now()}, false)
 }
 
 // routeProxy hands a proxy request to the agent the selector picks and
 // answers the requester with [PROXY_RESPONSE]; parked requests are retried
 // by the ticker.
-func (o *Router) routeProxy(ctx context.Context, p parkedProxy, retrying bool) error {
+func (o *Router) routeProxy(ctx context.Context, src source, p parkedProxy, retrying bool) error {
 	reg, _, err := o.registry(ctx, p.requester.OfficeID)
 	if err != nil {
 		return err
@@ -721,7 +695,7 @@ func (o *Router) routeProxy(ctx context.Context, p parkedProxy, retrying bool) e
 		resp.Error = "no proxy can take it: " + d.Reason + "; a person was asked"
 		resp.ExecutionTime = fmt.Sprintf("%.1fs", o.now().Sub(p.since).Seconds())
 		o.notify(p.requester, "[PROXY_RESPONSE]\n"+mustJSON(resp)+"\n[/PROXY_RESPONSE]")
-		_, err := o.ask(ctx, p.requester, Question{QuestionType: QuestionText, Category: "proxy", Question: fmt.Sprintf("%s asked for %s but no agent can act as its proxy (%s). Please handle it by hand.", p.requester.Name, p.req.Action, d.Reason), Required: false})
+		_, err := o.ask(ctx, src, p.requester, office.Question{QuestionType: office.QuestionText, Category: "proxy", Question: fmt.Sprintf("%s asked for %s but no agent can act as its proxy (%s). Please handle it by hand.", p.requester.Name, p.req.Action, d.Reason), Required: false})
 		return err
 	}
 	proxyAgent, err := o.store.GetAgent(ctx, d.Agent.ID)
@@ -757,7 +731,7 @@ func (o *Router) routeProxy(ctx context.Context, p parkedProxy, retrying bool) e
 	return err
 }
 
-var errParked = Errorf(EUNAVAILABLE, "still parked")
+var errParked = office.Errorf(office.EUNAVAILABLE, "still parked")
 
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)

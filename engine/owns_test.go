@@ -1,7 +1,8 @@
-package office
+package engine
 
 import (
 	"context"
+	"github.com/office-server/office-server/office"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,16 +21,16 @@ func TestOwnsGatesTheOffice(t *testing.T) {
 	eventually(t, "question", func() bool { return len(h.questions()) == 1 })
 
 	owned.Store(false)
-	if err := h.r.StartAgent(ctx, h.id("DEV")); ErrorCode(err) != EUNAVAILABLE {
-		t.Errorf("StartAgent of an office run elsewhere: %v, want %s", err, EUNAVAILABLE)
+	if err := h.r.StartAgent(ctx, h.id("DEV")); office.ErrorCode(err) != office.EUNAVAILABLE {
+		t.Errorf("StartAgent of an office run elsewhere: %v, want %s", err, office.EUNAVAILABLE)
 	}
-	if err := h.r.StopAgent(ctx, h.id("PO")); ErrorCode(err) != EUNAVAILABLE {
-		t.Errorf("StopAgent of an office run elsewhere: %v, want %s", err, EUNAVAILABLE)
+	if err := h.r.StopAgent(ctx, h.id("PO")); office.ErrorCode(err) != office.EUNAVAILABLE {
+		t.Errorf("StopAgent of an office run elsewhere: %v, want %s", err, office.EUNAVAILABLE)
 	}
 	if _, err := h.r.AnswerQuestion(ctx, h.questions()[0].ID, "email", ""); err != nil {
 		t.Fatal(err)
 	}
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: SessionReady, PID: 7})
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: office.SessionReady, PID: 7})
 	h.quiet("PO", 100*time.Millisecond)
 	if rec, err := h.st.GetSessionByAgent(ctx, h.id("DEV")); err == nil {
 		t.Errorf("session row written for an office run elsewhere: %+v", rec)

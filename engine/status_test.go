@@ -1,7 +1,8 @@
-package office
+package engine
 
 import (
 	"context"
+	"github.com/office-server/office-server/office"
 	"log/slog"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ func TestSessionRowsFinalAtShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	off, as, err := r.SyncOffice(ctx, OfficeConfig{Office: Office{Name: "s"}, Agents: []Agent{{Name: "PO"}, {Name: "DEV"}}})
+	off, as, err := r.SyncOffice(ctx, OfficeConfig{Office: office.Office{Name: "s"}, Agents: []office.Agent{{Name: "PO"}, {Name: "DEV"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,27 +31,29 @@ func TestSessionRowsFinalAtShutdown(t *testing.T) {
 		if err := r.StartAgent(ctx, a.ID); err != nil {
 			t.Fatal(err)
 		}
-		r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: a.ID, Status: SessionStarting, PID: 100 + i})
-		r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: a.ID, Status: SessionReady, PID: 100 + i})
+		r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: a.ID, Status: office.SessionStarting, PID: 100 + i})
+		r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: a.ID, Status: office.SessionReady, PID: 100 + i})
 	}
-	row := func(id string) SessionRecord {
+	row := func(id string) office.SessionRecord {
 		rec, _ := st.GetSessionByAgent(ctx, id)
 		return rec
 	}
-	eventually(t, "ready rows", func() bool { return row(as[0].ID).Status == SessionReady && row(as[1].ID).Status == SessionReady })
+	eventually(t, "ready rows", func() bool {
+		return row(as[0].ID).Status == office.SessionReady && row(as[1].ID).Status == office.SessionReady
+	})
 
 	// DEV is stopped on request: idle.
 	if err := r.StopAgent(ctx, as[1].ID); err != nil {
 		t.Fatal(err)
 	}
 	zero := 0
-	r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[1].ID, Status: SessionStopped, PID: 0, ExitCode: &zero}) // what the session layer reports
-	if a, _ := st.GetAgent(ctx, as[1].ID); a.Status != AgentIdle {
+	r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[1].ID, Status: office.SessionStopped, PID: 0, ExitCode: &zero}) // what the session layer reports
+	if a, _ := st.GetAgent(ctx, as[1].ID); a.Status != office.AgentIdle {
 		t.Errorf("DEV stopped on request is %s, want idle", a.Status)
 	}
 
 	// Shutdown: PO's session stops, its status is flushed, Run's context ends.
-	r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[0].ID, Status: SessionStopped, PID: 0, ExitCode: &zero})
+	r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[0].ID, Status: office.SessionStopped, PID: 0, ExitCode: &zero})
 	sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
 	defer scancel()
 	if err := r.FlushStatuses(sctx); err != nil {
@@ -59,11 +62,11 @@ func TestSessionRowsFinalAtShutdown(t *testing.T) {
 	cancel()
 	<-done
 	for _, a := range as {
-		if rec := row(a.ID); rec.Status != SessionStopped || rec.PID != 0 {
+		if rec := row(a.ID); rec.Status != office.SessionStopped || rec.PID != 0 {
 			t.Errorf("%s's row after shutdown: status %s pid %d, want stopped and 0", a.Name, rec.Status, rec.PID)
 		}
 	}
-	if a, _ := st.GetAgent(ctx, as[0].ID); a.Status != AgentActive {
+	if a, _ := st.GetAgent(ctx, as[0].ID); a.Status != office.AgentActive {
 		t.Errorf("PO stopped by the shutdown is %s, want active", a.Status)
 	}
 }

@@ -1,6 +1,7 @@
-package office
+package engine
 
 import (
+	"github.com/office-server/office-server/office"
 	"strings"
 	"testing"
 )
@@ -33,12 +34,12 @@ func FuzzValidAnswer(f *testing.F) {
 	f.Add("SSO", "email,social,SSO", true)
 	f.Add("y", "", false)
 	f.Fuzz(func(t *testing.T, answer, opts string, selection bool) {
-		q := Question{QuestionType: QuestionConfirmation, Response: answer}
+		q := office.Question{QuestionType: office.QuestionConfirmation, Response: answer}
 		if opts != "" {
 			q.Options = strings.Split(opts, ",")
 		}
 		if selection {
-			q.QuestionType = QuestionSelection
+			q.QuestionType = office.QuestionSelection
 		}
 		got, err := validAnswer(q)
 		if err != nil {

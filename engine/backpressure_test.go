@@ -1,4 +1,4 @@
-package office_test
+package engine_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session"
 )
@@ -21,7 +22,7 @@ import (
 // that stopped answering: every message is acted on through that call
 // first), and that counts the events it is asked to append.
 type hangStore struct {
-	*office.MemStore
+	*engine.MemStore
 	mu      sync.Mutex
 	gate    chan struct{}          // nil: not held
 	appends sync.Map               // kind + " " + agent ID → *atomic.Int64
@@ -148,11 +149,11 @@ func watch(t *testing.T, mgr *session.Manager, k session.Key, want string) <-cha
 func TestBoundedWhileStoreHangs(t *testing.T) {
 	const batches, inboxBytes = 80, 64 << 10
 	n := batches * 100
-	st := &hangStore{MemStore: office.NewMemStore(time.Now)}
+	st := &hangStore{MemStore: engine.NewMemStore(time.Now)}
 	var logs bytes.Buffer
 	var logMu sync.Mutex
-	lw := office.WriterFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
-	r, mgr, err := agentstest.NewManaged(office.Config{
+	lw := engine.WriterFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
+	r, mgr, err := agentstest.NewManaged(engine.Config{
 		Store: st, DataDir: t.TempDir(), InboxBytes: inboxBytes, Tick: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(lw, nil)),
 	}, session.Options{StopGrace: 300 * time.Millisecond})
@@ -169,7 +170,7 @@ func TestBoundedWhileStoreHangs(t *testing.T) {
 		st.release()
 		<-done
 	})
-	off, as, err := r.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "acme"}, Agents: []office.Agent{
+	off, as, err := r.SyncOffice(ctx, engine.OfficeConfig{Office: office.Office{Name: "acme"}, Agents: []office.Agent{
 		{Name: "CMD", Launch: office.LaunchSpec{Kind: "command", Command: script(t, "cmd", loudCommand)}},
 		{Name: "CC", Launch: office.LaunchSpec{Command: script(t, "cc", standInClaude), Env: map[string]string{"BATCHES": fmt.Sprint(batches)}}},
 	}})
@@ -202,7 +203,7 @@ func TestBoundedWhileStoreHangs(t *testing.T) {
 	if c := st.count("message.step_complete", ids["CC"]); c != 0 {
 		t.Fatalf("%d messages handled while the store hung", c)
 	}
-	peak := func(name string) int { return office.InboxPeak(r, off.ID, ids[name]) }
+	peak := func(name string) int { return engine.InboxPeak(r, off.ID, ids[name]) }
 	if p := peak("CMD"); p == 0 || p > inboxBytes {
 		t.Errorf("CMD inbox peak %d bytes, want (0, %d]", p, inboxBytes)
 	}

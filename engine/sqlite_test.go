@@ -1,4 +1,4 @@
-package office_test
+package engine_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/store/postgres"
@@ -25,7 +26,7 @@ func TestChainSQLite(t *testing.T) {
 	}
 	defer st.Close()
 	rec := &lines{}
-	r, mgr, err := agentstest.NewManaged(office.Config{Store: st, Feed: st, Tick: 50 * time.Millisecond, DataDir: t.TempDir()},
+	r, mgr, err := agentstest.NewManaged(engine.Config{Store: st, Feed: st, Tick: 50 * time.Millisecond, DataDir: t.TempDir()},
 		session.Options{EnterDelay: 5 * time.Millisecond, StopGrace: 500 * time.Millisecond, OnText: rec.add})
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +35,7 @@ func TestChainSQLite(t *testing.T) {
 	po.Dir = t.TempDir()
 	dev := launch(script(t, "dev", devScript), "dev")
 	dev.Dir = t.TempDir()
-	off, agents, err := r.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "lite"}, Agents: []office.Agent{{Name: "PO", Launch: po}, {Name: "DEV", Launch: dev}}})
+	off, agents, err := r.SyncOffice(ctx, engine.OfficeConfig{Office: office.Office{Name: "lite"}, Agents: []office.Agent{{Name: "PO", Launch: po}, {Name: "DEV", Launch: dev}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package office_test
+package engine_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/office-server/office-server/agents"
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/store/postgres"
@@ -23,7 +24,7 @@ import (
 // timedSessions wraps Sessions and reports when a text containing a watched
 // marker has been typed (Send returned: the bytes are in the PTY).
 type timedSessions struct {
-	office.Sessions
+	engine.Sessions
 	mu       sync.Mutex
 	watch    map[string]chan time.Time
 	sendTime []time.Duration // how long each Send took (the session layer's share)
@@ -59,7 +60,7 @@ func (ts *timedSessions) Send(ctx context.Context, officeID, agentID, text strin
 // sessions of two line agents, PO and DEV.
 type benchOffice struct {
 	c   *chain
-	r   *office.Router
+	r   *engine.Router
 	st  *postgres.Store
 	ts  *timedSessions
 	mgr *session.Manager
@@ -81,9 +82,9 @@ func newBenchOffice(b *testing.B) *benchOffice {
 	b.Cleanup(func() { st.Close() })
 	var ts *timedSessions
 	data := b.TempDir()
-	r, sess, err := agents.New(office.Config{Store: st, Feed: st, Tick: 100 * time.Millisecond, DataDir: data,
+	r, sess, err := agents.New(engine.Config{Store: st, Feed: st, Tick: 100 * time.Millisecond, DataDir: data,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))},
-		agents.Options{StateDir: filepath.Join(data, "claude"), Wrap: func(s office.Sessions) office.Sessions {
+		agents.Options{StateDir: filepath.Join(data, "claude"), Wrap: func(s engine.Sessions) engine.Sessions {
 			ts = &timedSessions{Sessions: s, watch: map[string]chan time.Time{}}
 			return ts
 		}},
@@ -99,7 +100,7 @@ func newBenchOffice(b *testing.B) *benchOffice {
 		}
 		return office.Agent{Name: name, Launch: launch(p, strings.ToLower(name))}
 	}
-	off, agents, err := r.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "bench"}, Agents: []office.Agent{mk("PO"), mk("DEV")}})
+	off, agents, err := r.SyncOffice(ctx, engine.OfficeConfig{Office: office.Office{Name: "bench"}, Agents: []office.Agent{mk("PO"), mk("DEV")}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func BenchmarkInvokeToPTY(b *testing.B) {
 		typed := bo.ts.expect(marker)
 		b.StartTimer()
 		t0 := time.Now()
-		bo.r.HandleText(office.Text{OfficeID: bo.c.officeID, AgentID: bo.c.po.ID, ID: uuid.NewString(), TurnEnd: true,
+		bo.r.HandleText(engine.Text{OfficeID: bo.c.officeID, AgentID: bo.c.po.ID, ID: uuid.NewString(), TurnEnd: true,
 			Lines: []string{"[INVOKE:DEV]", marker, "[/INVOKE:DEV]"}})
 		select {
 		case t1 := <-typed:

@@ -1,4 +1,4 @@
-package office_test
+package engine_test
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/store/postgres"
 )
@@ -25,15 +26,15 @@ func TestSecretDependenciesNeverInClearPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	router := func(key []byte) *office.Router {
-		r, err := office.New(office.Config{Store: st, Sessions: nopSessions{}, SecretsKey: key})
+	router := func(key []byte) *engine.Router {
+		r, err := engine.New(engine.Config{Store: st, Sessions: nopSessions{}, SecretsKey: key})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
 	noKey := router(nil)
-	_, agents, err := noKey.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "secrets"}, Agents: []office.Agent{{Name: "dev"}}})
+	_, agents, err := noKey.SyncOffice(ctx, engine.OfficeConfig{Office: office.Office{Name: "secrets"}, Agents: []office.Agent{{Name: "dev"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package office_test
+package engine_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/migrations"
 	"github.com/office-server/office-server/migrations/supabasetest"
@@ -82,21 +83,21 @@ func (l *lines) wait(t testing.TB, agentID, sub string, d time.Duration) {
 
 // node is one server process: a Router and its session manager on a store.
 type node struct {
-	r      *office.Router
+	r      *engine.Router
 	mgr    *session.Manager
 	store  *postgres.Store
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func startNode(t testing.TB, url string, rec *lines, mutate func(*office.Config, *session.Options)) *node {
+func startNode(t testing.TB, url string, rec *lines, mutate func(*engine.Config, *session.Options)) *node {
 	t.Helper()
 	ctx := context.Background()
 	st, err := postgres.Open(ctx, url, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := office.Config{Store: st, Feed: st, Tick: 50 * time.Millisecond, DataDir: t.TempDir(),
+	cfg := engine.Config{Store: st, Feed: st, Tick: 50 * time.Millisecond, DataDir: t.TempDir(),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	opts := session.Options{EnterDelay: 5 * time.Millisecond, StopGrace: 500 * time.Millisecond, RestartBackoff: 50 * time.Millisecond, OnText: rec.add}
 	if mutate != nil {
@@ -207,8 +208,8 @@ type chain struct {
 // nopSessions lets a Router sync an office without running anything.
 type nopSessions struct{}
 
-func (nopSessions) Start(context.Context, office.SessionSpec) error   { return nil }
-func (nopSessions) Restart(context.Context, office.SessionSpec) error { return nil }
+func (nopSessions) Start(context.Context, engine.SessionSpec) error   { return nil }
+func (nopSessions) Restart(context.Context, engine.SessionSpec) error { return nil }
 func (nopSessions) Stop(context.Context, string, string) error        { return nil }
 func (nopSessions) Send(context.Context, string, string, string) error {
 	return fmt.Errorf("no sessions")
@@ -227,7 +228,7 @@ func setupChain(t *testing.T, devEnv map[string]string) *chain {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	r, err := office.New(office.Config{Store: st, Sessions: nopSessions{}})
+	r, err := engine.New(engine.Config{Store: st, Sessions: nopSessions{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func setupChain(t *testing.T, devEnv map[string]string) *chain {
 	po.Dir = t.TempDir()
 	dev := launch(script(t, "dev", devScript), "dev")
 	dev.Dir, dev.Env = t.TempDir(), devEnv
-	off, agents, err := r.SyncOffice(ctx, office.OfficeConfig{
+	off, agents, err := r.SyncOffice(ctx, engine.OfficeConfig{
 		Office: office.Office{Name: "it-" + uuid.NewString()[:6]},
 		Agents: []office.Agent{
 			{Name: "PO", Role: "product owner", Launch: po},
@@ -417,7 +418,7 @@ func TestChainQuestionExpires(t *testing.T) {
 // DEV crashes for good mid-invocation: the invocation fails and PO is told.
 func TestChainCalleeCrashes(t *testing.T) {
 	c := setupChain(t, map[string]string{"DEV_CRASH": "1"})
-	n := startNode(t, c.url, c.rec, func(_ *office.Config, o *session.Options) { o.MaxRestarts = 1 })
+	n := startNode(t, c.url, c.rec, func(_ *engine.Config, o *session.Options) { o.MaxRestarts = 1 })
 	ctx := context.Background()
 	if err := n.r.StartAgent(ctx, c.po.ID); err != nil {
 		t.Fatal(err)

@@ -1,8 +1,9 @@
-package office
+package engine
 
 import (
 	"context"
 	"fmt"
+	"github.com/office-server/office-server/office"
 	"strings"
 
 	"github.com/office-server/office-server/protocol"
@@ -13,10 +14,10 @@ import (
 // the options (matched ignoring case and surrounding space; the option's
 // own spelling is returned), a confirmation yes or no (y/n, true/false,
 // 예/아니오 are accepted and normalised).
-func validAnswer(q Question) (string, error) {
+func validAnswer(q office.Question) (string, error) {
 	a := strings.TrimSpace(q.Response)
 	switch q.QuestionType {
-	case QuestionSelection:
+	case office.QuestionSelection:
 		if len(q.Options) == 0 {
 			return a, nil
 		}
@@ -25,8 +26,8 @@ func validAnswer(q Question) (string, error) {
 				return opt, nil
 			}
 		}
-		return "", Errorf(EINVALID, "%q is not one of the options (%s)", a, strings.Join(q.Options, ", "))
-	case QuestionConfirmation:
+		return "", office.Errorf(office.EINVALID, "%q is not one of the options (%s)", a, strings.Join(q.Options, ", "))
+	case office.QuestionConfirmation:
 		switch strings.ToLower(a) {
 		case "yes", "y", "true", "예", "네":
 			return "yes", nil
@@ -39,10 +40,10 @@ func validAnswer(q Question) (string, error) {
 				return opt, nil
 			}
 		}
-		return "", Errorf(EINVALID, "%q is not yes or no", a)
+		return "", office.Errorf(office.EINVALID, "%q is not yes or no", a)
 	}
 	if a == "" && q.Required {
-		return "", Errorf(EINVALID, "the answer is empty")
+		return "", office.Errorf(office.EINVALID, "the answer is empty")
 	}
 	return a, nil
 }
@@ -51,37 +52,41 @@ func validAnswer(q Question) (string, error) {
 // frontend can write anything): the question is cancelled and asked again
 // as a new pending question whose context says what was wrong, so the
 // person sees it and the agent keeps waiting. Nothing invalid is typed.
-func (o *Router) reask(ctx context.Context, a Agent, q Question, why error) {
+func (o *Router) reask(ctx context.Context, a office.Agent, q office.Question, why error) {
 	ok, err := o.store.CancelQuestion(ctx, q.ID)
-	if err != nil || !ok {
+	if err != nil {
+		o.log.Warn("cancel question to re-ask it", "question", q.ID, "err", err)
 		return
+	}
+	if !ok {
+		return // answered again, or cancelled, meanwhile
 	}
 	nq := q
 	nq.ID, nq.Response, nq.AnsweredBy, nq.AnsweredAt = "", "", "", nil
-	note := fmt.Sprintf("The previous answer was not accepted: %s.", ErrorMessage(why))
+	note := fmt.Sprintf("The previous answer was not accepted: %s.", office.ErrorMessage(why))
 	if nq.Context != "" {
 		nq.Context = note + "\n" + nq.Context
 	} else {
 		nq.Context = note
 	}
-	nq, err = o.ask(ctx, a, nq)
+	nq, err = o.ask(ctx, source{}, a, nq)
 	if err != nil {
 		o.log.Warn("re-ask question", "err", err)
 		return
 	}
-	_, _ = o.event(ctx, a.OfficeID, a.ID, "question.answer_invalid", map[string]string{"question_id": q.ID, "reason": ErrorMessage(why), "new_question_id": nq.ID}, "", "")
+	o.record(ctx, a.OfficeID, a.ID, "question.answer_invalid", map[string]string{"question_id": q.ID, "reason": office.ErrorMessage(why), "new_question_id": nq.ID}, "")
 }
 
 // AnswerQuestion answers a pending question (the console, or the server on
 // behalf of a person) and wakes its agent's delivery. An answer that does
 // not fit the question is refused with EINVALID and changes nothing.
-func (o *Router) AnswerQuestion(ctx context.Context, id, response, answeredBy string) (Question, error) {
+func (o *Router) AnswerQuestion(ctx context.Context, id, response, answeredBy string) (office.Question, error) {
 	q, err := o.store.GetQuestion(ctx, id)
 	if err != nil {
 		return q, err
 	}
-	if q.Status != QuestionPending {
-		return q, Errorf(ECONFLICT, "question %s is %s, not pending", id, q.Status)
+	if q.Status != office.QuestionPending {
+		return q, office.Errorf(office.ECONFLICT, "question %s is %s, not pending", id, q.Status)
 	}
 	probe := q
 	probe.Response = response
@@ -94,30 +99,30 @@ func (o *Router) AnswerQuestion(ctx context.Context, id, response, answeredBy st
 		return q, err
 	}
 	if !ok {
-		return q, Errorf(ECONFLICT, "question %s is no longer pending", id)
+		return q, office.Errorf(office.ECONFLICT, "question %s is no longer pending", id)
 	}
-	_, _ = o.event(ctx, q.OfficeID, q.AgentID, "question.answered", map[string]string{"question_id": id, "answered_by": answeredBy}, "", "")
+	o.record(ctx, q.OfficeID, q.AgentID, "question.answered", map[string]string{"question_id": id, "answered_by": answeredBy}, "")
 	o.kick(agentKey{q.OfficeID, q.AgentID})
 	return q, nil
 }
 
 // SendUserMessage stores a message from a person to an agent; it is typed
 // into the agent's terminal when it is ready.
-func (o *Router) SendUserMessage(ctx context.Context, officeID, agentID, userID, content string) (UserMessage, error) {
+func (o *Router) SendUserMessage(ctx context.Context, officeID, agentID, userID, content string) (office.UserMessage, error) {
 	if strings.TrimSpace(content) == "" {
-		return UserMessage{}, Errorf(EINVALID, "the message is empty")
+		return office.UserMessage{}, office.Errorf(office.EINVALID, "the message is empty")
 	}
 	if err := proxy.ValidateContent(content, o.cfg.MaxContent); err != nil {
-		return UserMessage{}, Errorf(EINVALID, "%s", err)
+		return office.UserMessage{}, office.Errorf(office.EINVALID, "%s", err)
 	}
 	a, err := o.store.GetAgent(ctx, agentID)
 	if err != nil {
-		return UserMessage{}, err
+		return office.UserMessage{}, err
 	}
 	if a.OfficeID != officeID {
-		return UserMessage{}, Errorf(ENOTFOUND, "agent %s is not in office %s", agentID, officeID)
+		return office.UserMessage{}, office.Errorf(office.ENOTFOUND, "agent %s is not in office %s", agentID, officeID)
 	}
-	m, err := o.store.CreateUserMessage(ctx, UserMessage{OfficeID: officeID, AgentID: agentID, UserID: userID, Content: content, Status: MessagePending})
+	m, err := o.store.CreateUserMessage(ctx, office.UserMessage{OfficeID: officeID, AgentID: agentID, UserID: userID, Content: content, Status: office.MessagePending})
 	if err != nil {
 		return m, err
 	}
@@ -126,10 +131,11 @@ func (o *Router) SendUserMessage(ctx context.Context, officeID, agentID, userID,
 }
 
 // ValidateDependencyValue checks a value for a dependency type with the
-// protocol's seed-000 validators, as an EINVALID error.
+// protocol's validators (protocol.ValidateDependencyValue), as an EINVALID
+// error.
 func ValidateDependencyValue(typ, v string) error {
 	if err := protocol.ValidateDependencyValue(typ, v); err != nil {
-		return &Error{Code: EINVALID, Message: err.Error()}
+		return &office.Error{Code: office.EINVALID, Message: err.Error()}
 	}
 	return nil
 }
@@ -141,18 +147,18 @@ func ValidateDependencyValue(typ, v string) error {
 // api_key and env_variable its session is restarted with the variable in
 // its environment and the conversation resumed. The value is never logged
 // nor put in an event.
-func (o *Router) ProvideDependency(ctx context.Context, id, value string) (DependencyRequest, error) {
+func (o *Router) ProvideDependency(ctx context.Context, id, value string) (office.DependencyRequest, error) {
 	d, err := o.store.GetDependency(ctx, id)
 	if err != nil {
 		return d, err
 	}
-	if d.Status != DependencyPending {
-		return d, Errorf(ECONFLICT, "dependency %s is %s, not pending", id, d.Status)
+	if d.Status != office.DependencyPending {
+		return d, office.Errorf(office.ECONFLICT, "dependency %s is %s, not pending", id, d.Status)
 	}
 	if err := ValidateDependencyValue(d.Type, value); err != nil {
 		return d, err
 	}
-	sealed, err := o.sealer.Seal(value, SecretDependency(d.Type))
+	sealed, err := o.sealer.Seal(value, office.SecretDependency(d.Type))
 	if err != nil {
 		return d, err
 	}
@@ -161,9 +167,9 @@ func (o *Router) ProvideDependency(ctx context.Context, id, value string) (Depen
 		return d, err
 	}
 	if !ok {
-		return d, Errorf(ECONFLICT, "dependency %s is no longer pending", id)
+		return d, office.Errorf(office.ECONFLICT, "dependency %s is no longer pending", id)
 	}
-	_, _ = o.event(ctx, d.OfficeID, d.AgentID, "dependency.provided", map[string]string{"dependency_id": id, "name": d.Name, "value": "[redacted]"}, "", "")
+	o.record(ctx, d.OfficeID, d.AgentID, "dependency.provided", map[string]string{"dependency_id": id, "name": d.Name, "value": "[redacted]"}, "")
 	o.kick(agentKey{d.OfficeID, d.AgentID})
 	return d, nil
 }
@@ -171,25 +177,26 @@ func (o *Router) ProvideDependency(ctx context.Context, id, value string) (Depen
 // RejectDependency rejects a pending request with a reason: a required one
 // fails the agent's open tasks; an optional one resumes it with the
 // default (or an empty value).
-func (o *Router) RejectDependency(ctx context.Context, id, reason string) (DependencyRequest, error) {
+func (o *Router) RejectDependency(ctx context.Context, id, reason string) (office.DependencyRequest, error) {
 	d, ok, err := o.store.RejectDependency(ctx, id, reason)
 	if err != nil {
 		return d, err
 	}
 	if !ok {
-		return d, Errorf(ECONFLICT, "dependency %s is not pending", id)
+		return d, office.Errorf(office.ECONFLICT, "dependency %s is not pending", id)
 	}
-	_, _ = o.event(ctx, d.OfficeID, d.AgentID, "dependency.rejected", map[string]string{"dependency_id": id, "reason": reason}, "", "")
+	o.record(ctx, d.OfficeID, d.AgentID, "dependency.rejected", map[string]string{"dependency_id": id, "reason": reason}, "")
 	o.kick(agentKey{d.OfficeID, d.AgentID})
 	return d, nil
 }
 
-// deliverDependency tells a about a provided, rejected or expired request.
-// It reports false when it could not (the session is down).
-func (o *Router) deliverDependency(ctx context.Context, a Agent, d DependencyRequest, running *bool, send func(string) bool) bool {
+// deliverDependency tells v's agent about a provided, rejected or expired
+// request. It reports false when it could not (the session is down).
+func (o *Router) deliverDependency(ctx context.Context, v *delivery, d office.DependencyRequest) bool {
+	a := v.a
 	var text string
 	switch d.Status {
-	case DependencyProvided:
+	case office.DependencyProvided:
 		if d.Type == protocol.DependencyAPIKey || d.Type == protocol.DependencyEnvVar {
 			// A running process's environment cannot change: restart with
 			// the variable set and the conversation resumed.
@@ -197,7 +204,7 @@ func (o *Router) deliverDependency(ctx context.Context, a Agent, d DependencyReq
 				o.log.Warn("restart with dependency", "agent", a.Name, "err", err)
 				return false
 			}
-			*running = o.sess.Running(a.OfficeID, a.ID)
+			v.running = o.sess.Running(a.OfficeID, a.ID)
 			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: provided\nvalue: (in your environment as $%s)\n[/DEPENDENCY_PROVIDED]", d.Name, d.Name)
 		} else {
 			v, err := o.sealer.Open(d.Value)
@@ -209,7 +216,7 @@ func (o *Router) deliverDependency(ctx context.Context, a Agent, d DependencyReq
 		}
 	default: // rejected or expired
 		why := d.RejectionReason
-		if d.Status == DependencyExpired {
+		if d.Status == office.DependencyExpired {
 			why = "nobody provided it in time"
 		}
 		if d.Required {
@@ -221,15 +228,15 @@ func (o *Router) deliverDependency(ctx context.Context, a Agent, d DependencyReq
 			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: %s\nvalue: %s\n[/DEPENDENCY_PROVIDED]\nIt was %s (%s); go on without it.", d.Name, d.Status, d.Default, d.Status, why)
 		}
 	}
-	if !send(text) {
+	if !v.send(ctx, text) {
 		return false
 	}
 	if _, err := o.store.MarkDependencyDelivered(ctx, d.ID); err != nil {
 		o.log.Warn("mark dependency delivered", "err", err)
 		return false
 	}
-	o.setSessionStatus(ctx, a, SessionBusy)
-	_, _ = o.event(ctx, a.OfficeID, a.ID, "dependency.delivered", map[string]string{"dependency_id": d.ID, "status": d.Status}, "", "")
+	o.setSessionStatus(ctx, a, office.SessionBusy)
+	o.record(ctx, a.OfficeID, a.ID, "dependency.delivered", map[string]string{"dependency_id": d.ID, "status": d.Status}, "")
 	return true
 }
 
@@ -239,12 +246,14 @@ func (o *Router) StartAgent(ctx context.Context, agentID string) error {
 	if err != nil {
 		return err
 	}
-	if a.Status == AgentDisabled {
-		return Errorf(EFORBIDDEN, "agent %s is disabled", a.Name)
+	if a.Status == office.AgentDisabled {
+		return office.Errorf(office.EFORBIDDEN, "agent %s is disabled", a.Name)
 	}
-	if a.Status == AgentFailed {
-		_ = o.store.SetAgentStatus(ctx, a.ID, AgentIdle)
-		a.Status = AgentIdle
+	if a.Status == office.AgentFailed {
+		if err := o.store.SetAgentStatus(ctx, a.ID, office.AgentIdle); err != nil {
+			return fmt.Errorf("clear failed status: %w", err)
+		}
+		a.Status = office.AgentIdle
 	}
 	if err := o.startSession(ctx, a, false); err != nil {
 		return err
@@ -262,7 +271,7 @@ func (o *Router) StopAgent(ctx context.Context, agentID string) error {
 		return err
 	}
 	if !o.serves(a.OfficeID) {
-		return Errorf(EUNAVAILABLE, "office %s is run by another server", a.OfficeID)
+		return office.Errorf(office.EUNAVAILABLE, "office %s is run by another server", a.OfficeID)
 	}
 	if err := o.sess.Stop(ctx, a.OfficeID, a.ID); err != nil {
 		return err
@@ -274,14 +283,14 @@ func (o *Router) StopAgent(ctx context.Context, agentID string) error {
 // statuses reported before (a "ready" recorded later would make it active
 // again). An agent whose session the server stops for its own shutdown
 // stays active, so that the next start (or the next owner) runs it.
-func (o *Router) stopped(ctx context.Context, a Agent) error {
+func (o *Router) stopped(ctx context.Context, a office.Agent) error {
 	if err := o.FlushStatuses(ctx); err != nil {
 		return err
 	}
-	if a.Status == AgentDisabled || a.Status == AgentIdle {
+	if a.Status == office.AgentDisabled || a.Status == office.AgentIdle {
 		return nil
 	}
-	return o.store.SetAgentStatus(ctx, a.ID, AgentIdle)
+	return o.store.SetAgentStatus(ctx, a.ID, office.AgentIdle)
 }
 
 // RestartAgent restarts an agent's session with a fresh spec (instructions,
@@ -300,8 +309,8 @@ func (o *Router) RestartAgent(ctx context.Context, agentID string) error {
 
 // OfficeConfig is an office as declared in a configuration file.
 type OfficeConfig struct {
-	Office Office  `json:"office" yaml:"office"`
-	Agents []Agent `json:"agents" yaml:"agents"`
+	Office office.Office  `json:"office" yaml:"office"`
+	Agents []office.Agent `json:"agents" yaml:"agents"`
 }
 
 // SyncOffice makes the store match a declared office: the office and its
@@ -309,18 +318,18 @@ type OfficeConfig struct {
 // deleted, so their history stays. It returns the office and its agents as
 // stored. A name that breaks ValidateAgentName fails the whole sync
 // (EINVALID) before anything is written.
-func (o *Router) SyncOffice(ctx context.Context, c OfficeConfig) (Office, []Agent, error) {
+func (o *Router) SyncOffice(ctx context.Context, c OfficeConfig) (office.Office, []office.Agent, error) {
 	if strings.TrimSpace(c.Office.Name) == "" && c.Office.ID == "" {
-		return Office{}, nil, Errorf(EINVALID, "the office has no name")
+		return office.Office{}, nil, office.Errorf(office.EINVALID, "the office has no name")
 	}
 	seen := map[string]bool{}
 	for _, a := range c.Agents {
-		if err := ValidateAgentName(a.Name); err != nil {
-			return Office{}, nil, err
+		if err := office.ValidateAgentName(a.Name); err != nil {
+			return office.Office{}, nil, err
 		}
 		n := strings.ToLower(a.Name)
 		if seen[n] {
-			return Office{}, nil, Errorf(EINVALID, "agent %q is declared twice", a.Name)
+			return office.Office{}, nil, office.Errorf(office.EINVALID, "agent %q is declared twice", a.Name)
 		}
 		seen[n] = true
 	}
@@ -328,22 +337,10 @@ func (o *Router) SyncOffice(ctx context.Context, c OfficeConfig) (Office, []Agen
 	if err != nil {
 		return off, nil, fmt.Errorf("upsert office: %w", err)
 	}
-	var out []Agent
+	var out []office.Agent
 	for _, a := range c.Agents {
 		a.OfficeID = off.ID
-		if a.Status == "" {
-			a.Status = AgentIdle
-		}
-		if a.Capabilities == nil {
-			a.Capabilities = []string{}
-		}
-		if a.Expertise == nil {
-			a.Expertise = []string{}
-		}
-		if a.AllowedActions == nil {
-			a.AllowedActions = []string{}
-		}
-		sa, err := o.store.UpsertAgent(ctx, a)
+		sa, err := o.store.UpsertAgent(ctx, a.WithDefaults())
 		if err != nil {
 			return off, out, fmt.Errorf("upsert agent %s: %w", a.Name, err)
 		}
@@ -354,8 +351,8 @@ func (o *Router) SyncOffice(ctx context.Context, c OfficeConfig) (Office, []Agen
 		return off, out, err
 	}
 	for _, a := range existing {
-		if !seen[strings.ToLower(a.Name)] && a.Status != AgentDisabled {
-			if err := o.store.SetAgentStatus(ctx, a.ID, AgentDisabled); err != nil {
+		if !seen[strings.ToLower(a.Name)] && a.Status != office.AgentDisabled {
+			if err := o.store.SetAgentStatus(ctx, a.ID, office.AgentDisabled); err != nil {
 				return off, out, err
 			}
 		}
@@ -386,9 +383,9 @@ func (o *Router) CallGraph(ctx context.Context, officeID string, openOnly bool) 
 	if err != nil {
 		return Graph{}, err
 	}
-	f := InvocationFilter{OfficeID: officeID}
+	f := office.InvocationFilter{OfficeID: officeID}
 	if openOnly {
-		f.Status = []string{InvocationPending, InvocationInProgress}
+		f.Status = []string{office.InvocationPending, office.InvocationInProgress}
 	}
 	invs, err := o.store.ListInvocations(ctx, f)
 	if err != nil {

@@ -1,6 +1,9 @@
-package office
+package engine
 
-import "sync"
+import (
+	"github.com/office-server/office-server/office"
+	"sync"
+)
 
 // Subscription receives the office's events as they are appended, for the
 // live console. Its queue is bounded: a subscriber that falls behind is
@@ -8,7 +11,7 @@ import "sync"
 // office down.
 type Subscription struct {
 	o       *Router
-	c       chan Event
+	c       chan office.Event
 	mu      sync.Mutex
 	closed  bool
 	dropped bool
@@ -19,7 +22,7 @@ func (o *Router) Subscribe(n int) *Subscription {
 	if n <= 0 {
 		n = 64
 	}
-	s := &Subscription{o: o, c: make(chan Event, n)}
+	s := &Subscription{o: o, c: make(chan office.Event, n)}
 	o.mu.Lock()
 	o.subs[s] = struct{}{}
 	o.mu.Unlock()
@@ -27,7 +30,7 @@ func (o *Router) Subscribe(n int) *Subscription {
 }
 
 // C returns the events channel; it is closed when the subscription ends.
-func (s *Subscription) C() <-chan Event { return s.c }
+func (s *Subscription) C() <-chan office.Event { return s.c }
 
 // Dropped reports whether the subscriber was dropped for being too slow.
 func (s *Subscription) Dropped() bool {
@@ -52,7 +55,7 @@ func (s *Subscription) end(dropped bool) {
 	}
 }
 
-func (o *Router) publish(ev Event) {
+func (o *Router) publish(ev office.Event) {
 	o.mu.Lock()
 	subs := make([]*Subscription, 0, len(o.subs))
 	for s := range o.subs {

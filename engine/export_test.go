@@ -1,6 +1,7 @@
-package office
+package engine
 
 import (
+	"github.com/office-server/office-server/office"
 	"slices"
 	"time"
 )
@@ -18,10 +19,10 @@ func NewMemStore(now func() time.Time) *MemStore { return newMemStore(now) }
 // DropEvents removes from the event log the events drop picks; drop is
 // asked about each event from the newest to the oldest, with the store
 // locked (it must not call the store).
-func (s *memStore) DropEvents(drop func(Event) bool) {
+func (s *memStore) DropEvents(drop func(office.Event) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var kept []Event
+	var kept []office.Event
 	for i := len(s.events) - 1; i >= 0; i-- {
 		if e := s.events[i]; !drop(e) {
 			kept = append(kept, e)
@@ -38,14 +39,14 @@ const CursorEvent = cursorEvent
 // has none.
 func InboxPeak(r *Router, officeID, agentID string) int {
 	r.mu.Lock()
-	in := r.inboxes[agentKey{officeID, agentID}]
+	d := r.desks[agentKey{officeID, agentID}]
 	r.mu.Unlock()
-	if in == nil {
+	if d == nil {
 		return 0
 	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.peak
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.peak
 }
 
 // WriterFunc is an io.Writer that calls itself (router_test.go).
