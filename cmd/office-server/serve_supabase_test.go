@@ -316,6 +316,30 @@ func TestSupabaseIdleRequests(t *testing.T) {
 	if perMin > idleRequestBudget {
 		t.Errorf("idle server made %.1f REST requests/min; want at most %d", perMin, idleRequestBudget)
 	}
+
+	// Busy: a member answers every question po asks, at once, for the same
+	// window (po → dev → po cycles back to back).
+	member := p.MemberOf(t, oid, "busy@example.com")
+	answered := 0
+	end := time.Now().Add(window)
+	for time.Now().Before(end) {
+		var qs []office.Question
+		r.get(t, "/api/offices/"+oid+"/questions?status=pending", &qs)
+		for _, q := range qs {
+			answerAsMember(t, p, member, q.ID, q.Options[0])
+			answered++
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	counts = p.REST.Counts()
+	total = 0
+	for k, n := range counts {
+		if !strings.HasSuffix(k, "user_questions") || !strings.HasPrefix(k, "PATCH") {
+			total += n
+		}
+	}
+	t.Logf("busy: %.1f REST requests/min from the server (%d answers in %v; the member's own PATCHes not counted)",
+		float64(total)*float64(time.Minute)/float64(window), answered, window)
 }
 
 // idleRequestBudget is the most REST requests per minute an idle server may
