@@ -161,6 +161,11 @@ type Options struct {
 	// undispatched lines are bounded and the excess counted (Text.Lost).
 	// Called from the session's worker; must be quick.
 	Paused func(Key) bool
+	// Keeper, when set, is the command line of a keeper (RunKeeper, e.g.
+	// {"/path/to/office-server", "keeper"}) that every agent runs under,
+	// so that its whole process tree ends with the session and with the
+	// server (see keeper.go).
+	Keeper []string
 }
 
 // Errors.
@@ -620,6 +625,9 @@ func (s *Session) launch() error {
 	cmd := exec.Command(spec.Command, args...)
 	cmd.Env = env
 	cmd.Dir = spec.Dir
+	if err := keep(cmd, s.m.opts.Keeper, s.m.opts.StopGrace); err != nil {
+		return fmt.Errorf("launch %s: %w", spec.Command, err)
+	}
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(spec.Cols), Rows: uint16(spec.Rows)})
 	if err != nil {
 		s.mu.Lock()
@@ -709,9 +717,13 @@ func (s *Session) terminate(p *proc) {
 	pgid := -p.cmd.Process.Pid
 	_ = syscall.Kill(pgid, syscall.SIGHUP)
 	_ = syscall.Kill(pgid, syscall.SIGTERM)
+	grace := s.m.opts.StopGrace
+	if len(s.m.opts.Keeper) > 0 {
+		grace += time.Second // the keeper kills the tree after StopGrace
+	}
 	select {
 	case <-p.exited:
-	case <-time.After(s.m.opts.StopGrace):
+	case <-time.After(grace):
 		_ = syscall.Kill(pgid, syscall.SIGKILL)
 		<-p.exited
 	}
