@@ -50,6 +50,9 @@ func (s *Session) launch() error {
 	cmd := exec.Command(spec.Command, args...)
 	cmd.Env = env
 	cmd.Dir = spec.Dir
+	if err := keep(cmd, s.m.opts.Keeper, s.m.opts.StopGrace); err != nil {
+		return fmt.Errorf("launch %s: %w", spec.Command, err)
+	}
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(spec.Cols), Rows: uint16(spec.Rows)})
 	if err != nil {
 		s.mu.Lock()
@@ -116,9 +119,13 @@ func (s *Session) terminate(p *proc) {
 	pgid := -p.cmd.Process.Pid
 	_ = syscall.Kill(pgid, syscall.SIGHUP)
 	_ = syscall.Kill(pgid, syscall.SIGTERM)
+	grace := s.m.opts.StopGrace
+	if len(s.m.opts.Keeper) > 0 {
+		grace += time.Second // the keeper kills the tree after StopGrace
+	}
 	select {
 	case <-p.exited:
-	case <-time.After(s.m.opts.StopGrace):
+	case <-time.After(grace):
 		_ = syscall.Kill(pgid, syscall.SIGKILL)
 		<-p.exited
 	}

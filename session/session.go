@@ -167,15 +167,20 @@ type Info struct {
 
 // Options configure a Manager.
 type Options struct {
-	Scrollback     int                     // bytes of scrollback per session; default 1 MiB
-	RestartBackoff time.Duration           // first delay after a crash, doubled per crash in the window; default 1s
-	MaxRestarts    int                     // crashes tolerated in RestartWindow before failed; default 5
-	RestartWindow  time.Duration           // default 5 min
-	StopGrace      time.Duration           // SIGHUP/SIGTERM → SIGKILL delay; default 3s
-	EnterDelay     time.Duration           // pause between typed text and Enter; default 250ms
-	OnStatus       func(Key, Status, Info) // every status change; must not block
-	OnText         func(Text)              // from one goroutine per session, in order; must not block long
-	Logger         *slog.Logger
+	Scrollback     int           // bytes of scrollback per session; default 1 MiB
+	RestartBackoff time.Duration // first delay after a crash, doubled per crash in the window; default 1s
+	MaxRestarts    int           // crashes tolerated in RestartWindow before failed; default 5
+	RestartWindow  time.Duration // default 5 min
+	StopGrace      time.Duration // SIGHUP/SIGTERM → SIGKILL delay; default 3s
+	EnterDelay     time.Duration // pause between typed text and Enter; default 250ms
+	// Keeper, when set, is the command line of a keeper (RunKeeper, e.g.
+	// {"/path/to/office-server", "keeper"}) that every agent runs under,
+	// so that its whole process tree ends with the session and with the
+	// server (see keeper.go).
+	Keeper   []string
+	OnStatus func(Key, Status, Info) // every status change; must not block
+	OnText   func(Text)              // from one goroutine per session, in order; must not block long
+	Logger   *slog.Logger
 	// Paused, when set, is asked before a claude session reads its
 	// transcript: true means the consumer of OnText is behind, and the
 	// transcript (durable) and hook signals are left unread until it

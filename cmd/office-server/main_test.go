@@ -23,6 +23,9 @@ import (
 // TestMain lets the test binary act as the builtin agents: the server runs
 // its own executable (here, this test binary) as `agent --script NAME`.
 func TestMain(m *testing.M) {
+	if code, ok := keeperMain(os.Args[1:]); ok {
+		os.Exit(code)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "agent" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}

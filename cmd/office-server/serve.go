@@ -87,6 +87,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	own := newOwner(c, log.With("part", "owner"))
+	keeper, err := keeperArgv()
+	if err != nil {
+		return fmt.Errorf("find own executable for the agents' keeper: %w", err)
+	}
 
 	// Sessions, the office, the server.
 	router, sess, err := agents.New(engine.Config{
@@ -94,7 +98,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
 		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(),
 	}, agents.Options{AgentBin: c.AgentBin, StateDir: filepath.Join(c.DataDir, "claude")},
-		session.Options{Logger: log.With("part", "session")})
+		session.Options{Logger: log.With("part", "session"), Keeper: keeper})
 	if err != nil {
 		return fmt.Errorf("office: %w", err)
 	}

@@ -1,0 +1,54 @@
+package session
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+)
+
+// An agent's process tree must end with its session, also when the server
+// is killed (issue 12, break 9): signalling the agent's process group misses
+// descendants that called setsid or ignore SIGHUP, and a killed server
+// signals nothing. So, when Options.Keeper names it, every agent runs under
+// a keeper (RunKeeper; `office-server keeper`): a small process between
+// the server and the agent that is a child subreaper (every orphaned
+// descendant of the agent becomes its child, so it can always find them)
+// and kills the whole tree when the agent exits, when the session stops it,
+// or when the server dies — which it learns from a pipe whose only write
+// end the server holds (EOF: the kernel closed it with the server).
+
+// keeperFD is the keeper's descriptor for the read end of the server's
+// life pipe (the first of exec.Cmd.ExtraFiles).
+const keeperFD = 3
+
+// The server's life pipe: the write end stays open, unused, for the life of
+// the process; keepers get the read end.
+var (
+	lifeOnce sync.Once
+	lifeR    *os.File
+	lifeW    *os.File
+	lifeErr  error
+)
+
+// keep makes cmd run under the keeper named by argv (Options.Keeper), if
+// any: `argv... --grace D -- command args...`, with the read end of the
+// server's life pipe as descriptor 3.
+func keep(cmd *exec.Cmd, argv []string, grace time.Duration) error {
+	if len(argv) == 0 {
+		return nil
+	}
+	lifeOnce.Do(func() {
+		lifeR, lifeW, lifeErr = os.Pipe()
+	})
+	if lifeErr != nil {
+		return fmt.Errorf("keeper pipe: %w", lifeErr)
+	}
+	args := append(append([]string{}, argv[1:]...), "--grace", grace.String(), "--", cmd.Path)
+	args = append(args, cmd.Args[1:]...)
+	k := exec.Command(argv[0], args...)
+	cmd.Path, cmd.Args, cmd.Err = k.Path, k.Args, k.Err
+	cmd.ExtraFiles = []*os.File{lifeR}
+	return nil
+}

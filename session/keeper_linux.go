@@ -1,0 +1,223 @@
+package session
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// KeeperSupported reports whether RunKeeper works here.
+const KeeperSupported = true
+
+// RunKeeper is the keeper's main (see keep): `keeper [--grace D] -- command
+// args...`. It runs command as its child in its own process group (the
+// terminal's foreground group: the keeper is started as the session leader
+// of the agent's terminal, so the agent reads the terminal as before), is a
+// child subreaper, and returns the
+// exit code to exit with once the whole tree has ended:
+//   - the agent exits: every descendant left (a daemon it started, a
+//     setsid'd grandchild) is killed; the keeper exits as the agent did;
+//   - SIGTERM or SIGHUP (the session stops it): passed on to the agent;
+//     after the grace period the whole tree is killed;
+//   - the server's life pipe (descriptor 3) ends (the server died, even by
+//     SIGKILL): SIGTERM to the tree, SIGKILL after the grace period.
+//
+// stderr gets the reason when the command cannot start (exit code 127).
+func RunKeeper(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("keeper", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	grace := fs.Duration("grace", 3*time.Second, "time between SIGTERM and SIGKILL")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "keeper: no command")
+		return 2
+	}
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		fmt.Fprintf(stderr, "keeper: child subreaper: %v\n", errno)
+		return 127
+	}
+	life := os.NewFile(keeperFD, "server-life")
+	if life != nil {
+		syscall.CloseOnExec(keeperFD) // the agent does not get it
+	}
+	// Caught, not ignored: an ignored signal would stay ignored in the agent.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCHLD)
+
+	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "keeper: %v\n", err)
+		return 127
+	}
+	child := cmd.Process.Pid
+
+	serverGone := make(chan struct{})
+	if life != nil {
+		go func() {
+			var b [1]byte
+			for {
+				if _, err := life.Read(b[:]); err != nil {
+					close(serverGone)
+					return
+				}
+			}
+		}()
+	}
+
+	var status syscall.WaitStatus
+	exited := false
+	var killAt <-chan time.Time
+	tick := time.NewTicker(time.Second) // in case a SIGCHLD was merged away
+	defer tick.Stop()
+	for !exited {
+		select {
+		case <-tick.C:
+			exited, status = reapChildren(child, exited, status)
+		case sig := <-sigs:
+			switch sig {
+			case syscall.SIGCHLD:
+				exited, status = reapChildren(child, exited, status)
+			case syscall.SIGTERM, syscall.SIGHUP:
+				_ = syscall.Kill(child, sig.(syscall.Signal))
+				if killAt == nil {
+					killAt = time.After(*grace)
+				}
+			}
+			// SIGINT, SIGQUIT, SIGTSTP: the terminal sent them to the
+			// whole foreground group, the agent included.
+		case <-serverGone:
+			serverGone = nil
+			signalTree(syscall.SIGTERM)
+			if killAt == nil {
+				killAt = time.After(*grace)
+			}
+		case <-killAt:
+			killTree()
+		}
+	}
+	killTree()
+	switch {
+	case status.Exited():
+		return status.ExitStatus()
+	case status.Signaled():
+		// Die as the agent did, so the session sees the same end.
+		sig := status.Signal()
+		signal.Reset(sig)
+		_ = syscall.Kill(os.Getpid(), sig)
+		time.Sleep(100 * time.Millisecond)
+		return 128 + int(sig)
+	}
+	return 1
+}
+
+// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER (linux/prctl.h).
+const prSetChildSubreaper = 36
+
+// reapChildren reaps every child that ended (the agent, and orphans that
+// were reparented to the keeper) and reports the agent's status once it
+// ended.
+func reapChildren(child int, exited bool, status syscall.WaitStatus) (bool, syscall.WaitStatus) {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if pid <= 0 || err != nil {
+			return exited, status
+		}
+		if pid == child && (ws.Exited() || ws.Signaled()) {
+			exited, status = true, ws
+		}
+	}
+}
+
+// signalTree sends sig to every descendant of this process.
+func signalTree(sig syscall.Signal) {
+	for _, pid := range descendants(os.Getpid()) {
+		_ = syscall.Kill(pid, sig)
+	}
+}
+
+// killTree kills every descendant with SIGKILL and reaps them, until none
+// is left (a process forking meanwhile is caught by the next round; every
+// orphan is reparented to the keeper, a subreaper, so none can escape the
+// walk), for at most five seconds.
+func killTree() {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		pids := descendants(os.Getpid())
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		for {
+			pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
+			if pid <= 0 || err != nil {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// descendants lists the processes below root, from /proc (zombies aside:
+// they are dead and only wait to be reaped).
+func descendants(root int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ppid, state, err := procStat(pid)
+		if err != nil || state == 'Z' {
+			continue
+		}
+		children[ppid] = append(children[ppid], pid)
+	}
+	var out []int
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// procStat reads the parent and state of pid from /proc/pid/stat.
+func procStat(pid int) (ppid int, state byte, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may hold spaces and ')'
+	if i < 0 || i+4 > len(s) {
+		return 0, 0, errors.New("bad stat")
+	}
+	f := strings.Fields(s[i+2:])
+	if len(f) < 2 {
+		return 0, 0, errors.New("bad stat")
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return ppid, f[0][0], err
+}
