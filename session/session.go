@@ -342,7 +342,7 @@ func (s *Session) control(ctx context.Context, r ctrlReq) error {
 	}
 }
 
-// launch starts the agent's process in a new PTY.
+// Resize changes the terminal size of the session (and of later restarts).
 func (s *Session) Resize(cols, rows int) error {
 	if cols <= 0 || rows <= 0 || cols > 1000 || rows > 1000 {
 		return fmt.Errorf("resize session %s: bad size %dx%d", s.key, cols, rows)

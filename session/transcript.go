@@ -111,7 +111,7 @@ const maxTranscriptRead = 256 << 10
 
 // maxTranscriptLine bounds one transcript line (one entry). A longer line,
 // or one that never ends, is skipped up to its newline and counted, so a
-// session's memory stays bounded whatever the file holds (DESIGN §7).
+// session's memory stays bounded whatever the file holds (docs/protocol.md, Guarantees).
 const maxTranscriptLine = 16 << 20
 
 // readBufs holds the buffers polls read into (maxTranscriptRead each).
