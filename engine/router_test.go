@@ -1034,10 +1034,23 @@ func TestTaskRetypedAfterRestart(t *testing.T) {
 	for _, n := range []string{"DEV", "CC"} {
 		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionCrashed, PID: 1})
 		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionStarting, PID: 2, Resumes: n == "CC"})
-		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionReady, PID: 2, Resumes: n == "CC"})
+		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionReady, PID: 2, Resumes: n == "CC", Resumed: n == "CC"})
 	}
 	h.typed("DEV", "> work")
+	// Claude Code is reminded of its task instead, and only once.
+	h.typed("CC", "your conversation was resumed")
 	h.quiet("CC", 150*time.Millisecond)
+	h.ss.mu.Lock()
+	tasks := 0
+	for _, x := range h.ss.typed[h.id("CC")] {
+		if strings.Contains(x, "> think") {
+			tasks++
+		}
+	}
+	h.ss.mu.Unlock()
+	if tasks != 1 {
+		t.Errorf("task typed into CC %d times, want once (before the crash)", tasks)
+	}
 	if n := len(h.invocations(office.InvocationInProgress)); n != 2 {
 		t.Errorf("%d in progress, want 2", n)
 	}

@@ -1,8 +1,8 @@
 // Package proxy picks which office agent takes a piece of work when the
-// sender did not name one, or the named one cannot take it (seed 004): a
-// capability registry built from the office's agents, three selection
-// strategies (priority, load, expertise), a fallback chain that ends in a
-// decision the caller acts on, and the checks that keep requests honest
+// sender did not name one, or the named one cannot take it (docs/protocol.md,
+// Proxy requests): a capability registry built from the office's agents,
+// three selection strategies (priority, load, expertise), a fallback chain
+// that ends in a decision the caller acts on, and the checks that keep requests honest
 // (which agent may do which action; what content may carry).
 //
 // The package is pure: no I/O, no goroutines, no clock. The office builds a
@@ -17,7 +17,7 @@ import (
 	"strings"
 )
 
-// The tools of seed 004's capability matrix. Offices may declare any other
+// The tools of the capability matrix (docs/protocol.md, Proxy requests). Offices may declare any other
 // capability; these are only the ones the proxy actions require.
 const (
 	ToolTodoWrite = "todowrite"
@@ -34,7 +34,7 @@ type Agent struct {
 	// Capabilities are the tools the agent can use (case-insensitive).
 	Capabilities []string
 	// Priority orders proxies: 1 is preferred over 2. Zero or less means the
-	// agent has no proxy priority ("N/A" in seed 004's matrix); such agents
+	// agent has no proxy priority ("N/A" in the capability matrix of docs/protocol.md); such agents
 	// still take work addressed to their role or capability, after every
 	// agent with a priority.
 	Priority int
@@ -147,7 +147,7 @@ type Strategy string
 
 const (
 	// ByPriority takes the first available capable agent in priority order
-	// (seed 004's basic selection).
+	// (docs/protocol.md, Proxy requests: basic selection).
 	ByPriority Strategy = "priority"
 	// ByLoad takes the available capable agent with the fewest open tasks
 	// relative to its capacity; ties go by priority.
@@ -172,9 +172,9 @@ type Request struct {
 	// already tried).
 	Exclude []string
 	// NoFallback: when Target names an agent that cannot take the work now,
-	// park instead of picking another (seed 004's fallback_allowed=false).
+	// park instead of picking another (fallback_allowed=false, docs/protocol.md).
 	NoFallback bool
-	// Prefer marks Target as a preference only (seed 004's preferred_proxy):
+	// Prefer marks Target as a preference only (preferred_proxy, docs/protocol.md):
 	// when it names no usable agent, role or capability, any capable agent
 	// will do.
 	Prefer bool

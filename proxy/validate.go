@@ -40,7 +40,7 @@ func (a Agent) Allowed(action string) bool {
 var ErrForbidden = errors.New("action not allowed")
 
 // Authorize returns nil when requester may perform action, else an error
-// wrapping ErrForbidden that says what it may do instead (seed 004's
+// wrapping ErrForbidden that says what it may do instead (docs/protocol.md, Proxy requests:
 // requester validation).
 func Authorize(requester Agent, action string) error {
 	if requester.Allowed(action) {
@@ -56,7 +56,7 @@ const MaxContent = 64 << 10
 // ErrContent is wrapped by ValidateContent's errors.
 var ErrContent = errors.New("invalid content")
 
-// ValidateContent checks text one agent sends towards another (seed 004's
+// ValidateContent checks text one agent sends towards another (docs/protocol.md, Proxy requests:
 // content validation): valid UTF-8, at most max bytes (MaxContent when
 // max <= 0), and no control characters but newline, tab and carriage return
 // — an ESC or a C1 control could drive the receiver's terminal.
@@ -97,7 +97,8 @@ type Preferences struct {
 	Strategy        string `json:"strategy,omitempty"`         // priority, load, expertise
 }
 
-// ActionRequest is the JSON body of a PROXY_REQUEST (seed 004).
+// ActionRequest is the JSON body of a PROXY_REQUEST (docs/protocol.md, Proxy
+// requests).
 type ActionRequest struct {
 	Action      string          `json:"action"` // create_plan | update_status
 	Requester   string          `json:"requester"`
@@ -108,7 +109,8 @@ type ActionRequest struct {
 	Metadata    json.RawMessage `json:"metadata,omitempty"`
 }
 
-// Response is the JSON of a [PROXY_RESPONSE] (seed 004).
+// Response is the JSON of a [PROXY_RESPONSE] (docs/protocol.md, Proxy
+// requests).
 type Response struct {
 	Success       bool     `json:"success"`
 	Proxy         string   `json:"proxy,omitempty"`

@@ -387,105 +387,24 @@ func (d *claudeDriver) step(now time.Time, st Status) ([]Text, func()) {
 		return nil, func() {}
 	}
 	defer func() { d.prompts = c.tr.takePrompts() }()
-	var sigs []string
-	var texts []Text
-	// While the consumer of OnText is behind (Options.Paused), the
-	// transcript and the hook signals are left unread: both are files, so
-	// nothing is lost, and the turn's end (hence "ready") waits for its
-	// words. The PTY reader and the viewers are not concerned.
-	paused := s.m.opts.Paused != nil && s.m.opts.Paused(s.key)
-	if !paused {
-		sigs = c.pollSignals()
-		var err error
-		texts, err = c.tr.poll(s.key)
-		if err != nil {
-			s.log.Warn("transcript", "err", err)
-		}
-		if c.tr.more {
-			s.poke()
-		}
-	}
-	if !paused && len(texts) == 0 && errors.Is(statErr(c.tr.path), os.ErrNotExist) && now.Sub(c.resolved) > 2*time.Second {
-		// The file may live under another project name (a long or
-		// symlinked working directory): search for it now and then.
-		c.resolved = now
-		c.tr.path = TranscriptPath(c.configDir, c.dir, c.id)
-	}
+	texts, sigs := d.read(now)
 
 	s.mu.Lock()
-	next := st
 	for _, t := range texts {
 		if t.TurnEnd {
 			d.turnEnded = true
 		}
 	}
+	next := st
 	for _, sig := range sigs {
-		name, arg, _ := strings.Cut(sig, " ")
-		switch name {
-		case sigStop:
-			if next == StatusBusy || next == StatusStarting {
-				next = StatusReady
-			}
-			d.turnEnded = true
-			if t, ok := c.tr.stopped(s.key); ok {
-				texts = append(texts, t)
-			}
-		case sigPrompt:
-			next = StatusBusy
-			d.turnEnded = false
-			d.awaitSubmit = false
-			s.info.Notice = ""
-			s.inputAt = now
-		case sigNotify:
-			var n struct {
-				Message string `json:"message"`
-				Type    string `json:"notification_type"`
-			}
-			_ = json.Unmarshal([]byte(arg), &n)
-			s.info.Notice = n.Message
-			switch {
-			case n.Type == "permission_prompt":
-				// Exact: a permission dialog is up.
-				next = d.attention(next, n.Message)
-			case n.Type == "idle_prompt" || strings.Contains(n.Message, "waiting for your input"):
-				if next != StatusNeedsAttention {
-					next = StatusReady
-				}
-			}
+		var stop *Text
+		next, stop = d.signal(now, next, sig)
+		if stop != nil {
+			texts = append(texts, *stop)
 		}
 	}
-	quiet := now.Sub(s.lastOutput) >= s.spec.Quiescence && !s.lastOutput.IsZero()
-	if s.p != nil && quiet && d.term != nil {
-		// Claude Code gives no signal that its input prompt is up, and
-		// every dialog draws the prompt's "❯" too (text typed into the
-		// folder-trust dialog is lost and its Enter chooses "No, exit").
-		// So a still screen is read: the prompt box under a rule is
-		// ready, anything else that offers a choice needs a person.
-		view, text := readClaudeScreen(d.term.Lines())
-		switch view {
-		case viewDialog:
-			next = d.attention(next, text)
-		case viewPrompt:
-			if next == StatusNeedsAttention {
-				next = d.attnFrom
-				s.info.Detail = ""
-			}
-			// Start-up: bracketed paste comes on first, the prompt box
-			// a moment later; text typed before the box exists loses
-			// its Enter. A turn whose end_turn is in the transcript but
-			// whose Stop hook did not arrive ends here too.
-			if (next == StatusStarting && s.modes.paste) || (next == StatusBusy && d.turnEnded) {
-				next = StatusReady
-			}
-		}
-	}
-	var reEnter *proc
-	if d.awaitSubmit && !d.reEntered && s.p != nil && now.Sub(s.inputAt) > submitTimeout {
-		// The prompt was typed but never submitted (its Enter was lost):
-		// press Enter once more. On an empty prompt box Enter does nothing.
-		d.reEntered = true
-		reEnter = s.p
-	}
+	next = d.readScreen(now, next)
+	reEnter := d.reEnterDue(now)
 	report := func() {}
 	if next != st {
 		report, _ = s.setStatusLocked(next)
@@ -494,9 +413,122 @@ func (d *claudeDriver) step(now time.Time, st Status) ([]Text, func()) {
 	if reEnter != nil {
 		s.log.Warn("prompt not submitted; pressing Enter again")
 		_ = reEnter.pty.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		_, _ = reEnter.pty.Write([]byte("\r"))
+		if _, err := reEnter.pty.Write([]byte("\r")); err != nil {
+			s.log.Warn("press Enter again", "err", err)
+		}
 	}
 	return texts, report
+}
+
+// read returns the new transcript entries and hook signals. While the
+// consumer of OnText is behind (Options.Paused), both are left unread: they
+// are files, so nothing is lost, and the turn's end (hence "ready") waits
+// for its words. The PTY reader and the viewers are not concerned.
+func (d *claudeDriver) read(now time.Time) ([]Text, []string) {
+	s, c := d.s, d.c
+	if s.m.opts.Paused != nil && s.m.opts.Paused(s.key) {
+		return nil, nil
+	}
+	sigs := c.pollSignals()
+	texts, err := c.tr.poll(s.key)
+	if err != nil {
+		s.log.Warn("transcript", "err", err)
+	}
+	if c.tr.more {
+		s.poke()
+	}
+	if len(texts) == 0 && errors.Is(statErr(c.tr.path), os.ErrNotExist) && now.Sub(c.resolved) > 2*time.Second {
+		// The file may live under another project name (a long or
+		// symlinked working directory): search for it now and then.
+		c.resolved = now
+		c.tr.path = TranscriptPath(c.configDir, c.dir, c.id)
+	}
+	return texts, sigs
+}
+
+// signal applies one hook signal to the status next; a Stop that ends a
+// turn the transcript did not end returns the turn end to dispatch. Locked.
+func (d *claudeDriver) signal(now time.Time, next Status, sig string) (Status, *Text) {
+	s := d.s
+	name, arg, _ := strings.Cut(sig, " ")
+	switch name {
+	case sigStop:
+		if next == StatusBusy || next == StatusStarting {
+			next = StatusReady
+		}
+		d.turnEnded = true
+		if t, ok := d.c.tr.stopped(s.key); ok {
+			return next, &t
+		}
+	case sigPrompt:
+		next = StatusBusy
+		d.turnEnded = false
+		d.awaitSubmit = false
+		s.info.Notice = ""
+		s.inputAt = now
+	case sigNotify:
+		var n struct {
+			Message string `json:"message"`
+			Type    string `json:"notification_type"`
+		}
+		if err := json.Unmarshal([]byte(arg), &n); err != nil {
+			s.log.Warn("notification hook: not JSON", "err", err)
+		}
+		s.info.Notice = n.Message
+		switch {
+		case n.Type == "permission_prompt":
+			// Exact: a permission dialog is up.
+			next = d.attention(next, n.Message)
+		case n.Type == "idle_prompt" || strings.Contains(n.Message, "waiting for your input"):
+			if next != StatusNeedsAttention {
+				next = StatusReady
+			}
+		}
+	}
+	return next, nil
+}
+
+// readScreen reads a still screen. Claude Code gives no signal that its
+// input prompt is up, and every dialog draws the prompt's "❯" too (text
+// typed into the folder-trust dialog is lost and its Enter chooses "No,
+// exit"). So the prompt box under a rule is ready, anything else that
+// offers a choice needs a person. Locked.
+func (d *claudeDriver) readScreen(now time.Time, next Status) Status {
+	s := d.s
+	quiet := now.Sub(s.lastOutput) >= s.spec.Quiescence && !s.lastOutput.IsZero()
+	if s.p == nil || !quiet || d.term == nil {
+		return next
+	}
+	view, text := readClaudeScreen(d.term.Lines())
+	switch view {
+	case viewDialog:
+		next = d.attention(next, text)
+	case viewPrompt:
+		if next == StatusNeedsAttention {
+			next = d.attnFrom
+			s.info.Detail = ""
+		}
+		// Start-up: bracketed paste comes on first, the prompt box a
+		// moment later; text typed before the box exists loses its
+		// Enter. A turn whose end_turn is in the transcript but whose
+		// Stop hook did not arrive ends here too.
+		if (next == StatusStarting && s.modes.paste) || (next == StatusBusy && d.turnEnded) {
+			next = StatusReady
+		}
+	}
+	return next
+}
+
+// reEnterDue returns the process to press Enter in again when the prompt
+// typed was never submitted (its Enter was lost); on an empty prompt box
+// Enter does nothing. Once per input. Locked.
+func (d *claudeDriver) reEnterDue(now time.Time) *proc {
+	s := d.s
+	if !d.awaitSubmit || d.reEntered || s.p == nil || now.Sub(s.inputAt) <= submitTimeout {
+		return nil
+	}
+	d.reEntered = true
+	return s.p
 }
 
 // attention moves a session to needs_attention with the dialog's text,

@@ -248,5 +248,3 @@ func (k *keyLine) feed(p []byte, x *screenLines) bool {
 	}
 	return entered
 }
-
-// Resize changes the terminal size of the session (and of later restarts).

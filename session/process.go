@@ -11,6 +11,7 @@ import (
 	"github.com/creack/pty"
 )
 
+// proc is one run of the agent's process.
 type proc struct {
 	cmd        *exec.Cmd
 	pty        *os.File
@@ -33,6 +34,7 @@ type ctrlReq struct {
 	done chan error
 }
 
+// launch starts the agent's process in a new PTY, as its driver says.
 func (s *Session) launch() error {
 	s.mu.Lock()
 	spec := s.spec

@@ -8,6 +8,12 @@
 //
 // Data flows: PTY bytes → scrollback + viewers (+ screen → lines, command
 // agents); transcript file → lines (Claude Code); both → Options.OnText.
+//
+// What differs between kinds of agent (launch, where the words come from,
+// readiness and turn end, acknowledgement of typed text, resume) is a
+// driver per kind, each in its own file and registered in kind.go; a
+// Text says where it came from (Text.Source), so a consumer never needs to
+// know the kind.
 package session
 
 import (

@@ -1,6 +1,6 @@
 package main
 
-// One owner per office (DESIGN §7): two servers must never run the same
+// One owner per office (docs/protocol.md, Guarantees): two servers must never run the same
 // agents. How depends on the store:
 //
 //   - SQLite: the server holds an exclusive flock on <db>.lock for its

@@ -21,7 +21,8 @@
 // encodings contain the byte 0x9C) is not cut short at a false ST.
 //
 // Stripping deletes the cursor movements a full-screen program draws its
-// spaces with (DESIGN §5: "질문:\e[9G로그인" strips to "질문:로그인"). With
+// spaces with (docs/protocol.md, Claude Code's terminal: "질문:\e[9G로그인" strips to
+// "질문:로그인"). With
 // CursorSpaces set, forward moves within a line (CUF "ESC [ n C", CHA
 // "ESC [ n G", HPA "ESC [ n `") become spaces instead, using East-Asian
 // widths to track the column. This is an approximation for plain-text
