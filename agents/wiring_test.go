@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/office-server/office-server/agents"
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/store/sqlite"
@@ -18,7 +19,7 @@ import (
 // wiring, stops it and starts it again: the new session's screen text
 // reuses the first session's chunk ID, and the office still takes it as a
 // new message because the wiring says it was read off a screen (Text.Source
-// → office.Text.Screen). The statuses say a CLI does not resume its
+// → engine.Text.Screen). The statuses say a CLI does not resume its
 // conversation (Info.Resumes → StatusChange.Resumes).
 func TestScreenTextAcrossSessions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -33,7 +34,7 @@ func TestScreenTextAcrossSessions(t *testing.T) {
 	var sources []session.Source
 	var ids []string
 	resumes := false
-	r, sess, err := agents.New(office.Config{Store: st, Feed: st, DataDir: data},
+	r, sess, err := agents.New(engine.Config{Store: st, Feed: st, DataDir: data},
 		agents.Options{StateDir: filepath.Join(data, "claude")},
 		session.Options{
 			OnText: func(x session.Text) {
@@ -56,7 +57,7 @@ func TestScreenTextAcrossSessions(t *testing.T) {
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, as, err := r.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "screen"}, Agents: []office.Agent{
+	_, as, err := r.SyncOffice(ctx, engine.OfficeConfig{Office: office.Office{Name: "screen"}, Agents: []office.Agent{
 		{Name: "cli", Launch: office.LaunchSpec{Kind: session.KindCommand, Command: script, PromptPattern: `^>\s*$`}},
 	}})
 	if err != nil {

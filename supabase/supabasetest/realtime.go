@@ -305,6 +305,7 @@ func parseFilter(s string) ([]rtFilter, error) {
 	for _, part := range parts {
 		col, rest, ok := strings.Cut(part, "=")
 		if !ok || col == "" {
+			//lint:ignore ST1005 Realtime\'s own message, which clients see as is
 			return nil, fmt.Errorf("Error parsing `filter` params: %q", part)
 		}
 		f := rtFilter{col: col}
@@ -318,11 +319,13 @@ func parseFilter(s string) ([]rtFilter, error) {
 			ok = false
 		}
 		if !ok {
+			//lint:ignore ST1005 Realtime\'s own message, which clients see as is
 			return nil, fmt.Errorf("Error parsing `filter` params: [%q, %q]", op, val)
 		}
 		if op == "in" {
 			// (a,b) → the array literal {a,b}
 			if !strings.HasPrefix(val, "(") || !strings.HasSuffix(val, ")") {
+				//lint:ignore ST1005 Realtime\'s own message, which clients see as is
 				return nil, fmt.Errorf("Error parsing `filter` params: in needs (…): %q", val)
 			}
 			val = "{" + val[1:len(val)-1] + "}"
