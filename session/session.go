@@ -66,6 +66,7 @@ type Spec struct {
 	Args    []string // extra arguments
 	Env     []string // KEY=VALUE added to a minimal inherited environment
 	Dir     string   // working directory (created if missing)
+	User    string   // OS user (name or uid) to run as; empty: the server's (see runAs)
 	Cols    int      // default 200
 	Rows    int      // default 50
 
@@ -626,6 +627,12 @@ func (s *Session) launch() error {
 	cmd.Env = env
 	cmd.Dir = spec.Dir
 	if err := keep(cmd, s.m.opts.Keeper, s.m.opts.StopGrace); err != nil {
+		return fmt.Errorf("launch %s: %w", spec.Command, err)
+	}
+	if err := runAs(cmd, spec); err != nil {
+		s.mu.Lock()
+		s.info.Err = err.Error()
+		s.mu.Unlock()
 		return fmt.Errorf("launch %s: %w", spec.Command, err)
 	}
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(spec.Cols), Rows: uint16(spec.Rows)})

@@ -170,6 +170,7 @@ type launchFile struct {
 	Model          string            `yaml:"model"`
 	PermissionMode string            `yaml:"permission_mode"`
 	Script         string            `yaml:"script"`
+	User           string            `yaml:"user"`
 }
 
 // loadOfficeFile reads and checks an office file. Unknown keys, missing
@@ -227,7 +228,7 @@ func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, erro
 			Launch: office.LaunchSpec{
 				Kind: a.Launch.Kind, Command: a.Launch.Command, Args: a.Launch.Args, Env: a.Launch.Env,
 				Dir: a.Launch.Dir, PromptPattern: a.Launch.PromptPattern, Model: a.Launch.Model,
-				PermissionMode: a.Launch.PermissionMode, Script: a.Launch.Script,
+				PermissionMode: a.Launch.PermissionMode, Script: a.Launch.Script, User: a.Launch.User,
 			},
 		})
 	}
