@@ -93,6 +93,16 @@ func TestAgentIsolation(t *testing.T) {
 	if uidA != fmt.Sprint(os.Geteuid()) {
 		t.Errorf("agent a runs as uid %s, want the server's %d", uidA, os.Geteuid())
 	}
+	// The server's files: its user's only; the data dir: passable, never
+	// listable, by an agent of another user.
+	for _, name := range []string{"office.db", "office.db-wal", "office.db-shm", "secrets-key"} {
+		if st, err := os.Stat(filepath.Join(data, name)); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v (%v), want 0600", name, st.Mode(), err)
+		}
+	}
+	if st, err := os.Stat(data); err != nil || st.Mode().Perm()&0o006 != 0 {
+		t.Errorf("data dir: mode %v (%v), want no read or write for others", st.Mode(), err)
+	}
 	if os.Geteuid() == 0 {
 		homeC, uidC := seen("c")
 		if uidC != nobody.Uid {

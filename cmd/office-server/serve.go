@@ -113,6 +113,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 		defer lock.Close()
+		if err := privateFiles(db, db+"-wal", db+"-shm"); err != nil {
+			return err
+		}
 		lite, err := sqlite.Open(ctx, db)
 		if err != nil {
 			return fmt.Errorf("open sqlite: %w", err)
