@@ -82,7 +82,16 @@ func (a *Sessions) Spec(s engine.SessionSpec) (session.Spec, error) {
 	for _, k := range slices.Sorted(maps.Keys(l.Env)) {
 		env = append(env, k+"="+l.Env[k])
 	}
-	sp := session.Spec{Kind: l.Kind, Command: absCommand(l.Command), Args: l.Args, Env: env, Dir: s.Dir, PromptPattern: l.PromptPattern, Script: l.Script}
+	sp := session.Spec{Kind: l.Kind, Command: absCommand(l.Command), Args: l.Args, Env: env, Dir: s.Dir, PromptPattern: l.PromptPattern, Script: l.Script, User: l.User}
+	if _, set := l.Env["HOME"]; !set && a.opts.StateDir != "" {
+		// A HOME of its own (issue 12, break 10): not the server's, where
+		// the other agents' and the server's files are; the launch spec's
+		// env may name another.
+		sp.Home = AgentHome(a.opts.StateDir, s.OfficeID, s.AgentID)
+		if err := os.MkdirAll(sp.Home, 0o700); err != nil {
+			return sp, fmt.Errorf("agent home: %w", err)
+		}
+	}
 	switch l.Kind {
 	case session.KindBuiltin:
 		sp.Command = a.opts.AgentBin
@@ -118,6 +127,11 @@ func CheckLaunch(l office.LaunchSpec) error {
 		return office.Errorf(office.EINVALID, "%v", err)
 	}
 	return nil
+}
+
+// AgentHome returns the HOME of an agent under stateDir.
+func AgentHome(stateDir, officeID, agentID string) string {
+	return filepath.Join(stateDir, officeID, agentID, "home")
 }
 
 // ClaudeConfigDir returns the Claude Code configuration directory of an

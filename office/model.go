@@ -68,6 +68,9 @@ type LaunchSpec struct {
 	Model          string            `json:"model,omitempty"`
 	PermissionMode string            `json:"permission_mode,omitempty"`
 	Script         string            `json:"script,omitempty"` // builtin: which script
+	// User, when set, is the OS user (name or uid) the agent runs as; the
+	// server must be root or have CAP_SETUID and CAP_SETGID.
+	User string `json:"user,omitempty"`
 }
 
 // WithDefaults returns a with what a stored agent has when nobody said

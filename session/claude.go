@@ -300,7 +300,14 @@ func (c *claudeState) prepare(spec Spec) ([]string, []string, error) {
 	}
 	args = append(args, "--settings", settings)
 	if spec.AppendSystemPrompt != "" {
-		args = append(args, "--append-system-prompt", spec.AppendSystemPrompt)
+		// From a file, not on the command line, where every local user
+		// reads it (ps, /proc/PID/cmdline). Claude Code 2.1.330 has
+		// --append-system-prompt-file (its --help names it).
+		p := filepath.Join(c.stateDir, "system-prompt.md")
+		if err := os.WriteFile(p, []byte(spec.AppendSystemPrompt), 0o600); err != nil {
+			return nil, nil, fmt.Errorf("system prompt file: %w", err)
+		}
+		args = append(args, "--append-system-prompt-file", p)
 	}
 	if spec.PermissionMode != "" {
 		args = append(args, "--permission-mode", spec.PermissionMode)

@@ -55,6 +55,12 @@ func (s *Session) launch() error {
 	if err := keep(cmd, s.m.opts.Keeper, s.m.opts.StopGrace); err != nil {
 		return fmt.Errorf("launch %s: %w", spec.Command, err)
 	}
+	if err := runAs(cmd, spec); err != nil {
+		s.mu.Lock()
+		s.info.Err = err.Error()
+		s.mu.Unlock()
+		return fmt.Errorf("launch %s: %w", spec.Command, err)
+	}
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(spec.Cols), Rows: uint16(spec.Rows)})
 	if err != nil {
 		s.mu.Lock()

@@ -62,6 +62,7 @@ type Spec struct {
 	Dir     string   // working directory (created if missing)
 	Cols    int      // default 200
 	Rows    int      // default 50
+	User    string   // OS user (name or uid) to run as; empty: the server's (see runAs)
 
 	// Command and builtin kinds.
 	PromptPattern string        // regexp on the screen's last non-empty line → ready

@@ -172,6 +172,7 @@ type launchFile struct {
 	Model          string            `yaml:"model"`
 	PermissionMode string            `yaml:"permission_mode"`
 	Script         string            `yaml:"script"`
+	User           string            `yaml:"user"`
 }
 
 // loadOfficeFile reads and checks an office file. Unknown keys, missing
@@ -210,7 +211,7 @@ func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, erro
 		launch := office.LaunchSpec{
 			Kind: a.Launch.Kind, Command: a.Launch.Command, Args: a.Launch.Args, Env: a.Launch.Env,
 			Dir: a.Launch.Dir, PromptPattern: a.Launch.PromptPattern, Model: a.Launch.Model,
-			PermissionMode: a.Launch.PermissionMode, Script: a.Launch.Script,
+			PermissionMode: a.Launch.PermissionMode, Script: a.Launch.Script, User: a.Launch.User,
 		}
 		if err := agents.CheckLaunch(launch); err != nil {
 			return o, nil, fmt.Errorf("%s (%s): launch: %w", where, a.Name, err)

@@ -113,6 +113,14 @@ func TestForwardedTextNeverActs(t *testing.T) {
 				}
 				time.Sleep(200 * time.Millisecond)
 			}
+			// The office's instructions reached the model, from a file:
+			// no command line holds them (issue 12, break 10).
+			if r := srv.MainRequests()[0]; !strings.Contains(r.System, "You are relay") {
+				t.Errorf("the model's system prompt lacks the office's instructions:\n%s", r.System)
+			}
+			if pid := cmdlineWith("You are relay"); pid != "" {
+				t.Errorf("process %s has the system prompt on its command line", pid)
+			}
 		})
 	})
 }
@@ -146,6 +154,32 @@ func (f *forwardRun) api(t *testing.T, method, path string, body, v any) int {
 		}
 	}
 	return res.StatusCode
+}
+
+// waitReady waits until the named agent's session is ready.
+func (f *forwardRun) waitReady(t *testing.T, name string) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var ss []struct {
+			AgentName string `json:"agent_name"`
+			Status    string `json:"status"`
+			Detail    string `json:"detail"`
+		}
+		f.api(t, "GET", "/api/offices/"+f.officeID+"/sessions", nil, &ss)
+		for _, s := range ss {
+			if s.AgentName == name && s.Status == "ready" {
+				return
+			}
+			if s.AgentName == name && (s.Status == "needs_attention" || s.Status == "failed" || s.Status == "crashed") {
+				t.Fatalf("%s is %s: %s", name, s.Status, s.Detail)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready: %+v", name, ss)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // replay is what a console viewer of the agent sees first.
@@ -191,31 +225,8 @@ agents:
 		t.Fatalf("offices: %+v", offices)
 	}
 	f.officeID = offices[0].ID
-	waitReady := func(name string) {
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			var ss []struct {
-				AgentName string `json:"agent_name"`
-				Status    string `json:"status"`
-				Detail    string `json:"detail"`
-			}
-			f.api(t, "GET", "/api/offices/"+f.officeID+"/sessions", nil, &ss)
-			for _, s := range ss {
-				if s.AgentName == name && s.Status == "ready" {
-					return
-				}
-				if s.AgentName == name && (s.Status == "needs_attention" || s.Status == "failed" || s.Status == "crashed") {
-					t.Fatalf("%s is %s: %s", name, s.Status, s.Detail)
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not ready: %+v", name, ss)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	waitReady("relay")
-	waitReady("sink")
+	f.waitReady(t, "relay")
+	f.waitReady(t, "sink")
 	for _, p := range forwardPayloads {
 		if st := f.api(t, "POST", "/api/offices/"+f.officeID+"/messages", map[string]string{"agent": "relay", "content": p}, nil); st != 201 {
 			t.Fatalf("post message: %d", st)
@@ -248,7 +259,7 @@ agents:
 		check(t, f)
 	}
 	// The receiver had the text; give it time to show it and be read.
-	waitReady("relay")
+	f.waitReady(t, "relay")
 	time.Sleep(3 * time.Second)
 	var invs []struct {
 		CallerAgentID string `json:"caller_agent_id"`
@@ -265,4 +276,16 @@ agents:
 			t.Errorf("relay's screen or transcript was read as a block: %s %s", e.Kind, e.Payload)
 		}
 	}
+}
+
+// cmdlineWith returns the pid of a process whose command line holds s, or "".
+func cmdlineWith(s string) string {
+	ds, _ := os.ReadDir("/proc")
+	for _, d := range ds {
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(s)) {
+			return d.Name()
+		}
+	}
+	return ""
 }

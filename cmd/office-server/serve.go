@@ -189,6 +189,10 @@ func (m *Main) openStore(ctx context.Context, log *slog.Logger) (store office.St
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if err := privateFiles(db, db+"-wal", db+"-shm"); err != nil {
+		lock.Close()
+		return nil, nil, nil, err
+	}
 	lite, err := sqlite.Open(ctx, db)
 	if err != nil {
 		lock.Close()
