@@ -35,6 +35,7 @@ func TestSpec(t *testing.T) {
 		ConversationID: "c-1", Resume: true, TranscriptAfter: "uuid-9",
 		AppendSystemPrompt: "you are po", PermissionMode: "acceptEdits", Model: "m",
 		ConfigDir: filepath.Join(state, "o", "a", "claude"), CredentialsDir: "/u/.claude",
+		Home: agents.AgentHome(state, "o", "a"), // a HOME of its own
 	}
 	if d := cmp.Diff(got, want); d != "" {
 		t.Errorf("claude spec (-got +want):\n%s", d)
