@@ -24,8 +24,8 @@ type enterLog struct {
 }
 
 func (l *enterLog) Enabled(context.Context, slog.Level) bool { return true }
-func (l *enterLog) WithAttrs([]slog.Attr) slog.Handler        { return l }
-func (l *enterLog) WithGroup(string) slog.Handler             { return l }
+func (l *enterLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *enterLog) WithGroup(string) slog.Handler            { return l }
 func (l *enterLog) Handle(_ context.Context, r slog.Record) error {
 	if r.Message != "enter" {
 		return nil
