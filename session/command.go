@@ -51,7 +51,7 @@ func (d *commandDriver) launch(spec Spec) ([]string, []string, error) {
 }
 
 func (d *commandDriver) started(spec Spec, _ *Info) {
-	d.lines = &screenLines{scr: newScreen(spec.Cols, spec.Rows), cols: spec.Cols}
+	d.lines = &screenLines{scr: newScreen(spec.Cols, spec.Rows), cols: spec.Cols, rows: spec.Rows}
 	d.prompt = nil
 	if spec.PromptPattern != "" {
 		d.prompt = regexp.MustCompile(spec.PromptPattern) // checked by checkCommand
