@@ -78,11 +78,12 @@ type tag struct {
 }
 
 // isDecoration reports whether r is something a terminal UI draws before a
-// line's content: bullets (Claude Code's ● and ⏺), box drawing, quote and
-// list markers.
+// line's content: bullets (Claude Code's ● and ⏺, Codex's •, Gemini CLI's
+// ✦, Qwen Code's ◆ with a text-presentation selector after it), box
+// drawing, quote and list markers.
 func isDecoration(r rune) bool {
 	switch r {
-	case '●', '⏺', '•', '◦', '○', '◉', '◆', '▶', '►', '⎿', '∙', '·', '>', '*', '-', '+', '|':
+	case '●', '⏺', '•', '◦', '○', '◉', '◆', '◇', '✦', '✧', '▶', '►', '⎿', '∙', '·', '>', '*', '-', '+', '|':
 		return true
 	}
 	return r >= 0x2500 && r <= 0x257F // box drawing
@@ -116,6 +117,11 @@ func undecorate(s string) (rest string, boxed bool) {
 		}
 		boxed = boxed || isVertical(r)
 		i += n
+		// A variation selector asking for the glyph's text or emoji look
+		// (Qwen Code draws "◆\uFE0E") belongs to it.
+		if strings.HasPrefix(s[i:], "\uFE0E") || strings.HasPrefix(s[i:], "\uFE0F") {
+			i += len("\uFE0E")
+		}
 	}
 	return s[i:], boxed
 }
@@ -621,7 +627,7 @@ func isListItemLine(line string) bool { return isListItem(unboxed(line)) }
 // unboxed removes a leading box edge, if any, keeping the rest.
 func unboxed(line string) string {
 	t := trimBlanksLeft(line)
-	if r, n := utf8.DecodeRuneInString(t); isVertical(r) || r == '⎿' || r == '●' || r == '⏺' {
+	if r, n := utf8.DecodeRuneInString(t); isVertical(r) || r == '⎿' || r == '●' || r == '⏺' || r == '✦' || r == '◆' {
 		return t[n:]
 	}
 	return line

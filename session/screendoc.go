@@ -25,8 +25,11 @@ var docSeed = maphash.MakeSeed()
 
 // lineKey is a line's identity in the document: its words, so that a
 // repaint drawing the spaces between words differently (cursor moves
-// instead of blanks) is the same line. Blank lines have key 0.
+// instead of blanks) is the same line, without a scroll bar a TUI draws in
+// the last column while its history overflows (Qwen Code's │ and █). Blank
+// lines have key 0.
 func lineKey(l string) uint64 {
+	l = strings.TrimRightFunc(l, func(r rune) bool { return r == ' ' || r == '│' || r == '█' || r == '┃' || r == '▐' })
 	f := strings.Fields(l)
 	if len(f) == 0 {
 		return 0
@@ -51,13 +54,20 @@ func (d *screenDoc) trim() {
 // it; fewer suffice when the document ends there.
 const anchorRun = 2
 
+// maxLead is how many lines at the top of a paint may match nothing and
+// still be taken for old when the lines after them are a repaint (a
+// paragraph at the top of a viewport, wrapped anew after a resize).
+const maxLead = 2
+
 // alignment follows one paint of the screen (the rows a program draws
 // after it cleared the screen, or the visible rows at a turn's end) line
 // by line against the document, deciding for each whether it is new.
 //
 // It first looks for where the paint starts in the document (the anchor):
 // the first non-blank line and the next must match consecutive lines of the
-// document at or after minJ; until that is decided the lines are held.
+// document at or after minJ; where several places match, the lines are
+// held until one place matches longer than the others (the most recent of
+// the longest wins).
 // Then each line is compared with the next line of the document; a line
 // found a little further on (within skip lines: what the program no longer
 // shows, such as last turn's spinner or input box, is passed over) is old
@@ -71,6 +81,7 @@ type alignment struct {
 
 	anchored bool
 	cands    []int      // document positions matching the held lines so far (the next expected)
+	lead     []heldLine // lines at the top of the paint that match nothing (a paragraph wrapped anew)
 	held     []heldLine // lines waiting for the anchor
 	matched  int        // non-blank held lines matched so far
 	p        int        // the next document line expected, once anchored
@@ -109,6 +120,10 @@ func (a *alignment) feed(l string, emit func(string)) {
 			}
 		}
 		if len(a.cands) == 0 {
+			if len(a.lead) < maxLead {
+				a.lead = append(a.lead, heldLine{l, k})
+				return
+			}
 			a.anchorAt(len(keys), emit)
 			a.place(l, k, emit)
 			return
@@ -117,7 +132,7 @@ func (a *alignment) feed(l string, emit func(string)) {
 		a.matched = 1
 		return
 	}
-	next := a.cands[:0]
+	next := make([]int, 0, len(a.cands))
 	atEnd := false
 	for _, c := range a.cands {
 		if c == len(keys) {
@@ -127,40 +142,43 @@ func (a *alignment) feed(l string, emit func(string)) {
 			next = append(next, c+1)
 		}
 	}
-	a.cands = next
 	if len(next) == 0 {
-		if atEnd {
+		switch {
+		case a.matched >= anchorRun:
+			// The held lines repaint the document where the longest
+			// run of them matched (the most recent such place).
+			a.anchorAt(slices.Max(a.cands), nil)
+		case atEnd && len(a.lead) == 0:
 			// The held lines were the document's last ones: old.
-			a.held = a.held[:0]
 			a.anchorAt(len(keys), nil)
-			a.place(l, k, emit)
-			return
+		default:
+			// Not a repaint of the document: the held lines are new.
+			a.anchorAt(len(keys), emit)
 		}
-		// Not a repaint of the document: the held lines are new.
-		a.anchorAt(len(keys), emit)
 		a.place(l, k, emit)
 		return
 	}
+	a.cands = next
 	a.held = append(a.held, heldLine{l, k})
 	a.matched++
-	if a.matched >= anchorRun {
-		// The most recent place wins: a viewport shows the latest lines.
-		a.held = a.held[:0]
-		a.anchorAt(slices.Max(next), nil)
+	if a.matched >= anchorRun && len(next) == 1 {
+		a.anchorAt(next[0], nil)
 	}
 }
 
-// anchorAt fixes the place the paint goes on from at document line p;
-// the held lines, if emit is given, are new and go before it.
+// anchorAt fixes the place the paint goes on from at document line p.
+// The lines still waiting (leading ones that matched nothing, then the
+// held ones) are old and forgotten when emit is nil; else they are new,
+// emitted and placed from p on.
 func (a *alignment) anchorAt(p int, emit func(string)) {
 	a.anchored, a.p = true, p
-	held := a.held
-	a.held, a.cands = nil, nil
+	waiting := append(a.lead, a.held...)
+	a.held, a.cands, a.lead = nil, nil, nil
 	if emit == nil {
 		return
 	}
-	for _, h := range held {
-		a.place(h.text, h.key, func(s string) { emit(s) })
+	for _, h := range waiting {
+		a.place(h.text, h.key, emit)
 	}
 }
 
@@ -194,10 +212,12 @@ func (a *alignment) place(l string, k uint64, emit func(string)) {
 func (a *alignment) finish(full bool, emit func(string)) {
 	if !a.anchored {
 		end := len(a.doc.keys)
-		if len(a.held) > 0 && slices.Contains(a.cands, end) {
-			a.held = a.held[:0]
+		switch {
+		case len(a.held) > 0 && a.matched >= anchorRun:
+			a.anchorAt(slices.Max(a.cands), nil)
+		case len(a.held) > 0 && len(a.lead) == 0 && slices.Contains(a.cands, end):
 			a.anchorAt(end, nil)
-		} else {
+		default:
 			a.anchorAt(end, emit)
 		}
 	}

@@ -198,7 +198,7 @@ func (x *screenLines) turnEnd(skipLast func(string) bool) {
 		a = newAlignment(&x.doc, minJ, x.skipRows())
 		if x.scrolled {
 			a.anchorAt(len(x.doc.keys), nil)
-		} else if k > 0 {
+		} else if old > 0 {
 			a.anchorAt(min(x.live+old, len(x.doc.keys)), nil)
 		}
 	}
