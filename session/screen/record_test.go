@@ -448,7 +448,12 @@ func recordCLI(t *testing.T, name, cli string) {
 		}
 	}
 	for _, q := range srv.Requests() {
-		var body struct{ Messages []struct{ Role string; Content any } }
+		var body struct {
+			Messages []struct {
+				Role    string
+				Content any
+			}
+		}
 		json.Unmarshal(q.Body, &body)
 		last := ""
 		if n := len(body.Messages); n > 0 {
