@@ -126,12 +126,13 @@ func undecorate(s string) (rest string, boxed bool) {
 	return s[i:], boxed
 }
 
-// trimTrailingDecoration removes trailing blanks, box edges and emphasis
-// stars ("**[ASK_USER]**", "│ [ASK_USER]   │").
+// trimTrailingDecoration removes trailing blanks, box edges, a scroll bar's
+// thumb (Qwen Code draws █ in the last column while its history
+// overflows) and emphasis stars ("**[ASK_USER]**", "│ [ASK_USER]   │").
 func trimTrailingDecoration(s string) string {
 	for len(s) > 0 {
 		r, n := utf8.DecodeLastRuneInString(s)
-		if r == ' ' || r == '\t' || r == '*' || isVertical(r) {
+		if r == ' ' || r == '\t' || r == '*' || isVertical(r) || (r >= 0x2580 && r <= 0x259F) {
 			s = s[:len(s)-n]
 			continue
 		}

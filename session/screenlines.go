@@ -2,6 +2,7 @@ package session
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mattn/go-runewidth"
 
@@ -85,6 +86,7 @@ func (x *screenLines) write(p []byte) {
 	for _, r := range x.scr.TakeScrolledRows() {
 		x.cleared(r.Clears)
 		x.scrolled = true
+		r.Text = x.unscroll(r)
 		t := strings.TrimRight(r.Text, " ")
 		if len(x.consumed) > 0 {
 			c := x.consumed[0]
@@ -170,6 +172,9 @@ func (x *screenLines) typed(text string) {
 // will not be.
 func (x *screenLines) turnEnd(skipLast func(string) bool) {
 	rows := x.scr.Rows()
+	for i := range rows {
+		rows[i].Text = x.unscroll(rows[i])
+	}
 	for len(rows) > 0 && strings.TrimSpace(rows[len(rows)-1].Text) == "" {
 		rows = rows[:len(rows)-1]
 	}
@@ -244,6 +249,24 @@ func (x *screenLines) turnEnd(skipLast func(string) bool) {
 	x.live = max(0, len(x.doc.keys)-read)
 	x.scrolled = false
 	x.echo = nil
+}
+
+// unscroll returns row r's text without a scroll bar a TUI draws in the
+// last column while its history overflows (Qwen Code: a track of │ and a
+// thumb of █ after a blank): chrome, not the agent's words.
+func (x *screenLines) unscroll(r screen.Row) string {
+	if r.Wrapped || x.cols < 3 {
+		return r.Text
+	}
+	last, n := utf8.DecodeLastRuneInString(r.Text)
+	if last != '│' && last != '┃' && (last < 0x2580 || last > 0x259F) {
+		return r.Text
+	}
+	rest := r.Text[:len(r.Text)-n]
+	if !strings.HasSuffix(rest, " ") || runewidth.StringWidth(r.Text) != x.cols {
+		return r.Text
+	}
+	return strings.TrimRight(rest, " ")
 }
 
 // resized tells the screen its new size.
