@@ -234,6 +234,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.reqs = append(s.reqs, req)
 	close(s.seen)
 	s.seen = make(chan struct{})
+	if r.Header.Get("Authorization") != "Bearer "+s.Key {
+		// Recorded, answered as the real API does, no reply taken.
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`)
+		return
+	}
 	var resp Response
 	switch {
 	case !req.Main:
@@ -245,12 +253,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		resp = s.reply(req)
 	}
 	s.mu.Unlock()
-	if r.Header.Get("Authorization") != "Bearer "+s.Key {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`)
-		return
-	}
 	if resp.Hold != nil {
 		select {
 		case <-resp.Hold:
