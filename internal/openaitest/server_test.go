@@ -84,7 +84,9 @@ func TestResponsesStream(t *testing.T) {
 // the main queue alone; a wrong key is a 401; other paths are recorded.
 func TestChatStream(t *testing.T) {
 	srv := openaitest.New(t)
-	srv.Reply(func(openaitest.Request) openaitest.Response { return openaitest.Response{Text: "main", Delay: time.Millisecond} })
+	srv.Reply(func(openaitest.Request) openaitest.Response {
+		return openaitest.Response{Text: "main", Delay: time.Millisecond}
+	})
 	srv.ReplySide(func(openaitest.Request) openaitest.Response { return openaitest.Response{Text: "side"} })
 	srv.Side(openaitest.QwenSide)
 	resp := post(t, srv, "/chat/completions", srv.Key, `{"model":"m","stream":false,"messages":[{"role":"user","content":"title?"}]}`)
