@@ -52,6 +52,8 @@ type codexDriver struct {
 	resumed  bool
 
 	term      screenModel // for readiness (locked)
+	state     string      // Codex's last OSC 7501 state: idle, working, done (locked)
+	oscTail   []byte      // the end of the last output, for a sequence split across writes (locked)
 	prompts   []string    // user messages read since the last step
 	turnEnded bool        // locked
 	typedAt   time.Time   // locked
@@ -143,6 +145,7 @@ func writeInstructions(path, text string) error {
 
 func (d *codexDriver) started(spec Spec, info *Info) {
 	d.term = newScreen(spec.Cols, spec.Rows)
+	d.state, d.oscTail = "", nil
 	d.turnEnded, d.awaiting, d.reEntered = false, false, false
 	info.Resumes = true
 	info.ConversationID = d.id
@@ -155,6 +158,36 @@ func (d *codexDriver) output(p []byte) {
 		_, _ = d.term.Write(p)
 		_ = d.term.TakeScrolledRows()
 	}
+	d.state, d.oscTail = codexState(d.state, d.oscTail, p)
+}
+
+// codexOSC is how Codex tells the terminal its state: ESC ] 7501 ;
+// state=idle|working|done : app=codex, then BEL or ST. It says "idle" once
+// its composer takes input (it draws the composer earlier, while still
+// loading: an Enter typed then is lost), "working" during a turn and
+// "done" at its end (docs/notes/clis.md).
+var codexOSC = []byte("\x1b]7501;state=")
+
+// codexState returns the last state Codex announced in p (or cur), and
+// the tail of p to prepend to the next output.
+func codexState(cur string, tail, p []byte) (string, []byte) {
+	buf := append(tail, p...)
+	for {
+		i := bytes.Index(buf, codexOSC)
+		if i < 0 {
+			break
+		}
+		rest := buf[i+len(codexOSC):]
+		j := bytes.IndexAny(rest, ":\x07\x1b")
+		if j < 0 {
+			// Cut off: keep it for the next output.
+			return cur, append([]byte(nil), buf[i:min(len(buf), i+64)]...)
+		}
+		cur = string(rest[:j])
+		buf = rest[j:]
+	}
+	n := min(len(buf), len(codexOSC)-1)
+	return cur, append([]byte(nil), buf[len(buf)-n:]...)
 }
 
 func (d *codexDriver) screen() []string {
@@ -204,9 +237,9 @@ func (d *codexDriver) resume(spec *Spec, asked *Spec) {
 
 func (d *codexDriver) close() {}
 
-// step reads the rollout and decides the status: ready at start once the
-// prompt (›) is drawn and the screen is still, busy once typed, ready at a
-// turn's end (task_complete).
+// step reads the rollout and decides the status: ready at start once Codex
+// said it is idle, its composer (›) is drawn and the screen is still; busy
+// once typed; ready at a turn's end (task_complete).
 func (d *codexDriver) step(now time.Time, st Status) ([]Text, func()) {
 	s := d.s
 	var texts []Text
@@ -232,7 +265,7 @@ func (d *codexDriver) step(now time.Time, st Status) ([]Text, func()) {
 	}
 	quiet := !s.lastOutput.IsZero() && now.Sub(s.lastOutput) >= s.spec.Quiescence
 	switch {
-	case next == StatusStarting && quiet && now.Sub(d.launched) >= time.Second && d.term != nil && codexPrompt(d.term.Lines()):
+	case next == StatusStarting && quiet && d.state != "" && d.state != "working" && d.term != nil && codexPrompt(d.term.Lines()):
 		next = StatusReady
 	case next == StatusBusy && d.turnEnded:
 		next = StatusReady

@@ -162,3 +162,37 @@ func TestCodexEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCodexState follows Codex's OSC 7501 state through writes cut
+// anywhere, the sequence ended by BEL, ST or its ":app=" part: no state is
+// made up or lost to a cut (byte by byte, all three are seen).
+func TestCodexState(t *testing.T) {
+	out := "junk\x1b]7501;state=idle:app=codex\x1b\\more\x1b]7501;state=working\x07x\x1b]7501;state=done:app=codex\x07tail"
+	want := []string{"idle", "working", "done"}
+	for size := 1; size <= len(out); size++ {
+		var cur string
+		var tail []byte
+		var seen []string
+		for off := 0; off < len(out); off += size {
+			next, nt := codexState(cur, tail, []byte(out[off:min(off+size, len(out))]))
+			tail = nt
+			if next != cur {
+				seen = append(seen, next)
+				cur = next
+			}
+		}
+		// Each write's last state; two states in one write show as one.
+		k := 0
+		for _, st := range seen {
+			for k < len(want) && want[k] != st {
+				k++
+			}
+			if k == len(want) {
+				t.Fatalf("writes of %d: states %q, not in the order of %q", size, seen, want)
+			}
+		}
+		if cur != "done" || (size == 1 && len(seen) != 3) {
+			t.Fatalf("writes of %d: states %q, want %q", size, seen, want)
+		}
+	}
+}
