@@ -62,7 +62,7 @@ func TestCodexEndToEnd(t *testing.T) {
 		// An id the office made up (as it does for every agent): Codex
 		// has no such conversation and makes its own.
 		ConversationID: "00000000-0000-4000-8000-00000000c0de",
-		Cols:               100, Rows: 30,
+		Cols:           100, Rows: 30,
 	}
 	s, err := m.Start(ctx, key, spec)
 	if err != nil {
