@@ -94,10 +94,14 @@ func (d *codexDriver) launch(spec Spec) ([]string, []string, error) {
 		d.id = spec.ConversationID
 		d.after, d.skipping = spec.TranscriptAfter, spec.TranscriptAfter != ""
 	}
-	args := spec.Args
+	// --no-daemon: Codex otherwise starts a shared app server that
+	// detaches from it and outlives the agent (measured: two processes
+	// per CODEX_HOME left running under init after the session ended);
+	// without it the server runs inside the agent's own process tree.
+	args := append([]string{"--no-daemon"}, spec.Args...)
 	d.resumed = false
 	if d.id != "" && (spec.Resume || d.file != "") && d.findByID() != "" {
-		args = append([]string{"resume", d.id}, spec.Args...)
+		args = append([]string{"--no-daemon", "resume", d.id}, spec.Args...)
 		d.resumed = true
 	}
 	env := buildEnv(spec, false)

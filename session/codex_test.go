@@ -164,6 +164,33 @@ func TestCodexEndToEnd(t *testing.T) {
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}
+	// Nothing Codex started outlives the agent (its shared app server
+	// would, without --no-daemon).
+	time.Sleep(500 * time.Millisecond)
+	if left := processesUnder(t, home); len(left) > 0 {
+		t.Errorf("processes left running from the agent's HOME: %q", left)
+	}
+}
+
+// processesUnder returns the command lines of running processes that
+// mention dir (their executable or an argument).
+func processesUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skip("no /proc")
+	}
+	var out []string
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		if c := strings.ReplaceAll(string(b), "\x00", " "); strings.Contains(c, dir) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // TestCodexState follows Codex's OSC 7501 state through writes cut
