@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -220,4 +221,41 @@ agents:
 	if questions != 1 || invocations != 1 || invStatus != "completed" {
 		t.Errorf("%d questions, %d invocations (%s); want 1, 1 completed", questions, invocations, invStatus)
 	}
+
+	// The server stops its agents, and nothing they started is left.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit within 30s of SIGTERM")
+	}
+	time.Sleep(time.Second)
+	for _, dir := range []string{codexHome, qwenHome, work} {
+		if left := processesMentioning(dir); len(left) > 0 {
+			t.Errorf("processes left running from %s: %q", dir, left)
+		}
+	}
+}
+
+// processesMentioning returns the command lines of running processes that
+// mention s (their executable or an argument).
+func processesMentioning(s string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		if c := strings.ReplaceAll(string(b), "\x00", " "); strings.Contains(c, s) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
