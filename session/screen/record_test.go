@@ -419,7 +419,11 @@ func recordCLI(t *testing.T, name, cli string) {
 		reply := cliReply(turn)
 		srv.Enqueue(openaitest.Response{Text: reply, Chunks: splitEvery(reply, 60), Delay: 30 * time.Millisecond})
 	}
-	r := startRecorder(t, 100, 30, dir, env, bin)
+	var args []string
+	if cli == "codex" {
+		args = []string{"--no-daemon"} // its shared server would outlive the recording
+	}
+	r := startRecorder(t, 100, 30, dir, env, bin, args...)
 	r.waitFor(map[string]string{"qwen": "Type your message", "codex": "Ask Codex"}[cli])
 	r.quiet(2 * time.Second)
 	for turn := 1; turn <= 3; turn++ {
