@@ -467,7 +467,13 @@ func (d *codexDriver) entry(line []byte, off int64) (Text, bool) {
 	if json.Unmarshal(line, &e) != nil {
 		return Text{}, false
 	}
-	id := fmt.Sprintf("%s:%d", strings.TrimSuffix(filepath.Base(d.file), ".jsonl"), off)
+	base := strings.TrimSuffix(filepath.Base(d.file), ".jsonl")
+	id := fmt.Sprintf("%s:%d", base, off)
+	if d.skipping && !strings.HasPrefix(d.after, base+":") {
+		// The cursor names another rollout (a conversation that could
+		// not be resumed): nothing in this one was acted on.
+		d.skipping = false
+	}
 	if d.skipping {
 		if id == d.after {
 			d.skipping = false

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -224,5 +225,54 @@ func TestCodexState(t *testing.T) {
 		if cur != "done" || (size == 1 && len(seen) != 3) {
 			t.Fatalf("writes of %d: states %q, want %q", size, seen, want)
 		}
+	}
+}
+
+// TestCodexRolloutCursor reads a rollout as Codex 0.169.0 writes it
+// (docs/notes/clis.md): assistant messages become texts with IDs
+// "<file>:<offset>", task_complete a turn end, user messages prompts; a
+// cursor skips what was acted on, a cursor not in the file means all of it
+// was, and a cursor naming another rollout skips nothing.
+func TestCodexRolloutCursor(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rollout-2026-11-23T19-59-52-abc.jsonl")
+	lines := []string{
+		`{"type":"session_meta","payload":{"id":"abc","cwd":"/w"}}`,
+		`{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}`,
+		`{"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"one\ntwo"}]}}`,
+		`{"type":"event_msg","payload":{"type":"task_complete"}}`,
+		`{"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"three"}]}}`,
+	}
+	data := strings.Join(lines, "\n") + "\n"
+	if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	off := func(i int) string {
+		n := 0
+		for _, l := range lines[:i] {
+			n += len(l) + 1
+		}
+		return "rollout-2026-11-23T19-59-52-abc:" + fmt.Sprint(n)
+	}
+	read := func(after string) []Text {
+		d := &codexDriver{s: &Session{}, file: file, after: after, skipping: after != ""}
+		ts, err := d.poll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	all := read("")
+	if len(all) != 3 || strings.Join(all[0].Lines, "|") != "one|two" || all[0].ID != off(2) || !all[1].TurnEnd || all[2].Lines[0] != "three" {
+		t.Fatalf("texts %+v", all)
+	}
+	if got := read(off(3)); len(got) != 1 || got[0].Lines[0] != "three" {
+		t.Errorf("after the turn end: %+v", got)
+	}
+	if got := read("rollout-2026-11-23T19-59-52-abc:99999"); len(got) != 0 {
+		t.Errorf("a cursor not in the file: %+v, want nothing", got)
+	}
+	if got := read("rollout-other:10"); len(got) != 3 {
+		t.Errorf("a cursor of another rollout: %d texts, want 3", len(got))
 	}
 }
