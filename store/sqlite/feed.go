@@ -22,8 +22,13 @@ import (
 var maxQueue = 4096
 
 // pollInterval is how often the store checks whether another process wrote
-// to the file.
-const pollInterval = 500 * time.Millisecond
+// to the file when it has no file notifications; with them (Linux: inotify
+// on the database's directory) a commit by another process is checked at
+// once and the poll is only a safety net, every notifiedPoll.
+const (
+	pollInterval = 500 * time.Millisecond
+	notifiedPoll = 10 * time.Second
+)
 
 type feed struct {
 	mu        sync.Mutex
@@ -249,13 +254,27 @@ func (s *Store) catchUp(ctx context.Context, officeIDs []string, fn func(office.
 // last is the data_version read when the store opened: commits by others
 // before that are older than any Watch, whose first catch-up covers them.
 func (s *Store) watchOtherWriters(ctx context.Context, last int64) {
-	t := time.NewTicker(pollInterval)
+	changed := fileChanges(s.path, ctx.Done())
+	every := pollInterval
+	if changed != nil {
+		every = notifiedPoll
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			if changed != nil {
+				for range changed { // wait for the watcher to let go
+				}
+			}
 			return
 		case <-t.C:
+		case _, ok := <-changed:
+			if !ok {
+				changed, every = nil, pollInterval
+				t.Reset(every)
+			}
 		}
 		var v int64
 		if err := s.ws.queryRow(ctx, "pragma data_version").Scan(&v); err != nil {
