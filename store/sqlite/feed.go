@@ -261,7 +261,16 @@ func (s *Store) watchOtherWriters(ctx context.Context, last int64) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	// A file event can come before its commit is visible (the WAL frames
+	// are written before the wal-index, a shared mapping that makes no
+	// event, says they are committed): an event that finds no new version
+	// is looked at again shortly, a few times.
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
+	defer settle.Stop()
+	var tries int
 	for {
+		event := false
 		select {
 		case <-ctx.Done():
 			if changed != nil {
@@ -270,11 +279,15 @@ func (s *Store) watchOtherWriters(ctx context.Context, last int64) {
 			}
 			return
 		case <-t.C:
+		case <-settle.C:
+			event = true
 		case _, ok := <-changed:
 			if !ok {
 				changed, every = nil, pollInterval
 				t.Reset(every)
+				continue
 			}
+			event, tries = true, 0
 		}
 		var v int64
 		if err := s.ws.queryRow(ctx, "pragma data_version").Scan(&v); err != nil {
@@ -282,7 +295,14 @@ func (s *Store) watchOtherWriters(ctx context.Context, last int64) {
 		}
 		if v != last {
 			s.feed.resyncAll()
+		} else if event && tries < len(settleAfter) {
+			settle.Reset(settleAfter[tries])
+			tries++
 		}
 		last = v
 	}
 }
+
+// settleAfter are the delays of the second looks after a file event that
+// found no new version (see watchOtherWriters).
+var settleAfter = []time.Duration{2 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond, 250 * time.Millisecond}
