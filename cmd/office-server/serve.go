@@ -20,6 +20,7 @@ import (
 	"github.com/office-server/office-server/server"
 	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/store/postgres"
+	"github.com/office-server/office-server/store/rostercache"
 	"github.com/office-server/office-server/store/sqlite"
 	"github.com/office-server/office-server/supabase"
 )
@@ -82,6 +83,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			err = fmt.Errorf("close store: %w", cerr)
 		}
 	}()
+	// Rosters from memory: the engine and the API read them on every
+	// delivery and start (store/rostercache).
+	store = rostercache.New(store, 0)
 	secretsKey, err := m.secretsKey(log)
 	if err != nil {
 		return err
