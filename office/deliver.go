@@ -25,6 +25,8 @@ type pump struct {
 	mu      sync.Mutex
 	notices []string
 	started bool
+	// droppedNotices were not queued: the queue was full (limit.go).
+	droppedNotices int
 }
 
 // kick wakes k's pump, starting it if needed.
@@ -66,7 +68,7 @@ func (o *Router) notify(a Agent, text string) {
 	if !strings.HasPrefix(text, "[") {
 		text = "[OFFICE] " + text
 	}
-	p.notices = append(p.notices, text)
+	p.queue(text)
 	p.mu.Unlock()
 	o.kick(k)
 }
@@ -130,12 +132,11 @@ func (o *Router) round(ctx context.Context, k agentKey, p *pump) (again bool) {
 	// Notices first: they answer what the agent just did.
 	for {
 		p.mu.Lock()
-		if len(p.notices) == 0 {
-			p.mu.Unlock()
+		n, ok := p.nextNotice()
+		p.mu.Unlock()
+		if !ok {
 			break
 		}
-		n := p.notices[0]
-		p.mu.Unlock()
 		if !send(n) {
 			return true
 		}

@@ -342,6 +342,8 @@ type inbox struct {
 	// cursorHeld: a message failed; no transcript cursor is recorded
 	// after it (reader-owned).
 	cursorHeld bool
+	// blocks counts the current window's valid blocks (reader-owned).
+	blocks blockTally
 	// invalid counts the current window's invalid blocks (reader-owned).
 	invalid invalidTally
 }
@@ -563,7 +565,7 @@ func (o *Router) parseText(ctx context.Context, k agentKey, in *inbox, t Text) b
 		var err error
 		if msgs[i].Kind == protocol.KindInvalid {
 			err = o.onInvalid(ctx, src, &in.invalid, msgs[i])
-		} else {
+		} else if o.admit(&in.blocks, msgs[i]) {
 			err = o.handle(ctx, src, msgs[i])
 		}
 		if err != nil {
@@ -573,6 +575,10 @@ func (o *Router) parseText(ctx context.Context, k agentKey, in *inbox, t Text) b
 	}
 	if err := o.flushInvalid(ctx, k, &in.invalid, t.TurnEnd, t.ID); err != nil {
 		o.log.Error("record invalid blocks", "office", k.officeID, "agent", k.agentID, "err", err)
+		ok = false
+	}
+	if err := o.flushRefused(ctx, k, &in.blocks, t.TurnEnd, t.ID); err != nil {
+		o.log.Error("record refused blocks", "office", k.officeID, "agent", k.agentID, "err", err)
 		ok = false
 	}
 	return ok
