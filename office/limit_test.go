@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestValidBlockFloodBounded (issue 12, break 5 with valid blocks): 500
@@ -21,6 +22,11 @@ func TestValidBlockFloodBounded(t *testing.T) {
 		fmt.Fprintf(&b, "Step 1/2: part %d\n", i)
 	}
 	h.say("DEV", b.String())
+	// 10 000 messages take a few seconds under the race detector.
+	deadline := time.Now().Add(60 * time.Second)
+	for !h.ss.wasTyped(h.id("DEV"), "not acted on") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	got := h.typed("DEV", "not acted on")
 	if !strings.Contains(got, "430 of your blocks were not acted on (ASK_USER: 380, STEP: 50)") {
 		t.Errorf("notice: %q", got)
@@ -64,4 +70,16 @@ func TestNoticeQueueBounded(t *testing.T) {
 	if n != maxQueuedNotices+1 {
 		t.Errorf("%d texts typed, want %d notices and the count", n, maxQueuedNotices)
 	}
+}
+
+// wasTyped reports whether a text containing want was typed into agent id.
+func (s *fakeSessions) wasTyped(id, want string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.typed[id] {
+		if strings.Contains(t, want) {
+			return true
+		}
+	}
+	return false
 }
