@@ -51,6 +51,7 @@ func TestAgentIsolation(t *testing.T) {
 	f.p = launchServer(t, bin, []string{"OFFICE_ADMIN_TOKEN=" + token}, "--office", officeFile, "--data-dir", data)
 	f.p.waitHealthy(t)
 	t.Cleanup(func() {
+		f.p.stop(t)
 		if t.Failed() {
 			t.Logf("server log:\n%s", f.p.stderr.String())
 		}
