@@ -150,12 +150,11 @@ func (d *desk) round(ctx context.Context) (retry bool) {
 func (d *desk) deliverNotices(ctx context.Context, v *delivery) bool {
 	for {
 		d.mu.Lock()
-		if len(d.notices) == 0 {
-			d.mu.Unlock()
+		n, ok := d.nextNotice()
+		d.mu.Unlock()
+		if !ok {
 			return true
 		}
-		n := d.notices[0]
-		d.mu.Unlock()
 		if !v.send(ctx, n) {
 			return false
 		}
