@@ -36,12 +36,12 @@ type desk struct {
 	// epoch prefixes screen-read chunk IDs; renewed at every session start.
 	epoch string
 	// notices wait to be typed, before anything from the store.
-	notices  []string
+	notices []string
 	// droppedNotices were not queued: the queue was full (limit.go).
 	droppedNotices int
-	progress Progress
-	crashed  bool   // crashed since its last ready (see remind)
-	cursor   cursor // the newest transcript cursor known
+	progress       Progress
+	crashed        bool   // crashed since its last ready (see remind)
+	cursor         cursor // the newest transcript cursor known
 
 	// Guarded by the router's mu: the loops run.
 	intakeOn, deliverOn bool
