@@ -226,7 +226,6 @@ agents:
 	f := &forwardRun{token: token}
 	f.p = launchServer(t, bin, append([]string{"OFFICE_ADMIN_TOKEN=" + token}, env...), "--office", officeFile, "--data-dir", filepath.Join(dir, "data"))
 	f.p.waitHealthy(t)
-	t.Cleanup(func() { f.p.stop(t) }) // the agents end with it (before the temporary dirs go)
 	t.Cleanup(func() {
 		// A clean stop ends the agents before the test's directories go
 		// (after a kill, their keepers end them a moment later).
