@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if code, ok := keeperMain(os.Args[1:]); ok {
 		os.Exit(code)
 	}
+	if code, ok := hookMain(os.Args[1:]); ok {
+		os.Exit(code)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "agent" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
