@@ -73,9 +73,10 @@ func (d *claudeDriver) launch(spec Spec) ([]string, []string, error) {
 			old.cleanup()
 		}
 		if len(d.s.m.opts.Hook) > 0 {
+			// Without the socket the agent still runs: its permission
+			// dialogs are answered in the terminal, as without a hook.
 			if c.perm, err = listenPermissions(d.s, c.stateDir, c.signals); err != nil {
-				c.cleanup()
-				return nil, nil, err
+				d.s.log.Warn("permission requests stay in the terminal", "err", err)
 			}
 		}
 		d.c = c

@@ -289,6 +289,40 @@ func TestExampleOffices(t *testing.T) {
 	}
 }
 
+// TestOfficeFilePermissions: the office's permission policy is every
+// agent's default (rules added, the agent's timeout wins); a rule that is
+// not one, or a timeout out of range, is an error naming the place.
+func TestOfficeFilePermissions(t *testing.T) {
+	_, agents, err := parseOfficeFile("o.yaml", []byte(`office:
+  name: O
+  permissions: {timeout: 2m, deny: ["Bash(git push:*)"]}
+agents:
+  - name: a
+    launch: {permissions: {allow: ["Bash(go test:*)", "Read"], timeout: 30s}}
+  - name: b
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := agents[0].Launch.Permissions, agents[1].Launch.Permissions
+	if a == nil || strings.Join(a.Allow, ",") != "Bash(go test:*),Read" || strings.Join(a.Deny, ",") != "Bash(git push:*)" || a.Timeout != 30*time.Second {
+		t.Errorf("agent a's policy %+v", a)
+	}
+	if b == nil || len(b.Allow) != 0 || strings.Join(b.Deny, ",") != "Bash(git push:*)" || b.Timeout != 2*time.Minute {
+		t.Errorf("agent b's policy %+v", b)
+	}
+	for _, bad := range []struct{ yaml, want string }{
+		{"office: {name: O}\nagents: [{name: a, launch: {permissions: {allow: [\"rm -rf /\"]}}}]", `permissions.allow[0] "rm -rf /": not a permission rule`},
+		{"office: {name: O, permissions: {ask: [\"\"]}}", `office.permissions.ask[0]`},
+		{"office: {name: O}\nagents: [{name: a, launch: {permissions: {timeout: 48h}}}]", `permissions.timeout 48h0m0s`},
+		{"office: {name: O}\nagents: [{name: a, launch: {permissions: {allow_all: true}}}]", `field allow_all not found`},
+	} {
+		if _, _, err := parseOfficeFile("o.yaml", []byte(bad.yaml)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: err %v, want %q", bad.yaml, err, bad.want)
+		}
+	}
+}
+
 func TestParseServeConfig(t *testing.T) {
 	env := map[string]string{"OFFICE_ADDR": "127.0.0.1:9", "OFFICE_ADMIN_TOKEN": "tok", "OFFICE_ALLOWED_ORIGINS": "http://a, http://b"}
 	c, err := parseServeConfig([]string{"--data-dir", "/x"}, func(k string) string { return env[k] }, io.Discard)
