@@ -113,7 +113,9 @@ func (a *Sessions) Spec(s engine.SessionSpec) (session.Spec, error) {
 		}
 		// The office denies first (its timeout); the hook's own is a
 		// backstop, should the office not answer at all.
-		sp.PermissionHookTimeout = s.PermissionTimeout + time.Minute
+		if s.PermissionTimeout > 0 {
+			sp.PermissionHookTimeout = s.PermissionTimeout + time.Minute
+		}
 	}
 	if _, err := session.Check(sp); err != nil {
 		return sp, office.Errorf(office.EINVALID, "launch: %v", err)

@@ -75,6 +75,7 @@ func TestPermissionDecidedOnce(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Decider = dec; c.PermissionTimeout = time.Minute })
 	h.run("PO")
 	ctx := context.Background()
+	eventually(t, "Run", func() bool { return h.r.running() != nil })
 
 	id := h.request(dec, "PO", "conv-1", "make build")
 	q, err := h.st.GetQuestion(ctx, id)
@@ -150,6 +151,7 @@ func TestPermissionSweep(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Decider = newFakeDecider() })
 	h.run("PO")
 	ctx := context.Background()
+	eventually(t, "Run", func() bool { return h.r.running() != nil })
 	mk := func(cmd string) string {
 		q, err := h.st.CreateQuestion(ctx, office.Question{OfficeID: h.office.ID, AgentID: h.id("PO"), Category: office.QuestionPermission,
 			QuestionType: office.QuestionSelection, Question: "PO wants to run a command: " + cmd, Options: office.PermissionOptions(),
