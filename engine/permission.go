@@ -314,9 +314,6 @@ func (o *Router) decideAnswered(ctx context.Context, q office.Question, lp liveP
 		payload["rule"] = lp.rule
 	}
 	o.record(ctx, q.OfficeID, q.AgentID, kind, payload, "")
-	if sent {
-		o.setSessionStatus(ctx, office.Agent{ID: q.AgentID, OfficeID: q.OfficeID}, office.SessionBusy)
-	}
 }
 
 // parsePermissionAnswer reads an answer: one of the options, "yes"/"no",
@@ -504,7 +501,7 @@ func describePermission(agent, tool string, input json.RawMessage) (question, de
 		}
 	}
 	d = append(d, "Tool: "+tool)
-	return question, strings.Join(d, "\n\n")
+	return question, cutRunes(strings.Join(d, "\n\n"), 8000)
 }
 
 // shortDiff shows an edit as removed and added lines (no context lines:
@@ -534,8 +531,9 @@ func cutRunes(s string, n int) string {
 }
 
 // expiredPermission acts on a permission question the ticker expired: a
-// waiting request is denied by the decider; one nobody waits for is only
-// recorded (its hook is gone: sweepPermissions told the agent).
+// waiting request is denied by the decider. One nobody waits for was left
+// by a server that stopped (and expired before the office was taken): the
+// agent is told, as sweepPermissions does.
 func (o *Router) expiredPermission(ctx context.Context, q office.Question) {
 	o.perm.mu.Lock()
 	_, live := o.perm.live[q.ID]
@@ -545,6 +543,15 @@ func (o *Router) expiredPermission(ctx context.Context, q office.Question) {
 		return
 	}
 	o.record(ctx, q.OfficeID, q.AgentID, "permission.expired", map[string]string{"question_id": q.ID}, "")
+	if a, err := o.store.GetAgent(ctx, q.AgentID); err == nil {
+		o.notify(a, interruptedText(a, q))
+	}
+}
+
+// interruptedText tells agent a that its request q was lost with the
+// server.
+func interruptedText(a office.Agent, q office.Question) string {
+	return fmt.Sprintf("Your permission request (to %s) was interrupted: the office server restarted while it waited, and it was not approved. If you still need it, try it again; the office will be asked again.", strings.TrimPrefix(q.Question, a.Name+" wants to "))
 }
 
 // sweepPermissions makes final the permission questions of an office
@@ -588,7 +595,7 @@ func (o *Router) sweepPermissions(ctx context.Context, officeID string) {
 				continue
 			}
 			o.record(ctx, a.OfficeID, a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "reason": "the office server stopped while the request waited"}, "")
-			o.notify(a, fmt.Sprintf("Your permission request (to %s) was interrupted: the office server restarted while it waited, and it was not approved. If you still need it, try it again; the office will be asked again.", what))
+			o.notify(a, interruptedText(a, q))
 		case office.QuestionAnswered:
 			ok, err := o.store.MarkQuestionDelivered(ctx, q.ID)
 			if err != nil || !ok {
