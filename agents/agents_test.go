@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -40,6 +41,20 @@ func TestSpec(t *testing.T) {
 	}
 	if d := cmp.Diff(got, want); d != "" {
 		t.Errorf("claude spec (-got +want):\n%s", d)
+	}
+
+	// The permission policy becomes Claude Code's rules; its hook waits a
+	// minute longer than the office, so that the office answers first.
+	got, err = a.Spec(engine.SessionSpec{OfficeID: "o", AgentID: "a", PermissionTimeout: 5 * time.Minute,
+		Launch: office.LaunchSpec{Kind: "claude", Permissions: &office.PermissionPolicy{Allow: []string{"Bash(go test:*)"}, Deny: []string{"WebFetch"}, Ask: []string{"Edit"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(got.Permissions, session.PermissionRules{Allow: []string{"Bash(go test:*)"}, Deny: []string{"WebFetch"}, Ask: []string{"Edit"}}); d != "" || got.PermissionHookTimeout != 6*time.Minute {
+		t.Errorf("permission rules (-got +want):\n%s\nhook timeout %s, want 6m", d, got.PermissionHookTimeout)
+	}
+	if err := agents.CheckLaunch(office.LaunchSpec{Permissions: &office.PermissionPolicy{Allow: []string{"go test"}}}); office.ErrorCode(err) != office.EINVALID {
+		t.Errorf("a launch spec with a bad permission rule: err = %v, want EINVALID", err)
 	}
 
 	got, err = a.Spec(engine.SessionSpec{Launch: office.LaunchSpec{Kind: "builtin", Script: "po", Args: []string{"--step", "1s"}}})

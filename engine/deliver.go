@@ -202,6 +202,9 @@ func (o *Router) deliverDependencies(ctx context.Context, v *delivery, x due) ou
 
 func (o *Router) deliverAnswers(ctx context.Context, v *delivery, x due) outcome {
 	for _, q := range x.qs {
+		if q.Category == office.QuestionPermission {
+			continue // decided, never typed (permission.go)
+		}
 		answer, verr := validAnswer(q)
 		if verr != nil {
 			o.reask(ctx, v.a, q, verr)
@@ -330,7 +333,7 @@ func (o *Router) sessionSpec(ctx context.Context, a office.Agent) (SessionSpec, 
 	}
 	spec := SessionSpec{
 		OfficeID: a.OfficeID, AgentID: a.ID, Launch: a.Launch, Dir: o.workspace(a),
-		SystemPrompt: office.Instructions(off, a, roster),
+		SystemPrompt: office.Instructions(off, a, roster), PermissionTimeout: o.permissionTimeout(a),
 	}
 	deps, err := o.store.ListDependencies(ctx, office.DependencyFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{office.DependencyProvided}})
 	if err != nil {
@@ -506,6 +509,10 @@ func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
 func (o *Router) onStatus(ctx context.Context, k agentKey, c StatusChange) {
 	agentID, status := k.agentID, c.Status
 	switch status {
+	case office.SessionStopped, office.SessionExited, office.SessionFailed:
+		o.endGrants(k) // "allow for this session" ends with it
+	}
+	switch status {
 	case office.SessionFailed:
 		if err := o.store.SetAgentStatus(ctx, agentID, office.AgentFailed); err != nil {
 			o.log.Warn("record agent failed", "agent", agentID, "err", err)
@@ -621,6 +628,10 @@ func (o *Router) expire(ctx context.Context) {
 	}
 	for _, q := range qs {
 		if !o.serves(q.OfficeID) {
+			continue
+		}
+		if q.Category == office.QuestionPermission {
+			o.expiredPermission(ctx, q)
 			continue
 		}
 		a, err := o.store.GetAgent(ctx, q.AgentID)

@@ -48,6 +48,10 @@ type SessionSpec struct {
 	// again from its start. Empty: read from the start (dedupe keeps it
 	// exactly once).
 	TranscriptAfter string
+	// PermissionTimeout is how long the agent's permission requests wait
+	// for a person (its policy's, else Config.PermissionTimeout): the
+	// session layer sets the hook's own timeout above it.
+	PermissionTimeout time.Duration
 }
 
 // Sessions is what the office needs from the session layer (implemented by
@@ -124,6 +128,14 @@ type Config struct {
 	// DataDir holds each agent's workspace, DataDir/<office>/<agent>, unless
 	// its launch spec names a Dir.
 	DataDir string
+
+	// Decider sends permission decisions to the agents' hooks
+	// (permission.go); nil: requests are not taken.
+	Decider Decider
+	// PermissionTimeout is how long a permission request waits for a
+	// person before it is denied, unless the agent's policy says; default
+	// DefaultPermissionTimeout.
+	PermissionTimeout time.Duration
 }
 
 // StatusChange is a session's new status (session.Options.OnStatus), with
@@ -171,6 +183,8 @@ type Router struct {
 	wg         sync.WaitGroup
 
 	auditFailures atomic.Uint64 // events the store refused (AuditFailures)
+
+	perm permState // permission requests waiting, "allow for this session" answers
 }
 
 type agentKey struct{ officeID, agentID string }
@@ -206,6 +220,7 @@ func New(cfg Config) (*Router, error) {
 	def(&cfg.DependencyTTL, DefaultDependencyTTL)
 	def(&cfg.RetryBackoff, DefaultRetryBackoff)
 	def(&cfg.Tick, DefaultTick)
+	def(&cfg.PermissionTimeout, DefaultPermissionTimeout)
 	if cfg.DepthLimit <= 0 {
 		cfg.DepthLimit = DefaultDepthLimit
 	}
@@ -216,13 +231,15 @@ func New(cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Router{
+	r := &Router{
 		cfg: cfg, store: cfg.Store, sess: cfg.Sessions, log: cfg.Logger, now: cfg.Now, sealer: sealer,
 		desks:      map[agentKey]*desk{},
 		subs:       map[*Subscription]struct{}{},
 		statusWake: make(chan struct{}, 1),
 		statusTurn: make(chan struct{}, 1),
-	}, nil
+	}
+	r.perm.init()
+	return r, nil
 }
 
 // Run starts the router's goroutines — the change-feed watch, the expiry
@@ -254,10 +271,14 @@ func (o *Router) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	o.wg.Add(2)
+	o.wg.Add(3)
 	go func() {
 		defer o.wg.Done()
 		o.ticker(ctx)
+	}()
+	go func() {
+		defer o.wg.Done()
+		o.permissions(ctx)
 	}()
 	go func() {
 		defer o.wg.Done()
@@ -287,6 +308,7 @@ func (o *Router) goLocked(f func(ctx context.Context)) bool {
 }
 
 func (o *Router) onChange(c office.Change) {
+	o.wakePermissions() // an answer to a permission question?
 	if c.AgentID != "" && c.OfficeID != "" {
 		o.kick(agentKey{c.OfficeID, c.AgentID})
 		return
@@ -339,6 +361,7 @@ func (o *Router) CatchUp(ctx context.Context, officeID string) {
 // agent that was running when its last server stopped (status active).
 // Failures to start are logged: the agent stays as it is.
 func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []office.Agent, autostart bool) {
+	o.sweepPermissions(ctx, officeID)
 	o.CatchUp(ctx, officeID)
 	if !autostart {
 		return

@@ -146,6 +146,9 @@ type officeFile struct {
 	Office struct {
 		Name        string        `yaml:"name"`
 		QuestionTTL time.Duration `yaml:"question_ttl"`
+		// Permissions are every agent's defaults: its own rules are
+		// added to them, its own timeout wins.
+		Permissions *office.PermissionPolicy `yaml:"permissions"`
 	} `yaml:"office"`
 	Agents []agentFile `yaml:"agents"`
 }
@@ -173,6 +176,8 @@ type launchFile struct {
 	PermissionMode string            `yaml:"permission_mode"`
 	Script         string            `yaml:"script"`
 	User           string            `yaml:"user"`
+	// Permissions is the agent's tool-permission policy (Claude Code).
+	Permissions *office.PermissionPolicy `yaml:"permissions"`
 }
 
 // loadOfficeFile reads and checks an office file. Unknown keys, missing
@@ -197,6 +202,9 @@ func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, erro
 		return office.Office{}, nil, fmt.Errorf("%s: office.name is required", name)
 	}
 	o := office.Office{Name: f.Office.Name, QuestionTTL: f.Office.QuestionTTL}
+	if err := f.Office.Permissions.Check(); err != nil {
+		return o, nil, fmt.Errorf("%s: office.%s", name, office.ErrorMessage(err))
+	}
 	seen := map[string]bool{}
 	var list []office.Agent
 	for i, a := range f.Agents {
@@ -212,6 +220,7 @@ func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, erro
 			Kind: a.Launch.Kind, Command: a.Launch.Command, Args: a.Launch.Args, Env: a.Launch.Env,
 			Dir: a.Launch.Dir, PromptPattern: a.Launch.PromptPattern, Model: a.Launch.Model,
 			PermissionMode: a.Launch.PermissionMode, Script: a.Launch.Script, User: a.Launch.User,
+			Permissions: a.Launch.Permissions.Merge(f.Office.Permissions),
 		}
 		if err := agents.CheckLaunch(launch); err != nil {
 			return o, nil, fmt.Errorf("%s (%s): launch: %w", where, a.Name, err)

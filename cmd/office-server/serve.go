@@ -95,6 +95,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("find own executable for the agents' keeper: %w", err)
 	}
+	hook, err := hookArgv()
+	if err != nil {
+		return fmt.Errorf("find own executable for the agents' permission hook: %w", err)
+	}
 
 	// Sessions, the office, the server.
 	router, sess, err := agents.New(engine.Config{
@@ -102,7 +106,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
 		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(),
 	}, agents.Options{AgentBin: c.AgentBin, StateDir: filepath.Join(c.DataDir, "claude")},
-		session.Options{Logger: log.With("part", "session"), Keeper: keeper})
+		session.Options{Logger: log.With("part", "session"), Keeper: keeper, Hook: hook})
 	if err != nil {
 		return fmt.Errorf("office: %w", err)
 	}
