@@ -666,23 +666,11 @@ func (o *Router) expire(ctx context.Context) {
 		}
 		return false
 	})
-	parked := o.parked
-	o.parked = nil
 	o.mu.Unlock()
 	for _, r := range due {
 		o.notify(r.agent, fmt.Sprintf("You reported a recoverable error (%s). The pause is over: retry now.", r.message))
 	}
-	var still []parkedProxy
-	for _, p := range parked {
-		if err := o.routeProxy(ctx, source{}, p, true); err == errParked {
-			still = append(still, p)
-		}
-	}
-	if len(still) > 0 {
-		o.mu.Lock()
-		o.parked = append(still, o.parked...)
-		o.mu.Unlock()
-	}
+	o.proxyTick(ctx, now)
 }
 
 // The forms typed into an agent. Content from someone else is framed by

@@ -121,6 +121,16 @@ type Response struct {
 	TaskIDs       []string `json:"task_ids"`
 	ExecutionTime string   `json:"execution_time"`
 	Error         string   `json:"error,omitempty"`
+
+	// The office's additions to the seed's response: what became of the
+	// request (assigned, parked, backed_up, timed_out, updated), its ID,
+	// when a parked request times out, the file a backed-up one was
+	// written to, and a sentence for the requester.
+	Status     string `json:"status,omitempty"`
+	RequestID  string `json:"request_id,omitempty"`
+	ExpiresAt  string `json:"expires_at,omitempty"`
+	BackupFile string `json:"backup_file,omitempty"`
+	Message    string `json:"message,omitempty"`
 }
 
 // Tools returns the tools a proxy needs for the action: todowrite to create
