@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/office-server/office-server/office"
@@ -697,10 +695,4 @@ func taskText(inv office.Invocation, caller string) string {
 		s += "\nContext:\n" + quote(inv.Context)
 	}
 	return s + fmt.Sprintf("\nWhen you are done, deliver the result to %s with a DELIVER_RESULT block naming %s.", caller, caller)
-}
-
-func newShortID() string {
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

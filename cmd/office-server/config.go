@@ -46,8 +46,8 @@ type serveConfig struct {
 	// ContentRules is a file of content rules added to the built-in ones
 	// (proxy.ParseRules).
 	ContentRules string
-	AgentBin          string // executable for "builtin" agents; default: this one
-	NoAutostart       bool
+	AgentBin     string // executable for "builtin" agents; default: this one
+	NoAutostart  bool
 }
 
 // parseServeConfig reads flags from args over the environment (getenv).
