@@ -469,3 +469,37 @@ func TestProxyContentRules(t *testing.T) {
 		}
 	})
 }
+
+// TestProxyRequestOnce: the same printed block read twice (a re-rendered
+// screen, a re-read transcript after a restart) is one request: one row,
+// one response, one proxy told.
+func TestProxyRequestOnce(t *testing.T) {
+	proxyStores(t, func(t *testing.T, open func(*testing.T) office.Store) {
+		st := open(t)
+		p := newProxyOffice(t, st, seed004Agents())
+		text := "[PROXY_REQUEST]\n" + plan("senior-sw-engineer", "API", `{"preferred_proxy": "pm"}`) + "\n[/PROXY_REQUEST]"
+		for range 2 {
+			p.r.HandleText(engine.Text{OfficeID: p.office.ID, AgentID: p.ids["senior-sw-engineer"], ID: "same-chunk", Lines: strings.Split(text, "\n"), TurnEnd: true})
+		}
+		p.response("senior-sw-engineer", 1)
+		time.Sleep(200 * time.Millisecond)
+		if got := p.ss.all(p.ids["senior-sw-engineer"], "[PROXY_RESPONSE]"); len(got) != 1 {
+			t.Fatalf("%d responses to one request", len(got))
+		}
+		p.stop()
+		p.ss = &typedSessions{}
+		p.start()
+		p.r.HandleText(engine.Text{OfficeID: p.office.ID, AgentID: p.ids["senior-sw-engineer"], ID: "same-chunk", Lines: strings.Split(text, "\n"), TurnEnd: true})
+		time.Sleep(300 * time.Millisecond)
+		rows, err := st.ListProxyRequests(context.Background(), office.ProxyRequestFilter{OfficeID: p.office.ID})
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("rows %+v %v", rows, err)
+		}
+		if got := p.ss.all(p.ids["senior-sw-engineer"], "[PROXY_RESPONSE]"); len(got) != 0 {
+			t.Fatalf("answered again after the restart: %q", got)
+		}
+		if got := p.ss.all(p.ids["pm"], "Proxy request"); len(got) != 0 {
+			t.Fatalf("pm told again after the restart: %q", got)
+		}
+	})
+}

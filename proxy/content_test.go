@@ -167,3 +167,27 @@ func TestParseRules(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseRules: any rules file is parsed or refused with a line number,
+// never a panic; every rule accepted has a class and a name and can screen
+// any text.
+func FuzzParseRules(f *testing.F) {
+	f.Add(defaultRulesText)
+	f.Add("command.x  rm\n!command.x\n")
+	f.Add("a.b (\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		rs, err := ParseRules(DefaultRules, text)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "line ") {
+				t.Fatalf("error without a line: %v", err)
+			}
+			return
+		}
+		for _, r := range rs {
+			if c, n, ok := strings.Cut(r.Name, "."); !ok || c == "" || n == "" || r.Pattern == nil {
+				t.Fatalf("rule %+v", r)
+			}
+		}
+		_ = CheckContent(text, "fuzz", rs)
+	})
+}
