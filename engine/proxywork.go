@@ -102,9 +102,22 @@ func (o *Router) advanceProxy(ctx context.Context, requester office.Agent, row o
 	if err != nil {
 		return err
 	}
-	tasks, lines := proxyTasks(requester, row, req, proxyAgent.ID)
-	row, ok, err := o.store.TransitionProxyRequest(ctx, row.ID, []string{office.ProxyParked}, office.ProxyAssigned,
-		office.ProxyRequestPatch{ProxyAgentID: proxyAgent.ID, Reason: d.String(), Tasks: tasks})
+	var (
+		tasks []office.ProxyTask
+		lines []string
+		ok    bool
+	)
+	for salt := 0; ; salt++ {
+		tasks, lines = proxyTasks(requester, row, req, proxyAgent.ID, salt)
+		var claimed office.ProxyRequest
+		claimed, ok, err = o.store.TransitionProxyRequest(ctx, row.ID, []string{office.ProxyParked}, office.ProxyAssigned,
+			office.ProxyRequestPatch{ProxyAgentID: proxyAgent.ID, Reason: d.String(), Tasks: tasks})
+		if office.IsConflict(err) && salt < maxTaskIDSalt {
+			continue // a task ID taken in the office already: name the tasks again
+		}
+		row = claimed
+		break
+	}
 	if err != nil || !ok {
 		return err // !ok: another attempt (the ticker, another server) took it
 	}
@@ -128,8 +141,10 @@ func (o *Router) advanceProxy(ctx context.Context, requester office.Agent, row o
 // IDs are "<requester initials>-<hex>", the hex derived from the request's
 // ID and the task's place: every attempt at a request (the first, the
 // ticker's, another server's) names its tasks alike, so whichever wins,
-// the backup file and the response agree.
-func proxyTasks(requester office.Agent, row office.ProxyRequest, req proxy.ActionRequest, proxyID string) ([]office.ProxyTask, []string) {
+// the backup file and the response agree. Six hex digits collide now and
+// then in a busy office: a taken ID makes the caller try again with the
+// next salt (at most maxTaskIDSalt times).
+func proxyTasks(requester office.Agent, row office.ProxyRequest, req proxy.ActionRequest, proxyID string, salt int) ([]office.ProxyTask, []string) {
 	var tasks []office.ProxyTask
 	var lines []string
 	switch req.Action {
@@ -140,7 +155,7 @@ func proxyTasks(requester office.Agent, row office.ProxyRequest, req proxy.Actio
 			if pr == "" {
 				pr = "medium"
 			}
-			id := prefix + "-" + uuid.NewSHA1(rowNamespace, fmt.Appendf(nil, "%s\x00task\x00%d", row.ID, i)).String()[:6]
+			id := prefix + "-" + uuid.NewSHA1(rowNamespace, fmt.Appendf(nil, "%s\x00task\x00%d\x00%d", row.ID, i, salt)).String()[:6]
 			tasks = append(tasks, office.ProxyTask{ID: id, ProxyAgentID: proxyID, Content: t.Content, Priority: pr, Status: office.ProxyTaskPending})
 			line := fmt.Sprintf("- %s (priority %s): %s", id, pr, t.Content)
 			if t.EstimatedTime != "" {
@@ -176,16 +191,32 @@ func (o *Router) respondProxy(requester office.Agent, row office.ProxyRequest, r
 // request that waited too long), a person is asked to handle it by hand,
 // and the requester is told where the file is.
 func (o *Router) backupProxy(ctx context.Context, requester office.Agent, row office.ProxyRequest, req proxy.ActionRequest, status, why string) error {
-	tasks, _ := proxyTasks(requester, row, req, "")
-	path, werr := o.writeProxyBackup(requester, row, tasks, status, why)
-	if werr != nil {
-		// The row keeps the request whatever happens to the file; the
-		// person is still asked.
-		o.log.Error("write proxy backup", "request", row.ID, "err", werr)
-		why += "; the backup file could not be written"
+	var (
+		tasks []office.ProxyTask
+		path  string
+		ok    bool
+		err   error
+	)
+	for salt := 0; ; salt++ {
+		tasks, _ = proxyTasks(requester, row, req, "", salt)
+		reason := why
+		var werr error
+		path, werr = o.writeProxyBackup(requester, row, tasks, status, why)
+		if werr != nil {
+			// The row keeps the request whatever happens to the file; the
+			// person is still asked.
+			o.log.Error("write proxy backup", "request", row.ID, "err", werr)
+			reason += "; the backup file could not be written"
+		}
+		var claimed office.ProxyRequest
+		claimed, ok, err = o.store.TransitionProxyRequest(ctx, row.ID, []string{office.ProxyParked}, status,
+			office.ProxyRequestPatch{Reason: reason, BackupPath: path, Tasks: tasks})
+		if office.IsConflict(err) && salt < maxTaskIDSalt {
+			continue
+		}
+		row, why = claimed, reason
+		break
 	}
-	row, ok, err := o.store.TransitionProxyRequest(ctx, row.ID, []string{office.ProxyParked}, status,
-		office.ProxyRequestPatch{Reason: why, BackupPath: path, Tasks: tasks})
 	if err != nil || !ok {
 		return err
 	}
@@ -400,6 +431,8 @@ func (o *Router) proxyStep(ctx context.Context, now time.Time, row office.ProxyR
 	}
 	return o.advanceProxy(ctx, requester, row, req, false)
 }
+
+const maxTaskIDSalt = 8
 
 func initials(name string) string {
 	var b strings.Builder

@@ -3,10 +3,13 @@ package engine
 import (
 	"context"
 	"slices"
+	"strings"
+	"testing"
 
 	"github.com/google/uuid"
 
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/proxy"
 )
 
 // memProxy is memStore's office.ProxyWork: requests by ID, tasks by
@@ -73,6 +76,11 @@ func (s *memStore) TransitionProxyRequest(_ context.Context, id string, from []s
 	if !ok || !slices.Contains(from, r.Status) {
 		return office.ProxyRequest{}, false, nil
 	}
+	for _, t := range p.Tasks {
+		if _, dup := m.tasks[[2]string{r.OfficeID, t.ID}]; dup {
+			return office.ProxyRequest{}, false, office.Errorf(office.ECONFLICT, "task %s exists", t.ID)
+		}
+	}
 	r.Status = to
 	if p.ProxyAgentID != "" {
 		r.ProxyAgentID = p.ProxyAgentID
@@ -126,4 +134,36 @@ func (s *memStore) SetProxyTaskStatus(_ context.Context, officeID, id, status st
 	t.UpdatedAt = s.tick()
 	m.tasks[[2]string{officeID, id}] = t
 	return t, true, nil
+}
+
+// TestProxyTaskIDTaken: when a task ID the office derives is taken
+// already, the tasks are named again and the request still goes through.
+func TestProxyTaskIDTaken(t *testing.T) {
+	h := newHarness(t, nil,
+		office.Agent{Name: "pm", Capabilities: []string{"todowrite", "todoread"}, Priority: 1, MaxLoad: 5},
+		office.Agent{Name: "senior-sw-engineer"})
+	h.run("pm")
+	h.run("senior-sw-engineer")
+	ctx := context.Background()
+	const chunk = "chunk-taken"
+	body := `{"action":"create_plan","requester":"senior-sw-engineer","tasks":[{"content":"API"}]}`
+	rowID := source{officeID: h.office.ID, key: chunk + "#0"}.rowID("proxy")
+	req, err := proxy.ParseAction([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := proxyTasks(h.agents["senior-sw-engineer"], office.ProxyRequest{ID: rowID}, req, "", 0)
+	other, err := h.st.CreateProxyRequest(ctx, office.ProxyRequest{OfficeID: h.office.ID, RequesterAgentID: h.id("senior-sw-engineer"), Action: "create_plan", Payload: []byte(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := h.st.TransitionProxyRequest(ctx, other.ID, []string{office.ProxyParked}, office.ProxyAssigned,
+		office.ProxyRequestPatch{ProxyAgentID: h.id("pm"), Tasks: []office.ProxyTask{{ID: want[0].ID, ProxyAgentID: h.id("pm"), Content: "x"}}}); !ok || err != nil {
+		t.Fatalf("taking the ID: %v %v", ok, err)
+	}
+	h.sayID("senior-sw-engineer", chunk, "[PROXY_REQUEST]\n"+body+"\n[/PROXY_REQUEST]")
+	got := h.typed("senior-sw-engineer", "[PROXY_RESPONSE]")
+	if !strings.Contains(got, `"success":true`) || strings.Contains(got, want[0].ID) || !strings.Contains(got, `"task_ids":["sse-`) {
+		t.Fatalf("response %q; the taken ID is %s", got, want[0].ID)
+	}
 }
