@@ -2,6 +2,7 @@ package supabase
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/google/uuid"
 	"github.com/supabase-community/postgrest-go"
@@ -109,7 +110,14 @@ func (s *Store) TransitionProxyRequest(ctx context.Context, id string, from []st
 				"priority": prio, "status": status, "created_at": now, "updated_at": now}
 		}
 		if err := s.exec(ctx, op, s.from("proxy_tasks").Insert(tasks, false, "", "minimal", ""), preferMinimal, nil); err != nil {
-			return r, true, err
+			// Undo the transition, so that the caller may try again (a
+			// task ID taken already: ECONFLICT) and the request is not left
+			// without its tasks.
+			if _, uerr := patch[office.ProxyRequest](ctx, s, op, "proxy_requests", map[string]any{"status": from[0], "updated_at": s.stamp()},
+				func(f *postgrest.FilterBuilder) *postgrest.FilterBuilder { return f.Eq("id", id).Eq("status", to) }); uerr != nil {
+				return office.ProxyRequest{}, false, fmt.Errorf("%w (and undoing the transition: %v)", err, uerr)
+			}
+			return office.ProxyRequest{}, false, err
 		}
 	}
 	return r, true, nil

@@ -126,4 +126,22 @@ func testProxyWork(t *testing.T, fx *fixture) {
 	if parked, _ := fx.s.ListProxyRequests(fx.ctx, office.ProxyRequestFilter{OfficeID: fx.office.ID, Status: []string{office.ProxyParked}}); len(parked) != 0 {
 		t.Fatalf("parked left: %+v", parked)
 	}
+	// A task ID taken in the office: ECONFLICT, and the request stays
+	// where it was, with no task of its own.
+	r3, err := fx.s.CreateProxyRequest(fx.ctx, office.ProxyRequest{OfficeID: fx.office.ID, RequesterAgentID: fx.a.ID,
+		Action: "create_plan", Payload: payload, ExpiresAt: exp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ok, err = fx.s.TransitionProxyRequest(fx.ctx, r3.ID, []string{office.ProxyParked}, office.ProxyAssigned,
+		office.ProxyRequestPatch{ProxyAgentID: fx.b.ID, Tasks: []office.ProxyTask{{ID: "d-new444", ProxyAgentID: fx.b.ID, Content: "n"}, {ID: "d-bbb222", ProxyAgentID: fx.b.ID, Content: "dup"}}})
+	if office.ErrorCode(err) != office.ECONFLICT || ok {
+		t.Fatalf("transition with a taken task ID: ok %v, err %v; want ECONFLICT", ok, err)
+	}
+	if got, _ := fx.s.GetProxyRequest(fx.ctx, r3.ID); got.Status != office.ProxyParked {
+		t.Fatalf("after a refused transition the request is %s, want parked", got.Status)
+	}
+	if ts, _ := fx.s.ListProxyTasks(fx.ctx, office.ProxyTaskFilter{RequestID: r3.ID}); len(ts) != 0 {
+		t.Fatalf("a refused transition created tasks %+v", ts)
+	}
 }
