@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/office-server/office-server/office"
@@ -676,23 +674,11 @@ func (o *Router) expire(ctx context.Context) {
 		}
 		return false
 	})
-	parked := o.parked
-	o.parked = nil
 	o.mu.Unlock()
 	for _, r := range due {
 		o.notify(r.agent, fmt.Sprintf("You reported a recoverable error (%s). The pause is over: retry now.", r.message))
 	}
-	var still []parkedProxy
-	for _, p := range parked {
-		if err := o.routeProxy(ctx, source{}, p, true); err == errParked {
-			still = append(still, p)
-		}
-	}
-	if len(still) > 0 {
-		o.mu.Lock()
-		o.parked = append(still, o.parked...)
-		o.mu.Unlock()
-	}
+	o.proxyTick(ctx, now)
 }
 
 // The forms typed into an agent. Content from someone else is framed by
@@ -719,10 +705,4 @@ func taskText(inv office.Invocation, caller string) string {
 		s += "\nContext:\n" + quote(inv.Context)
 	}
 	return s + fmt.Sprintf("\nWhen you are done, deliver the result to %s with a DELIVER_RESULT block naming %s.", caller, caller)
-}
-
-func newShortID() string {
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -100,11 +100,17 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("find own executable for the agents' permission hook: %w", err)
 	}
 
+	rules, err := contentRules(c.ContentRules)
+	if err != nil {
+		return err
+	}
+
 	// Sessions, the office, the server.
 	router, sess, err := agents.New(engine.Config{
 		Store: store, Feed: feed, Logger: log.With("part", "office"),
 		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
 		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(),
+		ProxyWait: c.ProxyWait, ContentRules: rules,
 	}, agents.Options{AgentBin: c.AgentBin, StateDir: filepath.Join(c.DataDir, "claude")},
 		session.Options{Logger: log.With("part", "session"), Keeper: keeper, Hook: hook})
 	if err != nil {
