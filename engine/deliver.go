@@ -596,13 +596,20 @@ func (o *Router) requeue(ctx context.Context, a office.Agent) {
 	}
 }
 
-// ticker expires questions, dependencies and invocations, fires ERROR
-// retries, and re-routes parked proxy requests.
+// ticker fires ERROR retries every Tick (in memory) and, every Sweep,
+// expires questions, dependencies and invocations and re-routes parked
+// proxy requests (statements on the store: rare, so that an idle server
+// costs its database almost nothing).
 func (o *Router) ticker(ctx context.Context) {
 	t := time.NewTicker(o.cfg.Tick)
 	defer t.Stop()
+	var swept time.Time
 	for {
-		o.expire(ctx)
+		if now := o.now(); now.Sub(swept) >= o.cfg.Sweep || now.Before(swept) {
+			swept = now
+			o.expire(ctx)
+		}
+		o.fireRetries()
 		select {
 		case <-ctx.Done():
 			return
@@ -665,6 +672,12 @@ func (o *Router) expire(ctx context.Context) {
 			o.kick(agentKey{inv.OfficeID, inv.CalleeAgentID})
 		}
 	}
+	o.proxyTick(ctx, now)
+}
+
+// fireRetries tells the agents whose ERROR pause is over to retry.
+func (o *Router) fireRetries() {
+	now := o.now()
 	o.mu.Lock()
 	var due []retry
 	o.retries = slices.DeleteFunc(o.retries, func(r retry) bool {
@@ -678,7 +691,6 @@ func (o *Router) expire(ctx context.Context) {
 	for _, r := range due {
 		o.notify(r.agent, fmt.Sprintf("You reported a recoverable error (%s). The pause is over: retry now.", r.message))
 	}
-	o.proxyTick(ctx, now)
 }
 
 // The forms typed into an agent. Content from someone else is framed by

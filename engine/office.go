@@ -30,8 +30,13 @@ const (
 	DefaultDependencyTTL     = time.Hour
 	DefaultRetryBackoff      = 30 * time.Second
 	DefaultTick              = time.Second
-	DefaultInboxBytes        = 1 << 20
-	DefaultProxyWait         = 30 * time.Minute
+	// DefaultSweep is how often the store is swept for what expired
+	// (questions, dependencies, tasks past their timeout, parked proxy
+	// requests): four statements, so an idle server sweeps rarely; a
+	// deadline is met within this much.
+	DefaultSweep      = 15 * time.Second
+	DefaultInboxBytes = 1 << 20
+	DefaultProxyWait  = 30 * time.Minute
 )
 
 // SessionSpec is what the office asks the session layer to run for an
@@ -114,8 +119,11 @@ type Config struct {
 	DepthLimit        int           // default 5
 	DependencyTTL     time.Duration // default 1 h
 	RetryBackoff      time.Duration // ERROR pause_and_retry; default 30 s
-	Tick              time.Duration // expiry and retry scan; default 1 s
-	MaxContent        int           // forwarded content limit; default proxy.MaxContent
+	Tick              time.Duration // ERROR retries (in memory); default 1 s
+	// Sweep is how often the store is swept for expiries; default
+	// DefaultSweep, or Tick when only Tick is set (tests that shorten it).
+	Sweep      time.Duration
+	MaxContent int // forwarded content limit; default proxy.MaxContent
 	// ProxyWait is how long a parked PROXY_REQUEST waits for a proxy before
 	// it times out (backed up to a file, a person asked, the requester
 	// told); default 30 min.
@@ -228,6 +236,10 @@ func New(cfg Config) (*Router, error) {
 	def(&cfg.InvocationTimeout, DefaultInvocationTimeout)
 	def(&cfg.DependencyTTL, DefaultDependencyTTL)
 	def(&cfg.RetryBackoff, DefaultRetryBackoff)
+	if cfg.Sweep <= 0 && cfg.Tick > 0 {
+		cfg.Sweep = cfg.Tick
+	}
+	def(&cfg.Sweep, DefaultSweep)
 	def(&cfg.Tick, DefaultTick)
 	def(&cfg.PermissionTimeout, DefaultPermissionTimeout)
 	def(&cfg.ProxyWait, DefaultProxyWait)

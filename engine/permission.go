@@ -261,6 +261,12 @@ func (o *Router) decideWaiting(ctx context.Context) {
 		}
 		switch q.Status {
 		case office.QuestionPending:
+			if !q.ExpiresAt.IsZero() && !o.now().Before(q.ExpiresAt) {
+				// Due: sweep now rather than at the next Sweep, so the
+				// timeout holds to the second (the sweep expires it and
+				// expiredPermission tells the agent).
+				o.expire(ctx)
+			}
 		case office.QuestionAnswered:
 			o.decideAnswered(ctx, q, lp)
 		case office.QuestionExpired:
