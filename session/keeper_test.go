@@ -96,6 +96,16 @@ func TestKeeperKeepsTheExit(t *testing.T) {
 	}
 }
 
+// TestKeeperMissingCommand: under the keeper, a command that does not
+// exist fails the start with the reason, as without it (not a crash loop).
+func TestKeeperMissingCommand(t *testing.T) {
+	m := newTestManager(t, newRecorder(), Options{Keeper: []string{os.Args[0]}})
+	_, err := m.Start(context.Background(), Key{"o", "a"}, Spec{Kind: KindCommand, Command: "/nonexistent/agent-cli", Env: []string{keeperEnv}})
+	if err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("start of a missing command: %v, want the reason", err)
+	}
+}
+
 func waitPidFile(t *testing.T, path string) int {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
