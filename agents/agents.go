@@ -16,14 +16,12 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session"
 )
-
-// BuiltinPrompt is the ready pattern of the built-in scripted agents: they
-// print "> " when they wait for a line.
-const BuiltinPrompt = `^>\s*$`
 
 // Options configure how agents are run.
 type Options struct {
@@ -45,7 +43,7 @@ type Options struct {
 	ClaudeBin string
 	// Wrap, if set, wraps the sessions the router calls (instrumentation,
 	// such as timing every Send).
-	Wrap func(office.Sessions) office.Sessions
+	Wrap func(engine.Sessions) engine.Sessions
 }
 
 // UserClaudeDir returns the server user's Claude Code configuration
@@ -62,25 +60,30 @@ func UserClaudeDir() string {
 }
 
 // Sessions runs the office's agents in a session.Manager; it implements
-// office.Sessions.
+// engine.Sessions.
 type Sessions struct {
 	m    *session.Manager
 	opts Options
 }
 
-var _ office.Sessions = (*Sessions)(nil)
+var _ engine.Sessions = (*Sessions)(nil)
 
 // Manager returns the session manager the agents run in.
 func (a *Sessions) Manager() *session.Manager { return a.m }
 
-// Spec maps what the office asks for onto a session spec.
-func (a *Sessions) Spec(s office.SessionSpec) (session.Spec, error) {
+// Spec maps what the office asks for onto a session spec. The launch kind
+// is the session's kind (session.Kinds); what each kind does with the
+// spec is the session layer's. Here are only the server's own choices: the
+// executable of builtin agents and Claude Code's, and where Claude Code
+// keeps its configuration. A spec the kind cannot run is an EINVALID
+// error.
+func (a *Sessions) Spec(s engine.SessionSpec) (session.Spec, error) {
 	l := s.Launch
 	env := slices.Clone(s.Env)
 	for _, k := range slices.Sorted(maps.Keys(l.Env)) {
 		env = append(env, k+"="+l.Env[k])
 	}
-	sp := session.Spec{Args: l.Args, Env: env, Dir: s.Dir, PromptPattern: l.PromptPattern, User: l.User}
+	sp := session.Spec{Kind: l.Kind, Command: absCommand(l.Command), Args: l.Args, Env: env, Dir: s.Dir, PromptPattern: l.PromptPattern, Script: l.Script, User: l.User}
 	if _, set := l.Env["HOME"]; !set && a.opts.StateDir != "" {
 		// A HOME of its own (issue 12, break 10): not the server's, where
 		// the other agents' and the server's files are; the launch spec's
@@ -91,22 +94,13 @@ func (a *Sessions) Spec(s office.SessionSpec) (session.Spec, error) {
 		}
 	}
 	switch l.Kind {
-	case office.KindBuiltin:
-		if l.Script == "" {
-			return sp, office.Errorf(office.EINVALID, "builtin agent without a script")
-		}
-		sp.Kind, sp.Command = session.KindCommand, a.opts.AgentBin
-		sp.Args = append([]string{"agent", "--script", l.Script}, l.Args...)
-		if sp.PromptPattern == "" {
-			sp.PromptPattern = BuiltinPrompt
-		}
-	case office.KindCommand:
-		sp.Kind, sp.Command = session.KindCommand, absCommand(l.Command)
-	case "", office.KindClaude:
+	case session.KindBuiltin:
+		sp.Command = a.opts.AgentBin
+	case "", session.KindClaude:
 		if a.opts.StateDir == "" {
 			return sp, office.Errorf(office.EINVALID, "no state directory for Claude Code agents")
 		}
-		sp.Kind, sp.Command = session.KindClaude, absCommand(l.Command)
+		sp.Kind = session.KindClaude
 		if sp.Command == "" {
 			sp.Command = a.opts.ClaudeBin
 		}
@@ -114,10 +108,34 @@ func (a *Sessions) Spec(s office.SessionSpec) (session.Spec, error) {
 		sp.AppendSystemPrompt, sp.PermissionMode, sp.Model = s.SystemPrompt, l.PermissionMode, l.Model
 		sp.ConfigDir = ClaudeConfigDir(a.opts.StateDir, s.OfficeID, s.AgentID)
 		sp.CredentialsDir = a.opts.CredentialsDir
-	default:
-		return sp, office.Errorf(office.EINVALID, "unknown launch kind %q", l.Kind)
+		if p := l.Permissions; p != nil {
+			sp.Permissions = session.PermissionRules{Allow: p.Allow, Deny: p.Deny, Ask: p.Ask}
+		}
+		// The office denies first (its timeout); the hook's own is a
+		// backstop, should the office not answer at all.
+		if s.PermissionTimeout > 0 {
+			sp.PermissionHookTimeout = s.PermissionTimeout + time.Minute
+		}
+	}
+	if _, err := session.Check(sp); err != nil {
+		return sp, office.Errorf(office.EINVALID, "launch: %v", err)
 	}
 	return sp, nil
+}
+
+// CheckLaunch reports what is wrong with a launch spec before it is saved:
+// an unknown kind, a field its kind needs (a command for "command", a
+// script for "builtin"), a prompt pattern that is not a regular
+// expression. The error is an EINVALID one.
+func CheckLaunch(l office.LaunchSpec) error {
+	sp := session.Spec{Kind: l.Kind, Command: l.Command, Script: l.Script, PromptPattern: l.PromptPattern}
+	if l.Kind == session.KindBuiltin {
+		sp.Command = "office-server" // the server's own executable, set at start
+	}
+	if _, err := session.Check(sp); err != nil {
+		return office.Errorf(office.EINVALID, "%v", err)
+	}
+	return l.Permissions.Check()
 }
 
 // AgentHome returns the HOME of an agent under stateDir.
@@ -160,7 +178,7 @@ func live(s *session.Session) bool {
 // waiting for its restart) is left alone; a stopped, exited or failed one
 // is started again with the new spec. A launch that fails (the command is
 // not found) is an EINVALID error carrying the reason.
-func (a *Sessions) Start(ctx context.Context, s office.SessionSpec) error {
+func (a *Sessions) Start(ctx context.Context, s engine.SessionSpec) error {
 	sp, err := a.Spec(s)
 	if err != nil {
 		return err
@@ -182,7 +200,7 @@ func (a *Sessions) Start(ctx context.Context, s office.SessionSpec) error {
 // Restart restarts the session with spec (a Claude Code conversation is
 // resumed); it is an operator's act, so a failed session comes back and
 // its crash count starts again.
-func (a *Sessions) Restart(ctx context.Context, s office.SessionSpec) error {
+func (a *Sessions) Restart(ctx context.Context, s engine.SessionSpec) error {
 	sp, err := a.Spec(s)
 	if err != nil {
 		return err
@@ -218,6 +236,22 @@ func (a *Sessions) Stop(ctx context.Context, officeID, agentID string) error {
 	return err
 }
 
+// StopOffice stops every session of the office without touching the
+// agents' rows: this server no longer runs the office, and its next owner
+// starts them. Failures are joined; a session gone meanwhile is not one.
+func (a *Sessions) StopOffice(ctx context.Context, officeID string) error {
+	var errs []error
+	for _, s := range a.m.List() {
+		if s.Key().OfficeID != officeID {
+			continue
+		}
+		if err := a.m.Stop(ctx, s.Key()); err != nil && !errors.Is(err, session.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("stop agent %s: %w", s.Key().AgentID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Send types text into the agent and returns once the agent has it.
 func (a *Sessions) Send(ctx context.Context, officeID, agentID, text string) error {
 	s, ok := a.m.Get(session.Key{OfficeID: officeID, AgentID: agentID})
@@ -225,6 +259,12 @@ func (a *Sessions) Send(ctx context.Context, officeID, agentID, text string) err
 		return office.Errorf(office.EUNAVAILABLE, "agent has no running session")
 	}
 	return s.Send(ctx, text)
+}
+
+// DecidePermission sends a decision to the agent's waiting permission
+// hook (engine.Decider); session.ErrNoRequest when none waits.
+func (a *Sessions) DecidePermission(officeID, agentID, id string, d engine.PermissionDecision) error {
+	return a.m.DecidePermission(session.Key{OfficeID: officeID, AgentID: agentID}, id, session.PermissionDecision{Allow: d.Allow, Message: d.Message})
 }
 
 // Running reports whether the agent has a live session.
@@ -238,7 +278,7 @@ func (a *Sessions) Running(officeID, agentID string) bool {
 // router's Send and Start reach the sessions. sopts' own OnText, OnStatus
 // and Paused, if set, are called as well (after the router's). cfg.Sessions
 // is set here.
-func New(cfg office.Config, opts Options, sopts session.Options) (*office.Router, *Sessions, error) {
+func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router, *Sessions, error) {
 	if opts.ClaudeBin == "" {
 		opts.ClaudeBin = "claude"
 	}
@@ -252,11 +292,26 @@ func New(cfg office.Config, opts Options, sopts session.Options) (*office.Router
 		}
 		opts.StateDir = d
 	}
-	var ref atomic.Pointer[office.Router]
+	var ref atomic.Pointer[engine.Router]
 	userText, userStatus, userPaused := sopts.OnText, sopts.OnStatus, sopts.Paused
+	sopts.OnPermission = func(p session.PermissionRequest) {
+		r := ref.Load()
+		if r == nil {
+			return // the hook's connection ends with the session: Claude Code shows its dialog
+		}
+		r.HandlePermission(engine.PermissionRequest{
+			OfficeID: p.Key.OfficeID, AgentID: p.Key.AgentID, ID: p.ID, ConversationID: p.ConversationID,
+			Tool: p.Tool, Input: p.Input, Suggestions: p.Suggestions,
+		})
+	}
+	sopts.OnPermissionEnd = func(k session.Key, id string) {
+		if r := ref.Load(); r != nil {
+			r.PermissionEnded(k.OfficeID, k.AgentID, id)
+		}
+	}
 	sopts.OnText = func(t session.Text) {
 		if r := ref.Load(); r != nil {
-			r.HandleText(office.Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd, Lost: t.Lost})
+			r.HandleText(engine.Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd, Lost: t.Lost, Screen: t.Source == session.FromScreen})
 		}
 		if userText != nil {
 			userText(t)
@@ -279,10 +334,11 @@ func New(cfg office.Config, opts Options, sopts session.Options) (*office.Router
 	}
 	sess := &Sessions{m: session.NewManager(sopts), opts: opts}
 	cfg.Sessions = sess
+	cfg.Decider = sess
 	if opts.Wrap != nil {
 		cfg.Sessions = opts.Wrap(sess)
 	}
-	r, err := office.New(cfg)
+	r, err := engine.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -290,8 +346,8 @@ func New(cfg office.Config, opts Options, sopts session.Options) (*office.Router
 	return r, sess, nil
 }
 
-func statusChange(k session.Key, st session.Status, info session.Info) office.StatusChange {
-	c := office.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail}
+func statusChange(k session.Key, st session.Status, info session.Info) engine.StatusChange {
+	c := engine.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail, Resumes: info.Resumes, Resumed: info.Resumed}
 	switch st {
 	case session.StatusExited, session.StatusCrashed, session.StatusFailed, session.StatusStopped:
 		code := info.ExitCode

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/office-server/office-server/agents"
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/store/sqlite"
@@ -34,7 +35,7 @@ func TestCrashBackoffAndReason(t *testing.T) {
 	defer st.Close()
 	var mu sync.Mutex
 	var starts []time.Time
-	r, sess, err := agents.New(office.Config{Store: st, Feed: st, DataDir: data},
+	r, sess, err := agents.New(engine.Config{Store: st, Feed: st, DataDir: data},
 		agents.Options{StateDir: filepath.Join(data, "claude")},
 		session.Options{OnStatus: func(_ session.Key, s session.Status, _ session.Info) {
 			if s == session.StatusStarting {
@@ -50,9 +51,9 @@ func TestCrashBackoffAndReason(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho 'starting up'\necho 'fatal: config file missing' >&2\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, as, err := r.SyncOffice(ctx, office.OfficeConfig{Office: office.Office{Name: "crashy"}, Agents: []office.Agent{
-		{Name: "broken", Launch: office.LaunchSpec{Kind: office.KindCommand, Command: script}},
-		{Name: "missing", Launch: office.LaunchSpec{Kind: office.KindCommand, Command: "/nonexistent/agent-cli"}},
+	_, as, err := r.SyncOffice(ctx, engine.OfficeConfig{Office: office.Office{Name: "crashy"}, Agents: []office.Agent{
+		{Name: "broken", Launch: office.LaunchSpec{Kind: session.KindCommand, Command: script}},
+		{Name: "missing", Launch: office.LaunchSpec{Kind: session.KindCommand, Command: "/nonexistent/agent-cli"}},
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
--- The office's tables (DESIGN.md §6). Table and column names are the web
--- frontend's contract (seed 003) and match office/model.go.
+-- The office's tables (docs/protocol.md, Tables). Table and column names are
+-- the web frontend's contract and match office/model.go.
 --
 -- Every agent-owned row carries office_id and agent_id and references
 -- office_agents by the pair (office_id, id), so a row can never claim one

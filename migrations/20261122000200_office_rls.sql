@@ -1,4 +1,4 @@
--- Row-level security (DESIGN.md §6, issue 4). The rules, enforced by the
+-- Row-level security (docs/protocol.md, Tables; issue 4). The rules, enforced by the
 -- database whatever the client does:
 --   * members of an office (office_members) read their office's rows;
 --   * a member may answer a PENDING question of their office: only response

@@ -23,28 +23,7 @@ func Instructions(o Office, self Agent, roster []Agent) string {
 	}
 	w(". Other agents and the people running the office talk to you through this terminal; you talk to them by printing the protocol blocks below as plain text in your reply (not in a code block, not inside a tool call).\n\n")
 
-	others := slices.Clone(roster)
-	slices.SortFunc(others, func(a, b Agent) int { return strings.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)) })
-	w("## The office\n\n")
-	for _, a := range others {
-		me := ""
-		if a.ID == self.ID || strings.EqualFold(a.Name, self.Name) {
-			me = " (you)"
-		}
-		role := a.Role
-		if role == "" {
-			role = "agent"
-		}
-		caps := "none declared"
-		if len(a.Capabilities) > 0 {
-			caps = strings.Join(a.Capabilities, ", ")
-		}
-		w("- %s%s — %s; capabilities: %s", a.Name, me, role, caps)
-		if len(a.Expertise) > 0 {
-			w("; expert in: %s", strings.Join(a.Expertise, ", "))
-		}
-		w("\n")
-	}
+	writeRoster(w, self, roster)
 	w("\nWhere a block names an agent you may write its name (any case), its role or a capability; the office then picks a suitable agent.\n")
 	if len(self.AllowedActions) > 0 && !slices.Contains(self.AllowedActions, "*") {
 		w("You may use only these actions: %s.\n", strings.Join(self.AllowedActions, ", "))
@@ -111,4 +90,30 @@ STEP_COMPLETE
 	w("4. Print blocks only to act; never quote a block you were sent.\n")
 	w("5. When the office says a block was invalid, fix it and print it again.\n")
 	return b.String()
+}
+
+// writeRoster writes the office's agents, by name, with self marked.
+func writeRoster(w func(string, ...any), self Agent, roster []Agent) {
+	others := slices.Clone(roster)
+	slices.SortFunc(others, func(a, b Agent) int { return strings.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)) })
+	w("## The office\n\n")
+	for _, a := range others {
+		me := ""
+		if a.ID == self.ID || strings.EqualFold(a.Name, self.Name) {
+			me = " (you)"
+		}
+		role := a.Role
+		if role == "" {
+			role = "agent"
+		}
+		caps := "none declared"
+		if len(a.Capabilities) > 0 {
+			caps = strings.Join(a.Capabilities, ", ")
+		}
+		w("- %s%s — %s; capabilities: %s", a.Name, me, role, caps)
+		if len(a.Expertise) > 0 {
+			w("; expert in: %s", strings.Join(a.Expertise, ", "))
+		}
+		w("\n")
+	}
 }

@@ -1,3 +1,10 @@
+// Package office is the office's domain: its model (offices, agents,
+// sessions, questions, messages, invocations, results, dependency requests,
+// events), its errors, the small role interfaces of its persistence (Store
+// and the roles it is made of), and the rules that need nothing else
+// (agent names and workspaces, sealing secret values, the instructions
+// given to every agent). The routing core that acts on the model is
+// package engine (docs/notes/engine.md).
 package office
 
 import (
@@ -6,8 +13,8 @@ import (
 	"unicode/utf8"
 )
 
-// The data model of DESIGN.md §6. Field names follow the table columns of the
-// migrations (seed 003's names are the web frontend's contract). IDs are UUIDs
+// The data model. Field names follow the table columns of the migrations
+// (migrations/*.sql; the web frontend reads the same names). IDs are UUIDs
 // as text; a store fills ID, CreatedAt and UpdatedAt when they are empty.
 
 // Office is one office: a set of agents and the people who may watch it.
@@ -49,9 +56,9 @@ type Agent struct {
 
 // LaunchSpec says how an agent's process is started. It is stored as JSON.
 type LaunchSpec struct {
-	// Kind is "claude" (Claude Code, the default), "command" (any CLI agent)
-	// or "builtin" (a scripted agent compiled into the server, for the
-	// example office and tests).
+	// Kind is the kind of agent, one of session.Kinds(): Claude Code (the
+	// default), any CLI agent, a scripted agent compiled into the server
+	// (the example office and tests)…
 	Kind           string            `json:"kind,omitempty"`
 	Command        string            `json:"command,omitempty"`
 	Args           []string          `json:"args,omitempty"`
@@ -64,14 +71,26 @@ type LaunchSpec struct {
 	// User, when set, is the OS user (name or uid) the agent runs as; the
 	// server must be root or have CAP_SETUID and CAP_SETGID.
 	User string `json:"user,omitempty"`
+	// Permissions is the agent's tool-permission policy (Claude Code):
+	// what runs without asking, what is refused, what is always asked, and
+	// how long a request waits for a person. See docs/notes/permissions.md.
+	Permissions *PermissionPolicy `json:"permissions,omitempty"`
 }
 
-// Launch kinds (LaunchSpec.Kind).
-const (
-	KindClaude  = "claude" // Claude Code; also the empty kind
-	KindCommand = "command"
-	KindBuiltin = "builtin"
-)
+// WithDefaults returns a with what a stored agent has when nobody said
+// otherwise: status idle, and empty (not nil) capabilities, expertise and
+// allowed actions.
+func (a Agent) WithDefaults() Agent {
+	if a.Status == "" {
+		a.Status = AgentIdle
+	}
+	for _, s := range []*[]string{&a.Capabilities, &a.Expertise, &a.AllowedActions} {
+		if *s == nil {
+			*s = []string{}
+		}
+	}
+	return a
+}
 
 // Session statuses (agent_sessions.status).
 const (
@@ -134,6 +153,23 @@ func CutSessionDetail(detail string) string {
 		}
 	}
 	return detail[:n]
+}
+
+// QuestionPermission is the category of the questions that carry an
+// agent's tool-permission requests (docs/notes/permissions.md): answered
+// with one of PermissionOptions, or "deny: <reason>".
+const QuestionPermission = "permission"
+
+// The options of a permission question, in order.
+const (
+	PermissionAllowOnce    = "allow once"
+	PermissionAllowSession = "allow for this session"
+	PermissionDeny         = "deny"
+)
+
+// PermissionOptions returns the options of a permission question.
+func PermissionOptions() []string {
+	return []string{PermissionAllowOnce, PermissionAllowSession, PermissionDeny}
 }
 
 // Question types and statuses (user_questions).
@@ -262,7 +298,7 @@ const (
 )
 
 // DependencyRequest is an agent asking for something it cannot get itself
-// (seed 000): an API key, an environment value, a service URL, a file, a
+// (a DEPENDENCY_REQUEST block, docs/notes/protocol.md): an API key, an environment value, a service URL, a file, a
 // permission, a package.
 type DependencyRequest struct {
 	ID          string `json:"id"`

@@ -3,6 +3,8 @@ package office
 import (
 	"path/filepath"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // MaxAgentNameLen is the longest agent name.
@@ -46,3 +48,28 @@ func within(base string, elem ...string) (string, error) {
 	}
 	return p, nil
 }
+
+// Workspace returns an agent's working directory: its launch spec's Dir
+// (the admin's choice), else DataDir/<office>/<name>, which always stays
+// inside DataDir. An agent whose stored name or office ID would not (a row
+// written before names were checked, or by another program) gets a
+// directory named by a hash of its IDs instead.
+func Workspace(dataDir string, a Agent) string {
+	if a.Launch.Dir != "" {
+		return a.Launch.Dir
+	}
+	base := dataDir
+	if base == "" {
+		base = "office-data"
+	}
+	if ValidateAgentName(a.Name) == nil {
+		if dir, err := within(base, a.OfficeID, a.Name); err == nil && filepath.Dir(dir) != filepath.Clean(base) {
+			return dir
+		}
+	}
+	return filepath.Join(filepath.Clean(base), "unnamed", uuid.NewSHA1(workspaceNamespace, []byte(a.OfficeID+"\x00"+a.ID)).String())
+}
+
+// workspaceNamespace derives the directory names of agents whose name
+// cannot be one (Workspace). It must not change: the directories exist.
+var workspaceNamespace = uuid.MustParse("6f0b1d8e-4c5a-4f43-9d0e-0ffce5e1a7d1")

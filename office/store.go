@@ -5,8 +5,10 @@ import (
 	"time"
 )
 
-// Store is the persistence the office needs. Implementations: store/postgres,
-// store/sqlite, supabase. All of them pass store/storetest.
+// Store is the persistence the office needs: the union of the role
+// interfaces below, each a few methods that a part of the server uses on
+// its own (the engine, the HTTP server, the commands). Implementations:
+// store/postgres, store/sqlite, supabase. All of them pass store/storetest.
 //
 // Conventions every implementation keeps:
 //   - Create* fills ID (a new UUID), CreatedAt and UpdatedAt when empty, and a
@@ -18,11 +20,26 @@ import (
 //     number of racing callers (goroutines or server processes) exactly one
 //     gets ok=true.
 //   - Unique violations are returned as ECONFLICT.
+//   - The "due" lists (what waits to be typed into an agent) take a Due and
+//     return rows oldest first, read through an index on the agent when
+//     Due.AgentID is set.
 type Store interface {
 	Ping(ctx context.Context) error
 	Close() error
 
-	// Offices and agents.
+	Roster
+	SessionLog
+	Questions
+	Messages
+	Invocations
+	Results
+	Dependencies
+	Events
+	ProxyWork
+}
+
+// Roster is the offices and their agents.
+type Roster interface {
 	UpsertOffice(ctx context.Context, o Office) (Office, error) // by ID when set, else by Name
 	GetOffice(ctx context.Context, id string) (Office, error)
 	ListOffices(ctx context.Context) ([]Office, error)
@@ -31,13 +48,17 @@ type Store interface {
 	ListAgents(ctx context.Context, officeID string) ([]Agent, error)
 	SetAgentStatus(ctx context.Context, id, status string) error
 	DeleteAgent(ctx context.Context, id string) error
+}
 
-	// Sessions: one row per agent, updated in place.
+// SessionLog is the agents' session rows: one per agent, updated in place.
+type SessionLog interface {
 	UpsertSession(ctx context.Context, s SessionRecord) (SessionRecord, error) // by AgentID
 	GetSessionByAgent(ctx context.Context, agentID string) (SessionRecord, error)
 	ListSessions(ctx context.Context, officeID string) ([]SessionRecord, error)
+}
 
-	// Questions.
+// Questions is the agents' questions to people.
+type Questions interface {
 	CreateQuestion(ctx context.Context, q Question) (Question, error)
 	GetQuestion(ctx context.Context, id string) (Question, error)
 	ListQuestions(ctx context.Context, f QuestionFilter) ([]Question, error)
@@ -51,19 +72,21 @@ type Store interface {
 	ExpireQuestions(ctx context.Context, now time.Time) ([]Question, error)
 	// CancelQuestion: pending or answered → cancelled.
 	CancelQuestion(ctx context.Context, id string) (ok bool, err error)
-	// ListAnsweredUndelivered: status answered, oldest first, in the given
-	// offices (all offices when officeIDs is empty).
-	ListAnsweredUndelivered(ctx context.Context, officeIDs []string) ([]Question, error)
+	// ListAnsweredUndelivered: status answered, due as d says.
+	ListAnsweredUndelivered(ctx context.Context, d Due) ([]Question, error)
+}
 
-	// User messages.
+// Messages is people's messages to agents.
+type Messages interface {
 	CreateUserMessage(ctx context.Context, m UserMessage) (UserMessage, error)
-	GetUserMessage(ctx context.Context, id string) (UserMessage, error)
 	// MarkUserMessageDelivered: pending → delivered.
 	MarkUserMessageDelivered(ctx context.Context, id string) (ok bool, err error)
-	// ListPendingUserMessages: status pending, oldest first.
-	ListPendingUserMessages(ctx context.Context, officeIDs []string) ([]UserMessage, error)
+	// ListPendingUserMessages: status pending, due as d says.
+	ListPendingUserMessages(ctx context.Context, d Due) ([]UserMessage, error)
+}
 
-	// Invocations.
+// Invocations is the tasks agents give each other.
+type Invocations interface {
 	CreateInvocation(ctx context.Context, inv Invocation) (Invocation, error)
 	GetInvocation(ctx context.Context, id string) (Invocation, error)
 	ListInvocations(ctx context.Context, f InvocationFilter) ([]Invocation, error)
@@ -74,15 +97,19 @@ type Store interface {
 	// FindOpenInvocation returns the oldest open (pending or in_progress)
 	// invocation from caller to callee, or ENOTFOUND.
 	FindOpenInvocation(ctx context.Context, officeID, callerAgentID, calleeAgentID string) (Invocation, error)
+}
 
-	// Results.
+// Results is what agents deliver to each other.
+type Results interface {
 	CreateResult(ctx context.Context, r Result) (Result, error)
 	GetResult(ctx context.Context, id string) (Result, error)
 	ListResults(ctx context.Context, f ResultFilter) ([]Result, error)
 	// MarkResultDelivered: pending → delivered.
 	MarkResultDelivered(ctx context.Context, id string) (ok bool, err error)
+}
 
-	// Dependency requests.
+// Dependencies is the agents' requests for keys, variables and services.
+type Dependencies interface {
 	CreateDependency(ctx context.Context, d DependencyRequest) (DependencyRequest, error)
 	GetDependency(ctx context.Context, id string) (DependencyRequest, error)
 	ListDependencies(ctx context.Context, f DependencyFilter) ([]DependencyRequest, error)
@@ -96,13 +123,25 @@ type Store interface {
 	// or expired request (delivered_at IS NULL → now).
 	MarkDependencyDelivered(ctx context.Context, id string) (ok bool, err error)
 	// ListUndeliveredDependencies: provided, rejected or expired with
-	// delivered_at NULL, oldest first.
-	ListUndeliveredDependencies(ctx context.Context, officeIDs []string) ([]DependencyRequest, error)
+	// delivered_at NULL, due as d says.
+	ListUndeliveredDependencies(ctx context.Context, d Due) ([]DependencyRequest, error)
+}
 
-	// Events. AppendEvent returns inserted=false (and no error) when an event
-	// with the same non-empty DedupeKey exists in the office.
+// Events is the append-only event log.
+type Events interface {
+	// AppendEvent returns inserted=false (and no error) when an event with
+	// the same non-empty DedupeKey exists in the office.
 	AppendEvent(ctx context.Context, e Event) (ev Event, inserted bool, err error)
 	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
+}
+
+// Due selects rows waiting to be delivered, oldest first: those of the
+// offices OfficeIDs (all offices when empty) and, when AgentID is set, of
+// that agent only. The delivery of one agent reads with AgentID; the change
+// feeds' catch-up reads whole offices.
+type Due struct {
+	OfficeIDs []string
+	AgentID   string
 }
 
 // QuestionFilter selects questions; zero fields select everything.
@@ -114,12 +153,14 @@ type QuestionFilter struct {
 }
 
 // InvocationFilter selects invocations; zero fields select everything.
-// AgentID matches caller or callee.
+// AgentID matches caller or callee; CalleeAgentID the callee only (an
+// agent's own tasks).
 type InvocationFilter struct {
-	OfficeID string
-	AgentID  string
-	Status   []string
-	Limit    int
+	OfficeID      string
+	AgentID       string
+	CalleeAgentID string
+	Status        []string
+	Limit         int
 }
 
 // ResultFilter selects results; zero fields select everything.

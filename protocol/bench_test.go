@@ -161,7 +161,7 @@ func BenchmarkParseStripped(b *testing.B) {
 	reportCPU(b, len(s), cpu0)
 }
 
-// The seed sketch (seed 003, T2/T3/T12): every PTY chunk is appended to a
+// The sources' sketch (docs/notes/protocol.md, Figures): every PTY chunk is appended to a
 // buffer, and the whole buffer is ANSI-stripped and scanned by each pattern
 // again. RE2 has no look-ahead, so the patterns end at the next tag
 // (consuming it) or at the end of the text; the work is the same.

@@ -230,10 +230,11 @@ func (fs *fields) get(key string) string {
 
 func (fs *fields) has(key string) bool { return fs.field(key) != nil }
 
-// readFields splits dedented lines into fields. A known key at the left
-// margin starts a field; any other line continues the current field (seed
-// 001 continues values on indented lines; an unindented line that is not a
-// field is taken as a continuation too rather than lost). A field's
+// read splits dedented lines into fields. A known key at the left
+// margin starts a field; any other line continues the current field
+// (docs/protocol.md, Blocks: values continue on indented lines; an
+// unindented line that is not a field is taken as a continuation too
+// rather than lost). A field's
 // continuation lines are the lines up to the next field, so they are kept
 // as a subslice of lines.
 func (fs *fields) read(lines []string) {
@@ -270,7 +271,8 @@ func (fs *fields) read(lines []string) {
 	}
 }
 
-// parseBool reads a yes/no value as seed 000's permission validator does,
+// parseBool reads a yes/no value as the permission validator does
+// (docs/protocol.md, Dependency requests),
 // plus the Korean 예/아니오.
 func parseBool(s string) (v, ok bool) {
 	switch strings.ToLower(trimASCII(s, " `\"'")) {
@@ -303,7 +305,8 @@ var questionTypeAliases = map[string]string{
 	"confirmation": QuestionConfirmation, "confirm": QuestionConfirmation, "yes_no": QuestionConfirmation, "확인": QuestionConfirmation,
 }
 
-// decodeQuestion decodes [ASK_USER] (seed 003) and [USER_QUESTION] (seed 001).
+// decodeQuestion decodes [ASK_USER] and [USER_QUESTION] (docs/protocol.md,
+// Questions).
 func decodeQuestion(kind Kind, lines []string) (*Question, string) {
 	var fs fields
 	fs.read(lines)
@@ -645,7 +648,8 @@ func decodeResult(lines []string) (*DeliverResult, string) {
 	return r, ""
 }
 
-// decodeDependency decodes [DEPENDENCY_REQUEST] (seed 000).
+// decodeDependency decodes [DEPENDENCY_REQUEST] (docs/protocol.md, Dependency
+// requests).
 func decodeDependency(lines []string) (*DependencyRequest, string) {
 	var fs fields
 	fs.read(lines)
@@ -681,10 +685,11 @@ func decodeDependency(lines []string) (*DependencyRequest, string) {
 	return d, ""
 }
 
-// errorTypes are seed 001's two types and seed 002's four.
+// errorTypes are the two types and the four finer ones of docs/protocol.md,
+// Errors.
 var errorTypes = []string{ErrorRecoverable, ErrorFatal, "missing_file", "execution_failed", "validation_error", "dependency_missing"}
 
-// decodeError decodes [ERROR] (seed 001).
+// decodeError decodes [ERROR] (docs/protocol.md, Errors).
 func decodeError(lines []string) (*AgentError, string) {
 	var fs fields
 	fs.read(lines)
@@ -738,7 +743,8 @@ func decodeStepComplete(lines []string) *StepComplete {
 	return s
 }
 
-// decodeProxy decodes [PROXY_REQUEST]: a JSON object of seed 004.
+// decodeProxy decodes [PROXY_REQUEST]: a JSON object (docs/protocol.md, Proxy
+// requests).
 func decodeProxy(lines []string) (*ProxyRequest, string) {
 	body := trimSpace(strings.Join(lines, "\n"))
 	if body == "" {

@@ -224,9 +224,7 @@ func unbox(s string) string {
 		return s
 	}
 	t = t[n:]
-	if strings.HasPrefix(t, " ") {
-		t = t[1:]
-	}
+	t = strings.TrimPrefix(t, " ")
 	t = strings.TrimRight(t, " \t")
 	if r, n := utf8.DecodeLastRuneInString(t); isVertical(r) {
 		t = strings.TrimRight(t[:len(t)-n], " \t")
@@ -277,7 +275,7 @@ func listItem(s string) (string, bool) {
 
 // keyAliases maps every accepted field name, lower-cased, to its canonical
 // name. English names are matched case-insensitively; the Korean ones are
-// seed 003's (질문, 타입, 옵션, 컨텍스트, 내용) and a few obvious others.
+// docs/protocol.md's (질문, 타입, 옵션, 컨텍스트, 내용) and a few obvious others.
 var keyAliases = map[string]string{
 	"question": "question", "질문": "question",
 	"type": "type", "타입": "type", "유형": "type", "question_type": "type", "result_type": "type",
@@ -476,9 +474,10 @@ func parsePhaseHeader(line string) (int, bool) {
 	return n, true
 }
 
-// parseStep recognises a step update at the start of a line (seed 002):
+// parseStep recognises a step update at the start of a line
+// (docs/protocol.md, Phases and steps):
 // "Step 3/9: name", "Step 3 of 9: name", "현재 Step: 3/9: name" (also
-// "현재 단계: 3/9: name"). Seed 002's patterns match anywhere in the text;
+// "현재 단계: 3/9: name"). The sources' patterns match anywhere in the text;
 // here the update must lead its line, so prose that mentions a step
 // ("as in Step 2/5: …") is not an update.
 func parseStep(line string) (Message, bool) {
@@ -629,7 +628,7 @@ func unboxed(line string) string {
 }
 
 // phaseName returns the phase name from "Phase: Planning", "Name: Planning"
-// or seed 002's "Completed: Phase 1 (Planning)"; "" if s is none of these.
+// or "Completed: Phase 1 (Planning)" (docs/protocol.md, Phases and steps); "" if s is none of these.
 func phaseName(s string) string {
 	i := indexColon(s)
 	if i <= 0 {
@@ -681,7 +680,7 @@ func indexColonN(s string, n int) int {
 	return -1
 }
 
-// trimBlanks is trimBlanksLeft(s) without building a cutset.
+// trimBlanksLeft is strings.TrimLeft(s, " \t") without building a cutset.
 func trimBlanksLeft(s string) string {
 	i := 0
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {

@@ -14,7 +14,7 @@
 // office can tell the agent what to fix; nothing is dropped silently.
 //
 // Splitter cuts a byte stream into lines for a Parser; the subpackage
-// ansistrip removes terminal escape sequences from one first. The seed-000
+// ansistrip removes terminal escape sequences from one first. The
 // value validators (ValidateDependencyValue and the functions it calls)
 // check what a person provides for a DEPENDENCY_REQUEST.
 //
@@ -66,7 +66,7 @@ const (
 type Message struct {
 	Kind Kind
 	// Target is the agent named in the tag ([INVOKE:PO] → "PO"); empty when
-	// the tag names none, in which case the office picks one (DESIGN §1).
+	// the tag names none, in which case the office picks one (docs/protocol.md, Blocks).
 	Target string
 	// Raw is the message's text as it was read: the tag lines and the body
 	// for a block (decoration and common indentation kept), the line(s) for
@@ -97,7 +97,7 @@ const (
 	QuestionConfirmation = "confirmation"
 )
 
-// Question categories of seed 001.
+// Question categories (docs/protocol.md, Questions).
 const (
 	CategoryBusiness      = "business"
 	CategoryClarification = "clarification"
@@ -105,8 +105,8 @@ const (
 	CategoryConfirmation  = "confirmation"
 )
 
-// Question is a question for a person: an [ASK_USER] block (seed 003) or a
-// [USER_QUESTION] block (seed 001). Both become a user_questions row.
+// Question is a question for a person: an [ASK_USER] or a [USER_QUESTION]
+// block (docs/protocol.md, Questions). Both become a user_questions row.
 type Question struct {
 	Question string `json:"question"`
 	// Type is text, selection or confirmation. When the block gives none it
@@ -151,7 +151,7 @@ type DeliverResult struct {
 	ContentType string `json:"content_type"`
 }
 
-// Dependency types of seed 000.
+// Dependency types (docs/protocol.md, Dependency requests).
 const (
 	DependencyAPIKey     = "api_key"
 	DependencyEnvVar     = "env_variable"
@@ -161,8 +161,8 @@ const (
 	DependencyPackage    = "package"
 )
 
-// DependencyRequest is a [DEPENDENCY_REQUEST] block (seeds 000, 001): the
-// agent needs something it cannot get itself.
+// DependencyRequest is a [DEPENDENCY_REQUEST] block (docs/protocol.md,
+// Dependency requests): the agent needs something it cannot get itself.
 type DependencyRequest struct {
 	Type        string `json:"type"`
 	Name        string `json:"name"`
@@ -172,8 +172,8 @@ type DependencyRequest struct {
 	Default  string `json:"default,omitempty"`
 }
 
-// Error types and recovery strategies of [ERROR] (seed 001; seed 002's
-// finer types are accepted too).
+// Error types and recovery strategies of [ERROR] (docs/protocol.md,
+// Errors; the finer types are accepted too).
 const (
 	ErrorRecoverable = "recoverable"
 	ErrorFatal       = "fatal"
@@ -195,7 +195,7 @@ type AgentError struct {
 }
 
 // PhaseComplete is a "=== PHASE N COMPLETE ===" line with the optional
-// "Phase: name" line and deliverables list that follow it (seed 001).
+// "Phase: name" line and deliverables list that follow it (docs/protocol.md, Phases and steps).
 type PhaseComplete struct {
 	Number       int      `json:"number"`
 	Name         string   `json:"name,omitempty"`
@@ -203,14 +203,14 @@ type PhaseComplete struct {
 }
 
 // Step is a step update line: "Step 3/9: name", "Step 3 of 9: name" or
-// "현재 Step: 3/9: name" (seed 002).
+// "현재 Step: 3/9: name" (docs/protocol.md, Phases and steps).
 type Step struct {
 	Current int    `json:"current"`
 	Total   int    `json:"total"`
 	Name    string `json:"name"`
 }
 
-// StepComplete is a [STEP_COMPLETE] block (seed 003): the agent finished a
+// StepComplete is a [STEP_COMPLETE] block (docs/protocol.md, Blocks): the agent finished a
 // step. Both fields are optional.
 type StepComplete struct {
 	// Name is the step's name, from a `step:` or `name:` line.
@@ -219,13 +219,13 @@ type StepComplete struct {
 	Summary string `json:"summary,omitempty"`
 }
 
-// Proxy actions of seed 004.
+// Proxy actions (docs/protocol.md, Proxy requests).
 const (
 	ProxyCreatePlan   = "create_plan"
 	ProxyUpdateStatus = "update_status"
 )
 
-// ProxyRequest is a [PROXY_REQUEST] block: a JSON request of seed 004 for a
+// ProxyRequest is a [PROXY_REQUEST] block: a JSON request (docs/protocol.md, Proxy requests) for a
 // proxy agent (create_plan or update_status).
 type ProxyRequest struct {
 	Action    string `json:"action"`
@@ -266,7 +266,7 @@ type Invalid struct {
 	Reason string `json:"reason"`
 }
 
-// Priority orders messages by urgency as seed 001 does: ERROR (4) before
+// Priority orders messages by urgency (docs/protocol.md, Priority): ERROR (4) before
 // PHASE_COMPLETE (3) before DEPENDENCY_REQUEST (2) before questions,
 // ASK_USER and USER_QUESTION (1), before everything else (0). An invalid
 // block changes nothing but what the agent is told, so it ranks 0.

@@ -246,7 +246,7 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 		// Not a tag line: the common case, decided without a call.
 	} else if t, ok := parseTag(line); ok {
 		if !t.closing {
-			// An opening tag ends an unclosed block (seed 003 has no
+			// An opening tag ends an unclosed block (one source has no
 			// closing tags) and starts the next.
 			if m, ok := p.endBlock(""); ok {
 				out = appendMsg(out, m)

@@ -54,7 +54,8 @@ func inv(kind Kind, target string) Message {
 	return Message{Kind: KindInvalid, Target: target, Invalid: &Invalid{Kind: kind}}
 }
 
-// TestParseSeed000 holds seed 000's parser cases (dependency requests).
+// TestParseSeed000 holds the sources' parser cases for dependency requests
+// (docs/protocol.md, Dependency requests).
 func TestParseSeed000(t *testing.T) {
 	runParseCases(t, []parseCase{
 		{
@@ -75,7 +76,7 @@ required: true
 			in:   "Just some regular text",
 		},
 		{
-			// The seed returns null; here the block is reported, not dropped.
+			// The sources' sketch returns null; here the block is reported, not dropped.
 			name: "missing required fields",
 			in: `
 [DEPENDENCY_REQUEST]
@@ -110,7 +111,7 @@ name: OPENAI_API_KEY
 	})
 }
 
-// TestValidateDependencyValueSeed000 holds seed 000's validator cases and
+// TestValidateDependencyValueSeed000 holds the sources' validator cases and
 // the edges of each validator.
 func TestValidateDependencyValueSeed000(t *testing.T) {
 	for _, tc := range []struct {
@@ -153,7 +154,7 @@ func TestValidateDependencyValueSeed000(t *testing.T) {
 	}
 }
 
-// TestParseSeed002 holds seed 002's parser cases, plus its step and phase
+// TestParseSeed002 holds the sources' parser cases of the web server's view, plus its step and phase
 // formats.
 func TestParseSeed002(t *testing.T) {
 	runParseCases(t, []parseCase{
@@ -202,7 +203,7 @@ required: false
 			in:   "As planned in Step 3/9: nothing changes.\nStep 3/9 without a name",
 		},
 		{
-			name: "error seed 002 types",
+			name: "error finer types",
 			in:   "[ERROR]\ntype: missing_file\nmessage: guide not found\ndetails: guide/planning/01_idea.md\n[/ERROR]",
 			want: []Message{{Kind: KindError, Error: &AgentError{Type: "missing_file", Message: "guide not found",
 				Details: "guide/planning/01_idea.md", Recovery: RecoveryNotifyUser}}},
@@ -216,7 +217,7 @@ required: false
 	})
 }
 
-// TestParseSeed003 holds seed 003's parser cases (Korean keys, no closing
+// TestParseSeed003 holds the sources' parser cases of the protocol layer (Korean keys, no closing
 // tags).
 func TestParseSeed003(t *testing.T) {
 	runParseCases(t, []parseCase{
@@ -273,7 +274,8 @@ func TestParseSeed003(t *testing.T) {
 	})
 }
 
-// TestParseSeed001 parses every example of seed 001's catalogue.
+// TestParseSeed001 parses every example of the sources' catalogue
+// (docs/protocol.md, Blocks).
 func TestParseSeed001(t *testing.T) {
 	runParseCases(t, []parseCase{
 		{
@@ -343,7 +345,7 @@ required: true
 	})
 }
 
-// TestParseForms covers DESIGN §4's forms beyond the seeds' examples.
+// TestParseForms covers docs/protocol.md's forms beyond the sources' examples.
 func TestParseForms(t *testing.T) {
 	q := func(question string, opts ...string) Message {
 		typ := "text"

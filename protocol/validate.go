@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The value validators of seed 000: what a person provides for a
+// The value validators of docs/protocol.md, Dependency requests: what a person provides for a
 // [DEPENDENCY_REQUEST] is checked by its type before it is handed to the
 // agent. Each returns nil or an error whose text can be shown as is.
 
@@ -88,8 +88,8 @@ func ValidateServiceURL(v string) error {
 const MaxFilePathBytes = 500
 
 // ValidateFilePath accepts a relative or absolute path of at most
-// MaxFilePathBytes with no ".." element. Seed 000 rejects any "..", also
-// inside a name ("notes..txt"); here only a ".." path element counts as
+// MaxFilePathBytes with no ".." element. The sources' sketch rejects any "..",
+// also inside a name ("notes..txt"); here only a ".." path element counts as
 // traversal, with '/' and '\' both taken as separators.
 func ValidateFilePath(v string) error {
 	if v == "" {
@@ -120,7 +120,7 @@ func ValidatePermission(v string) error {
 
 // ValidatePackageName accepts an npm package name, "name" or "@scope/name":
 // lower case letters, digits, '-', '.', '_' and '~', not starting with '.'
-// or '_', at most 214 characters (npm's rules; seed 000's sketch allows only
+// or '_', at most 214 characters (npm's rules; the sources' sketch allows only
 // letters, digits and '-', which rejects real packages such as socket.io).
 func ValidatePackageName(v string) error {
 	if v == "" {

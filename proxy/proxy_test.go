@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// seed004 is seed 004's capability matrix.
+// seed004 is the capability matrix of docs/protocol.md, Proxy requests.
 func seed004() []Agent {
 	return []Agent{
 		{ID: "1", Name: "pm", Role: "pm", Capabilities: []string{"todowrite", "todoread", "bash"}, Priority: 1, Expertise: []string{"coding"}},

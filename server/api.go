@@ -138,10 +138,12 @@ func (s *Server) saveOffice(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, o)
 }
 
-// agentView is an agent with its live session status.
+// agentView is an agent with its live session status and, when the
+// session waits for a person (a dialog) or its process ended, why.
 type agentView struct {
 	office.Agent
 	Session string `json:"session_status"`
+	Detail  string `json:"session_detail,omitempty"`
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
@@ -165,7 +167,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 func (s *Server) agentView(officeID string, a office.Agent) agentView {
 	v := agentView{Agent: a, Session: office.SessionStopped}
 	if t, ok := s.cfg.Terminals.Terminal(officeID, a.ID); ok {
-		v.Session = t.Status()
+		v.Session, v.Detail = t.Status(), t.Detail()
 	}
 	return v
 }

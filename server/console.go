@@ -319,261 +319,332 @@ func (c *consoleConn) controls() bool {
 // last write was under busyGap ago) chunks are gathered for up to
 // coalesceDelay, so a busy session costs few large frames per viewer
 // instead of one per PTY read. While the client has paused, output is held
-// (up to maxHeld, then the viewer is dropped).
+// (up to maxHeld, then the viewer skips ahead). The state is a
+// consoleWriter's; each event is one of its methods.
 func (c *consoleConn) writeLoop() {
 	defer close(c.done)
-	s, ws := c.s, c.ws
-	ping := time.NewTicker(s.cfg.PingInterval)
-	defer ping.Stop()
-	// The session's status is polled: a change sends a STATUS frame.
-	poll := time.NewTicker(time.Second)
-	defer poll.Stop()
-	lastStatus := c.term.Status()
-	write := func(p []byte) error {
-		_ = ws.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		return ws.WriteMessage(websocket.BinaryMessage, p)
-	}
-	fail := func() {
-		// The client is gone or stuck past the deadline: stop reading too.
-		_ = ws.SetReadDeadline(time.Now())
-		c.closeWith(websocket.CloseGoingAway, "")
-	}
-	var (
-		paused    bool
-		pend      = make([]byte, 1, maxOutputFrame) // pend[0] is the frame type
-		held      []byte                            // output kept while paused
-		lastWrite time.Time
-		timer     = time.NewTimer(time.Hour)
-		armed     bool
-		// Rate and skip-ahead.
-		rate     = float64(s.cfg.ViewerRate)
-		burst    = float64(maxHeld + maxOutputFrame)
-		tokens   = burst
-		refilled = time.Now()
-		behind   bool // discarding output until a resync
-		lastSkip time.Time
-		resync   = time.NewTimer(time.Hour)
-	)
-	timer.Stop()
-	resync.Stop()
-	defer timer.Stop()
-	defer resync.Stop()
-	pend[0] = FrameOutput
-	out := c.viewer.C()
-	// add appends output to the pending frame, writing every full frame.
-	add := func(p []byte) error {
-		for len(p) > 0 {
-			n := min(len(p), maxOutputFrame-len(pend))
-			pend = append(pend, p[:n]...)
-			p = p[n:]
-			if len(pend) == maxOutputFrame {
-				if err := write(pend); err != nil {
-					return err
-				}
-				pend, lastWrite = pend[:1], time.Now()
-			}
-		}
-		return nil
-	}
-	flush := func() error {
-		if armed {
-			timer.Stop()
-			armed = false
-		}
-		if len(pend) == 1 {
-			return nil
-		}
-		if err := write(pend); err != nil {
-			return err
-		}
-		pend, lastWrite = pend[:1], time.Now()
-		return nil
-	}
-	refill := func() {
-		now := time.Now()
-		if rate > 0 {
-			tokens = min(burst, tokens+rate*now.Sub(refilled).Seconds())
-		}
-		refilled = now
-	}
-	// skip starts discarding output; false when the viewer fell behind
-	// again right after a skip and is to be disconnected.
-	skip := func() bool {
-		if behind {
-			return true
-		}
-		if !lastSkip.IsZero() && time.Since(lastSkip) < time.Second && time.Since(lastWrite) > time.Second {
-			return false // not even the replay got through: the client is stuck
-		}
-		behind, lastSkip, held = true, time.Now(), nil
-		s.metrics.viewerSkips.Inc()
-		wait := time.Duration(0)
-		if rate > 0 && tokens < burst {
-			wait = time.Duration((burst - tokens) / rate * float64(time.Second))
-		}
-		resync.Reset(max(wait, 50*time.Millisecond))
-		return true
-	}
-	// catchUp re-attaches: RESET, then a fresh replay through a new queue.
-	catchUp := func() error {
-		if err := flush(); err != nil {
-			return err
-		}
-		c.viewer.Close()
-		c.viewer = c.term.Attach(s.cfg.ViewerQueue)
-		out = c.viewer.C()
-		behind, lastWrite = false, time.Now()
-		return write([]byte{FrameReset})
-	}
-	// onChunk takes one chunk of output (ok=false: the queue closed).
-	onChunk := func(chunk []byte, ok bool) error {
-		if !ok {
-			out = nil
-			if !c.viewer.Dropped() {
-				c.closeWith(websocket.CloseNormalClosure, "session ended")
-				return nil
-			}
-			// The session dropped this viewer: its queue filled.
-			s.metrics.viewersDropped.Inc()
-			if !skip() {
-				c.closeWith(websocket.CloseNormalClosure, "viewer fell behind; reconnect for a fresh replay")
-			}
-			return nil
-		}
-		if paused {
-			// Keep reading so the session never sees this viewer as
-			// slow; past the allowance, skip ahead on resume.
-			if len(held)+len(chunk) > maxHeld {
-				if !skip() {
-					c.closeWith(websocket.CloseNormalClosure, "viewer fell behind; reconnect for a fresh replay")
-					out = nil
-				}
-				return nil
-			}
-			held = append(held, chunk...)
-			return nil
-		}
-		if rate > 0 {
-			refill()
-			if tokens < float64(len(chunk)) {
-				if !skip() {
-					c.closeWith(websocket.CloseNormalClosure, "viewer fell behind; reconnect for a fresh replay")
-					out = nil
-				}
-				return nil
-			}
-			tokens -= float64(len(chunk))
-		}
-		return add(chunk)
-	}
+	w := newConsoleWriter(c)
+	defer w.stop()
 	for {
 		// While skipping ahead the queue is not read at all: the session
 		// drops it when full, which costs nothing; the resync re-attaches.
 		var in <-chan []byte
-		if !behind && !armed {
-			in = out
+		if !w.behind && !w.armed {
+			in = w.out
 		}
+		var err error
 		select {
 		case <-c.quit:
-			_ = flush()
-			c.mu.Lock()
-			code, reason := c.code, c.reason
-			c.mu.Unlock()
-			_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
-			_ = ws.SetReadDeadline(time.Now())
+			w.close()
 			return
 		case p := <-c.flow:
-			paused = p
-			if paused {
-				continue
-			}
-			if behind {
-				resync.Reset(0)
-				continue
-			}
-			if len(held) > 0 {
-				err := add(held)
-				held = nil
-				if err == nil {
-					err = flush()
-				}
-				if err != nil {
-					fail()
-					return
-				}
-			}
+			err = w.setPaused(p)
 		case <-c.notify:
-			b, _ := json.Marshal(c.status())
-			if flush() != nil || write(append([]byte{FrameStatus}, b...)) != nil {
-				fail()
-				return
-			}
+			err = w.sendStatus()
 		case data := <-c.pongs:
-			if err := ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(s.cfg.WriteTimeout)); err != nil {
-				fail()
-				return
-			}
-		case <-ping.C:
-			if err := ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.cfg.WriteTimeout)); err != nil {
-				fail()
-				return
-			}
-		case <-poll.C:
-			if st := c.term.Status(); st != lastStatus {
-				lastStatus = st
-				c.poke()
-			}
-		case <-timer.C:
-			armed = false
-			// Take what queued up meanwhile, without waiting.
-			for more := true; more && out != nil && !behind; {
-				select {
-				case chunk, ok := <-out:
-					if onChunk(chunk, ok) != nil {
-						fail()
-						return
-					}
-				default:
-					more = false
-				}
-			}
-			if flush() != nil {
-				fail()
-				return
-			}
-		case <-resync.C:
-			if !behind || paused {
-				continue
-			}
-			refill()
-			if rate > 0 && tokens < burst*0.99 {
-				// Wait for a full bucket: the replay is up to 1 MiB.
-				resync.Reset(time.Duration((burst - tokens) / rate * float64(time.Second)))
-				continue
-			}
-			if catchUp() != nil {
-				fail()
-				return
-			}
+			err = w.ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(w.s.cfg.WriteTimeout))
+		case <-w.ping.C:
+			err = w.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(w.s.cfg.WriteTimeout))
+		case <-w.poll.C:
+			w.pollStatus()
+		case <-w.timer.C:
+			err = w.coalesced()
+		case <-w.resync.C:
+			err = w.tryResync()
 		case chunk, ok := <-in:
-			if onChunk(chunk, ok) != nil {
-				fail()
-				return
-			}
-			if out != nil && !behind && !paused {
-				if time.Since(lastWrite) > busyGap {
-					if flush() != nil {
-						fail()
-						return
-					}
-				} else if !armed && len(pend) > 1 {
-					// Streaming: stop reading until the timer, then take
-					// everything queued at once (one wake-up per batch).
-					timer.Reset(coalesceDelay)
-					armed = true
-				}
-			}
+			err = w.received(chunk, ok)
 		}
+		if err != nil {
+			w.fail()
+			return
+		}
+	}
+}
+
+// consoleWriter is writeLoop's state: the pending OUTPUT frame, output held
+// while the client paused, the viewer's rate bucket and its skip-ahead.
+// It is owned by the writer goroutine.
+type consoleWriter struct {
+	c  *consoleConn
+	s  *Server
+	ws *websocket.Conn
+
+	out        <-chan []byte // the viewer's queue; nil once closed
+	lastStatus string        // the session status last seen (polled)
+	ping, poll *time.Ticker
+
+	paused    bool
+	pend      []byte // the OUTPUT frame being gathered; pend[0] is the frame type
+	held      []byte // output kept while paused
+	lastWrite time.Time
+	timer     *time.Timer // coalescing: fires coalesceDelay after the first gathered chunk
+	armed     bool        // timer is running
+
+	// Rate and skip-ahead.
+	rate, burst, tokens float64
+	refilled            time.Time
+	behind              bool // discarding output until a resync
+	lastSkip            time.Time
+	resync              *time.Timer
+}
+
+func newConsoleWriter(c *consoleConn) *consoleWriter {
+	s := c.s
+	w := &consoleWriter{
+		c: c, s: s, ws: c.ws,
+		out:        c.viewer.C(),
+		lastStatus: c.term.Status(),
+		ping:       time.NewTicker(s.cfg.PingInterval),
+		// The session's status is polled: a change sends a STATUS frame.
+		poll:     time.NewTicker(time.Second),
+		pend:     make([]byte, 1, maxOutputFrame),
+		timer:    time.NewTimer(time.Hour),
+		rate:     float64(s.cfg.ViewerRate),
+		burst:    float64(maxHeld + maxOutputFrame),
+		refilled: time.Now(),
+		resync:   time.NewTimer(time.Hour),
+	}
+	w.timer.Stop()
+	w.resync.Stop()
+	w.tokens = w.burst
+	w.pend[0] = FrameOutput
+	return w
+}
+
+// stop releases the timers.
+func (w *consoleWriter) stop() {
+	w.ping.Stop()
+	w.poll.Stop()
+	w.timer.Stop()
+	w.resync.Stop()
+}
+
+func (w *consoleWriter) write(p []byte) error {
+	_ = w.ws.SetWriteDeadline(time.Now().Add(w.s.cfg.WriteTimeout))
+	return w.ws.WriteMessage(websocket.BinaryMessage, p)
+}
+
+// fail ends a connection whose client is gone or stuck past the write
+// deadline: the reader stops too.
+func (w *consoleWriter) fail() {
+	_ = w.ws.SetReadDeadline(time.Now())
+	w.c.closeWith(websocket.CloseGoingAway, "")
+}
+
+// close writes what is pending and the close frame with the reason
+// shutdown gave.
+func (w *consoleWriter) close() {
+	_ = w.flush()
+	w.c.mu.Lock()
+	code, reason := w.c.code, w.c.reason
+	w.c.mu.Unlock()
+	_ = w.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	_ = w.ws.SetReadDeadline(time.Now())
+}
+
+// add appends output to the pending frame, writing every full frame.
+func (w *consoleWriter) add(p []byte) error {
+	for len(p) > 0 {
+		n := min(len(p), maxOutputFrame-len(w.pend))
+		w.pend = append(w.pend, p[:n]...)
+		p = p[n:]
+		if len(w.pend) == maxOutputFrame {
+			if err := w.write(w.pend); err != nil {
+				return err
+			}
+			w.pend, w.lastWrite = w.pend[:1], time.Now()
+		}
+	}
+	return nil
+}
+
+// flush writes the pending frame, if any, and disarms the coalescing timer.
+func (w *consoleWriter) flush() error {
+	if w.armed {
+		w.timer.Stop()
+		w.armed = false
+	}
+	if len(w.pend) == 1 {
+		return nil
+	}
+	if err := w.write(w.pend); err != nil {
+		return err
+	}
+	w.pend, w.lastWrite = w.pend[:1], time.Now()
+	return nil
+}
+
+// refill adds the tokens earned since the last refill.
+func (w *consoleWriter) refill() {
+	now := time.Now()
+	if w.rate > 0 {
+		w.tokens = min(w.burst, w.tokens+w.rate*now.Sub(w.refilled).Seconds())
+	}
+	w.refilled = now
+}
+
+// skip starts discarding output; false when the viewer fell behind again
+// right after a skip and is to be disconnected.
+func (w *consoleWriter) skip() bool {
+	if w.behind {
+		return true
+	}
+	if !w.lastSkip.IsZero() && time.Since(w.lastSkip) < time.Second && time.Since(w.lastWrite) > time.Second {
+		return false // not even the replay got through: the client is stuck
+	}
+	w.behind, w.lastSkip, w.held = true, time.Now(), nil
+	w.s.metrics.viewerSkips.Inc()
+	wait := time.Duration(0)
+	if w.rate > 0 && w.tokens < w.burst {
+		wait = time.Duration((w.burst - w.tokens) / w.rate * float64(time.Second))
+	}
+	w.resync.Reset(max(wait, 50*time.Millisecond))
+	return true
+}
+
+// fellBehind skips ahead, or disconnects a viewer that cannot keep up even
+// after a skip.
+func (w *consoleWriter) fellBehind() {
+	if !w.skip() {
+		w.c.closeWith(websocket.CloseNormalClosure, "viewer fell behind; reconnect for a fresh replay")
+		w.out = nil
+	}
+}
+
+// catchUp re-attaches: RESET, then a fresh replay through a new queue.
+func (w *consoleWriter) catchUp() error {
+	if err := w.flush(); err != nil {
+		return err
+	}
+	w.c.viewer.Close()
+	w.c.viewer = w.c.term.Attach(w.s.cfg.ViewerQueue)
+	w.out = w.c.viewer.C()
+	w.behind, w.lastWrite = false, time.Now()
+	return w.write([]byte{FrameReset})
+}
+
+// onChunk takes one chunk of output (ok=false: the queue closed).
+func (w *consoleWriter) onChunk(chunk []byte, ok bool) error {
+	if !ok {
+		w.out = nil
+		if !w.c.viewer.Dropped() {
+			w.c.closeWith(websocket.CloseNormalClosure, "session ended")
+			return nil
+		}
+		// The session dropped this viewer: its queue filled.
+		w.s.metrics.viewersDropped.Inc()
+		w.fellBehind()
+		return nil
+	}
+	if w.paused {
+		// Keep reading so the session never sees this viewer as slow;
+		// past the allowance, skip ahead on resume.
+		if len(w.held)+len(chunk) > maxHeld {
+			w.fellBehind()
+			return nil
+		}
+		w.held = append(w.held, chunk...)
+		return nil
+	}
+	if w.rate > 0 {
+		w.refill()
+		if w.tokens < float64(len(chunk)) {
+			w.fellBehind()
+			return nil
+		}
+		w.tokens -= float64(len(chunk))
+	}
+	return w.add(chunk)
+}
+
+// received takes a chunk from the queue and writes it at once after a
+// quiet spell, or arms the coalescing timer while the agent streams.
+func (w *consoleWriter) received(chunk []byte, ok bool) error {
+	if err := w.onChunk(chunk, ok); err != nil {
+		return err
+	}
+	if w.out == nil || w.behind || w.paused {
+		return nil
+	}
+	if time.Since(w.lastWrite) > busyGap {
+		return w.flush()
+	}
+	if !w.armed && len(w.pend) > 1 {
+		// Streaming: stop reading until the timer, then take everything
+		// queued at once (one wake-up per batch).
+		w.timer.Reset(coalesceDelay)
+		w.armed = true
+	}
+	return nil
+}
+
+// coalesced takes, when the coalescing timer fires, what queued up
+// meanwhile, without waiting, and writes it.
+func (w *consoleWriter) coalesced() error {
+	w.armed = false
+	for w.out != nil && !w.behind {
+		select {
+		case chunk, ok := <-w.out:
+			if err := w.onChunk(chunk, ok); err != nil {
+				return err
+			}
+		default:
+			return w.flush()
+		}
+	}
+	return w.flush()
+}
+
+// setPaused follows the client's PAUSE and RESUME: on resume the held
+// output is written, or a viewer that skipped ahead meanwhile resyncs.
+func (w *consoleWriter) setPaused(p bool) error {
+	w.paused = p
+	if p {
+		return nil
+	}
+	if w.behind {
+		w.resync.Reset(0)
+		return nil
+	}
+	if len(w.held) == 0 {
+		return nil
+	}
+	err := w.add(w.held)
+	w.held = nil
+	if err != nil {
+		return err
+	}
+	return w.flush()
+}
+
+// tryResync re-attaches a viewer that skipped ahead, once its bucket is
+// full again (the replay is up to 1 MiB).
+func (w *consoleWriter) tryResync() error {
+	if !w.behind || w.paused {
+		return nil
+	}
+	w.refill()
+	if w.rate > 0 && w.tokens < w.burst*0.99 {
+		w.resync.Reset(time.Duration((w.burst - w.tokens) / w.rate * float64(time.Second)))
+		return nil
+	}
+	return w.catchUp()
+}
+
+// sendStatus writes what is pending, then a STATUS frame.
+func (w *consoleWriter) sendStatus() error {
+	b, _ := json.Marshal(w.c.status())
+	if err := w.flush(); err != nil {
+		return err
+	}
+	return w.write(append([]byte{FrameStatus}, b...))
+}
+
+// pollStatus asks for a STATUS frame when the session's status changed.
+func (w *consoleWriter) pollStatus() {
+	if st := w.c.term.Status(); st != w.lastStatus {
+		w.lastStatus = st
+		w.c.poke()
 	}
 }
 

@@ -55,6 +55,11 @@ func newMetrics(s *Server) *Metrics {
 	m.reg.MustRegister(m.messages, m.answersDelivered, m.answerLatency, m.viewers, m.viewersDropped, m.viewerSkips,
 		&stateCollector{s: s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if f := s.cfg.AuditFailures; f != nil {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "office_audit_failures_total", Help: "Events the office could not append to the event log (the store refused them); each is also logged.",
+		}, func() float64 { return float64(f()) }))
+	}
 	return m
 }
 

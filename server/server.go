@@ -117,6 +117,9 @@ type Config struct {
 	PingInterval time.Duration
 	// EventPoll is how often the event tail polls the store (default 250ms).
 	EventPoll time.Duration
+	// AuditFailures, if set, counts the events the office could not append
+	// to the event log; /metrics exports it as office_audit_failures_total.
+	AuditFailures func() uint64
 }
 
 // Server serves the API, the console and the operational endpoints. Build it

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,6 +195,18 @@ func TestHealthReadyMetrics(t *testing.T) {
 			t.Fatalf("metrics missing the event or sessions:\n%s", body)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The office's audit failures (events the store refused) are a counter in
+// /metrics, read from the office at scrape time.
+func TestMetricsAuditFailures(t *testing.T) {
+	var n atomic.Uint64
+	f := newFixture(t, func(c *Config) { c.AuditFailures = n.Load })
+	n.Store(3)
+	_, body := f.do(t, "GET", "/metrics", "", "")
+	if !strings.Contains(body, "office_audit_failures_total 3") {
+		t.Fatalf("metrics without office_audit_failures_total 3:\n%s", body)
 	}
 }
 

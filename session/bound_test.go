@@ -73,8 +73,8 @@ echo the-end; i=0; while [ $i -lt 25 ]; do echo; i=$((i+1)); done; exec sleep 10
 	time.Sleep(300 * time.Millisecond)
 	s.mu.Lock()
 	held := 0
-	if s.lines != nil {
-		held = s.lines.outBytes
+	if d, ok := s.drv.(*commandDriver); ok && d.lines != nil {
+		held = d.lines.outBytes
 	}
 	s.mu.Unlock()
 	if held > maxPendingBytes {

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -8,12 +9,177 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 )
+
+// KindClaude runs Claude Code (the default kind). Its words come from its
+// JSONL transcript (transcript.go): exact, with a stable identity per
+// entry. Hooks it runs (--settings) signal turn ends and submitted prompts
+// exactly; its screen tells whether its input prompt or a dialog is up
+// (claudescreen.go). Typed text is acknowledged by a user entry in the
+// transcript. A restart resumes the conversation (--resume).
+const KindClaude = "claude"
+
+// Acknowledgement and submission bounds.
+const (
+	// claudeAckTimeout: a prompt typed into Claude Code that has no user
+	// entry in the transcript this long after its Enter was not received.
+	claudeAckTimeout = 30 * time.Second
+	// submitTimeout is how long after typing a prompt the UserPromptSubmit
+	// hook may take before Enter is pressed again.
+	submitTimeout = 5 * time.Second
+)
+
+func checkClaude(spec *Spec) error {
+	if spec.Command == "" {
+		spec.Command = "claude"
+	}
+	if spec.Quiescence <= 0 {
+		spec.Quiescence = 300 * time.Millisecond
+	}
+	return nil
+}
+
+// claudeDriver runs Claude Code in a session.
+type claudeDriver struct {
+	s *Session
+	c *claudeState // worker-owned
+
+	// locked
+	term        screenModel // the screen, for readiness and dialogs
+	attnFrom    Status      // the status a dialog interrupted (needs_attention)
+	turnEnded   bool        // the transcript said end_turn since the last input
+	awaitSubmit bool        // typed; UserPromptSubmit not seen yet
+	reEntered   bool        // Enter was repeated for this input
+
+	prompts []string // worker-owned: user entries the last step read
+}
+
+func newClaudeDriver(s *Session) driver { return &claudeDriver{s: s} }
+
+// launch keeps the conversation's state across restarts, or makes a new one
+// for another (or no) conversation id, and prepares the start.
+func (d *claudeDriver) launch(spec Spec) ([]string, []string, error) {
+	if d.c == nil || d.c.id != spec.ConversationID || spec.ConversationID == "" {
+		old := d.c
+		c, err := newClaudeState(spec, old)
+		if err != nil {
+			return nil, nil, err
+		}
+		if old != nil {
+			old.cleanup()
+		}
+		if len(d.s.m.opts.Hook) > 0 {
+			// Without the socket the agent still runs: its permission
+			// dialogs are answered in the terminal, as without a hook.
+			if c.perm, err = listenPermissions(d.s, c.stateDir, c.signals); err != nil {
+				d.s.log.Warn("permission requests stay in the terminal", "err", err)
+			}
+		}
+		d.c = c
+		d.s.mu.Lock()
+		d.s.spec.ConversationID = c.id // a generated id is kept for restarts
+		d.s.mu.Unlock()
+	}
+	return d.c.prepare(spec, d.s.m.opts.Hook)
+}
+
+func (d *claudeDriver) started(spec Spec, info *Info) {
+	d.term = newScreen(spec.Cols, spec.Rows)
+	d.turnEnded = false
+	d.awaitSubmit, d.reEntered = false, false
+	info.Resumes = true
+	if d.c != nil {
+		info.ConversationID = d.c.id
+		info.Transcript = d.c.tr.path
+		info.Resumed = d.c.resumed
+	}
+}
+
+func (d *claudeDriver) output(p []byte) {
+	if d.term != nil {
+		_, _ = d.term.Write(p)
+		_ = d.term.TakeScrolledRows() // only the visible rows matter
+	}
+}
+
+func (d *claudeDriver) screen() []string {
+	if d.term == nil {
+		return nil
+	}
+	return d.term.Lines()
+}
+
+func (d *claudeDriver) resize(cols, rows int) {
+	if d.term != nil {
+		d.term.Resize(cols, rows)
+	}
+}
+
+// flush: the transcript holds every word; nothing is left on screen.
+func (d *claudeDriver) flush() []Text { return nil }
+
+func (d *claudeDriver) typed(string) {
+	d.turnEnded = false
+	d.awaitSubmit, d.reEntered = true, false
+}
+
+// keys: a person's prompt shows up in the transcript as a user entry and
+// through the UserPromptSubmit hook; the keystrokes themselves say nothing.
+func (d *claudeDriver) keys([]byte) bool { return false }
+
+// received: Claude Code writes the prompt it got into its transcript as a
+// user entry.
+func (d *claudeDriver) received(now time.Time, a *pendingAck) (bool, error) {
+	for _, p := range d.prompts {
+		if samePrompt(p, a.r.text) {
+			return true, nil
+		}
+	}
+	if now.Sub(a.typedAt) <= claudeAckTimeout {
+		return false, nil
+	}
+	d.s.mu.Lock()
+	st := d.s.info.Status
+	d.s.mu.Unlock()
+	if st == StatusReady || st == StatusBusy {
+		d.s.log.Warn("typed text not received: no user entry in the transcript", "after", now.Sub(a.typedAt).Round(time.Millisecond))
+	}
+	return true, ErrNotReceived
+}
+
+// resume continues the conversation, unless the restart asked for another.
+func (d *claudeDriver) resume(spec *Spec, asked *Spec) {
+	if d.c != nil && spec.Kind == KindClaude && (asked == nil || asked.ConversationID == "" || asked.ConversationID == d.c.id) {
+		spec.ConversationID = d.c.id
+		spec.Resume = true
+	}
+}
+
+func (d *claudeDriver) close() {
+	if d.c != nil {
+		d.c.cleanup()
+	}
+}
+
+// samePrompt reports whether a user entry of Claude Code's transcript is
+// the text typed: compared with whitespace runs folded (a paste may be
+// re-indented), by its first 200 characters.
+func samePrompt(entry, typed string) bool {
+	e, t := foldSpace(entry), foldSpace(typed)
+	if e == t {
+		return true
+	}
+	if len(t) > 200 {
+		t = cutText(t, 200)
+	}
+	return t != "" && strings.Contains(e, t)
+}
+
+func foldSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // claudeState is what a claude session keeps across restarts of its
 // process: the conversation id, the transcript follower and the state
@@ -29,6 +195,8 @@ type claudeState struct {
 	sigPart   []byte
 	tr        *transcript
 	resolved  time.Time
+	resumed   bool          // the last launch resumed the conversation (--resume)
+	perm      *permListener // the PermissionRequest hook's socket (Options.Hook)
 }
 
 // Hook signals written to the signals file, one per line.
@@ -36,6 +204,7 @@ const (
 	sigStop   = "stop"   // Stop hook: the main agent finished its turn
 	sigPrompt = "prompt" // UserPromptSubmit hook: a prompt was submitted (by us or a person)
 	sigNotify = "notify" // Notification hook, followed by its JSON input
+	sigTool   = "tool"   // PostToolUse(Failure) hook, followed by its JSON input
 )
 
 func newClaudeState(spec Spec, old *claudeState) (*claudeState, error) {
@@ -92,6 +261,10 @@ func newClaudeState(spec Spec, old *claudeState) (*claudeState, error) {
 }
 
 func (c *claudeState) cleanup() {
+	if c.perm != nil {
+		c.perm.close()
+		c.perm = nil
+	}
 	if c.stateDir != "" {
 		_ = os.RemoveAll(c.stateDir)
 	}
@@ -100,13 +273,13 @@ func (c *claudeState) cleanup() {
 // prepare writes what a launch needs ($HOME/.claude.json, the hook
 // settings, an empty signals file) and returns the arguments and the
 // environment.
-func (c *claudeState) prepare(spec Spec) ([]string, []string, error) {
+func (c *claudeState) prepare(spec Spec, hook []string) ([]string, []string, error) {
 	if spec.ConfigDir != "" {
 		if err := PrepareClaudeConfig(c.configDir, c.dir, apiKey(spec.Env), spec.PermissionMode == "bypassPermissions"); err != nil {
 			return nil, nil, err
 		}
 	}
-	settings, err := c.writeSettings()
+	settings, err := c.writeSettings(spec, hook)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -115,14 +288,28 @@ func (c *claudeState) prepare(spec Spec) ([]string, []string, error) {
 	}
 	c.sigOff, c.sigPart = 0, nil
 
-	// Resume only what exists: --resume of an unknown id fails, and
-	// --session-id of a used one is refused.
+	// Resume only a conversation: --resume of an unknown id fails, and
+	// --session-id of a used one is refused. Claude Code creates the file
+	// with a few metadata lines at once but writes the first prompt only
+	// later (measured, 2.1.330: a process killed while its first request
+	// was in flight left a file without it, and --resume of that id exits
+	// with "No conversation found"): such a file holds nothing to resume and
+	// is removed, so the id starts afresh.
 	c.tr.path = TranscriptPath(c.configDir, c.dir, c.id)
 	var args []string
-	if _, err := os.Stat(c.tr.path); err == nil {
+	switch has, err := hasConversation(c.tr.path); {
+	case err != nil:
+		return nil, nil, err
+	case has:
 		args = append(args, "--resume", c.id)
-	} else {
+		c.resumed = true
+	default:
+		if err := os.Remove(c.tr.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, nil, fmt.Errorf("remove empty transcript: %w", err)
+		}
+		c.tr.off, c.tr.partial, c.tr.discarding = 0, nil, false
 		args = append(args, "--session-id", c.id)
+		c.resumed = false
 	}
 	args = append(args, "--settings", settings)
 	if spec.AppendSystemPrompt != "" {
@@ -154,18 +341,48 @@ func (c *claudeState) prepare(spec Spec) ([]string, []string, error) {
 }
 
 // writeSettings writes the --settings file: hooks that append a line to
-// the signals file, so the session learns turn end and prompts exactly.
-func (c *claudeState) writeSettings() (string, error) {
+// the signals file, so the session learns turn end and prompts exactly;
+// with a hook command, the PermissionRequest hook that hands tool
+// permission requests to the server (permission.go), with its timeout set
+// explicitly; and the spec's permission rules.
+func (c *claudeState) writeSettings(spec Spec, hookCmd []string) (string, error) {
 	q := shellQuote(c.signals)
 	hook := func(cmd string) []any {
 		return []any{map[string]any{"hooks": []any{map[string]any{"type": "command", "command": cmd}}}}
 	}
-	cfg := map[string]any{
-		"hooks": map[string]any{
-			"Stop":             hook("printf '" + sigStop + "\\n' >> " + q),
-			"UserPromptSubmit": hook("printf '" + sigPrompt + "\\n' >> " + q),
-			"Notification":     hook("{ printf '" + sigNotify + " '; tr -d '\\n\\r'; printf '\\n'; } >> " + q),
-		},
+	hooks := map[string]any{
+		"Stop":             hook("printf '" + sigStop + "\\n' >> " + q),
+		"UserPromptSubmit": hook("printf '" + sigPrompt + "\\n' >> " + q),
+		"Notification":     hook("{ printf '" + sigNotify + " '; tr -d '\\n\\r'; printf '\\n'; } >> " + q),
+	}
+	if len(hookCmd) > 0 && c.perm != nil {
+		// A tool call that ran or failed: a permission request for it
+		// still waiting was answered in the terminal (permission.go).
+		tool := hook("{ printf '" + sigTool + " '; tr -d '\\n\\r'; printf '\\n'; } >> " + q)
+		hooks["PostToolUse"], hooks["PostToolUseFailure"] = tool, tool
+	}
+	if len(hookCmd) > 0 && c.perm != nil {
+		argv := append(append([]string{}, hookCmd...), "permission", c.perm.path)
+		for i, a := range argv {
+			argv[i] = shellQuote(a)
+		}
+		timeout := spec.PermissionHookTimeout
+		if timeout <= 0 {
+			timeout = DefaultPermissionHookTimeout
+		}
+		hooks["PermissionRequest"] = []any{map[string]any{"hooks": []any{map[string]any{
+			"type": "command", "command": strings.Join(argv, " "), "timeout": int(timeout.Seconds()),
+		}}}}
+	}
+	cfg := map[string]any{"hooks": hooks}
+	if r := spec.Permissions; len(r.Allow)+len(r.Deny)+len(r.Ask) > 0 {
+		perms := map[string]any{}
+		for name, list := range map[string][]string{"allow": r.Allow, "deny": r.Deny, "ask": r.Ask} {
+			if len(list) > 0 {
+				perms[name] = list
+			}
+		}
+		cfg["permissions"] = perms
 	}
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
@@ -178,8 +395,18 @@ func (c *claudeState) writeSettings() (string, error) {
 	return p, nil
 }
 
+// DefaultPermissionHookTimeout is the PermissionRequest hook's timeout
+// when the spec gives none: above the office's default (10 minutes).
+const DefaultPermissionHookTimeout = 11 * time.Minute
+
+// sigLine is one line of the signals file and its offset there.
+type sigLine struct {
+	text string
+	at   int64
+}
+
 // pollSignals returns the complete lines appended to the signals file.
-func (c *claudeState) pollSignals() []string {
+func (c *claudeState) pollSignals() []sigLine {
 	if st, err := os.Stat(c.signals); err != nil || st.Size() == c.sigOff {
 		return nil
 	}
@@ -195,10 +422,11 @@ func (c *claudeState) pollSignals() []string {
 	if err != nil || len(data) == 0 {
 		return nil
 	}
+	at := c.sigOff - int64(len(c.sigPart))
 	c.sigOff += int64(len(data))
 	data = append(c.sigPart, data...)
 	c.sigPart = nil
-	var out []string
+	var out []sigLine
 	for {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
@@ -207,113 +435,38 @@ func (c *claudeState) pollSignals() []string {
 			}
 			return out
 		}
-		out = append(out, string(data[:i]))
+		out = append(out, sigLine{string(data[:i]), at})
+		at += int64(i + 1)
 		data = data[i+1:]
 	}
 }
 
-// claudeStep follows hooks and the transcript of a claude session.
-func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
-	c := s.claude
-	var sigs []string
-	var texts []Text
-	// While the consumer of OnText is behind (Options.Paused), the
-	// transcript and the hook signals are left unread: both are files, so
-	// nothing is lost, and the turn's end (hence "ready") waits for its
-	// words. The PTY reader and the viewers are not concerned.
-	paused := s.m.opts.Paused != nil && s.m.opts.Paused(s.key)
-	if !paused {
-		sigs = c.pollSignals()
-		var err error
-		texts, err = c.tr.poll(s.key)
-		if err != nil {
-			s.log.Warn("transcript", "err", err)
-		}
-		if c.tr.more {
-			s.poke()
-		}
+// step follows the hooks and the transcript, and reads the screen once it
+// is still.
+func (d *claudeDriver) step(now time.Time, st Status) ([]Text, func()) {
+	s, c := d.s, d.c
+	if c == nil {
+		return nil, func() {}
 	}
-	if !paused && len(texts) == 0 && errors.Is(statErr(c.tr.path), os.ErrNotExist) && now.Sub(c.resolved) > 2*time.Second {
-		// The file may live under another project name (a long or
-		// symlinked working directory): search for it now and then.
-		c.resolved = now
-		c.tr.path = TranscriptPath(c.configDir, c.dir, c.id)
-	}
+	defer func() { d.prompts = c.tr.takePrompts() }()
+	texts, sigs := d.read(now)
 
 	s.mu.Lock()
-	next := st
 	for _, t := range texts {
 		if t.TurnEnd {
-			s.turnEnded = true
+			d.turnEnded = true
 		}
 	}
+	next := st
 	for _, sig := range sigs {
-		name, arg, _ := strings.Cut(sig, " ")
-		switch name {
-		case sigStop:
-			if next == StatusBusy || next == StatusStarting {
-				next = StatusReady
-			}
-			s.turnEnded = true
-			if t, ok := c.tr.stopped(s.key); ok {
-				texts = append(texts, t)
-			}
-		case sigPrompt:
-			next = StatusBusy
-			s.turnEnded = false
-			s.awaitSubmit = false
-			s.info.Notice = ""
-			s.inputAt = now
-		case sigNotify:
-			var n struct {
-				Message string `json:"message"`
-				Type    string `json:"notification_type"`
-			}
-			_ = json.Unmarshal([]byte(arg), &n)
-			s.info.Notice = n.Message
-			switch {
-			case n.Type == "permission_prompt":
-				// Exact: a permission dialog is up.
-				next = s.attention(next, n.Message)
-			case n.Type == "idle_prompt" || strings.Contains(n.Message, "waiting for your input"):
-				if next != StatusNeedsAttention {
-					next = StatusReady
-				}
-			}
+		var stop *Text
+		next, stop = d.signal(now, next, sig)
+		if stop != nil {
+			texts = append(texts, *stop)
 		}
 	}
-	quiet := now.Sub(s.lastOutput) >= s.spec.Quiescence && !s.lastOutput.IsZero()
-	if s.p != nil && quiet && s.term != nil {
-		// Claude Code gives no signal that its input prompt is up, and
-		// every dialog draws the prompt's "❯" too (text typed into the
-		// folder-trust dialog is lost and its Enter chooses "No, exit").
-		// So a still screen is read: the prompt box under a rule is
-		// ready, anything else that offers a choice needs a person.
-		view, text := readClaudeScreen(s.term.Lines())
-		switch view {
-		case viewDialog:
-			next = s.attention(next, text)
-		case viewPrompt:
-			if next == StatusNeedsAttention {
-				next = s.attnFrom
-				s.info.Detail = ""
-			}
-			// Start-up: bracketed paste comes on first, the prompt box
-			// a moment later; text typed before the box exists loses
-			// its Enter. A turn whose end_turn is in the transcript but
-			// whose Stop hook did not arrive ends here too.
-			if (next == StatusStarting && s.modes.paste) || (next == StatusBusy && s.turnEnded) {
-				next = StatusReady
-			}
-		}
-	}
-	var reEnter *proc
-	if s.awaitSubmit && !s.reEntered && s.p != nil && now.Sub(s.inputAt) > submitTimeout {
-		// The prompt was typed but never submitted (its Enter was lost):
-		// press Enter once more. On an empty prompt box Enter does nothing.
-		s.reEntered = true
-		reEnter = s.p
-	}
+	next = d.readScreen(now, next)
+	reEnter := d.reEnterDue(now)
 	report := func() {}
 	if next != st {
 		report, _ = s.setStatusLocked(next)
@@ -322,18 +475,144 @@ func (s *Session) claudeStep(now time.Time, st Status) ([]Text, func()) {
 	if reEnter != nil {
 		s.log.Warn("prompt not submitted; pressing Enter again")
 		_ = reEnter.pty.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		_, _ = reEnter.pty.Write([]byte("\r"))
+		if _, err := reEnter.pty.Write([]byte("\r")); err != nil {
+			s.log.Warn("press Enter again", "err", err)
+		}
 	}
 	return texts, report
 }
 
+// read returns the new transcript entries and hook signals. While the
+// consumer of OnText is behind (Options.Paused), both are left unread: they
+// are files, so nothing is lost, and the turn's end (hence "ready") waits
+// for its words. The PTY reader and the viewers are not concerned.
+func (d *claudeDriver) read(now time.Time) ([]Text, []sigLine) {
+	s, c := d.s, d.c
+	if s.m.opts.Paused != nil && s.m.opts.Paused(s.key) {
+		return nil, nil
+	}
+	sigs := c.pollSignals()
+	texts, err := c.tr.poll(s.key)
+	if err != nil {
+		s.log.Warn("transcript", "err", err)
+	}
+	if c.tr.more {
+		s.poke()
+	}
+	if len(texts) == 0 && errors.Is(statErr(c.tr.path), os.ErrNotExist) && now.Sub(c.resolved) > 2*time.Second {
+		// The file may live under another project name (a long or
+		// symlinked working directory): search for it now and then.
+		c.resolved = now
+		c.tr.path = TranscriptPath(c.configDir, c.dir, c.id)
+	}
+	return texts, sigs
+}
+
+// signal applies one hook signal to the status next; a Stop that ends a
+// turn the transcript did not end returns the turn end to dispatch. Locked.
+func (d *claudeDriver) signal(now time.Time, next Status, line sigLine) (Status, *Text) {
+	s := d.s
+	name, arg, _ := strings.Cut(line.text, " ")
+	// A hook signal ends only permission requests made before it.
+	before := func(w *permWait) bool { return w.sigAt <= line.at }
+	switch name {
+	case sigStop:
+		s.m.perms.end(s.key, before) // the turn is over
+		if next == StatusBusy || next == StatusStarting {
+			next = StatusReady
+		}
+		d.turnEnded = true
+		if t, ok := d.c.tr.stopped(s.key); ok {
+			return next, &t
+		}
+	case sigPrompt:
+		s.m.perms.end(s.key, before) // a new turn
+		next = StatusBusy
+		d.turnEnded = false
+		d.awaitSubmit = false
+		s.info.Notice = ""
+		s.inputAt = now
+	case sigTool:
+		var in hookInput
+		if err := json.Unmarshal([]byte(arg), &in); err != nil {
+			s.log.Warn("tool hook: not JSON", "err", err)
+			break
+		}
+		input := compactJSON(in.Input)
+		s.m.perms.end(s.key, func(w *permWait) bool { return before(w) && w.tool == in.Tool && w.input == input })
+	case sigNotify:
+		var n struct {
+			Message string `json:"message"`
+			Type    string `json:"notification_type"`
+		}
+		if err := json.Unmarshal([]byte(arg), &n); err != nil {
+			s.log.Warn("notification hook: not JSON", "err", err)
+		}
+		s.info.Notice = n.Message
+		switch {
+		case n.Type == "permission_prompt":
+			// Exact: a permission dialog is up.
+			next = d.attention(next, n.Message)
+		case n.Type == "idle_prompt" || strings.Contains(n.Message, "waiting for your input"):
+			if next != StatusNeedsAttention {
+				next = StatusReady
+			}
+		}
+	}
+	return next, nil
+}
+
+// readScreen reads a still screen. Claude Code gives no signal that its
+// input prompt is up, and every dialog draws the prompt's "❯" too (text
+// typed into the folder-trust dialog is lost and its Enter chooses "No,
+// exit"). So the prompt box under a rule is ready, anything else that
+// offers a choice needs a person. Locked.
+func (d *claudeDriver) readScreen(now time.Time, next Status) Status {
+	s := d.s
+	quiet := now.Sub(s.lastOutput) >= s.spec.Quiescence && !s.lastOutput.IsZero()
+	if s.p == nil || !quiet || d.term == nil {
+		return next
+	}
+	view, text := readClaudeScreen(d.term.Lines())
+	switch view {
+	case viewDialog:
+		next = d.attention(next, text)
+	case viewPrompt:
+		if next == StatusNeedsAttention {
+			next = d.attnFrom
+			s.info.Detail = ""
+		}
+		// Start-up: bracketed paste comes on first, the prompt box a
+		// moment later; text typed before the box exists loses its
+		// Enter. A turn whose end_turn is in the transcript but whose
+		// Stop hook did not arrive ends here too.
+		if (next == StatusStarting && s.modes.paste) || (next == StatusBusy && d.turnEnded) {
+			next = StatusReady
+		}
+	}
+	return next
+}
+
+// reEnterDue returns the process to press Enter in again when the prompt
+// typed was never submitted (its Enter was lost); on an empty prompt box
+// Enter does nothing. Once per input. Locked.
+func (d *claudeDriver) reEnterDue(now time.Time) *proc {
+	s := d.s
+	if !d.awaitSubmit || d.reEntered || s.p == nil || now.Sub(s.inputAt) <= submitTimeout {
+		return nil
+	}
+	d.reEntered = true
+	return s.p
+}
+
 // attention moves a session to needs_attention with the dialog's text,
 // remembering the status to return to once the dialog is gone.
-func (s *Session) attention(cur Status, text string) Status {
+func (d *claudeDriver) attention(cur Status, text string) Status {
+	s := d.s
 	if cur != StatusNeedsAttention {
-		s.attnFrom = cur
+		d.attnFrom = cur
 		if cur == StatusReady {
-			s.attnFrom = StatusBusy // a dialog means work is under way
+			d.attnFrom = StatusBusy // a dialog means work is under way
 		}
 		if s.info.Status != StatusNeedsAttention {
 			s.log.Warn("agent needs attention", "dialog", text)
@@ -345,207 +624,47 @@ func (s *Session) attention(cur Status, text string) Status {
 	return StatusNeedsAttention
 }
 
-// submitTimeout is how long after typing a prompt the UserPromptSubmit hook
-// may take before Enter is pressed again.
-const submitTimeout = 5 * time.Second
-
 func statErr(p string) error {
 	_, err := os.Stat(p)
 	return err
 }
 
-// PrepareClaudeConfig writes configDir/.claude.json, the file Claude Code
-// reads when CLAUDE_CONFIG_DIR=configDir, so that it shows none of its
-// first-run dialogs (docs/notes/screen.md): onboarding done, the API key
-// approved by its last 20 characters (when key is not empty), the bypass
-// confirmation accepted (bypassAccepted), and workdir trusted — under every
-// name Claude Code may look it up by: the folder, its resolved path, and
-// the root of the git checkout enclosing it (measured on 2.1.330: the trust
-// dialog stores its answer for the git root). Settings already in the file
-// (Claude Code's own bookkeeping) are kept.
-func PrepareClaudeConfig(configDir, workdir, key string, bypassAccepted bool) error {
-	if err := os.MkdirAll(configDir, 0o700); err != nil {
-		return fmt.Errorf("prepare claude config: %w", err)
+// hasConversation reports whether the transcript at path holds a user or
+// assistant entry: something --resume can load. A missing file holds none.
+func hasConversation(path string) (bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
 	}
-	p := filepath.Join(configDir, ".claude.json")
-	cfg := map[string]any{}
-	if b, err := os.ReadFile(p); err == nil && len(bytes.TrimSpace(b)) > 0 {
-		if err := json.Unmarshal(b, &cfg); err != nil {
-			return fmt.Errorf("prepare claude config: %s: %w", p, err)
-		}
-	}
-	cfg["hasCompletedOnboarding"] = true
-	if _, ok := cfg["numStartups"]; !ok {
-		cfg["numStartups"] = 1
-	}
-	if bypassAccepted {
-		cfg["bypassPermissionsModeAccepted"] = true
-	}
-	if key != "" {
-		approveKey(cfg, key)
-	}
-	projects, _ := cfg["projects"].(map[string]any)
-	if projects == nil {
-		projects = map[string]any{}
-	}
-	for _, d := range trustDirs(workdir) {
-		pr, _ := projects[d].(map[string]any)
-		if pr == nil {
-			pr = map[string]any{"allowedTools": []any{}}
-		}
-		pr["hasTrustDialogAccepted"] = true
-		pr["hasCompletedProjectOnboarding"] = true
-		projects[d] = pr
-	}
-	cfg["projects"] = projects
-	b, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
-		return fmt.Errorf("prepare claude config: %w", err)
+		return false, fmt.Errorf("open transcript: %w", err)
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("prepare claude config: %w", err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return fmt.Errorf("prepare claude config: %w", err)
-	}
-	return nil
-}
-
-// approveKey records key as approved in a .claude.json (by its last 20
-// characters, as Claude Code does), so its "Detected a custom API key"
-// dialog does not come up.
-func approveKey(cfg map[string]any, key string) {
-	tail := key
-	if len(tail) > 20 {
-		tail = tail[len(tail)-20:]
-	}
-	resp, _ := cfg["customApiKeyResponses"].(map[string]any)
-	if resp == nil {
-		resp = map[string]any{}
-	}
-	approved, _ := resp["approved"].([]any)
-	if !slices.Contains(approved, any(tail)) {
-		approved = append(approved, tail)
-	}
-	resp["approved"] = approved
-	if rejected, _ := resp["rejected"].([]any); rejected != nil {
-		resp["rejected"] = slices.DeleteFunc(rejected, func(v any) bool { return v == tail })
-	} else {
-		resp["rejected"] = []any{}
-	}
-	cfg["customApiKeyResponses"] = resp
-}
-
-// trustDirs returns the paths a folder's trust is looked up under: the
-// folder, its resolved path, and the enclosing git checkout's root(s).
-func trustDirs(workdir string) []string {
-	var dirs []string
-	add := func(d string) {
-		if d != "" && !slices.Contains(dirs, d) {
-			dirs = append(dirs, d)
-		}
-	}
-	add(workdir)
-	if r, err := filepath.EvalSymlinks(workdir); err == nil {
-		add(r)
-	}
-	for _, d := range slices.Clone(dirs) {
-		add(gitRoot(d))
-	}
-	return dirs
-}
-
-// gitRoot returns the nearest directory at or above dir holding .git, or "".
-func gitRoot(dir string) string {
-	for d := dir; ; {
-		if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
-			return d
-		}
-		up := filepath.Dir(d)
-		if up == d {
-			return ""
-		}
-		d = up
-	}
-}
-
-func apiKey(env []string) string {
-	key := os.Getenv("ANTHROPIC_API_KEY")
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "ANTHROPIC_API_KEY="); ok {
-			key = v
-		}
-	}
-	return key
-}
-
-// Environment variables passed through from the server's environment to
-// every agent, and to claude agents only (by prefix).
-var (
-	passEnv       = []string{"PATH", "LANG", "LC_ALL", "LC_CTYPE", "USER", "LOGNAME", "SHELL", "TZ", "TMPDIR", "HOME"}
-	passEnvClaude = []string{"ANTHROPIC_", "CLAUDE_", "DISABLE_", "HTTP_PROXY=", "HTTPS_PROXY=", "NO_PROXY=", "http_proxy=", "https_proxy=", "no_proxy=", "NODE_EXTRA_CA_CERTS=", "SSL_CERT_FILE="}
-)
-
-// buildEnv returns a minimal environment for an agent: a few variables of
-// the server's own, TERM, for claude the variables it needs, then spec.Env
-// (which wins).
-func buildEnv(spec Spec, claude bool) []string {
-	var env []string
-	for _, k := range passEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	if claude {
-		for _, kv := range os.Environ() {
-			for _, p := range passEnvClaude {
-				if strings.HasPrefix(kv, p) {
-					env = append(env, kv)
-					break
-				}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A long line (a big tool result) is an entry of a
+			// conversation that has begun; its head tells which.
+			for err == bufio.ErrBufferFull {
+				_, err = r.ReadSlice('\n')
 			}
+			if err != nil && err != io.EOF {
+				return false, fmt.Errorf("read transcript: %w", err)
+			}
+			return true, nil
 		}
-		if _, ok := lookup(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"); !ok {
-			env = append(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
+		var e struct {
+			Type string `json:"type"`
 		}
-		if _, ok := lookup(env, "DISABLE_AUTOUPDATER"); !ok {
-			env = append(env, "DISABLE_AUTOUPDATER=1")
+		if json.Unmarshal(line, &e) == nil && (e.Type == "user" || e.Type == "assistant") {
+			return true, nil
 		}
-	}
-	if _, ok := lookup(env, "LANG"); !ok {
-		env = append(env, "LANG=C.UTF-8")
-	}
-	env = setEnv(env, "TERM", "xterm-256color")
-	if spec.Home != "" {
-		env = setEnv(env, "HOME", spec.Home)
-	}
-	for _, kv := range spec.Env {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok {
-			env = setEnv(env, k, v)
+		if err == io.EOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read transcript: %w", err)
 		}
 	}
-	return env
 }
-
-func lookup(env []string, k string) (string, bool) {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, k+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
-}
-
-func setEnv(env []string, k, v string) []string {
-	out := env[:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, k+"=") {
-			out = append(out, kv)
-		}
-	}
-	return append(out, k+"="+v)
-}
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

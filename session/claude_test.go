@@ -79,6 +79,9 @@ func TestClaudeEndToEnd(t *testing.T) {
 	if id == "" {
 		t.Fatal("no conversation id in Info")
 	}
+	if !s.Info().Resumes {
+		t.Error("a claude session's Info does not say it resumes its conversation")
+	}
 	t.Logf("%v waiting: ready", time.Now().Format("05.000"))
 	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
 

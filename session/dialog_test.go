@@ -26,6 +26,7 @@ func TestClaudeDialogs(t *testing.T) {
 		config func(key, dir string) map[string]any
 		want   string // in the dialog's text
 		answer []string
+		mode   string // --permission-mode
 	}{
 		{
 			name: "folder trust",
@@ -45,6 +46,17 @@ func TestClaudeDialogs(t *testing.T) {
 			want:   "Do you want to use this API key?",
 			answer: []string{"\x1b[A", "\r"}, // up to "Yes", Enter
 		},
+		{
+			name: "bypass permissions confirmation",
+			config: func(key, dir string) map[string]any {
+				return map[string]any{"hasCompletedOnboarding": true,
+					"customApiKeyResponses": map[string]any{"approved": []string{key[len(key)-20:]}, "rejected": []string{}},
+					"projects":              map[string]any{dir: map[string]any{"hasTrustDialogAccepted": true}}}
+			},
+			mode:   "bypassPermissions",
+			want:   "Bypass Permissions mode",
+			answer: []string{"\x1b[B", "\r"}, // down to "Yes, I accept", Enter
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,11 +68,17 @@ func TestClaudeDialogs(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(home, ".claude.json"), b, 0o600); err != nil {
 				t.Fatal(err)
 			}
+			env := srv.Env(home)
+			if tc.mode == "bypassPermissions" && os.Geteuid() == 0 {
+				// Claude Code refuses bypass mode as root unless told it
+				// runs in a sandbox (CI runs as root).
+				env = append(env, "IS_SANDBOX=1")
+			}
 			r := newRecorder()
 			m := newTestManager(t, r, Options{EnterDelay: 300 * time.Millisecond, StopGrace: 2 * time.Second})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			s, err := m.Start(ctx, Key{"o", "a"}, Spec{Command: bin, Dir: dir, Home: home, Env: srv.Env(home), Cols: 100, Rows: 30})
+			s, err := m.Start(ctx, Key{"o", "a"}, Spec{Command: bin, Dir: dir, Home: home, Env: env, PermissionMode: tc.mode, Cols: 100, Rows: 30})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -31,8 +31,9 @@ const keeperFD = 3
 var (
 	lifeOnce sync.Once
 	lifeR    *os.File
-	lifeW    *os.File
-	lifeErr  error
+	//lint:ignore U1000 only held: while it is reachable its finalizer cannot close the write end
+	lifeW   *os.File
+	lifeErr error
 )
 
 // keep makes cmd run under the keeper named by argv (Options.Keeper), if

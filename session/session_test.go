@@ -191,6 +191,14 @@ func TestCommandSessionTurns(t *testing.T) {
 	if fmt.Sprint(st) != fmt.Sprint(want) {
 		t.Errorf("statuses %v, want %v", st, want)
 	}
+	for _, x := range texts {
+		if x.Source != FromScreen {
+			t.Errorf("text %s: source %v, want screen", x.ID, x.Source)
+		}
+	}
+	if s.Info().Resumes {
+		t.Error("a command agent's Info says it resumes its conversation")
+	}
 	got := r.lines()
 	wantLines := []string{"banner: hello", "got: please [INVOKE:X] now"}
 	if strings.Join(got, "\n") != strings.Join(wantLines, "\n") {
@@ -657,5 +665,41 @@ while :; do if read -r line; then echo "got: $line"; printf '> '; fi; done`)
 	time.Sleep(300 * time.Millisecond)
 	if got := r.lines(); len(got) != 2 || got[1] != "got: hello [INVOKE:X]" {
 		t.Errorf("lines %q, want the background line and the answer only", got)
+	}
+}
+
+// TestBuiltinSession runs the builtin kind: its command is started as
+// `agent --script NAME ARGS...`, read off its screen, and ready at the
+// built-in prompt without a pattern given.
+func TestBuiltinSession(t *testing.T) {
+	checkGoroutines(t)
+	r := newRecorder()
+	m := newTestManager(t, r, Options{})
+	ctx := context.Background()
+	key := Key{"o1", "b1"}
+	bin := script(t, `echo "args: $*"
+printf '> '
+while IFS= read -r line; do echo "got: $line"; printf '> '; done
+`)
+	s, err := m.Start(ctx, key, Spec{Kind: KindBuiltin, Command: bin, Script: "po", Args: []string{"--step", "1s"}, Quiescence: 100 * time.Millisecond, Cols: 80, Rows: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	if err := s.Send(ctx, "hi"); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "answer", 5*time.Second, func(st []Status, _ []Text) bool {
+		return lastStatus(st) == StatusReady && strings.Contains(strings.Join(r.lines(), "\n"), "got: hi")
+	})
+	want := []string{"args: agent --script po --step 1s", "got: hi"}
+	if got := r.lines(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("lines %q, want %q", got, want)
+	}
+	if i := s.Info(); i.Kind != KindBuiltin || i.Resumes {
+		t.Errorf("info kind %q resumes %v, want builtin, false", i.Kind, i.Resumes)
+	}
+	if err := m.Stop(ctx, key); err != nil {
+		t.Fatal(err)
 	}
 }

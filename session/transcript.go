@@ -111,7 +111,7 @@ const maxTranscriptRead = 256 << 10
 
 // maxTranscriptLine bounds one transcript line (one entry). A longer line,
 // or one that never ends, is skipped up to its newline and counted, so a
-// session's memory stays bounded whatever the file holds (DESIGN §7).
+// session's memory stays bounded whatever the file holds (docs/protocol.md, Guarantees).
 const maxTranscriptLine = 16 << 20
 
 // readBufs holds the buffers polls read into (maxTranscriptRead each).
@@ -176,6 +176,21 @@ func (t *transcript) poll(key Key) ([]Text, error) {
 	data := (*bp)[:got]
 	t.off += int64(got)
 	t.more = t.off < st.Size()
+	out := t.lines(key, data)
+	if t.skip && !t.more {
+		// The cursor is not in the file as it was when we caught up: it
+		// belongs to another conversation, or the file was replaced. What
+		// was there counts as consumed (never act twice); what is
+		// appended from now on is new.
+		t.skip = false
+		t.cursorMissing = true
+	}
+	return out, nil
+}
+
+// lines decodes the complete lines of data, after what t holds of a line
+// read before, and keeps the start of the last line if it is incomplete.
+func (t *transcript) lines(key Key, data []byte) []Text {
 	var out []Text
 	for len(data) > 0 {
 		// Only the new bytes are searched for a newline; a partial line
@@ -204,15 +219,7 @@ func (t *transcript) poll(key Key) ([]Text, error) {
 			t.open = !txt.TurnEnd
 		}
 	}
-	if t.skip && !t.more {
-		// The cursor is not in the file as it was when we caught up: it
-		// belongs to another conversation, or the file was replaced. What
-		// was there counts as consumed (never act twice); what is
-		// appended from now on is new.
-		t.skip = false
-		t.cursorMissing = true
-	}
-	return out, nil
+	return out
 }
 
 // hold keeps the start of a line whose newline has not been read, or
@@ -252,7 +259,7 @@ func (t *transcript) stopped(key Key) (Text, bool) {
 		return Text{}, false
 	}
 	t.open = false
-	return Text{Key: key, ID: t.lastID + stopSuffix, TurnEnd: true}, true
+	return Text{Key: key, ID: t.lastID + stopSuffix, Source: FromTranscript, TurnEnd: true}, true
 }
 
 // entry decodes one transcript line.
@@ -282,7 +289,7 @@ func (t *transcript) entry(key Key, line []byte) (Text, bool) {
 		return Text{}, false
 	}
 	t.lastID = e.UUID
-	txt := Text{Key: key, ID: e.UUID}
+	txt := Text{Key: key, ID: e.UUID, Source: FromTranscript}
 	if e.Message.StopReason != nil && *e.Message.StopReason == "end_turn" {
 		txt.TurnEnd = true
 	}

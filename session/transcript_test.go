@@ -70,13 +70,13 @@ func TestTranscriptFollow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Text{{Key: key, ID: "a1", Lines: []string{"[ASK_USER]", "질문: 로그인 방식을 골라 주세요"}}}
+	want := []Text{{Key: key, ID: "a1", Source: FromTranscript, Lines: []string{"[ASK_USER]", "질문: 로그인 방식을 골라 주세요"}}}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Fatalf("first poll (-got +want):\n%s", diff)
 	}
 	write("\n")
 	got, _ = tr.poll(key)
-	want = []Text{{Key: key, ID: "a2", Lines: []string{"[/ASK_USER]"}, TurnEnd: true}}
+	want = []Text{{Key: key, ID: "a2", Source: FromTranscript, Lines: []string{"[/ASK_USER]"}, TurnEnd: true}}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Fatalf("second poll (-got +want):\n%s", diff)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -256,5 +257,45 @@ func TestScreenLinesCapture(t *testing.T) {
 				t.Fatalf("resize %v, chunks of %d (-got +want):\n%s", resize, size, diff)
 			}
 		}
+	}
+}
+
+// TestCheck covers the registry of kinds: defaults filled in per kind, and
+// a clear error for what a kind cannot run.
+func TestCheck(t *testing.T) {
+	if got, want := Kinds(), []string{KindBuiltin, KindClaude, KindCommand}; !slices.Equal(got, want) {
+		t.Errorf("Kinds() = %v, want %v", got, want)
+	}
+	tests := []struct {
+		name string
+		spec Spec
+		want Spec
+		err  string
+	}{
+		{"empty is claude", Spec{}, Spec{Kind: KindClaude, Command: "claude", Quiescence: 300 * time.Millisecond, Cols: 200, Rows: 50}, ""},
+		{"command", Spec{Kind: KindCommand, Command: "sh", Cols: 80, Rows: 24}, Spec{Kind: KindCommand, Command: "sh", Quiescence: 500 * time.Millisecond, Cols: 80, Rows: 24}, ""},
+		{"builtin prompt", Spec{Kind: KindBuiltin, Command: "/bin/office-server", Script: "po"}, Spec{Kind: KindBuiltin, Command: "/bin/office-server", Script: "po", PromptPattern: BuiltinPrompt, Quiescence: 500 * time.Millisecond, Cols: 200, Rows: 50}, ""},
+		{"unknown kind", Spec{Kind: "docker"}, Spec{}, `unknown kind "docker" (known: builtin, claude, command)`},
+		{"command without command", Spec{Kind: KindCommand}, Spec{}, "kind command needs a command"},
+		{"builtin without script", Spec{Kind: KindBuiltin, Command: "x"}, Spec{}, "kind builtin needs a script"},
+		{"builtin without executable", Spec{Kind: KindBuiltin, Script: "po"}, Spec{}, "kind builtin needs the server's executable (Command)"},
+		{"bad pattern", Spec{Kind: KindCommand, Command: "sh", PromptPattern: "("}, Spec{}, "prompt pattern: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Check(tt.spec)
+			if tt.err != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(got, tt.want); d != "" {
+				t.Errorf("(-got +want):\n%s", d)
+			}
+		})
 	}
 }

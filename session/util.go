@@ -23,17 +23,6 @@ func containsNewline(s string) bool { return strings.IndexByte(s, '\n') >= 0 }
 
 func replaceNewlines(s, with string) string { return strings.ReplaceAll(s, "\n", with) }
 
-func containsByte(p []byte, bs ...byte) bool {
-	for _, c := range p {
-		for _, b := range bs {
-			if c == b {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 func absDir(d string) (string, error) {
 	a, err := filepath.Abs(d)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"github.com/office-server/office-server/supabase/supabasetest"
 )
 
-const testKey = supabasetest.Key
+var testKey = supabasetest.Key
 
 // testEnv is a stand-in Supabase project (supabasetest) and a Store on it.
 type testEnv struct {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/supabase/supabasetest"
@@ -96,13 +97,15 @@ func agentScript(t *testing.T, name, body string) office.LaunchSpec {
 	return office.LaunchSpec{Kind: "command", Command: p, PromptPattern: "^" + name + ">$", Dir: t.TempDir()}
 }
 
-// answerAsFrontend answers as supabase-js does: a PATCH of the pending row.
-// (The stand-in has no RLS; the member trigger's stamps are sent here.)
-func answerAsFrontend(t *testing.T, p *supabasetest.Project, id, response string) {
-	body, _ := json.Marshal(map[string]any{"status": "answered", "response": response, "answered_at": time.Now().UTC()})
-	req, _ := http.NewRequest(http.MethodPatch, p.URL+"/rest/v1/user_questions?id=eq."+id+"&status=eq.pending", bytes.NewReader(body))
-	req.Header.Set("apikey", p.Key)
-	req.Header.Set("Authorization", "Bearer "+p.Key)
+// answerAsFrontend answers as the web frontend does with supabase-js
+// (update({response, status: 'answered'}).eq('id', q).select()), signed in
+// as a member of the question's office: the member trigger stamps who and
+// when.
+func answerAsFrontend(t *testing.T, p *supabasetest.Project, member supabasetest.Member, id, response string) {
+	body, _ := json.Marshal(map[string]any{"status": "answered", "response": response})
+	req, _ := http.NewRequest(http.MethodPatch, p.URL+"/rest/v1/user_questions?id=eq."+id+"&select=*", bytes.NewReader(body))
+	req.Header.Set("apikey", p.AnonKey)
+	req.Header.Set("Authorization", "Bearer "+member.Token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Prefer", "return=representation")
 	resp, err := http.DefaultClient.Do(req)
@@ -112,8 +115,8 @@ func answerAsFrontend(t *testing.T, p *supabasetest.Project, id, response string
 	defer resp.Body.Close()
 	var rows []map[string]any
 	json.NewDecoder(resp.Body).Decode(&rows)
-	if resp.StatusCode != http.StatusOK || len(rows) != 1 {
-		t.Fatalf("frontend answer: %s, %d rows", resp.Status, len(rows))
+	if resp.StatusCode != http.StatusOK || len(rows) != 1 || rows[0]["answered_by"] != member.ID {
+		t.Fatalf("frontend answer: %s, %v", resp.Status, rows)
 	}
 }
 
@@ -130,12 +133,12 @@ func TestOfficeOverSupabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &said{}
-	cfg := office.Config{Store: st, Feed: feed, Tick: 50 * time.Millisecond, DataDir: t.TempDir(), Logger: quietLogger()}
+	cfg := engine.Config{Store: st, Feed: feed, Tick: 50 * time.Millisecond, DataDir: t.TempDir(), Logger: quietLogger()}
 	r, mgr, err := agentstest.NewManaged(cfg, session.Options{EnterDelay: 5 * time.Millisecond, StopGrace: 500 * time.Millisecond, OnText: rec.add})
 	if err != nil {
 		t.Fatal(err)
 	}
-	off, agents, err := r.SyncOffice(ctx, office.OfficeConfig{
+	off, agents, err := r.SyncOffice(ctx, engine.OfficeConfig{
 		Office: office.Office{Name: "over-supabase"},
 		Agents: []office.Agent{
 			{Name: "PO", Role: "product owner", Launch: agentScript(t, "po", poAgent)},
@@ -171,7 +174,7 @@ func TestOfficeOverSupabase(t *testing.T) {
 	// The answer is written while the socket is down: Realtime never
 	// reports it; the catch-up after the reconnect does.
 	joins := drop(t, p.Realtime)
-	answerAsFrontend(t, p, q.ID, "postgres")
+	answerAsFrontend(t, p, p.MemberOf(t, off.ID, "member@example.com"), q.ID, "postgres")
 	eventually(t, "PO got the answer", 30*time.Second, func() bool { return rec.count(po.ID, "po got answer: postgres") > 0 })
 	rejoined(t, p.Realtime, feed, joins)
 	eventually(t, "PO got DEV's result", 20*time.Second, func() bool { return rec.count(po.ID, "po got result: Done: Set up postgres.") > 0 })

@@ -22,9 +22,9 @@ import (
 // CatchUp is what the feed reads after every (re)subscribe: the rows still
 // awaiting the office. *Store implements it.
 type CatchUp interface {
-	ListAnsweredUndelivered(ctx context.Context, officeIDs []string) ([]office.Question, error)
-	ListPendingUserMessages(ctx context.Context, officeIDs []string) ([]office.UserMessage, error)
-	ListUndeliveredDependencies(ctx context.Context, officeIDs []string) ([]office.DependencyRequest, error)
+	ListAnsweredUndelivered(ctx context.Context, d office.Due) ([]office.Question, error)
+	ListPendingUserMessages(ctx context.Context, d office.Due) ([]office.UserMessage, error)
+	ListUndeliveredDependencies(ctx context.Context, d office.Due) ([]office.DependencyRequest, error)
 }
 
 // RealtimeOptions configures a Realtime feed. Zero values take the defaults.
@@ -50,6 +50,12 @@ type RealtimeOptions struct {
 	// RateLimitBackoff is the least wait after Realtime refused for a rate
 	// limit (…RateLimitReached, "Too many …"). Default 15 s.
 	RateLimitBackoff time.Duration
+	// CatchUpEvery is how often the feed reads the rows still awaiting the
+	// office while live, the safety net for changes Realtime drops without
+	// a word (a tenant over its rate limit). Each costs three REST reads
+	// (questions, messages, dependencies, for all offices at once).
+	// Default 1 minute; negative disables it.
+	CatchUpEvery time.Duration
 	// Topic is the channel name (topic "realtime:<Topic>"); default
 	// "office-server".
 	Topic string
@@ -110,6 +116,9 @@ func NewRealtime(projectURL, apiKey string, src CatchUp, o RealtimeOptions) (*Re
 	def(&o.MinBackoff, 500*time.Millisecond)
 	def(&o.MaxBackoff, 30*time.Second)
 	def(&o.RateLimitBackoff, 15*time.Second)
+	if o.CatchUpEvery == 0 {
+		o.CatchUpEvery = time.Minute
+	}
 	if o.Topic == "" {
 		o.Topic = "office-server"
 	}
@@ -467,6 +476,12 @@ func (r *Realtime) session(ctx context.Context, want []binding, officeIDs []stri
 	refresh := time.NewTicker(r.o.TokenRefresh)
 	defer refresh.Stop()
 	pendingHB := int64(0) // ref of the heartbeat awaiting its reply; 0: none
+	var periodic <-chan time.Time
+	if r.o.CatchUpEvery > 0 {
+		tk := time.NewTicker(r.o.CatchUpEvery)
+		defer tk.Stop()
+		periodic = tk.C
+	}
 
 	for {
 		select {
@@ -494,6 +509,13 @@ func (r *Realtime) session(ctx context.Context, want []binding, officeIDs []stri
 				return subscribed, err
 			}
 			pendingHB, _ = strconv.ParseInt(ref, 10, 64)
+		case <-periodic:
+			if phase != live {
+				continue
+			}
+			if err := r.catchUp(ctx, officeIDs, fn); err != nil {
+				return subscribed, err
+			}
 		case <-refresh.C:
 			if r.o.AccessToken == nil || phase == joining {
 				continue
@@ -546,7 +568,11 @@ func (r *Realtime) session(ctx context.Context, want []binding, officeIDs []stri
 					return subscribed, fmt.Errorf("realtime: system message: %w", err)
 				}
 				switch {
-				case sp.Status == "ok" && sp.Extension == "postgres_changes" && phase == subscribing:
+				case sp.Status == "ok" && sp.Extension == "postgres_changes" && phase != joining:
+					// Every "Subscribed to PostgreSQL" catches up, live or not:
+					// Realtime sends it again after its change capture
+					// restarted or a new token, and what changed before it may
+					// never come.
 					deadline.Stop()
 					if err := r.catchUp(ctx, officeIDs, fn); err != nil {
 						return subscribed, err
@@ -647,15 +673,15 @@ func awaiting(ch office.Change, rec map[string]any) bool {
 
 // catchUp reports every row still awaiting the office as Op CATCHUP.
 func (r *Realtime) catchUp(ctx context.Context, officeIDs []string, fn func(office.Change)) error {
-	qs, err := r.src.ListAnsweredUndelivered(ctx, officeIDs)
+	qs, err := r.src.ListAnsweredUndelivered(ctx, office.Due{OfficeIDs: officeIDs})
 	if err != nil {
 		return fmt.Errorf("realtime catch-up questions: %w", err)
 	}
-	ms, err := r.src.ListPendingUserMessages(ctx, officeIDs)
+	ms, err := r.src.ListPendingUserMessages(ctx, office.Due{OfficeIDs: officeIDs})
 	if err != nil {
 		return fmt.Errorf("realtime catch-up messages: %w", err)
 	}
-	ds, err := r.src.ListUndeliveredDependencies(ctx, officeIDs)
+	ds, err := r.src.ListUndeliveredDependencies(ctx, office.Due{OfficeIDs: officeIDs})
 	if err != nil {
 		return fmt.Errorf("realtime catch-up dependencies: %w", err)
 	}

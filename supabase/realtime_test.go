@@ -27,16 +27,16 @@ type fakeCatchUp struct {
 	questions func() ([]office.Question, error)
 }
 
-func (f fakeCatchUp) ListAnsweredUndelivered(context.Context, []string) ([]office.Question, error) {
+func (f fakeCatchUp) ListAnsweredUndelivered(context.Context, office.Due) ([]office.Question, error) {
 	if f.questions == nil {
 		return nil, nil
 	}
 	return f.questions()
 }
-func (fakeCatchUp) ListPendingUserMessages(context.Context, []string) ([]office.UserMessage, error) {
+func (fakeCatchUp) ListPendingUserMessages(context.Context, office.Due) ([]office.UserMessage, error) {
 	return nil, nil
 }
-func (fakeCatchUp) ListUndeliveredDependencies(context.Context, []string) ([]office.DependencyRequest, error) {
+func (fakeCatchUp) ListUndeliveredDependencies(context.Context, office.Due) ([]office.DependencyRequest, error) {
 	return nil, nil
 }
 
@@ -51,7 +51,7 @@ func quietLogger() *slog.Logger {
 // phoenixOnly serves the Phoenix stand-in alone, for feed tests that need no
 // database.
 func phoenixOnly(t *testing.T) (*supabasetest.Phoenix, string) {
-	phx := supabasetest.NewPhoenix(t, testKey)
+	phx := supabasetest.NewPhoenix(t, supabasetest.JWTSecret, "")
 	mux := http.NewServeMux()
 	mux.Handle("/realtime/v1/websocket", phx)
 	srv := httptest.NewServer(mux)
@@ -353,8 +353,12 @@ func TestRealtimeExpiredToken(t *testing.T) {
 	o := fastOptions()
 	o.Logger = quietLogger()
 	o.TokenRefresh = 30 * time.Millisecond
-	o.AccessToken = func(context.Context) (string, error) { return fmt.Sprintf("tok-%d", n.Add(1)), nil }
-	phx.ExpireTokens("tok-1") // refused at the first join
+	// Distinct project JWTs: Realtime wants role and exp.
+	tok := func(i int32) string {
+		return supabasetest.Sign(map[string]any{"role": "service_role", "exp": 4102444800, "jti": fmt.Sprintf("tok-%d", i)})
+	}
+	o.AccessToken = func(context.Context) (string, error) { return tok(n.Add(1)), nil }
+	phx.ExpireTokens(tok(1)) // refused at the first join
 	f, err := NewRealtime(url, testKey, fakeCatchUp{}, o)
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +374,7 @@ func TestRealtimeExpiredToken(t *testing.T) {
 	// Every token issued so far expires: the channel is shut down.
 	joins := phx.Joins()
 	for i := range n.Load() + 1 {
-		phx.ExpireTokens(fmt.Sprintf("tok-%d", i))
+		phx.ExpireTokens(tok(i))
 	}
 	phx.ShutdownAll("Token has expired 2 seconds ago")
 	rejoined(t, phx, f, joins)

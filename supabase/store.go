@@ -41,48 +41,24 @@ type Store struct {
 	now          func() time.Time
 }
 
-// Option configures a Store.
-type Option func(*options)
-
-type options struct {
-	base   http.RoundTripper
-	schema string
-	now    func() time.Time
-}
-
-// WithTransport sets the HTTP transport requests go through
-// (http.DefaultTransport by default).
-func WithTransport(rt http.RoundTripper) Option { return func(o *options) { o.base = rt } }
-
-// WithSchema sets the Postgres schema PostgREST exposes the tables in
-// ("public" by default).
-func WithSchema(schema string) Option { return func(o *options) { o.schema = schema } }
-
-// WithClock sets the clock the store stamps rows with (time.Now by default).
-func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
-
 // New returns a Store for the Supabase project at projectURL (e.g.
 // https://abcd.supabase.co) using key, which for a server is the
 // service-role key (SUPABASE_SERVICE_ROLE_KEY): it bypasses row-level
 // security, so it must never leave the server. New does no I/O; Ping checks
 // the connection and the schema.
-func New(projectURL, key string, opts ...Option) (*Store, error) {
+func New(projectURL, key string) (*Store, error) {
 	if projectURL == "" || key == "" {
 		return nil, office.Errorf(office.EINVALID, "supabase: project URL and key are required")
 	}
-	o := options{base: http.DefaultTransport, schema: "public", now: time.Now}
-	for _, f := range opts {
-		f(&o)
-	}
-	rest, err := postgrest.NewClientWithError(strings.TrimRight(projectURL, "/")+restPath, o.schema, map[string]string{
+	rest, err := postgrest.NewClientWithError(strings.TrimRight(projectURL, "/")+restPath, "public", map[string]string{
 		"apikey":        key,
 		"Authorization": "Bearer " + key,
 	})
 	if err != nil {
 		return nil, office.Errorf(office.EINVALID, "supabase: project URL: %v", err)
 	}
-	rest.Transport.Parent = transport{base: o.base}
-	return &Store{rest: rest, now: o.now}, nil
+	rest.Transport.Parent = transport{base: http.DefaultTransport}
+	return &Store{rest: rest, now: time.Now}, nil
 }
 
 var _ office.Store = (*Store)(nil)
@@ -159,8 +135,7 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close does nothing and returns nil: the store holds no connections of
-// its own (requests go through the transport, http.DefaultTransport unless
-// WithTransport says otherwise).
+// its own (requests go through http.DefaultTransport).
 func (s *Store) Close() error { return nil }
 
 // UpsertOffice implements office.Store; see its contract in office/store.go.
@@ -308,7 +283,7 @@ func (s *Store) UpsertAgent(ctx context.Context, a office.Agent) (office.Agent, 
 		}
 		var existing *agentRow
 		for i := range rows {
-			if a.ID != "" || strings.ToLower(rows[i].Name) == strings.ToLower(a.Name) {
+			if a.ID != "" || strings.EqualFold(rows[i].Name, a.Name) {
 				existing = &rows[i]
 				break
 			}
@@ -673,9 +648,12 @@ func (s *Store) CancelQuestion(ctx context.Context, id string) (bool, error) {
 }
 
 // ListAnsweredUndelivered implements office.Store; see its contract in office/store.go.
-func (s *Store) ListAnsweredUndelivered(ctx context.Context, officeIDs []string) ([]office.Question, error) {
+func (s *Store) ListAnsweredUndelivered(ctx context.Context, d office.Due) ([]office.Question, error) {
+	if d.AgentID != "" && !validID(d.AgentID) {
+		return []office.Question{}, nil
+	}
 	fb := s.from("user_questions").Select("*", "", false).Eq("status", office.QuestionAnswered)
-	fb = inIf(fb, "office_id", officeIDs)
+	fb = eqIf(inIf(fb, "office_id", d.OfficeIDs), "agent_id", d.AgentID)
 	var rows []office.Question
 	if err := s.exec(ctx, "list answered questions", oldestFirst(fb), "", &rows); err != nil {
 		return nil, err
@@ -710,15 +688,6 @@ func (s *Store) CreateUserMessage(ctx context.Context, m office.UserMessage) (of
 	return one(op, rows)
 }
 
-// GetUserMessage implements office.Store; see its contract in office/store.go.
-func (s *Store) GetUserMessage(ctx context.Context, id string) (office.UserMessage, error) {
-	var m office.UserMessage
-	if err := s.getOne(ctx, "get user message", "user_messages", id, &m); err != nil {
-		return office.UserMessage{}, err
-	}
-	return m, nil
-}
-
 // MarkUserMessageDelivered implements office.Store; see its contract in office/store.go.
 func (s *Store) MarkUserMessageDelivered(ctx context.Context, id string) (bool, error) {
 	if !validID(id) {
@@ -734,9 +703,12 @@ func (s *Store) MarkUserMessageDelivered(ctx context.Context, id string) (bool, 
 }
 
 // ListPendingUserMessages implements office.Store; see its contract in office/store.go.
-func (s *Store) ListPendingUserMessages(ctx context.Context, officeIDs []string) ([]office.UserMessage, error) {
+func (s *Store) ListPendingUserMessages(ctx context.Context, d office.Due) ([]office.UserMessage, error) {
+	if d.AgentID != "" && !validID(d.AgentID) {
+		return []office.UserMessage{}, nil
+	}
 	fb := s.from("user_messages").Select("*", "", false).Eq("status", office.MessagePending)
-	fb = inIf(fb, "office_id", officeIDs)
+	fb = eqIf(inIf(fb, "office_id", d.OfficeIDs), "agent_id", d.AgentID)
 	var rows []office.UserMessage
 	if err := s.exec(ctx, "list pending user messages", oldestFirst(fb), "", &rows); err != nil {
 		return nil, err
@@ -792,6 +764,12 @@ func (s *Store) ListInvocations(ctx context.Context, f office.InvocationFilter) 
 			return []office.Invocation{}, nil
 		}
 		fb = fb.Or(fmt.Sprintf("caller_agent_id.eq.%s,callee_agent_id.eq.%s", f.AgentID, f.AgentID), "")
+	}
+	if f.CalleeAgentID != "" {
+		if !validID(f.CalleeAgentID) {
+			return []office.Invocation{}, nil
+		}
+		fb = fb.Eq("callee_agent_id", f.CalleeAgentID)
 	}
 	fb = inIf(fb, "status", f.Status)
 	fb = limitIf(oldestFirst(fb), f.Limit)
@@ -1073,10 +1051,13 @@ func (s *Store) MarkDependencyDelivered(ctx context.Context, id string) (bool, e
 }
 
 // ListUndeliveredDependencies implements office.Store; see its contract in office/store.go.
-func (s *Store) ListUndeliveredDependencies(ctx context.Context, officeIDs []string) ([]office.DependencyRequest, error) {
+func (s *Store) ListUndeliveredDependencies(ctx context.Context, d office.Due) ([]office.DependencyRequest, error) {
 	const op = "list undelivered dependencies"
+	if d.AgentID != "" && !validID(d.AgentID) {
+		return []office.DependencyRequest{}, nil
+	}
 	fb := s.from("dependency_requests").Select("*", "", false).In("status", deliverableDependency).Is("delivered_at", "null")
-	fb = inIf(fb, "office_id", officeIDs)
+	fb = eqIf(inIf(fb, "office_id", d.OfficeIDs), "agent_id", d.AgentID)
 	var rows []dependencyRow
 	if err := s.exec(ctx, op, oldestFirst(fb), "", &rows); err != nil {
 		return nil, err

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,40 +25,8 @@ func TestBrowserConsole(t *testing.T) {
 	officeID := r.officeID(t)
 	r.waitAgent(t, officeID, "echo")
 
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(bin),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1400, 900),
-	}
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer acancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, tcancel := context.WithTimeout(ctx, 90*time.Second)
-	defer tcancel()
-
-	screenshot := func(name string) {
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Logf("screenshot: %v", err)
-			return
-		}
-		dir := filepath.Join(testenv.RepoRoot(), "testartifacts")
-		_ = os.MkdirAll(dir, 0o755)
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, png, 0o644); err != nil {
-			t.Logf("screenshot: %v", err)
-		}
-		t.Logf("screenshot: %s", p)
-	}
+	ctx := chromeContext(t, bin, 90*time.Second)
+	screenshot := func(name string) { saveScreenshot(t, ctx, name) }
 	defer func() {
 		if t.Failed() {
 			screenshot("console-failed.png")

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/office-server/office-server/session"
 )
 
 // FuzzParseOfficeFile: any input is either refused with an error or gives
@@ -27,13 +30,14 @@ func FuzzParseOfficeFile(f *testing.F) {
 				t.Fatalf("accepted agent name %q (empty or duplicate)", a.Name)
 			}
 			seen[n] = true
-			switch a.Launch.Kind {
-			case "", "claude", "command", "builtin":
-			default:
+			if a.Launch.Kind != "" && !slices.Contains(session.Kinds(), a.Launch.Kind) {
 				t.Fatalf("accepted launch kind %q", a.Launch.Kind)
 			}
-			if a.Launch.Kind == "builtin" && a.Launch.Script == "" {
+			if a.Launch.Kind == session.KindBuiltin && a.Launch.Script == "" {
 				t.Fatal("accepted builtin without a script")
+			}
+			if a.Launch.Kind == session.KindCommand && a.Launch.Command == "" {
+				t.Fatal("accepted command without a command")
 			}
 		}
 	})

@@ -139,9 +139,12 @@ func TestRunCommandEndToEnd(t *testing.T) {
 
 	// Second start on the same data: same token, not printed again; the
 	// office and its history are still there.
-	srv, base, stdout, stderr = start()
+	srv, base, stdout, _ = start()
 	if strings.Contains(stdout.String(), token) {
 		t.Fatalf("token printed again on the second start:\n%s", stdout.String())
+	}
+	if strings.Contains(stderr.String(), token) {
+		t.Fatalf("token in the logs of the second start:\n%s", stderr.String())
 	}
 	var invs []office.Invocation
 	if st := api("GET", "/api/offices/"+oid+"/invocations", "", &invs); st != 200 || len(invs) == 0 {

@@ -1,6 +1,6 @@
 package main
 
-// One owner per office (DESIGN §7): two servers must never run the same
+// One owner per office (docs/protocol.md, Guarantees): two servers must never run the same
 // agents. How depends on the store:
 //
 //   - SQLite: the server holds an exclusive flock on <db>.lock for its
@@ -34,8 +34,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/office-server/office-server/agents"
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
-	"github.com/office-server/office-server/session"
+	"github.com/office-server/office-server/store/rostercache"
 )
 
 // lockSQLite takes an exclusive lock on dbPath+".lock" and writes this
@@ -60,7 +62,8 @@ func lockSQLite(dbPath string) (io.Closer, error) {
 		}
 		return nil, fmt.Errorf("%s already serves %s: stop it, or give this server another --data-dir (lock: %s)", who, dbPath, path)
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {
@@ -100,7 +103,7 @@ func newOwner(c serveConfig, log *slog.Logger) *owner {
 	return w
 }
 
-// owns is office.Config.Owns: nil when every office is this server's.
+// owns is engine.Config.Owns: nil when every office is this server's.
 func (w *owner) owns() func(officeID string) bool {
 	if w.url == "" {
 		return nil
@@ -315,57 +318,28 @@ func officeLockKey(officeID string) int64 {
 }
 
 // officeRunner starts an office's agents when this server takes it, and
-// stops them when it loses it.
+// stops them when it loses it; the policy is the router's (TakeOffice).
 type officeRunner struct {
-	router    *office.Router
+	router    *engine.Router
 	store     office.Store
-	mgr       *session.Manager
+	sess      *agents.Sessions
 	declared  []office.Agent // the office file's agents
 	autostart bool
 	log       *slog.Logger
 }
 
-// take catches up on what waits for the office's agents and starts its
-// agents: those of the office file not disabled, and every other agent
-// that was running when its last server stopped (status active).
 func (r officeRunner) take(ctx context.Context, officeID string) {
-	r.router.CatchUp(ctx, officeID)
-	if !r.autostart {
-		return
+	if c, ok := r.store.(*rostercache.Store); ok {
+		c.Invalidate() // what the previous owner wrote is read afresh
 	}
-	var start []office.Agent
-	seen := map[string]bool{}
-	for _, a := range r.declared {
-		if a.OfficeID == officeID && a.Status != office.AgentDisabled {
-			start, seen[a.ID] = append(start, a), true
-		}
-	}
-	agents, err := r.store.ListAgents(ctx, officeID)
-	if err != nil {
-		r.log.Warn("list agents", "office", officeID, "err", err)
-	}
-	for _, a := range agents {
-		if a.Status == office.AgentActive && !seen[a.ID] {
-			start = append(start, a)
-		}
-	}
-	for _, a := range start {
-		if err := r.router.StartAgent(ctx, a.ID); err != nil && ctx.Err() == nil {
-			r.log.Warn("start agent", "agent", a.Name, "err", err)
-		}
-	}
+	r.router.TakeOffice(ctx, officeID, r.declared, r.autostart)
 }
 
 // drop stops the office's sessions without changing the agents' status,
 // so that the next owner starts them; their session rows are the next
 // owner's to write.
 func (r officeRunner) drop(ctx context.Context, officeID string) {
-	for _, s := range r.mgr.List() {
-		if s.Key().OfficeID != officeID {
-			continue
-		}
-		if err := r.mgr.Stop(ctx, s.Key()); err != nil && !errors.Is(err, session.ErrNotFound) {
-			r.log.Warn("stop agent of a lost office", "office", officeID, "agent", s.Key().AgentID, "err", err)
-		}
+	if err := r.sess.StopOffice(ctx, officeID); err != nil {
+		r.log.Warn("stop agents of a lost office", "office", officeID, "err", err)
 	}
 }

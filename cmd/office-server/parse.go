@@ -26,7 +26,7 @@ import (
 //   - plain (default): terminal output; escape sequences are stripped and
 //     forward cursor moves become spaces (ansistrip), then it is cut into
 //     lines. The whole input is one turn.
-//   - --transcript: a Claude Code transcript (JSONL, DESIGN §5): the text of
+//   - --transcript: a Claude Code transcript (JSONL, docs/protocol.md, Claude Code's terminal): the text of
 //     the main conversation's assistant entries, a turn ending at
 //     stop_reason end_turn or at the next user entry.
 //   - --screen, --cols N, --rows M: raw PTY output rendered through the
@@ -175,7 +175,7 @@ func (plainSource) read(ctx context.Context, r io.Reader, line func(string), _ f
 }
 
 // transcriptSource reads a Claude Code transcript: one JSON object a line.
-// Only the main conversation's assistant text counts (DESIGN §5): what was
+// Only the main conversation's assistant text counts (docs/protocol.md, Claude Code's terminal): what was
 // typed in is a user entry, and sub-agents' entries are sidechains.
 type transcriptSource struct{}
 

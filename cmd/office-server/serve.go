@@ -11,13 +11,16 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/office-server/office-server/agents"
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/migrations"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/server"
 	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/store/postgres"
+	"github.com/office-server/office-server/store/rostercache"
 	"github.com/office-server/office-server/store/sqlite"
 	"github.com/office-server/office-server/supabase"
 )
@@ -40,9 +43,8 @@ type Main struct {
 	Stdout io.Writer // the console URL, once
 	Stderr io.Writer // logs
 
-	mu    sync.Mutex
-	addr  net.Addr
-	ready chan struct{}
+	mu   sync.Mutex
+	addr net.Addr
 }
 
 // Addr returns the listen address once the server listens.
@@ -54,136 +56,77 @@ func (m *Main) Addr() net.Addr {
 
 // Run starts everything, serves until ctx ends, then shuts down within
 // Config.ShutdownTimeout: stop accepting, close viewers and streams, stop
-// the office and the agents (with grace), close the store.
+// the office and the agents (with grace), close the store. It only wires:
+// what each part does is in its package (the store's, engine's, agents',
+// server's).
 func (m *Main) Run(ctx context.Context) (err error) {
 	c := m.Config
-	var h slog.Handler = slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: c.LogLevel})
-	if c.LogJSON {
-		h = slog.NewJSONHandler(m.Stderr, &slog.HandlerOptions{Level: c.LogLevel})
-	}
-	log := slog.New(h)
-
+	log := m.logger()
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
 	if st, err := os.Stat(c.DataDir); err == nil && st.Mode().Perm()&0o066 != 0 {
 		log.Warn("the data dir is readable or writable by other users (it holds the admin token and the database): chmod 700 it", "dir", c.DataDir, "mode", st.Mode().Perm().String())
 	}
-	token, tokenCreated := c.AdminToken, false
-	if token != "" && len(token) < 16 {
-		log.Warn("OFFICE_ADMIN_TOKEN is short: use at least 16 random characters")
-	}
-	if token == "" {
-		if token, tokenCreated, err = secretFile(c.DataDir, "admin-token", func() string { return randomHex(24) }); err != nil {
-			return fmt.Errorf("admin token: %w", err)
-		}
+	token, tokenCreated, err := m.adminToken(log)
+	if err != nil {
+		return err
 	}
 	if c.AgentBin == "" {
 		if c.AgentBin, err = os.Executable(); err != nil {
 			return fmt.Errorf("find own executable for builtin agents: %w", err)
 		}
 	}
-
-	// The store and its change feed.
-	var (
-		store office.Store
-		feed  office.ChangeFeed
-	)
-	switch c.storeKind() {
-	case "postgres":
-		if _, err := migrations.ApplyURL(ctx, c.DatabaseURL); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		pg, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{Logger: log})
-		if err != nil {
-			return fmt.Errorf("open postgres: %w", err)
-		}
-		store, feed = pg, pg
-	case "supabase":
-		sb, err := supabase.New(c.SupabaseURL, c.SupabaseKey)
-		if err != nil {
-			return fmt.Errorf("supabase: %w", err)
-		}
-		rt, err := supabase.NewRealtime(c.SupabaseURL, c.SupabaseKey, sb, supabase.RealtimeOptions{Logger: log})
-		if err != nil {
-			return fmt.Errorf("supabase realtime: %w", err)
-		}
-		store, feed = sb, rt
-	default:
-		db := filepath.Join(c.DataDir, "office.db")
-		lock, err := lockSQLite(db) // one server per file (owner.go)
-		if err != nil {
-			return err
-		}
-		defer lock.Close()
-		if err := privateFiles(db, db+"-wal", db+"-shm"); err != nil {
-			return err
-		}
-		lite, err := sqlite.Open(ctx, db)
-		if err != nil {
-			return fmt.Errorf("open sqlite: %w", err)
-		}
-		store, feed = lite, lite
+	store, feed, closeStore, err := m.openStore(ctx, log)
+	if err != nil {
+		return err
 	}
 	defer func() {
-		if cerr := store.Close(); cerr != nil && err == nil {
+		if cerr := closeStore(); cerr != nil && err == nil {
 			err = fmt.Errorf("close store: %w", cerr)
 		}
 	}()
-
-	var secretsKey []byte
-	switch {
-	case c.SecretsKey != "":
-		if secretsKey, err = office.ParseSecretsKey(c.SecretsKey); err != nil {
-			return fmt.Errorf("OFFICE_SECRETS_KEY: %w", err)
-		}
-	case c.storeKind() == "sqlite":
-		k, _, err := secretFile(c.DataDir, "secrets-key", func() string { return randomHex(32) })
-		if err != nil {
-			return fmt.Errorf("secrets key: %w", err)
-		}
-		if secretsKey, err = office.ParseSecretsKey(k); err != nil {
-			return fmt.Errorf("%s: %w", filepath.Join(c.DataDir, "secrets-key"), err)
-		}
-	default:
-		log.Warn("no OFFICE_SECRETS_KEY: api_key and env_variable dependency values will be refused")
+	// Rosters from memory: the engine and the API read them on every
+	// delivery and start (store/rostercache).
+	store = rostercache.New(store, 0)
+	secretsKey, err := m.secretsKey(log)
+	if err != nil {
+		return err
 	}
-
 	own := newOwner(c, log.With("part", "owner"))
 	keeper, err := keeperArgv()
 	if err != nil {
 		return fmt.Errorf("find own executable for the agents' keeper: %w", err)
 	}
+	hook, err := hookArgv()
+	if err != nil {
+		return fmt.Errorf("find own executable for the agents' permission hook: %w", err)
+	}
+
+	rules, err := contentRules(c.ContentRules)
+	if err != nil {
+		return err
+	}
 
 	// Sessions, the office, the server.
-	router, sess, err := agents.New(office.Config{
+	router, sess, err := agents.New(engine.Config{
 		Store: store, Feed: feed, Logger: log.With("part", "office"),
 		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
 		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(),
+		ProxyWait: c.ProxyWait, ContentRules: rules,
 	}, agents.Options{AgentBin: c.AgentBin, StateDir: filepath.Join(c.DataDir, "claude")},
-		session.Options{Logger: log.With("part", "session"), Keeper: keeper})
+		session.Options{Logger: log.With("part", "session"), Keeper: keeper, Hook: hook})
 	if err != nil {
 		return fmt.Errorf("office: %w", err)
 	}
-	mgr := sess.Manager()
-
-	var officeAgents []office.Agent
-	if c.OfficeFile != "" {
-		o, agents, err := loadOfficeFile(c.OfficeFile)
-		if err != nil {
-			return err
-		}
-		off, synced, err := router.SyncOffice(ctx, office.OfficeConfig{Office: o, Agents: agents})
-		if err != nil {
-			return fmt.Errorf("sync office %s: %w", c.OfficeFile, err)
-		}
-		officeAgents = synced
-		log.Info("office synced", "office", off.Name, "id", off.ID, "agents", len(synced))
+	declared, err := m.syncOffice(ctx, router, log)
+	if err != nil {
+		return err
 	}
-
 	srv, err := server.New(server.Config{
-		Store: store, Office: serverOffice{r: router, store: store, sess: sess}, Terminals: terminals{mgr},
-		Feed: feed, Token: token, Logger: log.With("part", "http"),
+		Store: store, Office: serverOffice{r: router, store: store, sess: sess}, Terminals: terminals{sess.Manager()},
+		Feed: feed, Token: token, Logger: log.With("part", "http"), AuditFailures: router.AuditFailures,
+		EventPoll: eventPoll(c.storeKind()),
 	})
 	if err != nil {
 		return err
@@ -196,91 +139,253 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.mu.Lock()
 	m.addr = ln.Addr()
 	m.mu.Unlock()
-	hs := server.NewHTTPServer(srv.Handler(), log)
+	r := &running{log: log, router: router, srv: srv, mgr: sess.Manager(), hs: server.NewHTTPServer(srv.Handler(), log)}
+	r.start(ctx, ln)
+	m.announce(ln.Addr(), token, tokenCreated, log)
+	// The offices this server runs, and their agents (owner.go). It
+	// releases the offices when the run ends, after the final statuses.
+	r.goRun(func(ctx context.Context) {
+		own.run(ctx, officeRunner{router: router, store: store, sess: sess, declared: declared, autostart: !c.NoAutostart, log: log})
+	})
+	return r.wait(ctx, c.ShutdownTimeout)
+}
 
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	var wg sync.WaitGroup
-	errc := make(chan error, 3)
-	wg.Add(3)
-	go func() { defer wg.Done(); errc <- router.Run(runCtx) }()
-	go func() { defer wg.Done(); errc <- srv.Run(runCtx) }()
-	// The office's own events wake the server's event tail at once.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for runCtx.Err() == nil {
-			sub := router.Subscribe(256)
-			for open := true; open; {
-				select {
-				case <-runCtx.Done():
-					open = false
-				case _, ok := <-sub.C():
-					open = ok // closed: dropped for lagging; subscribe again
-					srv.WakeEvents()
-				}
-			}
-			sub.Close()
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("http: %w", err)
-		}
-	}()
+func (m *Main) logger() *slog.Logger {
+	c := m.Config
+	var h slog.Handler = slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: c.LogLevel})
+	if c.LogJSON {
+		h = slog.NewJSONHandler(m.Stderr, &slog.HandlerOptions{Level: c.LogLevel})
+	}
+	return slog.New(h)
+}
 
-	url := consoleURL(ln.Addr())
-	if warn := exposure(ln.Addr()); warn != "" {
+// adminToken returns the configured admin token, or the data directory's
+// (made on first start: created reports it).
+func (m *Main) adminToken(log *slog.Logger) (token string, created bool, err error) {
+	token = m.Config.AdminToken
+	if token != "" && len(token) < 16 {
+		log.Warn("OFFICE_ADMIN_TOKEN is short: use at least 16 random characters")
+	}
+	if token != "" {
+		return token, false, nil
+	}
+	token, created, err = secretFile(m.Config.DataDir, "admin-token", func() string { return randomHex(24) })
+	if err != nil {
+		return "", false, fmt.Errorf("admin token: %w", err)
+	}
+	return token, created, nil
+}
+
+// openStore opens the configured store and its change feed; closeStore
+// closes what was opened.
+func (m *Main) openStore(ctx context.Context, log *slog.Logger) (store office.Store, feed office.ChangeFeed, closeStore func() error, err error) {
+	c := m.Config
+	switch c.storeKind() {
+	case "postgres":
+		if _, err := migrations.ApplyURL(ctx, c.DatabaseURL); err != nil {
+			return nil, nil, nil, fmt.Errorf("migrate: %w", err)
+		}
+		pg, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{Logger: log})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("open postgres: %w", err)
+		}
+		return pg, pg, pg.Close, nil
+	case "supabase":
+		sb, err := supabase.New(c.SupabaseURL, c.SupabaseKey)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("supabase: %w", err)
+		}
+		rt, err := supabase.NewRealtime(c.SupabaseURL, c.SupabaseKey, sb, supabase.RealtimeOptions{Logger: log})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("supabase realtime: %w", err)
+		}
+		return sb, rt, sb.Close, nil
+	}
+	db := filepath.Join(c.DataDir, "office.db")
+	lock, err := lockSQLite(db) // one server per file (owner.go)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := privateFiles(db, db+"-wal", db+"-shm"); err != nil {
+		lock.Close()
+		return nil, nil, nil, err
+	}
+	lite, err := sqlite.Open(ctx, db)
+	if err != nil {
+		lock.Close()
+		return nil, nil, nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	return lite, lite, func() error { return errors.Join(lite.Close(), lock.Close()) }, nil
+}
+
+// secretsKey returns the key sealing dependency values: the configured
+// one, the data directory's for SQLite (made on first start), else none.
+func (m *Main) secretsKey(log *slog.Logger) ([]byte, error) {
+	c := m.Config
+	switch {
+	case c.SecretsKey != "":
+		k, err := office.ParseSecretsKey(c.SecretsKey)
+		if err != nil {
+			return nil, fmt.Errorf("OFFICE_SECRETS_KEY: %w", err)
+		}
+		return k, nil
+	case c.storeKind() == "sqlite":
+		s, _, err := secretFile(c.DataDir, "secrets-key", func() string { return randomHex(32) })
+		if err != nil {
+			return nil, fmt.Errorf("secrets key: %w", err)
+		}
+		k, err := office.ParseSecretsKey(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(c.DataDir, "secrets-key"), err)
+		}
+		return k, nil
+	}
+	log.Warn("no OFFICE_SECRETS_KEY: api_key and env_variable dependency values will be refused")
+	return nil, nil
+}
+
+// syncOffice makes the store match the office file, if any, and returns
+// its agents as stored.
+func (m *Main) syncOffice(ctx context.Context, router *engine.Router, log *slog.Logger) ([]office.Agent, error) {
+	path := m.Config.OfficeFile
+	if path == "" {
+		return nil, nil
+	}
+	o, agents, err := loadOfficeFile(path)
+	if err != nil {
+		return nil, err
+	}
+	off, synced, err := router.SyncOffice(ctx, engine.OfficeConfig{Office: o, Agents: agents})
+	if err != nil {
+		return nil, fmt.Errorf("sync office %s: %w", path, err)
+	}
+	log.Info("office synced", "office", off.Name, "id", off.ID, "agents", len(synced))
+	return synced, nil
+}
+
+// announce prints where the console is (and, on first start only, the
+// admin token) and warns when the address is reachable from elsewhere.
+func (m *Main) announce(addr net.Addr, token string, tokenCreated bool, log *slog.Logger) {
+	url := consoleURL(addr)
+	if warn := exposure(addr); warn != "" {
 		log.Warn(warn)
 		fmt.Fprintf(m.Stdout, "WARNING: %s.\n", warn)
 	}
+	tokenFile := filepath.Join(m.Config.DataDir, "admin-token")
 	if tokenCreated {
 		// The only place the token is shown: stdout, once, on first start.
-		fmt.Fprintf(m.Stdout, "office console: %s?token=%s\n(the token is kept in %s; it is not shown again)\n", url, token, filepath.Join(c.DataDir, "admin-token"))
+		fmt.Fprintf(m.Stdout, "office console: %s?token=%s\n(the token is kept in %s; it is not shown again)\n", url, token, tokenFile)
 	} else {
-		fmt.Fprintf(m.Stdout, "office console: %s (open it with ?token=<OFFICE_ADMIN_TOKEN or the token in %s>)\n", url, filepath.Join(c.DataDir, "admin-token"))
+		fmt.Fprintf(m.Stdout, "office console: %s (open it with ?token=<OFFICE_ADMIN_TOKEN or the token in %s>)\n", url, tokenFile)
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "store", c.storeKind())
+	log.Info("listening", "addr", addr.String(), "store", m.Config.storeKind())
+}
 
-	// The offices this server runs, and their agents (owner.go). It
-	// releases the offices when runCtx ends, after the final statuses.
-	wg.Add(1)
+// running is the serve command's goroutines, from start to shutdown: the
+// router, the server's background work, the HTTP server, and the wake-up
+// of the event tail by the office's own events. They run with a context of
+// their own (runCtx) that ends only after the agents were stopped and
+// their final statuses written.
+type running struct {
+	log    *slog.Logger
+	router *engine.Router
+	srv    *server.Server
+	mgr    *session.Manager
+	hs     *http.Server
+
+	runCtx context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	errc   chan error
+}
+
+// start starts the goroutines; ctx's values, not its end, carry over.
+func (r *running) start(ctx context.Context, ln net.Listener) {
+	r.runCtx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.errc = make(chan error, 3)
+	r.goRun(func(ctx context.Context) { r.errc <- r.router.Run(ctx) })
+	r.goRun(func(ctx context.Context) { r.errc <- r.srv.Run(ctx) })
+	r.goRun(r.wakeEvents)
+	r.goRun(func(context.Context) {
+		if err := r.hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			r.errc <- fmt.Errorf("http: %w", err)
+		}
+	})
+}
+
+func (r *running) goRun(f func(ctx context.Context)) {
+	r.wg.Add(1)
 	go func() {
-		defer wg.Done()
-		own.run(runCtx, officeRunner{router: router, store: store, mgr: mgr, declared: officeAgents, autostart: !c.NoAutostart, log: log})
+		defer r.wg.Done()
+		f(r.runCtx)
 	}()
+}
 
+// wakeEvents wakes the server's event tail at once for the office's own
+// events.
+func (r *running) wakeEvents(ctx context.Context) {
+	for ctx.Err() == nil {
+		sub := r.router.Subscribe(256)
+		for open := true; open; {
+			select {
+			case <-ctx.Done():
+				open = false
+			case _, ok := <-sub.C():
+				open = ok // closed: dropped for lagging; subscribe again
+				r.srv.WakeEvents()
+			}
+		}
+		sub.Close()
+	}
+}
+
+// wait serves until ctx ends or a part fails, then shuts down within
+// timeout: viewers and streams, HTTP, the sessions, their final statuses,
+// and last the goroutines' context. It returns the part's failure.
+func (r *running) wait(ctx context.Context, timeout time.Duration) error {
+	defer r.cancel()
 	var runErr error
 	select {
 	case <-ctx.Done():
-	case runErr = <-errc:
-		log.Error("stopping after failure", "err", runErr)
+	case runErr = <-r.errc:
+		r.log.Error("stopping after failure", "err", runErr)
 	}
-	log.Info("shutting down", "timeout", c.ShutdownTimeout)
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), c.ShutdownTimeout)
+	r.log.Info("shutting down", "timeout", timeout)
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer scancel()
-	srv.Close() // viewers and event streams: hijacked or long-lived, not ended by Shutdown
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warn("http shutdown", "err", err)
-		_ = hs.Close()
+	r.srv.Close() // viewers and event streams: hijacked or long-lived, not ended by Shutdown
+	if err := r.hs.Shutdown(sctx); err != nil {
+		r.log.Warn("http shutdown", "err", err)
+		_ = r.hs.Close()
 	}
-	if err := mgr.Close(sctx); err != nil {
-		log.Warn("stop sessions", "err", err)
+	if err := r.mgr.Close(sctx); err != nil {
+		r.log.Warn("stop sessions", "err", err)
 	}
 	// The sessions' last statuses (stopped, pid 0) are written before the
 	// office's context ends, so the rows are final after SIGTERM.
-	if err := router.FlushStatuses(sctx); err != nil {
-		log.Warn("record final session statuses", "err", err)
+	if err := r.router.FlushStatuses(sctx); err != nil {
+		r.log.Warn("record final session statuses", "err", err)
 	}
-	cancel()
+	r.cancel()
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	go func() { r.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-sctx.Done():
-		log.Warn("shutdown timed out")
+		r.log.Warn("shutdown timed out")
 	}
-	log.Info("stopped")
+	r.log.Info("stopped")
 	return runErr
+}
+
+// eventPoll is how often the server's event tail reads the store when
+// nothing wakes it. The office's own events wake it at once (below), and
+// over Supabase's REST API only this server writes events (one server per
+// project), so the poll there is a slow safety net: each read is a request
+// to the hosted project. Other stores keep the server's default.
+func eventPoll(storeKind string) time.Duration {
+	if storeKind == "supabase" {
+		return 30 * time.Second
+	}
+	return 0
 }

@@ -2,16 +2,20 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/office"
@@ -68,16 +72,16 @@ func (r *liveServer) waitReady(t *testing.T, when string) {
 }
 
 // answerAsMember answers a pending question as the web frontend does with
-// supabase-js: a PATCH of the row through the project's REST API,
-// conditional on the row still being pending. (The stand-in has no RLS;
-// the fields the member trigger would stamp are sent here.)
-func answerAsMember(t *testing.T, p *supabasetest.Project, id, response string) {
+// supabase-js (update({response, status: 'answered'}).eq('id', q).select()),
+// signed in as a member of the office: only the two columns a member may
+// write; the member trigger stamps answered_by and answered_at.
+func answerAsMember(t *testing.T, p *supabasetest.Project, m supabasetest.Member, id, response string) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"status": office.QuestionAnswered, "response": response, "answered_at": time.Now().UTC()})
-	q := url.Values{"id": {"eq." + id}, "status": {"eq." + office.QuestionPending}}
+	body, _ := json.Marshal(map[string]any{"status": office.QuestionAnswered, "response": response})
+	q := url.Values{"id": {"eq." + id}, "select": {"*"}}
 	req, _ := http.NewRequest(http.MethodPatch, p.URL+"/rest/v1/user_questions?"+q.Encode(), bytes.NewReader(body))
-	req.Header.Set("apikey", p.Key)
-	req.Header.Set("Authorization", "Bearer "+p.Key)
+	req.Header.Set("apikey", p.AnonKey)
+	req.Header.Set("Authorization", "Bearer "+m.Token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Prefer", "return=representation")
 	res, err := http.DefaultClient.Do(req)
@@ -127,6 +131,7 @@ func TestServeSupabase(t *testing.T) {
 		t.Errorf("Realtime joined with tokens %q; want the service-role key", toks)
 	}
 	oid := r.officeID(t)
+	member := p.MemberOf(t, oid, "member@example.com")
 
 	rounds := []struct {
 		answer     string
@@ -143,12 +148,12 @@ func TestServeSupabase(t *testing.T) {
 		var joins int
 		if rd.dropBefore {
 			joins = dropRealtime(t, p)
-			answerAsMember(t, p, q.ID, rd.answer)
+			answerAsMember(t, p, member, q.ID, rd.answer)
 			if p.Realtime.Joins() == joins {
 				t.Logf("round %d: answered while the server's Realtime socket was down", i+1)
 			}
 		} else {
-			answerAsMember(t, p, q.ID, rd.answer)
+			answerAsMember(t, p, member, q.ID, rd.answer)
 			joins = dropRealtime(t, p)
 		}
 		// The invocation po gives dev carries the answer, and completes.
@@ -233,3 +238,112 @@ func hasReason(invs []office.Invocation, sub string) bool {
 	}
 	return false
 }
+
+// TestSupabaseJS runs supabase/jstest/test.mjs: the web frontend's jobs
+// done with the official @supabase/supabase-js (package.json pins it;
+// scripts/setup.sh installs it) against the stand-in project, with this
+// serve command and the demo office behind it: member A of the office
+// lists agents with their sessions and the pending questions, answers
+// through the member trigger, sees the next question arrive over Realtime
+// and sends a message; member B (another office) and anon read, change and
+// receive nothing of office A; bodies Supabase refuses are refused.
+func TestSupabaseJS(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testenv.Missing(t, "node", "install Node.js (scripts/setup.sh needs it for npm ci)")
+	}
+	root := testenv.RepoRoot()
+	if _, err := os.Stat(filepath.Join(root, "node_modules", "@supabase", "supabase-js", "package.json")); err != nil {
+		testenv.Missing(t, "@supabase/supabase-js", "run scripts/setup.sh (npm ci installs it from package-lock.json)")
+	}
+	p := supabasetest.New(t)
+	r := startSupabaseMain(t, p)
+	r.waitReady(t, "at start")
+	officeA := r.officeID(t)
+	conn, err := pgx.Connect(context.Background(), p.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var officeB string
+	err = conn.QueryRow(context.Background(), `insert into public.offices (name) values ('Office B') returning id`).Scan(&officeB)
+	conn.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := p.MemberOf(t, officeA, "a@example.com")
+	b := p.MemberOf(t, officeB, "b@example.com")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "supabase", "jstest", "test.mjs"))
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "SUPABASE_URL="+p.URL, "ANON_KEY="+p.AnonKey,
+		"TOKEN_A="+a.Token, "USER_A="+a.ID, "TOKEN_B="+b.Token,
+		"OFFICE_A="+officeA, "OFFICE_B="+officeB)
+	out, err := cmd.CombinedOutput()
+	t.Logf("node supabase/jstest/test.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("supabase-js suite failed: %v", err)
+	}
+	if !strings.Contains(string(out), "1..10") {
+		t.Errorf("supabase-js suite did not run its 10 checks")
+	}
+}
+
+// TestSupabaseIdleRequests measures the REST requests per minute of the
+// serve command with the demo office idle: po waits for an answer, dev
+// waits for work, no console is open. The server learns of work from the
+// Realtime feed; what it still sends when nothing happens are its timers.
+func TestSupabaseIdleRequests(t *testing.T) {
+	p := supabasetest.New(t)
+	r := startSupabaseMain(t, p)
+	r.waitReady(t, "at start")
+	oid := r.officeID(t)
+	r.waitQuestion(t, oid, office.QuestionPending, 60*time.Second)
+	time.Sleep(2 * time.Second) // let the start settle
+	p.REST.Counts()
+	const window = 30 * time.Second
+	time.Sleep(window)
+	counts := p.REST.Counts()
+	total := 0
+	var keys []string
+	for k, n := range counts {
+		total += n
+		keys = append(keys, fmt.Sprintf("%s %.1f/min", k, float64(n)*float64(time.Minute)/float64(window)))
+	}
+	perMin := float64(total) * float64(time.Minute) / float64(window)
+	t.Logf("idle: %.1f REST requests/min (%s)", perMin, strings.Join(keys, ", "))
+	if perMin > idleRequestBudget {
+		t.Errorf("idle server made %.1f REST requests/min; want at most %d", perMin, idleRequestBudget)
+	}
+
+	// Busy: a member answers every question po asks, at once, for the same
+	// window (po → dev → po cycles back to back).
+	member := p.MemberOf(t, oid, "busy@example.com")
+	answered := 0
+	end := time.Now().Add(window)
+	for time.Now().Before(end) {
+		var qs []office.Question
+		r.get(t, "/api/offices/"+oid+"/questions?status=pending", &qs)
+		for _, q := range qs {
+			answerAsMember(t, p, member, q.ID, q.Options[0])
+			answered++
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	counts = p.REST.Counts()
+	total = 0
+	for k, n := range counts {
+		if !strings.HasSuffix(k, "user_questions") || !strings.HasPrefix(k, "PATCH") {
+			total += n
+		}
+	}
+	t.Logf("busy: %.1f REST requests/min from the server (%d answers in %v; the member's own PATCHes not counted)",
+		float64(total)*float64(time.Minute)/float64(window), answered, window)
+}
+
+// idleRequestBudget is the most REST requests per minute an idle server may
+// make (measured: 420/min before the event tail stopped polling every
+// 250 ms over Supabase, 182/min after; the rest are the office's 1 s
+// expiry timers).
+const idleRequestBudget = 200

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/office-server/office-server/agents"
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/server"
 	"github.com/office-server/office-server/session"
@@ -29,10 +30,10 @@ func (t sessionTerminal) Resize(cols, rows int) error    { return t.s.Resize(col
 func (t sessionTerminal) Status() string                 { return string(t.s.Status()) }
 func (t sessionTerminal) Detail() string                 { return t.s.Info().Detail }
 
-// serverOffice adapts the office.Router (and the store, for plain row
+// serverOffice adapts the engine.Router (and the store, for plain row
 // edits) to server.Office.
 type serverOffice struct {
-	r     *office.Router
+	r     *engine.Router
 	store office.Store
 	sess  *agents.Sessions
 }
@@ -78,20 +79,10 @@ func (o serverOffice) SaveOffice(ctx context.Context, off office.Office) (office
 }
 
 func (o serverOffice) SaveAgent(ctx context.Context, a office.Agent) (office.Agent, error) {
-	switch a.Launch.Kind {
-	case "", office.KindClaude, office.KindCommand, office.KindBuiltin:
-	default:
-		return a, office.Errorf(office.EINVALID, "launch.kind %q: want claude, command or builtin", a.Launch.Kind)
+	if err := agents.CheckLaunch(a.Launch); err != nil {
+		return a, err
 	}
-	if a.Status == "" {
-		a.Status = office.AgentIdle
-	}
-	for _, s := range []*[]string{&a.Capabilities, &a.Expertise, &a.AllowedActions} {
-		if *s == nil {
-			*s = []string{}
-		}
-	}
-	return o.store.UpsertAgent(ctx, a)
+	return o.store.UpsertAgent(ctx, a.WithDefaults())
 }
 
 func (o serverOffice) DeleteAgent(ctx context.Context, _, agentID string) error {

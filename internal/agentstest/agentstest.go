@@ -7,14 +7,14 @@ import (
 	"path/filepath"
 
 	"github.com/office-server/office-server/agents"
-	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/session"
 )
 
 // NewManaged returns the router and session manager agents.New builds, with
 // Claude Code agents' configuration under cfg.DataDir/claude (or a shared
 // temporary directory when cfg has no DataDir).
-func NewManaged(cfg office.Config, opts session.Options) (*office.Router, *session.Manager, error) {
+func NewManaged(cfg engine.Config, opts session.Options) (*engine.Router, *session.Manager, error) {
 	state := filepath.Join(cfg.DataDir, "claude")
 	if cfg.DataDir == "" {
 		state = filepath.Join(os.TempDir(), "office-test-claude")

@@ -18,9 +18,6 @@ import (
 //go:embed supabase.sql
 var script string
 
-// SQL returns the script Apply runs.
-func SQL() string { return script }
-
 // Apply runs the script on the database of databaseURL. Run it before
 // migrations.Apply, as on Supabase the objects exist before any user
 // migration. It is idempotent.

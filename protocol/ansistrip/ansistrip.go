@@ -21,7 +21,8 @@
 // encodings contain the byte 0x9C) is not cut short at a false ST.
 //
 // Stripping deletes the cursor movements a full-screen program draws its
-// spaces with (DESIGN §5: "질문:\e[9G로그인" strips to "질문:로그인"). With
+// spaces with (docs/protocol.md, Claude Code's terminal: "질문:\e[9G로그인" strips to
+// "질문:로그인"). With
 // CursorSpaces set, forward moves within a line (CUF "ESC [ n C", CHA
 // "ESC [ n G", HPA "ESC [ n `") become spaces instead, using East-Asian
 // widths to track the column. This is an approximation for plain-text
@@ -73,9 +74,6 @@ type Stripper struct {
 
 	col int // column of the cursor, tracked when CursorSpaces is set
 }
-
-// Reset returns s to its initial state, dropping any partial sequence.
-func (s *Stripper) Reset() { *s = Stripper{CursorSpaces: s.CursorSpaces} }
 
 // String strips a whole string at once.
 func String(in string) string {

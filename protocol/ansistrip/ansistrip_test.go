@@ -81,7 +81,8 @@ func TestStripSplit(t *testing.T) {
 
 func TestCursorSpaces(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
-		// DESIGN §5: Claude Code draws the spaces between words with CHA.
+		// Claude Code draws the spaces between words with CHA (docs/protocol.md,
+		// Claude Code's terminal).
 		{"  질문:\x1b[9G로그인\x1b[16G방식을", "  질문: 로그인 방식을"},
 		{"a\x1b[2Cb", "a  b"},
 		{"a\x1b[Cb", "a b"},

@@ -37,15 +37,14 @@ var record = flag.Bool("record", false, "re-record testdata captures from real p
 
 // recorder runs one program in a PTY and keeps everything it writes.
 type recorder struct {
-	t       *testing.T
-	cmd     *exec.Cmd
-	ptmx    *os.File
-	meta    captureMeta
-	mu      sync.Mutex
-	out     bytes.Buffer
-	last    time.Time
-	done    chan struct{}
-	waitErr error
+	t    *testing.T
+	cmd  *exec.Cmd
+	ptmx *os.File
+	meta captureMeta
+	mu   sync.Mutex
+	out  bytes.Buffer
+	last time.Time
+	done chan struct{}
 }
 
 func startRecorder(t *testing.T, cols, rows int, dir string, env []string, name string, args ...string) *recorder {

@@ -69,6 +69,7 @@ func (s *Store) ListInvocations(ctx context.Context, f office.InvocationFilter) 
 		}
 		w.raw("(caller_agent_id = $%[1]d or callee_agent_id = $%[1]d)", f.AgentID)
 	}
+	w.id("callee_agent_id", f.CalleeAgentID)
 	w.in("status", f.Status)
 	if w.none {
 		return nil, nil
@@ -289,16 +290,14 @@ func (s *Store) MarkDependencyDelivered(ctx context.Context, id string) (bool, e
 }
 
 // ListUndeliveredDependencies returns the provided, rejected or expired
-// requests not yet delivered, of the offices (all when empty), oldest first.
-func (s *Store) ListUndeliveredDependencies(ctx context.Context, officeIDs []string) ([]office.DependencyRequest, error) {
-	offices, none := officeSet(officeIDs)
-	if none {
+// requests not yet delivered, due as d says, oldest first.
+func (s *Store) ListUndeliveredDependencies(ctx context.Context, d office.Due) ([]office.DependencyRequest, error) {
+	w := due("status in ('provided', 'rejected', 'expired') and delivered_at is null", d)
+	if w.none {
 		return nil, nil
 	}
-	return list(ctx, s, "list undelivered dependencies", `select `+dependencyCols+` from dependency_requests
-		where status in ('provided', 'rejected', 'expired') and delivered_at is null
-			and ($1::uuid[] is null or office_id = any($1))
-		order by created_at, id`, []any{offices}, scanDependency)
+	return list(ctx, s, "list undelivered dependencies", `select `+dependencyCols+` from dependency_requests`+w.where()+
+		` order by created_at, id`, w.args, scanDependency)
 }
 
 const eventCols = `id, office_id::text, coalesce(agent_id::text, ''), coalesce(session_id, ''), kind, payload,

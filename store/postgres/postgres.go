@@ -274,6 +274,20 @@ func officeSet(ids []string) (arg any, none bool) {
 	return ok, false
 }
 
+// due returns the filter of a due list (office.Due): cond, then the
+// offices (all when none are named) and the agent when it is set. Built
+// as plain conditions so that the planner uses the agent's index.
+func due(cond string, d office.Due) filter {
+	w := filter{conds: []string{cond}}
+	if offices, none := officeSet(d.OfficeIDs); none {
+		w.none = true
+	} else if offices != nil {
+		w.in("office_id", offices.([]string))
+	}
+	w.id("agent_id", d.AgentID)
+	return w
+}
+
 // filter builds a WHERE clause with numbered parameters.
 type filter struct {
 	conds []string

@@ -121,16 +121,15 @@ func (s *Store) CancelQuestion(ctx context.Context, id string) (bool, error) {
 		where id = $1 and status in ('pending', 'answered')`, id)
 }
 
-// ListAnsweredUndelivered returns the answered questions of the offices
-// (all when empty), oldest first.
-func (s *Store) ListAnsweredUndelivered(ctx context.Context, officeIDs []string) ([]office.Question, error) {
-	offices, none := officeSet(officeIDs)
-	if none {
+// ListAnsweredUndelivered returns the answered questions due as d says,
+// oldest first.
+func (s *Store) ListAnsweredUndelivered(ctx context.Context, d office.Due) ([]office.Question, error) {
+	w := due("status = 'answered'", d)
+	if w.none {
 		return nil, nil
 	}
-	return list(ctx, s, "list answered questions", `select `+questionCols+` from user_questions
-		where status = 'answered' and ($1::uuid[] is null or office_id = any($1))
-		order by created_at, id`, []any{offices}, scanQuestion)
+	return list(ctx, s, "list answered questions", `select `+questionCols+` from user_questions`+w.where()+
+		` order by created_at, id`, w.args, scanQuestion)
 }
 
 const messageCols = `id::text, office_id::text, agent_id::text, coalesce(user_id, ''), content, status, delivered_at,
@@ -169,11 +168,6 @@ func (s *Store) CreateUserMessage(ctx context.Context, m office.UserMessage) (of
 	return v, err
 }
 
-// GetUserMessage returns the message, or ENOTFOUND.
-func (s *Store) GetUserMessage(ctx context.Context, id string) (office.UserMessage, error) {
-	return getByID(ctx, s, "get user message", "user message", messageCols, "user_messages", id, scanMessage)
-}
-
 // MarkUserMessageDelivered moves a pending message to delivered, once.
 func (s *Store) MarkUserMessageDelivered(ctx context.Context, id string) (bool, error) {
 	if !isUUID(id) {
@@ -183,14 +177,13 @@ func (s *Store) MarkUserMessageDelivered(ctx context.Context, id string) (bool, 
 		where id = $1 and status = 'pending'`, id)
 }
 
-// ListPendingUserMessages returns the pending messages of the offices (all
-// when empty), oldest first.
-func (s *Store) ListPendingUserMessages(ctx context.Context, officeIDs []string) ([]office.UserMessage, error) {
-	offices, none := officeSet(officeIDs)
-	if none {
+// ListPendingUserMessages returns the pending messages due as d says,
+// oldest first.
+func (s *Store) ListPendingUserMessages(ctx context.Context, d office.Due) ([]office.UserMessage, error) {
+	w := due("status = 'pending'", d)
+	if w.none {
 		return nil, nil
 	}
-	return list(ctx, s, "list pending user messages", `select `+messageCols+` from user_messages
-		where status = 'pending' and ($1::uuid[] is null or office_id = any($1))
-		order by created_at, id`, []any{offices}, scanMessage)
+	return list(ctx, s, "list pending user messages", `select `+messageCols+` from user_messages`+w.where()+
+		` order by created_at, id`, w.args, scanMessage)
 }

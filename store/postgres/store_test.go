@@ -152,7 +152,7 @@ func TestMemberAnswerReachesFeed(t *testing.T) {
 	if stored.Response != "yes" || stored.AnsweredBy != member || stored.AnsweredAt == nil {
 		t.Errorf("stored answer %q by %q at %v; want yes by %s, stamped", stored.Response, stored.AnsweredBy, stored.AnsweredAt, member)
 	}
-	list, err := s.ListAnsweredUndelivered(ctx, []string{o.ID})
+	list, err := s.ListAnsweredUndelivered(ctx, office.Due{OfficeIDs: []string{o.ID}})
 	if err != nil || len(list) != 1 || list[0].ID != q.ID {
 		t.Errorf("ListAnsweredUndelivered = %v, %v; want the answered question", list, err)
 	}
@@ -165,11 +165,11 @@ func TestMemberAnswerReachesFeed(t *testing.T) {
 
 	asMember(`insert into user_messages (office_id, agent_id, content) values ($1, $2, 'also add SSO')`, o.ID, a.ID)
 	msg := feed.wait(t, "the member's message", func(c office.Change) bool { return c.Table == office.TableMessages })
-	m, err := s.GetUserMessage(ctx, msg.ID)
-	if err != nil {
-		t.Fatal(err)
+	ms, err := s.ListPendingUserMessages(ctx, office.Due{OfficeIDs: []string{o.ID}, AgentID: a.ID})
+	if err != nil || len(ms) != 1 || ms[0].ID != msg.ID {
+		t.Fatalf("ListPendingUserMessages = %v, %v; want the member's message %s", ms, err, msg.ID)
 	}
-	if m.Content != "also add SSO" || m.UserID != member || m.Status != office.MessagePending || msg.Op != office.OpInsert {
+	if m := ms[0]; m.Content != "also add SSO" || m.UserID != member || m.Status != office.MessagePending || msg.Op != office.OpInsert {
 		t.Errorf("message %+v via change %+v; want the member's pending message", m, msg)
 	}
 }

@@ -142,11 +142,10 @@ func (s *Store) CancelQuestion(ctx context.Context, id string) (bool, error) {
 		now, id)
 }
 
-// ListAnsweredUndelivered returns answered questions, oldest first.
-func (s *Store) ListAnsweredUndelivered(ctx context.Context, officeIDs []string) ([]office.Question, error) {
-	var w where
-	w.add("status = 'answered'")
-	w.in("office_id", officeIDs)
+// ListAnsweredUndelivered returns answered questions due as d says, oldest
+// first.
+func (s *Store) ListAnsweredUndelivered(ctx context.Context, d office.Due) ([]office.Question, error) {
+	w := due("status = 'answered'", d)
 	rows, err := s.rs.query(ctx, `select `+questionCols+` from user_questions`+w.String()+` order by created_at, rowid`, w.args...)
 	out, err := collect(rows, err, scanQuestion)
 	return out, s.fail("list answered questions", err)
@@ -185,15 +184,6 @@ func (s *Store) CreateUserMessage(ctx context.Context, m office.UserMessage) (of
 	return got, nil
 }
 
-// GetUserMessage returns the message with id, or ENOTFOUND.
-func (s *Store) GetUserMessage(ctx context.Context, id string) (office.UserMessage, error) {
-	m, err := scanMessage(s.rs.queryRow(ctx, `select `+messageCols+` from user_messages where id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return m, notFound("get user message", "user message", id)
-	}
-	return m, s.fail("get user message", err)
-}
-
 // MarkUserMessageDelivered moves a pending message to delivered.
 func (s *Store) MarkUserMessageDelivered(ctx context.Context, id string) (bool, error) {
 	_, now := nowTS()
@@ -202,11 +192,10 @@ func (s *Store) MarkUserMessageDelivered(ctx context.Context, id string) (bool, 
 		now, now, id)
 }
 
-// ListPendingUserMessages returns pending messages, oldest first.
-func (s *Store) ListPendingUserMessages(ctx context.Context, officeIDs []string) ([]office.UserMessage, error) {
-	var w where
-	w.add("status = 'pending'")
-	w.in("office_id", officeIDs)
+// ListPendingUserMessages returns pending messages due as d says, oldest
+// first.
+func (s *Store) ListPendingUserMessages(ctx context.Context, d office.Due) ([]office.UserMessage, error) {
+	w := due("status = 'pending'", d)
 	rows, err := s.rs.query(ctx, `select `+messageCols+` from user_messages`+w.String()+` order by created_at, rowid`, w.args...)
 	out, err := collect(rows, err, scanMessage)
 	return out, s.fail("list pending user messages", err)

@@ -340,6 +340,16 @@ func inList(vals []string) (string, []any) {
 }
 
 // where builds a WHERE clause from conditions added in order.
+// due returns the condition of a due list (office.Due): cond, the offices
+// (all when none are named) and the agent when it is set.
+func due(cond string, d office.Due) where {
+	var w where
+	w.add(cond)
+	w.in("office_id", d.OfficeIDs)
+	w.eq("agent_id", d.AgentID)
+	return w
+}
+
 type where struct {
 	conds []string
 	args  []any

@@ -60,6 +60,7 @@ func (s *Store) ListInvocations(ctx context.Context, f office.InvocationFilter) 
 	if f.AgentID != "" {
 		w.add("(caller_agent_id = ? or callee_agent_id = ?)", f.AgentID, f.AgentID)
 	}
+	w.eq("callee_agent_id", f.CalleeAgentID)
 	w.in("status", f.Status)
 	rows, err := s.rs.query(ctx, `select `+invocationCols+` from agent_invocations`+w.String()+` order by created_at, rowid`+limit(f.Limit), w.args...)
 	out, err := collect(rows, err, scanInvocation)
@@ -302,11 +303,9 @@ func (s *Store) MarkDependencyDelivered(ctx context.Context, id string) (bool, e
 }
 
 // ListUndeliveredDependencies returns provided, rejected or expired requests
-// not yet delivered, oldest first.
-func (s *Store) ListUndeliveredDependencies(ctx context.Context, officeIDs []string) ([]office.DependencyRequest, error) {
-	var w where
-	w.add("status in ('provided', 'rejected', 'expired') and delivered_at is null")
-	w.in("office_id", officeIDs)
+// not yet delivered, due as d says, oldest first.
+func (s *Store) ListUndeliveredDependencies(ctx context.Context, d office.Due) ([]office.DependencyRequest, error) {
+	w := due("status in ('provided', 'rejected', 'expired') and delivered_at is null", d)
 	rows, err := s.rs.query(ctx, `select `+dependencyCols+` from dependency_requests`+w.String()+` order by created_at, rowid`, w.args...)
 	out, err := collect(rows, err, scanDependency)
 	return out, s.fail("list undelivered dependencies", err)

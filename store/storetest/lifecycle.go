@@ -357,7 +357,6 @@ func testNotFound(t *testing.T, fx *fixture) {
 		"GetAgent":          func() error { _, err := s.GetAgent(ctx, missing); return err },
 		"GetSessionByAgent": func() error { _, err := s.GetSessionByAgent(ctx, missing); return err },
 		"GetQuestion":       func() error { _, err := s.GetQuestion(ctx, missing); return err },
-		"GetUserMessage":    func() error { _, err := s.GetUserMessage(ctx, missing); return err },
 		"GetInvocation":     func() error { _, err := s.GetInvocation(ctx, missing); return err },
 		"GetResult":         func() error { _, err := s.GetResult(ctx, missing); return err },
 		"GetDependency":     func() error { _, err := s.GetDependency(ctx, missing); return err },
@@ -446,15 +445,22 @@ func testQuestionLifecycle(t *testing.T, fx *fixture) {
 	}
 
 	for _, tc := range []struct {
-		offices []string
-		want    bool
-	}{{nil, true}, {[]string{fx.office.ID}, true}, {[]string{uuid.NewString()}, false}} {
-		list, err := s.ListAnsweredUndelivered(ctx, tc.offices)
+		due  office.Due
+		want bool
+	}{
+		{office.Due{}, true},
+		{office.Due{OfficeIDs: []string{fx.office.ID}}, true},
+		{office.Due{OfficeIDs: []string{uuid.NewString()}}, false},
+		{office.Due{OfficeIDs: []string{fx.office.ID}, AgentID: q.AgentID}, true},
+		{office.Due{AgentID: uuid.NewString()}, false},
+		{office.Due{AgentID: "not-a-uuid"}, false},
+	} {
+		list, err := s.ListAnsweredUndelivered(ctx, tc.due)
 		if err != nil {
-			t.Fatalf("ListAnsweredUndelivered(%v): %v", tc.offices, err)
+			t.Fatalf("ListAnsweredUndelivered(%+v): %v", tc.due, err)
 		}
 		if has := contains(ids(list, qid), q.ID); has != tc.want {
-			t.Errorf("ListAnsweredUndelivered(%v) contains the answered question: %v; want %v", tc.offices, has, tc.want)
+			t.Errorf("ListAnsweredUndelivered(%+v) contains the answered question: %v; want %v", tc.due, has, tc.want)
 		}
 	}
 
@@ -470,7 +476,7 @@ func testQuestionLifecycle(t *testing.T, fx *fixture) {
 		t.Errorf("status after MarkQuestionDelivered = %q; want delivered", got.Status)
 	}
 	fx.nearPtr(t, "DeliveredAt", got.DeliveredAt, now())
-	list, err := s.ListAnsweredUndelivered(ctx, nil)
+	list, err := s.ListAnsweredUndelivered(ctx, office.Due{})
 	if err != nil {
 		t.Fatalf("ListAnsweredUndelivered: %v", err)
 	}
@@ -493,7 +499,7 @@ func testQuestionLifecycle(t *testing.T, fx *fixture) {
 		}
 		order = append(order, q.ID)
 	}
-	list, err = s.ListAnsweredUndelivered(ctx, []string{fx.office.ID})
+	list, err = s.ListAnsweredUndelivered(ctx, office.Due{OfficeIDs: []string{fx.office.ID}})
 	if err != nil {
 		t.Fatalf("ListAnsweredUndelivered: %v", err)
 	}
@@ -646,12 +652,12 @@ func testUserMessages(t *testing.T, fx *fixture) {
 	if d := diff(m, want, fx.opts(ignore(office.UserMessage{}, "ID", "UpdatedAt"))); d != "" {
 		t.Errorf("CreateUserMessage returned (-got +want):\n%s", d)
 	}
-	got, err := s.GetUserMessage(ctx, m.ID)
-	if err != nil {
-		t.Fatalf("GetUserMessage: %v", err)
+	mine, err := s.ListPendingUserMessages(ctx, office.Due{AgentID: fx.a.ID})
+	if err != nil || len(mine) != 1 {
+		t.Fatalf("ListPendingUserMessages(agent a) = %d rows, %v; want the one message", len(mine), err)
 	}
-	if d := diff(got, m, fx.opts()); d != "" {
-		t.Errorf("GetUserMessage differs from CreateUserMessage's return (-got +want):\n%s", d)
+	if d := diff(mine[0], m, fx.opts()); d != "" {
+		t.Errorf("ListPendingUserMessages differs from CreateUserMessage's return (-got +want):\n%s", d)
 	}
 	m2, err := s.CreateUserMessage(ctx, office.UserMessage{OfficeID: fx.office.ID, AgentID: fx.b.ID, Content: "second", CreatedAt: base.Add(time.Minute)})
 	if err != nil {
@@ -664,34 +670,29 @@ func testUserMessages(t *testing.T, fx *fixture) {
 		t.Fatalf("CreateUserMessage: %v", err)
 	}
 	for _, tc := range []struct {
-		offices []string
-		want    []string
+		due  office.Due
+		want []string
 	}{
-		{nil, []string{m.ID, m2.ID, m3.ID}},
-		{[]string{fx.office.ID}, []string{m.ID, m2.ID}},
-		{[]string{fx.office.ID, other.ID}, []string{m.ID, m2.ID, m3.ID}},
+		{office.Due{}, []string{m.ID, m2.ID, m3.ID}},
+		{office.Due{OfficeIDs: []string{fx.office.ID}}, []string{m.ID, m2.ID}},
+		{office.Due{OfficeIDs: []string{fx.office.ID, other.ID}}, []string{m.ID, m2.ID, m3.ID}},
+		{office.Due{AgentID: fx.b.ID}, []string{m2.ID}},
+		{office.Due{OfficeIDs: []string{fx.office.ID}, AgentID: oa.ID}, nil},
+		{office.Due{AgentID: "not-a-uuid"}, nil},
 	} {
-		list, err := s.ListPendingUserMessages(ctx, tc.offices)
+		list, err := s.ListPendingUserMessages(ctx, tc.due)
 		if err != nil {
 			t.Fatalf("ListPendingUserMessages: %v", err)
 		}
 		if d := cmp.Diff(ids(list, mid), tc.want); d != "" {
-			t.Errorf("ListPendingUserMessages(%v) (-got +want, oldest first):\n%s", tc.offices, d)
+			t.Errorf("ListPendingUserMessages(%+v) (-got +want, oldest first):\n%s", tc.due, d)
 		}
 	}
 	ok, err := s.MarkUserMessageDelivered(ctx, m.ID)
 	wantOK(t, "MarkUserMessageDelivered(pending)", ok, err)
 	ok, err = s.MarkUserMessageDelivered(ctx, m.ID)
 	wantNotOK(t, "MarkUserMessageDelivered(delivered)", ok, err)
-	got, err = s.GetUserMessage(ctx, m.ID)
-	if err != nil {
-		t.Fatalf("GetUserMessage: %v", err)
-	}
-	if got.Status != office.MessageDelivered {
-		t.Errorf("status after delivery = %q; want delivered", got.Status)
-	}
-	fx.nearPtr(t, "message DeliveredAt", got.DeliveredAt, now())
-	list, err := s.ListPendingUserMessages(ctx, nil)
+	list, err := s.ListPendingUserMessages(ctx, office.Due{})
 	if err != nil {
 		t.Fatalf("ListPendingUserMessages: %v", err)
 	}
@@ -843,6 +844,9 @@ func testInvocationFilters(t *testing.T, fx *fixture) {
 		{"office", office.InvocationFilter{OfficeID: fx.office.ID}, []string{ab.ID, ba.ID, bc.ID}},
 		{"agent a as caller or callee", office.InvocationFilter{AgentID: fx.a.ID}, []string{ab.ID, ba.ID}},
 		{"agent c as callee", office.InvocationFilter{AgentID: c.ID}, []string{bc.ID}},
+		{"tasks of b (callee only)", office.InvocationFilter{CalleeAgentID: fx.b.ID}, []string{ab.ID}},
+		{"tasks of a (callee only)", office.InvocationFilter{OfficeID: fx.office.ID, CalleeAgentID: fx.a.ID}, []string{ba.ID}},
+		{"tasks of a non-UUID", office.InvocationFilter{CalleeAgentID: "not-a-uuid"}, nil},
 		{"in_progress", office.InvocationFilter{Status: []string{office.InvocationInProgress}}, []string{bc.ID}},
 		{"open of b", office.InvocationFilter{OfficeID: fx.office.ID, AgentID: fx.b.ID, Status: []string{office.InvocationPending, office.InvocationInProgress}}, []string{ab.ID, ba.ID, bc.ID}},
 	} {
@@ -1016,18 +1020,20 @@ func testDependencies(t *testing.T, fx *fixture) {
 	}
 	d4 := fx.dependency(t, func(d *office.DependencyRequest) { d.CreatedAt = base.Add(3 * time.Minute) }) // stays pending
 
-	undelivered := func(offices []string, want []string) {
+	undelivered := func(due office.Due, want []string) {
 		t.Helper()
-		list, err := s.ListUndeliveredDependencies(ctx, offices)
+		list, err := s.ListUndeliveredDependencies(ctx, due)
 		if err != nil {
 			t.Fatalf("ListUndeliveredDependencies: %v", err)
 		}
 		if d := cmp.Diff(ids(list, did), want); d != "" {
-			t.Errorf("ListUndeliveredDependencies(%v) (-got +want; provided/rejected/expired, undelivered, oldest first):\n%s", offices, d)
+			t.Errorf("ListUndeliveredDependencies(%+v) (-got +want; provided/rejected/expired, undelivered, oldest first):\n%s", due, d)
 		}
 	}
-	undelivered(nil, []string{d1.ID, d2.ID, d3.ID})
-	undelivered([]string{uuid.NewString()}, nil)
+	undelivered(office.Due{}, []string{d1.ID, d2.ID, d3.ID})
+	undelivered(office.Due{OfficeIDs: []string{uuid.NewString()}}, nil)
+	undelivered(office.Due{OfficeIDs: []string{fx.office.ID}, AgentID: d1.AgentID}, []string{d1.ID, d2.ID, d3.ID})
+	undelivered(office.Due{AgentID: uuid.NewString()}, nil)
 	ok, err = s.MarkDependencyDelivered(ctx, d1.ID)
 	wantOK(t, "MarkDependencyDelivered(provided)", ok, err)
 	ok, err = s.MarkDependencyDelivered(ctx, d1.ID)
@@ -1036,7 +1042,7 @@ func testDependencies(t *testing.T, fx *fixture) {
 	wantOK(t, "MarkDependencyDelivered(rejected)", ok, err)
 	ok, err = s.MarkDependencyDelivered(ctx, d4.ID)
 	wantNotOK(t, "MarkDependencyDelivered(pending)", ok, err)
-	undelivered([]string{fx.office.ID}, []string{d3.ID})
+	undelivered(office.Due{OfficeIDs: []string{fx.office.ID}}, []string{d3.ID})
 	got, err = s.GetDependency(ctx, d1.ID)
 	if err != nil {
 		t.Fatalf("GetDependency: %v", err)
@@ -1096,7 +1102,7 @@ func testDependencyExpiry(t *testing.T, fx *fixture) {
 	if err != nil || len(again) != 0 {
 		t.Errorf("second ExpireDependencies = %v, %v; want nothing", ids(again, did), err)
 	}
-	list, err := s.ListUndeliveredDependencies(ctx, nil)
+	list, err := s.ListUndeliveredDependencies(ctx, office.Due{})
 	if err != nil {
 		t.Fatalf("ListUndeliveredDependencies: %v", err)
 	}

@@ -7,7 +7,7 @@
 
 const F = { OUTPUT: 1, INPUT: 2, RESIZE: 3, PAUSE: 4, RESUME: 5, TAKE: 6, RELEASE: 7, STATUS: 8, RESET: 9 };
 const $ = (sel) => document.querySelector(sel);
-const state = { office: null, agents: [], events: null, lastEvent: 0, refreshTimer: null, term: null };
+const state = { office: null, agents: [], permissions: [], events: null, lastEvent: 0, refreshTimer: null, term: null };
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
@@ -66,8 +66,12 @@ async function refresh() {
       api('GET', `/api/offices/${o}/invocations?limit=50`),
     ]);
     state.agents = agents;
+    // Permission requests (category permission) are answered in "Needs
+    // you", at the top; the other questions in their own list.
+    state.permissions = questions.filter((q) => q.category === 'permission');
     renderAgents(agents);
-    renderQuestions(questions);
+    renderPermissions(state.permissions);
+    renderQuestions(questions.filter((q) => q.category !== 'permission'));
     renderDependencies(deps);
     renderInvocations(invs);
   } catch (e) { note('refresh: ' + e.message); }
@@ -79,16 +83,58 @@ function renderAgents(agents) {
   const rows = agents.map((a) => el('tr', { class: 'agent', 'data-name': a.name, 'data-id': a.id },
     el('td', {}, el('a', { href: '#', class: 'open', onclick: (ev) => { ev.preventDefault(); openTerminal(a); } }, a.name)),
     el('td', {}, a.role || ''),
-    el('td', {}, el('span', { class: 'pill ' + a.session_status }, a.session_status)),
+    el('td', {}, el('span', { class: 'pill ' + a.session_status }, a.session_status),
+      a.session_detail ? el('div', { class: 'detail short', title: a.session_detail }, a.session_detail.split('\n')[0].slice(0, 80)) : null),
     el('td', {},
       el('button', { class: 'start', onclick: () => act(a, 'start') }, 'start'), ' ',
       el('button', { class: 'stop', onclick: () => act(a, 'stop') }, 'stop'), ' ',
       el('button', { class: 'restart', onclick: () => act(a, 'restart') }, 'restart'))));
   $('#agents tbody').replaceChildren(...rows);
+  renderAttention(agents);
   const sel = $('#msgagent');
   const cur = sel.value;
   sel.replaceChildren(...agents.map((a) => el('option', { value: a.id }, a.name)));
   if (agents.some((a) => a.id === cur)) sel.value = cur;
+}
+
+// renderAttention lists the agents whose terminal waits for a person (a
+// dialog or a permission prompt) or whose process ended badly, with the
+// reason the server gives, above everything else: open the terminal, take
+// control and answer the dialog there.
+function renderAttention(agents) {
+  const need = agents.filter((a) => ['needs_attention', 'crashed', 'failed'].includes(a.session_status));
+  const who = new Set([...need.map((a) => a.id), ...state.permissions.map((q) => q.agent_id)]);
+  $('#attention').hidden = who.size === 0;
+  $('#attentionlist').replaceChildren(...need.map((a) => el('div', { class: 'card attention', 'data-name': a.name },
+    el('div', { class: 'meta' }, `${a.name}: `, el('span', { class: 'pill ' + a.session_status }, a.session_status), ' ',
+      el('button', { type: 'button', class: 'open', onclick: () => openTerminal(a) }, 'open terminal')),
+    el('pre', { class: 'detail' }, a.session_detail || ''))));
+  document.title = who.size ? `(${who.size}) Office console` : 'Office console';
+}
+
+// renderPermissions shows the agents' pending tool-permission requests at
+// the top, with the buttons that answer them: the answer goes back to the
+// agent as the decision (a deny with the reason typed here).
+function renderPermissions(qs) {
+  $('#permissionlist').replaceChildren(...qs.map((q) => {
+    const reason = el('input', { class: 'reason', name: 'reason', placeholder: 'reason (told to the agent with a deny)', autocomplete: 'off' });
+    const send = async (text) => {
+      try { await api('POST', `/api/questions/${q.id}/answer`, { response: text }); note(''); }
+      catch (e) { note('permission: ' + e.message); }
+      scheduleRefresh();
+    };
+    const expires = q.expires_at ? new Date(q.expires_at).toLocaleTimeString() : '';
+    return el('div', { class: 'card attention permission', 'data-id': q.id, 'data-agent': agentName(q.agent_id) },
+      el('div', { class: 'meta' }, `Permission request from ${agentName(q.agent_id)}`, expires ? ` · denied at ${expires} if nobody answers` : ''),
+      el('div', { class: 'text' }, q.question),
+      q.context ? el('pre', { class: 'detail' }, q.context) : null,
+      el('div', {},
+        el('button', { type: 'button', class: 'allow', onclick: () => send('allow once') }, 'Allow once'), ' ',
+        el('button', { type: 'button', class: 'allow-session', onclick: () => send('allow for this session') }, 'Allow for this session'), ' ',
+        reason, ' ',
+        el('button', { type: 'button', class: 'deny', onclick: () => send(reason.value.trim() ? 'deny: ' + reason.value.trim() : 'deny') }, 'Deny')));
+  }));
+  renderAttention(state.agents);
 }
 
 async function act(a, action) {

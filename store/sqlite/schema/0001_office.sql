@@ -1,5 +1,5 @@
 -- The office's tables for the embedded store: the same tables, columns and
--- constraints as migrations/20261122000100_office_schema.sql (DESIGN.md §6),
+-- constraints as migrations/20261122000100_office_schema.sql (docs/protocol.md, Tables),
 -- in SQLite's terms:
 --   * uuid, text[]         → TEXT (arrays as JSON text)
 --   * jsonb                → TEXT holding JSON

@@ -1,16 +1,29 @@
-// Package pgrest is a test stand-in for PostgREST: an http.Handler that
-// answers the subset of PostgREST's API the supabase store uses, by
-// translating each request into SQL on a real PostgreSQL database. It keeps
-// PostgREST's wire behaviour where the store depends on it: the query syntax
-// (column=op.value filters with eq, neq, gt, gte, lt, lte, in, is, like,
-// ilike; or=(...) and and=(...); order; limit; select), the Prefer header
-// (return=representation|minimal, resolution=ignore-duplicates|merge-duplicates)
-// with on_conflict, the singular media type (406 PGRST116), JSON rendering
-// through PostgreSQL's own json_agg (as PostgREST does), status codes by
-// SQLSTATE and the error body {code,message,details,hint}.
+// Package pgrest is a test stand-in for PostgREST as a Supabase project
+// runs it: an http.Handler that translates each request into SQL on a real
+// PostgreSQL and runs it under the request's role, as PostgREST does. What
+// it follows, with the PostgREST source lines, is listed in
+// docs/notes/supabase.md ("The PostgREST stand-in"). In short:
 //
-// It is a test helper: it trusts its caller, has no JWT or RLS, and runs
-// every request as the database user of its URL.
+//   - the JWT of the Authorization header (HS256, the project's secret) is
+//     verified, exp checked with 30 s of skew; its role claim (anon when
+//     absent) becomes the transaction's role and the claims become
+//     request.jwt.claims, with request.method and request.path, all by
+//     set_config(…, true) in the request's transaction; row-level
+//     security, column grants and triggers therefore apply as on Supabase;
+//   - errors carry PostgREST's codes and statuses (42501 is 401 for anon,
+//     403 otherwise; PGRST301/302/303 for tokens; 406 PGRST116 for the
+//     singular media type; 409 for 23505/23503);
+//   - the query syntax: column filters (eq, neq, gt, gte, lt, lte, in, is,
+//     like, ilike, with not.), or=() and and=(), select with aliases and
+//     embedded resources through foreign keys (to-many as arrays, to-one as
+//     objects), order, limit, offset;
+//   - Prefer: return=representation|minimal,
+//     resolution=ignore-duplicates|merge-duplicates with on_conflict, and
+//     count=exact with Content-Range and 206 for a partial range.
+//
+// In front of PostgREST, Supabase's API gateway wants an apikey header
+// holding one of the project's keys; the stand-in checks it too, and uses
+// it as the bearer token when Authorization is absent.
 package pgrest
 
 import (
@@ -28,37 +41,65 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/office-server/office-server/supabase/internal/hs256"
 )
 
-// Change is one row changed by a request, as Realtime would report it.
-type Change struct {
-	Schema, Table   string
-	Type            string // INSERT, UPDATE, DELETE
-	Record          map[string]any
-	OldRecord       map[string]any
-	CommitTimestamp time.Time
-}
+// AnonRole is the role of a request whose JWT has no role claim
+// (PostgREST's db-anon-role, "anon" on Supabase).
+const AnonRole = "anon"
 
 // Server is the stand-in. Mount it at /rest/v1/ (it strips that prefix).
 type Server struct {
 	pool   *pgxpool.Pool
 	schema string
+	secret []byte
 
-	// OnChange, when set, is called after each committed write with every
-	// row it changed, in order. It must not block for long.
-	OnChange func(Change)
+	// Now is the clock tokens are checked against; nil: time.Now.
+	Now func() time.Time
 
-	mu   sync.Mutex
-	cols map[string]map[string]string // table → column → SQL type
+	mu     sync.Mutex
+	cache  *schemaCache
+	counts map[string]int // "METHOD table" → requests served
 }
 
-// New connects to databaseURL and serves the tables of schema public.
-func New(ctx context.Context, databaseURL string) (*Server, error) {
+// Counts returns how many requests the stand-in has served, by "METHOD
+// table", and resets the counts: a test measures a server's request rate
+// with it.
+func (s *Server) Counts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.counts
+	s.counts = map[string]int{}
+	return c
+}
+
+type schemaCache struct {
+	cols map[string]map[string]string // table → column → SQL type
+	fks  []foreignKey
+	uniq map[string][][]string // table → its unique and primary keys' columns
+}
+
+// foreignKey is one foreign key of the schema: child.cols reference
+// parent.refs.
+type foreignKey struct {
+	child  string
+	cols   []string
+	parent string
+	refs   []string
+}
+
+// New connects to databaseURL and serves the tables of schema public to
+// requests bearing JWTs signed with jwtSecret.
+func New(ctx context.Context, databaseURL string, jwtSecret []byte) (*Server, error) {
+	if len(jwtSecret) == 0 {
+		return nil, errors.New("pgrest: a JWT secret is required")
+	}
 	pool, err := pgxpool.New(ctx, databaseURL)
 	if err != nil {
 		return nil, err
 	}
-	return &Server{pool: pool, schema: "public"}, nil
+	return &Server{pool: pool, schema: "public", secret: jwtSecret}, nil
 }
 
 // Close closes the database pool.
@@ -67,6 +108,7 @@ func (s *Server) Close() { s.pool.Close() }
 type apiError struct {
 	status                       int
 	code, message, details, hint string
+	header                       http.Header
 }
 
 func (e *apiError) Error() string { return e.message }
@@ -78,6 +120,9 @@ func (e *apiError) write(w http.ResponseWriter) {
 		}
 		return s
 	}
+	for k, v := range e.header {
+		w.Header()[k] = v
+	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(e.status)
 	json.NewEncoder(w).Encode(map[string]any{"code": e.code, "message": e.message, "details": nul(e.details), "hint": nul(e.hint)})
@@ -87,44 +132,163 @@ func badRequest(code, format string, args ...any) *apiError {
 	return &apiError{status: http.StatusBadRequest, code: code, message: fmt.Sprintf(format, args...)}
 }
 
-// statusOf maps a SQLSTATE to PostgREST's HTTP status (docs.postgrest.org,
-// "Errors": HTTP Status Codes).
-func statusOf(code string) int {
+// statusOf maps a SQLSTATE to PostgREST's HTTP status (Error.hs,
+// mapSQLtoHTTP). authed is false for the anon role.
+func statusOf(code, message string, authed bool) int {
 	switch {
+	case strings.HasPrefix(code, "08"):
+		return http.StatusServiceUnavailable
+	case strings.HasPrefix(code, "09"):
+		return http.StatusInternalServerError
+	case strings.HasPrefix(code, "0L"), strings.HasPrefix(code, "0P"), strings.HasPrefix(code, "28"):
+		return http.StatusForbidden
 	case code == "23503", code == "23505":
 		return http.StatusConflict
-	case code == "42501":
-		return http.StatusForbidden // 401 when the role is anon
-	case code == "42P01", code == "42883":
-		return http.StatusNotFound
 	case code == "25006":
 		return http.StatusMethodNotAllowed
-	case strings.HasPrefix(code, "08"), strings.HasPrefix(code, "53") && code != "53400":
+	case code == "22023" && strings.HasPrefix(message, "role") && strings.HasSuffix(message, "does not exist"):
+		return http.StatusUnauthorized
+	case strings.HasPrefix(code, "25"), strings.HasPrefix(code, "2D"), strings.HasPrefix(code, "38"),
+		strings.HasPrefix(code, "39"), strings.HasPrefix(code, "3B"), strings.HasPrefix(code, "40"):
+		return http.StatusInternalServerError
+	case code == "53400":
+		return http.StatusInternalServerError
+	case strings.HasPrefix(code, "53"), code == "57P01":
 		return http.StatusServiceUnavailable
-	case strings.HasPrefix(code, "22"), strings.HasPrefix(code, "23"), strings.HasPrefix(code, "42"), code == "P0001":
+	case strings.HasPrefix(code, "54"), strings.HasPrefix(code, "55"), strings.HasPrefix(code, "57"),
+		strings.HasPrefix(code, "58"), strings.HasPrefix(code, "F0"), strings.HasPrefix(code, "HV"),
+		strings.HasPrefix(code, "XX"), code == "42P17":
+		return http.StatusInternalServerError
+	case code == "P0001":
 		return http.StatusBadRequest
+	case strings.HasPrefix(code, "P0"):
+		return http.StatusInternalServerError
+	case code == "42883", code == "42P01":
+		return http.StatusNotFound
+	case code == "42501":
+		if authed {
+			return http.StatusForbidden
+		}
+		return http.StatusUnauthorized
 	}
-	return http.StatusInternalServerError
+	return http.StatusBadRequest
 }
 
-func fromDB(err error) *apiError {
+func fromDB(err error, authed bool) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return ae
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		return &apiError{status: statusOf(pe.Code), code: pe.Code, message: pe.Message, details: pe.Detail, hint: pe.Hint}
+		return &apiError{status: statusOf(pe.Code, pe.Message, authed), code: pe.Code, message: pe.Message, details: pe.Detail, hint: pe.Hint}
 	}
 	return &apiError{status: http.StatusServiceUnavailable, code: "PGRST000", message: "Database client error. Retrying the connection.", details: err.Error()}
 }
 
-func (s *Server) columns(ctx context.Context, table string) (map[string]string, error) {
+// auth is who a request runs as.
+type auth struct {
+	role   string
+	claims map[string]any
+}
+
+func (a auth) authed() bool { return a.role != AnonRole }
+
+// jwtError answers as PostgREST's JwtError does (Error.hs): 401 with a
+// WWW-Authenticate header.
+func jwtError(code, message string) *apiError {
+	h := http.Header{}
+	h.Set("WWW-Authenticate", fmt.Sprintf("Bearer error=\"invalid_token\", error_description=%q", message))
+	return &apiError{status: http.StatusUnauthorized, code: code, message: message, header: h}
+}
+
+// authenticate checks the gateway's apikey, then does what PostgREST's
+// Auth/Jwt.hs does with the bearer token.
+func (s *Server) authenticate(r *http.Request) (auth, error) {
+	apikey := r.Header.Get("apikey")
+	if apikey == "" {
+		apikey = r.URL.Query().Get("apikey")
+	}
+	if apikey == "" {
+		return auth{}, &apiError{status: http.StatusUnauthorized, message: "No API key found in request", hint: "No `apikey` request header or url param was found."}
+	}
+	if _, err := hs256.Verify(s.secret, apikey); err != nil {
+		return auth{}, &apiError{status: http.StatusUnauthorized, message: "Invalid API key", hint: "Double check your Supabase `anon` or `service_role` API key."}
+	}
+	token := apikey
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, t, _ := strings.Cut(h, " ")
+		if !strings.EqualFold(scheme, "bearer") {
+			return auth{}, jwtError("PGRST301", "Empty JWT is sent in Authorization header")
+		}
+		token = strings.TrimSpace(t)
+	}
+	if token == "" {
+		return auth{}, jwtError("PGRST301", "Empty JWT is sent in Authorization header")
+	}
+	claims, err := hs256.Verify(s.secret, token)
+	switch {
+	case errors.Is(err, hs256.ErrParts):
+		return auth{}, jwtError("PGRST301", fmt.Sprintf("Expected 3 parts in JWT; got %d", len(strings.Split(token, "."))))
+	case errors.Is(err, hs256.ErrAlgorithm):
+		return auth{}, jwtError("PGRST301", "Wrong or unsupported encoding algorithm")
+	case errors.Is(err, hs256.ErrSignature):
+		return auth{}, jwtError("PGRST301", "JWT cryptographic operation failed")
+	case err != nil:
+		return auth{}, jwtError("PGRST303", "Parsing claims failed")
+	}
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	const allowedSkew = 30 // seconds, Auth/Jwt.hs allowedSkewSeconds
+	exp, has, err := hs256.Exp(claims)
+	if err != nil {
+		return auth{}, jwtError("PGRST303", "The JWT 'exp' claim must be a number")
+	}
+	if has && now().Unix()-allowedSkew > exp {
+		return auth{}, jwtError("PGRST303", "JWT expired")
+	}
+	role := AnonRole
+	if v, ok := claims["role"].(string); ok && v != "" {
+		role = v
+	}
+	return auth{role: role, claims: claims}, nil
+}
+
+// begin opens the request's transaction and sets its variables as
+// PostgREST's txVarQuery does (Query/PreQuery.hs): search_path, role,
+// request.jwt.claims (with role inserted), request.method, request.path,
+// each by set_config(…, true), that is SET LOCAL.
+func (s *Server) begin(ctx context.Context, r *http.Request, a auth) (pgx.Tx, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	claims := make(map[string]any, len(a.claims)+1)
+	for k, v := range a.claims {
+		claims[k] = v
+	}
+	claims["role"] = a.role
+	cj, _ := json.Marshal(claims)
+	if _, err := tx.Exec(ctx, `select set_config('search_path', $1, true), set_config('role', $2, true),
+		set_config('request.jwt.claims', $3, true), set_config('request.method', $4, true), set_config('request.path', $5, true)`,
+		pgx.Identifier{s.schema}.Sanitize(), a.role, string(cj), r.Method, r.URL.Path); err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return tx, nil
+}
+
+// schemaCache returns the tables' columns, keys and foreign keys, read once
+// as the database owner (PostgREST's schema cache).
+func (s *Server) schemaCache(ctx context.Context) (*schemaCache, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, ok := s.cols[table]; ok {
-		return c, nil
+	if s.cache != nil {
+		return s.cache, nil
 	}
+	sc := &schemaCache{cols: map[string]map[string]string{}, uniq: map[string][][]string{}}
 	rows, err := s.pool.Query(ctx, `
 		select c.relname, a.attname, format_type(a.atttypid, a.atttypmod)
 		from pg_attribute a join pg_class c on c.oid = a.attrelid join pg_namespace n on n.oid = c.relnamespace
@@ -132,40 +296,77 @@ func (s *Server) columns(ctx context.Context, table string) (map[string]string, 
 	if err != nil {
 		return nil, err
 	}
-	all := map[string]map[string]string{}
 	for rows.Next() {
 		var t, c, typ string
 		if err := rows.Scan(&t, &c, &typ); err != nil {
 			return nil, err
 		}
-		if all[t] == nil {
-			all[t] = map[string]string{}
+		if sc.cols[t] == nil {
+			sc.cols[t] = map[string]string{}
 		}
-		all[t][c] = typ
+		sc.cols[t][c] = typ
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	s.cols = all
-	c, ok := all[table]
+	colsOf := func(key string) string {
+		return fmt.Sprintf(`array(select a.attname::text from unnest(c.%s) with ordinality k(n, o)
+			join pg_attribute a on a.attrelid = c.%s and a.attnum = k.n order by k.o)`, key,
+			map[string]string{"conkey": "conrelid", "confkey": "confrelid"}[key])
+	}
+	rows, err = s.pool.Query(ctx, `
+		select c.contype::text, cl.relname::text, `+colsOf("conkey")+`, coalesce(fr.relname::text, ''),
+			case when c.contype = 'f' then `+colsOf("confkey")+` else '{}'::text[] end
+		from pg_constraint c join pg_class cl on cl.oid = c.conrelid join pg_namespace n on n.oid = cl.relnamespace
+		left join pg_class fr on fr.oid = c.confrelid
+		where n.nspname = $1 and c.contype in ('f', 'p', 'u')
+		order by c.conname`, s.schema)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var typ, child, parent string
+		var cols, refs []string
+		if err := rows.Scan(&typ, &child, &cols, &parent, &refs); err != nil {
+			return nil, err
+		}
+		if typ == "f" {
+			sc.fks = append(sc.fks, foreignKey{child: child, cols: cols, parent: parent, refs: refs})
+		} else {
+			sc.uniq[child] = append(sc.uniq[child], cols)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	s.cache = sc
+	return sc, nil
+}
+
+func (sc *schemaCache) table(schema, name string) (map[string]string, error) {
+	c, ok := sc.cols[name]
 	if !ok {
 		return nil, &apiError{status: http.StatusNotFound, code: "PGRST205",
-			message: fmt.Sprintf("Could not find the table '%s.%s' in the schema cache", s.schema, table)}
+			message: fmt.Sprintf("Could not find the table '%s.%s' in the schema cache", schema, name)}
 	}
 	return c, nil
 }
 
 // request is one parsed PostgREST request.
 type request struct {
+	schema   string
+	sc       *schemaCache
 	table    string
 	cols     map[string]string
 	where    []string
 	args     []any
 	order    []string
 	limit    int
+	offset   int
 	selected string
 	single   bool
 	prefer   map[string]string
+	nested   int // embedded resources so far, to name their aliases
 }
 
 func (q *request) ident(col string) (string, error) {
@@ -281,16 +482,194 @@ func (q *request) logic(joiner, v string) (string, error) {
 	return "(" + strings.Join(parts, " "+joiner+" ") + ")", nil
 }
 
+// selectItem is one element of a select parameter.
+type selectItem struct {
+	alias, name string
+	children    []selectItem // non-nil: an embedded resource
+	embed       bool
+}
+
+// parseSelect parses PostgREST's select syntax: "*", "col", "alias:col",
+// "col::type" (the cast is ignored), and "[alias:]table[!hint](items)".
+func parseSelect(s string) ([]selectItem, error) {
+	var items []selectItem
+	depth, start := 0, 0
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) {
+			switch s[i] {
+			case '(':
+				depth++
+				continue
+			case ')':
+				depth--
+				if depth < 0 {
+					return nil, badRequest("PGRST100", "failed to parse select parameter (%s)", s)
+				}
+				continue
+			case ',':
+				if depth > 0 {
+					continue
+				}
+			default:
+				continue
+			}
+		}
+		part := strings.TrimSpace(s[start:i])
+		start = i + 1
+		if part == "" {
+			continue
+		}
+		var it selectItem
+		if open := strings.IndexByte(part, '('); open >= 0 {
+			if !strings.HasSuffix(part, ")") {
+				return nil, badRequest("PGRST100", "failed to parse select parameter (%s)", s)
+			}
+			kids, err := parseSelect(part[open+1 : len(part)-1])
+			if err != nil {
+				return nil, err
+			}
+			if kids == nil {
+				kids = []selectItem{}
+			}
+			it.children, it.embed = kids, true
+			part = part[:open]
+			part, _, _ = strings.Cut(part, "!") // hints (!inner, !fk_name) are not followed
+		}
+		if a, n, ok := strings.Cut(part, ":"); ok && !strings.HasPrefix(n, ":") {
+			it.alias, part = a, n
+		}
+		part, _, _ = strings.Cut(part, "::")
+		part = strings.Trim(part, `"`)
+		it.name = part
+		items = append(items, it)
+	}
+	if depth != 0 {
+		return nil, badRequest("PGRST100", "failed to parse select parameter (%s)", s)
+	}
+	return items, nil
+}
+
+// selectList renders items for the table aliased alias (whose columns are
+// cols) as a SQL select list.
+func (q *request) selectList(table, alias string, cols map[string]string, items []selectItem) (string, error) {
+	if len(items) == 0 {
+		return pgx.Identifier{alias}.Sanitize() + ".*", nil
+	}
+	var out []string
+	for _, it := range items {
+		if it.name == "*" && !it.embed {
+			out = append(out, pgx.Identifier{alias}.Sanitize()+".*")
+			continue
+		}
+		name := it.alias
+		if name == "" {
+			name = it.name
+		}
+		if !it.embed {
+			if _, ok := cols[it.name]; !ok {
+				return "", &apiError{status: http.StatusBadRequest, code: "42703", message: fmt.Sprintf("column %s.%s does not exist", table, it.name)}
+			}
+			out = append(out, pgx.Identifier{alias, it.name}.Sanitize()+" as "+pgx.Identifier{name}.Sanitize())
+			continue
+		}
+		sub, err := q.embed(table, alias, it)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, sub+" as "+pgx.Identifier{name}.Sanitize())
+	}
+	return strings.Join(out, ", "), nil
+}
+
+// embed renders an embedded resource as a correlated subquery, following
+// the one foreign key between the two tables (PostgREST's resource
+// embedding): a key on the embedded table gives an array (one-to-many,
+// or an object when the key's columns are unique: one-to-one), a key on
+// the parent table gives an object or null (many-to-one).
+func (q *request) embed(parent, parentAlias string, it selectItem) (string, error) {
+	cols, err := q.sc.table(q.schema, it.name)
+	if err != nil {
+		return "", err
+	}
+	type rel struct {
+		fk     foreignKey
+		toMany bool
+	}
+	var rels []rel
+	for _, fk := range q.sc.fks {
+		switch {
+		case fk.child == it.name && fk.parent == parent:
+			rels = append(rels, rel{fk, !q.sc.unique(fk.child, fk.cols)})
+		case fk.child == parent && fk.parent == it.name:
+			rels = append(rels, rel{fk, false})
+		}
+	}
+	if len(rels) == 0 {
+		return "", &apiError{status: http.StatusBadRequest, code: "PGRST200",
+			message: fmt.Sprintf("Could not find a relationship between '%s' and '%s' in the schema cache", parent, it.name),
+			hint:    "Perhaps you meant a different table name."}
+	}
+	if len(rels) > 1 {
+		return "", &apiError{status: http.StatusMultipleChoices, code: "PGRST201",
+			message: fmt.Sprintf("Could not embed because more than one relationship was found for '%s' and '%s'", parent, it.name)}
+	}
+	q.nested++
+	alias := fmt.Sprintf("pgrst_%d", q.nested)
+	inner, err := q.selectList(it.name, alias, cols, it.children)
+	if err != nil {
+		return "", err
+	}
+	r := rels[0]
+	var on []string
+	for i := range r.fk.cols {
+		childAlias, parentSide := alias, parentAlias
+		if r.fk.child == parent {
+			childAlias, parentSide = parentAlias, alias
+		}
+		on = append(on, fmt.Sprintf("%s = %s", pgx.Identifier{childAlias, r.fk.cols[i]}.Sanitize(), pgx.Identifier{parentSide, r.fk.refs[i]}.Sanitize()))
+	}
+	from := fmt.Sprintf("select %s from %s as %s where %s", inner, pgx.Identifier{q.schema, it.name}.Sanitize(),
+		pgx.Identifier{alias}.Sanitize(), strings.Join(on, " and "))
+	if r.toMany {
+		return fmt.Sprintf("(select coalesce(json_agg(%s_j), '[]'::json) from (%s) %s_j)", alias, from, alias), nil
+	}
+	return fmt.Sprintf("(select row_to_json(%s_j) from (%s) %s_j limit 1)", alias, from, alias), nil
+}
+
+func (sc *schemaCache) unique(table string, cols []string) bool {
+	for _, key := range sc.uniq[table] {
+		if len(key) != len(cols) {
+			continue
+		}
+		set := map[string]bool{}
+		for _, c := range key {
+			set[c] = true
+		}
+		all := true
+		for _, c := range cols {
+			all = all && set[c]
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Server) parse(r *http.Request) (*request, error) {
 	table := strings.Trim(strings.TrimPrefix(r.URL.Path, "/rest/v1"), "/")
 	if table == "" || strings.Contains(table, "/") {
 		return nil, &apiError{status: http.StatusNotFound, code: "PGRST125", message: "Invalid path specified in request URL"}
 	}
-	cols, err := s.columns(r.Context(), table)
+	sc, err := s.schemaCache(r.Context())
 	if err != nil {
 		return nil, err
 	}
-	q := &request{table: table, cols: cols, selected: "*", prefer: map[string]string{}}
+	cols, err := sc.table(s.schema, table)
+	if err != nil {
+		return nil, err
+	}
+	q := &request{schema: s.schema, sc: sc, table: table, cols: cols, prefer: map[string]string{}}
 	for _, h := range r.Header.Values("Prefer") {
 		for _, p := range strings.Split(h, ",") {
 			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
@@ -298,20 +677,13 @@ func (s *Server) parse(r *http.Request) (*request, error) {
 		}
 	}
 	q.single = strings.Contains(r.Header.Get("Accept"), "application/vnd.pgrst.object+json")
+	var items []selectItem
 	for key, vals := range r.URL.Query() {
 		for _, v := range vals {
 			switch key {
 			case "select":
-				if v != "*" {
-					var sel []string
-					for _, c := range strings.Split(v, ",") {
-						id, err := q.ident(c)
-						if err != nil {
-							return nil, err
-						}
-						sel = append(sel, id)
-					}
-					q.selected = strings.Join(sel, ", ")
+				if items, err = parseSelect(v); err != nil {
+					return nil, err
 				}
 			case "order":
 				for _, term := range strings.Split(v, ",") {
@@ -335,14 +707,18 @@ func (s *Server) parse(r *http.Request) (*request, error) {
 					}
 					q.order = append(q.order, o)
 				}
-			case "limit":
+			case "limit", "offset":
 				n, err := strconv.Atoi(v)
 				if err != nil || n < 0 {
-					return nil, badRequest("PGRST100", "failed to parse limit (%s)", v)
+					return nil, badRequest("PGRST100", "failed to parse %s (%s)", key, v)
 				}
-				q.limit = n
-			case "on_conflict", "columns":
-				// used by the write handlers
+				if key == "limit" {
+					q.limit = n
+				} else {
+					q.offset = n
+				}
+			case "on_conflict", "columns", "apikey":
+				// used by the write handlers, or the gateway's
 			case "or", "and":
 				c, err := q.logic(key, v)
 				if err != nil {
@@ -358,6 +734,9 @@ func (s *Server) parse(r *http.Request) (*request, error) {
 			}
 		}
 	}
+	if q.selected, err = q.selectList(table, table, cols, items); err != nil {
+		return nil, err
+	}
 	return q, nil
 }
 
@@ -369,31 +748,54 @@ func (q *request) whereSQL() string {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	q, err := s.parse(r)
+	s.mu.Lock()
+	if s.counts == nil {
+		s.counts = map[string]int{}
+	}
+	s.counts[r.Method+" "+strings.Trim(strings.TrimPrefix(r.URL.Path, "/rest/v1"), "/")]++
+	s.mu.Unlock()
+	a, err := s.authenticate(r)
 	if err != nil {
-		fromDB(err).write(w)
+		fromDB(err, false).write(w)
 		return
 	}
-	var status int
-	var body []byte
+	q, err := s.parse(r)
+	if err != nil {
+		fromDB(err, a.authed()).write(w)
+		return
+	}
+	ctx := r.Context()
+	tx, err := s.begin(ctx, r, a)
+	if err != nil {
+		fromDB(err, a.authed()).write(w)
+		return
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var res result
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		status, body, err = s.get(r.Context(), q)
+		res, err = s.get(ctx, tx, q)
 	case http.MethodPost:
-		status, body, err = s.write(r, q, "INSERT")
+		res, err = s.write(ctx, tx, r, q, "INSERT")
 	case http.MethodPatch:
-		status, body, err = s.write(r, q, "UPDATE")
+		res, err = s.write(ctx, tx, r, q, "UPDATE")
 	case http.MethodDelete:
-		status, body, err = s.write(r, q, "DELETE")
+		res, err = s.write(ctx, tx, r, q, "DELETE")
 	default:
 		err = &apiError{status: http.StatusMethodNotAllowed, code: "PGRST117", message: "Unsupported HTTP method: " + r.Method}
 	}
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
 	if err != nil {
-		fromDB(err).write(w)
+		fromDB(err, a.authed()).write(w)
 		return
 	}
-	if body == nil {
-		w.WriteHeader(status)
+	if res.contentRange != "" {
+		w.Header().Set("Content-Range", res.contentRange)
+	}
+	if res.body == nil {
+		w.WriteHeader(res.status)
 		return
 	}
 	if q.single {
@@ -401,10 +803,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	}
-	w.WriteHeader(status)
+	w.WriteHeader(res.status)
 	if r.Method != http.MethodHead {
-		w.Write(body)
+		w.Write(res.body)
 	}
+}
+
+// result is what a handler answers.
+type result struct {
+	status       int
+	body         []byte
+	contentRange string
 }
 
 // singular checks a result for the object media type and returns the
@@ -417,30 +826,67 @@ func singular(rows []json.RawMessage) ([]byte, error) {
 	return rows[0], nil
 }
 
-func (s *Server) get(ctx context.Context, q *request) (int, []byte, error) {
+// contentRange renders the Content-Range header and the status as
+// PostgREST's RangeQuery.hs does (rangeStatusHeader, contentRangeH).
+func contentRange(lower, n int, total int64, counted bool) (string, int) {
+	upper := lower + n - 1
+	rng := "*"
+	if (!counted || total != 0) && lower <= upper {
+		rng = fmt.Sprintf("%d-%d", lower, upper)
+	}
+	tot := "*"
+	status := http.StatusOK
+	if counted {
+		tot = strconv.FormatInt(total, 10)
+		switch {
+		case int64(lower) > total:
+			status = http.StatusRequestedRangeNotSatisfiable
+		case int64(1+upper-lower) < total:
+			status = http.StatusPartialContent
+		}
+	}
+	return rng + "/" + tot, status
+}
+
+func (s *Server) get(ctx context.Context, tx pgx.Tx, q *request) (result, error) {
 	// The table is aliased to its own name: filters name table.column.
-	sql := fmt.Sprintf("select %s from %s as %s%s", q.selected, pgx.Identifier{s.schema, q.table}.Sanitize(),
+	from := fmt.Sprintf("from %s as %s%s", pgx.Identifier{s.schema, q.table}.Sanitize(),
 		pgx.Identifier{q.table}.Sanitize(), q.whereSQL())
+	sql := "select " + q.selected + " " + from
 	if len(q.order) > 0 {
 		sql += " order by " + strings.Join(q.order, ", ")
 	}
 	if q.limit > 0 {
 		sql += " limit " + strconv.Itoa(q.limit)
 	}
+	if q.offset > 0 {
+		sql += " offset " + strconv.Itoa(q.offset)
+	}
 	var rows []json.RawMessage
-	if err := s.pool.QueryRow(ctx, "select coalesce(json_agg(_r), '[]'::json) from ("+sql+") _r", q.args...).Scan(&rows); err != nil {
-		return 0, nil, err
+	if err := tx.QueryRow(ctx, "select coalesce(json_agg(_r), '[]'::json) from ("+sql+") _r", q.args...).Scan(&rows); err != nil {
+		return result{}, err
+	}
+	var total int64
+	counted := q.prefer["count"] == "exact"
+	if counted {
+		if err := tx.QueryRow(ctx, "select count(*) "+from, q.args...).Scan(&total); err != nil {
+			return result{}, err
+		}
+	}
+	cr, status := contentRange(q.offset, len(rows), total, counted)
+	if status == http.StatusRequestedRangeNotSatisfiable {
+		return result{}, &apiError{status: status, code: "PGRST103", message: "Requested range not satisfiable",
+			details: fmt.Sprintf("An offset of %d was requested, but there are only %d rows.", q.offset, total)}
 	}
 	if q.single {
 		b, err := singular(rows)
-		return http.StatusOK, b, err
+		return result{status: http.StatusOK, body: b, contentRange: cr}, err
 	}
 	b, _ := json.Marshal(rows)
-	return http.StatusOK, b, nil
+	return result{status: status, body: b, contentRange: cr}, nil
 }
 
-func (s *Server) write(r *http.Request, q *request, op string) (int, []byte, error) {
-	ctx := r.Context()
+func (s *Server) write(ctx context.Context, tx pgx.Tx, r *http.Request, q *request, op string) (result, error) {
 	tbl := pgx.Identifier{s.schema, q.table}.Sanitize() + " as " + pgx.Identifier{q.table}.Sanitize()
 	var payload []byte
 	var keys []string
@@ -448,15 +894,15 @@ func (s *Server) write(r *http.Request, q *request, op string) (int, []byte, err
 		var err error
 		payload, err = io.ReadAll(io.LimitReader(r.Body, 16<<20))
 		if err != nil {
-			return 0, nil, badRequest("PGRST102", "Empty or invalid json")
+			return result{}, badRequest("PGRST102", "Empty or invalid json")
 		}
 		keys, err = bodyKeys(payload)
 		if err != nil {
-			return 0, nil, err
+			return result{}, err
 		}
 		for _, k := range keys {
 			if _, err := q.ident(k); err != nil {
-				return 0, nil, &apiError{status: http.StatusBadRequest, code: "PGRST204",
+				return result{}, &apiError{status: http.StatusBadRequest, code: "PGRST204",
 					message: fmt.Sprintf("Could not find the '%s' column of '%s' in the schema cache", k, q.table)}
 			}
 		}
@@ -467,7 +913,6 @@ func (s *Server) write(r *http.Request, q *request, op string) (int, []byte, err
 	}
 	rowType := pgx.Identifier{s.schema, q.table}.Sanitize()
 	var sql string
-	var oldSQL string
 	switch op {
 	case "INSERT":
 		p := q.arg(string(payload))
@@ -480,7 +925,7 @@ func (s *Server) write(r *http.Request, q *request, op string) (int, []byte, err
 					continue
 				}
 				if _, err := q.ident(c); err != nil {
-					return 0, nil, err
+					return result{}, err
 				}
 				target = append(target, pgx.Identifier{c}.Sanitize())
 			}
@@ -500,7 +945,7 @@ func (s *Server) write(r *http.Request, q *request, op string) (int, []byte, err
 		}
 	case "UPDATE":
 		if len(keys) == 0 {
-			return http.StatusOK, []byte("[]"), nil
+			return result{status: http.StatusOK, body: []byte("[]")}, nil
 		}
 		p := q.arg(string(payload))
 		var set []string
@@ -508,92 +953,58 @@ func (s *Server) write(r *http.Request, q *request, op string) (int, []byte, err
 			set = append(set, fmt.Sprintf("%s = _b.%s", c, c))
 		}
 		sql = fmt.Sprintf("update %s set %s from json_populate_record(null::%s, %s::json) _b%s", tbl, strings.Join(set, ", "), rowType, p, q.whereSQL())
-		oldSQL = fmt.Sprintf("select to_json(%s) from %s%s for update of %s", pgx.Identifier{q.table}.Sanitize(), tbl, q.whereSQL(), pgx.Identifier{q.table}.Sanitize())
 	case "DELETE":
 		sql = fmt.Sprintf("delete from %s%s", tbl, q.whereSQL())
 	}
-	sql = fmt.Sprintf("with _w as (%s returning %s.*) select coalesce(json_agg(_w), '[]'::json), clock_timestamp() from _w", sql, pgx.Identifier{q.table}.Sanitize())
-
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	var old []map[string]any
-	if oldSQL != "" {
-		rows, err := tx.Query(ctx, oldSQL, q.args[:len(q.args)-1]...)
-		if err != nil {
-			return 0, nil, err
-		}
-		for rows.Next() {
-			var o map[string]any
-			if err := rows.Scan(&o); err != nil {
-				rows.Close()
-				return 0, nil, err
-			}
-			old = append(old, o)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return 0, nil, err
-		}
-	}
+	repr := q.prefer["return"] == "representation"
 	var rows []json.RawMessage
-	var at time.Time
-	if err := tx.QueryRow(ctx, sql, q.args...).Scan(&rows, &at); err != nil {
-		return 0, nil, err
+	var n int
+	if repr {
+		// RETURNING needs the SELECT privilege and policies, as PostgREST's
+		// representation does.
+		sql = fmt.Sprintf("with %s as (%s returning %s.*) select coalesce(json_agg(_r), '[]'::json), count(*) from (select %s from %s) _r",
+			pgx.Identifier{q.table}.Sanitize(), sql, pgx.Identifier{q.table}.Sanitize(), q.selected, pgx.Identifier{q.table}.Sanitize())
+		if err := tx.QueryRow(ctx, sql, q.args...).Scan(&rows, &n); err != nil {
+			return result{}, err
+		}
+	} else {
+		tag, err := tx.Exec(ctx, sql, q.args...)
+		if err != nil {
+			return result{}, err
+		}
+		n = int(tag.RowsAffected())
 	}
 	var out []byte
 	if q.single {
-		if out, err = singular(rows); err != nil {
-			return 0, nil, err // rolled back, as PostgREST does
+		if !repr {
+			rows = make([]json.RawMessage, n)
+		}
+		b, err := singular(rows)
+		if err != nil {
+			return result{}, err // rolled back, as PostgREST does
+		}
+		if repr {
+			out = b
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, nil, err
+	cr, _ := contentRange(0, n, 0, false)
+	if op == "INSERT" {
+		cr = "*/*"
 	}
-	s.notify(op, q.table, rows, old, at)
-
 	status := http.StatusOK
 	if op == "INSERT" {
 		status = http.StatusCreated
 	}
-	if q.prefer["return"] != "representation" {
+	if !repr {
 		if op != "INSERT" {
 			status = http.StatusNoContent
 		}
-		return status, nil, nil
+		return result{status: status, contentRange: cr}, nil
 	}
 	if out == nil {
 		out, _ = json.Marshal(rows)
 	}
-	return status, out, nil
-}
-
-func (s *Server) notify(op, table string, rows []json.RawMessage, old []map[string]any, at time.Time) {
-	if s.OnChange == nil {
-		return
-	}
-	oldByID := map[any]map[string]any{}
-	for _, o := range old {
-		oldByID[o["id"]] = o
-	}
-	for _, raw := range rows {
-		var rec map[string]any
-		if json.Unmarshal(raw, &rec) != nil {
-			continue
-		}
-		c := Change{Schema: s.schema, Table: table, Type: op, CommitTimestamp: at}
-		switch op {
-		case "INSERT":
-			c.Record = rec
-		case "UPDATE":
-			c.Record, c.OldRecord = rec, oldByID[rec["id"]]
-		case "DELETE":
-			c.OldRecord = rec
-		}
-		s.OnChange(c)
-	}
+	return result{status: status, body: out, contentRange: cr}, nil
 }
 
 // bodyKeys returns the union of the keys of a JSON object or array of

@@ -9,11 +9,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/migrations"
 	standins "github.com/office-server/office-server/migrations/supabasetest"
+	"github.com/office-server/office-server/supabase/internal/hs256"
+)
+
+var (
+	secret     = []byte("a-test-secret-of-at-least-32-characters")
+	serviceKey = hs256.Sign(secret, map[string]any{"role": "service_role", "exp": 4102444800})
 )
 
 // TestAnswers checks the stand-in's answers against PostgREST's documented
@@ -28,18 +32,18 @@ func TestAnswers(t *testing.T) {
 	if _, err := migrations.ApplyURL(ctx, dbURL); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(ctx, dbURL)
+	s, err := New(ctx, dbURL, secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var changes []Change
-	s.OnChange = func(c Change) { changes = append(changes, c) }
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 
 	do := func(method, path, body string, hdr ...string) (int, map[string]any, string) {
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("apikey", serviceKey)
+		req.Header.Set("Authorization", "Bearer "+serviceKey)
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Set(hdr[i], hdr[i+1])
 		}
@@ -98,16 +102,6 @@ func TestAnswers(t *testing.T) {
 	}
 	if code, _, body := do("PATCH", "/rest/v1/offices?id=eq."+id, `{"name":"D"}`); code != 204 || body != "" {
 		t.Errorf("PATCH return=minimal = %d %q; want 204", code, body)
-	}
-	var kinds []string
-	for _, c := range changes {
-		kinds = append(kinds, c.Type+" "+c.Table+" "+c.Record["name"].(string))
-	}
-	if d := cmp.Diff(kinds, []string{"INSERT offices A", "UPDATE offices B", "UPDATE offices D"}); d != "" {
-		t.Errorf("changes reported (-got +want):\n%s", d)
-	}
-	if changes[1].OldRecord["name"] != "A" {
-		t.Errorf("old record %v", changes[1].OldRecord)
 	}
 }
 

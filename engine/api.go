@@ -1,0 +1,415 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"github.com/office-server/office-server/office"
+	"strings"
+
+	"github.com/office-server/office-server/protocol"
+	"github.com/office-server/office-server/proxy"
+)
+
+// validAnswer checks an answer fits its question: a selection must be one of
+// the options (matched ignoring case and surrounding space; the option's
+// own spelling is returned), a confirmation yes or no (y/n, true/false,
+// 예/아니오 are accepted and normalised).
+func validAnswer(q office.Question) (string, error) {
+	a := strings.TrimSpace(q.Response)
+	switch q.QuestionType {
+	case office.QuestionSelection:
+		if len(q.Options) == 0 {
+			return a, nil
+		}
+		for _, opt := range q.Options {
+			if strings.EqualFold(strings.TrimSpace(opt), a) {
+				return opt, nil
+			}
+		}
+		return "", office.Errorf(office.EINVALID, "%q is not one of the options (%s)", a, strings.Join(q.Options, ", "))
+	case office.QuestionConfirmation:
+		switch strings.ToLower(a) {
+		case "yes", "y", "true", "예", "네":
+			return "yes", nil
+		case "no", "n", "false", "아니오", "아니요":
+			return "no", nil
+		}
+		// A confirmation written with options ("Yes", "No, use …") accepts them.
+		for _, opt := range q.Options {
+			if strings.EqualFold(strings.TrimSpace(opt), a) {
+				return opt, nil
+			}
+		}
+		return "", office.Errorf(office.EINVALID, "%q is not yes or no", a)
+	}
+	if a == "" && q.Required {
+		return "", office.Errorf(office.EINVALID, "the answer is empty")
+	}
+	return a, nil
+}
+
+// reask handles an invalid answer written straight into the table (the
+// frontend can write anything): the question is cancelled and asked again
+// as a new pending question whose context says what was wrong, so the
+// person sees it and the agent keeps waiting. Nothing invalid is typed.
+func (o *Router) reask(ctx context.Context, a office.Agent, q office.Question, why error) {
+	ok, err := o.store.CancelQuestion(ctx, q.ID)
+	if err != nil {
+		o.log.Warn("cancel question to re-ask it", "question", q.ID, "err", err)
+		return
+	}
+	if !ok {
+		return // answered again, or cancelled, meanwhile
+	}
+	nq := q
+	nq.ID, nq.Response, nq.AnsweredBy, nq.AnsweredAt = "", "", "", nil
+	note := fmt.Sprintf("The previous answer was not accepted: %s.", office.ErrorMessage(why))
+	if nq.Context != "" {
+		nq.Context = note + "\n" + nq.Context
+	} else {
+		nq.Context = note
+	}
+	nq, err = o.ask(ctx, source{}, a, nq)
+	if err != nil {
+		o.log.Warn("re-ask question", "err", err)
+		return
+	}
+	o.record(ctx, a.OfficeID, a.ID, "question.answer_invalid", map[string]string{"question_id": q.ID, "reason": office.ErrorMessage(why), "new_question_id": nq.ID}, "")
+}
+
+// AnswerQuestion answers a pending question (the console, or the server on
+// behalf of a person) and wakes its agent's delivery. An answer that does
+// not fit the question is refused with EINVALID and changes nothing.
+func (o *Router) AnswerQuestion(ctx context.Context, id, response, answeredBy string) (office.Question, error) {
+	q, err := o.store.GetQuestion(ctx, id)
+	if err != nil {
+		return q, err
+	}
+	if q.Status != office.QuestionPending {
+		return q, office.Errorf(office.ECONFLICT, "question %s is %s, not pending", id, q.Status)
+	}
+	probe := q
+	probe.Response = response
+	norm, err := validAnswer(probe)
+	if q.Category == office.QuestionPermission {
+		// Any text answers a permission question: an option, or a deny
+		// with its reason (parsePermissionAnswer).
+		norm, err = strings.TrimSpace(response), nil
+		if norm == "" {
+			err = office.Errorf(office.EINVALID, "the answer is empty: %s, or \"deny: <reason>\"", strings.Join(office.PermissionOptions(), ", "))
+		}
+	}
+	if err != nil {
+		return q, err
+	}
+	q, ok, err := o.store.AnswerQuestion(ctx, id, norm, answeredBy)
+	if err != nil {
+		return q, err
+	}
+	if !ok {
+		return q, office.Errorf(office.ECONFLICT, "question %s is no longer pending", id)
+	}
+	o.record(ctx, q.OfficeID, q.AgentID, "question.answered", map[string]string{"question_id": id, "answered_by": answeredBy}, "")
+	if q.Category == office.QuestionPermission {
+		o.wakePermissions()
+	}
+	o.kick(agentKey{q.OfficeID, q.AgentID})
+	return q, nil
+}
+
+// SendUserMessage stores a message from a person to an agent; it is typed
+// into the agent's terminal when it is ready.
+func (o *Router) SendUserMessage(ctx context.Context, officeID, agentID, userID, content string) (office.UserMessage, error) {
+	if strings.TrimSpace(content) == "" {
+		return office.UserMessage{}, office.Errorf(office.EINVALID, "the message is empty")
+	}
+	if err := proxy.ValidateContent(content, o.cfg.MaxContent); err != nil {
+		return office.UserMessage{}, office.Errorf(office.EINVALID, "%s", err)
+	}
+	a, err := o.store.GetAgent(ctx, agentID)
+	if err != nil {
+		return office.UserMessage{}, err
+	}
+	if a.OfficeID != officeID {
+		return office.UserMessage{}, office.Errorf(office.ENOTFOUND, "agent %s is not in office %s", agentID, officeID)
+	}
+	m, err := o.store.CreateUserMessage(ctx, office.UserMessage{OfficeID: officeID, AgentID: agentID, UserID: userID, Content: content, Status: office.MessagePending})
+	if err != nil {
+		return m, err
+	}
+	o.kick(agentKey{officeID, agentID})
+	return m, nil
+}
+
+// ValidateDependencyValue checks a value for a dependency type with the
+// protocol's validators (protocol.ValidateDependencyValue), as an EINVALID
+// error.
+func ValidateDependencyValue(typ, v string) error {
+	if err := protocol.ValidateDependencyValue(typ, v); err != nil {
+		return &office.Error{Code: office.EINVALID, Message: err.Error()}
+	}
+	return nil
+}
+
+// ProvideDependency validates value for the request's type, seals it
+// (api_key and env_variable values are encrypted with AES-256-GCM; without
+// a key they are refused with EUNAVAILABLE, never stored in clear) and
+// stores it; the agent gets [DEPENDENCY_PROVIDED], and for
+// api_key and env_variable its session is restarted with the variable in
+// its environment and the conversation resumed. The value is never logged
+// nor put in an event.
+func (o *Router) ProvideDependency(ctx context.Context, id, value string) (office.DependencyRequest, error) {
+	d, err := o.store.GetDependency(ctx, id)
+	if err != nil {
+		return d, err
+	}
+	if d.Status != office.DependencyPending {
+		return d, office.Errorf(office.ECONFLICT, "dependency %s is %s, not pending", id, d.Status)
+	}
+	if err := ValidateDependencyValue(d.Type, value); err != nil {
+		return d, err
+	}
+	sealed, err := o.sealer.Seal(value, office.SecretDependency(d.Type))
+	if err != nil {
+		return d, err
+	}
+	d, ok, err := o.store.ProvideDependency(ctx, id, sealed)
+	if err != nil {
+		return d, err
+	}
+	if !ok {
+		return d, office.Errorf(office.ECONFLICT, "dependency %s is no longer pending", id)
+	}
+	o.record(ctx, d.OfficeID, d.AgentID, "dependency.provided", map[string]string{"dependency_id": id, "name": d.Name, "value": "[redacted]"}, "")
+	o.kick(agentKey{d.OfficeID, d.AgentID})
+	return d, nil
+}
+
+// RejectDependency rejects a pending request with a reason: a required one
+// fails the agent's open tasks; an optional one resumes it with the
+// default (or an empty value).
+func (o *Router) RejectDependency(ctx context.Context, id, reason string) (office.DependencyRequest, error) {
+	d, ok, err := o.store.RejectDependency(ctx, id, reason)
+	if err != nil {
+		return d, err
+	}
+	if !ok {
+		return d, office.Errorf(office.ECONFLICT, "dependency %s is not pending", id)
+	}
+	o.record(ctx, d.OfficeID, d.AgentID, "dependency.rejected", map[string]string{"dependency_id": id, "reason": reason}, "")
+	o.kick(agentKey{d.OfficeID, d.AgentID})
+	return d, nil
+}
+
+// deliverDependency tells v's agent about a provided, rejected or expired
+// request. It reports false when it could not (the session is down).
+func (o *Router) deliverDependency(ctx context.Context, v *delivery, d office.DependencyRequest) bool {
+	a := v.a
+	var text string
+	switch d.Status {
+	case office.DependencyProvided:
+		if d.Type == protocol.DependencyAPIKey || d.Type == protocol.DependencyEnvVar {
+			// A running process's environment cannot change: restart with
+			// the variable set and the conversation resumed.
+			if err := o.startSession(ctx, a, true); err != nil {
+				o.log.Warn("restart with dependency", "agent", a.Name, "err", err)
+				return false
+			}
+			v.running = o.sess.Running(a.OfficeID, a.ID)
+			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: provided\nvalue: (in your environment as $%s)\n[/DEPENDENCY_PROVIDED]", d.Name, d.Name)
+		} else {
+			v, err := o.sealer.Open(d.Value)
+			if err != nil {
+				o.log.Warn("open dependency value", "dependency", d.ID, "err", err)
+				return false
+			}
+			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: provided\nvalue: %s\n[/DEPENDENCY_PROVIDED]", d.Name, v)
+		}
+	default: // rejected or expired
+		why := d.RejectionReason
+		if d.Status == office.DependencyExpired {
+			why = "nobody provided it in time"
+		}
+		if d.Required {
+			if err := o.failWork(ctx, a, fmt.Sprintf("required dependency %s was %s", d.Name, d.Status)); err != nil {
+				o.log.Warn("fail work", "agent", a.Name, "err", err)
+			}
+			text = fmt.Sprintf("[OFFICE] Your required dependency %s was %s (%s). The work that needs it cannot go on: stop it and say so.", d.Name, d.Status, why)
+		} else {
+			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: %s\nvalue: %s\n[/DEPENDENCY_PROVIDED]\nIt was %s (%s); go on without it.", d.Name, d.Status, d.Default, d.Status, why)
+		}
+	}
+	if !v.send(ctx, text) {
+		return false
+	}
+	if _, err := o.store.MarkDependencyDelivered(ctx, d.ID); err != nil {
+		o.log.Warn("mark dependency delivered", "err", err)
+		return false
+	}
+	o.setSessionStatus(ctx, a, office.SessionBusy)
+	o.record(ctx, a.OfficeID, a.ID, "dependency.delivered", map[string]string{"dependency_id": d.ID, "status": d.Status}, "")
+	return true
+}
+
+// StartAgent starts an agent's session (resuming its conversation).
+func (o *Router) StartAgent(ctx context.Context, agentID string) error {
+	a, err := o.store.GetAgent(ctx, agentID)
+	if err != nil {
+		return err
+	}
+	if a.Status == office.AgentDisabled {
+		return office.Errorf(office.EFORBIDDEN, "agent %s is disabled", a.Name)
+	}
+	if a.Status == office.AgentFailed {
+		if err := o.store.SetAgentStatus(ctx, a.ID, office.AgentIdle); err != nil {
+			return fmt.Errorf("clear failed status: %w", err)
+		}
+		a.Status = office.AgentIdle
+	}
+	if err := o.startSession(ctx, a, false); err != nil {
+		return err
+	}
+	o.kick(agentKey{a.OfficeID, a.ID})
+	return nil
+}
+
+// StopAgent stops an agent's session and makes the agent idle (not started
+// again at the server's next start). What is due to it stays in the store
+// and is delivered when it runs again.
+func (o *Router) StopAgent(ctx context.Context, agentID string) error {
+	a, err := o.store.GetAgent(ctx, agentID)
+	if err != nil {
+		return err
+	}
+	if !o.serves(a.OfficeID) {
+		return office.Errorf(office.EUNAVAILABLE, "office %s is run by another server", a.OfficeID)
+	}
+	if err := o.sess.Stop(ctx, a.OfficeID, a.ID); err != nil {
+		return err
+	}
+	return o.stopped(ctx, a)
+}
+
+// stopped makes a, whose session was stopped on request, idle: after the
+// statuses reported before (a "ready" recorded later would make it active
+// again). An agent whose session the server stops for its own shutdown
+// stays active, so that the next start (or the next owner) runs it.
+func (o *Router) stopped(ctx context.Context, a office.Agent) error {
+	if err := o.FlushStatuses(ctx); err != nil {
+		return err
+	}
+	if a.Status == office.AgentDisabled || a.Status == office.AgentIdle {
+		return nil
+	}
+	return o.store.SetAgentStatus(ctx, a.ID, office.AgentIdle)
+}
+
+// RestartAgent restarts an agent's session with a fresh spec (instructions,
+// environment), resuming its conversation.
+func (o *Router) RestartAgent(ctx context.Context, agentID string) error {
+	a, err := o.store.GetAgent(ctx, agentID)
+	if err != nil {
+		return err
+	}
+	if err := o.startSession(ctx, a, true); err != nil {
+		return err
+	}
+	o.kick(agentKey{a.OfficeID, a.ID})
+	return nil
+}
+
+// OfficeConfig is an office as declared in a configuration file.
+type OfficeConfig struct {
+	Office office.Office  `json:"office" yaml:"office"`
+	Agents []office.Agent `json:"agents" yaml:"agents"`
+}
+
+// SyncOffice makes the store match a declared office: the office and its
+// agents are upserted (by name); agents no longer declared are disabled, not
+// deleted, so their history stays. It returns the office and its agents as
+// stored. A name that breaks ValidateAgentName fails the whole sync
+// (EINVALID) before anything is written.
+func (o *Router) SyncOffice(ctx context.Context, c OfficeConfig) (office.Office, []office.Agent, error) {
+	if strings.TrimSpace(c.Office.Name) == "" && c.Office.ID == "" {
+		return office.Office{}, nil, office.Errorf(office.EINVALID, "the office has no name")
+	}
+	seen := map[string]bool{}
+	for _, a := range c.Agents {
+		if err := office.ValidateAgentName(a.Name); err != nil {
+			return office.Office{}, nil, err
+		}
+		n := strings.ToLower(a.Name)
+		if seen[n] {
+			return office.Office{}, nil, office.Errorf(office.EINVALID, "agent %q is declared twice", a.Name)
+		}
+		seen[n] = true
+	}
+	off, err := o.store.UpsertOffice(ctx, c.Office)
+	if err != nil {
+		return off, nil, fmt.Errorf("upsert office: %w", err)
+	}
+	var out []office.Agent
+	for _, a := range c.Agents {
+		a.OfficeID = off.ID
+		sa, err := o.store.UpsertAgent(ctx, a.WithDefaults())
+		if err != nil {
+			return off, out, fmt.Errorf("upsert agent %s: %w", a.Name, err)
+		}
+		out = append(out, sa)
+	}
+	existing, err := o.store.ListAgents(ctx, off.ID)
+	if err != nil {
+		return off, out, err
+	}
+	for _, a := range existing {
+		if !seen[strings.ToLower(a.Name)] && a.Status != office.AgentDisabled {
+			if err := o.store.SetAgentStatus(ctx, a.ID, office.AgentDisabled); err != nil {
+				return off, out, err
+			}
+		}
+	}
+	return off, out, nil
+}
+
+// Edge is one invocation in the call graph.
+type Edge struct {
+	InvocationID string `json:"invocation_id"`
+	Caller       string `json:"caller"`
+	Callee       string `json:"callee"`
+	Status       string `json:"status"`
+	Depth        int    `json:"depth"`
+	Parent       string `json:"parent_invocation_id,omitempty"`
+}
+
+// Graph is who called whom in an office.
+type Graph struct {
+	Agents []string `json:"agents"`
+	Edges  []Edge   `json:"edges"`
+}
+
+// CallGraph returns the office's invocations (open ones when openOnly) as a
+// graph of agent names.
+func (o *Router) CallGraph(ctx context.Context, officeID string, openOnly bool) (Graph, error) {
+	as, err := o.agents(ctx, officeID)
+	if err != nil {
+		return Graph{}, err
+	}
+	f := office.InvocationFilter{OfficeID: officeID}
+	if openOnly {
+		f.Status = []string{office.InvocationPending, office.InvocationInProgress}
+	}
+	invs, err := o.store.ListInvocations(ctx, f)
+	if err != nil {
+		return Graph{}, err
+	}
+	g := Graph{Agents: []string{}, Edges: []Edge{}}
+	name := map[string]string{}
+	for _, a := range as {
+		g.Agents = append(g.Agents, a.Name)
+		name[a.ID] = a.Name
+	}
+	for _, inv := range invs {
+		g.Edges = append(g.Edges, Edge{InvocationID: inv.ID, Caller: name[inv.CallerAgentID], Callee: name[inv.CalleeAgentID], Status: inv.Status, Depth: inv.Depth, Parent: inv.ParentInvocationID})
+	}
+	return g, nil
+}

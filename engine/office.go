@@ -1,0 +1,484 @@
+// Package engine is the office's routing core: it parses what each agent
+// prints, acts on every message exactly once (rows and events in the
+// office.Store), and types answers, results, tasks and notices back into
+// the agents' terminals, one desk per agent. Only the wiring uses it
+// (package agents, cmd/office-server). The path of a message through it is
+// in docs/notes/engine.md.
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"github.com/office-server/office-server/office"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/office-server/office-server/proxy"
+)
+
+// Defaults of Config.
+const (
+	DefaultQuestionTTL       = 5 * time.Minute
+	DefaultInvocationTimeout = 30 * time.Minute
+	DefaultDepthLimit        = 5
+	DefaultDependencyTTL     = time.Hour
+	DefaultRetryBackoff      = 30 * time.Second
+	DefaultTick              = time.Second
+	DefaultInboxBytes        = 1 << 20
+	DefaultProxyWait         = 30 * time.Minute
+)
+
+// SessionSpec is what the office asks the session layer to run for an
+// agent. It is the office's own type so the routing core does not depend on
+// the session package; the agents package maps it onto session.Spec.
+type SessionSpec struct {
+	OfficeID, AgentID string
+	Launch            office.LaunchSpec
+	Dir               string   // the agent's workspace
+	Env               []string // KEY=VALUE on top of Launch.Env (provided dependencies)
+	SystemPrompt      string   // Instructions(...)
+	ConversationID    string   // Claude Code --session-id / --resume
+	Resume            bool
+	// TranscriptAfter is the resume cursor of a Claude Code transcript
+	// (session.Spec.TranscriptAfter): the last entry whose turn the office
+	// fully acted on, so a restarted server does not read the conversation
+	// again from its start. Empty: read from the start (dedupe keeps it
+	// exactly once).
+	TranscriptAfter string
+	// PermissionTimeout is how long the agent's permission requests wait
+	// for a person (its policy's, else Config.PermissionTimeout): the
+	// session layer sets the hook's own timeout above it.
+	PermissionTimeout time.Duration
+}
+
+// Sessions is what the office needs from the session layer (implemented by
+// agents.Sessions; tests of the routing alone use fakes).
+//
+// Send types untrusted text into the agent's terminal (the layer sanitises
+// it too) and blocks until the agent has received it, which happens once it
+// is ready for input; it fails when the agent has no running session, or
+// when the agent never acknowledged the text (it is then not delivered and
+// is sent again later).
+type Sessions interface {
+	Start(ctx context.Context, spec SessionSpec) error
+	Restart(ctx context.Context, spec SessionSpec) error
+	Stop(ctx context.Context, officeID, agentID string) error
+	Send(ctx context.Context, officeID, agentID, text string) error
+	Running(officeID, agentID string) bool
+}
+
+// Text is a chunk of an agent's words, as the session layer reports it
+// (session.Text): lines in order, an identity stable across re-renders and
+// restarts, and whether the agent's turn ended after them.
+type Text struct {
+	OfficeID, AgentID string
+	ID                string
+	Lines             []string
+	TurnEnd           bool
+	// Lost counts screen lines the session layer dropped before Lines
+	// (session.Text.Lost): the office records it as lost output.
+	Lost int
+	// Screen: the lines were read off the agent's terminal screen
+	// (session.FromScreen): ID is unique only within one process's life,
+	// and what does not fit the inbox is dropped. Otherwise they come from
+	// a durable transcript whose IDs are stable across restarts.
+	Screen bool
+}
+
+// Config configures a Router. Store and Sessions are required.
+type Config struct {
+	Store    office.Store
+	Feed     office.ChangeFeed // nil: only in-process changes (AnswerQuestion…) are seen
+	Sessions Sessions
+	Logger   *slog.Logger
+	Now      func() time.Time
+
+	// OfficeIDs limits the offices served; empty: all.
+	OfficeIDs []string
+	// Owns, when set, says whether this server runs an office now (one
+	// owner per office: cmd/office-server/owner.go). It is asked at every
+	// decision, so ownership may change while Run runs: the office neither
+	// starts agents, delivers, expires nor records sessions for an office it
+	// does not own. Call CatchUp when an office is taken. Nil: every office
+	// (within OfficeIDs).
+	Owns func(officeID string) bool
+
+	QuestionTTL       time.Duration // default 5 min; an office's own QuestionTTL wins
+	InvocationTimeout time.Duration // default 30 min
+	DepthLimit        int           // default 5
+	DependencyTTL     time.Duration // default 1 h
+	RetryBackoff      time.Duration // ERROR pause_and_retry; default 30 s
+	Tick              time.Duration // expiry and retry scan; default 1 s
+	MaxContent        int           // forwarded content limit; default proxy.MaxContent
+	// ProxyWait is how long a parked PROXY_REQUEST waits for a proxy before
+	// it times out (backed up to a file, a person asked, the requester
+	// told); default 30 min.
+	ProxyWait time.Duration
+	// ContentRules screen what a PROXY_REQUEST asks a proxy to record
+	// (proxy.ActionRequest.Screen); nil: proxy.DefaultRules.
+	ContentRules []proxy.Rule
+	// InboxBytes bounds each session's text waiting to be parsed and acted
+	// on (a slow or hung store holds the reader up). Beyond it, screen
+	// text is dropped and recorded as lost (an "output.lost" event, a
+	// notice to the agent), and Backlogged reports true so that the
+	// session layer stops reading a Claude Code transcript until the
+	// inbox drains (session.Options.Paused). Default 1 MiB.
+	InboxBytes int
+
+	// SecretsKey is the 32-byte AES-256-GCM key for dependency values. Empty:
+	// api_key values are refused.
+	SecretsKey []byte
+
+	// DataDir holds each agent's workspace, DataDir/<office>/<agent>, unless
+	// its launch spec names a Dir.
+	DataDir string
+
+	// Decider sends permission decisions to the agents' hooks
+	// (permission.go); nil: requests are not taken.
+	Decider Decider
+	// PermissionTimeout is how long a permission request waits for a
+	// person before it is denied, unless the agent's policy says; default
+	// DefaultPermissionTimeout.
+	PermissionTimeout time.Duration
+}
+
+// StatusChange is a session's new status (session.Options.OnStatus), with
+// what explains it.
+type StatusChange struct {
+	OfficeID, AgentID string
+	Status            string // Session* statuses
+	PID               int
+	ExitCode          *int     // exited, crashed, failed, stopped
+	Detail            string   // the dialog's text, or how the process ended
+	LastLines         []string // the screen's last lines when the process ended
+	// Resumes: the agent keeps its conversation across restarts of its
+	// process (session.Info.Resumes: Claude Code resumes it); others start
+	// blank, so their tasks in progress are typed again.
+	Resumes bool
+	// Resumed: this process did resume the conversation (there was one to
+	// resume), so after a crash the agent is reminded of its tasks; a
+	// fresh one gets what it had not acknowledged typed again by the
+	// session.
+	Resumed bool
+}
+
+// Router is the routing core: it acts on every message the agents print and
+// feeds answers, results and tasks back into their terminals. What it
+// keeps per agent is on the agent's desk (desk.go); what is office-wide
+// here: the ERROR retries the ticker fires, the
+// event subscribers, and the queue of session statuses.
+type Router struct {
+	cfg    Config
+	store  office.Store
+	sess   Sessions
+	log    *slog.Logger
+	now    func() time.Time
+	sealer *office.Sealer
+
+	mu         sync.Mutex
+	runCtx     context.Context // set by Run
+	desks      map[agentKey]*desk
+	retries    []retry
+	subs       map[*Subscription]struct{}
+	statusQ    []StatusChange
+	statusWake chan struct{}
+	statusTurn chan struct{} // a token: held while statuses are written
+	wg         sync.WaitGroup
+
+	auditFailures atomic.Uint64 // events the store refused (AuditFailures)
+
+	perm permState // permission requests waiting, "allow for this session" answers
+}
+
+type agentKey struct{ officeID, agentID string }
+
+// Progress is an agent's last reported phase and step.
+type Progress struct {
+	Phase     int    `json:"phase,omitempty"`
+	PhaseName string `json:"phase_name,omitempty"`
+	Step      int    `json:"step,omitempty"`
+	Steps     int    `json:"steps,omitempty"`
+	StepName  string `json:"step_name,omitempty"`
+}
+
+// New returns a Router for cfg, or EINVALID when cfg lacks Store or
+// Sessions. It starts nothing: call Run.
+func New(cfg Config) (*Router, error) {
+	if cfg.Store == nil || cfg.Sessions == nil {
+		return nil, office.Errorf(office.EINVALID, "office: Store and Sessions are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.QuestionTTL, DefaultQuestionTTL)
+	def(&cfg.InvocationTimeout, DefaultInvocationTimeout)
+	def(&cfg.DependencyTTL, DefaultDependencyTTL)
+	def(&cfg.RetryBackoff, DefaultRetryBackoff)
+	def(&cfg.Tick, DefaultTick)
+	def(&cfg.PermissionTimeout, DefaultPermissionTimeout)
+	def(&cfg.ProxyWait, DefaultProxyWait)
+	if cfg.DepthLimit <= 0 {
+		cfg.DepthLimit = DefaultDepthLimit
+	}
+	if cfg.InboxBytes <= 0 {
+		cfg.InboxBytes = DefaultInboxBytes
+	}
+	sealer, err := office.NewSealer(cfg.SecretsKey)
+	if err != nil {
+		return nil, err
+	}
+	r := &Router{
+		cfg: cfg, store: cfg.Store, sess: cfg.Sessions, log: cfg.Logger, now: cfg.Now, sealer: sealer,
+		desks:      map[agentKey]*desk{},
+		subs:       map[*Subscription]struct{}{},
+		statusWake: make(chan struct{}, 1),
+		statusTurn: make(chan struct{}, 1),
+	}
+	r.perm.init()
+	return r, nil
+}
+
+// Run starts the router's goroutines — the change-feed watch, the expiry
+// and retry ticker, the status recorder, and each agent's desk's intake
+// and delivery loops — and blocks until ctx ends, then waits for all of
+// them. Everything still to be delivered is in the store, so a later Run
+// picks it up.
+func (o *Router) Run(ctx context.Context) error {
+	o.mu.Lock()
+	if o.runCtx != nil {
+		o.mu.Unlock()
+		return office.Errorf(office.ECONFLICT, "office: Run called twice")
+	}
+	o.runCtx = ctx
+	for _, d := range o.desks {
+		if !d.intakeOn {
+			d.intakeOn = o.goLocked(d.intake)
+		}
+	}
+	o.mu.Unlock()
+
+	if o.cfg.Feed != nil {
+		o.wg.Add(1)
+		go func() {
+			defer o.wg.Done()
+			err := o.cfg.Feed.Watch(ctx, o.cfg.OfficeIDs, o.onChange)
+			if err != nil && ctx.Err() == nil {
+				o.log.Error("change feed stopped", "err", err)
+			}
+		}()
+	}
+	o.wg.Add(3)
+	go func() {
+		defer o.wg.Done()
+		o.ticker(ctx)
+	}()
+	go func() {
+		defer o.wg.Done()
+		o.permissions(ctx)
+	}()
+	go func() {
+		defer o.wg.Done()
+		o.recordStatuses(ctx)
+	}()
+	// Catch up on everything waiting in the store (the feed does too; the
+	// store's conditional transitions make doing it twice harmless).
+	o.kickAll(ctx)
+	<-ctx.Done()
+	o.wg.Wait()
+	return nil
+}
+
+// goLocked starts f as a goroutine owned by Run; false when Run is not
+// running. The caller holds o.mu.
+func (o *Router) goLocked(f func(ctx context.Context)) bool {
+	ctx := o.runCtx
+	if ctx == nil || ctx.Err() != nil {
+		return false
+	}
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		f(ctx)
+	}()
+	return true
+}
+
+func (o *Router) onChange(c office.Change) {
+	o.wakePermissions() // an answer to a permission question?
+	if c.AgentID != "" && c.OfficeID != "" {
+		o.kick(agentKey{c.OfficeID, c.AgentID})
+		return
+	}
+	o.mu.Lock()
+	ctx := o.runCtx
+	o.mu.Unlock()
+	if ctx != nil {
+		o.kickAll(ctx)
+	}
+}
+
+// kickAll wakes the delivery of every agent of the served offices.
+func (o *Router) kickAll(ctx context.Context) {
+	offices, err := o.offices(ctx)
+	if err != nil {
+		o.log.Warn("list offices", "err", err)
+		return
+	}
+	for _, off := range offices {
+		agents, err := o.store.ListAgents(ctx, off.ID)
+		if err != nil {
+			o.log.Warn("list agents", "office", off.ID, "err", err)
+			continue
+		}
+		for _, a := range agents {
+			o.kick(agentKey{a.OfficeID, a.ID})
+		}
+	}
+}
+
+// CatchUp wakes the delivery of every agent of officeID, so that what waits in
+// the store for them (answers, messages, tasks, results) is delivered: call
+// it when this server takes the office over (Config.Owns).
+func (o *Router) CatchUp(ctx context.Context, officeID string) {
+	agents, err := o.store.ListAgents(ctx, officeID)
+	if err != nil {
+		o.log.Warn("list agents", "office", officeID, "err", err)
+		return
+	}
+	for _, a := range agents {
+		o.kick(agentKey{a.OfficeID, a.ID})
+	}
+}
+
+// TakeOffice is what this server does when it becomes officeID's owner
+// (Config.Owns): it catches up on what waits for the office's agents
+// (CatchUp) and, with autostart, starts the agents that should run: the
+// declared ones (an office file's) that are not disabled, and every other
+// agent that was running when its last server stopped (status active).
+// Failures to start are logged: the agent stays as it is.
+func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []office.Agent, autostart bool) {
+	o.sweepPermissions(ctx, officeID)
+	o.CatchUp(ctx, officeID)
+	if !autostart {
+		return
+	}
+	var start []office.Agent
+	seen := map[string]bool{}
+	for _, a := range declared {
+		if a.OfficeID == officeID && a.Status != office.AgentDisabled {
+			start, seen[a.ID] = append(start, a), true
+		}
+	}
+	agents, err := o.store.ListAgents(ctx, officeID)
+	if err != nil {
+		o.log.Warn("list agents", "office", officeID, "err", err)
+	}
+	for _, a := range agents {
+		if a.Status == office.AgentActive && !seen[a.ID] {
+			start = append(start, a)
+		}
+	}
+	for _, a := range start {
+		if err := o.StartAgent(ctx, a.ID); err != nil && ctx.Err() == nil {
+			o.log.Warn("start agent", "agent", a.Name, "err", err)
+		}
+	}
+}
+
+func (o *Router) offices(ctx context.Context) ([]office.Office, error) {
+	all, err := o.store.ListOffices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(of office.Office) bool { return !o.serves(of.ID) }), nil
+}
+
+func (o *Router) serves(officeID string) bool {
+	if o.cfg.Owns != nil && !o.cfg.Owns(officeID) {
+		return false
+	}
+	return len(o.cfg.OfficeIDs) == 0 || slices.Contains(o.cfg.OfficeIDs, officeID)
+}
+
+// source is the identity of the message being handled, passed to its
+// handlers as a value: who printed it, its dedupe key (chunk ID # index)
+// and whether it is a replay (seen before). A message's rows get IDs
+// derived from its key, so a replay conflicts instead of duplicating, and
+// nothing is typed for a replay. The zero source is no message (an API
+// call, a timer): rows get IDs from the store, events no dedupe key.
+type source struct {
+	officeID, agentID string
+	key               string
+	replay            bool
+}
+
+// rowID returns the ID of the row the message creates as what, or "" for
+// the zero source (the store picks one).
+func (s source) rowID(what string) string {
+	if s.key == "" {
+		return ""
+	}
+	return uuid.NewSHA1(rowNamespace, []byte(s.officeID+"\x00"+s.key+"\x00"+what)).String()
+}
+
+// subKey returns the dedupe key of a secondary event of the message ("" for
+// the zero source).
+func (s source) subKey(what string) string {
+	if s.key == "" {
+		return ""
+	}
+	return s.key + "#" + what
+}
+
+// record appends an event the caller has nothing else to do with: its
+// failure is logged here (and counted by event), never dropped.
+func (o *Router) record(ctx context.Context, officeID, agentID, kind string, payload any, key string) {
+	if _, err := o.event(ctx, officeID, agentID, kind, payload, "", key); err != nil && ctx.Err() == nil {
+		o.log.Error("audit event not recorded", "office", officeID, "agent", agentID, "kind", kind, "err", err)
+	}
+}
+
+// AuditFailures returns how many events could not be appended to the
+// event log since New (the store refused them); cmd/office-server exports
+// it in /metrics.
+func (o *Router) AuditFailures() uint64 { return o.auditFailures.Load() }
+
+// event appends an event (deduplicated when key is set) and publishes it to
+// subscribers when it was inserted. A failure is counted (AuditFailures)
+// and returned.
+func (o *Router) event(ctx context.Context, officeID, agentID, kind string, payload any, raw, key string) (bool, error) {
+	var pj json.RawMessage
+	if payload != nil {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return false, fmt.Errorf("event %s: %w", kind, err)
+		}
+		pj = b
+	}
+	ev, inserted, err := o.store.AppendEvent(ctx, office.Event{OfficeID: officeID, AgentID: agentID, Kind: kind, Payload: pj, Raw: raw, DedupeKey: key})
+	if err != nil {
+		o.auditFailures.Add(1)
+		return false, fmt.Errorf("append event %s: %w", kind, err)
+	}
+	if inserted {
+		o.publish(ev)
+	}
+	return inserted, nil
+}
+
+// workspace returns an agent's working directory (Workspace).
+func (o *Router) workspace(a office.Agent) string { return office.Workspace(o.cfg.DataDir, a) }

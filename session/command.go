@@ -1,0 +1,250 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+	"unicode/utf8"
+)
+
+// KindCommand runs any CLI agent and reads its words off its terminal
+// screen (screenlines.go): lines that scroll off are final at once, the
+// visible rows are read at turn end. A turn ends when the screen has been
+// still for Spec.Quiescence (and, with Spec.PromptPattern, shows the
+// prompt). Typed text is acknowledged by any output after it.
+const KindCommand = "command"
+
+// silentAck: a CLI that prints nothing after a line was typed (no echo, no
+// reaction) but keeps running is taken to have read it after this.
+const silentAck = 3 * time.Second
+
+func checkCommand(spec *Spec) error {
+	if spec.Command == "" {
+		return errors.New("kind command needs a command")
+	}
+	if spec.Quiescence <= 0 {
+		spec.Quiescence = 500 * time.Millisecond
+	}
+	if spec.PromptPattern != "" {
+		if _, err := regexp.Compile(spec.PromptPattern); err != nil {
+			return fmt.Errorf("prompt pattern: %w", err)
+		}
+	}
+	return nil
+}
+
+// commandDriver reads a CLI agent's screen.
+type commandDriver struct {
+	s         *Session
+	lines     *screenLines   // the process's screen and the lines read off it (locked)
+	prompt    *regexp.Regexp // Spec.PromptPattern (locked)
+	typing    keyLine        // a person's keystrokes (locked)
+	turnEndAt time.Time      // the live area was last read (locked)
+	textSeq   int            // worker-owned
+}
+
+func newCommandDriver(s *Session) driver { return &commandDriver{s: s} }
+
+func (d *commandDriver) launch(spec Spec) ([]string, []string, error) {
+	return spec.Args, buildEnv(spec, false), nil
+}
+
+func (d *commandDriver) started(spec Spec, _ *Info) {
+	d.lines = &screenLines{scr: newScreen(spec.Cols, spec.Rows), cols: spec.Cols}
+	d.prompt = nil
+	if spec.PromptPattern != "" {
+		d.prompt = regexp.MustCompile(spec.PromptPattern) // checked by checkCommand
+	}
+	d.typing = keyLine{}
+}
+
+func (d *commandDriver) output(p []byte) { d.lines.write(p) }
+
+func (d *commandDriver) screen() []string {
+	if d.lines == nil {
+		return nil
+	}
+	return d.lines.scr.Lines()
+}
+
+func (d *commandDriver) resize(cols, rows int) {
+	if d.lines != nil {
+		d.lines.resized(cols, rows)
+	}
+}
+
+func (d *commandDriver) typed(text string) {
+	if d.lines != nil {
+		d.lines.typed(text)
+	}
+}
+
+// keys follows a person's keystrokes into a line (printable characters,
+// backspace; escape sequences ignored) that the echo filter drops when it
+// shows up on screen: the echo of what a person types is not the agent's
+// words either.
+func (d *commandDriver) keys(p []byte) bool {
+	return d.lines != nil && d.typing.feed(p, d.lines)
+}
+
+// received: any output after the typing began is the CLI's reaction (its
+// echo at least).
+func (d *commandDriver) received(now time.Time, a *pendingAck) (bool, error) {
+	d.s.mu.Lock()
+	lastOut := d.s.lastOutput
+	d.s.mu.Unlock()
+	return lastOut.After(a.typedAt) || now.Sub(a.typedAt) > silentAck, nil
+}
+
+// resume: a CLI restarts blank; nothing to carry over.
+func (d *commandDriver) resume(*Spec, *Spec) {}
+
+func (d *commandDriver) close() {}
+
+// step dispatches scrolled-off lines and detects the turn's end on the
+// screen.
+func (d *commandDriver) step(now time.Time, st Status) ([]Text, func()) {
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	texts := d.texts(now, st)
+	if len(texts) > 0 && texts[len(texts)-1].TurnEnd {
+		report, _ := s.setStatusLocked(StatusReady)
+		return texts, report
+	}
+	return texts, func() {}
+}
+
+// texts reads the lines that scrolled off, and the live area when the turn
+// is over. Locked.
+func (d *commandDriver) texts(now time.Time, st Status) []Text {
+	s := d.s
+	var texts []Text
+	if d.lines == nil || s.p == nil {
+		return nil
+	}
+	if l, lost := d.lines.take(); len(l) > 0 || lost > 0 {
+		texts = append(texts, d.newText(l, lost, false))
+	}
+	switch st {
+	case StatusStarting, StatusBusy:
+	case StatusReady:
+		// Output nobody asked for (a background job finishing): read it
+		// once it settles behind a prompt. Only with a prompt pattern: the
+		// prompt row, which may hold what a person is typing, is skipped.
+		if d.prompt == nil || !s.lastOutput.After(d.turnEndAt) {
+			return texts
+		}
+	default:
+		return texts
+	}
+	q := s.spec.Quiescence
+	if now.Sub(s.lastOutput) < q || now.Sub(s.p.started) < q {
+		return texts
+	}
+	// After typing, wait for the program to react (its echo at least),
+	// unless it stays silent much longer than the quiescence period.
+	if !s.inputAt.IsZero() && !s.lastOutput.After(s.inputAt) && now.Sub(s.inputAt) < 10*q {
+		return texts
+	}
+	var skip func(string) bool
+	if d.prompt != nil {
+		last := ""
+		rows := d.lines.scr.Lines()
+		for i := len(rows) - 1; i >= 0; i-- {
+			if r := trimRight(rows[i]); r != "" {
+				last = r
+				break
+			}
+		}
+		if !d.prompt.MatchString(last) {
+			return texts
+		}
+		skip = d.prompt.MatchString
+	}
+	d.lines.turnEnd(skip)
+	d.turnEndAt = now
+	if l, lost := d.lines.take(); len(l) > 0 || lost > 0 || st != StatusReady {
+		texts = append(texts, d.newText(l, lost, true))
+	}
+	return texts
+}
+
+// flush reads the live area of an agent that exited: its last words.
+func (d *commandDriver) flush() []Text {
+	if d.lines == nil {
+		return nil
+	}
+	d.lines.turnEnd(nil)
+	l, lost := d.lines.take()
+	if len(l) == 0 && lost == 0 {
+		return nil
+	}
+	return []Text{d.newText(l, lost, true)}
+}
+
+func (d *commandDriver) newText(lines []string, lost int, turnEnd bool) Text {
+	d.textSeq++
+	if lost > 0 {
+		d.s.log.Warn("agent output lost: the session's consumer did not keep up", "lines", lost)
+	}
+	return Text{Key: d.s.key, Lines: lines, ID: fmt.Sprintf("screen:%d", d.textSeq), Source: FromScreen, TurnEnd: turnEnd, Lost: lost}
+}
+
+// keyLine follows a person's keystrokes into the line being typed.
+type keyLine struct {
+	line []rune
+	esc  int // 0 none, 1 after ESC, 2 in CSI/SS3
+	utf  []byte
+}
+
+// feed takes keystrokes; each completed line (Enter) is registered as
+// typed text with x. It reports whether a line was completed.
+func (k *keyLine) feed(p []byte, x *screenLines) bool {
+	entered := false
+	for _, c := range p {
+		switch k.esc {
+		case 1:
+			if c == '[' || c == 'O' {
+				k.esc = 2
+			} else {
+				k.esc = 0
+			}
+			continue
+		case 2:
+			if c >= 0x40 && c <= 0x7e {
+				k.esc = 0
+			}
+			continue
+		}
+		if len(k.utf) > 0 || c >= 0x80 {
+			k.utf = append(k.utf, c)
+			if utf8.FullRune(k.utf) {
+				r, _ := utf8.DecodeRune(k.utf)
+				k.utf = k.utf[:0]
+				k.line = append(k.line, r)
+			}
+			continue
+		}
+		switch c {
+		case 0x1b:
+			k.esc = 1
+		case '\r', '\n':
+			x.typed(string(k.line))
+			k.line = k.line[:0]
+			entered = true
+		case 0x7f, 0x08:
+			if len(k.line) > 0 {
+				k.line = k.line[:len(k.line)-1]
+			}
+		case 0x15: // Ctrl-U
+			k.line = k.line[:0]
+		default:
+			if c >= 0x20 {
+				k.line = append(k.line, rune(c))
+			}
+		}
+	}
+	return entered
+}

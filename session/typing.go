@@ -1,0 +1,266 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+type sendReq struct {
+	text  string
+	taken bool
+	tries int // times typed
+	done  chan error
+}
+
+// pendingAck is text typed into the agent that it has not acknowledged yet
+// (worker-owned). Send returns only once the agent has it: Claude Code
+// writes the prompt into its transcript as a user entry; another CLI
+// writes something to its terminal after the Enter (its echo at least).
+type pendingAck struct {
+	r       *sendReq
+	p       *proc
+	typedAt time.Time // typing began
+}
+
+// Send types text into the agent when it is ready for input: FIFO, one turn
+// at a time. The text is untrusted and is sanitised first (see Sanitize).
+// Multi-line text (or text with a tab) goes as a bracketed paste when the
+// program enabled mode 2004; Enter follows as a separate write. Send
+// returns once the text was typed, or with ctx's error (the text is then
+// not typed), ErrEmpty (nothing left after sanitising), ErrStopped,
+// ErrFailed or ErrExited. Text queued while the agent restarts after a
+// crash waits for it.
+func (s *Session) Send(ctx context.Context, text string) error {
+	text = trimNewlines(Sanitize(text))
+	if text == "" {
+		return ErrEmpty
+	}
+	r := &sendReq{text: text, done: make(chan error, 1)}
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return ErrStopped
+	}
+	switch s.info.Status {
+	case StatusFailed:
+		s.mu.Unlock()
+		return ErrFailed
+	case StatusExited:
+		s.mu.Unlock()
+		return ErrExited
+	}
+	s.sendQ = append(s.sendQ, r)
+	s.mu.Unlock()
+	s.poke()
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	if !r.taken {
+		for i, q := range s.sendQ {
+			if q == r {
+				s.sendQ = append(s.sendQ[:i], s.sendQ[i+1:]...)
+				break
+			}
+		}
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+	s.mu.Unlock()
+	return <-r.done
+}
+
+// typeNext types the head of the send queue if the agent is ready and the
+// text typed before was acknowledged.
+func (s *Session) typeNext() {
+	s.mu.Lock()
+	if s.ack != nil || len(s.sendQ) == 0 || s.info.Status != StatusReady || s.p == nil || isClosed(s.p.exited) {
+		s.mu.Unlock()
+		return
+	}
+	r := s.sendQ[0]
+	s.sendQ = s.sendQ[1:]
+	r.taken = true
+	r.tries++
+	p := s.p
+	paste := s.modes.paste
+	s.drv.typed(r.text)
+	s.inputAt = time.Now()
+	report, _ := s.setStatusLocked(StatusBusy)
+	s.mu.Unlock()
+	report()
+	typedAt := time.Now()
+	if err := s.typeText(p, r.text, paste); err != nil {
+		if isClosed(p.exited) {
+			s.unacked(r, ErrExited) // typed into a process that died: again after the restart
+			return
+		}
+		r.done <- err
+		return
+	}
+	s.ack = &pendingAck{r: r, p: p, typedAt: typedAt}
+	s.poke()
+}
+
+// maxTries bounds how often one text is typed when it was not acknowledged
+// (the agent crashed first, or its prompt lost it).
+const maxTries = 3
+
+// checkAck resolves the pending acknowledgement, as the driver sees it.
+func (s *Session) checkAck(now time.Time) {
+	a := s.ack
+	if a == nil {
+		return
+	}
+	done, err := s.drv.received(now, a)
+	switch {
+	case !done:
+	case err != nil:
+		s.unacked(a.r, err)
+	default:
+		s.acked()
+	}
+}
+
+func (s *Session) acked() {
+	r := s.ack.r
+	s.ack = nil
+	r.done <- nil
+}
+
+// unacked takes r back: it is typed again when the agent is ready (first in
+// line), up to maxTries; then Send fails with err.
+func (s *Session) unacked(r *sendReq, err error) {
+	if s.ack != nil && s.ack.r == r {
+		s.ack = nil
+	}
+	s.mu.Lock()
+	if r.tries < maxTries && !s.ended {
+		r.taken = false // a Send given up meanwhile may take it out again
+		s.sendQ = append([]*sendReq{r}, s.sendQ...)
+		s.mu.Unlock()
+		s.poke()
+		return
+	}
+	s.mu.Unlock()
+	r.done <- fmt.Errorf("%w (typed %d times): %w", ErrNotReceived, r.tries, err)
+}
+
+func (s *Session) typeText(p *proc, text string, paste bool) error {
+	write := func(b string) error {
+		_ = p.pty.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		_, err := p.pty.Write([]byte(b))
+		if err != nil {
+			return fmt.Errorf("type into session %s: %w", s.key, err)
+		}
+		return nil
+	}
+	var body string
+	switch {
+	case paste && (containsNewline(text) || strings.IndexByte(text, '\t') >= 0):
+		// A tab typed as a key may complete or switch modes; pasted, it is
+		// text.
+		body = "\x1b[200~" + text + "\x1b[201~"
+	case !containsNewline(text):
+		body = text
+	case paste:
+		body = "\x1b[200~" + text + "\x1b[201~"
+	default:
+		body = replaceNewlines(text, "\r")
+	}
+	wrote := time.Now()
+	if err := write(body); err != nil {
+		return err
+	}
+	if err := s.awaitLanded(p, text, wrote); err != nil {
+		return err
+	}
+	return write("\r")
+}
+
+// awaitLanded waits until the program has taken the text typed at wrote,
+// so that the Enter that follows submits it rather than joining it (a TUI
+// that reads a burst of keys as a paste takes an Enter in the same burst
+// for a line break). The exact signal is the program's own redraw: output
+// after the write whose screen shows the text's tail (or Claude Code's
+// "[Pasted text" placeholder for a long paste). Options.EnterDelay bounds
+// the wait for programs that show nothing (no echo).
+//
+// The reader goroutine keeps the screen current while the worker waits
+// here; it pokes the worker's wake channel on every chunk.
+func (s *Session) awaitLanded(p *proc, text string, wrote time.Time) error {
+	tail := landTail(text)
+	bound := time.NewTimer(s.m.opts.EnterDelay)
+	defer bound.Stop()
+	for {
+		s.mu.Lock()
+		landed := s.p == p && s.lastOutput.After(wrote) && screenHas(s.drv.screen(), tail)
+		s.mu.Unlock()
+		if landed {
+			s.log.Debug("enter", "after", time.Since(wrote), "landed", true)
+			return nil
+		}
+		select {
+		case <-s.wake:
+		case <-bound.C:
+			s.log.Debug("enter", "after", time.Since(wrote), "landed", false)
+			return nil
+		case <-p.exited:
+			return fmt.Errorf("type into session %s: %w", s.key, errors.New("agent exited"))
+		}
+	}
+}
+
+// landTail is what of text a program shows once it took it: the last 16
+// non-space characters (screens wrap and indent, so spaces are not
+// compared).
+func landTail(text string) string {
+	r := []rune(strings.Join(strings.Fields(text), ""))
+	if len(r) > 16 {
+		r = r[len(r)-16:]
+	}
+	return string(r)
+}
+
+// screenHas reports whether the screen rows, joined without their spaces,
+// contain tail, or show Claude Code's placeholder for a pasted text.
+func screenHas(rows []string, tail string) bool {
+	var b strings.Builder
+	for _, r := range rows {
+		if strings.Contains(r, "[Pasted text") {
+			return true
+		}
+		for _, f := range strings.Fields(r) {
+			b.WriteString(f)
+		}
+	}
+	return tail != "" && strings.Contains(b.String(), tail)
+}
+
+// Input writes raw keystrokes from the console's controlling viewer. A line
+// a person enters makes the agent busy when its driver says so (a screen
+// read: the echo of the keystrokes is not the agent's words either, see
+// keyLine).
+func (s *Session) Input(p []byte) error {
+	s.mu.Lock()
+	pr := s.p
+	if pr != nil && s.drv.keys(p) {
+		s.inputAt = time.Now()
+		report, _ := s.setStatusLocked(StatusBusy)
+		defer report()
+	}
+	s.mu.Unlock()
+	if pr == nil {
+		return fmt.Errorf("input to session %s: %w", s.key, errors.New("no running agent"))
+	}
+	_ = pr.pty.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := pr.pty.Write(p); err != nil {
+		return fmt.Errorf("input to session %s: %w", s.key, err)
+	}
+	return nil
+}
