@@ -43,6 +43,16 @@ var (
 // agent cannot end it and escape) and starts the agent as cred; without a
 // keeper, cmd itself runs as cred.
 func keep(cmd *exec.Cmd, argv []string, grace time.Duration, cred *syscall.Credential) error {
+	if cmd.Err != nil {
+		return cmd.Err // the command itself cannot be found: say so now
+	}
+	if len(argv) > 0 {
+		// The keeper would start, and its child fail: check the command
+		// here, so a missing one is a failed start, not a crash loop.
+		if _, err := exec.LookPath(cmd.Path); err != nil {
+			return err
+		}
+	}
 	if len(argv) == 0 {
 		if cred != nil {
 			if cmd.SysProcAttr == nil {

@@ -52,8 +52,12 @@ func RunKeeper(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "keeper: child subreaper: %v\n", errno)
 		return 127
 	}
-	life := os.NewFile(keeperFD, "server-life")
-	if life != nil {
+	// Descriptor 3 is the server's life pipe only when it is a pipe (the
+	// keeper run by hand has none; then only the agent's end ends it).
+	var life *os.File
+	var st syscall.Stat_t
+	if err := syscall.Fstat(keeperFD, &st); err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFIFO {
+		life = os.NewFile(keeperFD, "server-life")
 		syscall.CloseOnExec(keeperFD) // the agent does not get it
 	}
 	// Caught, not ignored: an ignored signal would stay ignored in the agent.

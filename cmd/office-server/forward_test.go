@@ -80,7 +80,12 @@ func TestForwardedTextNeverActs(t *testing.T) {
 	sink := `{kind: command, command: /bin/sh, args: [-c, "echo 'sink>'; while IFS= read -r l; do echo 'sink>'; done"], prompt_pattern: "^sink>$"}`
 	t.Run("tty echo", func(t *testing.T) {
 		relay := `{kind: command, command: /bin/sh, args: [-c, "echo 'relay>'; while IFS= read -r l; do echo 'relay>'; done"], prompt_pattern: "^relay>$"}`
-		runForward(t, bin, relay, sink, nil, nil)
+		runForward(t, bin, relay, sink, nil, func(t *testing.T, f *forwardRun) {
+			// The tty echoed the message: the forged tag is on its screen.
+			if s := f.replay(t, "relay"); !strings.Contains(s, "INVOKE:sink]") {
+				t.Errorf("the tty did not echo the message:\n%s", s)
+			}
+		})
 	})
 	t.Run("box TUI", func(t *testing.T) {
 		script := filepath.Join(t.TempDir(), "box.js")

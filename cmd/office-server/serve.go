@@ -65,6 +65,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
+	if st, err := os.Stat(c.DataDir); err == nil && st.Mode().Perm()&0o066 != 0 {
+		log.Warn("the data dir is readable or writable by other users (it holds the admin token and the database): chmod 700 it", "dir", c.DataDir, "mode", st.Mode().Perm().String())
+	}
 	token, tokenCreated, err := m.adminToken(log)
 	if err != nil {
 		return err
