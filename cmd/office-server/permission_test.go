@@ -236,6 +236,9 @@ agents:
 	if err := chromedp.Do(bctx,
 		chromedp.WaitVisible(chromedp.CSS(card+` input.reason`)),
 		chromedp.SendKeys(chromedp.CSS(card+` input.reason`), reason),
+		// The page refreshes every 3 s and on every event: a reason being
+		// typed must survive it.
+		chromedp.Sleep(3500*time.Millisecond),
 	); err != nil {
 		t.Fatalf("console: deny with a reason: %v", err)
 	}
