@@ -246,3 +246,45 @@ func TestDescribePermission(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParsePermissionAnswer: any answer is one of the three choices; a
+// deny's reason comes from the answer; only an allow answer allows.
+func FuzzParsePermissionAnswer(f *testing.F) {
+	for _, s := range []string{"allow once", "allow for this session", "deny", "deny: x", "no, y", "yes", "", "거부: 안 돼", "deny—why"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		choice, reason := parsePermissionAnswer(s)
+		switch choice {
+		case office.PermissionAllowOnce, office.PermissionAllowSession:
+			if reason != "" {
+				t.Fatalf("%q: an allow with a reason %q", s, reason)
+			}
+			if l := strings.ToLower(strings.TrimSpace(s)); strings.HasPrefix(l, "deny") || strings.HasPrefix(l, "no") {
+				t.Fatalf("%q allows", s)
+			}
+		case office.PermissionDeny:
+			if !strings.Contains(s, reason) {
+				t.Fatalf("%q: reason %q is not from the answer", s, reason)
+			}
+		default:
+			t.Fatalf("%q: choice %q", s, choice)
+		}
+	})
+}
+
+// FuzzDescribePermission: any tool input gives a question that names the
+// agent, and never panics.
+func FuzzDescribePermission(f *testing.F) {
+	f.Add("Bash", `{"command":"ls"}`)
+	f.Add("Edit", `{"file_path":"/a","old_string":"x","new_string":"y","edits":[{"old_string":"1"}]}`)
+	f.Add("Write", `{"file_path":"/a","content":7}`)
+	f.Add("X", `[1,2]`)
+	f.Fuzz(func(t *testing.T, tool, input string) {
+		q, _ := describePermission("agent", tool, json.RawMessage(input))
+		if !strings.HasPrefix(q, "agent wants to ") {
+			t.Fatalf("question %q", q)
+		}
+		_ = sessionRule(tool, toolSubject(tool, json.RawMessage(input)), json.RawMessage(input))
+	})
+}

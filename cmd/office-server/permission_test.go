@@ -201,6 +201,17 @@ agents:
 		t.Errorf("question context %q: want the agent's description and the tool", q.Context)
 	}
 	c.wait("the permission.requested event", 10*time.Second, func() bool { return events("permission.requested", q.ID) == 1 })
+	// RLS: members read it; a signed-in user of no office sees nothing.
+	stranger := "00000000-0000-0000-0000-0000000000f2"
+	mustExec(t, db, `insert into auth.users (id, email) values ($1, 'stranger@example.com')`, stranger)
+	for _, who := range []struct {
+		user string
+		want int
+	}{{member, 1}, {stranger, 0}} {
+		if got := visibleAs(t, db, who.user, q.ID); got != who.want {
+			t.Errorf("user %s sees %d rows of the permission question, want %d", who.user, got, who.want)
+		}
+	}
 
 	// The console shows it at the top, with its buttons.
 	bctx := chromeContext(t, chromium, 120*time.Second)
@@ -349,4 +360,26 @@ agents:
 	t.Logf("request → row: allow %v, deny %v; answer → decision at the model: allow (SQL UPDATE) %v, deny (console) %v",
 		toRow["allow"].Round(time.Millisecond), toRow["deny"].Round(time.Millisecond),
 		toDecision["allow"].Round(time.Millisecond), toDecision["deny"].Round(time.Millisecond))
+}
+
+// visibleAs counts the rows of question id that user reads under RLS.
+func visibleAs(t *testing.T, db *pgx.Conn, user, id string) int {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `select set_config('request.jwt.claims', $1, true)`, `{"sub":"`+user+`","role":"authenticated"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "set local role authenticated"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `select count(*) from user_questions where id = $1`, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
