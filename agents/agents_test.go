@@ -1,6 +1,7 @@
 package agents_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,6 +68,16 @@ func TestSpec(t *testing.T) {
 	got, err = a.Spec(engine.SessionSpec{Launch: office.LaunchSpec{Kind: "claude", Command: "node_modules/.bin/claude"}})
 	if err != nil || !filepath.IsAbs(got.Command) {
 		t.Errorf("relative claude command not made absolute: %q %v", got.Command, err)
+	}
+	// Every agent has a HOME of its own, private, unless its launch env names
+	// one; a user: is passed on.
+	got, err = a.Spec(engine.SessionSpec{OfficeID: "o", AgentID: "b", Launch: office.LaunchSpec{Kind: "command", Command: "/bin/sh", User: "nobody"}})
+	if st, serr := os.Stat(got.Home); err != nil || serr != nil || got.Home != agents.AgentHome(state, "o", "b") || st.Mode().Perm() != 0o700 || got.User != "nobody" {
+		t.Errorf("command spec: home %q (%v, %v), user %q", got.Home, err, serr, got.User)
+	}
+	got, err = a.Spec(engine.SessionSpec{OfficeID: "o", AgentID: "c", Launch: office.LaunchSpec{Kind: "command", Command: "/bin/sh", Env: map[string]string{"HOME": "/srv/c"}}})
+	if err != nil || got.Home != "" {
+		t.Errorf("a launch env HOME: spec home %q (%v), want it left to the env", got.Home, err)
 	}
 	for _, l := range []office.LaunchSpec{{Kind: "docker"}, {Kind: "builtin"}, {Kind: "command"}, {Kind: "command", Command: "sh", PromptPattern: "("}} {
 		if _, err := a.Spec(engine.SessionSpec{Launch: l}); office.ErrorCode(err) != office.EINVALID {

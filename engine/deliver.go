@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/office-server/office-server/office"
@@ -150,12 +148,11 @@ func (d *desk) round(ctx context.Context) (retry bool) {
 func (d *desk) deliverNotices(ctx context.Context, v *delivery) bool {
 	for {
 		d.mu.Lock()
-		if len(d.notices) == 0 {
-			d.mu.Unlock()
+		n, ok := d.nextNotice()
+		d.mu.Unlock()
+		if !ok {
 			return true
 		}
-		n := d.notices[0]
-		d.mu.Unlock()
 		if !v.send(ctx, n) {
 			return false
 		}
@@ -677,23 +674,11 @@ func (o *Router) expire(ctx context.Context) {
 		}
 		return false
 	})
-	parked := o.parked
-	o.parked = nil
 	o.mu.Unlock()
 	for _, r := range due {
 		o.notify(r.agent, fmt.Sprintf("You reported a recoverable error (%s). The pause is over: retry now.", r.message))
 	}
-	var still []parkedProxy
-	for _, p := range parked {
-		if err := o.routeProxy(ctx, source{}, p, true); err == errParked {
-			still = append(still, p)
-		}
-	}
-	if len(still) > 0 {
-		o.mu.Lock()
-		o.parked = append(still, o.parked...)
-		o.mu.Unlock()
-	}
+	o.proxyTick(ctx, now)
 }
 
 // The forms typed into an agent. Content from someone else is framed by
@@ -720,10 +705,4 @@ func taskText(inv office.Invocation, caller string) string {
 		s += "\nContext:\n" + quote(inv.Context)
 	}
 	return s + fmt.Sprintf("\nWhen you are done, deliver the result to %s with a DELIVER_RESULT block naming %s.", caller, caller)
-}
-
-func newShortID() string {
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

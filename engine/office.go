@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/office-server/office-server/proxy"
 )
 
 // Defaults of Config.
@@ -29,6 +31,7 @@ const (
 	DefaultRetryBackoff      = 30 * time.Second
 	DefaultTick              = time.Second
 	DefaultInboxBytes        = 1 << 20
+	DefaultProxyWait         = 30 * time.Minute
 )
 
 // SessionSpec is what the office asks the session layer to run for an
@@ -113,6 +116,13 @@ type Config struct {
 	RetryBackoff      time.Duration // ERROR pause_and_retry; default 30 s
 	Tick              time.Duration // expiry and retry scan; default 1 s
 	MaxContent        int           // forwarded content limit; default proxy.MaxContent
+	// ProxyWait is how long a parked PROXY_REQUEST waits for a proxy before
+	// it times out (backed up to a file, a person asked, the requester
+	// told); default 30 min.
+	ProxyWait time.Duration
+	// ContentRules screen what a PROXY_REQUEST asks a proxy to record
+	// (proxy.ActionRequest.Screen); nil: proxy.DefaultRules.
+	ContentRules []proxy.Rule
 	// InboxBytes bounds each session's text waiting to be parsed and acted
 	// on (a slow or hung store holds the reader up). Beyond it, screen
 	// text is dropped and recorded as lost (an "output.lost" event, a
@@ -161,7 +171,7 @@ type StatusChange struct {
 // Router is the routing core: it acts on every message the agents print and
 // feeds answers, results and tasks back into their terminals. What it
 // keeps per agent is on the agent's desk (desk.go); what is office-wide
-// here: the ERROR retries and parked proxy requests the ticker fires, the
+// here: the ERROR retries the ticker fires, the
 // event subscribers, and the queue of session statuses.
 type Router struct {
 	cfg    Config
@@ -175,7 +185,6 @@ type Router struct {
 	runCtx     context.Context // set by Run
 	desks      map[agentKey]*desk
 	retries    []retry
-	parked     []parkedProxy
 	subs       map[*Subscription]struct{}
 	statusQ    []StatusChange
 	statusWake chan struct{}
@@ -221,6 +230,7 @@ func New(cfg Config) (*Router, error) {
 	def(&cfg.RetryBackoff, DefaultRetryBackoff)
 	def(&cfg.Tick, DefaultTick)
 	def(&cfg.PermissionTimeout, DefaultPermissionTimeout)
+	def(&cfg.ProxyWait, DefaultProxyWait)
 	if cfg.DepthLimit <= 0 {
 		cfg.DepthLimit = DefaultDepthLimit
 	}

@@ -173,15 +173,73 @@ func (s *Session) typeText(p *proc, text string, paste bool) error {
 	default:
 		body = replaceNewlines(text, "\r")
 	}
+	wrote := time.Now()
 	if err := write(body); err != nil {
 		return err
 	}
-	select {
-	case <-time.After(s.m.opts.EnterDelay):
-	case <-p.exited:
-		return fmt.Errorf("type into session %s: %w", s.key, errors.New("agent exited"))
+	if err := s.awaitLanded(p, text, wrote); err != nil {
+		return err
 	}
 	return write("\r")
+}
+
+// awaitLanded waits until the program has taken the text typed at wrote,
+// so that the Enter that follows submits it rather than joining it (a TUI
+// that reads a burst of keys as a paste takes an Enter in the same burst
+// for a line break). The exact signal is the program's own redraw: output
+// after the write whose screen shows the text's tail (or Claude Code's
+// "[Pasted text" placeholder for a long paste). Options.EnterDelay bounds
+// the wait for programs that show nothing (no echo).
+//
+// The reader goroutine keeps the screen current while the worker waits
+// here; it pokes the worker's wake channel on every chunk.
+func (s *Session) awaitLanded(p *proc, text string, wrote time.Time) error {
+	tail := landTail(text)
+	bound := time.NewTimer(s.m.opts.EnterDelay)
+	defer bound.Stop()
+	for {
+		s.mu.Lock()
+		landed := s.p == p && s.lastOutput.After(wrote) && screenHas(s.drv.screen(), tail)
+		s.mu.Unlock()
+		if landed {
+			s.log.Debug("enter", "after", time.Since(wrote), "landed", true)
+			return nil
+		}
+		select {
+		case <-s.wake:
+		case <-bound.C:
+			s.log.Debug("enter", "after", time.Since(wrote), "landed", false)
+			return nil
+		case <-p.exited:
+			return fmt.Errorf("type into session %s: %w", s.key, errors.New("agent exited"))
+		}
+	}
+}
+
+// landTail is what of text a program shows once it took it: the last 16
+// non-space characters (screens wrap and indent, so spaces are not
+// compared).
+func landTail(text string) string {
+	r := []rune(strings.Join(strings.Fields(text), ""))
+	if len(r) > 16 {
+		r = r[len(r)-16:]
+	}
+	return string(r)
+}
+
+// screenHas reports whether the screen rows, joined without their spaces,
+// contain tail, or show Claude Code's placeholder for a pasted text.
+func screenHas(rows []string, tail string) bool {
+	var b strings.Builder
+	for _, r := range rows {
+		if strings.Contains(r, "[Pasted text") {
+			return true
+		}
+		for _, f := range strings.Fields(r) {
+			b.WriteString(f)
+		}
+	}
+	return tail != "" && strings.Contains(b.String(), tail)
 }
 
 // Input writes raw keystrokes from the console's controlling viewer. A line

@@ -20,6 +20,7 @@ import (
 	"github.com/office-server/office-server/server"
 	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/store/postgres"
+	"github.com/office-server/office-server/store/rostercache"
 	"github.com/office-server/office-server/store/sqlite"
 	"github.com/office-server/office-server/supabase"
 )
@@ -82,6 +83,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			err = fmt.Errorf("close store: %w", cerr)
 		}
 	}()
+	// Rosters from memory: the engine and the API read them on every
+	// delivery and start (store/rostercache).
+	store = rostercache.New(store, 0)
 	secretsKey, err := m.secretsKey(log)
 	if err != nil {
 		return err
@@ -96,11 +100,17 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("find own executable for the agents' permission hook: %w", err)
 	}
 
+	rules, err := contentRules(c.ContentRules)
+	if err != nil {
+		return err
+	}
+
 	// Sessions, the office, the server.
 	router, sess, err := agents.New(engine.Config{
 		Store: store, Feed: feed, Logger: log.With("part", "office"),
 		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
 		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(),
+		ProxyWait: c.ProxyWait, ContentRules: rules,
 	}, agents.Options{AgentBin: c.AgentBin, StateDir: filepath.Join(c.DataDir, "claude")},
 		session.Options{Logger: log.With("part", "session"), Keeper: keeper, Hook: hook})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -412,6 +413,18 @@ func helperMain() int {
 	}
 	defer s.Close()
 	fmt.Println("ready") // opened: the parent may start the race
+	if os.Getenv("OFFICE_SQLITE_HELPER") == "answer-live" {
+		// One at a time: answer each id as it comes, say when committed.
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			if _, ok, err := s.AnswerQuestion(ctx, sc.Text(), "from another process", ""); err != nil || !ok {
+				fmt.Fprintln(os.Stderr, "answer", sc.Text(), ok, err)
+				return 1
+			}
+			fmt.Println("done", sc.Text())
+		}
+		return 0
+	}
 	var ids []string
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
@@ -589,6 +602,60 @@ func TestAnswersFromAnotherProcessReachTheFeed(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		t.Fatalf("saw %d of %d answers written by another process", len(seen), n)
+	}
+}
+
+// TestAnotherProcessAnswerLatency: an answer committed by another process
+// reaches this process's Watch within milliseconds (inotify on the
+// database's directory), not at the next poll (500 ms).
+func TestAnotherProcessAnswerLatency(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "office.db")
+	s := openPath(t, path)
+	o, a := fixture(t, s)
+	seen := make(chan string, 64)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Watch(wctx, []string{o.ID}, func(c office.Change) {
+			if c.Status == office.QuestionAnswered {
+				seen <- c.ID
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	for !s.Connected() {
+		time.Sleep(time.Millisecond)
+	}
+	h := startHelper(t, "answer-live", path)
+	defer func() { h.stdin.Close(); h.cmd.Wait() }()
+	var lat []time.Duration
+	for range 20 {
+		q := newQuestion(t, s, o, a)
+		fmt.Fprintln(h.stdin, q.ID)
+		if !h.out.Scan() || h.out.Text() != "done "+q.ID {
+			t.Fatalf("helper: %q %v", h.out.Text(), h.out.Err())
+		}
+		committed := time.Now()
+		timeout := time.After(5 * time.Second)
+	wait:
+		for {
+			select {
+			case id := <-seen:
+				if id == q.ID {
+					break wait
+				}
+			case <-timeout:
+				t.Fatalf("answer %s never reached the feed", q.ID)
+			}
+		}
+		lat = append(lat, time.Since(committed))
+		time.Sleep(20 * time.Millisecond) // answers arrive one by one, not in a burst
+	}
+	slices.Sort(lat)
+	t.Logf("another process's commit → Watch (as seen after the helper said so): p50 %v, max %v", lat[len(lat)/2], lat[len(lat)-1])
+	if lat[len(lat)-1] > 150*time.Millisecond {
+		t.Errorf("max %v: another process's answers wait for the poll", lat[len(lat)-1])
 	}
 }
 

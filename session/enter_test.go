@@ -1,0 +1,109 @@
+package session
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/office-server/office-server/internal/anthropictest"
+	"github.com/office-server/office-server/internal/testenv"
+)
+
+// enterLog records the session's "enter" debug records: how long after
+// the text was written Enter went, and whether the program showed the
+// text first (landed) or the bound ran out.
+type enterLog struct {
+	mu     sync.Mutex
+	after  []time.Duration
+	landed []bool
+}
+
+func (l *enterLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *enterLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *enterLog) WithGroup(string) slog.Handler            { return l }
+func (l *enterLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "enter" {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "after":
+			l.after = append(l.after, a.Value.Duration())
+		case "landed":
+			l.landed = append(l.landed, a.Value.Bool())
+		}
+		return true
+	})
+	return nil
+}
+
+// TestClaudeEnterWhenLanded types prompts of every shape into the real
+// Claude Code (one line, several lines as a bracketed paste, Korean, a
+// line longer than the screen, 2 KB) with a long bound (2 s) on the wait
+// before Enter: each Enter goes as soon as Claude Code shows the text, and
+// every prompt reaches the model once, on the first typing (an Enter too
+// early would leave it in the input box, unsubmitted, until the
+// acknowledgement timeout typed it again).
+func TestClaudeEnterWhenLanded(t *testing.T) {
+	bin := testenv.ClaudeBin(t)
+	srv := anthropictest.New(t)
+	home, dir := t.TempDir(), t.TempDir()
+	log := &enterLog{}
+	r := newRecorder()
+	m := newTestManager(t, r, Options{EnterDelay: 2 * time.Second, StopGrace: 2 * time.Second, Logger: slog.New(log)})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s, err := m.Start(ctx, Key{"o", "enter"}, Spec{Command: bin, Dir: dir, Home: home, ConfigDir: filepath.Join(home, ".claude"),
+		Env: append([]string{"ANTHROPIC_API_KEY=" + srv.Key}, srv.Env(home)...), Cols: 100, Rows: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts := []string{
+		"short one",
+		"두 번째 메시지: 한국어로 된 한 줄입니다",
+		"three\nlines\nof text",
+		strings.Repeat("a line longer than the screen is wide ", 5) + "end-4",
+		"[OFFICE] Answer to question q-1 (\"Which?\"):\n> SSO",
+		strings.Repeat("이천 바이트 쯤 되는 긴 붙여넣기 ", 60) + "end-6",
+	}
+	for i := 7; i <= 20; i++ {
+		prompts = append(prompts, "message number "+strings.Repeat("x", i)+" end")
+	}
+	for i, p := range prompts {
+		if err := s.Send(ctx, p); err != nil {
+			t.Fatalf("prompt %d: %v", i, err)
+		}
+		if _, err := srv.WaitMain(ctx, i+1); err != nil {
+			t.Fatalf("prompt %d never reached the model: %v", i, err)
+		}
+	}
+	got := srv.MainRequests()
+	if len(got) != len(prompts) {
+		t.Errorf("%d model requests for %d prompts", len(got), len(prompts))
+	}
+	for i, req := range got {
+		if i < len(prompts) && !strings.Contains(strings.Join(strings.Fields(req.LastUserText()), " "), strings.Join(strings.Fields(prompts[i]), " ")) {
+			t.Errorf("request %d has %q, want prompt %q", i, req.LastUserText(), prompts[i])
+		}
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.after) != len(prompts) {
+		t.Fatalf("%d typings for %d prompts: a prompt was typed again (an Enter too early?)", len(log.after), len(prompts))
+	}
+	for i, ok := range log.landed {
+		if !ok {
+			t.Errorf("prompt %d: Enter after the bound (%v), Claude Code never showed the text", i, log.after[i])
+		}
+	}
+	d := slices.Clone(log.after)
+	slices.Sort(d)
+	t.Logf("text written → Enter over %d prompts: p50 %v, max %v", len(d), d[len(d)/2], d[len(d)-1])
+}
