@@ -115,7 +115,7 @@ func TestPermissionDecidedOnce(t *testing.T) {
 	if _, err := h.st.GetQuestion(ctx, id4); err != nil {
 		t.Errorf("another conversation's call was not asked: %v", err)
 	}
-	h.r.PermissionEnded(h.office.ID, h.id("PO"), id4) // answered in the terminal
+	h.r.PermissionEnded(h.office.ID, h.id("PO"), id4, true) // answered in the terminal
 	if q, _ := h.st.GetQuestion(ctx, id4); q.Status != office.QuestionCancelled {
 		t.Errorf("question of an ended request is %s, want cancelled", q.Status)
 	}
@@ -175,6 +175,22 @@ func TestPermissionSweep(t *testing.T) {
 	h.typed("PO", "(to run a command: make a) was interrupted")
 	h.typed("PO", "a person denied it: use make c")
 	h.quiet("PO", 100*time.Millisecond)
+
+	// Within one server life: the agent's process ends while its request
+	// waits (its hook goes with it); the question stays open until the
+	// agent's session starts again, then it is made final and the agent
+	// told, once.
+	dec := h.r.cfg.Decider.(*fakeDecider)
+	id := h.request(dec, "PO", "conv-1", "make d")
+	h.r.PermissionEnded(h.office.ID, h.id("PO"), id, false)
+	if q, _ := h.st.GetQuestion(ctx, id); q.Status != office.QuestionPending {
+		t.Errorf("question of a request whose agent ended is %s before the restart, want pending", q.Status)
+	}
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionStarting})
+	eventually(t, "the sweep at the start", func() bool { q, _ := h.st.GetQuestion(ctx, id); return q.Status == office.QuestionCancelled })
+	h.typed("PO", "(to run a command: make d) was interrupted")
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionStarting})
+	h.quiet("PO", 200*time.Millisecond)
 }
 
 func TestParsePermissionAnswer(t *testing.T) {

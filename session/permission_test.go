@@ -41,8 +41,11 @@ func (p *permRecorder) opts(o Options) Options {
 		default:
 		}
 	}
-	o.OnPermissionEnd = func(_ Key, id string) {
+	o.OnPermissionEnd = func(_ Key, id string, answered bool) {
 		p.mu.Lock()
+		if !answered {
+			id = "unanswered:" + id
+		}
 		p.ended = append(p.ended, id)
 		p.mu.Unlock()
 		select {
@@ -285,4 +288,20 @@ func TestPermissionHookProtocol(t *testing.T) {
 	if err := m.DecidePermission(Key{"o", "other"}, pr.reqs[0].ID, PermissionDecision{}); err == nil {
 		t.Error("a decision for another agent's key was accepted")
 	}
+
+	// The session closes (the agent stops) while a request waits: the hook
+	// exits without a decision and the end is reported as not answered.
+	done := make(chan result, 1)
+	go func() {
+		code, out := run(`{"tool_name":"Bash","tool_input":{"command":"make"}}`)
+		done <- result{code, out}
+	}()
+	pr.wait(t, "the last request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 4 })
+	ln.close()
+	if r := <-done; r.code != 1 || r.out != "" {
+		t.Errorf("session closed: exit %d, stdout %q; want 1 and nothing", r.code, r.out)
+	}
+	pr.wait(t, "the unanswered end", func(reqs []PermissionRequest, ended []string) bool {
+		return len(ended) == 2 && ended[1] == "unanswered:"+reqs[3].ID
+	})
 }
