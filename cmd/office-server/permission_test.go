@@ -25,6 +25,8 @@ import (
 // with an office event; then:
 //   - a member answers "allow once" by an SQL UPDATE under RLS: the command
 //     runs and the model gets its output, once;
+//   - "allow for this session" through the admin API: the same command
+//     again runs without a question;
 //   - a person denies it from the console (headless Chromium: the request
 //     is at the top with its buttons) with a reason: the model gets an
 //     is_error result carrying the reason, once;
@@ -58,6 +60,11 @@ func TestClaudePermissionRequests(t *testing.T) {
 		u := r.LastUserText()
 		if strings.Contains(u, "was interrupted") {
 			return anthropictest.Response{Text: "Noted the interruption."}
+		}
+		if strings.Contains(u, "please run session") { // twice, the same command
+			return anthropictest.Response{Text: "Running it.", ToolUses: []anthropictest.ToolUse{{
+				Name: "Bash", Input: map[string]string{"command": "mkdir -p dir-session && echo ran-session", "description": "Make dir-session"},
+			}}}
 		}
 		for _, c := range []string{"allow", "deny", "timeout", "always", "restart"} {
 			if strings.Contains(u, "please run "+c) {
@@ -235,6 +242,24 @@ agents:
 	}
 	c.wait("the question delivered", 30*time.Second, func() bool { return status(q.ID) == "delivered" })
 	c.wait("po ready after allow", 60*time.Second, func() bool { return session() == "ready" })
+
+	// 1b. Allowed for the session through the admin API: the same command
+	// again runs without a question.
+	send("please run session")
+	q, _ = rowFor("echo ran-session")
+	if st := c.do("POST", "/api/questions/"+q.ID+"/answer", `{"response":"allow for this session"}`, nil); st != 200 {
+		t.Fatalf("answer through the API: %d", st)
+	}
+	waitResult("ran-session")
+	c.wait("po ready after the session allow", 60*time.Second, func() bool { return session() == "ready" })
+	send("please run session again")
+	c.wait("the second run", 60*time.Second, func() bool { o, _, _ := toolResults("ran-session"); return len(o) == 2 })
+	var asked int
+	_ = db.QueryRow(ctx, `select count(*) from user_questions where office_id = $1 and question like '%dir-session%'`, officeID).Scan(&asked)
+	if o, e, _ := toolResults("ran-session"); asked != 1 || e[0] || e[1] || strings.TrimSpace(o[1]) != "ran-session" {
+		t.Errorf("allowed for the session: %d questions (want 1), results %q errors %v", asked, o, e)
+	}
+	c.wait("po ready after the second run", 60*time.Second, func() bool { return session() == "ready" })
 
 	// 2. Denied from the console, with a reason.
 	send("please run deny")
