@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -131,7 +132,7 @@ func (o *Router) HandlePermission(req PermissionRequest) {
 	if r, ok := o.granted(k, req.ConversationID, req.Tool, subject); ok {
 		if o.decide(k, req.ID, PermissionDecision{Allow: true}) {
 			o.record(ctx, a.OfficeID, a.ID, "permission.allowed", map[string]any{
-				"request_id": req.ID, "tool": req.Tool, "input": req.Input, "by": "session rule", "rule": r,
+				"request_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "by": "session rule", "rule": r,
 			}, "")
 		}
 		return
@@ -159,10 +160,23 @@ func (o *Router) HandlePermission(req PermissionRequest) {
 		return
 	}
 	o.record(ctx, a.OfficeID, a.ID, "permission.requested", map[string]any{
-		"question_id": req.ID, "tool": req.Tool, "input": req.Input, "question": question,
+		"question_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "question": question,
 		"expires_at": q.ExpiresAt, "session_rule": lp.rule,
 	}, "permission/"+req.ID)
 	o.wakePermissions() // answered already?
+}
+
+// maxEventInput bounds the tool input kept in an event (a Write's content
+// is in its input).
+const maxEventInput = 16 << 10
+
+// eventInput is a tool input as an event keeps it: as it is when short
+// and valid, else its start as a string; never a \u0000 (jsonb refuses it).
+func eventInput(raw json.RawMessage) any {
+	if len(raw) <= maxEventInput && json.Valid(raw) && !bytes.Contains(raw, []byte(`\u0000`)) {
+		return raw
+	}
+	return cutRunes(strings.ToValidUTF8(strings.ReplaceAll(string(raw), `\u0000`, `\ufffd`), "\uFFFD"), maxEventInput/4)
 }
 
 // PermissionEnded is told that a request's hook went away before a
@@ -507,7 +521,9 @@ func describePermission(agent, tool string, input json.RawMessage) (question, de
 		}
 	}
 	d = append(d, "Tool: "+tool)
-	return question, cutRunes(strings.Join(d, "\n\n"), 8000)
+	// Text columns hold no NUL (PostgreSQL refuses it).
+	noNUL := strings.NewReplacer("\x00", "\uFFFD")
+	return noNUL.Replace(question), noNUL.Replace(cutRunes(strings.Join(d, "\n\n"), 8000))
 }
 
 // shortDiff shows an edit as removed and added lines (no context lines:

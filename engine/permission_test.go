@@ -304,3 +304,18 @@ func FuzzDescribePermission(f *testing.F) {
 		_ = sessionRule(tool, toolSubject(tool, json.RawMessage(input)), json.RawMessage(input))
 	})
 }
+
+// TestPermissionOddInput: a tool input with a NUL and a huge one still make
+// a question (PostgreSQL text holds no NUL) and a bounded event.
+func TestPermissionOddInput(t *testing.T) {
+	for _, in := range []string{`{"command":"echo a\u0000b"}`, `{"command":"` + strings.Repeat("x", 100<<10) + `"}`} {
+		q, d := describePermission("dev", "Bash", json.RawMessage(in))
+		if strings.ContainsRune(q+d, 0) {
+			t.Errorf("NUL in %q", q)
+		}
+		ev, err := json.Marshal(eventInput(json.RawMessage(in)))
+		if err != nil || len(ev) > maxEventInput+64 || strings.Contains(string(ev), `\u0000`) {
+			t.Errorf("event input %d bytes, err %v, NUL %v", len(ev), err, strings.Contains(string(ev), `\u0000`))
+		}
+	}
+}
