@@ -304,9 +304,9 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 			Tool: p.Tool, Input: p.Input, Suggestions: p.Suggestions,
 		})
 	}
-	sopts.OnPermissionEnd = func(k session.Key, id string) {
+	sopts.OnPermissionEnd = func(k session.Key, id string, answered bool) {
 		if r := ref.Load(); r != nil {
-			r.PermissionEnded(k.OfficeID, k.AgentID, id)
+			r.PermissionEnded(k.OfficeID, k.AgentID, id, answered)
 		}
 	}
 	sopts.OnText = func(t session.Text) {

@@ -509,6 +509,9 @@ func (o *Router) onStatus(ctx context.Context, k agentKey, c StatusChange) {
 	switch status {
 	case office.SessionStopped, office.SessionExited, office.SessionFailed:
 		o.endGrants(k) // "allow for this session" ends with it
+	case office.SessionStarting:
+		// A request the previous process left waiting is gone with it.
+		o.sweepPermissions(ctx, k.officeID, k.agentID)
 	}
 	switch status {
 	case office.SessionFailed:

@@ -383,7 +383,7 @@ func (o *Router) CatchUp(ctx context.Context, officeID string) {
 // agent that was running when its last server stopped (status active).
 // Failures to start are logged: the agent stays as it is.
 func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []office.Agent, autostart bool) {
-	o.sweepPermissions(ctx, officeID)
+	o.sweepPermissions(ctx, officeID, "")
 	o.CatchUp(ctx, officeID)
 	if !autostart {
 		return

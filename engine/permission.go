@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -131,7 +132,7 @@ func (o *Router) HandlePermission(req PermissionRequest) {
 	if r, ok := o.granted(k, req.ConversationID, req.Tool, subject); ok {
 		if o.decide(k, req.ID, PermissionDecision{Allow: true}) {
 			o.record(ctx, a.OfficeID, a.ID, "permission.allowed", map[string]any{
-				"request_id": req.ID, "tool": req.Tool, "input": req.Input, "by": "session rule", "rule": r,
+				"request_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "by": "session rule", "rule": r,
 			}, "")
 		}
 		return
@@ -159,19 +160,38 @@ func (o *Router) HandlePermission(req PermissionRequest) {
 		return
 	}
 	o.record(ctx, a.OfficeID, a.ID, "permission.requested", map[string]any{
-		"question_id": req.ID, "tool": req.Tool, "input": req.Input, "question": question,
+		"question_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "question": question,
 		"expires_at": q.ExpiresAt, "session_rule": lp.rule,
 	}, "permission/"+req.ID)
 	o.wakePermissions() // answered already?
 }
 
+// maxEventInput bounds the tool input kept in an event (a Write's content
+// is in its input).
+const maxEventInput = 16 << 10
+
+// eventInput is a tool input as an event keeps it: as it is when short
+// and valid, else its start as a string; never a \u0000 (jsonb refuses it).
+func eventInput(raw json.RawMessage) any {
+	if len(raw) <= maxEventInput && json.Valid(raw) && !bytes.Contains(raw, []byte(`\u0000`)) {
+		return raw
+	}
+	return cutRunes(strings.ToValidUTF8(strings.ReplaceAll(string(raw), `\u0000`, `\ufffd`), "\uFFFD"), maxEventInput/4)
+}
+
 // PermissionEnded is told that a request's hook went away before a
-// decision (session.Options.OnPermissionEnd): the dialog was answered in
-// the agent's terminal, or the agent ended. Its question is cancelled, so
-// nobody answers it in vain.
-func (o *Router) PermissionEnded(officeID, agentID, id string) {
+// decision (session.Options.OnPermissionEnd). Answered in the agent's
+// terminal: its question is cancelled, so nobody answers it in vain. The
+// agent ended (a crash, a stop): the question is left for the sweep of the
+// agent's next start (sweepAgentPermissions), which makes it final and
+// tells the resumed agent, as after a server restart.
+func (o *Router) PermissionEnded(officeID, agentID, id string, answered bool) {
 	ctx := o.running()
 	if !o.forget(id) || ctx == nil {
+		return
+	}
+	if !answered {
+		o.record(ctx, officeID, agentID, "permission.hook_gone", map[string]string{"question_id": id}, "")
 		return
 	}
 	ok, err := o.store.CancelQuestion(ctx, id)
@@ -181,7 +201,7 @@ func (o *Router) PermissionEnded(officeID, agentID, id string) {
 	}
 	if ok {
 		o.record(ctx, officeID, agentID, "permission.ended", map[string]string{
-			"question_id": id, "reason": "the request ended without the office's decision (answered in the terminal, or the agent stopped)",
+			"question_id": id, "reason": "answered in the agent's terminal",
 		}, "")
 	}
 }
@@ -507,7 +527,9 @@ func describePermission(agent, tool string, input json.RawMessage) (question, de
 		}
 	}
 	d = append(d, "Tool: "+tool)
-	return question, cutRunes(strings.Join(d, "\n\n"), 8000)
+	// Text columns hold no NUL (PostgreSQL refuses it).
+	noNUL := strings.NewReplacer("\x00", "\uFFFD")
+	return noNUL.Replace(question), noNUL.Replace(cutRunes(strings.Join(d, "\n\n"), 8000))
 }
 
 // shortDiff shows an edit as removed and added lines (no context lines:
@@ -557,20 +579,21 @@ func (o *Router) expiredPermission(ctx context.Context, q office.Question) {
 // interruptedText tells agent a that its request q was lost with the
 // server.
 func interruptedText(a office.Agent, q office.Question) string {
-	return fmt.Sprintf("Your permission request (to %s) was interrupted: the office server restarted while it waited, and it was not approved. If you still need it, try it again; the office will be asked again.", strings.TrimPrefix(q.Question, a.Name+" wants to "))
+	return fmt.Sprintf("Your permission request (to %s) was interrupted: your session or the office server restarted while it waited, and it was not approved. If you still need it, try it again; the office will be asked again.", strings.TrimPrefix(q.Question, a.Name+" wants to "))
 }
 
-// sweepPermissions makes final the permission questions of an office
-// that no hook of this server waits for: a server that stopped while
-// they waited took their agents down with it (the agents' keepers end
-// them), so those requests are gone. Call it when the office is taken,
-// before its agents start. A pending one is cancelled and the agent is
+// sweepPermissions makes final the permission questions of an office (of
+// one agent when agentID is set) that no hook of this server waits for: a
+// server that stopped while they waited took their agents down with it
+// (the agents' keepers end them), and an agent that crashed or was stopped
+// took its hook along, so those requests are gone. Called when the office
+// is taken, before its agents start, and when an agent's session starts. A pending one is cancelled and the agent is
 // told it was not approved; an answered one (a person answered while no
 // server ran) is marked delivered, and the agent is told the answer.
 // Claude Code, resumed, gives the model an "interrupted"
 // result for the call with the next prompt: this notice.
-func (o *Router) sweepPermissions(ctx context.Context, officeID string) {
-	qs, err := o.store.ListQuestions(ctx, office.QuestionFilter{OfficeID: officeID, Status: []string{office.QuestionPending, office.QuestionAnswered}})
+func (o *Router) sweepPermissions(ctx context.Context, officeID, agentID string) {
+	qs, err := o.store.ListQuestions(ctx, office.QuestionFilter{OfficeID: officeID, AgentID: agentID, Status: []string{office.QuestionPending, office.QuestionAnswered}})
 	if err != nil {
 		o.log.Warn("permission: list open questions", "office", officeID, "err", err)
 		return
@@ -600,7 +623,7 @@ func (o *Router) sweepPermissions(ctx context.Context, officeID string) {
 				}
 				continue
 			}
-			o.record(ctx, a.OfficeID, a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "reason": "the office server stopped while the request waited"}, "")
+			o.record(ctx, a.OfficeID, a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "reason": "the agent or the office server stopped while the request waited"}, "")
 			o.notify(a, interruptedText(a, q))
 		case office.QuestionAnswered:
 			ok, err := o.store.MarkQuestionDelivered(ctx, q.ID)
@@ -613,14 +636,14 @@ func (o *Router) sweepPermissions(ctx context.Context, officeID string) {
 			choice, reason := parsePermissionAnswer(q.Response)
 			o.record(ctx, a.OfficeID, a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "answer": choice, "reason": "answered while the office server was down"}, "")
 			if choice == office.PermissionDeny {
-				msg := fmt.Sprintf("Your permission request (to %s) was interrupted by a restart of the office server; meanwhile a person denied it", what)
+				msg := fmt.Sprintf("Your permission request (to %s) was interrupted by a restart; meanwhile a person denied it", what)
 				if reason != "" {
 					msg += ": " + reason
 				}
 				o.notify(a, msg+". Do not retry it.")
 				continue
 			}
-			o.notify(a, fmt.Sprintf("Your permission request (to %s) was interrupted by a restart of the office server; meanwhile a person allowed it (%s). If you still need it, try it again: the office will be asked again.", what, choice))
+			o.notify(a, fmt.Sprintf("Your permission request (to %s) was interrupted by a restart; meanwhile a person allowed it (%s). If you still need it, try it again: the office will be asked again.", what, choice))
 		}
 	}
 }

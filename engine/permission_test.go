@@ -115,7 +115,7 @@ func TestPermissionDecidedOnce(t *testing.T) {
 	if _, err := h.st.GetQuestion(ctx, id4); err != nil {
 		t.Errorf("another conversation's call was not asked: %v", err)
 	}
-	h.r.PermissionEnded(h.office.ID, h.id("PO"), id4) // answered in the terminal
+	h.r.PermissionEnded(h.office.ID, h.id("PO"), id4, true) // answered in the terminal
 	if q, _ := h.st.GetQuestion(ctx, id4); q.Status != office.QuestionCancelled {
 		t.Errorf("question of an ended request is %s, want cancelled", q.Status)
 	}
@@ -175,6 +175,22 @@ func TestPermissionSweep(t *testing.T) {
 	h.typed("PO", "(to run a command: make a) was interrupted")
 	h.typed("PO", "a person denied it: use make c")
 	h.quiet("PO", 100*time.Millisecond)
+
+	// Within one server life: the agent's process ends while its request
+	// waits (its hook goes with it); the question stays open until the
+	// agent's session starts again, then it is made final and the agent
+	// told, once.
+	dec := h.r.cfg.Decider.(*fakeDecider)
+	id := h.request(dec, "PO", "conv-1", "make d")
+	h.r.PermissionEnded(h.office.ID, h.id("PO"), id, false)
+	if q, _ := h.st.GetQuestion(ctx, id); q.Status != office.QuestionPending {
+		t.Errorf("question of a request whose agent ended is %s before the restart, want pending", q.Status)
+	}
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionStarting})
+	eventually(t, "the sweep at the start", func() bool { q, _ := h.st.GetQuestion(ctx, id); return q.Status == office.QuestionCancelled })
+	h.typed("PO", "(to run a command: make d) was interrupted")
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionStarting})
+	h.quiet("PO", 200*time.Millisecond)
 }
 
 func TestParsePermissionAnswer(t *testing.T) {
@@ -243,6 +259,63 @@ func TestDescribePermission(t *testing.T) {
 			if !strings.Contains(d, w) {
 				t.Errorf("%s: details %q lack %q", c.tool, d, w)
 			}
+		}
+	}
+}
+
+// FuzzParsePermissionAnswer: any answer is one of the three choices; a
+// deny's reason comes from the answer; only an allow answer allows.
+func FuzzParsePermissionAnswer(f *testing.F) {
+	for _, s := range []string{"allow once", "allow for this session", "deny", "deny: x", "no, y", "yes", "", "거부: 안 돼", "deny—why"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		choice, reason := parsePermissionAnswer(s)
+		switch choice {
+		case office.PermissionAllowOnce, office.PermissionAllowSession:
+			if reason != "" {
+				t.Fatalf("%q: an allow with a reason %q", s, reason)
+			}
+			if l := strings.ToLower(strings.TrimSpace(s)); strings.HasPrefix(l, "deny") || strings.HasPrefix(l, "no") {
+				t.Fatalf("%q allows", s)
+			}
+		case office.PermissionDeny:
+			if !strings.Contains(s, reason) {
+				t.Fatalf("%q: reason %q is not from the answer", s, reason)
+			}
+		default:
+			t.Fatalf("%q: choice %q", s, choice)
+		}
+	})
+}
+
+// FuzzDescribePermission: any tool input gives a question that names the
+// agent, and never panics.
+func FuzzDescribePermission(f *testing.F) {
+	f.Add("Bash", `{"command":"ls"}`)
+	f.Add("Edit", `{"file_path":"/a","old_string":"x","new_string":"y","edits":[{"old_string":"1"}]}`)
+	f.Add("Write", `{"file_path":"/a","content":7}`)
+	f.Add("X", `[1,2]`)
+	f.Fuzz(func(t *testing.T, tool, input string) {
+		q, _ := describePermission("agent", tool, json.RawMessage(input))
+		if !strings.HasPrefix(q, "agent wants to ") {
+			t.Fatalf("question %q", q)
+		}
+		_ = sessionRule(tool, toolSubject(tool, json.RawMessage(input)), json.RawMessage(input))
+	})
+}
+
+// TestPermissionOddInput: a tool input with a NUL and a huge one still make
+// a question (PostgreSQL text holds no NUL) and a bounded event.
+func TestPermissionOddInput(t *testing.T) {
+	for _, in := range []string{`{"command":"echo a\u0000b"}`, `{"command":"` + strings.Repeat("x", 100<<10) + `"}`} {
+		q, d := describePermission("dev", "Bash", json.RawMessage(in))
+		if strings.ContainsRune(q+d, 0) {
+			t.Errorf("NUL in %q", q)
+		}
+		ev, err := json.Marshal(eventInput(json.RawMessage(in)))
+		if err != nil || len(ev) > maxEventInput+64 || strings.Contains(string(ev), `\u0000`) {
+			t.Errorf("event input %d bytes, err %v, NUL %v", len(ev), err, strings.Contains(string(ev), `\u0000`))
 		}
 	}
 }

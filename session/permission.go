@@ -76,6 +76,7 @@ type permWait struct {
 	input string // tool_input, compacted
 	sigAt int64  // the size of the session's signals file when it came
 	conn  net.Conn
+	ended bool // end closed it: answered in the terminal (locked)
 }
 
 // permRegistry is the manager's set of waiting requests, by ID.
@@ -115,6 +116,7 @@ func (r *permRegistry) end(key Key, match func(w *permWait) bool) {
 	defer r.mu.Unlock()
 	for _, w := range r.waiting {
 		if w.key == key && match(w) {
+			w.ended = true
 			w.conn.Close()
 		}
 	}
@@ -252,8 +254,11 @@ func (p *permListener) serve(c net.Conn) {
 	}
 	// The hook writes nothing more; a read ends when the connection does.
 	_, _ = io.Copy(io.Discard, c)
-	if m.perms.take(s.key, req.ID) != nil && m.opts.OnPermissionEnd != nil {
-		m.opts.OnPermissionEnd(s.key, req.ID)
+	if w := m.perms.take(s.key, req.ID); w != nil && m.opts.OnPermissionEnd != nil {
+		m.perms.mu.Lock()
+		answered := w.ended
+		m.perms.mu.Unlock()
+		m.opts.OnPermissionEnd(s.key, req.ID, answered)
 	}
 }
 

@@ -41,8 +41,11 @@ func (p *permRecorder) opts(o Options) Options {
 		default:
 		}
 	}
-	o.OnPermissionEnd = func(_ Key, id string) {
+	o.OnPermissionEnd = func(_ Key, id string, answered bool) {
 		p.mu.Lock()
+		if !answered {
+			id = "unanswered:" + id
+		}
 		p.ended = append(p.ended, id)
 		p.mu.Unlock()
 		select {
@@ -208,4 +211,97 @@ func TestClaudePermissionHook(t *testing.T) {
 	if err := m.DecidePermission(key, pr.reqs[2].ID, PermissionDecision{Allow: true}); err == nil {
 		t.Error("a decision for a request whose hook ended was accepted")
 	}
+}
+
+// TestPermissionHookProtocol drives the hook's main against a session's
+// socket without Claude Code: a bad command line exits 2; no server, or a
+// server that ends the request without a decision, exits 1 with nothing on
+// stdout (Claude Code then shows its own dialog); a decision is printed in
+// Claude Code's shape, and a deny carries its message.
+func TestPermissionHookProtocol(t *testing.T) {
+	checkGoroutines(t)
+	var stdout, stderr strings.Builder
+	if code := RunPermissionHook([]string{"permission"}, strings.NewReader("{}"), &stdout, &stderr); code != 2 {
+		t.Errorf("no socket: exit %d, want 2", code)
+	}
+	dir := t.TempDir()
+	if code := RunPermissionHook([]string{"permission", filepath.Join(dir, "none.sock")}, strings.NewReader(`{"tool_name":"Bash"}`), &stdout, &stderr); code != 1 || stdout.Len() != 0 {
+		t.Errorf("no server: exit %d, stdout %q; want 1 and nothing", code, stdout.String())
+	}
+
+	pr := &permRecorder{poke: make(chan struct{}, 1)}
+	m := NewManager(pr.opts(Options{}))
+	s := newSession(m, Key{"o", "a"}, Spec{})
+	signals := filepath.Join(dir, "signals")
+	if err := os.WriteFile(signals, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := listenPermissions(s, dir, signals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.close()
+	run := func(in string) (int, string) {
+		var out, errb strings.Builder
+		code := RunPermissionHook([]string{"permission", ln.path}, strings.NewReader(in), &out, &errb)
+		return code, out.String()
+	}
+	type result struct {
+		code int
+		out  string
+	}
+	for i, c := range []struct {
+		decide *PermissionDecision
+		want   string
+	}{
+		{&PermissionDecision{Allow: true}, `{"hookSpecificOutput":{"decision":{"behavior":"allow"},"hookEventName":"PermissionRequest"}}`},
+		{&PermissionDecision{Message: "no: \"quoted\""}, `{"hookSpecificOutput":{"decision":{"behavior":"deny","message":"no: \"quoted\""},"hookEventName":"PermissionRequest"}}`},
+		{nil, ""}, // the session ends the request (answered in the terminal)
+	} {
+		done := make(chan result, 1)
+		go func() {
+			code, out := run(`{"session_id":"s","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"make"}}`)
+			done <- result{code, out}
+		}()
+		pr.wait(t, "the request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == i+1 })
+		req := pr.reqs[i]
+		if req.Tool != "Bash" || string(req.Input) != `{"command":"make"}` || req.ConversationID != "s" {
+			t.Errorf("request %+v", req)
+		}
+		if c.decide != nil {
+			if err := m.DecidePermission(Key{"o", "a"}, req.ID, *c.decide); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			m.perms.end(Key{"o", "a"}, func(*permWait) bool { return true })
+			pr.wait(t, "the end", func(_ []PermissionRequest, ended []string) bool { return len(ended) == 1 && ended[0] == req.ID })
+		}
+		r := <-done
+		wantCode := 0
+		if c.want == "" {
+			wantCode = 1
+		}
+		if r.code != wantCode || strings.TrimSpace(r.out) != c.want {
+			t.Errorf("case %d: exit %d, stdout %q; want %d, %q", i, r.code, r.out, wantCode, c.want)
+		}
+	}
+	if err := m.DecidePermission(Key{"o", "other"}, pr.reqs[0].ID, PermissionDecision{}); err == nil {
+		t.Error("a decision for another agent's key was accepted")
+	}
+
+	// The session closes (the agent stops) while a request waits: the hook
+	// exits without a decision and the end is reported as not answered.
+	done := make(chan result, 1)
+	go func() {
+		code, out := run(`{"tool_name":"Bash","tool_input":{"command":"make"}}`)
+		done <- result{code, out}
+	}()
+	pr.wait(t, "the last request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 4 })
+	ln.close()
+	if r := <-done; r.code != 1 || r.out != "" {
+		t.Errorf("session closed: exit %d, stdout %q; want 1 and nothing", r.code, r.out)
+	}
+	pr.wait(t, "the unanswered end", func(reqs []PermissionRequest, ended []string) bool {
+		return len(ended) == 2 && ended[1] == "unanswered:"+reqs[3].ID
+	})
 }

@@ -221,8 +221,10 @@ type Options struct {
 	// request; it may block (the agent waits anyway).
 	OnPermission func(PermissionRequest)
 	// OnPermissionEnd is told when a request's hook went away before a
-	// decision (the dialog was answered in the terminal, the agent ended).
-	OnPermissionEnd func(key Key, id string)
+	// decision: answered is true when the dialog was answered in the
+	// terminal (the tool ran or failed, the turn ended, a new prompt came),
+	// false when the hook ended otherwise (the agent or its session ended).
+	OnPermissionEnd func(key Key, id string, answered bool)
 }
 
 // Errors.

@@ -25,6 +25,8 @@ import (
 // with an office event; then:
 //   - a member answers "allow once" by an SQL UPDATE under RLS: the command
 //     runs and the model gets its output, once;
+//   - "allow for this session" through the admin API: the same command
+//     again runs without a question;
 //   - a person denies it from the console (headless Chromium: the request
 //     is at the top with its buttons) with a reason: the model gets an
 //     is_error result carrying the reason, once;
@@ -58,6 +60,11 @@ func TestClaudePermissionRequests(t *testing.T) {
 		u := r.LastUserText()
 		if strings.Contains(u, "was interrupted") {
 			return anthropictest.Response{Text: "Noted the interruption."}
+		}
+		if strings.Contains(u, "please run session") { // twice, the same command
+			return anthropictest.Response{Text: "Running it.", ToolUses: []anthropictest.ToolUse{{
+				Name: "Bash", Input: map[string]string{"command": "mkdir -p dir-session && echo ran-session", "description": "Make dir-session"},
+			}}}
 		}
 		for _, c := range []string{"allow", "deny", "timeout", "always", "restart"} {
 			if strings.Contains(u, "please run "+c) {
@@ -201,6 +208,17 @@ agents:
 		t.Errorf("question context %q: want the agent's description and the tool", q.Context)
 	}
 	c.wait("the permission.requested event", 10*time.Second, func() bool { return events("permission.requested", q.ID) == 1 })
+	// RLS: members read it; a signed-in user of no office sees nothing.
+	stranger := "00000000-0000-0000-0000-0000000000f2"
+	mustExec(t, db, `insert into auth.users (id, email) values ($1, 'stranger@example.com')`, stranger)
+	for _, who := range []struct {
+		user string
+		want int
+	}{{member, 1}, {stranger, 0}} {
+		if got := visibleAs(t, db, who.user, q.ID); got != who.want {
+			t.Errorf("user %s sees %d rows of the permission question, want %d", who.user, got, who.want)
+		}
+	}
 
 	// The console shows it at the top, with its buttons.
 	bctx := chromeContext(t, chromium, 120*time.Second)
@@ -225,6 +243,24 @@ agents:
 	c.wait("the question delivered", 30*time.Second, func() bool { return status(q.ID) == "delivered" })
 	c.wait("po ready after allow", 60*time.Second, func() bool { return session() == "ready" })
 
+	// 1b. Allowed for the session through the admin API: the same command
+	// again runs without a question.
+	send("please run session")
+	q, _ = rowFor("echo ran-session")
+	if st := c.do("POST", "/api/questions/"+q.ID+"/answer", `{"response":"allow for this session"}`, nil); st != 200 {
+		t.Fatalf("answer through the API: %d", st)
+	}
+	waitResult("ran-session")
+	c.wait("po ready after the session allow", 60*time.Second, func() bool { return session() == "ready" })
+	send("please run session again")
+	c.wait("the second run", 60*time.Second, func() bool { o, _, _ := toolResults("ran-session"); return len(o) == 2 })
+	var asked int
+	_ = db.QueryRow(ctx, `select count(*) from user_questions where office_id = $1 and question like '%dir-session%'`, officeID).Scan(&asked)
+	if o, e, _ := toolResults("ran-session"); asked != 1 || e[0] || e[1] || strings.TrimSpace(o[1]) != "ran-session" {
+		t.Errorf("allowed for the session: %d questions (want 1), results %q errors %v", asked, o, e)
+	}
+	c.wait("po ready after the second run", 60*time.Second, func() bool { return session() == "ready" })
+
 	// 2. Denied from the console, with a reason.
 	send("please run deny")
 	q, seen = rowFor("echo ran-deny")
@@ -236,6 +272,9 @@ agents:
 	if err := chromedp.Do(bctx,
 		chromedp.WaitVisible(chromedp.CSS(card+` input.reason`)),
 		chromedp.SendKeys(chromedp.CSS(card+` input.reason`), reason),
+		// The page refreshes every 3 s and on every event: a reason being
+		// typed must survive it.
+		chromedp.Sleep(3500*time.Millisecond),
 	); err != nil {
 		t.Fatalf("console: deny with a reason: %v", err)
 	}
@@ -346,4 +385,26 @@ agents:
 	t.Logf("request → row: allow %v, deny %v; answer → decision at the model: allow (SQL UPDATE) %v, deny (console) %v",
 		toRow["allow"].Round(time.Millisecond), toRow["deny"].Round(time.Millisecond),
 		toDecision["allow"].Round(time.Millisecond), toDecision["deny"].Round(time.Millisecond))
+}
+
+// visibleAs counts the rows of question id that user reads under RLS.
+func visibleAs(t *testing.T, db *pgx.Conn, user, id string) int {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `select set_config('request.jwt.claims', $1, true)`, `{"sub":"`+user+`","role":"authenticated"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "set local role authenticated"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `select count(*) from user_questions where id = $1`, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -114,27 +114,36 @@ function renderAttention(agents) {
 
 // renderPermissions shows the agents' pending tool-permission requests at
 // the top, with the buttons that answer them: the answer goes back to the
-// agent as the decision (a deny with the reason typed here).
+// agent as the decision (a deny with the reason typed here). Cards already
+// shown are kept as they are, so a refresh never loses a reason being typed.
 function renderPermissions(qs) {
-  $('#permissionlist').replaceChildren(...qs.map((q) => {
-    const reason = el('input', { class: 'reason', name: 'reason', placeholder: 'reason (told to the agent with a deny)', autocomplete: 'off' });
-    const send = async (text) => {
-      try { await api('POST', `/api/questions/${q.id}/answer`, { response: text }); note(''); }
-      catch (e) { note('permission: ' + e.message); }
-      scheduleRefresh();
-    };
-    const expires = q.expires_at ? new Date(q.expires_at).toLocaleTimeString() : '';
-    return el('div', { class: 'card attention permission', 'data-id': q.id, 'data-agent': agentName(q.agent_id) },
-      el('div', { class: 'meta' }, `Permission request from ${agentName(q.agent_id)}`, expires ? ` · denied at ${expires} if nobody answers` : ''),
-      el('div', { class: 'text' }, q.question),
-      q.context ? el('pre', { class: 'detail' }, q.context) : null,
-      el('div', {},
-        el('button', { type: 'button', class: 'allow', onclick: () => send('allow once') }, 'Allow once'), ' ',
-        el('button', { type: 'button', class: 'allow-session', onclick: () => send('allow for this session') }, 'Allow for this session'), ' ',
-        reason, ' ',
-        el('button', { type: 'button', class: 'deny', onclick: () => send(reason.value.trim() ? 'deny: ' + reason.value.trim() : 'deny') }, 'Deny')));
-  }));
+  const list = $('#permissionlist');
+  const ids = new Set(qs.map((q) => q.id));
+  const shown = new Set();
+  for (const c of [...list.children]) {
+    if (ids.has(c.dataset.id)) shown.add(c.dataset.id); else c.remove();
+  }
+  for (const q of qs) if (!shown.has(q.id)) list.append(permissionCard(q));
   renderAttention(state.agents);
+}
+
+function permissionCard(q) {
+  const reason = el('input', { class: 'reason', name: 'reason', placeholder: 'reason (told to the agent with a deny)', autocomplete: 'off' });
+  const send = async (text) => {
+    try { await api('POST', `/api/questions/${q.id}/answer`, { response: text }); note(''); }
+    catch (e) { note('permission: ' + e.message); }
+    scheduleRefresh();
+  };
+  const expires = q.expires_at ? new Date(q.expires_at).toLocaleTimeString() : '';
+  return el('div', { class: 'card attention permission', 'data-id': q.id, 'data-agent': agentName(q.agent_id) },
+    el('div', { class: 'meta' }, `Permission request from ${agentName(q.agent_id)}`, expires ? ` · denied at ${expires} if nobody answers` : ''),
+    el('div', { class: 'text' }, q.question),
+    q.context ? el('pre', { class: 'detail' }, q.context) : null,
+    el('div', {},
+      el('button', { type: 'button', class: 'allow', onclick: () => send('allow once') }, 'Allow once'), ' ',
+      el('button', { type: 'button', class: 'allow-session', onclick: () => send('allow for this session') }, 'Allow for this session'), ' ',
+      reason, ' ',
+      el('button', { type: 'button', class: 'deny', onclick: () => send(reason.value.trim() ? 'deny: ' + reason.value.trim() : 'deny') }, 'Deny')));
 }
 
 async function act(a, action) {
