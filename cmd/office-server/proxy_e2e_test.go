@@ -336,7 +336,15 @@ func TestProxyEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Content rules, each named.
+	// The server restarts while the request waits.
+	p.run.p.stop(t)
+	if time.Now().After(expires) {
+		t.Fatalf("the parked request expired (%s) before the restart: the machine is too slow for this test's %s", parked.ExpiresAt, wait)
+	}
+	p.start(t, "--proxy-wait", wait.String())
+	p.run.waitReady(t, "senior-sw-engineer")
+
+	// Content rules, each named (while the parked request waits).
 	for i, c := range []struct{ req, rule string }{
 		{"rmrf", "command.rm-root"}, {"key", "credential.aws-key"}, {"rrn", "personal.rrn"}, {"toxic", "toxic.threat"},
 	} {
@@ -350,12 +358,6 @@ func TestProxyEndToEnd(t *testing.T) {
 		t.Errorf("a refused request was answered: %q", got)
 	}
 
-	// The server restarts while the request waits.
-	p.run.p.stop(t)
-	if time.Now().After(expires) {
-		t.Fatalf("the parked request expired (%s) before the restart: the machine is too slow for this test's %s", parked.ExpiresAt, wait)
-	}
-	p.start(t, "--proxy-wait", wait.String())
 	timedOut := p.response(t, "py-code-reviewer", 3)
 	if timedOut.Success || timedOut.Status != "timed_out" || timedOut.RequestID != parked.RequestID || timedOut.BackupFile == "" {
 		t.Fatalf("after the restart and the wait: %+v", timedOut)
