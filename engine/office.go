@@ -193,6 +193,7 @@ type Router struct {
 	runCtx     context.Context // set by Run
 	desks      map[agentKey]*desk
 	retries    []retry
+	parkHint   parkHint // whether the ticker should look for parked proxy requests (proxywork.go)
 	subs       map[*Subscription]struct{}
 	statusQ    []StatusChange
 	statusWake chan struct{}
@@ -374,6 +375,7 @@ func (o *Router) CatchUp(ctx context.Context, officeID string) {
 	for _, a := range agents {
 		o.kick(agentKey{a.OfficeID, a.ID})
 	}
+	o.parkHint.more() // its parked proxy requests, if any, are this server's now
 }
 
 // TakeOffice is what this server does when it becomes officeID's owner

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -60,6 +62,7 @@ func (o *Router) onProxy(ctx context.Context, src source, self office.Agent, m p
 	if err != nil {
 		return fmt.Errorf("create proxy request: %w", err)
 	}
+	o.parkHint.more()
 	return o.advanceProxy(ctx, self, row, req, true)
 }
 
@@ -387,11 +390,19 @@ func (o *Router) updateProxyTask(ctx context.Context, src source, self office.Ag
 // one step: timed out (backed up, a person asked, the requester told), or
 // handed to a proxy that is free now.
 func (o *Router) proxyTick(ctx context.Context, now time.Time) {
+	gen, due := o.parkHint.check()
+	if !due {
+		return
+	}
 	rows, err := o.store.ListProxyRequests(ctx, office.ProxyRequestFilter{Status: []string{office.ProxyParked}})
 	if err != nil {
 		if ctx.Err() == nil {
 			o.log.Warn("list parked proxy requests", "err", err)
 		}
+		return
+	}
+	if !slices.ContainsFunc(rows, func(r office.ProxyRequest) bool { return o.serves(r.OfficeID) }) {
+		o.parkHint.quiet(gen)
 		return
 	}
 	// Oldest first, and a request never overtakes an older one still
@@ -433,6 +444,27 @@ func (o *Router) proxyStep(ctx context.Context, now time.Time, row office.ProxyR
 }
 
 const maxTaskIDSalt = 8
+
+// parkHint saves the ticker a store query a tick while nothing is parked
+// (an idle server's requests to Supabase are counted): a parked request
+// exists only if this server created one (onProxy) or took an office
+// (CatchUp) since the last query found none, or it never queried yet.
+type parkHint struct {
+	gen  atomic.Uint64 // bumped by more
+	idle atomic.Uint64 // gen+1 of the last query that found nothing
+}
+
+// more says a parked request may exist now.
+func (h *parkHint) more() { h.gen.Add(1) }
+
+// check returns the current generation and whether the ticker should look.
+func (h *parkHint) check() (gen uint64, due bool) {
+	gen = h.gen.Load()
+	return gen, h.idle.Load() != gen+1
+}
+
+// quiet records that a query begun at generation gen found nothing.
+func (h *parkHint) quiet(gen uint64) { h.idle.Store(gen + 1) }
 
 func initials(name string) string {
 	var b strings.Builder

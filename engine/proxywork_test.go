@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,8 +28,9 @@ import (
 // typedSessions records what the router types into each agent; every
 // agent's session runs.
 type typedSessions struct {
-	mu   sync.Mutex
-	sent map[string][]string // by agent ID
+	mu     sync.Mutex
+	sent   map[string][]string // by agent ID
+	onSend func(agentID, text string)
 }
 
 func (s *typedSessions) Start(context.Context, engine.SessionSpec) error   { return nil }
@@ -42,6 +44,9 @@ func (s *typedSessions) Send(_ context.Context, _, agentID, text string) error {
 		s.sent = map[string][]string{}
 	}
 	s.sent[agentID] = append(s.sent[agentID], text)
+	if s.onSend != nil {
+		s.onSend(agentID, text)
+	}
 	return nil
 }
 
@@ -78,7 +83,7 @@ func (c *clock) advance(d time.Duration) {
 
 // proxyOffice is an office of docs/protocol.md's matrix on one store.
 type proxyOffice struct {
-	t       *testing.T
+	t       testing.TB
 	st      office.Store
 	ss      *typedSessions
 	r       *engine.Router
@@ -125,7 +130,7 @@ func proxyStores(t *testing.T, f func(t *testing.T, open func(t *testing.T) offi
 	})
 }
 
-func newProxyOffice(t *testing.T, st office.Store, agents []office.Agent) *proxyOffice {
+func newProxyOffice(t testing.TB, st office.Store, agents []office.Agent) *proxyOffice {
 	p := &proxyOffice{t: t, st: st, ss: &typedSessions{}, clk: &clock{}, dataDir: t.TempDir(), ids: map[string]string{}}
 	p.start()
 	off, as, err := p.r.SyncOffice(context.Background(), engine.OfficeConfig{Office: office.Office{Name: "seed 004"}, Agents: agents})
@@ -502,4 +507,54 @@ func TestProxyRequestOnce(t *testing.T) {
 			t.Fatalf("pm told again after the restart: %q", got)
 		}
 	})
+}
+
+// BenchmarkProxyRequest: a create_plan printed by the requester (handed
+// to the router) until its [PROXY_RESPONSE] is typed into the requester,
+// with the proxy chosen from the office's load (proxy tasks and
+// invocations read from the store), on each real store. pm takes any
+// number of tasks, so every request is assigned.
+//
+//	go test ./engine -run XXX -bench BenchmarkProxyRequest -benchtime 200x
+func BenchmarkProxyRequest(b *testing.B) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		b.Run(kind, func(b *testing.B) {
+			var st office.Store
+			var err error
+			if kind == "sqlite" {
+				st, err = sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "office.db"))
+			} else {
+				st, err = postgres.Open(context.Background(), pgDB(b), postgres.Options{})
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			agents := seed004Agents()
+			agents[0].MaxLoad = 1 << 20
+			p := newProxyOffice(b, st, agents)
+			got := make(chan struct{}, 1)
+			p.ss.onSend = func(agentID, text string) {
+				if agentID == p.ids["senior-sw-engineer"] && strings.Contains(text, "[PROXY_RESPONSE]") {
+					got <- struct{}{}
+				}
+			}
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := range b.N {
+				start := time.Now()
+				p.request("senior-sw-engineer", plan("senior-sw-engineer", fmt.Sprintf("task %d", i), `{"preferred_proxy": "pm"}`))
+				select {
+				case <-got:
+				case <-time.After(10 * time.Second):
+					b.Fatalf("no response to request %d", i)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
 }

@@ -67,8 +67,8 @@ message: Rate limit exceeded
 details: Retrying after a cool-down.
 recovery: pause_and_retry
 [/ERROR]`},
-		{"Ask a proxy agent to create a plan or update a task (JSON):", `[PROXY_REQUEST]
-{"action": "create_plan", "requester": "` + self.Name + `", "tasks": [{"content": "Write the API tests", "priority": "high"}]}
+		{"Ask a proxy agent to create a plan or update a task (JSON; `task_type` — coding, research, planning… — picks the expert; the proxy keeps each task as work until you or it close it with `{\"action\": \"update_status\", \"requester\": \"" + self.Name + "\", \"task_id\": \"<id>\", \"status\": \"completed\"}`):", `[PROXY_REQUEST]
+{"action": "create_plan", "requester": "` + self.Name + `", "task_type": "coding", "tasks": [{"content": "Write the API tests", "priority": "high"}]}
 [/PROXY_REQUEST]`},
 		{"Report progress (on lines of their own):", `Step 2/5: Writing the tests
 STEP_COMPLETE

@@ -191,3 +191,20 @@ func FuzzParseRules(f *testing.F) {
 		_ = CheckContent(text, "fuzz", rs)
 	})
 }
+
+// BenchmarkScreen: the built-in rules over a create_plan of four tasks
+// whose contents fill the 64 KiB limit (ordinary text: no rule matches, so
+// every rule reads all of it).
+//
+//	go test ./proxy -run XXX -bench BenchmarkScreen
+func BenchmarkScreen(b *testing.B) {
+	line := "Implement the login endpoint and its tests; 로그인 API 구현 및 테스트 작성.\n"
+	content := strings.Repeat(line, MaxContent/4/len(line))
+	r := ActionRequest{Action: ActionCreatePlan, Requester: "a", Tasks: []Task{{Content: content}, {Content: content}, {Content: content}, {Content: content}}}
+	b.SetBytes(int64(4 * len(content)))
+	for b.Loop() {
+		if err := r.Screen(nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

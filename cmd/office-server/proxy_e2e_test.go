@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/proxy"
 )
 
 // The requests of docs/protocol.md, "Proxy requests", as seed 004 prints
@@ -334,7 +336,15 @@ func TestProxyEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Content rules, each named.
+	// The server restarts while the request waits.
+	p.run.p.stop(t)
+	if time.Now().After(expires) {
+		t.Fatalf("the parked request expired (%s) before the restart: the machine is too slow for this test's %s", parked.ExpiresAt, wait)
+	}
+	p.start(t, "--proxy-wait", wait.String())
+	p.run.waitReady(t, "senior-sw-engineer")
+
+	// Content rules, each named (while the parked request waits).
 	for i, c := range []struct{ req, rule string }{
 		{"rmrf", "command.rm-root"}, {"key", "credential.aws-key"}, {"rrn", "personal.rrn"}, {"toxic", "toxic.threat"},
 	} {
@@ -348,12 +358,6 @@ func TestProxyEndToEnd(t *testing.T) {
 		t.Errorf("a refused request was answered: %q", got)
 	}
 
-	// The server restarts while the request waits.
-	p.run.p.stop(t)
-	if time.Now().After(expires) {
-		t.Fatalf("the parked request expired (%s) before the restart: the machine is too slow for this test's %s", parked.ExpiresAt, wait)
-	}
-	p.start(t, "--proxy-wait", wait.String())
 	timedOut := p.response(t, "py-code-reviewer", 3)
 	if timedOut.Success || timedOut.Status != "timed_out" || timedOut.RequestID != parked.RequestID || timedOut.BackupFile == "" {
 		t.Fatalf("after the restart and the wait: %+v", timedOut)
@@ -414,5 +418,44 @@ func checkBackupFile(t *testing.T, r e2eResponse, data, content string) {
 	}
 	if f.RequestID != r.RequestID || f.Reason == "" || !strings.Contains(string(f.Request), content) {
 		t.Errorf("backup file %s:\n%s", r.BackupFile, b)
+	}
+}
+
+// TestContentRulesFlag: --content-rules adds rules, replaces or turns off
+// built-in ones; a bad file stops the server at start naming its line.
+func TestContentRulesFlag(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "rules.txt")
+	if err := os.WriteFile(good, []byte("# ours\ncustom.codename  (?i)project\\s+nightjar\n!personal.ssn\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := contentRules(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proxy.CheckContent("about Project Nightjar", "task 1", rules); err == nil || !strings.Contains(err.Error(), "custom.codename") {
+		t.Errorf("added rule: %v", err)
+	}
+	if err := proxy.CheckContent("123-45-6789", "task 1", rules); err != nil {
+		t.Errorf("rule turned off: %v", err)
+	}
+	if err := proxy.CheckContent("rm -rf /", "task 1", rules); err == nil {
+		t.Error("built-in rules lost")
+	}
+	if testing.Short() {
+		return
+	}
+	bad := filepath.Join(dir, "bad.txt")
+	if err := os.WriteFile(bad, []byte("custom.ok x\ncustom.broken (\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := launchServer(t, buildServer(t), nil, "--data-dir", filepath.Join(dir, "data"), "--content-rules", bad)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server started with a bad rules file")
+	}
+	if p.err == nil || !strings.Contains(p.stderr.String(), "line 2") || !strings.Contains(p.stderr.String(), bad) {
+		t.Fatalf("exit %v; stderr:\n%s", p.err, p.stderr.String())
 	}
 }
