@@ -65,6 +65,22 @@ func TestSpec(t *testing.T) {
 		strings.Join(got.Args, " ") != "--step 1s" {
 		t.Errorf("builtin spec = %+v", got)
 	}
+	// A Codex agent keeps its conversation and cursor and is taught the
+	// protocol; a command agent is taught it too (its CLI's instruction
+	// file, when the session knows one).
+	got, err = a.Spec(engine.SessionSpec{OfficeID: "o", AgentID: "c", Launch: office.LaunchSpec{Kind: "codex"}, SystemPrompt: "you are dev",
+		ConversationID: "c-2", Resume: true, TranscriptAfter: "rollout-x:120"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Kind != session.KindCodex || got.AppendSystemPrompt != "you are dev" || got.ConversationID != "c-2" || !got.Resume ||
+		got.TranscriptAfter != "rollout-x:120" || got.Home != agents.AgentHome(state, "o", "c") {
+		t.Errorf("codex spec = %+v", got)
+	}
+	got, err = a.Spec(engine.SessionSpec{Launch: office.LaunchSpec{Kind: "command", Command: "qwen"}, SystemPrompt: "you are qa"})
+	if err != nil || got.AppendSystemPrompt != "you are qa" {
+		t.Errorf("command spec = %+v, %v", got, err)
+	}
 	got, err = a.Spec(engine.SessionSpec{Launch: office.LaunchSpec{Kind: "claude", Command: "node_modules/.bin/claude"}})
 	if err != nil || !filepath.IsAbs(got.Command) {
 		t.Errorf("relative claude command not made absolute: %q %v", got.Command, err)
@@ -97,6 +113,7 @@ func TestCheckLaunch(t *testing.T) {
 		{office.LaunchSpec{Kind: session.KindClaude}, ""},
 		{office.LaunchSpec{Kind: session.KindCommand, Command: "aider"}, ""},
 		{office.LaunchSpec{Kind: session.KindBuiltin, Script: "po"}, ""},
+		{office.LaunchSpec{Kind: session.KindCodex}, ""},
 		{office.LaunchSpec{Kind: "docker"}, `unknown kind "docker"`},
 		{office.LaunchSpec{Kind: session.KindCommand}, "kind command needs a command"},
 		{office.LaunchSpec{Kind: session.KindBuiltin}, "kind builtin needs a script"},

@@ -89,6 +89,7 @@ STEP_COMPLETE
 	w("3. After an INVOKE, wait for the result; do not do the other agent's task yourself.\n")
 	w("4. Print blocks only to act; never quote a block you were sent.\n")
 	w("5. When the office says a block was invalid, fix it and print it again.\n")
+	w("6. Keep each block short (a dozen lines at most) and print it at the end of your reply: the office may read your words off your terminal's screen, where a block that scrolled out of view, or is taller than the screen, is never seen whole.\n")
 	return b.String()
 }
 

@@ -78,11 +78,12 @@ type tag struct {
 }
 
 // isDecoration reports whether r is something a terminal UI draws before a
-// line's content: bullets (Claude Code's ● and ⏺), box drawing, quote and
-// list markers.
+// line's content: bullets (Claude Code's ● and ⏺, Codex's •, Gemini CLI's
+// ✦, Qwen Code's ◆ with a text-presentation selector after it), box
+// drawing, quote and list markers.
 func isDecoration(r rune) bool {
 	switch r {
-	case '●', '⏺', '•', '◦', '○', '◉', '◆', '▶', '►', '⎿', '∙', '·', '>', '*', '-', '+', '|':
+	case '●', '⏺', '•', '◦', '○', '◉', '◆', '◇', '✦', '✧', '▶', '►', '⎿', '∙', '·', '>', '*', '-', '+', '|':
 		return true
 	}
 	return r >= 0x2500 && r <= 0x257F // box drawing
@@ -116,16 +117,22 @@ func undecorate(s string) (rest string, boxed bool) {
 		}
 		boxed = boxed || isVertical(r)
 		i += n
+		// A variation selector asking for the glyph's text or emoji look
+		// (Qwen Code draws "◆\uFE0E") belongs to it.
+		if strings.HasPrefix(s[i:], "\uFE0E") || strings.HasPrefix(s[i:], "\uFE0F") {
+			i += len("\uFE0E")
+		}
 	}
 	return s[i:], boxed
 }
 
-// trimTrailingDecoration removes trailing blanks, box edges and emphasis
-// stars ("**[ASK_USER]**", "│ [ASK_USER]   │").
+// trimTrailingDecoration removes trailing blanks, box edges, a scroll bar's
+// thumb (Qwen Code draws █ in the last column while its history
+// overflows) and emphasis stars ("**[ASK_USER]**", "│ [ASK_USER]   │").
 func trimTrailingDecoration(s string) string {
 	for len(s) > 0 {
 		r, n := utf8.DecodeLastRuneInString(s)
-		if r == ' ' || r == '\t' || r == '*' || isVertical(r) {
+		if r == ' ' || r == '\t' || r == '*' || isVertical(r) || (r >= 0x2580 && r <= 0x259F) {
 			s = s[:len(s)-n]
 			continue
 		}
@@ -621,7 +628,7 @@ func isListItemLine(line string) bool { return isListItem(unboxed(line)) }
 // unboxed removes a leading box edge, if any, keeping the rest.
 func unboxed(line string) string {
 	t := trimBlanksLeft(line)
-	if r, n := utf8.DecodeRuneInString(t); isVertical(r) || r == '⎿' || r == '●' || r == '⏺' {
+	if r, n := utf8.DecodeRuneInString(t); isVertical(r) || r == '⎿' || r == '●' || r == '⏺' || r == '✦' || r == '◆' {
 		return t[n:]
 	}
 	return line

@@ -12,8 +12,10 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
 
-# Node packages, pinned by package-lock.json.
+# Node packages, pinned by package-lock.json: the CLI agents the tests drive
+# (Claude Code, Codex, Qwen Code, Gemini CLI) among them.
 if [ ! -x node_modules/.bin/claude ] || [ ! -f node_modules/@supabase/supabase-js/package.json ] \
+   || [ ! -x node_modules/.bin/codex ] || [ ! -x node_modules/.bin/qwen ] || [ ! -x node_modules/.bin/gemini ] \
    || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=error
 fi

@@ -3,6 +3,8 @@ package session
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"time"
 	"unicode/utf8"
@@ -47,11 +49,47 @@ type commandDriver struct {
 func newCommandDriver(s *Session) driver { return &commandDriver{s: s} }
 
 func (d *commandDriver) launch(spec Spec) ([]string, []string, error) {
-	return spec.Args, buildEnv(spec, false), nil
+	env := buildEnv(spec, false)
+	if err := teachCommand(spec, env); err != nil {
+		return nil, nil, err
+	}
+	return spec.Args, env, nil
+}
+
+// instructionFiles are the global instruction files, under the agent's
+// HOME, of the CLIs a command agent may run (by the executable's name):
+// each reads its file into the model's system prompt at start
+// (docs/notes/clis.md).
+var instructionFiles = map[string]string{
+	"qwen":   filepath.Join(".qwen", "QWEN.md"),
+	"gemini": filepath.Join(".gemini", "GEMINI.md"),
+}
+
+// teachCommand puts the office's instructions (Spec.AppendSystemPrompt)
+// in the instruction file of a CLI that has one, as a section of its own
+// (what a person wrote there is kept). Other programs are not taught: they
+// are told nothing the office does not type to them.
+func teachCommand(spec Spec, env []string) error {
+	f, ok := instructionFiles[filepath.Base(spec.Command)]
+	if !ok || spec.AppendSystemPrompt == "" {
+		return nil
+	}
+	home, _ := lookup(env, "HOME")
+	if home == "" {
+		return errors.New("teach the agent: no HOME for its instruction file")
+	}
+	path := filepath.Join(home, f)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("teach the agent: %w", err)
+	}
+	if err := writeInstructions(path, spec.AppendSystemPrompt); err != nil {
+		return fmt.Errorf("teach the agent: %w", err)
+	}
+	return nil
 }
 
 func (d *commandDriver) started(spec Spec, _ *Info) {
-	d.lines = &screenLines{scr: newScreen(spec.Cols, spec.Rows), cols: spec.Cols}
+	d.lines = &screenLines{scr: newScreen(spec.Cols, spec.Rows), cols: spec.Cols, rows: spec.Rows}
 	d.prompt = nil
 	if spec.PromptPattern != "" {
 		d.prompt = regexp.MustCompile(spec.PromptPattern) // checked by checkCommand

@@ -2,6 +2,7 @@ package session
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mattn/go-runewidth"
 
@@ -30,21 +31,52 @@ const maxPendingBytes = 1 << 20
 //     program printed;
 //   - a line that scrolls off the top is final and is emitted at once;
 //   - the live area (the visible rows) is read at turn end;
-//   - rows already dispatched are remembered by position (consumed), so a
-//     redraw of the same content (after a resize, say) is not dispatched
-//     again, and consumed rows that scroll off later are not either;
+//   - every line read is kept in the screen document (screendoc.go), and
+//     what the program paints after it cleared the screen (a TUI painting
+//     its whole history again, a redraw after a resize) and the live area
+//     at turn end are aligned against it, so a line already read is not
+//     dispatched again when it is painted again or has moved to another
+//     row (a TUI scrolling inside the alternate screen);
+//   - between clears, rows read at the last turn end that scroll off later
+//     are recognised by position (consumed) and not read again;
 //   - the echo of what the server typed is filtered out: the typed lines are
 //     kept as pending echo, and a line ending with (a prefix of, if its last
 //     row is full) the next pending echo line is the echo, not output.
 type screenLines struct {
 	scr      screenModel
 	cols     int
-	consumed []string // rows of the screen already dispatched or skipped, top first
-	partial  []string // scrolled-off rows of a wrapped line whose end is still on screen
-	echo     []string // lines typed by the server whose echo has not been seen
-	out      []string // lines waiting to be dispatched
+	rows     int
+	doc      screenDoc
+	clears   uint64     // the screen's Clears when last seen
+	paint    *alignment // the paint since the last clear, while there is one
+	consumed []string   // rows of the screen already read at the last turn end, top first
+	live     int        // where the lines of the last turn end's read begin in the document
+	scrolled bool       // rows scrolled off the main screen since the last turn end
+	partial  []string   // scrolled-off rows of a wrapped line whose end is still on screen
+	echo     []string   // lines typed by the server whose echo has not been seen
+	out      []string   // lines waiting to be dispatched
 	outBytes int
 	lost     int // lines dropped because out was full (not yet reported)
+}
+
+// skipRows is how far ahead in the document a painted line may be found
+// and still count as read: what a program stopped showing in between (its
+// last spinner, input box and footer) is at most a few screens.
+func (x *screenLines) skipRows() int { return 3 * max(x.rows, 24) }
+
+// cleared notes a clear of the screen (count c): what the program paints
+// from here on is aligned against the document.
+func (x *screenLines) cleared(c uint64) {
+	if c == x.clears {
+		return
+	}
+	x.clears = c
+	if x.paint != nil {
+		x.paint.finish(false, func(s string) { x.dispatch(s, s) })
+	}
+	x.paint = newAlignment(&x.doc, 0, x.skipRows())
+	x.consumed = nil
+	x.partial = x.partial[:0]
 }
 
 // write feeds PTY output through the screen and collects the lines that
@@ -52,6 +84,9 @@ type screenLines struct {
 func (x *screenLines) write(p []byte) {
 	_, _ = x.scr.Write(p)
 	for _, r := range x.scr.TakeScrolledRows() {
+		x.cleared(r.Clears)
+		x.scrolled = true
+		r.Text = x.unscroll(r)
 		t := strings.TrimRight(r.Text, " ")
 		if len(x.consumed) > 0 {
 			c := x.consumed[0]
@@ -67,11 +102,29 @@ func (x *screenLines) write(p []byte) {
 		l := joinRows(x.partial)
 		last := x.partial[len(x.partial)-1]
 		x.partial = x.partial[:0]
-		if x.isEcho(l, last) {
-			continue
-		}
-		x.emit(l)
+		x.line(l, last)
 	}
+}
+
+// line reads line l (whose last screen row is last) that scrolled off.
+func (x *screenLines) line(l, last string) {
+	if x.paint != nil {
+		x.paint.feed(l, func(s string) { x.dispatch(s, last) })
+		return
+	}
+	if k := lineKey(l); k != 0 {
+		x.doc.keys = append(x.doc.keys, k)
+		x.doc.trim()
+	}
+	x.dispatch(l, last)
+}
+
+// dispatch emits a new line unless it is the echo of typed text.
+func (x *screenLines) dispatch(l, last string) {
+	if x.isEcho(l, last) {
+		return
+	}
+	x.emit(l)
 }
 
 // emit queues line l, dropping the oldest queued lines beyond
@@ -112,53 +165,113 @@ func (x *screenLines) typed(text string) {
 	}
 }
 
-// turnEnd collects the live area's new lines; skipLast reports a last line
-// to leave out (the prompt). The pending echo is forgotten: whatever was
-// not echoed by now will not be.
+// turnEnd reads the live area: its lines are aligned against the document
+// (as the rest of the paint since the last clear, or on their own), and
+// the new ones are emitted; skipLast reports a last line to leave out (the
+// prompt). The pending echo is forgotten: whatever was not echoed by now
+// will not be.
 func (x *screenLines) turnEnd(skipLast func(string) bool) {
 	rows := x.scr.Rows()
+	for i := range rows {
+		rows[i].Text = x.unscroll(rows[i])
+	}
 	for len(rows) > 0 && strings.TrimSpace(rows[len(rows)-1].Text) == "" {
 		rows = rows[:len(rows)-1]
 	}
-	consumed := make([]string, len(rows))
-	for i, r := range rows {
-		consumed[i] = strings.TrimRight(r.Text, " ")
+	if len(rows) > 0 {
+		x.cleared(rows[0].Clears)
+	}
+	a := x.paint
+	if a == nil {
+		// No clear since the last read: rows still where they were then,
+		// with what they showed then, were read (consumed). The others
+		// may show lines of the last read moved up (a program scrolling
+		// inside the alternate screen) unless the screen scrolled since
+		// (then everything below the consumed rows is new).
+		k, old := 0, 0
+		for k < len(rows) && k < len(x.consumed) && x.consumed[k] == strings.TrimRight(rows[k].Text, " ") && !rows[k].Wrapped && len(x.partial) == 0 {
+			if lineKey(x.consumed[k]) != 0 {
+				old++
+			}
+			k++
+		}
+		rows = rows[k:]
+		minJ := x.live
+		if x.scrolled {
+			minJ = len(x.doc.keys)
+		}
+		a = newAlignment(&x.doc, minJ, x.skipRows())
+		if x.scrolled {
+			a.anchorAt(len(x.doc.keys), nil)
+		} else if old > 0 {
+			a.anchorAt(min(x.live+old, len(x.doc.keys)), nil)
+		}
 	}
 	// Group the rows into lines: a line ends at a row that was not wrapped.
 	// The first may continue rows that already scrolled off (partial).
 	group := append([]string(nil), x.partial...)
-	fresh := len(x.partial) > 0
+	var lines, lasts []string
 	for i, r := range rows {
 		group = append(group, r.Text)
-		if i >= len(x.consumed) || x.consumed[i] != consumed[i] {
-			fresh = true
-		}
 		if r.Wrapped && i < len(rows)-1 {
 			continue
 		}
-		l, last := joinRows(group), group[len(group)-1]
+		lines = append(lines, joinRows(group))
+		lasts = append(lasts, group[len(group)-1])
 		group = group[:0]
-		isFresh := fresh
-		fresh = false
-		if !isFresh {
-			continue
-		}
-		if x.isEcho(l, last) {
-			continue
-		}
-		if i == len(rows)-1 && skipLast != nil && skipLast(l) {
-			continue
-		}
-		x.emit(l)
 	}
+	for i, l := range lines {
+		a.feed(l, func(s string) {
+			if i == len(lines)-1 && s == l && skipLast != nil && skipLast(s) {
+				return
+			}
+			x.dispatch(s, lasts[i])
+		})
+	}
+	a.finish(true, func(s string) {
+		// Held lines decided at the end: the last may be the prompt.
+		if len(lines) > 0 && s == lines[len(lines)-1] && skipLast != nil && skipLast(s) {
+			return
+		}
+		x.dispatch(s, s)
+	})
+	x.paint = nil
 	x.partial = x.partial[:0]
-	x.consumed = consumed
+	x.consumed = x.consumed[:0]
+	read := 0
+	for _, r := range x.scr.Rows() {
+		t := strings.TrimRight(r.Text, " ")
+		x.consumed = append(x.consumed, t)
+		if lineKey(t) != 0 {
+			read++
+		}
+	}
+	x.live = max(0, len(x.doc.keys)-read)
+	x.scrolled = false
 	x.echo = nil
+}
+
+// unscroll returns row r's text without a scroll bar a TUI draws in the
+// last column while its history overflows (Qwen Code: a track of │ and a
+// thumb of █ after a blank): chrome, not the agent's words.
+func (x *screenLines) unscroll(r screen.Row) string {
+	if r.Wrapped || x.cols < 3 {
+		return r.Text
+	}
+	last, n := utf8.DecodeLastRuneInString(r.Text)
+	if last != '│' && last != '┃' && (last < 0x2580 || last > 0x259F) {
+		return r.Text
+	}
+	rest := r.Text[:len(r.Text)-n]
+	if !strings.HasSuffix(rest, " ") || runewidth.StringWidth(r.Text) != x.cols {
+		return r.Text
+	}
+	return strings.TrimRight(rest, " ")
 }
 
 // resized tells the screen its new size.
 func (x *screenLines) resized(cols, rows int) {
-	x.cols = cols
+	x.cols, x.rows = cols, rows
 	x.scr.Resize(cols, rows)
 }
 

@@ -125,3 +125,15 @@ func Chromium(t testing.TB) string {
 	Missing(t, "Chromium", "run scripts/setup.sh (apt-get install chromium) or set OFFICE_CHROMIUM_BIN")
 	return ""
 }
+
+// CLIBin returns the path of a real CLI agent installed from npm by
+// scripts/setup.sh (package-lock.json): node_modules/.bin/<name> in the
+// repository (codex, qwen, gemini).
+func CLIBin(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(RepoRoot(), "node_modules", ".bin", name)
+	if _, err := os.Stat(p); err != nil {
+		Missing(t, name+" CLI", "run scripts/setup.sh (npm ci installs the pinned CLIs of package.json)")
+	}
+	return p
+}

@@ -84,6 +84,10 @@ type Row struct {
 	// Wrapped reports that the terminal wrapped this row into the next one
 	// (autowrap at the right edge), so the two are one line of the program.
 	Wrapped bool
+	// Clears is Clears as it was when the row scrolled off (or, from Rows,
+	// now): a reader sees which rows a program drew after it cleared the
+	// screen to paint it again.
+	Clears uint64
 }
 
 // TakeScrolledRows is TakeScrolled with each row's wrap flag, so a reader
@@ -110,9 +114,21 @@ func (s *Screen) Rows() []Row {
 	out := make([]Row, len(s.cur.rows))
 	for i, r := range s.cur.rows {
 		s.buf = r.render(s.buf, !r.wrapped)
-		out[i] = Row{Text: string(s.buf), Wrapped: r.wrapped}
+		out[i] = Row{Text: string(s.buf), Wrapped: r.wrapped, Clears: s.clears}
 	}
 	return out
+}
+
+// Clears counts the times the screen was wiped for a repaint: erase of the
+// whole display (ED 2, or ED 0 from the top-left corner), erase of the
+// saved lines (ED 3), a reset (RIS), a switch between the main and the
+// alternate screen, and a resize. A program that clears and paints its
+// history again shows rows already read; a reader tells them apart by this
+// count (docs/notes/screen.md, "Repaints").
+func (s *Screen) Clears() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clears
 }
 
 // Dropped returns how many scrolled-off rows were discarded because more
@@ -181,6 +197,7 @@ func (s *Screen) Resize(cols, rows int) {
 	if cols == s.cols && rows == s.rows {
 		return
 	}
+	s.clears++
 	// Rows first, at the old width, so scrolled rows render as they were.
 	if s.altActive {
 		s.resizeRows(s.alt, &s.y, rows, false)

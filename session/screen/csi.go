@@ -229,6 +229,9 @@ func (s *Screen) deleteLines(n int) {
 func (s *Screen) eraseDisplay(mode int) {
 	switch mode {
 	case 0:
+		if s.x == 0 && s.y == 0 {
+			s.clears++
+		}
 		s.erase(s.y, s.x, s.cols)
 		for y := s.y + 1; y < s.rows; y++ {
 			s.cur.rows[y].clear()
@@ -239,10 +242,12 @@ func (s *Screen) eraseDisplay(mode int) {
 		}
 		s.erase(s.y, 0, s.x+1)
 	case 2:
+		s.clears++
 		for _, r := range s.cur.rows {
 			r.clear()
 		}
 	case 3: // erase saved lines: what scrolled off is already final
+		s.clears++
 	}
 }
 
@@ -319,6 +324,7 @@ func (s *Screen) switchScreen(on, clearAlt bool) {
 	if on == s.altActive {
 		return
 	}
+	s.clears++
 	if on {
 		if s.alt == nil {
 			s.alt = s.newBuffer()
@@ -345,6 +351,7 @@ func (s *Screen) softReset() {
 }
 
 func (s *Screen) fullReset() {
+	s.clears++
 	if s.altActive {
 		s.switchScreen(false, false)
 	}

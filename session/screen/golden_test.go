@@ -23,6 +23,9 @@ type captureMeta struct {
 	Cols    int           `json:"cols"`
 	Rows    int           `json:"rows"`
 	Resizes []resizeEvent `json:"resizes,omitempty"`
+	// TurnEnds are the offsets where a turn of an agent ended (it went
+	// quiet after a reply).
+	TurnEnds []int `json:"turn_ends,omitempty"`
 	// Program says what produced the capture, for people.
 	Program string `json:"program"`
 }

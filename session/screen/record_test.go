@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/office-server/office-server/internal/anthropictest"
+	"github.com/office-server/office-server/internal/openaitest"
 	"github.com/office-server/office-server/internal/testenv"
 )
 
@@ -131,6 +132,14 @@ func (r *recorder) resize(cols, rows int) {
 		r.t.Fatalf("resize: %v", err)
 	}
 	r.meta.Resizes = append(r.meta.Resizes, resizeEvent{Offset: r.out.Len(), Cols: cols, Rows: rows})
+}
+
+// turnEnd marks the end of a turn here (the program went quiet after a
+// reply): a reader of the capture reads the live area at these offsets.
+func (r *recorder) turnEnd() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.meta.TurnEnds = append(r.meta.TurnEnds, r.out.Len())
 }
 
 // exited waits for the program to end by itself.
@@ -360,6 +369,99 @@ done`)
 	})
 	t.Run("claude_korean", func(t *testing.T) { recordClaude(t, "claude_korean", false) })
 	t.Run("claude_resize", func(t *testing.T) { recordClaude(t, "claude_resize", true) })
+	t.Run("qwen_repaint", func(t *testing.T) { recordCLI(t, "qwen_repaint", "qwen") })
+	t.Run("codex_repaint", func(t *testing.T) { recordCLI(t, "codex_repaint", "codex") })
+}
+
+// cliReply is the scripted model's answer in the repaint captures: a few
+// lines, Korean text, a line wider than the screen and one [ASK_USER]
+// block, the same block every turn (printed again on purpose).
+func cliReply(turn int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "턴 %d의 답변입니다.\n", turn)
+	for i := 1; i <= 4; i++ {
+		fmt.Fprintf(&b, "줄 %d: 답변의 한 줄 — line %d of turn %d.\n", i, i, turn)
+	}
+	b.WriteString("[ASK_USER]\n질문: 배포를 진행할까요? 이 질문은 화면 폭보다 길어서 프로그램이 스스로 줄을 바꿔 그립니다 — 결제 모듈과 로그인 모듈을 함께 올립니다.\n타입: confirmation\n[/ASK_USER]\n")
+	fmt.Fprintf(&b, "턴 %d 끝.", turn)
+	return b.String()
+}
+
+// recordCLI records a real CLI agent (qwen or codex) against openaitest,
+// 100x30: three turns whose replies carry the same [ASK_USER] block (on
+// purpose), resized to 80x24 after the first; each turn pushes the earlier
+// replies up the screen.
+func recordCLI(t *testing.T, name, cli string) {
+	bin := testenv.CLIBin(t, cli)
+	srv := openaitest.New(t)
+	dir := "/tmp/office-screen-capture"
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	home := t.TempDir()
+	var env []string
+	switch cli {
+	case "qwen":
+		if err := openaitest.PrepareQwen(home); err != nil {
+			t.Fatal(err)
+		}
+		env = srv.QwenEnv(home)
+		srv.Side(openaitest.QwenSide)
+	case "codex":
+		if err := srv.PrepareCodex(home, dir); err != nil {
+			t.Fatal(err)
+		}
+		env = srv.CodexEnv(home)
+	}
+	for turn := 1; turn <= 3; turn++ {
+		reply := cliReply(turn)
+		srv.Enqueue(openaitest.Response{Text: reply, Chunks: splitEvery(reply, 60), Delay: 30 * time.Millisecond})
+	}
+	r := startRecorder(t, 100, 30, dir, env, bin)
+	r.waitFor(map[string]string{"qwen": "Type your message", "codex": "Ask Codex"}[cli])
+	r.quiet(2 * time.Second)
+	for turn := 1; turn <= 3; turn++ {
+		r.typeKeys(fmt.Sprintf("turn %d: please answer", turn))
+		time.Sleep(500 * time.Millisecond)
+		// An Enter while the program is still busy starting up is lost:
+		// press it again until the request comes (on an empty input box
+		// Enter does nothing).
+		for try := 0; ; try++ {
+			r.typeKeys("\r")
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := srv.WaitMain(ctx, turn)
+			cancel()
+			if err == nil {
+				break
+			}
+			if try == 5 {
+				t.Fatalf("%v\n%q", err, r.output())
+			}
+		}
+		r.quiet(5 * time.Second)
+		r.turnEnd()
+		if turn == 1 {
+			r.resize(80, 24)
+			r.quiet(2 * time.Second)
+		}
+	}
+	for _, q := range srv.Requests() {
+		var body struct {
+			Messages []struct {
+				Role    string
+				Content any
+			}
+		}
+		json.Unmarshal(q.Body, &body)
+		last := ""
+		if n := len(body.Messages); n > 0 {
+			last = fmt.Sprintf("%s %.300v", body.Messages[n-1].Role, body.Messages[n-1].Content)
+		}
+		t.Logf("request %d main=%v tools=%d stream=%v system=%.60q last=%s", q.Seq, q.Main, q.Tools, q.Stream, q.System, last)
+	}
+	r.save(name, cli+" against openaitest: three replies with the same [ASK_USER] block (Korean, a wide line), resized 100x30 → 80x24 after the first")
 }
 
 // claudeReply is the scripted model's answer in the Claude Code captures: a

@@ -188,6 +188,7 @@ type Screen struct {
 	scrolled      []scrolledRow
 	scrolledLimit int
 	dropped       int
+	clears        uint64 // see Clears
 
 	params     [16]ansi.Param // scratch for csiFast
 	buf        []byte         // scratch for rendering rows
@@ -686,7 +687,7 @@ type scrolledRow struct {
 // pushScrolled renders r onto the scrolled-off list.
 func (s *Screen) pushScrolled(r *row) {
 	s.buf = r.render(s.buf, !r.wrapped)
-	sr := scrolledRow{Row: Row{Text: string(s.buf), Wrapped: r.wrapped}}
+	sr := scrolledRow{Row: Row{Text: string(s.buf), Wrapped: r.wrapped, Clears: s.clears}}
 	if last := len(r.cells) - 1; r.wrapped && r.cells[last].kind == kindSkip && r.cells[last].r != 0 {
 		// What an earlier draw left in the skipped column (rare).
 		sr.skipped = string(r.cells[last].r)

@@ -441,7 +441,7 @@ func TestWideWrapSkipState(t *testing.T) {
 	// The alternate screen has marks of its own, and keeps none of main's.
 	s := New(10, 4)
 	s.Write([]byte(skipped + "\x1b[?1049h\x1b[Habcdefghi가"))
-	if diff := cmp.Diff(s.Rows()[:2], []Row{{Text: "abcdefghi", Wrapped: true}, {Text: "가"}}); diff != "" {
+	if diff := cmp.Diff(s.Rows()[:2], []Row{{Text: "abcdefghi", Wrapped: true, Clears: 1}, {Text: "가", Clears: 1}}); diff != "" {
 		t.Errorf("alternate screen rows (-got +want):\n%s", diff)
 	}
 	if diff := cmp.Diff(skipMarks(t, s.alt), []string{"0,9"}); diff != "" {

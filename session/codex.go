@@ -1,0 +1,480 @@
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// KindCodex runs OpenAI's Codex CLI and reads its words from the session
+// ("rollout") file it keeps, JSONL under $CODEX_HOME/sessions
+// (docs/notes/clis.md): each assistant message is a response_item line,
+// each turn ends with an event_msg task_complete line. Identities are the
+// rollout file's name and the line's byte offset, stable across restarts
+// (the file only grows). The office's instructions reach it as its global
+// instructions file, $CODEX_HOME/AGENTS.md, in a section of their own; a
+// restart resumes the conversation (`codex resume <id>`).
+const KindCodex = "codex"
+
+// codexAckTimeout: a prompt typed into Codex shows up as a user message in
+// the rollout within this, or its Enter was lost (pressed once more).
+const codexAckTimeout = 3 * time.Second
+
+func checkCodex(spec *Spec) error {
+	if spec.Command == "" {
+		spec.Command = "codex"
+	}
+	if spec.Quiescence <= 0 {
+		spec.Quiescence = 500 * time.Millisecond
+	}
+	return nil
+}
+
+// codexDriver follows a Codex session.
+type codexDriver struct {
+	s *Session
+
+	home     string // CODEX_HOME
+	dir      string // working directory, as Codex records it
+	id       string // the conversation (session) id, once known
+	file     string // the rollout file, once found
+	off      int64
+	partial  []byte
+	after    string // resume cursor: skip entries up to this ID
+	skipping bool
+	launched time.Time
+	resumed  bool
+
+	term      screenModel // for readiness (locked)
+	state     string      // Codex's last OSC 7501 state: idle, working, done (locked)
+	oscTail   []byte      // the end of the last output, for a sequence split across writes (locked)
+	prompts   []string    // user messages read since the last step
+	turnEnded bool        // locked
+	typedAt   time.Time   // locked
+	awaiting  bool        // typed text not yet seen as a user message (locked)
+	reEntered bool        // locked
+}
+
+func newCodexDriver(s *Session) driver { return &codexDriver{s: s} }
+
+// codexHome is the agent's CODEX_HOME: from its environment, else
+// $HOME/.codex.
+func codexHome(spec Spec) string {
+	if h, ok := lookup(spec.Env, "CODEX_HOME"); ok && h != "" {
+		return h
+	}
+	home := spec.Home
+	if h, ok := lookup(spec.Env, "HOME"); ok && h != "" {
+		home = h
+	}
+	if home == "" {
+		home = os.Getenv("HOME")
+	}
+	return filepath.Join(home, ".codex")
+}
+
+func (d *codexDriver) launch(spec Spec) ([]string, []string, error) {
+	home := codexHome(spec)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("codex home: %w", err)
+	}
+	if err := writeInstructions(filepath.Join(home, "AGENTS.md"), spec.AppendSystemPrompt); err != nil {
+		return nil, nil, fmt.Errorf("codex instructions: %w", err)
+	}
+	if d.home != home || d.dir != spec.Dir {
+		d.home, d.dir, d.file, d.off, d.partial = home, spec.Dir, "", 0, nil
+		d.id = spec.ConversationID
+		d.after, d.skipping = spec.TranscriptAfter, spec.TranscriptAfter != ""
+	}
+	args := spec.Args
+	d.resumed = false
+	if d.id != "" && (spec.Resume || d.file != "") && d.findByID() != "" {
+		args = append([]string{"resume", d.id}, spec.Args...)
+		d.resumed = true
+	}
+	env := buildEnv(spec, false)
+	if _, ok := lookup(env, "CODEX_HOME"); !ok {
+		env = setEnv(env, "CODEX_HOME", home)
+	}
+	d.launched = time.Now()
+	return args, env, nil
+}
+
+// Instruction sections in a file shared with a person: ours is between
+// these lines and is replaced in place; the rest of the file is kept.
+const (
+	instrBegin = "<!-- office-server: instructions (kept up to date by the office; edit outside this section) -->"
+	instrEnd   = "<!-- /office-server -->"
+)
+
+// writeInstructions puts text in path as the office's section, keeping
+// whatever else the file holds; empty text removes the section.
+func writeInstructions(path, text string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	rest := string(old)
+	if i := strings.Index(rest, instrBegin); i >= 0 {
+		if j := strings.Index(rest[i:], instrEnd); j >= 0 {
+			rest = rest[:i] + strings.TrimLeft(rest[i+j+len(instrEnd):], "\n")
+		}
+	}
+	var b strings.Builder
+	if text != "" {
+		b.WriteString(instrBegin + "\n" + strings.TrimRight(text, "\n") + "\n" + instrEnd + "\n")
+		if rest != "" {
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString(rest)
+	if b.String() == string(old) {
+		return nil
+	}
+	if b.Len() == 0 {
+		return os.Remove(path)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+func (d *codexDriver) started(spec Spec, info *Info) {
+	d.term = newScreen(spec.Cols, spec.Rows)
+	d.state, d.oscTail = "", nil
+	d.turnEnded, d.awaiting, d.reEntered = false, false, false
+	info.Resumes = true
+	info.ConversationID = d.id
+	info.Transcript = d.file
+	info.Resumed = d.resumed
+}
+
+func (d *codexDriver) output(p []byte) {
+	if d.term != nil {
+		_, _ = d.term.Write(p)
+		_ = d.term.TakeScrolledRows()
+	}
+	d.state, d.oscTail = codexState(d.state, d.oscTail, p)
+}
+
+// codexOSC is how Codex tells the terminal its state: ESC ] 7501 ;
+// state=idle|working|done : app=codex, then BEL or ST. It says "idle" once
+// its composer takes input (it draws the composer earlier, while still
+// loading: an Enter typed then is lost), "working" during a turn and
+// "done" at its end (docs/notes/clis.md).
+var codexOSC = []byte("\x1b]7501;state=")
+
+// codexState returns the last state Codex announced in p (or cur), and
+// the tail of p to prepend to the next output.
+func codexState(cur string, tail, p []byte) (string, []byte) {
+	buf := append(tail, p...)
+	for {
+		i := bytes.Index(buf, codexOSC)
+		if i < 0 {
+			break
+		}
+		rest := buf[i+len(codexOSC):]
+		j := bytes.IndexAny(rest, ":\x07\x1b")
+		if j < 0 {
+			// Cut off: keep it for the next output.
+			return cur, append([]byte(nil), buf[i:min(len(buf), i+64)]...)
+		}
+		cur = string(rest[:j])
+		buf = rest[j:]
+	}
+	n := min(len(buf), len(codexOSC)-1)
+	return cur, append([]byte(nil), buf[len(buf)-n:]...)
+}
+
+func (d *codexDriver) screen() []string {
+	if d.term == nil {
+		return nil
+	}
+	return d.term.Lines()
+}
+
+func (d *codexDriver) resize(cols, rows int) {
+	if d.term != nil {
+		d.term.Resize(cols, rows)
+	}
+}
+
+// flush: the rollout holds every word.
+func (d *codexDriver) flush() []Text { return nil }
+
+func (d *codexDriver) typed(string) {
+	d.turnEnded = false
+	d.awaiting, d.reEntered = true, false
+	d.typedAt = time.Now()
+}
+
+func (d *codexDriver) keys([]byte) bool { return false }
+
+// received: Codex records the prompt it got as a user message.
+func (d *codexDriver) received(now time.Time, a *pendingAck) (bool, error) {
+	for _, p := range d.prompts {
+		if samePrompt(p, a.r.text) {
+			return true, nil
+		}
+	}
+	if now.Sub(a.typedAt) <= 10*codexAckTimeout {
+		return false, nil
+	}
+	return true, ErrNotReceived
+}
+
+// resume continues the conversation, unless the restart asked for another.
+func (d *codexDriver) resume(spec *Spec, asked *Spec) {
+	if d.id != "" && spec.Kind == KindCodex && (asked == nil || asked.ConversationID == "" || asked.ConversationID == d.id) {
+		spec.ConversationID = d.id
+		spec.Resume = true
+	}
+}
+
+func (d *codexDriver) close() {}
+
+// step reads the rollout and decides the status: ready at start once Codex
+// said it is idle, its composer (›) is drawn and the screen is still; busy
+// once typed; ready at a turn's end (task_complete).
+func (d *codexDriver) step(now time.Time, st Status) ([]Text, func()) {
+	s := d.s
+	var texts []Text
+	d.prompts = d.prompts[:0]
+	if s.m.opts.Paused == nil || !s.m.opts.Paused(s.key) {
+		var err error
+		if texts, err = d.poll(); err != nil {
+			s.log.Warn("codex rollout", "err", err)
+		}
+	}
+	s.mu.Lock()
+	next := st
+	for _, t := range texts {
+		if t.TurnEnd {
+			d.turnEnded = true
+		}
+	}
+	if len(d.prompts) > 0 {
+		d.awaiting = false
+	}
+	if d.id != "" {
+		s.info.ConversationID, s.info.Transcript = d.id, d.file
+	}
+	quiet := !s.lastOutput.IsZero() && now.Sub(s.lastOutput) >= s.spec.Quiescence
+	switch {
+	case next == StatusStarting && quiet && d.state != "" && d.state != "working" && d.term != nil && codexPrompt(d.term.Lines()):
+		next = StatusReady
+	case next == StatusBusy && d.turnEnded:
+		next = StatusReady
+	}
+	var reEnter *proc
+	if d.awaiting && !d.reEntered && s.p != nil && now.Sub(d.typedAt) > codexAckTimeout {
+		d.reEntered, reEnter = true, s.p
+	}
+	report := func() {}
+	if next != st {
+		report, _ = s.setStatusLocked(next)
+	}
+	s.mu.Unlock()
+	if reEnter != nil {
+		s.log.Warn("prompt not submitted; pressing Enter again")
+		_ = reEnter.pty.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if _, err := reEnter.pty.Write([]byte("\r")); err != nil {
+			s.log.Warn("press Enter again", "err", err)
+		}
+	}
+	return texts, report
+}
+
+// codexPrompt reports whether Codex's composer (a row starting with ›) is
+// on screen.
+func codexPrompt(rows []string) bool {
+	for _, r := range rows {
+		if strings.HasPrefix(r, "› ") || r == "›" {
+			return true
+		}
+	}
+	return false
+}
+
+// findByID returns the rollout file of conversation d.id, the newest if
+// several.
+func (d *codexDriver) findByID() string {
+	m, _ := filepath.Glob(filepath.Join(d.home, "sessions", "*", "*", "*", "rollout-*-"+d.id+".jsonl"))
+	if len(m) == 0 {
+		return ""
+	}
+	return m[len(m)-1]
+}
+
+// find looks for the rollout file: by id when known, else the newest one
+// started since the launch in the agent's working directory.
+func (d *codexDriver) find() {
+	if d.id != "" {
+		if f := d.findByID(); f != "" {
+			d.file = f
+		}
+		return
+	}
+	m, _ := filepath.Glob(filepath.Join(d.home, "sessions", "*", "*", "*", "rollout-*.jsonl"))
+	var best string
+	var bestT time.Time
+	for _, f := range m {
+		fi, err := os.Stat(f)
+		if err != nil || fi.ModTime().Before(d.launched.Add(-2*time.Second)) {
+			continue
+		}
+		id, cwd, ok := rolloutMeta(f)
+		if !ok || !sameDir(cwd, d.dir) {
+			continue
+		}
+		if best == "" || fi.ModTime().After(bestT) {
+			best, bestT, d.id = f, fi.ModTime(), id
+		}
+	}
+	d.file = best
+}
+
+// sameDir reports whether Codex's recorded cwd is dir (or its real path).
+func sameDir(cwd, dir string) bool {
+	if dir == "" || cwd == dir {
+		return true
+	}
+	r, err := filepath.EvalSymlinks(dir)
+	return err == nil && r == cwd
+}
+
+// rolloutMeta reads a rollout's first line, its session_meta.
+func rolloutMeta(path string) (id, cwd string, ok bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", "", false
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	n, _ := io.ReadFull(f, buf)
+	line, _, _ := bytes.Cut(buf[:n], []byte("\n"))
+	var e struct {
+		Type    string `json:"type"`
+		Payload struct {
+			ID  string `json:"id"`
+			Cwd string `json:"cwd"`
+		} `json:"payload"`
+	}
+	if json.Unmarshal(line, &e) != nil || e.Type != "session_meta" || e.Payload.ID == "" {
+		return "", "", false
+	}
+	return e.Payload.ID, e.Payload.Cwd, true
+}
+
+// maxRolloutRead bounds one poll's read of the rollout.
+const maxRolloutRead = 4 << 20
+
+// poll reads the rollout's new complete lines.
+func (d *codexDriver) poll() ([]Text, error) {
+	if d.file == "" {
+		d.find()
+		if d.file == "" {
+			return nil, nil
+		}
+	}
+	f, err := os.Open(d.file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() < d.off {
+		d.off, d.partial = 0, nil // rewritten: start over (IDs already acted on are skipped by the cursor)
+	}
+	if fi.Size() == d.off {
+		return nil, nil
+	}
+	buf := make([]byte, min(fi.Size()-d.off, maxRolloutRead))
+	n, err := f.ReadAt(buf, d.off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	buf = buf[:n]
+	start := d.off - int64(len(d.partial))
+	data := append(d.partial, buf...)
+	d.off += int64(n)
+	d.partial = nil
+	var texts []Text
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			d.partial = append([]byte(nil), data...)
+			break
+		}
+		if t, ok := d.entry(data[:i], start); ok {
+			texts = append(texts, t)
+		}
+		start += int64(i + 1)
+		data = data[i+1:]
+	}
+	if int64(n) == maxRolloutRead {
+		d.s.poke()
+	} else if d.skipping {
+		// The cursor is not in the file: everything in it counts as
+		// acted on, later entries are new (never act twice).
+		d.skipping = false
+	}
+	return texts, nil
+}
+
+// entry decodes one rollout line at offset off.
+func (d *codexDriver) entry(line []byte, off int64) (Text, bool) {
+	var e struct {
+		Type    string `json:"type"`
+		Payload struct {
+			Type    string `json:"type"`
+			Role    string `json:"role"`
+			Content []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"payload"`
+	}
+	if json.Unmarshal(line, &e) != nil {
+		return Text{}, false
+	}
+	id := fmt.Sprintf("%s:%d", strings.TrimSuffix(filepath.Base(d.file), ".jsonl"), off)
+	if d.skipping {
+		if id == d.after {
+			d.skipping = false
+		}
+		return Text{}, false
+	}
+	p := e.Payload
+	switch {
+	case e.Type == "response_item" && p.Type == "message" && p.Role == "user":
+		var b strings.Builder
+		for _, c := range p.Content {
+			if c.Type == "input_text" {
+				b.WriteString(c.Text)
+			}
+		}
+		d.prompts = append(d.prompts, b.String())
+	case e.Type == "response_item" && p.Type == "message" && p.Role == "assistant":
+		var b strings.Builder
+		for _, c := range p.Content {
+			if c.Type == "output_text" {
+				b.WriteString(c.Text)
+			}
+		}
+		if b.Len() == 0 {
+			return Text{}, false
+		}
+		return Text{Key: d.s.key, Lines: strings.Split(b.String(), "\n"), ID: id, Source: FromTranscript}, true
+	case e.Type == "event_msg" && (p.Type == "task_complete" || p.Type == "turn_aborted"):
+		return Text{Key: d.s.key, ID: id, Source: FromTranscript, TurnEnd: true}, true
+	}
+	return Text{}, false
+}

@@ -1,0 +1,198 @@
+package session
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/office-server/office-server/internal/openaitest"
+	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/protocol"
+)
+
+// TestCodexEndToEnd drives the real Codex CLI (0.169.0, from npm) against a
+// scripted Responses API: the office's instructions are in the model's
+// first request, beside what the person wrote in Codex's AGENTS.md (kept);
+// a reply far taller than the terminal, with one [ASK_USER], reaches the
+// parser exactly as the model sent it, as one question; a restart resumes
+// the conversation and emits nothing twice.
+func TestCodexEndToEnd(t *testing.T) {
+	bin := testenv.CLIBin(t, "codex")
+	checkGoroutines(t)
+	srv := openaitest.New(t)
+	home := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "work")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.PrepareCodex(home, dir); err != nil {
+		t.Fatal(err)
+	}
+	agentsMD := filepath.Join(home, ".codex", "AGENTS.md")
+	if err := os.WriteFile(agentsMD, []byte("USER-NOTE: 사람이 쓴 지시입니다.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	var b strings.Builder
+	b.WriteString("긴 답변입니다.\n")
+	for i := 1; i <= 60; i++ {
+		b.WriteString("줄 " + strings.Repeat("가", i%7+1) + " — a line of a long reply.\n")
+	}
+	b.WriteString("[ASK_USER]\n질문: 배포를 진행할까요?\n타입: confirmation\n[/ASK_USER]\n")
+	for i := 1; i <= 30; i++ {
+		b.WriteString("뒤 줄 — more of the long reply.\n")
+	}
+	reply1 := b.String() + "끝."
+	reply2 := "알겠습니다.\n[RESULT] 완료"
+	reply3 := "다시 왔습니다."
+	srv.Enqueue(openaitest.Response{Text: reply1, Delay: 2 * time.Millisecond}, openaitest.Response{Text: reply2}, openaitest.Response{Text: reply3})
+
+	r := newRecorder()
+	m := newTestManager(t, r, Options{StopGrace: 2 * time.Second, RestartBackoff: 100 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	key := Key{"office", "codex"}
+	spec := Spec{
+		Kind: KindCodex, Command: bin, Dir: dir, Home: home,
+		Env:                srv.CodexEnv(home),
+		AppendSystemPrompt: "OFFICE-INSTRUCTIONS: answer with protocol blocks such as [ASK_USER].",
+		Cols:               100, Rows: 30,
+	}
+	s, err := m.Start(ctx, key, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	sctx, scancel := context.WithTimeout(ctx, 40*time.Second)
+	if err := s.Send(sctx, "배포 전에 물어봐 주세요"); err != nil {
+		t.Fatalf("%v; %d requests; info %+v; screen:\n%s", err, len(srv.Requests()), s.Info(), strings.Join(s.Screen(), "\n"))
+	}
+	scancel()
+	r1, err := srv.WaitMain(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r1.Has("OFFICE-INSTRUCTIONS") || !r1.Has("USER-NOTE") {
+		t.Errorf("first request: office instructions %v, the person's note %v; want both", r1.Has("OFFICE-INSTRUCTIONS"), r1.Has("USER-NOTE"))
+	}
+	if md, _ := os.ReadFile(agentsMD); !strings.Contains(string(md), "USER-NOTE") {
+		t.Errorf("AGENTS.md lost what the person wrote:\n%s", md)
+	}
+	r.waitFor(t, "first turn", 60*time.Second, func(st []Status, ts []Text) bool {
+		return len(turns(ts)) >= 1 && lastStatus(st) == StatusReady
+	})
+	_, ts := r.snapshot()
+	if got := turns(ts)[0]; got != reply1 {
+		t.Errorf("first turn's text differs from the reply:\n got %.300q\nwant %.300q", got, reply1)
+	}
+	var asks int
+	p := protocol.NewParser(protocol.Options{})
+	for _, x := range ts {
+		if x.Source != FromTranscript {
+			t.Errorf("text %s from %v, want the rollout", x.ID, x.Source)
+		}
+		var msgs []protocol.Message
+		for _, l := range x.Lines {
+			msgs = append(msgs, p.Feed(l)...)
+		}
+		if x.TurnEnd {
+			msgs = append(msgs, p.Flush()...)
+		}
+		for _, m := range msgs {
+			if m.Kind == protocol.KindAskUser {
+				asks++
+			}
+		}
+	}
+	if asks != 1 {
+		t.Errorf("%d ASK_USER messages from a long reply with one, want 1", asks)
+	}
+
+	if err := s.Send(ctx, "네, 진행하세요"); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "second turn", 60*time.Second, func(st []Status, ts []Text) bool {
+		return len(turns(ts)) >= 2 && lastStatus(st) == StatusReady
+	})
+	id := s.Info().ConversationID
+	if id == "" {
+		t.Error("no conversation id in Info")
+	}
+
+	if err := m.Restart(ctx, key, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "ready after restart", 60*time.Second, func(st []Status, _ []Text) bool {
+		return lastStatus(st) == StatusReady && countStatus(st, StatusStarting) == 2
+	})
+	if !s.Info().Resumed {
+		t.Error("restart did not resume the conversation")
+	}
+	if err := s.Send(ctx, "계속"); err != nil {
+		t.Fatal(err)
+	}
+	r3, err := srv.WaitMain(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r3.Has("질문: 배포를 진행할까요?") || !r3.Has("[RESULT] 완료") {
+		t.Error("resumed conversation lacks the earlier replies")
+	}
+	r.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
+		return len(turns(ts)) >= 3 && lastStatus(st) == StatusReady
+	})
+	_, ts = r.snapshot()
+	seen := map[string]bool{}
+	for _, x := range ts {
+		if seen[x.ID] {
+			t.Errorf("text %s emitted twice", x.ID)
+		}
+		seen[x.ID] = true
+	}
+	if got := turns(ts); len(got) != 3 || got[1] != reply2 || got[2] != reply3 {
+		t.Errorf("turns: %q", got)
+	}
+	if got := s.Info().ConversationID; got != id {
+		t.Errorf("conversation id changed on restart: %s → %s", id, got)
+	}
+	if err := m.Stop(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCodexState follows Codex's OSC 7501 state through writes cut
+// anywhere, the sequence ended by BEL, ST or its ":app=" part: no state is
+// made up or lost to a cut (byte by byte, all three are seen).
+func TestCodexState(t *testing.T) {
+	out := "junk\x1b]7501;state=idle:app=codex\x1b\\more\x1b]7501;state=working\x07x\x1b]7501;state=done:app=codex\x07tail"
+	want := []string{"idle", "working", "done"}
+	for size := 1; size <= len(out); size++ {
+		var cur string
+		var tail []byte
+		var seen []string
+		for off := 0; off < len(out); off += size {
+			next, nt := codexState(cur, tail, []byte(out[off:min(off+size, len(out))]))
+			tail = nt
+			if next != cur {
+				seen = append(seen, next)
+				cur = next
+			}
+		}
+		// Each write's last state; two states in one write show as one.
+		k := 0
+		for _, st := range seen {
+			for k < len(want) && want[k] != st {
+				k++
+			}
+			if k == len(want) {
+				t.Fatalf("writes of %d: states %q, not in the order of %q", size, seen, want)
+			}
+		}
+		if cur != "done" || (size == 1 && len(seen) != 3) {
+			t.Fatalf("writes of %d: states %q, want %q", size, seen, want)
+		}
+	}
+}
