@@ -201,14 +201,17 @@ func TestRLSNonMemberReadsNothing(t *testing.T) {
 		if got := ids(t, tx, "select id::text from dependency_requests"); len(got) != 0 {
 			t.Errorf("non-member read %d dependency requests", len(got))
 		}
-		n, err := update(tx, "update user_questions set response = 'x', status = 'answered' where id = $1", f.qA)
-		if err != nil || n != 0 {
-			t.Errorf("non-member answered A's question: %d rows, %v", n, err)
-		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	err = f.as(t, "authenticated", f.nobody, func(tx pgx.Tx) error {
+		_, err := tx.Exec(context.Background(), "select public.answer_question($1, 'x')", f.qA)
+		return err
+	})
+	if sqlState(err) != "PT404" {
+		t.Errorf("non-member answering A's question: %v; want PT404 (not found)", err)
 	}
 }
 
@@ -283,12 +286,12 @@ func TestRLSAnonReadsNothing(t *testing.T) {
 func TestRLSMemberAnswers(t *testing.T) {
 	f := newRLSFixture(t)
 	err := f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
-		n, err := update(tx, "update user_questions set response = 'email', status = 'answered' where id = $1", f.qA)
-		if err != nil {
+		var status string
+		if err := tx.QueryRow(context.Background(), "select status from public.answer_question($1, 'email')", f.qA).Scan(&status); err != nil {
 			return err
 		}
-		if n != 1 {
-			t.Errorf("answer updated %d rows, want 1", n)
+		if status != "answered" {
+			t.Errorf("answer_question returned status %q, want answered", status)
 		}
 		return nil
 	})
@@ -301,16 +304,13 @@ func TestRLSMemberAnswers(t *testing.T) {
 			status, response, by, answered, f.userA)
 	}
 
-	// Answering twice: the row is no longer pending, so it is not theirs to update.
+	// Answering twice is an error (PT409), not a silent no-op.
 	err = f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
-		n, err := update(tx, "update user_questions set response = 'sso', status = 'answered' where id = $1", f.qA)
-		if n != 0 {
-			t.Errorf("second answer updated %d rows", n)
-		}
+		_, err := tx.Exec(context.Background(), "select public.answer_question($1, 'sso')", f.qA)
 		return err
 	})
-	if err != nil {
-		t.Fatalf("second answer: %v", err)
+	if sqlState(err) != "PT409" {
+		t.Fatalf("second answer: %v; want PT409", err)
 	}
 	if _, response, _, _, _, _, _ := f.question(t, f.qA); response != "email" {
 		t.Fatalf("second answer changed response to %q", response)
@@ -333,8 +333,15 @@ func TestRLSMemberCannot(t *testing.T) {
 		{"set answered_at", "update user_questions set response = 'y', status = 'answered', answered_at = now() - interval '1 day' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
 		{"cancel a question", "update user_questions set status = 'cancelled' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
 		{"mark delivered", "update user_questions set status = 'delivered' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
-		{"answer without response", "update user_questions set status = 'answered' where id = $1", func() []any { return []any{f.qA2} }, "23502"},
-		{"answer another office's question", "update user_questions set response = 'y', status = 'answered' where id = $1", func() []any { return []any{f.qB} }, ""},
+		{"answer without response", "update user_questions set status = 'answered' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
+		{"answer by update", "update user_questions set response = 'y', status = 'answered' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
+		{"answer another office's question", "update user_questions set response = 'y', status = 'answered' where id = $1", func() []any { return []any{f.qB} }, "42501"},
+		{"answer another office's question (rpc)", "select public.answer_question($1, 'y')", func() []any { return []any{f.qB} }, "PT404"},
+		{"answer with no response (rpc)", "select public.answer_question($1, null)", func() []any { return []any{f.qA2} }, "22023"},
+		{"read a launch spec", "select launch_spec from office_agents where id = $1", func() []any { return []any{f.agentA} }, "42501"},
+		{"reject a provided dependency", "select public.reject_dependency($1, 'no')", func() []any { return []any{f.depA} }, "PT409"},
+		{"add a member without being owner", "select public.add_office_member($1, 'n@example.com')", func() []any { return []any{f.officeA} }, "42501"},
+		{"call a helper", "select public.office_normalize_answer(q, 'y') from user_questions q where id = $1", func() []any { return []any{f.qA2} }, "42501"},
 		{"delete a question", "delete from user_questions where id = $1", func() []any { return []any{f.qA2} }, "42501"},
 		{"insert a question", "insert into user_questions (office_id, agent_id, question, expires_at) values ($1, $2, 'q', now())", func() []any { return []any{f.officeA, f.agentA} }, "42501"},
 		{"rename an agent", "update office_agents set name = 'x' where id = $1", func() []any { return []any{f.agentA} }, "42501"},

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,26 +71,25 @@ func (r *liveServer) waitReady(t *testing.T, when string) {
 }
 
 // answerAsMember answers a pending question as the web frontend does with
-// supabase-js (update({response, status: 'answered'}).eq('id', q).select()),
-// signed in as a member of the office: only the two columns a member may
-// write; the member trigger stamps answered_by and answered_at.
+// supabase-js (rpc('answer_question', {question_id, response}),
+// docs/frontend.md), signed in as a member of the office: the function
+// checks the answer before it writes and stamps answered_by and
+// answered_at.
 func answerAsMember(t *testing.T, p *supabasetest.Project, m supabasetest.Member, id, response string) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"status": office.QuestionAnswered, "response": response})
-	q := url.Values{"id": {"eq." + id}, "select": {"*"}}
-	req, _ := http.NewRequest(http.MethodPatch, p.URL+"/rest/v1/user_questions?"+q.Encode(), bytes.NewReader(body))
+	body, _ := json.Marshal(map[string]any{"question_id": id, "response": response})
+	req, _ := http.NewRequest(http.MethodPost, p.URL+"/rest/v1/rpc/answer_question", bytes.NewReader(body))
 	req.Header.Set("apikey", p.AnonKey)
 	req.Header.Set("Authorization", "Bearer "+m.Token)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Prefer", "return=representation")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var rows []office.Question
+	var row office.Question
 	b, _ := io.ReadAll(res.Body)
-	if err := json.Unmarshal(b, &rows); err != nil || res.StatusCode != http.StatusOK || len(rows) != 1 || rows[0].Status != office.QuestionAnswered {
+	if err := json.Unmarshal(b, &row); err != nil || res.StatusCode != http.StatusOK || row.Status != office.QuestionAnswered || row.ID != id {
 		t.Fatalf("member's answer: %s %s", res.Status, b)
 	}
 }
