@@ -238,13 +238,18 @@ func hasReason(invs []office.Invocation, sub string) bool {
 }
 
 // TestSupabaseJS runs supabase/jstest/test.mjs: the web frontend's jobs
-// done with the official @supabase/supabase-js (package.json pins it;
-// scripts/setup.sh installs it) against the stand-in project, with this
-// serve command and the demo office behind it: member A of the office
-// lists agents with their sessions and the pending questions, answers
-// through the member trigger, sees the next question arrive over Realtime
-// and sends a message; member B (another office) and anon read, change and
-// receive nothing of office A; bodies Supabase refuses are refused.
+// (docs/frontend.md) done with the official @supabase/supabase-js
+// (package.json pins it; scripts/setup.sh installs it) against the
+// stand-in project, with this serve command and the demo office behind
+// it. Member A (an owner of office A) lists agents with their sessions and
+// the pending questions, answers through answer_question (a wrong option
+// refused before the write, a second answer 409, the UPDATE path closed),
+// sees the next question and po's invocation arrive over Realtime, sends a
+// message, manages members; member B (office B) answers nothing of A
+// (404), gets 410 for an expired question, provides a package dependency,
+// is refused an api_key (a secret) and rejects it; anon gets 401. A secret
+// put in po's launch_spec env must show in no column a member may read and
+// in no live change of any published table.
 func TestSupabaseJS(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -258,33 +263,103 @@ func TestSupabaseJS(t *testing.T) {
 	r := startSupabaseMain(t, p)
 	r.waitReady(t, "at start")
 	officeA := r.officeID(t)
-	conn, err := pgx.Connect(context.Background(), p.DatabaseURL)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, p.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var officeB string
-	err = conn.QueryRow(context.Background(), `insert into public.offices (name) values ('Office B') returning id`).Scan(&officeB)
-	conn.Close(context.Background())
+	defer conn.Close(ctx)
+	must := func(sql string, args ...any) string {
+		t.Helper()
+		var v string
+		if err := conn.QueryRow(ctx, sql, args...).Scan(&v); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return v
+	}
+	officeB := must(`insert into public.offices (name) values ('Office B') returning id::text`)
+	agentB := must(`insert into public.office_agents (office_id, name) values ($1, 'helper') returning id::text`, officeB)
+	expiredB := must(`insert into public.user_questions (office_id, agent_id, question, expires_at)
+		values ($1, $2, 'Too late?', now() - interval '1 minute') returning id::text`, officeB, agentB)
+	depPkg := must(`insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
+		values ($1, $2, 'package', 'realtime library', now() + interval '1 hour') returning id::text`, officeB, agentB)
+	depKey := must(`insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
+		values ($1, $2, 'api_key', 'OPENAI_API_KEY', now() + interval '1 hour') returning id::text`, officeB, agentB)
+	// What people put in an office file's env (office.LaunchSpec.Env).
+	canary := "tok-" + strings.ReplaceAll(officeA, "-", "")
+	must(`update public.office_agents set launch_spec = jsonb_set(launch_spec, '{env}', jsonb_build_object('DEPLOY_TOKEN', $2::text))
+		where office_id = $1 and name = 'po' returning id::text`, officeA, canary)
+	// The columns a member may read, from the grants themselves.
+	readable := map[string][]string{}
+	rows, err := conn.Query(ctx, `select c.table_name::text, c.column_name::text from information_schema.columns c
+		where c.table_schema = 'public' and c.table_name in (select tablename from pg_tables where schemaname = 'public')
+		  and has_column_privilege('authenticated', format('public.%I', c.table_name), c.column_name, 'SELECT')
+		order by c.table_name, c.ordinal_position`)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for rows.Next() {
+		var tbl, col string
+		if err := rows.Scan(&tbl, &col); err != nil {
+			t.Fatal(err)
+		}
+		readable[tbl] = append(readable[tbl], col)
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	readableJSON, _ := json.Marshal(readable)
 	a := p.MemberOf(t, officeA, "a@example.com")
+	must(`update public.office_members set role = 'owner' where user_id = $1 returning role`, a.ID)
 	b := p.MemberOf(t, officeB, "b@example.com")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// The agents' rows change while the suite watches (as when the server
+	// records a status): each UPDATE carries the row over Realtime.
+	touchCtx, stopTouch := context.WithCancel(ctx)
+	touched := make(chan struct{})
+	go func() {
+		defer close(touched)
+		c, err := pgx.Connect(touchCtx, p.DatabaseURL)
+		if err != nil {
+			return
+		}
+		defer c.Close(context.WithoutCancel(touchCtx))
+		for touchCtx.Err() == nil {
+			c.Exec(touchCtx, `update public.office_agents set updated_at = now() where office_id = $1`, officeA)
+			select {
+			case <-touchCtx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+
+	nodeCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "supabase", "jstest", "test.mjs"))
+	cmd := exec.CommandContext(nodeCtx, node, filepath.Join(root, "supabase", "jstest", "test.mjs"))
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "SUPABASE_URL="+p.URL, "ANON_KEY="+p.AnonKey,
-		"TOKEN_A="+a.Token, "USER_A="+a.ID, "TOKEN_B="+b.Token,
-		"OFFICE_A="+officeA, "OFFICE_B="+officeB)
+		"TOKEN_A="+a.Token, "USER_A="+a.ID, "TOKEN_B="+b.Token, "USER_B="+b.ID,
+		"OFFICE_A="+officeA, "OFFICE_B="+officeB, "CANARY="+canary, "READABLE="+string(readableJSON),
+		"EXPIRED_B="+expiredB, "DEP_PKG_B="+depPkg, "DEP_KEY_B="+depKey)
 	out, err := cmd.CombinedOutput()
+	stopTouch()
+	<-touched
 	t.Logf("node supabase/jstest/test.mjs:\n%s", out)
 	if err != nil {
 		t.Fatalf("supabase-js suite failed: %v", err)
 	}
-	if !strings.Contains(string(out), "1..10") {
-		t.Errorf("supabase-js suite did not run its 10 checks")
+	if !strings.Contains(string(out), "1..18") {
+		t.Errorf("supabase-js suite did not run its 18 checks")
+	}
+	// The provided value is stored in the office's sealed form, which the
+	// server opens (office.Sealer: 'P' and the text for a value in clear).
+	var sealed []byte
+	if err := conn.QueryRow(ctx, `select value from public.dependency_requests where id = $1`, depPkg).Scan(&sealed); err != nil {
+		t.Fatal(err)
+	}
+	var none office.Sealer
+	if v, err := none.Open(sealed); err != nil || v != "socket.io" {
+		t.Errorf("provided value opens to %q, %v; want socket.io", v, err)
 	}
 }
 
