@@ -43,15 +43,18 @@ async function until(what, fn, ms = 60000) {
     await sleep(100)
   }
 }
-let step = 0
+// JSTEST_KEEP_GOING=1 runs every check after a failure (to see which
+// checks an older schema fails); by default the first failure ends the run.
+let step = 0, failed = 0
 async function check(name, fn) {
   step++
   try {
     await fn()
     console.log(`ok ${step} - ${name}`)
   } catch (e) {
+    failed++
     console.log(`not ok ${step} - ${name}: ${e.stack || e}`)
-    process.exit(1)
+    if (!process.env.JSTEST_KEEP_GOING) process.exit(1)
   }
 }
 
@@ -288,4 +291,4 @@ await check('member A watches invocations live: the one po gave dev after the an
 
 await a.removeAllChannels(); await a2.removeAllChannels(); await b.removeAllChannels(); await anon.removeAllChannels()
 console.log(`1..${step}`)
-process.exit(0)
+process.exit(failed ? 1 : 0)
