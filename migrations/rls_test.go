@@ -427,3 +427,86 @@ func TestRLSServiceRoleBypasses(t *testing.T) {
 		t.Fatalf("service_role: %v", err)
 	}
 }
+
+// TestRLSOwnerManagesMembers: an owner adds a member by email, invites an
+// address with no account yet (which joins once signed up), changes a role
+// and removes; a plain member can do none of it, not even promote
+// themselves; nobody leaves an office without an owner.
+func TestRLSOwnerManagesMembers(t *testing.T) {
+	f := newRLSFixture(t)
+	ctx := context.Background()
+	f.exec(t, `update office_members set role = 'owner' where office_id = $1 and user_id = $2`, f.officeA, f.userA)
+	call := func(user, sql string, args ...any) (string, error) {
+		var out string
+		err := f.as(t, "authenticated", user, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, sql, args...).Scan(&out)
+		})
+		return out, err
+	}
+	// B is a member of office B only: they cannot add anyone to A, nor themselves.
+	if _, err := call(f.userB, `select public.add_office_member($1, 'n@example.com')::text`, f.officeA); sqlState(err) != "42501" {
+		t.Errorf("non-owner add: %v; want 42501", err)
+	}
+	if _, err := call(f.userB, `insert into office_members (office_id, user_id) values ($1, $2) returning 'x'`, f.officeA, f.userB); sqlState(err) != "42501" {
+		t.Errorf("self insert: %v; want 42501", err)
+	}
+	// The owner adds n (an existing account) and invites someone new.
+	if got, err := call(f.userA, `select public.add_office_member($1, 'N@Example.com') ->> 'status'`, f.officeA); err != nil || got != "added" {
+		t.Fatalf("add existing: %q %v", got, err)
+	}
+	if _, err := call(f.userA, `select public.add_office_member($1, 'n@example.com')::text`, f.officeA); sqlState(err) != "PT409" {
+		t.Errorf("add twice: %v; want PT409", err)
+	}
+	if got, err := call(f.userA, `select public.add_office_member($1, 'later@example.com', 'admin') ->> 'status'`, f.officeA); err != nil || got != "invited" {
+		t.Fatalf("invite: %q %v", got, err)
+	}
+	if _, err := call(f.userA, `select public.add_office_member($1, 'not an email')::text`, f.officeA); sqlState(err) != "22023" {
+		t.Errorf("bad email: %v; want 22023", err)
+	}
+	// n, now a member, may not promote themselves nor remove the owner.
+	err := f.as(t, "authenticated", f.nobody, func(tx pgx.Tx) error {
+		n, err := update(tx, `update office_members set role = 'owner' where office_id = $1 and user_id = $2`, f.officeA, f.nobody)
+		if err == nil && n != 0 {
+			t.Errorf("a member promoted themselves")
+		}
+		return err
+	})
+	if err != nil && sqlState(err) != "42501" {
+		t.Errorf("self promotion: %v", err)
+	}
+	if _, err := call(f.nobody, `select public.remove_office_member($1, $2)::text`, f.officeA, f.userA); sqlState(err) != "42501" {
+		t.Errorf("member removes owner: %v; want 42501", err)
+	}
+	// Members list with emails.
+	if got, err := call(f.nobody, `select string_agg(email || ':' || role, ',' order by email) from public.list_office_members($1)`, f.officeA); err != nil || got != "a@example.com:owner,n@example.com:member" {
+		t.Errorf("list: %q %v", got, err)
+	}
+	// The invited address signs up and joins.
+	later := uuid.NewString()
+	f.exec(t, `insert into auth.users (id, email) values ($1, 'Later@example.com')`, later)
+	if got, err := call(later, `select string_agg(x::text, ',') from public.accept_office_invitations() x`); err != nil || got != f.officeA {
+		t.Fatalf("accept: %q %v; want %s", got, err, f.officeA)
+	}
+	var role string
+	if err := f.conn.QueryRow(ctx, `select role from office_members where office_id = $1 and user_id = $2`, f.officeA, later).Scan(&role); err != nil || role != "admin" {
+		t.Errorf("invited user's membership: %q %v; want admin", role, err)
+	}
+	// The last owner stays, by function and by plain delete.
+	if _, err := call(f.userA, `select public.remove_office_member($1, $2)::text`, f.officeA, f.userA); sqlState(err) != "PT409" {
+		t.Errorf("last owner leaves: %v; want PT409", err)
+	}
+	err = f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
+		_, err := update(tx, `delete from office_members where office_id = $1 and user_id = $2`, f.officeA, f.userA)
+		return err
+	})
+	if sqlState(err) != "PT409" {
+		t.Errorf("last owner deleted by row: %v; want PT409", err)
+	}
+	// The owner removes n; n leaves nothing behind.
+	if _, err := call(f.userA, `select public.remove_office_member($1, $2)::text`, f.officeA, f.nobody); err != nil {
+		t.Errorf("remove: %v", err)
+	}
+	if _, err := call(f.nobody, `select public.list_office_members($1)::text`, f.officeA); sqlState(err) != "PT404" {
+		t.Errorf("removed member lists: %v; want PT404", err)
+	}
+}
