@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/office-server/office-server/internal/testenv"
@@ -28,6 +29,12 @@ import (
 // binary, through TestMain).
 func startSupabaseMain(t *testing.T, p *supabasetest.Project) *liveServer {
 	t.Helper()
+	return startSupabaseMainWith(t, p, filepath.Join(testenv.RepoRoot(), "examples", "demo-office.yaml"))
+}
+
+// startSupabaseMainWith is startSupabaseMain with another office file.
+func startSupabaseMainWith(t *testing.T, p *supabasetest.Project, officeFile string) *liveServer {
+	t.Helper()
 	t.Setenv("SUPABASE_URL", p.URL)
 	t.Setenv("SUPABASE_SERVICE_ROLE_KEY", p.Key)
 	t.Setenv("DATABASE_URL", "")
@@ -35,7 +42,7 @@ func startSupabaseMain(t *testing.T, p *supabasetest.Project) *liveServer {
 	t.Setenv("OFFICE_SECRETS_KEY", "")
 	dir := t.TempDir()
 	cfg, err := parseServeConfig([]string{"--data-dir", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0",
-		"--office", filepath.Join(testenv.RepoRoot(), "examples", "demo-office.yaml"), "--shutdown-timeout", "10s"},
+		"--office", officeFile, "--shutdown-timeout", "10s"},
 		os.Getenv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -259,8 +266,24 @@ func TestSupabaseJS(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "node_modules", "@supabase", "supabase-js", "package.json")); err != nil {
 		testenv.Missing(t, "@supabase/supabase-js", "run scripts/setup.sh (npm ci installs it from package-lock.json)")
 	}
+	// The demo office with a secret in po's env, as people write tokens
+	// into an office file (office.LaunchSpec.Env): the server stores it in
+	// office_agents.launch_spec.
+	canary := "tok-" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	demo, err := os.ReadFile(filepath.Join(root, "examples", "demo-office.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withEnv := strings.Replace(string(demo), "      script: po\n", "      script: po\n      env:\n        DEPLOY_TOKEN: "+canary+"\n", 1)
+	if withEnv == string(demo) {
+		t.Fatal("examples/demo-office.yaml: po's launch not found")
+	}
+	officeFile := filepath.Join(t.TempDir(), "office.yaml")
+	if err := os.WriteFile(officeFile, []byte(withEnv), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	p := supabasetest.New(t)
-	r := startSupabaseMain(t, p)
+	r := startSupabaseMainWith(t, p, officeFile)
 	r.waitReady(t, "at start")
 	officeA := r.officeID(t)
 	ctx := context.Background()
@@ -285,10 +308,9 @@ func TestSupabaseJS(t *testing.T) {
 		values ($1, $2, 'package', 'realtime library', now() + interval '1 hour') returning id::text`, officeB, agentB)
 	depKey := must(`insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
 		values ($1, $2, 'api_key', 'OPENAI_API_KEY', now() + interval '1 hour') returning id::text`, officeB, agentB)
-	// What people put in an office file's env (office.LaunchSpec.Env).
-	canary := "tok-" + strings.ReplaceAll(officeA, "-", "")
-	must(`update public.office_agents set launch_spec = jsonb_set(launch_spec, '{env}', jsonb_build_object('DEPLOY_TOKEN', $2::text))
-		where office_id = $1 and name = 'po' returning id::text`, officeA, canary)
+	if got := must(`select coalesce(launch_spec #>> '{env,DEPLOY_TOKEN}', '') from public.office_agents where office_id = $1 and name = 'po'`, officeA); got != canary {
+		t.Fatalf("po's launch_spec env DEPLOY_TOKEN = %q; want the office file's secret", got)
+	}
 	// The columns a member may read, from the grants themselves.
 	readable := map[string][]string{}
 	rows, err := conn.Query(ctx, `select c.table_name::text, c.column_name::text from information_schema.columns c

@@ -5,7 +5,8 @@
 // the stand-in project and the server and passes:
 //   SUPABASE_URL, ANON_KEY, TOKEN_A, USER_A (an owner of office A),
 //   TOKEN_B, USER_B, OFFICE_A, OFFICE_B,
-//   CANARY (a secret the test put in po's launch_spec env),
+//   CANARY (a secret in po's env in the office file, which the server
+//   stores in office_agents.launch_spec),
 //   READABLE (JSON: table → the columns a member may select, read from the
 //   database's grants), EXPIRED_B (a question of office B past its expiry),
 //   DEP_PKG_B, DEP_KEY_B (pending package and api_key requests of office B).
