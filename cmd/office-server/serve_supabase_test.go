@@ -255,8 +255,9 @@ func hasReason(invs []office.Invocation, sub string) bool {
 // message, manages members; member B (office B) answers nothing of A
 // (404), gets 410 for an expired question, provides a package dependency,
 // is refused an api_key (a secret) and rejects it; anon gets 401. A secret
-// put in po's launch_spec env must show in no column a member may read and
-// in no live change of any published table.
+// in po's env in the office file (stored by the server in launch_spec) must
+// show in no column a member may read and in no live change of any
+// published table.
 func TestSupabaseJS(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
