@@ -279,6 +279,17 @@ func TestSupabaseJS(t *testing.T) {
 	if withEnv == string(demo) {
 		t.Fatal("examples/demo-office.yaml: po's launch not found")
 	}
+	// And scout, which at start gives a task to an agent nobody has: the
+	// office refuses it, and members must see the refusal and why.
+	withEnv += `  - name: scout
+    role: Scout
+    allowed_actions: [invoke]
+    launch:
+      kind: command
+      command: /bin/sh
+      args: [-c, "echo '[INVOKE:ghost]'; echo 'find the ghost'; echo '[/INVOKE:ghost]'; echo 'scout>'; while IFS= read -r l; do echo 'scout>'; done"]
+      prompt_pattern: "^scout>$"
+`
 	officeFile := filepath.Join(t.TempDir(), "office.yaml")
 	if err := os.WriteFile(officeFile, []byte(withEnv), 0o600); err != nil {
 		t.Fatal(err)
@@ -371,8 +382,8 @@ func TestSupabaseJS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("supabase-js suite failed: %v", err)
 	}
-	if !strings.Contains(string(out), "1..18") {
-		t.Errorf("supabase-js suite did not run its 18 checks")
+	if !strings.Contains(string(out), "1..19") {
+		t.Errorf("supabase-js suite did not run its 19 checks")
 	}
 	// The provided value is stored in the office's sealed form, which the
 	// server opens (office.Sealer: 'P' and the text for a value in clear).

@@ -80,9 +80,9 @@ await check('member A lists the agents of office A with their sessions (embeddin
   agents = await until('both agents with a session', async () => {
     const { data, error } = await a.from('office_agents').select('id, name, role, status, agent_sessions(status, detail)').eq('office_id', officeA).order('name')
     assert.equal(error, null)
-    return data.length === 2 && data.every((x) => x.agent_sessions.length === 1) && data
+    return data.length === 3 && data.every((x) => x.agent_sessions.length === 1) && data
   })
-  assert.deepEqual(agents.map((x) => x.name), ['dev', 'po'])
+  assert.deepEqual(agents.map((x) => x.name), ['dev', 'po', 'scout'])
   for (const x of agents) assert.equal(typeof x.agent_sessions[0].status, 'string')
 })
 
@@ -288,6 +288,19 @@ await check('member A watches invocations live: the one po gave dev after the an
   const inv = await until('an invocation over Realtime', async () => everything.find((p) => p.table === 'agent_invocations' && p.eventType === 'INSERT' && p.new?.id), 90000)
   assert.equal(inv.new.office_id, officeA)
   assert.ok(inv.new.reason.toLowerCase().includes(question.options[0].toLowerCase()), `the task carries the answer: ${inv.new.reason}`)
+})
+
+await check('member A sees why an invocation was rejected: stored with its reason, no callee', async () => {
+  const scout = agents.find((x) => x.name === 'scout')
+  const inv = await until('scout\'s rejected INVOKE:ghost', async () => {
+    const { data, error } = await a.from('agent_invocations')
+      .select('id, caller_agent_id, callee_agent_id, reason, status, error').eq('office_id', officeA).eq('status', 'rejected')
+    assert.equal(error, null)
+    return data.find((i) => i.caller_agent_id === scout.id)
+  }, 30000)
+  assert.equal(inv.callee_agent_id, null)
+  assert.match(inv.reason, /find the ghost/)
+  assert.match(inv.error, /ghost/)
 })
 
 await a.removeAllChannels(); await a2.removeAllChannels(); await b.removeAllChannels(); await anon.removeAllChannels()
