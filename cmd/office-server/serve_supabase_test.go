@@ -257,7 +257,8 @@ func hasReason(invs []office.Invocation, sub string) bool {
 // is refused an api_key (a secret) and rejects it; anon gets 401. A secret
 // in po's env in the office file (stored by the server in launch_spec) must
 // show in no column a member may read and in no live change of any
-// published table.
+// published table. A third agent, scout, gives a task to an agent nobody
+// has: member A reads the stored refusal and why.
 func TestSupabaseJS(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
