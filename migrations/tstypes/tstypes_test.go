@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/office-server/office-server/internal/testenv"
-	"github.com/office-server/office-server/internal/tstypes"
+	"github.com/office-server/office-server/migrations/tstypes"
 	"github.com/office-server/office-server/migrations"
 	"github.com/office-server/office-server/migrations/supabasetest"
 )
@@ -55,7 +55,7 @@ func TestTypesMatchMigrations(t *testing.T) {
 		t.Fatalf("%v (generate it with -update)", err)
 	}
 	if d := cmp.Diff(got, string(want)); d != "" {
-		t.Errorf("%s is not what the migrations give; run go test ./internal/tstypes -run TestTypesMatchMigrations -update (-generated +committed):\n%s", path, d)
+		t.Errorf("%s is not what the migrations give; run go test ./migrations/tstypes -run TestTypesMatchMigrations -update (-generated +committed):\n%s", path, d)
 	}
 	// The member's view: no launch_spec, no dependency value.
 	for _, leak := range []string{`office_agents: "id" | "office_id" | "name"`, `"launch_spec"`} {
