@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/office-server/office-server/internal/testenv"
-	"github.com/office-server/office-server/migrations/tstypes"
 	"github.com/office-server/office-server/migrations"
 	"github.com/office-server/office-server/migrations/supabasetest"
+	"github.com/office-server/office-server/migrations/tstypes"
 )
 
 var update = flag.Bool("update", false, "rewrite examples/web-office/database.types.ts from the migrations")
