@@ -344,6 +344,12 @@ func TestSupabaseJS(t *testing.T) {
 		t.Fatal(rows.Err())
 	}
 	readableJSON, _ := json.Marshal(readable)
+	// The tables Realtime publishes, from the publication itself.
+	var published []string
+	if err := conn.QueryRow(ctx, `select coalesce(array_agg(tablename::text order by tablename), '{}') from pg_publication_tables
+		where pubname = 'supabase_realtime' and schemaname = 'public'`).Scan(&published); err != nil {
+		t.Fatal(err)
+	}
 	a := p.MemberOf(t, officeA, "a@example.com")
 	must(`update public.office_members set role = 'owner' where user_id = $1 returning role`, a.ID)
 	b := p.MemberOf(t, officeB, "b@example.com")
@@ -374,7 +380,7 @@ func TestSupabaseJS(t *testing.T) {
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "SUPABASE_URL="+p.URL, "ANON_KEY="+p.AnonKey,
 		"TOKEN_A="+a.Token, "USER_A="+a.ID, "TOKEN_B="+b.Token, "USER_B="+b.ID,
-		"OFFICE_A="+officeA, "OFFICE_B="+officeB, "CANARY="+canary, "READABLE="+string(readableJSON),
+		"OFFICE_A="+officeA, "OFFICE_B="+officeB, "CANARY="+canary, "READABLE="+string(readableJSON), "PUBLISHED="+strings.Join(published, ","),
 		"EXPIRED_B="+expiredB, "DEP_PKG_B="+depPkg, "DEP_KEY_B="+depKey)
 	out, err := cmd.CombinedOutput()
 	stopTouch()
