@@ -258,7 +258,8 @@ func hasReason(invs []office.Invocation, sub string) bool {
 // in po's env in the office file (stored by the server in launch_spec) must
 // show in no column a member may read and in no live change of any
 // published table. A third agent, scout, gives a task to an agent nobody
-// has: member A reads the stored refusal and why.
+// has (member A reads the stored refusal and why) and asks for a package,
+// which member A provides and the server delivers to scout.
 func TestSupabaseJS(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -280,15 +281,16 @@ func TestSupabaseJS(t *testing.T) {
 	if withEnv == string(demo) {
 		t.Fatal("examples/demo-office.yaml: po's launch not found")
 	}
-	// And scout, which at start gives a task to an agent nobody has: the
-	// office refuses it, and members must see the refusal and why.
+	// And scout, which at start gives a task to an agent nobody has (the
+	// office refuses it, and members must see the refusal and why) and asks
+	// for a package, which a member provides.
 	withEnv += `  - name: scout
     role: Scout
-    allowed_actions: [invoke]
+    allowed_actions: [invoke, dependency_request]
     launch:
       kind: command
       command: /bin/sh
-      args: [-c, "echo '[INVOKE:ghost]'; echo 'find the ghost'; echo '[/INVOKE:ghost]'; echo 'scout>'; while IFS= read -r l; do echo 'scout>'; done"]
+      args: [-c, "echo '[INVOKE:ghost]'; echo 'find the ghost'; echo '[/INVOKE:ghost]'; echo '[DEPENDENCY_REQUEST]'; echo 'type: package'; echo 'name: left-pad'; echo 'description: scout needs it'; echo 'required: false'; echo '[/DEPENDENCY_REQUEST]'; echo 'scout>'; while IFS= read -r l; do echo \"scout got: $l\"; echo 'scout>'; done"]
       prompt_pattern: "^scout>$"
 `
 	officeFile := filepath.Join(t.TempDir(), "office.yaml")
@@ -389,8 +391,8 @@ func TestSupabaseJS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("supabase-js suite failed: %v", err)
 	}
-	if !strings.Contains(string(out), "1..19") {
-		t.Errorf("supabase-js suite did not run its 19 checks")
+	if !strings.Contains(string(out), "1..20") {
+		t.Errorf("supabase-js suite did not run its 20 checks")
 	}
 	// The provided value is stored in the office's sealed form, which the
 	// server opens (office.Sealer: 'P' and the text for a value in clear).

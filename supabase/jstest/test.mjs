@@ -304,6 +304,22 @@ await check('member A sees why an invocation was rejected: stored with its reaso
   assert.match(inv.error, /ghost/)
 })
 
+await check('member A provides scout\'s package (rpc provide_dependency) and the server delivers it to scout', async () => {
+  const scout = agents.find((x) => x.name === 'scout')
+  const dep = await until('scout\'s dependency request', async () => {
+    const { data } = await a.from('dependency_requests').select('id, type, name, status')
+      .eq('office_id', officeA).eq('agent_id', scout.id).eq('status', 'pending')
+    return data?.[0]
+  }, 30000)
+  assert.deepEqual([dep.type, dep.name], ['package', 'left-pad'])
+  const { error } = await a.rpc('provide_dependency', { dependency_id: dep.id, value: 'left-pad' })
+  assert.equal(error, null, JSON.stringify(error))
+  await until('the server delivered it', async () => {
+    const { data } = await a.from('dependency_requests').select('status, delivered_at').eq('id', dep.id).single()
+    return data.status === 'provided' && data.delivered_at
+  }, 30000)
+})
+
 await a.removeAllChannels(); await a2.removeAllChannels(); await b.removeAllChannels(); await anon.removeAllChannels()
 console.log(`1..${step}`)
 process.exit(failed ? 1 : 0)
