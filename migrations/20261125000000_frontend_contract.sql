@@ -55,7 +55,9 @@ language plpgsql immutable
 set search_path = ''
 as $$
 declare
-  a   text := btrim(response, E' \t\n\r\f\v');
+  -- Go's unicode.IsSpace, which strings.TrimSpace trims
+  ws  constant text := E' \t\n\r\f\v' || U&'\0085\00A0\1680\2000\2001\2002\2003\2004\2005\2006\2007\2008\2009\200A\2028\2029\202F\205F\3000';
+  a   text := btrim(response, ws);
   opt text;
 begin
   if response is null then
@@ -73,7 +75,7 @@ begin
       end case;
     end if;
     for opt in select jsonb_array_elements_text(q.options) loop
-      if lower(btrim(opt, E' \t\n\r\f\v')) = lower(a) then
+      if lower(btrim(opt, ws)) = lower(a) then
         return opt;
       end if;
     end loop;
@@ -181,7 +183,7 @@ as $$
 declare
   d public.dependency_requests;
   v text := value;
-  t text := btrim(value, E' \t\n\r\f\v');
+  t text := btrim(value, E' \t\n\r\f\v' || U&'\0085\00A0\1680\2000\2001\2002\2003\2004\2005\2006\2007\2008\2009\200A\2028\2029\202F\205F\3000');
 begin
   d := public.office_pending_dependency(dependency_id);
   if d.type in ('api_key', 'env_variable') then

@@ -510,3 +510,53 @@ func TestRLSOwnerManagesMembers(t *testing.T) {
 		t.Errorf("removed member lists: %v; want PT404", err)
 	}
 }
+
+// TestAnswerQuestionChecks: answer_question accepts what the office's
+// validAnswer (engine/api.go) accepts, stores it as validAnswer returns it,
+// and refuses the rest with 22023 before anything is written.
+func TestAnswerQuestionChecks(t *testing.T) {
+	f := newRLSFixture(t)
+	ctx := context.Background()
+	tests := []struct {
+		name, typ, options string
+		required           bool
+		response, want     string // want "" : refused with 22023
+	}{
+		{"selection, case and spaces", "selection", `["Dark mode", "Notifications"]`, false, " dark MODE\u3000", "Dark mode"},
+		{"selection, not an option", "selection", `["Dark mode", "Notifications"]`, false, "Purple", ""},
+		{"selection without options", "selection", `[]`, false, " anything ", "anything"},
+		{"confirmation, Korean yes", "confirmation", `[]`, false, "네", "yes"},
+		{"confirmation, y", "confirmation", `[]`, false, "Y", "yes"},
+		{"confirmation, false", "confirmation", `[]`, false, "false", "no"},
+		{"confirmation, an option", "confirmation", `["Yes", "No, use staging"]`, false, "no, use staging", "No, use staging"},
+		{"confirmation, neither", "confirmation", `[]`, false, "maybe", ""},
+		{"text", "text", `[]`, false, "  hi  ", "hi"},
+		{"text, empty but optional", "text", `[]`, false, " ", ""},
+		{"text, empty and required", "text", `[]`, true, " ", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var id string
+			if err := f.conn.QueryRow(ctx, `insert into user_questions (office_id, agent_id, question, question_type, options, required, expires_at)
+				values ($1, $2, 'q?', $3, $4::jsonb, $5, now() + interval '1 hour') returning id::text`,
+				f.officeA, f.agentA, tc.typ, tc.options, tc.required).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			err := f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
+				return tx.QueryRow(ctx, `select response from public.answer_question($1, $2)`, id, tc.response).Scan(&got)
+			})
+			refused := tc.want == "" && !(tc.typ == "text" && !tc.required)
+			switch {
+			case refused && sqlState(err) != "22023":
+				t.Errorf("answer %q: %q, %v; want 22023", tc.response, got, err)
+			case !refused && (err != nil || got != tc.want):
+				t.Errorf("answer %q: %q, %v; want %q", tc.response, got, err, tc.want)
+			}
+			status, _, _, _, _, _, _ := f.question(t, id)
+			if refused && status != "pending" {
+				t.Errorf("a refused answer left the question %s", status)
+			}
+		})
+	}
+}
