@@ -280,7 +280,13 @@ func (o *Router) onInvoke(ctx context.Context, src source, self office.Agent, m 
 // or a rejected one (the caller is told why).
 func (o *Router) invoke(ctx context.Context, src source, caller office.Agent, target, task, ctxText string) (office.Invocation, error) {
 	reject := func(why string, callee string) (office.Invocation, error) {
-		inv, err := o.store.CreateInvocation(ctx, office.Invocation{ID: src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee, Reason: task, Context: ctxText, Status: office.InvocationRejected, Error: why})
+		// Stored even with no callee and no task, so that the frontend
+		// sees every refusal and why (docs/frontend.md).
+		reason := task
+		if strings.TrimSpace(reason) == "" {
+			reason = "(no task) INVOKE:" + target
+		}
+		inv, err := o.store.CreateInvocation(ctx, office.Invocation{ID: src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee, Reason: reason, Context: ctxText, Status: office.InvocationRejected, Error: why})
 		if office.IsConflict(err) {
 			return inv, nil // rejected already (a replayed message)
 		}
