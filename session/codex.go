@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -59,6 +60,7 @@ type codexDriver struct {
 	typedAt   time.Time   // locked
 	awaiting  bool        // typed text not yet seen as a user message (locked)
 	reEntered bool        // locked
+	warned    bool        // the missing rollout was logged
 }
 
 func newCodexDriver(s *Session) driver { return &codexDriver{s: s} }
@@ -310,17 +312,19 @@ func (d *codexDriver) findByID() string {
 	return m[len(m)-1]
 }
 
-// find looks for the rollout file: by id when known, else the newest one
-// started since the launch in the agent's working directory.
+// find looks for the rollout file: by id when it names one, else the
+// newest one started since the launch in the agent's working directory
+// (an id the office made up for a conversation Codex has not had is
+// replaced by Codex's own).
 func (d *codexDriver) find() {
 	if d.id != "" {
 		if f := d.findByID(); f != "" {
 			d.file = f
+			return
 		}
-		return
 	}
 	m, _ := filepath.Glob(filepath.Join(d.home, "sessions", "*", "*", "*", "rollout-*.jsonl"))
-	var best string
+	var best, bestID string
 	var bestT time.Time
 	for _, f := range m {
 		fi, err := os.Stat(f)
@@ -332,10 +336,12 @@ func (d *codexDriver) find() {
 			continue
 		}
 		if best == "" || fi.ModTime().After(bestT) {
-			best, bestT, d.id = f, fi.ModTime(), id
+			best, bestT, bestID = f, fi.ModTime(), id
 		}
 	}
-	d.file = best
+	if best != "" {
+		d.file, d.id = best, bestID
+	}
 }
 
 // sameDir reports whether Codex's recorded cwd is dir (or its real path).
@@ -354,9 +360,11 @@ func rolloutMeta(path string) (id, cwd string, ok bool) {
 		return "", "", false
 	}
 	defer f.Close()
-	buf := make([]byte, 64<<10)
-	n, _ := io.ReadFull(f, buf)
-	line, _, _ := bytes.Cut(buf[:n], []byte("\n"))
+	// The line carries Codex's base instructions: tens of KB.
+	line, err := bufio.NewReaderSize(io.LimitReader(f, maxRolloutRead), 256<<10).ReadSlice('\n')
+	if err != nil {
+		return "", "", false
+	}
 	var e struct {
 		Type    string `json:"type"`
 		Payload struct {
@@ -378,6 +386,16 @@ func (d *codexDriver) poll() ([]Text, error) {
 	if d.file == "" {
 		d.find()
 		if d.file == "" {
+			if d.awaiting && !d.warned && time.Since(d.typedAt) > 2*codexAckTimeout {
+				d.warned = true
+				m, _ := filepath.Glob(filepath.Join(d.home, "sessions", "*", "*", "*", "rollout-*.jsonl"))
+				var cwds []string
+				for _, f := range m {
+					_, cwd, _ := rolloutMeta(f)
+					cwds = append(cwds, cwd)
+				}
+				d.s.log.Warn("codex: no rollout file of this agent yet", "codex_home", d.home, "dir", d.dir, "rollouts", len(m), "their_dirs", cwds)
+			}
 			return nil, nil
 		}
 	}

@@ -59,7 +59,10 @@ func TestCodexEndToEnd(t *testing.T) {
 		Kind: KindCodex, Command: bin, Dir: dir, Home: home,
 		Env:                srv.CodexEnv(home),
 		AppendSystemPrompt: "OFFICE-INSTRUCTIONS: answer with protocol blocks such as [ASK_USER].",
-		Cols:               100, Rows: 30,
+		// An id the office made up (as it does for every agent): Codex
+		// has no such conversation and makes its own.
+		ConversationID: "00000000-0000-4000-8000-00000000c0de",
+		Cols:           100, Rows: 30,
 	}
 	s, err := m.Start(ctx, key, spec)
 	if err != nil {
@@ -67,7 +70,7 @@ func TestCodexEndToEnd(t *testing.T) {
 	}
 	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
 	sctx, scancel := context.WithTimeout(ctx, 40*time.Second)
-	if err := s.Send(sctx, "배포 전에 물어봐 주세요"); err != nil {
+	if err := s.Send(sctx, "[OFFICE] Message from a person in the office:\n> 배포 전에 물어봐 주세요"); err != nil {
 		t.Fatalf("%v; %d requests; info %+v; screen:\n%s", err, len(srv.Requests()), s.Info(), strings.Join(s.Screen(), "\n"))
 	}
 	scancel()
@@ -118,8 +121,8 @@ func TestCodexEndToEnd(t *testing.T) {
 		return len(turns(ts)) >= 2 && lastStatus(st) == StatusReady
 	})
 	id := s.Info().ConversationID
-	if id == "" {
-		t.Error("no conversation id in Info")
+	if id == "" || id == spec.ConversationID {
+		t.Errorf("conversation id in Info %q, want Codex's own", id)
 	}
 
 	if err := m.Restart(ctx, key, nil); err != nil {

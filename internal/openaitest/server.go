@@ -71,6 +71,29 @@ func (r Request) Has(s string) bool {
 	return contains(v, s)
 }
 
+// LastUserText returns the text of the last user message: the last
+// "user" entry of messages (Chat Completions) or of input (Responses API).
+func (r Request) LastUserText() string {
+	var body struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Input []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"input"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	last := ""
+	for _, m := range append(body.Messages, body.Input...) {
+		if m.Role == "user" {
+			last = contentText(m.Content)
+		}
+	}
+	return last
+}
+
 func contains(v any, s string) bool {
 	switch v := v.(type) {
 	case string:

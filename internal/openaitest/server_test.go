@@ -54,7 +54,7 @@ func events(t *testing.T, r io.Reader) [][2]string {
 func TestResponsesStream(t *testing.T) {
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Response{Text: "안녕 [ASK_USER]", Chunks: []string{"안녕 ", "[ASK_USER]"}})
-	resp := post(t, srv, "/responses", srv.Key, `{"model":"m","stream":true,"instructions":"SYS","tools":[{"type":"function"}],"input":[]}`)
+	resp := post(t, srv, "/responses", srv.Key, `{"model":"m","stream":true,"instructions":"SYS","tools":[{"type":"function"}],"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"first"}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"질문"}]}]}`)
 	evs := events(t, resp.Body)
 	var names []string
 	var text strings.Builder
@@ -74,7 +74,7 @@ func TestResponsesStream(t *testing.T) {
 		t.Errorf("text %q, done item %s", text.String(), evs[4][1])
 	}
 	r, err := srv.WaitMain(context.Background(), 1)
-	if err != nil || r.System != "SYS" || !r.Main || !r.Has("SYS") {
+	if err != nil || r.System != "SYS" || !r.Main || !r.Has("SYS") || r.LastUserText() != "질문" {
 		t.Errorf("request %+v, %v", r, err)
 	}
 }
@@ -105,6 +105,9 @@ func TestChatStream(t *testing.T) {
 	evs := events(t, resp.Body)
 	if len(evs) != 3 || !strings.Contains(evs[0][1], `"content":"main"`) || !strings.Contains(evs[1][1], `"finish_reason":"stop"`) || evs[2][1] != "[DONE]" {
 		t.Errorf("main stream: %q", evs)
+	}
+	if m := srv.MainRequests(); len(m) == 1 && m[0].LastUserText() != "" {
+		t.Errorf("last user text of a request with none: %q", m[0].LastUserText())
 	}
 	if got := len(srv.MainRequests()); got != 1 {
 		t.Errorf("%d main requests, want 1", got)
