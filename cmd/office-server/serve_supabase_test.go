@@ -269,34 +269,8 @@ func TestSupabaseJS(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "node_modules", "@supabase", "supabase-js", "package.json")); err != nil {
 		testenv.Missing(t, "@supabase/supabase-js", "run scripts/setup.sh (npm ci installs it from package-lock.json)")
 	}
-	// The demo office with a secret in po's env, as people write tokens
-	// into an office file (office.LaunchSpec.Env): the server stores it in
-	// office_agents.launch_spec.
 	canary := "tok-" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	demo, err := os.ReadFile(filepath.Join(root, "examples", "demo-office.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	withEnv := strings.Replace(string(demo), "      script: po\n", "      script: po\n      env:\n        DEPLOY_TOKEN: "+canary+"\n", 1)
-	if withEnv == string(demo) {
-		t.Fatal("examples/demo-office.yaml: po's launch not found")
-	}
-	// And scout, which at start gives a task to an agent nobody has (the
-	// office refuses it, and members must see the refusal and why) and asks
-	// for a package, which a member provides.
-	withEnv += `  - name: scout
-    role: Scout
-    allowed_actions: [invoke, dependency_request]
-    launch:
-      kind: command
-      command: /bin/sh
-      args: [-c, "echo '[INVOKE:ghost]'; echo 'find the ghost'; echo '[/INVOKE:ghost]'; echo '[DEPENDENCY_REQUEST]'; echo 'type: package'; echo 'name: left-pad'; echo 'description: scout needs it'; echo 'required: false'; echo '[/DEPENDENCY_REQUEST]'; echo 'scout>'; while IFS= read -r l; do echo \"scout got: $l\"; echo 'scout>'; done"]
-      prompt_pattern: "^scout>$"
-`
-	officeFile := filepath.Join(t.TempDir(), "office.yaml")
-	if err := os.WriteFile(officeFile, []byte(withEnv), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	officeFile := demoOfficeWithScout(t, canary)
 	p := supabasetest.New(t)
 	r := startSupabaseMainWith(t, p, officeFile)
 	r.waitReady(t, "at start")
@@ -404,6 +378,39 @@ func TestSupabaseJS(t *testing.T) {
 	if v, err := none.Open(sealed); err != nil || v != "socket.io" {
 		t.Errorf("provided value opens to %q, %v; want socket.io", v, err)
 	}
+}
+
+// demoOfficeWithScout writes examples/demo-office.yaml with a secret in
+// po's env, as people write tokens into an office file
+// (office.LaunchSpec.Env; the server stores it in
+// office_agents.launch_spec), and a third agent, scout, which at start
+// gives a task to an agent nobody has (the office refuses it, and members
+// must see the refusal and why), asks for a package (type package, name
+// left-pad), and then echoes what it is sent ("scout got: …").
+func demoOfficeWithScout(t *testing.T, secret string) string {
+	t.Helper()
+	demo, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "demo-office.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withEnv := strings.Replace(string(demo), "      script: po\n", "      script: po\n      env:\n        DEPLOY_TOKEN: "+secret+"\n", 1)
+	if withEnv == string(demo) {
+		t.Fatal("examples/demo-office.yaml: po's launch not found")
+	}
+	withEnv += `  - name: scout
+    role: Scout
+    allowed_actions: [invoke, dependency_request]
+    launch:
+      kind: command
+      command: /bin/sh
+      args: [-c, "echo '[INVOKE:ghost]'; echo 'find the ghost'; echo '[/INVOKE:ghost]'; echo '[DEPENDENCY_REQUEST]'; echo 'type: package'; echo 'name: left-pad'; echo 'description: scout needs it'; echo 'required: false'; echo '[/DEPENDENCY_REQUEST]'; echo 'scout>'; while IFS= read -r l; do echo \"scout got: $l\"; echo 'scout>'; done"]
+      prompt_pattern: "^scout>$"
+`
+	officeFile := filepath.Join(t.TempDir(), "office.yaml")
+	if err := os.WriteFile(officeFile, []byte(withEnv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return officeFile
 }
 
 // TestSupabaseIdleRequests measures the REST requests per minute of the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/office"
@@ -22,9 +24,11 @@ import (
 // the page, served from its own origin as any static site, talks to the
 // stand-in Supabase project with supabase-js, and the serve command runs
 // the demo office behind the project. A member signs in with their token,
-// sees po and dev, answers po's question with an option button, and sees
-// the invocation po gives dev appear in the page, then dev's result and
-// po's next question: the page never polls, so they came over Realtime.
+// sees po, dev and scout's refused INVOKE with why, answers po's question
+// with an option button, and sees the invocation po gives dev appear in
+// the page, then dev's result and po's next question: the page never
+// polls, so they came over Realtime. Then they provide scout's package
+// and send scout a message in the page, and both reach scout.
 func TestWebOfficePage(t *testing.T) {
 	bin := testenv.Chromium(t)
 	root := testenv.RepoRoot()
@@ -33,7 +37,7 @@ func TestWebOfficePage(t *testing.T) {
 		testenv.Missing(t, "@supabase/supabase-js", "run scripts/setup.sh (npm ci installs it from package-lock.json)")
 	}
 	p := supabasetest.New(t)
-	r := startSupabaseMain(t, p)
+	r := startSupabaseMainWith(t, p, demoOfficeWithScout(t, "tok-web-office"))
 	r.waitReady(t, "at start")
 	officeID := r.officeID(t)
 	member := p.MemberOf(t, officeID, "web@example.com")
@@ -76,13 +80,31 @@ func TestWebOfficePage(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(option))); err != nil {
 		t.Fatalf("po's question in the page: %v", err)
 	}
-	// The invocation is not there yet: it follows the answer.
-	before, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#invocations tr').length`))
-	if err != nil {
-		t.Fatal(err)
+	// Scout's refused INVOKE is listed with why; po's task to dev is not
+	// there yet: it follows the answer.
+	waitText := func(sel, what string, want ...string) string {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			text, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).textContent`, sel)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := true
+			for _, w := range want {
+				all = all && strings.Contains(text, w)
+			}
+			if all {
+				return text
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never showed in the page; %s shows %q", what, sel, text)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
-	if before != 0 {
-		t.Fatalf("%d invocations before the answer", before)
+	if text := waitText("#invocations", "scout's refused INVOKE", "scout → (nobody)", "ghost"); strings.Contains(text, "po → dev") {
+		t.Fatalf("po's task to dev listed before the answer: %q", text)
 	}
 	saveScreenshot(t, ctx, "web-office-question.png")
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(option))); err != nil {
@@ -102,20 +124,7 @@ func TestWebOfficePage(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// po gives dev the task; the page shows it without being asked to.
-	deadline = time.Now().Add(60 * time.Second)
-	for {
-		text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#invocations').textContent`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(text, answer) && strings.Contains(text, "po → dev") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the invocation never appeared in the page; invocations: %q", text)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitText("#invocations", "po's task to dev", "po → dev", answer)
 	// And the question left the pending list.
 	if err := chromedp.Do(ctx, chromedp.WaitNotPresent(chromedp.CSS(fmt.Sprintf(`#questions .question[data-id=%q]`, q.ID)))); err != nil {
 		t.Fatalf("answered question still listed: %v", err)
@@ -130,4 +139,49 @@ func TestWebOfficePage(t *testing.T) {
 		t.Fatalf("the result and po's next question in the page: %v", err)
 	}
 	saveScreenshot(t, ctx, "web-office.png")
+
+	// Scout's package request: provided in the page, delivered to scout.
+	conn, err := pgx.Connect(context.Background(), p.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	waitText("#deps", "scout's dependency request", "scout needs package left-pad")
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`#deps .question input`), "left-pad"),
+		chromedp.Click(chromedp.CSS(`#deps .question button.provide`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#deps .question`)),
+	); err != nil {
+		t.Fatalf("provide scout's package in the page: %v", err)
+	}
+	waitRow := func(what, sql string, args ...any) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var ok bool
+			if err := conn.QueryRow(context.Background(), sql, args...).Scan(&ok); err == nil && ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 30s", what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitRow("the package delivered to scout", `select exists (select 1 from dependency_requests
+		where office_id = $1 and name = 'left-pad' and status = 'provided' and delivered_at is not null)`, officeID)
+
+	// A message to scout, written in the page, typed into scout.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		const sel = document.querySelector('#message-agent')
+		sel.value = [...sel.options].find((o) => o.textContent === 'scout').value
+		document.querySelector('#message-text').value = 'hello scout'
+		return true })()`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#message-form button[type=submit]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitRow("the message delivered to scout", `select exists (select 1 from user_messages
+		where office_id = $1 and content = 'hello scout' and user_id = $2 and status = 'delivered')`, officeID, member.ID)
 }
