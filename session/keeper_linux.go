@@ -75,6 +75,13 @@ func RunKeeper(args []string, stderr io.Writer) int {
 		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	// A keeper killed outright (SIGKILL) cannot end the tree: the agent
+	// at least goes with it, rather than running on beside the session's
+	// next process.
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "keeper: %v\n", err)
 		return 127

@@ -469,6 +469,113 @@ export type Database = {
         }
         Relationships: []
       }
+      proxy_requests: {
+        Row: {
+          id: string
+          office_id: string
+          requester_agent_id: string
+          proxy_agent_id: string | null
+          action: string
+          payload: Json
+          status: string
+          reason: string | null
+          backup_path: string | null
+          expires_at: string
+          created_at: string
+          updated_at: string
+        }
+        Insert: {
+          id?: string
+          office_id: string
+          requester_agent_id: string
+          proxy_agent_id?: string | null
+          action: string
+          payload: Json
+          status?: string
+          reason?: string | null
+          backup_path?: string | null
+          expires_at: string
+          created_at?: string
+          updated_at?: string
+        }
+        Update: {
+          id?: string
+          office_id?: string
+          requester_agent_id?: string
+          proxy_agent_id?: string | null
+          action?: string
+          payload?: Json
+          status?: string
+          reason?: string | null
+          backup_path?: string | null
+          expires_at?: string
+          created_at?: string
+          updated_at?: string
+        }
+        Relationships: [
+          {
+            foreignKeyName: "proxy_requests_office_id_requester_agent_id_fkey"
+            columns: ["office_id", "requester_agent_id"]
+            isOneToOne: false
+            referencedRelation: "office_agents"
+            referencedColumns: ["office_id", "id"]
+          },
+        ]
+      }
+      proxy_tasks: {
+        Row: {
+          office_id: string
+          id: string
+          request_id: string
+          requester_agent_id: string
+          proxy_agent_id: string | null
+          content: string
+          priority: string
+          status: string
+          created_at: string
+          updated_at: string
+        }
+        Insert: {
+          office_id: string
+          id: string
+          request_id: string
+          requester_agent_id: string
+          proxy_agent_id?: string | null
+          content: string
+          priority?: string
+          status?: string
+          created_at?: string
+          updated_at?: string
+        }
+        Update: {
+          office_id?: string
+          id?: string
+          request_id?: string
+          requester_agent_id?: string
+          proxy_agent_id?: string | null
+          content?: string
+          priority?: string
+          status?: string
+          created_at?: string
+          updated_at?: string
+        }
+        Relationships: [
+          {
+            foreignKeyName: "proxy_tasks_office_id_fkey"
+            columns: ["office_id"]
+            isOneToOne: false
+            referencedRelation: "offices"
+            referencedColumns: ["id"]
+          },
+          {
+            foreignKeyName: "proxy_tasks_request_id_fkey"
+            columns: ["request_id"]
+            isOneToOne: false
+            referencedRelation: "proxy_requests"
+            referencedColumns: ["id"]
+          },
+        ]
+      }
       user_messages: {
         Row: {
           id: string
@@ -720,6 +827,8 @@ export type MemberColumns = {
   office_invitations: "office_id" | "email" | "role" | "invited_by" | "created_at"
   office_members: "office_id" | "user_id" | "role" | "created_at" | "updated_at"
   offices: "id" | "name" | "question_ttl" | "created_at" | "updated_at"
+  proxy_requests: "id" | "office_id" | "requester_agent_id" | "proxy_agent_id" | "action" | "payload" | "status" | "reason" | "backup_path" | "expires_at" | "created_at" | "updated_at"
+  proxy_tasks: "office_id" | "id" | "request_id" | "requester_agent_id" | "proxy_agent_id" | "content" | "priority" | "status" | "created_at" | "updated_at"
   user_messages: "id" | "office_id" | "agent_id" | "user_id" | "content" | "status" | "delivered_at" | "created_at" | "updated_at"
   user_questions: "id" | "office_id" | "agent_id" | "session_id" | "question_type" | "category" | "question" | "options" | "default_answer" | "context" | "required" | "status" | "response" | "answered_by" | "answered_at" | "delivered_at" | "expires_at" | "created_at" | "updated_at"
 }
