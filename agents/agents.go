@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
@@ -107,6 +108,14 @@ func (a *Sessions) Spec(s engine.SessionSpec) (session.Spec, error) {
 		sp.AppendSystemPrompt, sp.PermissionMode, sp.Model = s.SystemPrompt, l.PermissionMode, l.Model
 		sp.ConfigDir = ClaudeConfigDir(a.opts.StateDir, s.OfficeID, s.AgentID)
 		sp.CredentialsDir = a.opts.CredentialsDir
+		if p := l.Permissions; p != nil {
+			sp.Permissions = session.PermissionRules{Allow: p.Allow, Deny: p.Deny, Ask: p.Ask}
+		}
+		// The office denies first (its timeout); the hook's own is a
+		// backstop, should the office not answer at all.
+		if s.PermissionTimeout > 0 {
+			sp.PermissionHookTimeout = s.PermissionTimeout + time.Minute
+		}
 	case session.KindCodex:
 		// Its words come from its rollout file: resumable, with a cursor.
 		sp.ConversationID, sp.Resume, sp.TranscriptAfter = s.ConversationID, s.Resume, s.TranscriptAfter
@@ -134,7 +143,7 @@ func CheckLaunch(l office.LaunchSpec) error {
 	if _, err := session.Check(sp); err != nil {
 		return office.Errorf(office.EINVALID, "%v", err)
 	}
-	return nil
+	return l.Permissions.Check()
 }
 
 // AgentHome returns the HOME of an agent under stateDir.
@@ -260,6 +269,12 @@ func (a *Sessions) Send(ctx context.Context, officeID, agentID, text string) err
 	return s.Send(ctx, text)
 }
 
+// DecidePermission sends a decision to the agent's waiting permission
+// hook (engine.Decider); session.ErrNoRequest when none waits.
+func (a *Sessions) DecidePermission(officeID, agentID, id string, d engine.PermissionDecision) error {
+	return a.m.DecidePermission(session.Key{OfficeID: officeID, AgentID: agentID}, id, session.PermissionDecision{Allow: d.Allow, Message: d.Message})
+}
+
 // Running reports whether the agent has a live session.
 func (a *Sessions) Running(officeID, agentID string) bool {
 	s, ok := a.m.Get(session.Key{OfficeID: officeID, AgentID: agentID})
@@ -287,6 +302,21 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 	}
 	var ref atomic.Pointer[engine.Router]
 	userText, userStatus, userPaused := sopts.OnText, sopts.OnStatus, sopts.Paused
+	sopts.OnPermission = func(p session.PermissionRequest) {
+		r := ref.Load()
+		if r == nil {
+			return // the hook's connection ends with the session: Claude Code shows its dialog
+		}
+		r.HandlePermission(engine.PermissionRequest{
+			OfficeID: p.Key.OfficeID, AgentID: p.Key.AgentID, ID: p.ID, ConversationID: p.ConversationID,
+			Tool: p.Tool, Input: p.Input, Suggestions: p.Suggestions,
+		})
+	}
+	sopts.OnPermissionEnd = func(k session.Key, id string, answered bool) {
+		if r := ref.Load(); r != nil {
+			r.PermissionEnded(k.OfficeID, k.AgentID, id, answered)
+		}
+	}
 	sopts.OnText = func(t session.Text) {
 		if r := ref.Load(); r != nil {
 			r.HandleText(engine.Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd, Lost: t.Lost, Screen: t.Source == session.FromScreen})
@@ -312,6 +342,7 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 	}
 	sess := &Sessions{m: session.NewManager(sopts), opts: opts}
 	cfg.Sessions = sess
+	cfg.Decider = sess
 	if opts.Wrap != nil {
 		cfg.Sessions = opts.Wrap(sess)
 	}

@@ -1,9 +1,11 @@
 package agents_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -41,6 +43,20 @@ func TestSpec(t *testing.T) {
 		t.Errorf("claude spec (-got +want):\n%s", d)
 	}
 
+	// The permission policy becomes Claude Code's rules; its hook waits a
+	// minute longer than the office, so that the office answers first.
+	got, err = a.Spec(engine.SessionSpec{OfficeID: "o", AgentID: "a", PermissionTimeout: 5 * time.Minute,
+		Launch: office.LaunchSpec{Kind: "claude", Permissions: &office.PermissionPolicy{Allow: []string{"Bash(go test:*)"}, Deny: []string{"WebFetch"}, Ask: []string{"Edit"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(got.Permissions, session.PermissionRules{Allow: []string{"Bash(go test:*)"}, Deny: []string{"WebFetch"}, Ask: []string{"Edit"}}); d != "" || got.PermissionHookTimeout != 6*time.Minute {
+		t.Errorf("permission rules (-got +want):\n%s\nhook timeout %s, want 6m", d, got.PermissionHookTimeout)
+	}
+	if err := agents.CheckLaunch(office.LaunchSpec{Permissions: &office.PermissionPolicy{Allow: []string{"go test"}}}); office.ErrorCode(err) != office.EINVALID {
+		t.Errorf("a launch spec with a bad permission rule: err = %v, want EINVALID", err)
+	}
+
 	got, err = a.Spec(engine.SessionSpec{Launch: office.LaunchSpec{Kind: "builtin", Script: "po", Args: []string{"--step", "1s"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +84,16 @@ func TestSpec(t *testing.T) {
 	got, err = a.Spec(engine.SessionSpec{Launch: office.LaunchSpec{Kind: "claude", Command: "node_modules/.bin/claude"}})
 	if err != nil || !filepath.IsAbs(got.Command) {
 		t.Errorf("relative claude command not made absolute: %q %v", got.Command, err)
+	}
+	// Every agent has a HOME of its own, private, unless its launch env names
+	// one; a user: is passed on.
+	got, err = a.Spec(engine.SessionSpec{OfficeID: "o", AgentID: "b", Launch: office.LaunchSpec{Kind: "command", Command: "/bin/sh", User: "nobody"}})
+	if st, serr := os.Stat(got.Home); err != nil || serr != nil || got.Home != agents.AgentHome(state, "o", "b") || st.Mode().Perm() != 0o700 || got.User != "nobody" {
+		t.Errorf("command spec: home %q (%v, %v), user %q", got.Home, err, serr, got.User)
+	}
+	got, err = a.Spec(engine.SessionSpec{OfficeID: "o", AgentID: "c", Launch: office.LaunchSpec{Kind: "command", Command: "/bin/sh", Env: map[string]string{"HOME": "/srv/c"}}})
+	if err != nil || got.Home != "" {
+		t.Errorf("a launch env HOME: spec home %q (%v), want it left to the env", got.Home, err)
 	}
 	for _, l := range []office.LaunchSpec{{Kind: "docker"}, {Kind: "builtin"}, {Kind: "command"}, {Kind: "command", Command: "sh", PromptPattern: "("}} {
 		if _, err := a.Spec(engine.SessionSpec{Launch: l}); office.ErrorCode(err) != office.EINVALID {

@@ -112,6 +112,13 @@ func TestCrashBackoffAndReason(t *testing.T) {
 	if !ok {
 		t.Fatal("no session")
 	}
+	// Read while the agent is down after its fourth crash (an eight-second
+	// backoff): the fourth start clears the detail, and its crash comes a
+	// moment later, so a read right after the start may see neither.
+	crashed := func() bool { return s.Status() == session.StatusCrashed }
+	for deadline := time.Now().Add(5 * time.Second); !crashed() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	info := s.Info()
 	if !strings.Contains(info.Detail, "exit status 3") || !strings.Contains(info.Detail, "fatal: config file missing") {
 		t.Errorf("session detail %q: want the exit status and the last screen lines", info.Detail)
@@ -137,7 +144,15 @@ func TestCrashBackoffAndReason(t *testing.T) {
 	if crashes < 3 {
 		t.Errorf("%d crash events, want at least 3", crashes)
 	}
-	rec, err := st.GetSessionByAgent(ctx, as[0].ID)
+	// The row is written after the status change: give it a moment.
+	var rec office.SessionRecord
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		rec, err = st.GetSessionByAgent(ctx, as[0].ID)
+		if err == nil && strings.Contains(rec.Detail, "fatal: config file missing") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if err != nil || !strings.Contains(rec.Detail, "fatal: config file missing") {
 		t.Errorf("session row detail %q (%v): want the reason", rec.Detail, err)
 	}

@@ -91,6 +91,14 @@ func (o *Router) AnswerQuestion(ctx context.Context, id, response, answeredBy st
 	probe := q
 	probe.Response = response
 	norm, err := validAnswer(probe)
+	if q.Category == office.QuestionPermission {
+		// Any text answers a permission question: an option, or a deny
+		// with its reason (parsePermissionAnswer).
+		norm, err = strings.TrimSpace(response), nil
+		if norm == "" {
+			err = office.Errorf(office.EINVALID, "the answer is empty: %s, or \"deny: <reason>\"", strings.Join(office.PermissionOptions(), ", "))
+		}
+	}
 	if err != nil {
 		return q, err
 	}
@@ -102,6 +110,9 @@ func (o *Router) AnswerQuestion(ctx context.Context, id, response, answeredBy st
 		return q, office.Errorf(office.ECONFLICT, "question %s is no longer pending", id)
 	}
 	o.record(ctx, q.OfficeID, q.AgentID, "question.answered", map[string]string{"question_id": id, "answered_by": answeredBy}, "")
+	if q.Category == office.QuestionPermission {
+		o.wakePermissions()
+	}
 	o.kick(agentKey{q.OfficeID, q.AgentID})
 	return q, nil
 }

@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/office-server/office-server/office"
@@ -150,12 +148,11 @@ func (d *desk) round(ctx context.Context) (retry bool) {
 func (d *desk) deliverNotices(ctx context.Context, v *delivery) bool {
 	for {
 		d.mu.Lock()
-		if len(d.notices) == 0 {
-			d.mu.Unlock()
+		n, ok := d.nextNotice()
+		d.mu.Unlock()
+		if !ok {
 			return true
 		}
-		n := d.notices[0]
-		d.mu.Unlock()
 		if !v.send(ctx, n) {
 			return false
 		}
@@ -203,6 +200,9 @@ func (o *Router) deliverDependencies(ctx context.Context, v *delivery, x due) ou
 
 func (o *Router) deliverAnswers(ctx context.Context, v *delivery, x due) outcome {
 	for _, q := range x.qs {
+		if q.Category == office.QuestionPermission {
+			continue // decided, never typed (permission.go)
+		}
 		answer, verr := validAnswer(q)
 		if verr != nil {
 			o.reask(ctx, v.a, q, verr)
@@ -331,7 +331,7 @@ func (o *Router) sessionSpec(ctx context.Context, a office.Agent) (SessionSpec, 
 	}
 	spec := SessionSpec{
 		OfficeID: a.OfficeID, AgentID: a.ID, Launch: a.Launch, Dir: o.workspace(a),
-		SystemPrompt: office.Instructions(off, a, roster),
+		SystemPrompt: office.Instructions(off, a, roster), PermissionTimeout: o.permissionTimeout(a),
 	}
 	deps, err := o.store.ListDependencies(ctx, office.DependencyFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{office.DependencyProvided}})
 	if err != nil {
@@ -507,6 +507,13 @@ func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
 func (o *Router) onStatus(ctx context.Context, k agentKey, c StatusChange) {
 	agentID, status := k.agentID, c.Status
 	switch status {
+	case office.SessionStopped, office.SessionExited, office.SessionFailed:
+		o.endGrants(k) // "allow for this session" ends with it
+	case office.SessionStarting:
+		// A request the previous process left waiting is gone with it.
+		o.sweepPermissions(ctx, k.officeID, k.agentID)
+	}
+	switch status {
 	case office.SessionFailed:
 		if err := o.store.SetAgentStatus(ctx, agentID, office.AgentFailed); err != nil {
 			o.log.Warn("record agent failed", "agent", agentID, "err", err)
@@ -592,13 +599,20 @@ func (o *Router) requeue(ctx context.Context, a office.Agent) {
 	}
 }
 
-// ticker expires questions, dependencies and invocations, fires ERROR
-// retries, and re-routes parked proxy requests.
+// ticker fires ERROR retries every Tick (in memory) and, every Sweep,
+// expires questions, dependencies and invocations and re-routes parked
+// proxy requests (statements on the store: rare, so that an idle server
+// costs its database almost nothing).
 func (o *Router) ticker(ctx context.Context) {
 	t := time.NewTicker(o.cfg.Tick)
 	defer t.Stop()
+	var swept time.Time
 	for {
-		o.expire(ctx)
+		if now := o.now(); now.Sub(swept) >= o.cfg.Sweep || now.Before(swept) {
+			swept = now
+			o.expire(ctx)
+		}
+		o.fireRetries()
 		select {
 		case <-ctx.Done():
 			return
@@ -622,6 +636,10 @@ func (o *Router) expire(ctx context.Context) {
 	}
 	for _, q := range qs {
 		if !o.serves(q.OfficeID) {
+			continue
+		}
+		if q.Category == office.QuestionPermission {
+			o.expiredPermission(ctx, q)
 			continue
 		}
 		a, err := o.store.GetAgent(ctx, q.AgentID)
@@ -657,6 +675,12 @@ func (o *Router) expire(ctx context.Context) {
 			o.kick(agentKey{inv.OfficeID, inv.CalleeAgentID})
 		}
 	}
+	o.proxyTick(ctx, now)
+}
+
+// fireRetries tells the agents whose ERROR pause is over to retry.
+func (o *Router) fireRetries() {
+	now := o.now()
 	o.mu.Lock()
 	var due []retry
 	o.retries = slices.DeleteFunc(o.retries, func(r retry) bool {
@@ -666,22 +690,9 @@ func (o *Router) expire(ctx context.Context) {
 		}
 		return false
 	})
-	parked := o.parked
-	o.parked = nil
 	o.mu.Unlock()
 	for _, r := range due {
 		o.notify(r.agent, fmt.Sprintf("You reported a recoverable error (%s). The pause is over: retry now.", r.message))
-	}
-	var still []parkedProxy
-	for _, p := range parked {
-		if err := o.routeProxy(ctx, source{}, p, true); err == errParked {
-			still = append(still, p)
-		}
-	}
-	if len(still) > 0 {
-		o.mu.Lock()
-		o.parked = append(still, o.parked...)
-		o.mu.Unlock()
 	}
 }
 
@@ -709,10 +720,4 @@ func taskText(inv office.Invocation, caller string) string {
 		s += "\nContext:\n" + quote(inv.Context)
 	}
 	return s + fmt.Sprintf("\nWhen you are done, deliver the result to %s with a DELIVER_RESULT block naming %s.", caller, caller)
-}
-
-func newShortID() string {
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

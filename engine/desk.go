@@ -36,10 +36,12 @@ type desk struct {
 	// epoch prefixes screen-read chunk IDs; renewed at every session start.
 	epoch string
 	// notices wait to be typed, before anything from the store.
-	notices  []string
-	progress Progress
-	crashed  bool   // crashed since its last ready (see remind)
-	cursor   cursor // the newest transcript cursor known
+	notices []string
+	// droppedNotices were not queued: the queue was full (limit.go).
+	droppedNotices int
+	progress       Progress
+	crashed        bool   // crashed since its last ready (see remind)
+	cursor         cursor // the newest transcript cursor known
 
 	// Guarded by the router's mu: the loops run.
 	intakeOn, deliverOn bool
@@ -54,6 +56,8 @@ type desk struct {
 	cursorHeld bool
 	// invalid counts the current window's invalid blocks.
 	invalid invalidTally
+	// blocks counts the current window's valid blocks (limit.go).
+	blocks blockTally
 }
 
 // inboxItem is a chunk of text, or (lost > 0) a record of text dropped at
@@ -295,7 +299,7 @@ func (d *desk) parseText(ctx context.Context, t Text) bool {
 		var err error
 		if msgs[i].Kind == protocol.KindInvalid {
 			err = d.r.onInvalid(ctx, src, &d.invalid, msgs[i])
-		} else {
+		} else if d.r.admit(&d.blocks, msgs[i]) {
 			err = d.r.handle(ctx, src, msgs[i])
 		}
 		if err != nil {
@@ -307,6 +311,10 @@ func (d *desk) parseText(ctx context.Context, t Text) bool {
 		d.r.log.Error("record invalid blocks", "office", k.officeID, "agent", k.agentID, "err", err)
 		ok = false
 	}
+	if err := d.r.flushRefused(ctx, k, &d.blocks, t.TurnEnd, t.ID); err != nil {
+		d.r.log.Error("record refused blocks", "office", k.officeID, "agent", k.agentID, "err", err)
+		ok = false
+	}
 	return ok
 }
 
@@ -316,7 +324,7 @@ func (d *desk) notify(text string) {
 		text = "[OFFICE] " + text
 	}
 	d.mu.Lock()
-	d.notices = append(d.notices, text)
+	d.queue(text)
 	d.mu.Unlock()
 	d.r.kick(d.key)
 }

@@ -28,6 +28,7 @@ type memStore struct {
 	deps      map[string]office.DependencyRequest
 	events    []office.Event
 	seq       int
+	proxy     memProxy // proxy requests and tasks (proxywork_internal_test.go)
 }
 
 func newMemStore(now func() time.Time) *memStore {

@@ -32,7 +32,7 @@ func (o *Router) handle(ctx context.Context, src source, m protocol.Message) err
 		// and if it crashed between the event and the row, the row is
 		// written now. Nothing is typed in replay mode.
 		switch m.Kind {
-		case protocol.KindAskUser, protocol.KindUserQuestion, protocol.KindInvoke, protocol.KindDeliverResult, protocol.KindDependencyRequest:
+		case protocol.KindAskUser, protocol.KindUserQuestion, protocol.KindInvoke, protocol.KindDeliverResult, protocol.KindDependencyRequest, protocol.KindProxyRequest:
 		default:
 			return nil
 		}
@@ -178,7 +178,7 @@ func (o *Router) agents(ctx context.Context, officeID string) ([]office.Agent, e
 }
 
 // registry builds the proxy selector's snapshot: agents with their load
-// (open invocations they are the callee of).
+// (open invocations they are the callee of, open proxy tasks they hold).
 func (o *Router) registry(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, error) {
 	reg, as, _, err := o.registryOpen(ctx, officeID)
 	return reg, as, err
@@ -187,15 +187,20 @@ func (o *Router) registry(ctx context.Context, officeID string) (*proxy.Registry
 // registryOpen is registry that also returns the office's open invocations.
 func (o *Router) registryOpen(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, []office.Invocation, error) {
 	var (
-		agents     []office.Agent
-		invs       []office.Invocation
-		errA, errI error
-		wg         sync.WaitGroup
+		agents           []office.Agent
+		invs             []office.Invocation
+		tasks            []office.ProxyTask
+		errA, errI, errT error
+		wg               sync.WaitGroup
 	)
-	wg.Add(1)
-	go func() { // the two reads are independent: one round trip, not two
+	wg.Add(2)
+	go func() { // the reads are independent: one round trip, not three
 		defer wg.Done()
 		invs, errI = o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: officeID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
+	}()
+	go func() {
+		defer wg.Done()
+		tasks, errT = o.store.ListProxyTasks(ctx, office.ProxyTaskFilter{OfficeID: officeID, Status: office.ProxyTaskOpen})
 	}()
 	agents, errA = o.agents(ctx, officeID)
 	wg.Wait()
@@ -205,20 +210,30 @@ func (o *Router) registryOpen(ctx context.Context, officeID string) (*proxy.Regi
 	if errI != nil {
 		return nil, nil, nil, fmt.Errorf("list invocations: %w", errI)
 	}
-	reg, _ := o.registryFrom(agents, invs)
-	return reg, agents, invs, nil
+	if errT != nil {
+		return nil, nil, nil, fmt.Errorf("list proxy tasks: %w", errT)
+	}
+	return registryFrom(agents, invs, tasks), agents, invs, nil
 }
 
-func (o *Router) registryFrom(as []office.Agent, open []office.Invocation) (*proxy.Registry, []office.Agent) {
+// registryFrom counts every piece of work an agent holds as its load: the
+// invocations it is the callee of and the proxy tasks it keeps for others
+// (docs/notes/office.md, "The proxy protocol").
+func registryFrom(as []office.Agent, open []office.Invocation, tasks []office.ProxyTask) *proxy.Registry {
 	load := map[string]int{}
 	for _, inv := range open {
 		load[inv.CalleeAgentID]++
+	}
+	for _, t := range tasks {
+		if t.ProxyAgentID != "" {
+			load[t.ProxyAgentID]++
+		}
 	}
 	pa := make([]proxy.Agent, len(as))
 	for i, a := range as {
 		pa[i] = toProxy(a, load[a.ID])
 	}
-	return proxy.New(pa), as
+	return proxy.New(pa)
 }
 
 func toProxy(a office.Agent, load int) proxy.Agent {
@@ -265,7 +280,13 @@ func (o *Router) onInvoke(ctx context.Context, src source, self office.Agent, m 
 // or a rejected one (the caller is told why).
 func (o *Router) invoke(ctx context.Context, src source, caller office.Agent, target, task, ctxText string) (office.Invocation, error) {
 	reject := func(why string, callee string) (office.Invocation, error) {
-		inv, err := o.store.CreateInvocation(ctx, office.Invocation{ID: src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee, Reason: task, Context: ctxText, Status: office.InvocationRejected, Error: why})
+		// Stored even with no callee and no task, so that the frontend
+		// sees every refusal and why (docs/frontend.md).
+		reason := task
+		if strings.TrimSpace(reason) == "" {
+			reason = "(no task) INVOKE:" + target
+		}
+		inv, err := o.store.CreateInvocation(ctx, office.Invocation{ID: src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee, Reason: reason, Context: ctxText, Status: office.InvocationRejected, Error: why})
 		if office.IsConflict(err) {
 			return inv, nil // rejected already (a replayed message)
 		}
@@ -640,111 +661,7 @@ func (o *Router) onDependency(ctx context.Context, src source, self office.Agent
 	return err
 }
 
-// parkedProxy is a PROXY_REQUEST waiting for a proxy agent to free up.
-type parkedProxy struct {
-	requester office.Agent
-	req       proxy.ActionRequest
-	since     time.Time
-}
-
-func (o *Router) onProxy(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
-	if m.Proxy == nil {
-		return o.refuse(ctx, src, self, "PROXY_REQUEST", "it has no JSON body")
-	}
-	body := []byte(m.Proxy.Payload)
-	req, err := proxy.ParseAction(body)
-	if err != nil {
-		return o.refuse(ctx, src, self, "PROXY_REQUEST", err.Error())
-	}
-	if !strings.EqualFold(req.Requester, self.Name) {
-		return o.refuse(ctx, src, self, "PROXY_REQUEST", fmt.Sprintf("requester is %q but you are %s", req.Requester, self.Name))
-	}
-	if ok, err := o.authorize(ctx, src, self, req.Action, "PROXY_REQUEST "+req.Action); !ok {
-		return err
-	}
-	return o.routeProxy(ctx, src, parkedProxy{requester: self, req: req, since: o.now()}, false)
-}
-
-// routeProxy hands a proxy request to the agent the selector picks and
-// answers the requester with [PROXY_RESPONSE]; parked requests are retried
-// by the ticker.
-func (o *Router) routeProxy(ctx context.Context, src source, p parkedProxy, retrying bool) error {
-	reg, _, err := o.registry(ctx, p.requester.OfficeID)
-	if err != nil {
-		return err
-	}
-	sreq := p.req.Request(p.requester.ID)
-	d := reg.Select(sreq)
-	// A proxy must be allowed to act as one.
-	for d.Outcome == proxy.Assign && !d.Agent.Allowed(proxy.ActionProxy) {
-		sreq.Exclude = append(sreq.Exclude, d.Agent.ID)
-		d = reg.Select(sreq)
-	}
-	resp := proxy.Response{Requester: p.requester.Name, TaskIDs: []string{}}
-	switch d.Outcome {
-	case proxy.Park:
-		if !retrying {
-			o.mu.Lock()
-			o.parked = append(o.parked, p)
-			o.mu.Unlock()
-			_, err := o.event(ctx, p.requester.OfficeID, p.requester.ID, "proxy.parked", map[string]string{"action": p.req.Action, "reason": d.Reason}, "", "")
-			return err
-		}
-		return errParked
-	case proxy.AskUser:
-		resp.Error = "no proxy can take it: " + d.Reason + "; a person was asked"
-		resp.ExecutionTime = fmt.Sprintf("%.1fs", o.now().Sub(p.since).Seconds())
-		o.notify(p.requester, "[PROXY_RESPONSE]\n"+mustJSON(resp)+"\n[/PROXY_RESPONSE]")
-		_, err := o.ask(ctx, src, p.requester, office.Question{QuestionType: office.QuestionText, Category: "proxy", Question: fmt.Sprintf("%s asked for %s but no agent can act as its proxy (%s). Please handle it by hand.", p.requester.Name, p.req.Action, d.Reason), Required: false})
-		return err
-	}
-	proxyAgent, err := o.store.GetAgent(ctx, d.Agent.ID)
-	if err != nil {
-		return err
-	}
-	o.ensureStarted(ctx, proxyAgent) // the request is typed when it is ready
-	prefix := initials(p.requester.Name)
-	var lines []string
-	switch p.req.Action {
-	case proxy.ActionCreatePlan:
-		for _, t := range p.req.Tasks {
-			id := prefix + "-" + newShortID()
-			resp.TaskIDs = append(resp.TaskIDs, id)
-			pr := t.Priority
-			if pr == "" {
-				pr = "medium"
-			}
-			lines = append(lines, fmt.Sprintf("- %s (priority %s): %s", id, pr, t.Content))
-		}
-		resp.TasksCreated = len(resp.TaskIDs)
-	case proxy.ActionUpdateStatus:
-		lines = append(lines, fmt.Sprintf("- %s → %s", p.req.TaskID, p.req.Status))
-		if len(p.req.Metadata) > 0 {
-			lines = append(lines, "  metadata: "+string(p.req.Metadata))
-		}
-	}
-	resp.Success, resp.Proxy = true, proxyAgent.Name
-	resp.ExecutionTime = fmt.Sprintf("%.1fs", o.now().Sub(p.since).Seconds())
-	o.notify(proxyAgent, fmt.Sprintf("Proxy request from %s (%s). Record these in your todo list with your todo tools:\n%s", p.requester.Name, p.req.Action, quote(strings.Join(lines, "\n"))))
-	o.notify(p.requester, "[PROXY_RESPONSE]\n"+mustJSON(resp)+"\n[/PROXY_RESPONSE]")
-	_, err = o.event(ctx, p.requester.OfficeID, p.requester.ID, "proxy.handled", resp, "", "")
-	return err
-}
-
-var errParked = office.Errorf(office.EUNAVAILABLE, "still parked")
-
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-func initials(name string) string {
-	var b strings.Builder
-	for _, part := range strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return r == '-' || r == '_' || r == ' ' }) {
-		b.WriteByte(part[0])
-	}
-	if b.Len() == 0 {
-		return "t"
-	}
-	return b.String()
 }

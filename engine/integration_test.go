@@ -287,7 +287,7 @@ func (c *chain) answerAsMember(t testing.TB, questionID, response string) {
 	if _, err := tx.Exec(ctx, "set local role authenticated"); err != nil {
 		t.Fatal(err)
 	}
-	tag, err := tx.Exec(ctx, `update user_questions set response = $1, status = 'answered' where id = $2`, response, questionID)
+	tag, err := tx.Exec(ctx, `select public.answer_question($2, $1)`, response, questionID)
 	if err != nil {
 		t.Fatalf("answer as member: %v", err)
 	}

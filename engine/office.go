@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/office-server/office-server/proxy"
 )
 
 // Defaults of Config.
@@ -28,7 +30,13 @@ const (
 	DefaultDependencyTTL     = time.Hour
 	DefaultRetryBackoff      = 30 * time.Second
 	DefaultTick              = time.Second
-	DefaultInboxBytes        = 1 << 20
+	// DefaultSweep is how often the store is swept for what expired
+	// (questions, dependencies, tasks past their timeout, parked proxy
+	// requests): four statements, so an idle server sweeps rarely; a
+	// deadline is met within this much.
+	DefaultSweep      = 15 * time.Second
+	DefaultInboxBytes = 1 << 20
+	DefaultProxyWait  = 30 * time.Minute
 )
 
 // SessionSpec is what the office asks the session layer to run for an
@@ -48,6 +56,10 @@ type SessionSpec struct {
 	// again from its start. Empty: read from the start (dedupe keeps it
 	// exactly once).
 	TranscriptAfter string
+	// PermissionTimeout is how long the agent's permission requests wait
+	// for a person (its policy's, else Config.PermissionTimeout): the
+	// session layer sets the hook's own timeout above it.
+	PermissionTimeout time.Duration
 }
 
 // Sessions is what the office needs from the session layer (implemented by
@@ -107,8 +119,18 @@ type Config struct {
 	DepthLimit        int           // default 5
 	DependencyTTL     time.Duration // default 1 h
 	RetryBackoff      time.Duration // ERROR pause_and_retry; default 30 s
-	Tick              time.Duration // expiry and retry scan; default 1 s
-	MaxContent        int           // forwarded content limit; default proxy.MaxContent
+	Tick              time.Duration // ERROR retries (in memory); default 1 s
+	// Sweep is how often the store is swept for expiries; default
+	// DefaultSweep, or Tick when only Tick is set (tests that shorten it).
+	Sweep      time.Duration
+	MaxContent int // forwarded content limit; default proxy.MaxContent
+	// ProxyWait is how long a parked PROXY_REQUEST waits for a proxy before
+	// it times out (backed up to a file, a person asked, the requester
+	// told); default 30 min.
+	ProxyWait time.Duration
+	// ContentRules screen what a PROXY_REQUEST asks a proxy to record
+	// (proxy.ActionRequest.Screen); nil: proxy.DefaultRules.
+	ContentRules []proxy.Rule
 	// InboxBytes bounds each session's text waiting to be parsed and acted
 	// on (a slow or hung store holds the reader up). Beyond it, screen
 	// text is dropped and recorded as lost (an "output.lost" event, a
@@ -124,6 +146,14 @@ type Config struct {
 	// DataDir holds each agent's workspace, DataDir/<office>/<agent>, unless
 	// its launch spec names a Dir.
 	DataDir string
+
+	// Decider sends permission decisions to the agents' hooks
+	// (permission.go); nil: requests are not taken.
+	Decider Decider
+	// PermissionTimeout is how long a permission request waits for a
+	// person before it is denied, unless the agent's policy says; default
+	// DefaultPermissionTimeout.
+	PermissionTimeout time.Duration
 }
 
 // StatusChange is a session's new status (session.Options.OnStatus), with
@@ -149,7 +179,7 @@ type StatusChange struct {
 // Router is the routing core: it acts on every message the agents print and
 // feeds answers, results and tasks back into their terminals. What it
 // keeps per agent is on the agent's desk (desk.go); what is office-wide
-// here: the ERROR retries and parked proxy requests the ticker fires, the
+// here: the ERROR retries the ticker fires, the
 // event subscribers, and the queue of session statuses.
 type Router struct {
 	cfg    Config
@@ -163,7 +193,7 @@ type Router struct {
 	runCtx     context.Context // set by Run
 	desks      map[agentKey]*desk
 	retries    []retry
-	parked     []parkedProxy
+	parkHint   parkHint // whether the ticker should look for parked proxy requests (proxywork.go)
 	subs       map[*Subscription]struct{}
 	statusQ    []StatusChange
 	statusWake chan struct{}
@@ -171,6 +201,8 @@ type Router struct {
 	wg         sync.WaitGroup
 
 	auditFailures atomic.Uint64 // events the store refused (AuditFailures)
+
+	perm permState // permission requests waiting, "allow for this session" answers
 }
 
 type agentKey struct{ officeID, agentID string }
@@ -205,7 +237,13 @@ func New(cfg Config) (*Router, error) {
 	def(&cfg.InvocationTimeout, DefaultInvocationTimeout)
 	def(&cfg.DependencyTTL, DefaultDependencyTTL)
 	def(&cfg.RetryBackoff, DefaultRetryBackoff)
+	if cfg.Sweep <= 0 && cfg.Tick > 0 {
+		cfg.Sweep = cfg.Tick
+	}
+	def(&cfg.Sweep, DefaultSweep)
 	def(&cfg.Tick, DefaultTick)
+	def(&cfg.PermissionTimeout, DefaultPermissionTimeout)
+	def(&cfg.ProxyWait, DefaultProxyWait)
 	if cfg.DepthLimit <= 0 {
 		cfg.DepthLimit = DefaultDepthLimit
 	}
@@ -216,13 +254,15 @@ func New(cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Router{
+	r := &Router{
 		cfg: cfg, store: cfg.Store, sess: cfg.Sessions, log: cfg.Logger, now: cfg.Now, sealer: sealer,
 		desks:      map[agentKey]*desk{},
 		subs:       map[*Subscription]struct{}{},
 		statusWake: make(chan struct{}, 1),
 		statusTurn: make(chan struct{}, 1),
-	}, nil
+	}
+	r.perm.init()
+	return r, nil
 }
 
 // Run starts the router's goroutines — the change-feed watch, the expiry
@@ -254,10 +294,14 @@ func (o *Router) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	o.wg.Add(2)
+	o.wg.Add(3)
 	go func() {
 		defer o.wg.Done()
 		o.ticker(ctx)
+	}()
+	go func() {
+		defer o.wg.Done()
+		o.permissions(ctx)
 	}()
 	go func() {
 		defer o.wg.Done()
@@ -287,6 +331,7 @@ func (o *Router) goLocked(f func(ctx context.Context)) bool {
 }
 
 func (o *Router) onChange(c office.Change) {
+	o.wakePermissions() // an answer to a permission question?
 	if c.AgentID != "" && c.OfficeID != "" {
 		o.kick(agentKey{c.OfficeID, c.AgentID})
 		return
@@ -330,6 +375,7 @@ func (o *Router) CatchUp(ctx context.Context, officeID string) {
 	for _, a := range agents {
 		o.kick(agentKey{a.OfficeID, a.ID})
 	}
+	o.parkHint.more() // its parked proxy requests, if any, are this server's now
 }
 
 // TakeOffice is what this server does when it becomes officeID's owner
@@ -339,6 +385,7 @@ func (o *Router) CatchUp(ctx context.Context, officeID string) {
 // agent that was running when its last server stopped (status active).
 // Failures to start are logged: the agent stays as it is.
 func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []office.Agent, autostart bool) {
+	o.sweepPermissions(ctx, officeID, "")
 	o.CatchUp(ctx, officeID)
 	if !autostart {
 		return

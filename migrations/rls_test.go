@@ -201,14 +201,17 @@ func TestRLSNonMemberReadsNothing(t *testing.T) {
 		if got := ids(t, tx, "select id::text from dependency_requests"); len(got) != 0 {
 			t.Errorf("non-member read %d dependency requests", len(got))
 		}
-		n, err := update(tx, "update user_questions set response = 'x', status = 'answered' where id = $1", f.qA)
-		if err != nil || n != 0 {
-			t.Errorf("non-member answered A's question: %d rows, %v", n, err)
-		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	err = f.as(t, "authenticated", f.nobody, func(tx pgx.Tx) error {
+		_, err := tx.Exec(context.Background(), "select public.answer_question($1, 'x')", f.qA)
+		return err
+	})
+	if sqlState(err) != "PT404" {
+		t.Errorf("non-member answering A's question: %v; want PT404 (not found)", err)
 	}
 }
 
@@ -283,12 +286,12 @@ func TestRLSAnonReadsNothing(t *testing.T) {
 func TestRLSMemberAnswers(t *testing.T) {
 	f := newRLSFixture(t)
 	err := f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
-		n, err := update(tx, "update user_questions set response = 'email', status = 'answered' where id = $1", f.qA)
-		if err != nil {
+		var status string
+		if err := tx.QueryRow(context.Background(), "select status from public.answer_question($1, 'email')", f.qA).Scan(&status); err != nil {
 			return err
 		}
-		if n != 1 {
-			t.Errorf("answer updated %d rows, want 1", n)
+		if status != "answered" {
+			t.Errorf("answer_question returned status %q, want answered", status)
 		}
 		return nil
 	})
@@ -301,16 +304,13 @@ func TestRLSMemberAnswers(t *testing.T) {
 			status, response, by, answered, f.userA)
 	}
 
-	// Answering twice: the row is no longer pending, so it is not theirs to update.
+	// Answering twice is an error (PT409), not a silent no-op.
 	err = f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
-		n, err := update(tx, "update user_questions set response = 'sso', status = 'answered' where id = $1", f.qA)
-		if n != 0 {
-			t.Errorf("second answer updated %d rows", n)
-		}
+		_, err := tx.Exec(context.Background(), "select public.answer_question($1, 'sso')", f.qA)
 		return err
 	})
-	if err != nil {
-		t.Fatalf("second answer: %v", err)
+	if sqlState(err) != "PT409" {
+		t.Fatalf("second answer: %v; want PT409", err)
 	}
 	if _, response, _, _, _, _, _ := f.question(t, f.qA); response != "email" {
 		t.Fatalf("second answer changed response to %q", response)
@@ -333,8 +333,15 @@ func TestRLSMemberCannot(t *testing.T) {
 		{"set answered_at", "update user_questions set response = 'y', status = 'answered', answered_at = now() - interval '1 day' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
 		{"cancel a question", "update user_questions set status = 'cancelled' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
 		{"mark delivered", "update user_questions set status = 'delivered' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
-		{"answer without response", "update user_questions set status = 'answered' where id = $1", func() []any { return []any{f.qA2} }, "23502"},
-		{"answer another office's question", "update user_questions set response = 'y', status = 'answered' where id = $1", func() []any { return []any{f.qB} }, ""},
+		{"answer without response", "update user_questions set status = 'answered' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
+		{"answer by update", "update user_questions set response = 'y', status = 'answered' where id = $1", func() []any { return []any{f.qA2} }, "42501"},
+		{"answer another office's question", "update user_questions set response = 'y', status = 'answered' where id = $1", func() []any { return []any{f.qB} }, "42501"},
+		{"answer another office's question (rpc)", "select public.answer_question($1, 'y')", func() []any { return []any{f.qB} }, "PT404"},
+		{"answer with no response (rpc)", "select public.answer_question($1, null)", func() []any { return []any{f.qA2} }, "22023"},
+		{"read a launch spec", "select launch_spec from office_agents where id = $1", func() []any { return []any{f.agentA} }, "42501"},
+		{"reject a provided dependency", "select public.reject_dependency($1, 'no')", func() []any { return []any{f.depA} }, "PT409"},
+		{"add a member without being owner", "select public.add_office_member($1, 'n@example.com')", func() []any { return []any{f.officeA} }, "42501"},
+		{"call a helper", "select public.office_normalize_answer(q, 'y') from user_questions q where id = $1", func() []any { return []any{f.qA2} }, "42501"},
 		{"delete a question", "delete from user_questions where id = $1", func() []any { return []any{f.qA2} }, "42501"},
 		{"insert a question", "insert into user_questions (office_id, agent_id, question, expires_at) values ($1, $2, 'q', now())", func() []any { return []any{f.officeA, f.agentA} }, "42501"},
 		{"rename an agent", "update office_agents set name = 'x' where id = $1", func() []any { return []any{f.agentA} }, "42501"},
@@ -418,5 +425,138 @@ func TestRLSServiceRoleBypasses(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("service_role: %v", err)
+	}
+}
+
+// TestRLSOwnerManagesMembers: an owner adds a member by email, invites an
+// address with no account yet (which joins once signed up), changes a role
+// and removes; a plain member can do none of it, not even promote
+// themselves; nobody leaves an office without an owner.
+func TestRLSOwnerManagesMembers(t *testing.T) {
+	f := newRLSFixture(t)
+	ctx := context.Background()
+	f.exec(t, `update office_members set role = 'owner' where office_id = $1 and user_id = $2`, f.officeA, f.userA)
+	call := func(user, sql string, args ...any) (string, error) {
+		var out string
+		err := f.as(t, "authenticated", user, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, sql, args...).Scan(&out)
+		})
+		return out, err
+	}
+	// B is a member of office B only: they cannot add anyone to A, nor themselves.
+	if _, err := call(f.userB, `select public.add_office_member($1, 'n@example.com')::text`, f.officeA); sqlState(err) != "42501" {
+		t.Errorf("non-owner add: %v; want 42501", err)
+	}
+	if _, err := call(f.userB, `insert into office_members (office_id, user_id) values ($1, $2) returning 'x'`, f.officeA, f.userB); sqlState(err) != "42501" {
+		t.Errorf("self insert: %v; want 42501", err)
+	}
+	// The owner adds n (an existing account) and invites someone new.
+	if got, err := call(f.userA, `select public.add_office_member($1, 'N@Example.com') ->> 'status'`, f.officeA); err != nil || got != "added" {
+		t.Fatalf("add existing: %q %v", got, err)
+	}
+	if _, err := call(f.userA, `select public.add_office_member($1, 'n@example.com')::text`, f.officeA); sqlState(err) != "PT409" {
+		t.Errorf("add twice: %v; want PT409", err)
+	}
+	if got, err := call(f.userA, `select public.add_office_member($1, 'later@example.com', 'admin') ->> 'status'`, f.officeA); err != nil || got != "invited" {
+		t.Fatalf("invite: %q %v", got, err)
+	}
+	if _, err := call(f.userA, `select public.add_office_member($1, 'not an email')::text`, f.officeA); sqlState(err) != "22023" {
+		t.Errorf("bad email: %v; want 22023", err)
+	}
+	// n, now a member, may not promote themselves nor remove the owner.
+	err := f.as(t, "authenticated", f.nobody, func(tx pgx.Tx) error {
+		n, err := update(tx, `update office_members set role = 'owner' where office_id = $1 and user_id = $2`, f.officeA, f.nobody)
+		if err == nil && n != 0 {
+			t.Errorf("a member promoted themselves")
+		}
+		return err
+	})
+	if err != nil && sqlState(err) != "42501" {
+		t.Errorf("self promotion: %v", err)
+	}
+	if _, err := call(f.nobody, `select public.remove_office_member($1, $2)::text`, f.officeA, f.userA); sqlState(err) != "42501" {
+		t.Errorf("member removes owner: %v; want 42501", err)
+	}
+	// Members list with emails.
+	if got, err := call(f.nobody, `select string_agg(email || ':' || role, ',' order by email) from public.list_office_members($1)`, f.officeA); err != nil || got != "a@example.com:owner,n@example.com:member" {
+		t.Errorf("list: %q %v", got, err)
+	}
+	// The invited address signs up and joins.
+	later := uuid.NewString()
+	f.exec(t, `insert into auth.users (id, email) values ($1, 'Later@example.com')`, later)
+	if got, err := call(later, `select string_agg(x::text, ',') from public.accept_office_invitations() x`); err != nil || got != f.officeA {
+		t.Fatalf("accept: %q %v; want %s", got, err, f.officeA)
+	}
+	var role string
+	if err := f.conn.QueryRow(ctx, `select role from office_members where office_id = $1 and user_id = $2`, f.officeA, later).Scan(&role); err != nil || role != "admin" {
+		t.Errorf("invited user's membership: %q %v; want admin", role, err)
+	}
+	// The last owner stays, by function and by plain delete.
+	if _, err := call(f.userA, `select public.remove_office_member($1, $2)::text`, f.officeA, f.userA); sqlState(err) != "PT409" {
+		t.Errorf("last owner leaves: %v; want PT409", err)
+	}
+	err = f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
+		_, err := update(tx, `delete from office_members where office_id = $1 and user_id = $2`, f.officeA, f.userA)
+		return err
+	})
+	if sqlState(err) != "PT409" {
+		t.Errorf("last owner deleted by row: %v; want PT409", err)
+	}
+	// The owner removes n; n leaves nothing behind.
+	if _, err := call(f.userA, `select public.remove_office_member($1, $2)::text`, f.officeA, f.nobody); err != nil {
+		t.Errorf("remove: %v", err)
+	}
+	if _, err := call(f.nobody, `select public.list_office_members($1)::text`, f.officeA); sqlState(err) != "PT404" {
+		t.Errorf("removed member lists: %v; want PT404", err)
+	}
+}
+
+// TestAnswerQuestionChecks: answer_question accepts what the office's
+// validAnswer (engine/api.go) accepts, stores it as validAnswer returns it,
+// and refuses the rest with 22023 before anything is written.
+func TestAnswerQuestionChecks(t *testing.T) {
+	f := newRLSFixture(t)
+	ctx := context.Background()
+	tests := []struct {
+		name, typ, options string
+		required           bool
+		response, want     string // want "" : refused with 22023
+	}{
+		{"selection, case and spaces", "selection", `["Dark mode", "Notifications"]`, false, " dark MODE\u3000", "Dark mode"},
+		{"selection, not an option", "selection", `["Dark mode", "Notifications"]`, false, "Purple", ""},
+		{"selection without options", "selection", `[]`, false, " anything ", "anything"},
+		{"confirmation, Korean yes", "confirmation", `[]`, false, "네", "yes"},
+		{"confirmation, y", "confirmation", `[]`, false, "Y", "yes"},
+		{"confirmation, false", "confirmation", `[]`, false, "false", "no"},
+		{"confirmation, an option", "confirmation", `["Yes", "No, use staging"]`, false, "no, use staging", "No, use staging"},
+		{"confirmation, neither", "confirmation", `[]`, false, "maybe", ""},
+		{"text", "text", `[]`, false, "  hi  ", "hi"},
+		{"text, empty but optional", "text", `[]`, false, " ", ""},
+		{"text, empty and required", "text", `[]`, true, " ", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var id string
+			if err := f.conn.QueryRow(ctx, `insert into user_questions (office_id, agent_id, question, question_type, options, required, expires_at)
+				values ($1, $2, 'q?', $3, $4::jsonb, $5, now() + interval '1 hour') returning id::text`,
+				f.officeA, f.agentA, tc.typ, tc.options, tc.required).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			err := f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
+				return tx.QueryRow(ctx, `select response from public.answer_question($1, $2)`, id, tc.response).Scan(&got)
+			})
+			refused := tc.want == "" && !(tc.typ == "text" && !tc.required)
+			switch {
+			case refused && sqlState(err) != "22023":
+				t.Errorf("answer %q: %q, %v; want 22023", tc.response, got, err)
+			case !refused && (err != nil || got != tc.want):
+				t.Errorf("answer %q: %q, %v; want %q", tc.response, got, err, tc.want)
+			}
+			status, _, _, _, _, _, _ := f.question(t, id)
+			if refused && status != "pending" {
+				t.Errorf("a refused answer left the question %s", status)
+			}
+		})
 	}
 }

@@ -71,6 +71,10 @@ type LaunchSpec struct {
 	// User, when set, is the OS user (name or uid) the agent runs as; the
 	// server must be root or have CAP_SETUID and CAP_SETGID.
 	User string `json:"user,omitempty"`
+	// Permissions is the agent's tool-permission policy (Claude Code):
+	// what runs without asking, what is refused, what is always asked, and
+	// how long a request waits for a person. See docs/notes/permissions.md.
+	Permissions *PermissionPolicy `json:"permissions,omitempty"`
 }
 
 // WithDefaults returns a with what a stored agent has when nobody said
@@ -149,6 +153,23 @@ func CutSessionDetail(detail string) string {
 		}
 	}
 	return detail[:n]
+}
+
+// QuestionPermission is the category of the questions that carry an
+// agent's tool-permission requests (docs/notes/permissions.md): answered
+// with one of PermissionOptions, or "deny: <reason>".
+const QuestionPermission = "permission"
+
+// The options of a permission question, in order.
+const (
+	PermissionAllowOnce    = "allow once"
+	PermissionAllowSession = "allow for this session"
+	PermissionDeny         = "deny"
+)
+
+// PermissionOptions returns the options of a permission question.
+func PermissionOptions() []string {
+	return []string{PermissionAllowOnce, PermissionAllowSession, PermissionDeny}
 }
 
 // Question types and statuses (user_questions).

@@ -35,6 +35,7 @@ type Store interface {
 	Results
 	Dependencies
 	Events
+	ProxyWork
 }
 
 // Roster is the offices and their agents.

@@ -287,3 +287,18 @@ func FuzzQuote(f *testing.F) {
 		checkOneForOne(t, c)
 	})
 }
+
+// BenchmarkQuote: the framing's cost on a 1 MiB result of mixed prose,
+// Korean, JSON and tags.
+func BenchmarkQuote(b *testing.B) {
+	var sb strings.Builder
+	for sb.Len() < 1<<20 {
+		sb.WriteString("Step 3/9: build\t[INVOKE:dev] 로그인 페이지를 만드세요 {\"a\": [1, 2]} [link](x)\n")
+	}
+	s := sb.String()
+	b.SetBytes(int64(len(s)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		_ = protocol.Quote(s)
+	}
+}

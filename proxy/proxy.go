@@ -147,14 +147,15 @@ type Strategy string
 
 const (
 	// ByPriority takes the first available capable agent in priority order
-	// (docs/protocol.md, Proxy requests: basic selection).
+	// (docs/protocol.md, Proxy requests: basic selection), whatever the
+	// task type.
 	ByPriority Strategy = "priority"
 	// ByLoad takes the available capable agent with the fewest open tasks
 	// relative to its capacity; ties go by priority.
 	ByLoad Strategy = "load"
-	// ByExpertise takes the available capable agent expert in the task type
-	// (priority among experts); with no such expert, it falls back to
-	// ByPriority.
+	// ByExpertise is the default order, named: the available capable
+	// agent expert in the task type first, then priority (see pick for
+	// the tie rule).
 	ByExpertise Strategy = "expertise"
 )
 
@@ -165,9 +166,10 @@ type Request struct {
 	Target string
 	// Tools the chosen agent must have.
 	Tools []string
-	// TaskType selects experts under ByExpertise.
+	// TaskType puts the agents expert in it first (unless Strategy is
+	// ByPriority or ByLoad).
 	TaskType string
-	Strategy Strategy // default ByPriority
+	Strategy Strategy // default: expertise, then priority (pick)
 	// Exclude names agent IDs never to pick (the requester itself, agents
 	// already tried).
 	Exclude []string
@@ -326,6 +328,13 @@ func (r *Registry) chain(req Request, usable func(Agent) bool, why string) Decis
 }
 
 // pick orders cands by the strategy and assigns the first available.
+//
+// With no strategy (or ByExpertise) the order is the one of
+// docs/protocol.md, Proxy requests: the expert in req.TaskType first,
+// then priority (1 before 2, no priority last); ties between agents of
+// the same rank go to the less loaded relative to capacity, then to the
+// name in alphabetical order (case-insensitive). ByPriority ignores the
+// task type; ByLoad puts the least loaded first.
 func (r *Registry) pick(cands []Agent, req Request) (Decision, bool) {
 	avail := slices.DeleteFunc(slices.Clone(cands), func(a Agent) bool { return !a.Available() })
 	if len(avail) == 0 {
@@ -334,21 +343,52 @@ func (r *Registry) pick(cands []Agent, req Request) (Decision, bool) {
 	switch req.Strategy {
 	case ByLoad:
 		slices.SortStableFunc(avail, func(a, b Agent) int {
-			// Compare a.Load/a.Cap with b.Load/b.Cap without division.
-			if c := cmp.Compare(a.Load*b.Capacity(), b.Load*a.Capacity()); c != 0 {
+			if c := byLoad(a, b); c != 0 {
 				return c
 			}
 			return byPriority(a, b)
 		})
 		return Decision{Outcome: Assign, Agent: avail[0], Reason: fmt.Sprintf("least loaded (%d/%d)", avail[0].Load, avail[0].Capacity())}, true
-	case ByExpertise:
-		for _, a := range avail {
-			if a.Expert(req.TaskType) {
-				return Decision{Outcome: Assign, Agent: a, Reason: "expert in " + req.TaskType}, true
-			}
-		}
+	case ByPriority:
+		return Decision{Outcome: Assign, Agent: avail[0], Reason: fmt.Sprintf("priority %d", avail[0].Priority)}, true
 	}
-	return Decision{Outcome: Assign, Agent: avail[0], Reason: fmt.Sprintf("priority %d", avail[0].Priority)}, true
+	slices.SortStableFunc(avail, func(a, b Agent) int {
+		if ea, eb := a.Expert(req.TaskType), b.Expert(req.TaskType); ea != eb {
+			if ea {
+				return -1
+			}
+			return 1
+		}
+		return byRank(a, b)
+	})
+	if a := avail[0]; a.Expert(req.TaskType) {
+		return Decision{Outcome: Assign, Agent: a, Reason: fmt.Sprintf("expert in %s (priority %d, %d/%d open tasks)", req.TaskType, a.Priority, a.Load, a.Capacity())}, true
+	}
+	return Decision{Outcome: Assign, Agent: avail[0], Reason: fmt.Sprintf("priority %d (%d/%d open tasks)", avail[0].Priority, avail[0].Load, avail[0].Capacity())}, true
+}
+
+// byLoad compares open tasks relative to capacity (a.Load/a.Cap against
+// b.Load/b.Cap without division).
+func byLoad(a, b Agent) int {
+	return cmp.Compare(a.Load*b.Capacity(), b.Load*a.Capacity())
+}
+
+// byRank is the default order's tie rule: priority, then load, then name.
+func byRank(a, b Agent) int {
+	pa, pb := a.Priority, b.Priority
+	switch {
+	case pa > 0 && pb <= 0:
+		return -1
+	case pa <= 0 && pb > 0:
+		return 1
+	}
+	if c := cmp.Compare(pa, pb); c != 0 {
+		return c
+	}
+	if c := byLoad(a, b); c != 0 {
+		return c
+	}
+	return cmp.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name))
 }
 
 func missing(a Agent, tools []string) []string {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,7 +94,7 @@ type Task struct {
 type Preferences struct {
 	PreferredProxy  string `json:"preferred_proxy,omitempty"`
 	FallbackAllowed *bool  `json:"fallback_allowed,omitempty"` // nil: true
-	TaskType        string `json:"task_type,omitempty"`        // for ByExpertise
+	TaskType        string `json:"task_type,omitempty"`        // the expert's task type (coding, research, planning, …)
 	Strategy        string `json:"strategy,omitempty"`         // priority, load, expertise
 }
 
@@ -102,6 +103,7 @@ type Preferences struct {
 type ActionRequest struct {
 	Action      string          `json:"action"` // create_plan | update_status
 	Requester   string          `json:"requester"`
+	TaskType    string          `json:"task_type,omitempty"` // as preferences.task_type
 	Tasks       []Task          `json:"tasks,omitempty"`
 	Preferences Preferences     `json:"preferences,omitempty"`
 	TaskID      string          `json:"task_id,omitempty"`
@@ -119,6 +121,16 @@ type Response struct {
 	TaskIDs       []string `json:"task_ids"`
 	ExecutionTime string   `json:"execution_time"`
 	Error         string   `json:"error,omitempty"`
+
+	// The office's additions to the seed's response: what became of the
+	// request (assigned, parked, backed_up, timed_out, updated), its ID,
+	// when a parked request times out, the file a backed-up one was
+	// written to, and a sentence for the requester.
+	Status     string `json:"status,omitempty"`
+	RequestID  string `json:"request_id,omitempty"`
+	ExpiresAt  string `json:"expires_at,omitempty"`
+	BackupFile string `json:"backup_file,omitempty"`
+	Message    string `json:"message,omitempty"`
 }
 
 // Tools returns the tools a proxy needs for the action: todowrite to create
@@ -166,6 +178,9 @@ func ParseAction(body []byte) (ActionRequest, error) {
 				return r, fmt.Errorf("create_plan: task %d: priority %q is not high, medium or low", i+1, t.Priority)
 			}
 		}
+		if r.TaskType != "" && r.Preferences.TaskType != "" && !strings.EqualFold(r.TaskType, r.Preferences.TaskType) {
+			return r, fmt.Errorf("create_plan: task_type %q and preferences.task_type %q differ; give one", r.TaskType, r.Preferences.TaskType)
+		}
 		switch Strategy(r.Preferences.Strategy) {
 		case "", ByPriority, ByLoad, ByExpertise:
 		default:
@@ -192,7 +207,7 @@ func (r ActionRequest) Request(requesterID string) Request {
 	return Request{
 		Target:     r.Preferences.PreferredProxy,
 		Tools:      r.Tools(),
-		TaskType:   r.Preferences.TaskType,
+		TaskType:   cmp.Or(r.Preferences.TaskType, r.TaskType),
 		Strategy:   Strategy(r.Preferences.Strategy),
 		Exclude:    []string{requesterID},
 		NoFallback: !fallback,

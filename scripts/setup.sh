@@ -17,7 +17,12 @@ if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
 if [ ! -x node_modules/.bin/claude ] || [ ! -f node_modules/@supabase/supabase-js/package.json ] \
    || [ ! -x node_modules/.bin/codex ] || [ ! -x node_modules/.bin/qwen ] || [ ! -x node_modules/.bin/gemini ] \
    || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  npm ci --no-audit --no-fund --loglevel=error
+  # npm ci refuses a lock file without the other platforms' builds of an
+  # optional dependency (Qwen Code's @teddyzhu/clipboard-darwin-*, -win32-*
+  # are not in the registry this machine reaches, so npm cannot record
+  # them); npm install then installs exactly the lock file's versions.
+  npm ci --no-audit --no-fund --loglevel=error 2>/dev/null \
+    || npm install --no-audit --no-fund --loglevel=error
 fi
 # The console's third-party assets: copied, never committed, embedded by go:embed.
 mkdir -p server/web/static/vendor

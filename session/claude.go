@@ -69,15 +69,22 @@ func (d *claudeDriver) launch(spec Spec) ([]string, []string, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		d.c = c
 		if old != nil {
 			old.cleanup()
 		}
+		if len(d.s.m.opts.Hook) > 0 {
+			// Without the socket the agent still runs: its permission
+			// dialogs are answered in the terminal, as without a hook.
+			if c.perm, err = listenPermissions(d.s, c.stateDir, c.signals); err != nil {
+				d.s.log.Warn("permission requests stay in the terminal", "err", err)
+			}
+		}
+		d.c = c
 		d.s.mu.Lock()
 		d.s.spec.ConversationID = c.id // a generated id is kept for restarts
 		d.s.mu.Unlock()
 	}
-	return d.c.prepare(spec)
+	return d.c.prepare(spec, d.s.m.opts.Hook)
 }
 
 func (d *claudeDriver) started(spec Spec, info *Info) {
@@ -188,7 +195,8 @@ type claudeState struct {
 	sigPart   []byte
 	tr        *transcript
 	resolved  time.Time
-	resumed   bool // the last launch resumed the conversation (--resume)
+	resumed   bool          // the last launch resumed the conversation (--resume)
+	perm      *permListener // the PermissionRequest hook's socket (Options.Hook)
 }
 
 // Hook signals written to the signals file, one per line.
@@ -196,6 +204,7 @@ const (
 	sigStop   = "stop"   // Stop hook: the main agent finished its turn
 	sigPrompt = "prompt" // UserPromptSubmit hook: a prompt was submitted (by us or a person)
 	sigNotify = "notify" // Notification hook, followed by its JSON input
+	sigTool   = "tool"   // PostToolUse(Failure) hook, followed by its JSON input
 )
 
 func newClaudeState(spec Spec, old *claudeState) (*claudeState, error) {
@@ -252,6 +261,10 @@ func newClaudeState(spec Spec, old *claudeState) (*claudeState, error) {
 }
 
 func (c *claudeState) cleanup() {
+	if c.perm != nil {
+		c.perm.close()
+		c.perm = nil
+	}
 	if c.stateDir != "" {
 		_ = os.RemoveAll(c.stateDir)
 	}
@@ -260,13 +273,13 @@ func (c *claudeState) cleanup() {
 // prepare writes what a launch needs ($HOME/.claude.json, the hook
 // settings, an empty signals file) and returns the arguments and the
 // environment.
-func (c *claudeState) prepare(spec Spec) ([]string, []string, error) {
+func (c *claudeState) prepare(spec Spec, hook []string) ([]string, []string, error) {
 	if spec.ConfigDir != "" {
 		if err := PrepareClaudeConfig(c.configDir, c.dir, apiKey(spec.Env), spec.PermissionMode == "bypassPermissions"); err != nil {
 			return nil, nil, err
 		}
 	}
-	settings, err := c.writeSettings()
+	settings, err := c.writeSettings(spec, hook)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -328,18 +341,48 @@ func (c *claudeState) prepare(spec Spec) ([]string, []string, error) {
 }
 
 // writeSettings writes the --settings file: hooks that append a line to
-// the signals file, so the session learns turn end and prompts exactly.
-func (c *claudeState) writeSettings() (string, error) {
+// the signals file, so the session learns turn end and prompts exactly;
+// with a hook command, the PermissionRequest hook that hands tool
+// permission requests to the server (permission.go), with its timeout set
+// explicitly; and the spec's permission rules.
+func (c *claudeState) writeSettings(spec Spec, hookCmd []string) (string, error) {
 	q := shellQuote(c.signals)
 	hook := func(cmd string) []any {
 		return []any{map[string]any{"hooks": []any{map[string]any{"type": "command", "command": cmd}}}}
 	}
-	cfg := map[string]any{
-		"hooks": map[string]any{
-			"Stop":             hook("printf '" + sigStop + "\\n' >> " + q),
-			"UserPromptSubmit": hook("printf '" + sigPrompt + "\\n' >> " + q),
-			"Notification":     hook("{ printf '" + sigNotify + " '; tr -d '\\n\\r'; printf '\\n'; } >> " + q),
-		},
+	hooks := map[string]any{
+		"Stop":             hook("printf '" + sigStop + "\\n' >> " + q),
+		"UserPromptSubmit": hook("printf '" + sigPrompt + "\\n' >> " + q),
+		"Notification":     hook("{ printf '" + sigNotify + " '; tr -d '\\n\\r'; printf '\\n'; } >> " + q),
+	}
+	if len(hookCmd) > 0 && c.perm != nil {
+		// A tool call that ran or failed: a permission request for it
+		// still waiting was answered in the terminal (permission.go).
+		tool := hook("{ printf '" + sigTool + " '; tr -d '\\n\\r'; printf '\\n'; } >> " + q)
+		hooks["PostToolUse"], hooks["PostToolUseFailure"] = tool, tool
+	}
+	if len(hookCmd) > 0 && c.perm != nil {
+		argv := append(append([]string{}, hookCmd...), "permission", c.perm.path)
+		for i, a := range argv {
+			argv[i] = shellQuote(a)
+		}
+		timeout := spec.PermissionHookTimeout
+		if timeout <= 0 {
+			timeout = DefaultPermissionHookTimeout
+		}
+		hooks["PermissionRequest"] = []any{map[string]any{"hooks": []any{map[string]any{
+			"type": "command", "command": strings.Join(argv, " "), "timeout": int(timeout.Seconds()),
+		}}}}
+	}
+	cfg := map[string]any{"hooks": hooks}
+	if r := spec.Permissions; len(r.Allow)+len(r.Deny)+len(r.Ask) > 0 {
+		perms := map[string]any{}
+		for name, list := range map[string][]string{"allow": r.Allow, "deny": r.Deny, "ask": r.Ask} {
+			if len(list) > 0 {
+				perms[name] = list
+			}
+		}
+		cfg["permissions"] = perms
 	}
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
@@ -352,8 +395,18 @@ func (c *claudeState) writeSettings() (string, error) {
 	return p, nil
 }
 
+// DefaultPermissionHookTimeout is the PermissionRequest hook's timeout
+// when the spec gives none: above the office's default (10 minutes).
+const DefaultPermissionHookTimeout = 11 * time.Minute
+
+// sigLine is one line of the signals file and its offset there.
+type sigLine struct {
+	text string
+	at   int64
+}
+
 // pollSignals returns the complete lines appended to the signals file.
-func (c *claudeState) pollSignals() []string {
+func (c *claudeState) pollSignals() []sigLine {
 	if st, err := os.Stat(c.signals); err != nil || st.Size() == c.sigOff {
 		return nil
 	}
@@ -369,10 +422,11 @@ func (c *claudeState) pollSignals() []string {
 	if err != nil || len(data) == 0 {
 		return nil
 	}
+	at := c.sigOff - int64(len(c.sigPart))
 	c.sigOff += int64(len(data))
 	data = append(c.sigPart, data...)
 	c.sigPart = nil
-	var out []string
+	var out []sigLine
 	for {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
@@ -381,7 +435,8 @@ func (c *claudeState) pollSignals() []string {
 			}
 			return out
 		}
-		out = append(out, string(data[:i]))
+		out = append(out, sigLine{string(data[:i]), at})
+		at += int64(i + 1)
 		data = data[i+1:]
 	}
 }
@@ -431,7 +486,7 @@ func (d *claudeDriver) step(now time.Time, st Status) ([]Text, func()) {
 // consumer of OnText is behind (Options.Paused), both are left unread: they
 // are files, so nothing is lost, and the turn's end (hence "ready") waits
 // for its words. The PTY reader and the viewers are not concerned.
-func (d *claudeDriver) read(now time.Time) ([]Text, []string) {
+func (d *claudeDriver) read(now time.Time) ([]Text, []sigLine) {
 	s, c := d.s, d.c
 	if s.m.opts.Paused != nil && s.m.opts.Paused(s.key) {
 		return nil, nil
@@ -455,11 +510,14 @@ func (d *claudeDriver) read(now time.Time) ([]Text, []string) {
 
 // signal applies one hook signal to the status next; a Stop that ends a
 // turn the transcript did not end returns the turn end to dispatch. Locked.
-func (d *claudeDriver) signal(now time.Time, next Status, sig string) (Status, *Text) {
+func (d *claudeDriver) signal(now time.Time, next Status, line sigLine) (Status, *Text) {
 	s := d.s
-	name, arg, _ := strings.Cut(sig, " ")
+	name, arg, _ := strings.Cut(line.text, " ")
+	// A hook signal ends only permission requests made before it.
+	before := func(w *permWait) bool { return w.sigAt <= line.at }
 	switch name {
 	case sigStop:
+		s.m.perms.end(s.key, before) // the turn is over
 		if next == StatusBusy || next == StatusStarting {
 			next = StatusReady
 		}
@@ -468,11 +526,20 @@ func (d *claudeDriver) signal(now time.Time, next Status, sig string) (Status, *
 			return next, &t
 		}
 	case sigPrompt:
+		s.m.perms.end(s.key, before) // a new turn
 		next = StatusBusy
 		d.turnEnded = false
 		d.awaitSubmit = false
 		s.info.Notice = ""
 		s.inputAt = now
+	case sigTool:
+		var in hookInput
+		if err := json.Unmarshal([]byte(arg), &in); err != nil {
+			s.log.Warn("tool hook: not JSON", "err", err)
+			break
+		}
+		input := compactJSON(in.Input)
+		s.m.perms.end(s.key, func(w *permWait) bool { return before(w) && w.tool == in.Tool && w.input == input })
 	case sigNotify:
 		var n struct {
 			Message string `json:"message"`

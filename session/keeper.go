@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -34,10 +37,29 @@ var (
 )
 
 // keep makes cmd run under the keeper named by argv (Options.Keeper), if
-// any: `argv... --grace D -- command args...`, with the read end of the
-// server's life pipe as descriptor 3.
-func keep(cmd *exec.Cmd, argv []string, grace time.Duration) error {
+// any: `argv... --grace D [--uid U --gid G --groups g,h] -- command
+// args...`, with the read end of the server's life pipe as descriptor 3.
+// cred, if set, is the agent's user: the keeper stays the server's (so the
+// agent cannot end it and escape) and starts the agent as cred; without a
+// keeper, cmd itself runs as cred.
+func keep(cmd *exec.Cmd, argv []string, grace time.Duration, cred *syscall.Credential) error {
+	if cmd.Err != nil {
+		return cmd.Err // the command itself cannot be found: say so now
+	}
+	if len(argv) > 0 {
+		// The keeper would start, and its child fail: check the command
+		// here, so a missing one is a failed start, not a crash loop.
+		if _, err := exec.LookPath(cmd.Path); err != nil {
+			return err
+		}
+	}
 	if len(argv) == 0 {
+		if cred != nil {
+			if cmd.SysProcAttr == nil {
+				cmd.SysProcAttr = &syscall.SysProcAttr{}
+			}
+			cmd.SysProcAttr.Credential = cred
+		}
 		return nil
 	}
 	lifeOnce.Do(func() {
@@ -46,7 +68,15 @@ func keep(cmd *exec.Cmd, argv []string, grace time.Duration) error {
 	if lifeErr != nil {
 		return fmt.Errorf("keeper pipe: %w", lifeErr)
 	}
-	args := append(append([]string{}, argv[1:]...), "--grace", grace.String(), "--", cmd.Path)
+	args := append(append([]string{}, argv[1:]...), "--grace", grace.String())
+	if cred != nil {
+		groups := make([]string, len(cred.Groups))
+		for i, g := range cred.Groups {
+			groups[i] = strconv.FormatUint(uint64(g), 10)
+		}
+		args = append(args, "--uid", strconv.FormatUint(uint64(cred.Uid), 10), "--gid", strconv.FormatUint(uint64(cred.Gid), 10), "--groups", strings.Join(groups, ","))
+	}
+	args = append(args, "--", cmd.Path)
 	args = append(args, cmd.Args[1:]...)
 	k := exec.Command(argv[0], args...)
 	cmd.Path, cmd.Args, cmd.Err = k.Path, k.Args, k.Err

@@ -30,11 +30,17 @@ const KeeperSupported = true
 //   - the server's life pipe (descriptor 3) ends (the server died, even by
 //     SIGKILL): SIGTERM to the tree, SIGKILL after the grace period.
 //
+// With --uid (and --gid, --groups) the command runs as that user while the
+// keeper stays the server's, out of the agent's reach.
+//
 // stderr gets the reason when the command cannot start (exit code 127).
 func RunKeeper(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("keeper", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	grace := fs.Duration("grace", 3*time.Second, "time between SIGTERM and SIGKILL")
+	uid := fs.Int("uid", -1, "run the command as this user id")
+	gid := fs.Int("gid", -1, "with this group id")
+	groups := fs.String("groups", "", "and these supplementary group ids, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -46,8 +52,12 @@ func RunKeeper(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "keeper: child subreaper: %v\n", errno)
 		return 127
 	}
-	life := os.NewFile(keeperFD, "server-life")
-	if life != nil {
+	// Descriptor 3 is the server's life pipe only when it is a pipe (the
+	// keeper run by hand has none; then only the agent's end ends it).
+	var life *os.File
+	var st syscall.Stat_t
+	if err := syscall.Fstat(keeperFD, &st); err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFIFO {
+		life = os.NewFile(keeperFD, "server-life")
 		syscall.CloseOnExec(keeperFD) // the agent does not get it
 	}
 	// Caught, not ignored: an ignored signal would stay ignored in the agent.
@@ -56,6 +66,22 @@ func RunKeeper(args []string, stderr io.Writer) int {
 
 	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if *uid >= 0 {
+		cred := &syscall.Credential{Uid: uint32(*uid), Gid: uint32(*gid)}
+		for _, g := range strings.Split(*groups, ",") {
+			if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+				cred.Groups = append(cred.Groups, uint32(n))
+			}
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	// A keeper killed outright (SIGKILL) cannot end the tree: the agent
+	// at least goes with it, rather than running on beside the session's
+	// next process.
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "keeper: %v\n", err)
 		return 127

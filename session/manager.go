@@ -15,6 +15,7 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[Key]*Session
 	closed   bool
+	perms    permRegistry // permission requests waiting for a decision
 }
 
 // NewManager returns a Manager with opts, defaults filled in.

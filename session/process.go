@@ -52,10 +52,11 @@ func (s *Session) launch() error {
 	cmd := exec.Command(spec.Command, args...)
 	cmd.Env = env
 	cmd.Dir = spec.Dir
-	if err := keep(cmd, s.m.opts.Keeper, s.m.opts.StopGrace); err != nil {
-		return fmt.Errorf("launch %s: %w", spec.Command, err)
+	cred, err := runAs(cmd, spec)
+	if err == nil {
+		err = keep(cmd, s.m.opts.Keeper, s.m.opts.StopGrace, cred)
 	}
-	if err := runAs(cmd, spec); err != nil {
+	if err != nil {
 		s.mu.Lock()
 		s.info.Err = err.Error()
 		s.mu.Unlock()

@@ -47,7 +47,7 @@ func TestResumeOnlyAConversation(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			args, _, err := st.prepare(spec)
+			args, _, err := st.prepare(spec, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

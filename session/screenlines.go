@@ -59,6 +59,13 @@ type screenLines struct {
 	lost     int // lines dropped because out was full (not yet reported)
 }
 
+// altScreen reports whether the program shows its alternate screen, where
+// a TUI may scroll its history without the rows leaving the top.
+func (x *screenLines) altScreen() bool {
+	a, ok := x.scr.(interface{ AltScreen() bool })
+	return ok && a.AltScreen()
+}
+
 // skipRows is how far ahead in the document a painted line may be found
 // and still count as read: what a program stopped showing in between (its
 // last spinner, input box and footer) is at most a few screens.
@@ -189,11 +196,17 @@ func (x *screenLines) turnEnd(skipLast func(string) bool) {
 		// inside the alternate screen) unless the screen scrolled since
 		// (then everything below the consumed rows is new).
 		k, old := 0, 0
-		for k < len(rows) && k < len(x.consumed) && x.consumed[k] == strings.TrimRight(rows[k].Text, " ") && !rows[k].Wrapped && len(x.partial) == 0 {
-			if lineKey(x.consumed[k]) != 0 {
-				old++
+		for k < len(rows) && k < len(x.consumed) && x.consumed[k] == strings.TrimRight(rows[k].Text, " ") && len(x.partial) == 0 {
+			if !rows[k].Wrapped && lineKey(x.consumed[k]) != 0 {
+				old++ // a line (of the document) ends on this row
 			}
 			k++
+		}
+		// A line the terminal wrapped is read whole: one whose rows
+		// continue past the consumed ones is read again from its first
+		// row (it was not whole at the last read).
+		for k > 0 && k < len(rows) && rows[k-1].Wrapped {
+			k--
 		}
 		rows = rows[k:]
 		minJ := x.live
@@ -201,9 +214,16 @@ func (x *screenLines) turnEnd(skipLast func(string) bool) {
 			minJ = len(x.doc.keys)
 		}
 		a = newAlignment(&x.doc, minJ, x.skipRows())
-		if x.scrolled {
+		switch {
+		case x.scrolled:
 			a.anchorAt(len(x.doc.keys), nil)
-		} else if old > 0 {
+		case old > 0 || !x.altScreen():
+			// On the main screen, with neither a clear nor a scroll since
+			// the last read, lines do not move: the rows below those read
+			// then are new, whatever they say. Searching the document by
+			// content here took a line printed again (a reply's closing
+			// tag and the prompt after it, the same answer typed twice)
+			// for the old one and read everything after it a second time.
 			a.anchorAt(min(x.live+old, len(x.doc.keys)), nil)
 		}
 	}

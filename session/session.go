@@ -95,6 +95,21 @@ type Spec struct {
 	// up to and including it are not emitted again, so a restarted server
 	// does not re-dispatch old messages. Empty: emit from the beginning.
 	TranscriptAfter string
+	// Permissions are Claude Code permission rules written into its
+	// settings ("Bash(npm test:*)", "Edit", "WebFetch(domain:x.org)"):
+	// Allow runs without asking, Deny is refused without asking, Ask
+	// always asks. See docs/notes/permissions.md.
+	Permissions PermissionRules
+	// PermissionHookTimeout is the PermissionRequest hook's timeout in
+	// Claude Code's settings; zero: 11 minutes. Set it above the office's
+	// own timeout, so that the office's deny arrives first.
+	PermissionHookTimeout time.Duration
+}
+
+// PermissionRules are Claude Code permission rules (settings.json
+// "permissions").
+type PermissionRules struct {
+	Allow, Deny, Ask []string
 }
 
 // Text is a chunk of the agent's words, for the protocol parser.
@@ -196,6 +211,20 @@ type Options struct {
 	// undispatched lines are bounded and the excess counted (Text.Lost).
 	// Called from the session's worker; must be quick.
 	Paused func(Key) bool
+	// Hook, when set, is the command line of the PermissionRequest hook
+	// (RunPermissionHook, e.g. {"/path/to/office-server", "hook"}): Claude
+	// Code agents then hand their tool-permission requests to
+	// OnPermission instead of only drawing a dialog (permission.go).
+	Hook []string
+	// OnPermission gets each permission request; answer it with
+	// Manager.DecidePermission. Called from a goroutine of its own per
+	// request; it may block (the agent waits anyway).
+	OnPermission func(PermissionRequest)
+	// OnPermissionEnd is told when a request's hook went away before a
+	// decision: answered is true when the dialog was answered in the
+	// terminal (the tool ran or failed, the turn ended, a new prompt came),
+	// false when the hook ended otherwise (the agent or its session ended).
+	OnPermissionEnd func(key Key, id string, answered bool)
 }
 
 // Errors.

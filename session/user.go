@@ -11,36 +11,37 @@ import (
 	"syscall"
 )
 
-// runAs makes cmd run as spec.User, if set (issue 12, break 10: the way to
+// runAs prepares cmd to run as spec.User, if set (issue 12, break 10: the way to
 // isolate agents from each other and from the server's files is an OS user
 // per agent). The server must be root or hold CAP_SETUID and CAP_SETGID;
 // the agent's HOME and working directory are given to that user (CAP_CHOWN)
 // and the directories above them made traversable (see traversable).
 // Claude Code agents keep their state in the server's directories and are
-// refused for now.
-func runAs(cmd *exec.Cmd, spec Spec) error {
+// refused for now. It returns the credential to run the agent with (nil:
+// the server's); keep applies it.
+func runAs(cmd *exec.Cmd, spec Spec) (*syscall.Credential, error) {
 	if spec.User == "" {
-		return nil
+		return nil, nil
 	}
 	if spec.Kind == KindClaude {
-		return fmt.Errorf("user %q: running as another user is supported for command agents only; wrap claude in a kind: command launch spec (sudo -u, systemd-run) instead", spec.User)
+		return nil, fmt.Errorf("user %q: running as another user is supported for command agents only; wrap claude in a kind: command launch spec (sudo -u, systemd-run) instead", spec.User)
 	}
 	u, err := user.Lookup(spec.User)
 	if err != nil {
 		if _, numErr := strconv.Atoi(spec.User); numErr != nil {
-			return fmt.Errorf("user %q: %w", spec.User, err)
+			return nil, fmt.Errorf("user %q: %w", spec.User, err)
 		}
 		if u, err = user.LookupId(spec.User); err != nil {
-			return fmt.Errorf("user %q: %w", spec.User, err)
+			return nil, fmt.Errorf("user %q: %w", spec.User, err)
 		}
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
 	if err1 != nil || err2 != nil {
-		return fmt.Errorf("user %q: uid %q or gid %q is not a number", spec.User, u.Uid, u.Gid)
+		return nil, fmt.Errorf("user %q: uid %q or gid %q is not a number", spec.User, u.Uid, u.Gid)
 	}
 	if ok, why := canSetUser(); !ok {
-		return fmt.Errorf("user %q: the server cannot run agents as another user: %s (run it as root, or give it CAP_SETUID, CAP_SETGID and CAP_CHOWN)", spec.User, why)
+		return nil, fmt.Errorf("user %q: the server cannot run agents as another user: %s (run it as root, or give it CAP_SETUID, CAP_SETGID and CAP_CHOWN)", spec.User, why)
 	}
 	var groups []uint32
 	if ids, err := u.GroupIds(); err == nil {
@@ -55,19 +56,15 @@ func runAs(cmd *exec.Cmd, spec Spec) error {
 			continue
 		}
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("user %q: %w", spec.User, err)
+			return nil, fmt.Errorf("user %q: %w", spec.User, err)
 		}
 		if err := os.Chown(d, int(uid), int(gid)); err != nil {
-			return fmt.Errorf("user %q: give it %s: %w", spec.User, d, err)
+			return nil, fmt.Errorf("user %q: give it %s: %w", spec.User, d, err)
 		}
 		if err := traversable(filepath.Dir(d)); err != nil {
-			return fmt.Errorf("user %q: %w", spec.User, err)
+			return nil, fmt.Errorf("user %q: %w", spec.User, err)
 		}
 	}
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}
 	for i, kv := range cmd.Env {
 		switch {
 		case strings.HasPrefix(kv, "USER="):
@@ -76,7 +73,7 @@ func runAs(cmd *exec.Cmd, spec Spec) error {
 			cmd.Env[i] = "LOGNAME=" + u.Username
 		}
 	}
-	return nil
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}, nil
 }
 
 // traversable lets every user pass through dir and every directory above

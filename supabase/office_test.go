@@ -98,25 +98,24 @@ func agentScript(t *testing.T, name, body string) office.LaunchSpec {
 }
 
 // answerAsFrontend answers as the web frontend does with supabase-js
-// (update({response, status: 'answered'}).eq('id', q).select()), signed in
-// as a member of the question's office: the member trigger stamps who and
-// when.
+// (rpc('answer_question', {question_id, response}), docs/frontend.md),
+// signed in as a member of the question's office: the function stamps who
+// and when.
 func answerAsFrontend(t *testing.T, p *supabasetest.Project, member supabasetest.Member, id, response string) {
-	body, _ := json.Marshal(map[string]any{"status": "answered", "response": response})
-	req, _ := http.NewRequest(http.MethodPatch, p.URL+"/rest/v1/user_questions?id=eq."+id+"&select=*", bytes.NewReader(body))
+	body, _ := json.Marshal(map[string]any{"question_id": id, "response": response})
+	req, _ := http.NewRequest(http.MethodPost, p.URL+"/rest/v1/rpc/answer_question", bytes.NewReader(body))
 	req.Header.Set("apikey", p.AnonKey)
 	req.Header.Set("Authorization", "Bearer "+member.Token)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Prefer", "return=representation")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var rows []map[string]any
-	json.NewDecoder(resp.Body).Decode(&rows)
-	if resp.StatusCode != http.StatusOK || len(rows) != 1 || rows[0]["answered_by"] != member.ID {
-		t.Fatalf("frontend answer: %s, %v", resp.Status, rows)
+	var row map[string]any
+	json.NewDecoder(resp.Body).Decode(&row)
+	if resp.StatusCode != http.StatusOK || row["answered_by"] != member.ID || row["status"] != "answered" {
+		t.Fatalf("frontend answer: %s, %v", resp.Status, row)
 	}
 }
 

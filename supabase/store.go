@@ -735,7 +735,7 @@ func (s *Store) CreateInvocation(ctx context.Context, inv office.Invocation) (of
 		inv.UpdatedAt = now
 	}
 	body := map[string]any{"id": inv.ID, "office_id": inv.OfficeID, "caller_agent_id": inv.CallerAgentID,
-		"callee_agent_id": inv.CalleeAgentID, "parent_invocation_id": optional(inv.ParentInvocationID), "depth": inv.Depth,
+		"callee_agent_id": optional(inv.CalleeAgentID), "parent_invocation_id": optional(inv.ParentInvocationID), "depth": inv.Depth,
 		"reason": inv.Reason, "context": optional(inv.Context), "status": inv.Status, "result_id": optional(inv.ResultID),
 		"error": optional(inv.Error), "started_at": inv.StartedAt, "completed_at": inv.CompletedAt,
 		"created_at": inv.CreatedAt, "updated_at": inv.UpdatedAt}

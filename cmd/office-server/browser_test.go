@@ -75,7 +75,7 @@ func TestBrowserConsole(t *testing.T) {
 	}
 
 	// The echo agent's terminal: replay shows its banner.
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr.agent[data-name="echo"] a.open`))); err != nil {
+	if err := clickRetry(ctx, `tr.agent[data-name="echo"] a.open`); err != nil {
 		t.Fatal(err)
 	}
 	termHas("echo: ready")
@@ -143,7 +143,7 @@ func TestBrowserConsole(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// The answer reached po: its terminal says so.
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr.agent[data-name="po"] a.open`))); err != nil {
+	if err := clickRetry(ctx, `tr.agent[data-name="po"] a.open`); err != nil {
 		t.Fatal(err)
 	}
 	termHas(`po: the user chose "Search"`)
@@ -155,12 +155,14 @@ func TestBrowserConsole(t *testing.T) {
 	if err := chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.CSS(`#msgagent`), r.agentID(t, officeID, "echo")),
 		chromedp.SendKeys(chromedp.CSS(`#msgtext`), "a message from the page\r"),
-		chromedp.Click(chromedp.CSS(`tr.agent[data-name="echo"] a.open`)),
 	); err != nil {
 		t.Fatalf("send a message: %v", err)
 	}
+	if err := clickRetry(ctx, `tr.agent[data-name="echo"] a.open`); err != nil {
+		t.Fatal(err)
+	}
 	termHas("echo: > a message from the page") // the office quotes a person's words
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr.agent[data-name="po"] a.open`))); err != nil {
+	if err := clickRetry(ctx, `tr.agent[data-name="po"] a.open`); err != nil {
 		t.Fatal(err)
 	}
 	termHas("=== PHASE 1 COMPLETE ===")
@@ -184,4 +186,18 @@ func TestBrowserConsole(t *testing.T) {
 	typeLine("typed-in-plain-view")
 	termHas("echo: typed-in-plain-view")
 	screenshot("console-plain.png")
+}
+
+// clickRetry clicks the element sel, again when the page replaced it
+// between finding and clicking (the console re-renders its tables on every
+// refresh).
+func clickRetry(ctx context.Context, sel string) error {
+	var err error
+	for range 5 {
+		if err = chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel))); err == nil || !strings.Contains(err.Error(), "find node") {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
 }

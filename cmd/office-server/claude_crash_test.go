@@ -141,7 +141,9 @@ agents:
 	if dev.PID == 0 {
 		t.Fatalf("dev's session has no pid: %+v", dev)
 	}
-	if err := syscall.Kill(dev.PID, syscall.SIGKILL); err != nil {
+	// The session's process is the agent's keeper; its process group is
+	// the agent: kill them all at once, as a crash of the agent would.
+	if err := syscall.Kill(-dev.PID, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill dev (pid %d): %v", dev.PID, err)
 	}
 	resumable := transcriptHasTask() // the process is gone: its file is final

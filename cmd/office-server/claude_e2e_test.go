@@ -363,7 +363,7 @@ func answerWithRLS(t *testing.T, db *pgx.Conn, member, questionID, response stri
 	if _, err := tx.Exec(ctx, "set local role authenticated"); err != nil {
 		t.Fatal(err)
 	}
-	tag, err := tx.Exec(ctx, `update user_questions set response = $1, status = 'answered' where id = $2`, response, questionID)
+	tag, err := tx.Exec(ctx, `select public.answer_question($2, $1)`, response, questionID)
 	if err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("answer as member: %v (%d rows)", err, tag.RowsAffected())
 	}

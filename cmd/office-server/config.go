@@ -20,6 +20,7 @@ import (
 	"github.com/office-server/office-server/agents"
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/proxy"
 )
 
 // serveConfig is the serve command's configuration: flags, each with an
@@ -40,8 +41,13 @@ type serveConfig struct {
 	// InvocationTimeout fails a task that is not done in time; the caller
 	// is told why.
 	InvocationTimeout time.Duration
-	AgentBin          string // executable for "builtin" agents; default: this one
-	NoAutostart       bool
+	// ProxyWait is how long a parked PROXY_REQUEST waits for its proxy.
+	ProxyWait time.Duration
+	// ContentRules is a file of content rules added to the built-in ones
+	// (proxy.ParseRules).
+	ContentRules string
+	AgentBin     string // executable for "builtin" agents; default: this one
+	NoAutostart  bool
 }
 
 // parseServeConfig reads flags from args over the environment (getenv).
@@ -65,6 +71,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	fs.BoolVar(&c.LogJSON, "log-json", getenv("OFFICE_LOG_FORMAT") == "json", "JSON logs (env OFFICE_LOG_FORMAT=json)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "bound on graceful shutdown")
 	fs.DurationVar(&c.InvocationTimeout, "invocation-timeout", engine.DefaultInvocationTimeout, "a task not done in this time fails and its caller is told")
+	fs.DurationVar(&c.ProxyWait, "proxy-wait", engine.DefaultProxyWait, "a PROXY_REQUEST waiting for a busy proxy this long times out: backed up to a file, a person asked")
+	fs.StringVar(&c.ContentRules, "content-rules", getenv("OFFICE_CONTENT_RULES"), "file of content rules for proxy requests, added to the built-in ones (env OFFICE_CONTENT_RULES)")
 	fs.StringVar(&c.AgentBin, "agent-bin", getenv("OFFICE_AGENT_BIN"), "executable for builtin agents (default: this executable)")
 	fs.BoolVar(&c.NoAutostart, "no-autostart", false, "do not start the agents' sessions at start")
 	if err := fs.Parse(args); err != nil {
@@ -146,6 +154,9 @@ type officeFile struct {
 	Office struct {
 		Name        string        `yaml:"name"`
 		QuestionTTL time.Duration `yaml:"question_ttl"`
+		// Permissions are every agent's defaults: its own rules are
+		// added to them, its own timeout wins.
+		Permissions *office.PermissionPolicy `yaml:"permissions"`
 	} `yaml:"office"`
 	Agents []agentFile `yaml:"agents"`
 }
@@ -173,6 +184,8 @@ type launchFile struct {
 	PermissionMode string            `yaml:"permission_mode"`
 	Script         string            `yaml:"script"`
 	User           string            `yaml:"user"`
+	// Permissions is the agent's tool-permission policy (Claude Code).
+	Permissions *office.PermissionPolicy `yaml:"permissions"`
 }
 
 // loadOfficeFile reads and checks an office file. Unknown keys, missing
@@ -197,6 +210,9 @@ func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, erro
 		return office.Office{}, nil, fmt.Errorf("%s: office.name is required", name)
 	}
 	o := office.Office{Name: f.Office.Name, QuestionTTL: f.Office.QuestionTTL}
+	if err := f.Office.Permissions.Check(); err != nil {
+		return o, nil, fmt.Errorf("%s: office.%s", name, office.ErrorMessage(err))
+	}
 	seen := map[string]bool{}
 	var list []office.Agent
 	for i, a := range f.Agents {
@@ -212,6 +228,7 @@ func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, erro
 			Kind: a.Launch.Kind, Command: a.Launch.Command, Args: a.Launch.Args, Env: a.Launch.Env,
 			Dir: a.Launch.Dir, PromptPattern: a.Launch.PromptPattern, Model: a.Launch.Model,
 			PermissionMode: a.Launch.PermissionMode, Script: a.Launch.Script, User: a.Launch.User,
+			Permissions: a.Launch.Permissions.Merge(f.Office.Permissions),
 		}
 		if err := agents.CheckLaunch(launch); err != nil {
 			return o, nil, fmt.Errorf("%s (%s): launch: %w", where, a.Name, err)
@@ -227,4 +244,22 @@ func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, erro
 		})
 	}
 	return o, list, nil
+}
+
+// contentRules returns the proxy content rules: the built-in ones, with the
+// rules of file (when named) added or replacing them by name. A file that
+// cannot be read or holds a bad rule stops the server with the line.
+func contentRules(file string) ([]proxy.Rule, error) {
+	if file == "" {
+		return proxy.DefaultRules, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("content rules: %w", err)
+	}
+	rules, err := proxy.ParseRules(proxy.DefaultRules, string(b))
+	if err != nil {
+		return nil, fmt.Errorf("content rules %s: %w", file, err)
+	}
+	return rules, nil
 }

@@ -40,8 +40,6 @@ func TestAgentIsolation(t *testing.T) {
 		"  - {name: a, role: A, launch: " + idScript("a") + "}\n" +
 		"  - {name: b, role: B, launch: " + idScript("b") + "}\n"
 	if os.Geteuid() == 0 {
-		// The agent's user runs the keeper: this executable.
-		_ = os.Chmod(filepath.Dir(bin), 0o755)
 		yaml += "  - {name: c, role: C, launch: " + strings.TrimSuffix(idScript("c"), "}") + ", user: nobody}}\n"
 	}
 	officeFile := filepath.Join(dir, "office.yaml")
@@ -53,6 +51,7 @@ func TestAgentIsolation(t *testing.T) {
 	f.p = launchServer(t, bin, []string{"OFFICE_ADMIN_TOKEN=" + token}, "--office", officeFile, "--data-dir", data)
 	f.p.waitHealthy(t)
 	t.Cleanup(func() {
+		f.p.stop(t)
 		if t.Failed() {
 			t.Logf("server log:\n%s", f.p.stderr.String())
 		}
@@ -111,6 +110,13 @@ func TestAgentIsolation(t *testing.T) {
 		if st, err := os.Stat(homeC); err != nil || fmt.Sprint(st.Sys().(*syscall.Stat_t).Uid) != nobody.Uid {
 			t.Errorf("agent c's HOME %s is not nobody's: %v", homeC, err)
 		}
+		// Its keeper stays the server's: the agent cannot end it and leave
+		// its descendants behind.
+		if pid := cmdlineWith("--uid\x00" + nobody.Uid + "\x00"); pid == "" {
+			t.Errorf("no keeper starts agent c as %s", nobody.Uid)
+		} else if b, _ := os.ReadFile("/proc/" + pid + "/status"); !regexp.MustCompile(`(?m)^Uid:\s+0\s`).Match(b) {
+			t.Errorf("agent c's keeper (pid %s) does not run as the server's user:\n%s", pid, b)
+		}
 		refusedAsNonRoot(t, bin, nobody)
 	}
 }
@@ -127,7 +133,9 @@ func refusedAsNonRoot(t *testing.T, bin string, nobody *user.User) {
 	var uid, gid uint32
 	fmt.Sscan(nobody.Uid, &uid)
 	fmt.Sscan(nobody.Gid, &gid)
-	_ = os.Chmod(dir, 0o755)
+	for _, d := range []string{dir, filepath.Dir(bin)} { // nobody runs the server
+		_ = os.Chmod(d, 0o755)
+	}
 	if err := os.Chown(dir, int(uid), int(gid)); err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,9 @@ func main() {
 	if code, ok := keeperMain(os.Args[1:]); ok {
 		os.Exit(code)
 	}
+	if code, ok := hookMain(os.Args[1:]); ok {
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if code, ok := keeperMain(os.Args[1:]); ok {
 		os.Exit(code)
 	}
+	if code, ok := hookMain(os.Args[1:]); ok {
+		os.Exit(code)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "agent" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
@@ -282,6 +285,40 @@ func TestExampleOffices(t *testing.T) {
 		}
 		if o.Name == "" || len(agents) < 2 {
 			t.Fatalf("%s: office %+v with %d agents", name, o, len(agents))
+		}
+	}
+}
+
+// TestOfficeFilePermissions: the office's permission policy is every
+// agent's default (rules added, the agent's timeout wins); a rule that is
+// not one, or a timeout out of range, is an error naming the place.
+func TestOfficeFilePermissions(t *testing.T) {
+	_, agents, err := parseOfficeFile("o.yaml", []byte(`office:
+  name: O
+  permissions: {timeout: 2m, deny: ["Bash(git push:*)"]}
+agents:
+  - name: a
+    launch: {permissions: {allow: ["Bash(go test:*)", "Read"], timeout: 30s}}
+  - name: b
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := agents[0].Launch.Permissions, agents[1].Launch.Permissions
+	if a == nil || strings.Join(a.Allow, ",") != "Bash(go test:*),Read" || strings.Join(a.Deny, ",") != "Bash(git push:*)" || a.Timeout != 30*time.Second {
+		t.Errorf("agent a's policy %+v", a)
+	}
+	if b == nil || len(b.Allow) != 0 || strings.Join(b.Deny, ",") != "Bash(git push:*)" || b.Timeout != 2*time.Minute {
+		t.Errorf("agent b's policy %+v", b)
+	}
+	for _, bad := range []struct{ yaml, want string }{
+		{"office: {name: O}\nagents: [{name: a, launch: {permissions: {allow: [\"rm -rf /\"]}}}]", `permissions.allow[0] "rm -rf /": not a permission rule`},
+		{"office: {name: O, permissions: {ask: [\"\"]}}", `office.permissions.ask[0]`},
+		{"office: {name: O}\nagents: [{name: a, launch: {permissions: {timeout: 48h}}}]", `permissions.timeout 48h0m0s`},
+		{"office: {name: O}\nagents: [{name: a, launch: {permissions: {allow_all: true}}}]", `field allow_all not found`},
+	} {
+		if _, _, err := parseOfficeFile("o.yaml", []byte(bad.yaml)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: err %v, want %q", bad.yaml, err, bad.want)
 		}
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/office-server/office-server/agents"
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/store/rostercache"
 )
 
 // lockSQLite takes an exclusive lock on dbPath+".lock" and writes this
@@ -328,6 +329,9 @@ type officeRunner struct {
 }
 
 func (r officeRunner) take(ctx context.Context, officeID string) {
+	if c, ok := r.store.(*rostercache.Store); ok {
+		c.Invalidate() // what the previous owner wrote is read afresh
+	}
 	r.router.TakeOffice(ctx, officeID, r.declared, r.autostart)
 }
 

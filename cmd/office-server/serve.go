@@ -20,6 +20,7 @@ import (
 	"github.com/office-server/office-server/server"
 	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/store/postgres"
+	"github.com/office-server/office-server/store/rostercache"
 	"github.com/office-server/office-server/store/sqlite"
 	"github.com/office-server/office-server/supabase"
 )
@@ -64,6 +65,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
+	if st, err := os.Stat(c.DataDir); err == nil && st.Mode().Perm()&0o066 != 0 {
+		log.Warn("the data dir is readable or writable by other users (it holds the admin token and the database): chmod 700 it", "dir", c.DataDir, "mode", st.Mode().Perm().String())
+	}
 	token, tokenCreated, err := m.adminToken(log)
 	if err != nil {
 		return err
@@ -82,6 +86,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			err = fmt.Errorf("close store: %w", cerr)
 		}
 	}()
+	// Rosters from memory: the engine and the API read them on every
+	// delivery and start (store/rostercache).
+	store = rostercache.New(store, 0)
 	secretsKey, err := m.secretsKey(log)
 	if err != nil {
 		return err
@@ -91,14 +98,24 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("find own executable for the agents' keeper: %w", err)
 	}
+	hook, err := hookArgv()
+	if err != nil {
+		return fmt.Errorf("find own executable for the agents' permission hook: %w", err)
+	}
+
+	rules, err := contentRules(c.ContentRules)
+	if err != nil {
+		return err
+	}
 
 	// Sessions, the office, the server.
 	router, sess, err := agents.New(engine.Config{
 		Store: store, Feed: feed, Logger: log.With("part", "office"),
 		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
 		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(),
+		ProxyWait: c.ProxyWait, ContentRules: rules,
 	}, agents.Options{AgentBin: c.AgentBin, StateDir: filepath.Join(c.DataDir, "claude")},
-		session.Options{Logger: log.With("part", "session"), Keeper: keeper})
+		session.Options{Logger: log.With("part", "session"), Keeper: keeper, Hook: hook})
 	if err != nil {
 		return fmt.Errorf("office: %w", err)
 	}

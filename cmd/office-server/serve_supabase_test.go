@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/office-server/office-server/internal/testenv"
@@ -29,6 +29,12 @@ import (
 // binary, through TestMain).
 func startSupabaseMain(t *testing.T, p *supabasetest.Project) *liveServer {
 	t.Helper()
+	return startSupabaseMainWith(t, p, filepath.Join(testenv.RepoRoot(), "examples", "demo-office.yaml"))
+}
+
+// startSupabaseMainWith is startSupabaseMain with another office file.
+func startSupabaseMainWith(t *testing.T, p *supabasetest.Project, officeFile string) *liveServer {
+	t.Helper()
 	t.Setenv("SUPABASE_URL", p.URL)
 	t.Setenv("SUPABASE_SERVICE_ROLE_KEY", p.Key)
 	t.Setenv("DATABASE_URL", "")
@@ -36,7 +42,7 @@ func startSupabaseMain(t *testing.T, p *supabasetest.Project) *liveServer {
 	t.Setenv("OFFICE_SECRETS_KEY", "")
 	dir := t.TempDir()
 	cfg, err := parseServeConfig([]string{"--data-dir", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0",
-		"--office", filepath.Join(testenv.RepoRoot(), "examples", "demo-office.yaml"), "--shutdown-timeout", "10s"},
+		"--office", officeFile, "--shutdown-timeout", "10s"},
 		os.Getenv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -72,26 +78,25 @@ func (r *liveServer) waitReady(t *testing.T, when string) {
 }
 
 // answerAsMember answers a pending question as the web frontend does with
-// supabase-js (update({response, status: 'answered'}).eq('id', q).select()),
-// signed in as a member of the office: only the two columns a member may
-// write; the member trigger stamps answered_by and answered_at.
+// supabase-js (rpc('answer_question', {question_id, response}),
+// docs/frontend.md), signed in as a member of the office: the function
+// checks the answer before it writes and stamps answered_by and
+// answered_at.
 func answerAsMember(t *testing.T, p *supabasetest.Project, m supabasetest.Member, id, response string) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"status": office.QuestionAnswered, "response": response})
-	q := url.Values{"id": {"eq." + id}, "select": {"*"}}
-	req, _ := http.NewRequest(http.MethodPatch, p.URL+"/rest/v1/user_questions?"+q.Encode(), bytes.NewReader(body))
+	body, _ := json.Marshal(map[string]any{"question_id": id, "response": response})
+	req, _ := http.NewRequest(http.MethodPost, p.URL+"/rest/v1/rpc/answer_question", bytes.NewReader(body))
 	req.Header.Set("apikey", p.AnonKey)
 	req.Header.Set("Authorization", "Bearer "+m.Token)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Prefer", "return=representation")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var rows []office.Question
+	var row office.Question
 	b, _ := io.ReadAll(res.Body)
-	if err := json.Unmarshal(b, &rows); err != nil || res.StatusCode != http.StatusOK || len(rows) != 1 || rows[0].Status != office.QuestionAnswered {
+	if err := json.Unmarshal(b, &row); err != nil || res.StatusCode != http.StatusOK || row.Status != office.QuestionAnswered || row.ID != id {
 		t.Fatalf("member's answer: %s %s", res.Status, b)
 	}
 }
@@ -240,13 +245,21 @@ func hasReason(invs []office.Invocation, sub string) bool {
 }
 
 // TestSupabaseJS runs supabase/jstest/test.mjs: the web frontend's jobs
-// done with the official @supabase/supabase-js (package.json pins it;
-// scripts/setup.sh installs it) against the stand-in project, with this
-// serve command and the demo office behind it: member A of the office
-// lists agents with their sessions and the pending questions, answers
-// through the member trigger, sees the next question arrive over Realtime
-// and sends a message; member B (another office) and anon read, change and
-// receive nothing of office A; bodies Supabase refuses are refused.
+// (docs/frontend.md) done with the official @supabase/supabase-js
+// (package.json pins it; scripts/setup.sh installs it) against the
+// stand-in project, with this serve command and the demo office behind
+// it. Member A (an owner of office A) lists agents with their sessions and
+// the pending questions, answers through answer_question (a wrong option
+// refused before the write, a second answer 409, the UPDATE path closed),
+// sees the next question and po's invocation arrive over Realtime, sends a
+// message, manages members; member B (office B) answers nothing of A
+// (404), gets 410 for an expired question, provides a package dependency,
+// is refused an api_key (a secret) and rejects it; anon gets 401. A secret
+// in po's env in the office file (stored by the server in launch_spec) must
+// show in no column a member may read and in no live change of any
+// published table. A third agent, scout, gives a task to an agent nobody
+// has (member A reads the stored refusal and why) and asks for a package,
+// which member A provides and the server delivers to scout.
 func TestSupabaseJS(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -256,38 +269,148 @@ func TestSupabaseJS(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "node_modules", "@supabase", "supabase-js", "package.json")); err != nil {
 		testenv.Missing(t, "@supabase/supabase-js", "run scripts/setup.sh (npm ci installs it from package-lock.json)")
 	}
+	canary := "tok-" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	officeFile := demoOfficeWithScout(t, canary)
 	p := supabasetest.New(t)
-	r := startSupabaseMain(t, p)
+	r := startSupabaseMainWith(t, p, officeFile)
 	r.waitReady(t, "at start")
 	officeA := r.officeID(t)
-	conn, err := pgx.Connect(context.Background(), p.DatabaseURL)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, p.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var officeB string
-	err = conn.QueryRow(context.Background(), `insert into public.offices (name) values ('Office B') returning id`).Scan(&officeB)
-	conn.Close(context.Background())
+	defer conn.Close(ctx)
+	must := func(sql string, args ...any) string {
+		t.Helper()
+		var v string
+		if err := conn.QueryRow(ctx, sql, args...).Scan(&v); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return v
+	}
+	officeB := must(`insert into public.offices (name) values ('Office B') returning id::text`)
+	agentB := must(`insert into public.office_agents (office_id, name) values ($1, 'helper') returning id::text`, officeB)
+	expiredB := must(`insert into public.user_questions (office_id, agent_id, question, expires_at)
+		values ($1, $2, 'Too late?', now() - interval '1 minute') returning id::text`, officeB, agentB)
+	depPkg := must(`insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
+		values ($1, $2, 'package', 'realtime library', now() + interval '1 hour') returning id::text`, officeB, agentB)
+	depKey := must(`insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
+		values ($1, $2, 'api_key', 'OPENAI_API_KEY', now() + interval '1 hour') returning id::text`, officeB, agentB)
+	if got := must(`select coalesce(launch_spec #>> '{env,DEPLOY_TOKEN}', '') from public.office_agents where office_id = $1 and name = 'po'`, officeA); got != canary {
+		t.Fatalf("po's launch_spec env DEPLOY_TOKEN = %q; want the office file's secret", got)
+	}
+	// The columns a member may read, from the grants themselves.
+	readable := map[string][]string{}
+	rows, err := conn.Query(ctx, `select c.table_name::text, c.column_name::text from information_schema.columns c
+		where c.table_schema = 'public' and c.table_name in (select tablename from pg_tables where schemaname = 'public')
+		  and has_column_privilege('authenticated', format('public.%I', c.table_name), c.column_name, 'SELECT')
+		order by c.table_name, c.ordinal_position`)
 	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var tbl, col string
+		if err := rows.Scan(&tbl, &col); err != nil {
+			t.Fatal(err)
+		}
+		readable[tbl] = append(readable[tbl], col)
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	readableJSON, _ := json.Marshal(readable)
+	// The tables Realtime publishes, from the publication itself.
+	var published []string
+	if err := conn.QueryRow(ctx, `select coalesce(array_agg(tablename::text order by tablename), '{}') from pg_publication_tables
+		where pubname = 'supabase_realtime' and schemaname = 'public'`).Scan(&published); err != nil {
 		t.Fatal(err)
 	}
 	a := p.MemberOf(t, officeA, "a@example.com")
+	must(`update public.office_members set role = 'owner' where user_id = $1 returning role`, a.ID)
 	b := p.MemberOf(t, officeB, "b@example.com")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// The agents' rows change while the suite watches (as when the server
+	// records a status): each UPDATE carries the row over Realtime.
+	touchCtx, stopTouch := context.WithCancel(ctx)
+	touched := make(chan struct{})
+	go func() {
+		defer close(touched)
+		c, err := pgx.Connect(touchCtx, p.DatabaseURL)
+		if err != nil {
+			return
+		}
+		defer c.Close(context.WithoutCancel(touchCtx))
+		for touchCtx.Err() == nil {
+			c.Exec(touchCtx, `update public.office_agents set updated_at = now() where office_id = $1`, officeA)
+			select {
+			case <-touchCtx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+
+	nodeCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "supabase", "jstest", "test.mjs"))
+	cmd := exec.CommandContext(nodeCtx, node, filepath.Join(root, "supabase", "jstest", "test.mjs"))
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "SUPABASE_URL="+p.URL, "ANON_KEY="+p.AnonKey,
-		"TOKEN_A="+a.Token, "USER_A="+a.ID, "TOKEN_B="+b.Token,
-		"OFFICE_A="+officeA, "OFFICE_B="+officeB)
+		"TOKEN_A="+a.Token, "USER_A="+a.ID, "TOKEN_B="+b.Token, "USER_B="+b.ID,
+		"OFFICE_A="+officeA, "OFFICE_B="+officeB, "CANARY="+canary, "READABLE="+string(readableJSON), "PUBLISHED="+strings.Join(published, ","),
+		"EXPIRED_B="+expiredB, "DEP_PKG_B="+depPkg, "DEP_KEY_B="+depKey)
 	out, err := cmd.CombinedOutput()
+	stopTouch()
+	<-touched
 	t.Logf("node supabase/jstest/test.mjs:\n%s", out)
 	if err != nil {
 		t.Fatalf("supabase-js suite failed: %v", err)
 	}
-	if !strings.Contains(string(out), "1..10") {
-		t.Errorf("supabase-js suite did not run its 10 checks")
+	if !strings.Contains(string(out), "1..20") {
+		t.Errorf("supabase-js suite did not run its 20 checks")
 	}
+	// The provided value is stored in the office's sealed form, which the
+	// server opens (office.Sealer: 'P' and the text for a value in clear).
+	var sealed []byte
+	if err := conn.QueryRow(ctx, `select value from public.dependency_requests where id = $1`, depPkg).Scan(&sealed); err != nil {
+		t.Fatal(err)
+	}
+	var none office.Sealer
+	if v, err := none.Open(sealed); err != nil || v != "socket.io" {
+		t.Errorf("provided value opens to %q, %v; want socket.io", v, err)
+	}
+}
+
+// demoOfficeWithScout writes examples/demo-office.yaml with a secret in
+// po's env, as people write tokens into an office file
+// (office.LaunchSpec.Env; the server stores it in
+// office_agents.launch_spec), and a third agent, scout, which at start
+// gives a task to an agent nobody has (the office refuses it, and members
+// must see the refusal and why), asks for a package (type package, name
+// left-pad), and then echoes what it is sent ("scout got: …").
+func demoOfficeWithScout(t *testing.T, secret string) string {
+	t.Helper()
+	demo, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "demo-office.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withEnv := strings.Replace(string(demo), "      script: po\n", "      script: po\n      env:\n        DEPLOY_TOKEN: "+secret+"\n", 1)
+	if withEnv == string(demo) {
+		t.Fatal("examples/demo-office.yaml: po's launch not found")
+	}
+	withEnv += `  - name: scout
+    role: Scout
+    allowed_actions: [invoke, dependency_request]
+    launch:
+      kind: command
+      command: /bin/sh
+      args: [-c, "echo '[INVOKE:ghost]'; echo 'find the ghost'; echo '[/INVOKE:ghost]'; echo '[DEPENDENCY_REQUEST]'; echo 'type: package'; echo 'name: left-pad'; echo 'description: scout needs it'; echo 'required: false'; echo '[/DEPENDENCY_REQUEST]'; echo 'scout>'; while IFS= read -r l; do echo \"scout got: $l\"; echo 'scout>'; done"]
+      prompt_pattern: "^scout>$"
+`
+	officeFile := filepath.Join(t.TempDir(), "office.yaml")
+	if err := os.WriteFile(officeFile, []byte(withEnv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return officeFile
 }
 
 // TestSupabaseIdleRequests measures the REST requests per minute of the
@@ -334,16 +457,17 @@ func TestSupabaseIdleRequests(t *testing.T) {
 	counts = p.REST.Counts()
 	total = 0
 	for k, n := range counts {
-		if !strings.HasSuffix(k, "user_questions") || !strings.HasPrefix(k, "PATCH") {
+		if k != "POST rpc/answer_question" { // the member's answers
 			total += n
 		}
 	}
-	t.Logf("busy: %.1f REST requests/min from the server (%d answers in %v; the member's own PATCHes not counted)",
+	t.Logf("busy: %.1f REST requests/min from the server (%d answers in %v; the member's own answer_question calls not counted)",
 		float64(total)*float64(time.Minute)/float64(window), answered, window)
 }
 
 // idleRequestBudget is the most REST requests per minute an idle server may
 // make (measured: 420/min before the event tail stopped polling every
-// 250 ms over Supabase, 182/min after; the rest are the office's 1 s
-// expiry timers).
-const idleRequestBudget = 200
+// 250 ms over Supabase, 182/min after, 242 with the proxy's parked
+// requests on the 1 s tick; 18/min since the store is swept for expiries
+// every 15 s: four statements per sweep, and the event tail's 2).
+const idleRequestBudget = 40

@@ -63,6 +63,33 @@ type Block struct {
 	// because it is either a string or a list of blocks.
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   json.RawMessage `json:"content,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"` // tool_result: the tool failed or was refused
+}
+
+// ToolResult returns the text of the first tool_result block of the
+// request's last message, and whether it is an error; ok is false when it
+// has none.
+func (r Request) ToolResult() (text string, isError, ok bool) {
+	if len(r.Messages) == 0 {
+		return "", false, false
+	}
+	for _, b := range r.Messages[len(r.Messages)-1].Content {
+		if b.Type != "tool_result" {
+			continue
+		}
+		var s string
+		if json.Unmarshal(b.Content, &s) == nil {
+			return s, b.IsError, true
+		}
+		var parts []struct{ Text string }
+		_ = json.Unmarshal(b.Content, &parts)
+		var out []string
+		for _, p := range parts {
+			out = append(out, p.Text)
+		}
+		return strings.Join(out, "\n"), b.IsError, true
+	}
+	return "", false, false
 }
 
 // Message is one decoded entry of a request's messages list. A string content

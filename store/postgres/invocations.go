@@ -10,7 +10,7 @@ import (
 	"github.com/office-server/office-server/office"
 )
 
-const invocationCols = `id::text, office_id::text, caller_agent_id::text, callee_agent_id::text,
+const invocationCols = `id::text, office_id::text, caller_agent_id::text, coalesce(callee_agent_id::text, ''),
 	coalesce(parent_invocation_id::text, ''), depth, reason, coalesce(context, ''), status, coalesce(result_id::text, ''),
 	coalesce(error, ''), started_at, completed_at, created_at, updated_at`
 
@@ -34,7 +34,8 @@ func (s *Store) CreateInvocation(ctx context.Context, inv office.Invocation) (of
 		optional  bool
 	}{
 		{"office_id", inv.OfficeID, false}, {"caller_agent_id", inv.CallerAgentID, false},
-		{"callee_agent_id", inv.CalleeAgentID, false}, {"parent_invocation_id", inv.ParentInvocationID, true},
+		// a rejected invocation may name no callee (no agent could take it)
+		{"callee_agent_id", inv.CalleeAgentID, inv.Status == office.InvocationRejected}, {"parent_invocation_id", inv.ParentInvocationID, true},
 		{"result_id", inv.ResultID, true},
 	} {
 		if refs[i], err = ref(op, r.field, r.id, r.optional); err != nil {

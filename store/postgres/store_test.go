@@ -139,7 +139,7 @@ func TestMemberAnswerReachesFeed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	asMember(`update user_questions set response = 'yes', status = 'answered' where id = $1`, q.ID)
+	asMember(`select public.answer_question($1, 'yes')`, q.ID)
 	got := feed.wait(t, "the member's answer", func(c office.Change) bool { return c.ID == q.ID })
 	want := office.Change{Table: office.TableQuestions, Op: office.OpUpdate, ID: q.ID, OfficeID: o.ID, AgentID: a.ID, Status: office.QuestionAnswered}
 	if got != want {

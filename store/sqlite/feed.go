@@ -22,8 +22,13 @@ import (
 var maxQueue = 4096
 
 // pollInterval is how often the store checks whether another process wrote
-// to the file.
-const pollInterval = 500 * time.Millisecond
+// to the file when it has no file notifications; with them (Linux: inotify
+// on the database's directory) a commit by another process is checked at
+// once and the poll is only a safety net, every notifiedPoll.
+const (
+	pollInterval = 500 * time.Millisecond
+	notifiedPoll = 10 * time.Second
+)
 
 type feed struct {
 	mu        sync.Mutex
@@ -249,13 +254,40 @@ func (s *Store) catchUp(ctx context.Context, officeIDs []string, fn func(office.
 // last is the data_version read when the store opened: commits by others
 // before that are older than any Watch, whose first catch-up covers them.
 func (s *Store) watchOtherWriters(ctx context.Context, last int64) {
-	t := time.NewTicker(pollInterval)
+	changed := fileChanges(s.path, ctx.Done())
+	every := pollInterval
+	if changed != nil {
+		every = notifiedPoll
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
+	// A file event can come before its commit is visible (the WAL frames
+	// are written before the wal-index, a shared mapping that makes no
+	// event, says they are committed): an event that finds no new version
+	// is looked at again shortly, a few times.
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
+	defer settle.Stop()
+	var tries int
 	for {
+		event := false
 		select {
 		case <-ctx.Done():
+			if changed != nil {
+				for range changed { // wait for the watcher to let go
+				}
+			}
 			return
 		case <-t.C:
+		case <-settle.C:
+			event = true
+		case _, ok := <-changed:
+			if !ok {
+				changed, every = nil, pollInterval
+				t.Reset(every)
+				continue
+			}
+			event, tries = true, 0
 		}
 		var v int64
 		if err := s.ws.queryRow(ctx, "pragma data_version").Scan(&v); err != nil {
@@ -263,7 +295,14 @@ func (s *Store) watchOtherWriters(ctx context.Context, last int64) {
 		}
 		if v != last {
 			s.feed.resyncAll()
+		} else if event && tries < len(settleAfter) {
+			settle.Reset(settleAfter[tries])
+			tries++
 		}
 		last = v
 	}
 }
+
+// settleAfter are the delays of the second looks after a file event that
+// found no new version (see watchOtherWriters).
+var settleAfter = []time.Duration{2 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond, 250 * time.Millisecond}

@@ -241,6 +241,19 @@ func migrate(ctx context.Context, w *sql.DB) error {
 		if _, err := tx.ExecContext(ctx, "insert into schema_migrations (version, name, applied_at) values (?, ?, ?)", m.version, m.name, ts(time.Now())); err != nil {
 			return fmt.Errorf("record schema %04d: %w", m.version, err)
 		}
+		if strings.Contains(m.sql, "writable_schema") {
+			// A definition edited in place: PRAGMA schema_version=N+1 makes
+			// every connection, this one too, parse the schema again
+			// (sqlite.org/lang_altertable.html, step 7 of "Making Other
+			// Kinds Of Table Schema Changes").
+			var v int
+			if err := tx.QueryRowContext(ctx, "pragma schema_version").Scan(&v); err != nil {
+				return fmt.Errorf("read schema_version: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf("pragma schema_version = %d", v+1)); err != nil {
+				return fmt.Errorf("bump schema_version: %w", err)
+			}
+		}
 	}
 	return tx.Commit()
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -412,6 +413,18 @@ func helperMain() int {
 	}
 	defer s.Close()
 	fmt.Println("ready") // opened: the parent may start the race
+	if os.Getenv("OFFICE_SQLITE_HELPER") == "answer-live" {
+		// One at a time: answer each id as it comes, say when committed.
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			if _, ok, err := s.AnswerQuestion(ctx, sc.Text(), "from another process", ""); err != nil || !ok {
+				fmt.Fprintln(os.Stderr, "answer", sc.Text(), ok, err)
+				return 1
+			}
+			fmt.Println("done", sc.Text())
+		}
+		return 0
+	}
 	var ids []string
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
@@ -592,6 +605,60 @@ func TestAnswersFromAnotherProcessReachTheFeed(t *testing.T) {
 	}
 }
 
+// TestAnotherProcessAnswerLatency: an answer committed by another process
+// reaches this process's Watch within milliseconds (inotify on the
+// database's directory), not at the next poll (500 ms).
+func TestAnotherProcessAnswerLatency(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "office.db")
+	s := openPath(t, path)
+	o, a := fixture(t, s)
+	seen := make(chan string, 64)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Watch(wctx, []string{o.ID}, func(c office.Change) {
+			if c.Status == office.QuestionAnswered {
+				seen <- c.ID
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	for !s.Connected() {
+		time.Sleep(time.Millisecond)
+	}
+	h := startHelper(t, "answer-live", path)
+	defer func() { h.stdin.Close(); h.cmd.Wait() }()
+	var lat []time.Duration
+	for range 20 {
+		q := newQuestion(t, s, o, a)
+		fmt.Fprintln(h.stdin, q.ID)
+		if !h.out.Scan() || h.out.Text() != "done "+q.ID {
+			t.Fatalf("helper: %q %v", h.out.Text(), h.out.Err())
+		}
+		committed := time.Now()
+		timeout := time.After(5 * time.Second)
+	wait:
+		for {
+			select {
+			case id := <-seen:
+				if id == q.ID {
+					break wait
+				}
+			case <-timeout:
+				t.Fatalf("answer %s never reached the feed", q.ID)
+			}
+		}
+		lat = append(lat, time.Since(committed))
+		time.Sleep(20 * time.Millisecond) // answers arrive one by one, not in a burst
+	}
+	slices.Sort(lat)
+	t.Logf("another process's commit → Watch (as seen after the helper said so): p50 %v, max %v", lat[len(lat)/2], lat[len(lat)-1])
+	if lat[len(lat)-1] > 150*time.Millisecond {
+		t.Errorf("max %v: another process's answers wait for the poll", lat[len(lat)-1])
+	}
+}
+
 // TestCloseLeavesNoGoroutines: Close ends everything the store started.
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
@@ -621,5 +688,95 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > before {
 		buf := make([]byte, 1<<16)
 		t.Errorf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestUpgradeToRejectedInvocations: a file at schema 3 with invocations,
+// a child invocation and a result gets schema 4 (callee_agent_id may be
+// null for a rejected invocation) by an in-place edit of the table's
+// definition: every row and reference stays, the file checks out, and a
+// connection opened before the upgrade sees the new definition too.
+func TestUpgradeToRejectedInvocations(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "office.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1) // one connection: it must notice the schema change made by the store's
+	const (
+		officeID = "00000000-0000-4000-8000-000000000001"
+		agentA   = "00000000-0000-4000-8000-00000000000a"
+		agentB   = "00000000-0000-4000-8000-00000000000b"
+		inv1     = "00000000-0000-4000-8000-0000000000c1"
+		inv2     = "00000000-0000-4000-8000-0000000000c2"
+		res1     = "00000000-0000-4000-8000-0000000000d1"
+		created  = "2026-11-22T10:00:00.000000Z"
+	)
+	stmts := []string{`create table schema_migrations (version integer primary key, name text not null, applied_at text not null)`}
+	for i, f := range []string{"0001_office.sql", "0002_session_detail.sql", "0003_due_by_agent.sql"} {
+		b, err := os.ReadFile("schema/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts = append(stmts, string(b), fmt.Sprintf(`insert into schema_migrations values (%d, 'x', '%s')`, i+1, created))
+	}
+	stmts = append(stmts,
+		`insert into offices (id, name, created_at, updated_at) values ('`+officeID+`', 'Office', '`+created+`', '`+created+`')`,
+		`insert into office_agents (id, office_id, name, created_at, updated_at) values
+			('`+agentA+`', '`+officeID+`', 'A', '`+created+`', '`+created+`'), ('`+agentB+`', '`+officeID+`', 'B', '`+created+`', '`+created+`')`,
+		`insert into agent_invocations (id, office_id, caller_agent_id, callee_agent_id, reason, status, created_at, updated_at) values
+			('`+inv1+`', '`+officeID+`', '`+agentA+`', '`+agentB+`', 'build', 'completed', '`+created+`', '`+created+`')`,
+		`insert into agent_invocations (id, office_id, caller_agent_id, callee_agent_id, parent_invocation_id, depth, reason, created_at, updated_at) values
+			('`+inv2+`', '`+officeID+`', '`+agentB+`', '`+agentA+`', '`+inv1+`', 1, 'review', '`+created+`', '`+created+`')`,
+		`insert into agent_results (id, office_id, invocation_id, from_agent_id, to_agent_id, content, created_at, updated_at) values
+			('`+res1+`', '`+officeID+`', '`+inv1+`', '`+agentB+`', '`+agentA+`', 'done', '`+created+`', '`+created+`')`,
+	)
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("make a schema-3 file: %v\n%s", err, q)
+		}
+	}
+
+	s := openPath(t, path)
+	if v, err := s.SchemaVersion(ctx); err != nil || v != sqlite.LatestSchemaVersion() {
+		t.Fatalf("SchemaVersion after Open = %d, %v; want %d", v, err, sqlite.LatestSchemaVersion())
+	}
+	got, err := s.GetInvocation(ctx, inv2)
+	if err != nil || got.ParentInvocationID != inv1 || got.CalleeAgentID != agentA || got.Depth != 1 {
+		t.Errorf("child invocation after the upgrade: %+v, %v", got, err)
+	}
+	var resInv string
+	if err := db.QueryRowContext(ctx, `select invocation_id from agent_results where id = ?`, res1).Scan(&resInv); err != nil || resInv != inv1 {
+		t.Errorf("result's invocation after the upgrade: %q, %v", resInv, err)
+	}
+	rej, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: officeID, CallerAgentID: agentA, Reason: "find the ghost",
+		Status: office.InvocationRejected, Error: "no agent named ghost"})
+	if err != nil || rej.CalleeAgentID != "" {
+		t.Fatalf("rejected invocation without callee after the upgrade: %+v, %v", rej, err)
+	}
+	if _, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: officeID, CallerAgentID: agentA, Reason: "r"}); err == nil {
+		t.Error("a pending invocation without callee accepted; want the check to refuse it")
+	}
+	// The connection opened before the upgrade: the new definition applies.
+	if _, err := db.ExecContext(ctx, `insert into agent_invocations (id, office_id, caller_agent_id, reason, status, created_at, updated_at)
+		values ('00000000-0000-4000-8000-0000000000c3', ?, ?, 'x', 'rejected', ?, ?)`, officeID, agentA, created, created); err != nil {
+		t.Errorf("another connection: rejected row without callee: %v", err)
+	}
+	if _, err := db.ExecContext(ctx, `insert into agent_invocations (id, office_id, caller_agent_id, reason, status, created_at, updated_at)
+		values ('00000000-0000-4000-8000-0000000000c4', ?, ?, 'x', 'pending', ?, ?)`, officeID, agentA, created, created); err == nil {
+		t.Error("another connection: a pending row without callee accepted")
+	}
+	var check string
+	if err := db.QueryRowContext(ctx, `pragma integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Errorf("integrity_check: %q, %v", check, err)
+	}
+	// The foreign keys still hold: deleting B cascades to its invocations.
+	if err := s.DeleteAgent(ctx, agentB); err != nil {
+		t.Fatalf("DeleteAgent: %v", err)
+	}
+	if _, err := s.GetInvocation(ctx, inv1); !office.IsNotFound(err) {
+		t.Errorf("invocation to a deleted agent: %v; want ENOTFOUND (on delete cascade)", err)
 	}
 }

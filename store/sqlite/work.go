@@ -12,7 +12,7 @@ import (
 	"github.com/office-server/office-server/office"
 )
 
-const invocationCols = `id, office_id, caller_agent_id, callee_agent_id, coalesce(parent_invocation_id, ''), depth, reason,
+const invocationCols = `id, office_id, caller_agent_id, coalesce(callee_agent_id, ''), coalesce(parent_invocation_id, ''), depth, reason,
 	coalesce(context, ''), status, coalesce(result_id, ''), coalesce(error, ''), started_at, completed_at, created_at, updated_at`
 
 func scanInvocation(r scanner) (office.Invocation, error) {
@@ -38,7 +38,7 @@ func (s *Store) CreateInvocation(ctx context.Context, inv office.Invocation) (of
 	got, err := scanInvocation(s.ws.queryRow(ctx, `insert into agent_invocations (id, office_id, caller_agent_id, callee_agent_id,
 			parent_invocation_id, depth, reason, context, status, result_id, error, started_at, completed_at, created_at, updated_at)
 		values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning `+invocationCols,
-		inv.ID, inv.OfficeID, inv.CallerAgentID, inv.CalleeAgentID, nullStr(inv.ParentInvocationID), inv.Depth, inv.Reason,
+		inv.ID, inv.OfficeID, inv.CallerAgentID, nullStr(inv.CalleeAgentID), nullStr(inv.ParentInvocationID), inv.Depth, inv.Reason,
 		nullStr(inv.Context), inv.Status, nullStr(inv.ResultID), nullStr(inv.Error), nullTS(inv.StartedAt), nullTS(inv.CompletedAt),
 		created, now))
 	return got, s.fail("create invocation", err)

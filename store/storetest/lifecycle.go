@@ -800,6 +800,19 @@ func testInvocations(t *testing.T, fx *fixture) {
 			t.Errorf("→ %s straight from pending set StartedAt %v; want nil", to, got.StartedAt)
 		}
 	}
+	// A rejected INVOKE that no agent could take names no callee; it is
+	// stored with its reason all the same (the frontend shows why).
+	rej, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: fx.a.ID, Reason: "build it",
+		Status: office.InvocationRejected, Error: "no agent named ghost"})
+	if err != nil {
+		t.Fatalf("CreateInvocation(rejected, no callee): %v", err)
+	}
+	if got, err := s.GetInvocation(ctx, rej.ID); err != nil || got.Status != office.InvocationRejected || got.CalleeAgentID != "" || got.Error != "no agent named ghost" {
+		t.Errorf("rejected invocation read back: %+v, %v; want rejected, no callee, its reason", got, err)
+	}
+	if _, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: fx.a.ID, Reason: "r"}); office.ErrorCode(err) != office.EINVALID {
+		t.Errorf("CreateInvocation(pending, no callee) = %v; want EINVALID", err)
+	}
 	_, ok, err = s.TransitionInvocation(ctx, inv2.ID, []string{office.InvocationPending}, office.InvocationFailed, office.InvocationPatch{Error: "boom"})
 	wantOK(t, "TransitionInvocation(inv2 → failed)", ok, err)
 	find(fx.a.ID, fx.b.ID, "")

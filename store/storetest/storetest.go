@@ -86,6 +86,7 @@ func Run(t *testing.T, h Harness) {
 		{"Results", testResults},
 		{"Dependencies", testDependencies},
 		{"DependencyExpiry", testDependencyExpiry},
+		{"ProxyWork", testProxyWork},
 		{"Events", testEvents},
 		{"EventsDefaultLimit", testEventsDefaultLimit},
 		{"RaceAnswerQuestion", testRaceAnswerQuestion},

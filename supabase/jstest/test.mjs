@@ -3,8 +3,15 @@
 // member A (office A), member B (office B) and anon. Run by
 // TestSupabaseJS (cmd/office-server/serve_supabase_test.go), which starts
 // the stand-in project and the server and passes:
-//   SUPABASE_URL, ANON_KEY, TOKEN_A, USER_A, TOKEN_B, OFFICE_A, OFFICE_B
-// Prints one line per check; exits 1 at the first failure.
+//   SUPABASE_URL, ANON_KEY, TOKEN_A, USER_A (an owner of office A),
+//   TOKEN_B, USER_B, OFFICE_A, OFFICE_B,
+//   CANARY (a secret in po's env in the office file, which the server
+//   stores in office_agents.launch_spec),
+//   READABLE (JSON: table → the columns a member may select, read from the
+//   database's grants), PUBLISHED (the tables in supabase_realtime), EXPIRED_B (a question of office B past its expiry),
+//   DEP_PKG_B, DEP_KEY_B (pending package and api_key requests of office B).
+// Prints one line per check; exits 1 at the first failure. The contract
+// it checks is docs/frontend.md.
 import { createClient } from '@supabase/supabase-js'
 import { WebSocket } from 'ws'
 import assert from 'node:assert/strict'
@@ -15,7 +22,8 @@ const env = (k) => {
   return v
 }
 const url = env('SUPABASE_URL'), anonKey = env('ANON_KEY')
-const officeA = env('OFFICE_A'), officeB = env('OFFICE_B'), userA = env('USER_A')
+const officeA = env('OFFICE_A'), officeB = env('OFFICE_B'), userA = env('USER_A'), userB = env('USER_B')
+const canary = env('CANARY'), readable = JSON.parse(env('READABLE'))
 
 // A signed-in member's client: the access token is the user's JWT
 // (as after supabase.auth.signIn…), sent to REST and Realtime.
@@ -36,15 +44,18 @@ async function until(what, fn, ms = 60000) {
     await sleep(100)
   }
 }
-let step = 0
+// JSTEST_KEEP_GOING=1 runs every check after a failure (to see which
+// checks an older schema fails); by default the first failure ends the run.
+let step = 0, failed = 0
 async function check(name, fn) {
   step++
   try {
     await fn()
     console.log(`ok ${step} - ${name}`)
   } catch (e) {
+    failed++
     console.log(`not ok ${step} - ${name}: ${e.stack || e}`)
-    process.exit(1)
+    if (!process.env.JSTEST_KEEP_GOING) process.exit(1)
   }
 }
 
@@ -67,11 +78,11 @@ let agents, question
 
 await check('member A lists the agents of office A with their sessions (embedding)', async () => {
   agents = await until('both agents with a session', async () => {
-    const { data, error } = await a.from('office_agents').select('*, agent_sessions(status)').eq('office_id', officeA).order('name')
+    const { data, error } = await a.from('office_agents').select('id, name, role, status, agent_sessions(status, detail)').eq('office_id', officeA).order('name')
     assert.equal(error, null)
-    return data.length === 2 && data.every((x) => x.agent_sessions.length === 1) && data
+    return data.length === 3 && data.every((x) => x.agent_sessions.length === 1) && data
   })
-  assert.deepEqual(agents.map((x) => x.name), ['dev', 'po'])
+  assert.deepEqual(agents.map((x) => x.name), ['dev', 'po', 'scout'])
   for (const x of agents) assert.equal(typeof x.agent_sessions[0].status, 'string')
 })
 
@@ -93,7 +104,7 @@ await check('member A counts and lists the pending questions (count=exact)', asy
 await check('member B and anon see nothing of office A', async () => {
   for (const t of ['offices', 'office_agents', 'agent_sessions', 'user_questions', 'user_messages', 'agent_invocations', 'office_events']) {
     const col = t === 'offices' ? 'id' : 'office_id'
-    const { data, error } = await b.from(t).select('*').eq(col, officeA)
+    const { data, error } = await b.from(t).select(readable[t].join(',')).eq(col, officeA)
     assert.equal(error, null, `${t}: ${JSON.stringify(error)}`)
     assert.deepEqual(data, [], `member B read ${t} of office A`)
   }
@@ -105,36 +116,72 @@ await check('member B and anon see nothing of office A', async () => {
 })
 
 const live = { a: watch(a, 'a'), b: watch(b, 'b'), anon: watch(anon, 'anon') }
+// Member A also watches every published table of office A.
+const everything = []
+const published = env('PUBLISHED').split(',')
+assert.ok(published.includes('office_agents') && published.length >= 8, `published: ${published}`)
+// (its own client: the Realtime stand-in serves one channel per socket)
+const a2 = client(env('TOKEN_A'))
+await a2.realtime.setAuth() // the join then carries the member's token, not the anon key
+let all = a2.channel('office-a-all')
+for (const table of published) {
+  all = all.on('postgres_changes', { event: '*', schema: 'public', table, filter: `office_id=eq.${officeA}` }, (p) => everything.push(p))
+}
+const allJoined = new Promise((resolve, reject) => all.subscribe((status, err) => {
+  if (status === 'SUBSCRIBED') resolve()
+  else if (status === 'CHANNEL_ERROR' || status === 'TIMED_OUT') reject(new Error(`all: ${status} ${err ?? ''}`))
+}))
 await check('member A, member B and anon subscribe to office A over Realtime', async () => {
-  await Promise.all([live.a.joined, live.b.joined, live.anon.joined])
+  await Promise.all([live.a.joined, live.b.joined, live.anon.joined, allJoined])
 })
 
-await check('member B and anon cannot answer office A\'s question', async () => {
-  const rb = await b.from('user_questions').update({ response: 'B was here', status: 'answered' }).eq('id', question.id).select()
-  assert.equal(rb.error, null)
-  assert.deepEqual(rb.data, [], 'RLS hides the row from B')
-  const ra = await anon.from('user_questions').update({ response: 'anon', status: 'answered' }).eq('id', question.id).select()
+await check('member B and anon cannot answer office A\'s question: 404 PT404 and 401, not 200 []', async () => {
+  const rb = await b.rpc('answer_question', { question_id: question.id, response: question.options[0] })
+  assert.equal(rb.status, 404, JSON.stringify(rb))
+  assert.equal(rb.error.code, 'PT404')
+  const ra = await anon.rpc('answer_question', { question_id: question.id, response: question.options[0] })
   assert.equal(ra.status, 401)
   assert.equal(ra.error.code, '42501')
   const { data } = await a.from('user_questions').select('status').eq('id', question.id).single()
   assert.equal(data.status, 'pending')
 })
 
-await check('a member may not write columns other than response and status (answered_at: 42501)', async () => {
+await check('the UPDATE path is closed: update({response, status}) is 403 42501', async () => {
   const { error, status } = await a.from('user_questions')
-    .update({ response: question.options[0], status: 'answered', answered_at: new Date().toISOString() }).eq('id', question.id).select()
-  assert.equal(status, 403)
+    .update({ response: question.options[0], status: 'answered' }).eq('id', question.id).select()
+  assert.equal(status, 403, JSON.stringify(error))
   assert.equal(error.code, '42501')
 })
 
-await check('member A answers: update({response, status}).eq(id).select(), stamped by the member trigger', async () => {
-  const { data, error } = await a.from('user_questions')
-    .update({ response: question.options[0], status: 'answered' }).eq('id', question.id).select()
+await check('an answer that is not one of the options is refused before the write (400 22023); the question keeps its id', async () => {
+  const r = await a.rpc('answer_question', { question_id: question.id, response: 'Purple elephants' })
+  assert.equal(r.status, 400, JSON.stringify(r))
+  assert.equal(r.error.code, '22023')
+  assert.match(r.error.message, /not one of the options/)
+  const { data } = await a.from('user_questions').select('id, status').eq('office_id', officeA).eq('status', 'pending')
+  assert.deepEqual(data.map((q) => q.id), [question.id], 'the same question is still the pending one')
+})
+
+await check('member A answers: rpc(answer_question) returns the answered row, stamped, in the option\'s spelling', async () => {
+  const { data, error } = await a.rpc('answer_question', { question_id: question.id, response: `  ${question.options[0].toUpperCase()} ` })
   assert.equal(error, null)
-  assert.equal(data.length, 1)
-  assert.equal(data[0].status, 'answered')
-  assert.equal(data[0].answered_by, userA)
-  assert.ok(data[0].answered_at)
+  assert.equal(data.id, question.id)
+  assert.equal(data.status, 'answered')
+  assert.equal(data.response, question.options[0])
+  assert.equal(data.answered_by, userA)
+  assert.ok(data.answered_at)
+})
+
+await check('answering again is 409 PT409 (answered), not a silent no-op', async () => {
+  const r = await a.rpc('answer_question', { question_id: question.id, response: question.options[0] })
+  assert.equal(r.status, 409, JSON.stringify(r))
+  assert.equal(r.error.code, 'PT409')
+})
+
+await check('answering an expired question is 410 PT410', async () => {
+  const r = await b.rpc('answer_question', { question_id: env('EXPIRED_B'), response: 'late' })
+  assert.equal(r.status, 410, JSON.stringify(r))
+  assert.equal(r.error.code, 'PT410')
 })
 
 await check('member A sees the answer and then the next question live; B and anon see no row', async () => {
@@ -168,6 +215,111 @@ await check('dependency values never reach a member: select(*) is refused, other
   assert.equal(ok.error, null)
 })
 
-await a.removeAllChannels(); await b.removeAllChannels(); await anon.removeAllChannels()
+await check('member B provides a package dependency (rpc provide_dependency); again is 409; A cannot (404)', async () => {
+  const ra = await a.rpc('provide_dependency', { dependency_id: env('DEP_PKG_B'), value: 'socket.io' })
+  assert.equal(ra.status, 404, JSON.stringify(ra))
+  assert.equal(ra.error.code, 'PT404')
+  const bad = await b.rpc('provide_dependency', { dependency_id: env('DEP_PKG_B'), value: '../etc' })
+  assert.equal(bad.status, 400, JSON.stringify(bad))
+  assert.equal(bad.error.code, '22023')
+  const { data, error } = await b.rpc('provide_dependency', { dependency_id: env('DEP_PKG_B'), value: 'socket.io' })
+  assert.equal(error, null)
+  assert.equal(data.length, 1)
+  assert.equal(data[0].status, 'provided')
+  assert.equal(data[0].value, undefined, 'the value is not returned')
+  const again = await b.rpc('provide_dependency', { dependency_id: env('DEP_PKG_B'), value: 'socket.io' })
+  assert.equal(again.status, 409)
+  assert.equal(again.error.code, 'PT409')
+})
+
+await check('a secret (api_key) is refused by provide_dependency (403 42501); member B rejects it with a reason', async () => {
+  const r = await b.rpc('provide_dependency', { dependency_id: env('DEP_KEY_B'), value: 'sk-abcdefgh12345' })
+  assert.equal(r.status, 403, JSON.stringify(r))
+  assert.equal(r.error.code, '42501')
+  const { data, error } = await b.rpc('reject_dependency', { dependency_id: env('DEP_KEY_B'), reason: 'use the staging key' })
+  assert.equal(error, null)
+  assert.equal(data[0].status, 'rejected')
+  const { data: row } = await b.from('dependency_requests').select('status, rejection_reason').eq('id', env('DEP_KEY_B')).single()
+  assert.deepEqual(row, { status: 'rejected', rejection_reason: 'use the staging key' })
+})
+
+await check('owner A manages members: add by email (invite when unknown), list with emails, remove; B (not owner) cannot', async () => {
+  const inv = await a.rpc('add_office_member', { office_id: officeA, email: 'newcomer@example.com' })
+  assert.equal(inv.error, null, JSON.stringify(inv.error))
+  assert.equal(inv.data.status, 'invited')
+  const { data: invites } = await a.from('office_invitations').select('email, role').eq('office_id', officeA)
+  assert.deepEqual(invites, [{ email: 'newcomer@example.com', role: 'member' }])
+  const add = await a.rpc('add_office_member', { office_id: officeA, email: 'B@example.com' })
+  assert.equal(add.error, null, JSON.stringify(add.error))
+  assert.deepEqual([add.data.status, add.data.user_id], ['added', userB])
+  const twice = await a.rpc('add_office_member', { office_id: officeA, email: 'b@example.com' })
+  assert.equal(twice.status, 409)
+  const { data: list, error } = await a.rpc('list_office_members', { office_id: officeA })
+  assert.equal(error, null)
+  assert.deepEqual(list.map((m) => [m.email, m.role]).sort(), [['a@example.com', 'owner'], ['b@example.com', 'member']])
+  const byB = await b.rpc('add_office_member', { office_id: officeA, email: 'x@example.com' })
+  assert.equal(byB.status, 403)
+  assert.equal(byB.error.code, '42501')
+  const last = await a.rpc('remove_office_member', { office_id: officeA, user_id: userA })
+  assert.equal(last.status, 409, 'the last owner cannot leave')
+  const rm = await a.rpc('remove_office_member', { office_id: officeA, user_id: userB })
+  assert.equal(rm.error, null)
+  const { data: seen } = await b.from('offices').select('id')
+  assert.deepEqual(seen.map((o) => o.id), [officeB], 'B is out of office A again')
+  const bJoin = await b.from('office_members').insert({ office_id: officeA, user_id: userB })
+  assert.equal(bJoin.status, 403, 'a member cannot add themselves')
+})
+
+await check('no secret reaches a member: every readable column of every table, and every live change', async () => {
+  assert.ok(!(readable.office_agents ?? []).includes('launch_spec'), 'launch_spec is granted to members')
+  for (const [table, cols] of Object.entries(readable)) {
+    const { data, error } = await a.from(table).select(cols.join(','))
+    assert.equal(error, null, `${table}: ${JSON.stringify(error)}`)
+    assert.ok(!JSON.stringify(data).includes(canary), `${table} shows the launch_spec secret`)
+  }
+  await until('office_agents rows over Realtime', async () => everything.some((p) => p.table === 'office_agents' && p.new?.id), 30000)
+  const leaked = everything.filter((p) => JSON.stringify(p).includes(canary))
+  assert.deepEqual(leaked.map((p) => p.table), [], 'a live change carried the launch_spec secret')
+  const seenTables = [...new Set(everything.map((p) => p.table))].sort()
+  const errored = everything.filter((p) => p.errors?.length).length
+  console.log(`# live changes seen by member A: ${everything.length} (${errored} with errors) on ${seenTables.join(', ')}`)
+})
+
+await check('member A watches invocations live: the one po gave dev after the answer', async () => {
+  const inv = await until('an invocation over Realtime', async () => everything.find((p) => p.table === 'agent_invocations' && p.eventType === 'INSERT' && p.new?.id), 90000)
+  assert.equal(inv.new.office_id, officeA)
+  assert.ok(inv.new.reason.toLowerCase().includes(question.options[0].toLowerCase()), `the task carries the answer: ${inv.new.reason}`)
+})
+
+await check('member A sees why an invocation was rejected: stored with its reason, no callee', async () => {
+  const scout = agents.find((x) => x.name === 'scout')
+  const inv = await until('scout\'s rejected INVOKE:ghost', async () => {
+    const { data, error } = await a.from('agent_invocations')
+      .select('id, caller_agent_id, callee_agent_id, reason, status, error').eq('office_id', officeA).eq('status', 'rejected')
+    assert.equal(error, null)
+    return data.find((i) => i.caller_agent_id === scout.id)
+  }, 30000)
+  assert.equal(inv.callee_agent_id, null)
+  assert.match(inv.reason, /find the ghost/)
+  assert.match(inv.error, /ghost/)
+})
+
+await check('member A provides scout\'s package (rpc provide_dependency) and the server delivers it to scout', async () => {
+  const scout = agents.find((x) => x.name === 'scout')
+  const dep = await until('scout\'s dependency request', async () => {
+    const { data } = await a.from('dependency_requests').select('id, type, name, status')
+      .eq('office_id', officeA).eq('agent_id', scout.id).eq('status', 'pending')
+    return data?.[0]
+  }, 30000)
+  assert.deepEqual([dep.type, dep.name], ['package', 'left-pad'])
+  const { error } = await a.rpc('provide_dependency', { dependency_id: dep.id, value: 'left-pad' })
+  assert.equal(error, null, JSON.stringify(error))
+  await until('the server delivered it', async () => {
+    const { data } = await a.from('dependency_requests').select('status, delivered_at').eq('id', dep.id).single()
+    return data.status === 'provided' && data.delivered_at
+  }, 30000)
+})
+
+await a.removeAllChannels(); await a2.removeAllChannels(); await b.removeAllChannels(); await anon.removeAllChannels()
 console.log(`1..${step}`)
-process.exit(0)
+process.exit(failed ? 1 : 0)

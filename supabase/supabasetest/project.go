@@ -78,7 +78,7 @@ func Start(t testing.TB, databaseURL string) *Project {
 	mux := http.NewServeMux()
 	mux.Handle("/rest/v1/", rest)
 	mux.Handle("/realtime/v1/websocket", phx)
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(cors(mux))
 	t.Cleanup(srv.Close)
 	t.Cleanup(phx.Close) // runs before srv.Close: hijacked sockets first
 	return &Project{URL: srv.URL, Key: Key, AnonKey: AnonKey, DatabaseURL: databaseURL, Realtime: phx, REST: rest}
@@ -122,4 +122,33 @@ func (p *Project) MemberOf(t testing.TB, officeID, email string) Member {
 		t.Fatalf("add member: %v", err)
 	}
 	return m
+}
+
+// cors is the API gateway's CORS plugin as a Supabase project configures
+// it (supabase/supabase docker/volumes/api/kong.yml: "- name: cors" with no
+// config on the rest-v1 and realtime-v1 routes, ahead of key-auth), so that
+// a page served from another origin can call the project, as browsers
+// call hosted projects. It follows Kong's kong/plugins/cors/handler.lua
+// with that default config: a preflight (OPTIONS with Origin and
+// Access-Control-Request-Method) is answered 200 by the gateway itself
+// with Access-Control-Allow-Origin "*", Access-Control-Allow-Headers
+// echoing Access-Control-Request-Headers and Access-Control-Allow-Methods
+// "GET,HEAD,PUT,PATCH,POST,DELETE,OPTIONS,TRACE,CONNECT" (CorsHandler:access);
+// every other answer gets Access-Control-Allow-Origin "*"
+// (CorsHandler:header_filter, configure_origin with no origins).
+func cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != "" {
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", "*")
+			if acrh := r.Header.Get("Access-Control-Request-Headers"); acrh != "" {
+				h.Set("Access-Control-Allow-Headers", acrh)
+			}
+			h.Set("Access-Control-Allow-Methods", "GET,HEAD,PUT,PATCH,POST,DELETE,OPTIONS,TRACE,CONNECT")
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		next.ServeHTTP(w, r)
+	})
 }

@@ -7,7 +7,7 @@
 
 const F = { OUTPUT: 1, INPUT: 2, RESIZE: 3, PAUSE: 4, RESUME: 5, TAKE: 6, RELEASE: 7, STATUS: 8, RESET: 9 };
 const $ = (sel) => document.querySelector(sel);
-const state = { office: null, agents: [], events: null, lastEvent: 0, refreshTimer: null, term: null };
+const state = { office: null, agents: [], permissions: [], events: null, lastEvent: 0, refreshTimer: null, term: null };
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
@@ -66,8 +66,12 @@ async function refresh() {
       api('GET', `/api/offices/${o}/invocations?limit=50`),
     ]);
     state.agents = agents;
+    // Permission requests (category permission) are answered in "Needs
+    // you", at the top; the other questions in their own list.
+    state.permissions = questions.filter((q) => q.category === 'permission');
     renderAgents(agents);
-    renderQuestions(questions);
+    renderPermissions(state.permissions);
+    renderQuestions(questions.filter((q) => q.category !== 'permission'));
     renderDependencies(deps);
     renderInvocations(invs);
   } catch (e) { note('refresh: ' + e.message); }
@@ -99,12 +103,47 @@ function renderAgents(agents) {
 // control and answer the dialog there.
 function renderAttention(agents) {
   const need = agents.filter((a) => ['needs_attention', 'crashed', 'failed'].includes(a.session_status));
-  $('#attention').hidden = need.length === 0;
+  const who = new Set([...need.map((a) => a.id), ...state.permissions.map((q) => q.agent_id)]);
+  $('#attention').hidden = who.size === 0;
   $('#attentionlist').replaceChildren(...need.map((a) => el('div', { class: 'card attention', 'data-name': a.name },
     el('div', { class: 'meta' }, `${a.name}: `, el('span', { class: 'pill ' + a.session_status }, a.session_status), ' ',
       el('button', { type: 'button', class: 'open', onclick: () => openTerminal(a) }, 'open terminal')),
     el('pre', { class: 'detail' }, a.session_detail || ''))));
-  document.title = need.length ? `(${need.length}) Office console` : 'Office console';
+  document.title = who.size ? `(${who.size}) Office console` : 'Office console';
+}
+
+// renderPermissions shows the agents' pending tool-permission requests at
+// the top, with the buttons that answer them: the answer goes back to the
+// agent as the decision (a deny with the reason typed here). Cards already
+// shown are kept as they are, so a refresh never loses a reason being typed.
+function renderPermissions(qs) {
+  const list = $('#permissionlist');
+  const ids = new Set(qs.map((q) => q.id));
+  const shown = new Set();
+  for (const c of [...list.children]) {
+    if (ids.has(c.dataset.id)) shown.add(c.dataset.id); else c.remove();
+  }
+  for (const q of qs) if (!shown.has(q.id)) list.append(permissionCard(q));
+  renderAttention(state.agents);
+}
+
+function permissionCard(q) {
+  const reason = el('input', { class: 'reason', name: 'reason', placeholder: 'reason (told to the agent with a deny)', autocomplete: 'off' });
+  const send = async (text) => {
+    try { await api('POST', `/api/questions/${q.id}/answer`, { response: text }); note(''); }
+    catch (e) { note('permission: ' + e.message); }
+    scheduleRefresh();
+  };
+  const expires = q.expires_at ? new Date(q.expires_at).toLocaleTimeString() : '';
+  return el('div', { class: 'card attention permission', 'data-id': q.id, 'data-agent': agentName(q.agent_id) },
+    el('div', { class: 'meta' }, `Permission request from ${agentName(q.agent_id)}`, expires ? ` · denied at ${expires} if nobody answers` : ''),
+    el('div', { class: 'text' }, q.question),
+    q.context ? el('pre', { class: 'detail' }, q.context) : null,
+    el('div', {},
+      el('button', { type: 'button', class: 'allow', onclick: () => send('allow once') }, 'Allow once'), ' ',
+      el('button', { type: 'button', class: 'allow-session', onclick: () => send('allow for this session') }, 'Allow for this session'), ' ',
+      reason, ' ',
+      el('button', { type: 'button', class: 'deny', onclick: () => send(reason.value.trim() ? 'deny: ' + reason.value.trim() : 'deny') }, 'Deny')));
 }
 
 async function act(a, action) {

@@ -161,6 +161,13 @@ func statusOf(code, message string, authed bool) int {
 		return http.StatusInternalServerError
 	case code == "P0001":
 		return http.StatusBadRequest
+	case strings.HasPrefix(code, "PT"):
+		// RAISE … USING ERRCODE = 'PTnnn' sets the status nnn; a code that
+		// is no status is 500.
+		if n, err := strconv.Atoi(code[2:]); err == nil && n >= 100 && n <= 999 {
+			return n
+		}
+		return http.StatusInternalServerError
 	case strings.HasPrefix(code, "P0"):
 		return http.StatusInternalServerError
 	case code == "42883", code == "42P01":
@@ -759,12 +766,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fromDB(err, false).write(w)
 		return
 	}
+	ctx := r.Context()
+	if fn, ok := strings.CutPrefix(strings.Trim(strings.TrimPrefix(r.URL.Path, "/rest/v1"), "/"), "rpc/"); ok {
+		s.serveRPC(w, r, a, fn)
+		return
+	}
 	q, err := s.parse(r)
 	if err != nil {
 		fromDB(err, a.authed()).write(w)
 		return
 	}
-	ctx := r.Context()
 	tx, err := s.begin(ctx, r, a)
 	if err != nil {
 		fromDB(err, a.authed()).write(w)

@@ -1,6 +1,7 @@
 package pgrest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -121,4 +122,100 @@ func FuzzParseList(f *testing.F) {
 			t.Errorf("parseList(%q) = %d items", s, len(list))
 		}
 	})
+}
+
+// TestRPC checks POST /rpc/<function> against PostgREST's call plan
+// (Query/QueryBuilder.hs callPlanToQuery, Query/SqlFragment.hs asJsonF):
+// a scalar's value, a row as an object, a set as an array, defaults,
+// PTnnn statuses, PGRST202 for unknown names or arguments, and EXECUTE
+// grants (401 for anon).
+func TestRPC(t *testing.T) {
+	dbURL := testenv.NewDatabase(t)
+	ctx := context.Background()
+	if err := standins.Apply(ctx, dbURL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.ApplyURL(ctx, dbURL); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, dbURL, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.pool.Exec(ctx, `
+		create function public.t_add(a int, b int default 10) returns int language sql as 'select a + b';
+		create function public.t_row(n text) returns public.offices language sql
+		  as $$ select gen_random_uuid(), n, interval '0', now(), now() $$;
+		create function public.t_table(n int) returns table (i int, sq int) language sql
+		  as 'select g, g * g from generate_series(1, n) g';
+		create function public.t_ids(n int) returns setof int language sql as 'select generate_series(1, n)';
+		create function public.t_null() returns text language sql as 'select null::text';
+		create function public.t_raise(code text) returns int language plpgsql
+		  as $$ begin raise exception 'raised %', code using errcode = code; end $$;
+		revoke execute on function public.t_add(int, int) from public, anon;`); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	anonKey := hs256.Sign(secret, map[string]any{"role": "anon", "exp": 4102444800})
+	call := func(key, fn, body string) (int, string) {
+		req, _ := http.NewRequest("POST", srv.URL+"/rest/v1/rpc/"+fn, strings.NewReader(body))
+		req.Header.Set("apikey", key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	tests := []struct {
+		name, key, fn, body string
+		status              int
+		want                string // the body, or for errors the code
+	}{
+		{"scalar", serviceKey, "t_add", `{"a":1,"b":2}`, 200, `3`},
+		{"default", serviceKey, "t_add", `{"a":1}`, 200, `11`},
+		{"null scalar", serviceKey, "t_null", ``, 200, `null`},
+		{"set of scalars", serviceKey, "t_ids", `{"n":3}`, 200, `[1, 2, 3]`},
+		{"empty set", serviceKey, "t_ids", `{"n":0}`, 200, `[]`},
+		{"table", serviceKey, "t_table", `{"n":2}`, 200, `[{"i":1,"sq":1}, {"i":2,"sq":4}]`},
+		{"unknown argument", serviceKey, "t_add", `{"a":1,"c":2}`, 404, "PGRST202"},
+		{"missing argument", serviceKey, "t_add", `{"b":2}`, 404, "PGRST202"},
+		{"unknown function", serviceKey, "nope", `{}`, 404, "PGRST202"},
+		{"PT409", serviceKey, "t_raise", `{"code":"PT409"}`, 409, "PT409"},
+		{"PT410", serviceKey, "t_raise", `{"code":"PT410"}`, 410, "PT410"},
+		{"PT not a status", serviceKey, "t_raise", `{"code":"PTX01"}`, 500, "PTX01"},
+		{"22023", serviceKey, "t_raise", `{"code":"22023"}`, 400, "22023"},
+		{"anon without EXECUTE", anonKey, "t_add", `{"a":1}`, 401, "42501"},
+		{"bad body", serviceKey, "t_add", `[1]`, 400, "PGRST102"},
+	}
+	for _, tc := range tests {
+		status, body := call(tc.key, tc.fn, tc.body)
+		if status != tc.status {
+			t.Errorf("%s: %d %s; want %d", tc.name, status, body, tc.status)
+			continue
+		}
+		if status == 200 {
+			var got, want bytes.Buffer
+			json.Compact(&got, []byte(body))
+			json.Compact(&want, []byte(tc.want))
+			if got.String() != want.String() {
+				t.Errorf("%s: body %s; want %s", tc.name, body, tc.want)
+			}
+			continue
+		}
+		var e map[string]any
+		if err := json.Unmarshal([]byte(body), &e); err != nil || e["code"] != tc.want {
+			t.Errorf("%s: body %s; want code %s", tc.name, body, tc.want)
+		}
+	}
+	// A composite: an object with the row's columns.
+	status, body := call(serviceKey, "t_row", `{"n":"X"}`)
+	var row map[string]any
+	if err := json.Unmarshal([]byte(body), &row); status != 200 || err != nil || row["name"] != "X" || row["question_ttl"] != "00:00:00" {
+		t.Errorf("row: %d %s; want an object with name X", status, body)
+	}
 }

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/supabase/supabasetest"
+)
+
+// TestWebOfficePage drives the reference web office
+// (examples/web-office/, docs/frontend.md) in the real headless Chromium:
+// the page, served from its own origin as any static site, talks to the
+// stand-in Supabase project with supabase-js, and the serve command runs
+// the demo office behind the project. A member signs in with their token,
+// sees po, dev and scout's refused INVOKE with why, answers po's question
+// with an option button, and sees the invocation po gives dev appear in
+// the page, then dev's result and po's next question: the page never
+// polls, so they came over Realtime. Then they provide scout's package
+// and send scout a message in the page, and both reach scout.
+func TestWebOfficePage(t *testing.T) {
+	bin := testenv.Chromium(t)
+	root := testenv.RepoRoot()
+	const bundle = "/node_modules/@supabase/supabase-js/dist/umd/supabase.js"
+	if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(bundle))); err != nil {
+		testenv.Missing(t, "@supabase/supabase-js", "run scripts/setup.sh (npm ci installs it from package-lock.json)")
+	}
+	p := supabasetest.New(t)
+	r := startSupabaseMainWith(t, p, demoOfficeWithScout(t, "tok-web-office"))
+	r.waitReady(t, "at start")
+	officeID := r.officeID(t)
+	member := p.MemberOf(t, officeID, "web@example.com")
+	q := r.waitQuestion(t, officeID, office.QuestionPending, 60*time.Second)
+	if len(q.Options) == 0 {
+		t.Fatalf("po's question %q has no options", q.Question)
+	}
+	answer := q.Options[0]
+
+	// The page and the supabase-js bundle, nothing else of the repository.
+	files := http.FileServer(http.Dir(root))
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != bundle && !strings.HasPrefix(req.URL.Path, "/examples/web-office/") {
+			http.NotFound(w, req)
+			return
+		}
+		files.ServeHTTP(w, req)
+	}))
+	defer site.Close()
+
+	ctx := chromeContext(t, bin, 120*time.Second)
+	defer func() {
+		if t.Failed() {
+			saveScreenshot(t, ctx, "web-office-failed.png")
+		}
+	}()
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(site.URL+"/examples/web-office/"),
+		chromedp.SetValue(chromedp.CSS(`#url`), p.URL),
+		chromedp.SetValue(chromedp.CSS(`#anon`), p.AnonKey),
+		chromedp.SetValue(chromedp.CSS(`#token`), member.Token),
+		chromedp.Click(chromedp.CSS(`#signin-form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#agents tr[data-name="po"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#agents tr[data-name="dev"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-live="yes"]`)),
+	); err != nil {
+		t.Fatalf("sign in and see the office: %v", err)
+	}
+	option := fmt.Sprintf(`#questions .question[data-id=%q] button.option`, q.ID)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(option))); err != nil {
+		t.Fatalf("po's question in the page: %v", err)
+	}
+	// Scout's refused INVOKE is listed with why; po's task to dev is not
+	// there yet: it follows the answer.
+	waitText := func(sel, what string, want ...string) string {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			text, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).textContent`, sel)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := true
+			for _, w := range want {
+				all = all && strings.Contains(text, w)
+			}
+			if all {
+				return text
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never showed in the page; %s shows %q", what, sel, text)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if text := waitText("#invocations", "scout's refused INVOKE", "scout → (nobody)", "ghost"); strings.Contains(text, "po → dev") {
+		t.Fatalf("po's task to dev listed before the answer: %q", text)
+	}
+	saveScreenshot(t, ctx, "web-office-question.png")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(option))); err != nil {
+		t.Fatalf("click %q: %v", answer, err)
+	}
+	// The answer went through answer_question, stamped with the member.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var got office.Question
+		r.get(t, "/api/questions/"+q.ID, &got)
+		if got.Response == answer && got.AnsweredBy == member.ID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("question after the click: status %q response %q by %q; want %q by %s", got.Status, got.Response, got.AnsweredBy, answer, member.ID)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// po gives dev the task; the page shows it without being asked to.
+	waitText("#invocations", "po's task to dev", "po → dev", answer)
+	// And the question left the pending list.
+	if err := chromedp.Do(ctx, chromedp.WaitNotPresent(chromedp.CSS(fmt.Sprintf(`#questions .question[data-id=%q]`, q.ID)))); err != nil {
+		t.Fatalf("answered question still listed: %v", err)
+	}
+	// dev delivers, po asks again: the result and the next question arrive
+	// live as well.
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.CSS(`#results tr[data-id]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#invocations tr[data-status="completed"]`)),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#questions .question:not([data-id=%q]) button.option`, q.ID))),
+	); err != nil {
+		t.Fatalf("the result and po's next question in the page: %v", err)
+	}
+	saveScreenshot(t, ctx, "web-office.png")
+
+	// Scout's package request: provided in the page, delivered to scout.
+	conn, err := pgx.Connect(context.Background(), p.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	waitText("#deps", "scout's dependency request", "scout needs package left-pad")
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`#deps .question input`), "left-pad"),
+		chromedp.Click(chromedp.CSS(`#deps .question button.provide`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#deps .question`)),
+	); err != nil {
+		t.Fatalf("provide scout's package in the page: %v", err)
+	}
+	waitRow := func(what, sql string, args ...any) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var ok bool
+			if err := conn.QueryRow(context.Background(), sql, args...).Scan(&ok); err == nil && ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 30s", what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitRow("the package delivered to scout", `select exists (select 1 from dependency_requests
+		where office_id = $1 and name = 'left-pad' and status = 'provided' and delivered_at is not null)`, officeID)
+
+	// A message to scout, written in the page, typed into scout.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		const sel = document.querySelector('#message-agent')
+		sel.value = [...sel.options].find((o) => o.textContent === 'scout').value
+		document.querySelector('#message-text').value = 'hello scout'
+		return true })()`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#message-form button[type=submit]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitRow("the message delivered to scout", `select exists (select 1 from user_messages
+		where office_id = $1 and content = 'hello scout' and user_id = $2 and status = 'delivered')`, officeID, member.ID)
+}

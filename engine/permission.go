@@ -1,0 +1,649 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/office-server/office-server/office"
+)
+
+// Permission requests (docs/notes/permissions.md). An agent's request to
+// use a tool becomes a question row (category permission) that any path
+// of answering reaches (a member's UPDATE, the console, the API); the
+// answer goes back to the agent's waiting hook as the decision, exactly
+// once, and never through the typed "Answer to question" delivery nor the
+// expiry notice. One goroutine (permissions, started by Run) decides: it
+// looks at the rows of the requests still waiting whenever a change comes
+// in, and at every tick.
+
+// DefaultPermissionTimeout is how long a permission request waits for a
+// person when neither the agent's policy nor Config says.
+const DefaultPermissionTimeout = 10 * time.Minute
+
+// PermissionRequest is an agent's request to use a tool
+// (session.PermissionRequest).
+type PermissionRequest struct {
+	OfficeID, AgentID string
+	ID                string // a UUID: the question's ID
+	ConversationID    string
+	Tool              string
+	Input             json.RawMessage
+	Suggestions       json.RawMessage
+}
+
+// PermissionDecision is the decision sent back to the agent.
+type PermissionDecision struct {
+	Allow   bool
+	Message string // with a deny: what the model is told
+}
+
+// Decider sends decisions to the agents' waiting hooks
+// (agents.Sessions). DecidePermission fails when the request no longer
+// waits.
+type Decider interface {
+	DecidePermission(officeID, agentID, id string, d PermissionDecision) error
+}
+
+// livePerm is a request whose hook waits.
+type livePerm struct {
+	key          agentKey
+	conversation string
+	tool         string
+	subject      string // the command, file path or URL
+	rule         string // what "allow for this session" remembers
+	timeout      time.Duration
+}
+
+// grant is an "allow for this session" answer: tool calls of the
+// conversation that match rule are allowed without asking.
+type grant struct {
+	conversation string
+	rule         string
+}
+
+// permState is the router's permission state.
+type permState struct {
+	mu     sync.Mutex
+	live   map[string]livePerm  // by question ID
+	grants map[agentKey][]grant // allow for this session
+	wake   chan struct{}        // the decider's
+}
+
+func (p *permState) init() {
+	p.live = map[string]livePerm{}
+	p.grants = map[agentKey][]grant{}
+	p.wake = make(chan struct{}, 1)
+}
+
+// wakePermissions makes the decider look at the waiting requests now.
+func (o *Router) wakePermissions() {
+	select {
+	case o.perm.wake <- struct{}{}:
+	default:
+	}
+}
+
+// permissionTimeout is how long a's requests wait.
+func (o *Router) permissionTimeout(a office.Agent) time.Duration {
+	if p := a.Launch.Permissions; p != nil && p.Timeout > 0 {
+		return p.Timeout
+	}
+	return o.cfg.PermissionTimeout
+}
+
+// HandlePermission takes an agent's permission request
+// (session.Options.OnPermission; it may block). A request an "allow for
+// this session" answer covers is allowed at once; any other becomes a
+// permission question, an office event, and waits for its answer. A
+// request that cannot be asked (the store fails, the office is not
+// served here) is denied with the reason, so the agent never waits in
+// vain.
+func (o *Router) HandlePermission(req PermissionRequest) {
+	k := agentKey{req.OfficeID, req.AgentID}
+	deny := func(why string) {
+		o.decide(k, req.ID, PermissionDecision{Message: why})
+	}
+	ctx := o.running()
+	if ctx == nil {
+		deny("The office server is shutting down; the request was not asked.")
+		return
+	}
+	if !o.serves(req.OfficeID) {
+		deny("This office server does not run the office now; the request was not asked.")
+		return
+	}
+	a, err := o.store.GetAgent(ctx, req.AgentID)
+	if err != nil {
+		o.log.Warn("permission request: get agent", "agent", req.AgentID, "err", err)
+		deny("The office could not read this agent's record, so the request was not asked. Try again later.")
+		return
+	}
+	subject := toolSubject(req.Tool, req.Input)
+	lp := livePerm{
+		key: k, conversation: req.ConversationID, tool: req.Tool, subject: subject,
+		rule: sessionRule(req.Tool, subject, req.Suggestions), timeout: o.permissionTimeout(a),
+	}
+	if r, ok := o.granted(k, req.ConversationID, req.Tool, subject); ok {
+		if o.decide(k, req.ID, PermissionDecision{Allow: true}) {
+			o.record(ctx, a.OfficeID, a.ID, "permission.allowed", map[string]any{
+				"request_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "by": "session rule", "rule": r,
+			}, "")
+		}
+		return
+	}
+	o.perm.mu.Lock()
+	o.perm.live[req.ID] = lp
+	o.perm.mu.Unlock()
+	question, details := describePermission(a.Name, req.Tool, req.Input)
+	if lp.rule != "" {
+		details += "\n\n\"" + office.PermissionAllowSession + "\" allows " + lp.rule + " until this session ends."
+	}
+	details += "\n\nAnswer " + strings.Join(office.PermissionOptions(), ", ") + `, or "deny: <your reason>" (the agent gets the reason).`
+	q := office.Question{
+		ID: req.ID, QuestionType: office.QuestionSelection, Category: office.QuestionPermission,
+		Question: question, Options: office.PermissionOptions(), Context: details, Required: true,
+	}
+	q.OfficeID, q.AgentID = a.OfficeID, a.ID
+	q.SessionID = o.sessionID(ctx, a.ID)
+	q.Status = office.QuestionPending
+	q.ExpiresAt = o.now().Add(lp.timeout)
+	if _, err := o.store.CreateQuestion(ctx, q); err != nil && !office.IsConflict(err) {
+		o.forget(req.ID)
+		o.log.Warn("permission request: create question", "agent", a.Name, "err", err)
+		deny("The office could not record this request, so no one was asked. Try again later.")
+		return
+	}
+	o.record(ctx, a.OfficeID, a.ID, "permission.requested", map[string]any{
+		"question_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "question": question,
+		"expires_at": q.ExpiresAt, "session_rule": lp.rule,
+	}, "permission/"+req.ID)
+	o.wakePermissions() // answered already?
+}
+
+// maxEventInput bounds the tool input kept in an event (a Write's content
+// is in its input).
+const maxEventInput = 16 << 10
+
+// eventInput is a tool input as an event keeps it: as it is when short
+// and valid, else its start as a string; never a \u0000 (jsonb refuses it).
+func eventInput(raw json.RawMessage) any {
+	if len(raw) <= maxEventInput && json.Valid(raw) && !bytes.Contains(raw, []byte(`\u0000`)) {
+		return raw
+	}
+	return cutRunes(strings.ToValidUTF8(strings.ReplaceAll(string(raw), `\u0000`, `\ufffd`), "\uFFFD"), maxEventInput/4)
+}
+
+// PermissionEnded is told that a request's hook went away before a
+// decision (session.Options.OnPermissionEnd). Answered in the agent's
+// terminal: its question is cancelled, so nobody answers it in vain. The
+// agent ended (a crash, a stop): the question is left for the sweep of the
+// agent's next start (sweepAgentPermissions), which makes it final and
+// tells the resumed agent, as after a server restart.
+func (o *Router) PermissionEnded(officeID, agentID, id string, answered bool) {
+	ctx := o.running()
+	if !o.forget(id) || ctx == nil {
+		return
+	}
+	if !answered {
+		o.record(ctx, officeID, agentID, "permission.hook_gone", map[string]string{"question_id": id}, "")
+		return
+	}
+	ok, err := o.store.CancelQuestion(ctx, id)
+	if err != nil {
+		o.log.Warn("permission request ended: cancel its question", "question", id, "err", err)
+		return
+	}
+	if ok {
+		o.record(ctx, officeID, agentID, "permission.ended", map[string]string{
+			"question_id": id, "reason": "answered in the agent's terminal",
+		}, "")
+	}
+}
+
+// running returns Run's context, or nil when Run does not run.
+func (o *Router) running() context.Context {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.runCtx == nil || o.runCtx.Err() != nil {
+		return nil
+	}
+	return o.runCtx
+}
+
+// forget drops a waiting request; false when it was not waiting.
+func (o *Router) forget(id string) bool {
+	o.perm.mu.Lock()
+	defer o.perm.mu.Unlock()
+	_, ok := o.perm.live[id]
+	delete(o.perm.live, id)
+	return ok
+}
+
+// decide sends d to the request's hook; false when it no longer waits.
+func (o *Router) decide(k agentKey, id string, d PermissionDecision) bool {
+	if o.cfg.Decider == nil {
+		return false
+	}
+	if err := o.cfg.Decider.DecidePermission(k.officeID, k.agentID, id, d); err != nil {
+		o.log.Info("permission decision not delivered", "question", id, "err", err)
+		return false
+	}
+	return true
+}
+
+// permissions is the decider's loop (owned by Run).
+func (o *Router) permissions(ctx context.Context) {
+	t := time.NewTicker(o.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.perm.wake:
+		case <-t.C:
+		}
+		o.decideWaiting(ctx)
+	}
+}
+
+// decideWaiting reads the question of every waiting request and sends the
+// decision of those that are final: answered (the answer), expired (a
+// deny saying so), cancelled (a deny).
+func (o *Router) decideWaiting(ctx context.Context) {
+	o.perm.mu.Lock()
+	ids := make([]string, 0, len(o.perm.live))
+	for id := range o.perm.live {
+		ids = append(ids, id)
+	}
+	o.perm.mu.Unlock()
+	for _, id := range ids {
+		q, err := o.store.GetQuestion(ctx, id)
+		if office.IsNotFound(err) {
+			continue // being created
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				o.log.Warn("permission: read question", "question", id, "err", err)
+			}
+			continue
+		}
+		o.perm.mu.Lock()
+		lp, ok := o.perm.live[id]
+		o.perm.mu.Unlock()
+		if !ok || !o.serves(q.OfficeID) {
+			continue
+		}
+		switch q.Status {
+		case office.QuestionPending:
+			if !q.ExpiresAt.IsZero() && !o.now().Before(q.ExpiresAt) {
+				// Due: sweep now rather than at the next Sweep, so the
+				// timeout holds to the second (the sweep expires it and
+				// expiredPermission tells the agent).
+				o.expire(ctx)
+			}
+		case office.QuestionAnswered:
+			o.decideAnswered(ctx, q, lp)
+		case office.QuestionExpired:
+			o.forget(id)
+			msg := fmt.Sprintf("No one in the office answered this permission request within %s, so it was denied. Do not retry it now; go on without it, or ask the office with an ASK_USER block why you need it.", lp.timeout)
+			if o.decide(lp.key, id, PermissionDecision{Message: msg}) {
+				o.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": "timeout", "message": msg}, "")
+			}
+		default: // cancelled, or delivered by another path
+			o.forget(id)
+			if o.decide(lp.key, id, PermissionDecision{Message: "The office withdrew this permission request; it is denied."}) {
+				o.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": q.Status}, "")
+			}
+		}
+	}
+}
+
+// decideAnswered sends a person's answer to the hook and marks the
+// question delivered.
+func (o *Router) decideAnswered(ctx context.Context, q office.Question, lp livePerm) {
+	choice, reason := parsePermissionAnswer(q.Response)
+	d := PermissionDecision{Allow: choice != office.PermissionDeny}
+	if !d.Allow {
+		d.Message = "A person in the office denied this."
+		if reason != "" {
+			d.Message = "A person in the office denied this: " + reason
+		}
+		d.Message += " Do not retry it; go on another way or ask the office with an ASK_USER block."
+	}
+	if choice == office.PermissionAllowSession && lp.rule != "" {
+		o.grant(lp.key, lp.conversation, lp.rule)
+	}
+	o.forget(q.ID)
+	sent := o.decide(lp.key, q.ID, d)
+	ok, err := o.store.MarkQuestionDelivered(ctx, q.ID)
+	if err != nil {
+		o.log.Warn("permission: mark question delivered", "question", q.ID, "err", err)
+	}
+	if !ok {
+		return
+	}
+	kind := "permission.allowed"
+	if !d.Allow {
+		kind = "permission.denied"
+	}
+	payload := map[string]any{"question_id": q.ID, "tool": lp.tool, "by": q.AnsweredBy, "answer": choice, "sent": sent}
+	if reason != "" {
+		payload["reason"] = reason
+	}
+	if choice == office.PermissionAllowSession {
+		payload["rule"] = lp.rule
+	}
+	o.record(ctx, q.OfficeID, q.AgentID, kind, payload, "")
+}
+
+// parsePermissionAnswer reads an answer: one of the options, "yes"/"no",
+// or a deny with a reason ("deny: not on Fridays"). Any other text is a
+// deny whose reason is the text: when in doubt, nothing runs.
+func parsePermissionAnswer(response string) (choice, reason string) {
+	a := strings.TrimSpace(response)
+	l := strings.ToLower(a)
+	switch l {
+	case office.PermissionAllowOnce, "allow", "yes", "y", "예", "네", "허용":
+		return office.PermissionAllowOnce, ""
+	case office.PermissionAllowSession, "always", "allow always":
+		return office.PermissionAllowSession, ""
+	}
+	for _, p := range []string{office.PermissionDeny, "no", "아니오", "거부"} {
+		if rest, ok := cutPrefixFold(a, p); ok && (rest == "" || strings.ContainsRune(" :-—,.", rune(rest[0])) || strings.HasPrefix(rest, "—")) {
+			return office.PermissionDeny, strings.TrimSpace(strings.TrimLeft(rest, " :-—,."))
+		}
+	}
+	return office.PermissionDeny, a
+}
+
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return "", false
+}
+
+// grant remembers an "allow for this session" answer.
+func (o *Router) grant(k agentKey, conversation, rule string) {
+	o.perm.mu.Lock()
+	defer o.perm.mu.Unlock()
+	o.perm.grants[k] = append(o.perm.grants[k], grant{conversation, rule})
+}
+
+// granted returns the rule of an "allow for this session" answer that
+// covers the call.
+func (o *Router) granted(k agentKey, conversation, tool, subject string) (string, bool) {
+	o.perm.mu.Lock()
+	defer o.perm.mu.Unlock()
+	for _, g := range o.perm.grants[k] {
+		if g.conversation == conversation && ruleCovers(g.rule, tool, subject) {
+			return g.rule, true
+		}
+	}
+	return "", false
+}
+
+// endGrants forgets the "allow for this session" answers of an agent
+// whose session ended.
+func (o *Router) endGrants(k agentKey) {
+	o.perm.mu.Lock()
+	defer o.perm.mu.Unlock()
+	delete(o.perm.grants, k)
+}
+
+// ruleCovers reports whether a permission rule ("Bash", "Bash(npm
+// test:*)", "Edit(/work/src/a.go)") covers a call of tool on subject: the
+// tool alone covers every call; "prefix:*" a subject that starts with
+// prefix; anything else the subject exactly.
+func ruleCovers(rule, tool, subject string) bool {
+	name, spec, hasSpec := strings.Cut(rule, "(")
+	if name != tool {
+		return false
+	}
+	if !hasSpec {
+		return true
+	}
+	spec = strings.TrimSuffix(spec, ")")
+	if prefix, ok := strings.CutSuffix(spec, ":*"); ok {
+		return subject == prefix || strings.HasPrefix(subject, prefix+" ")
+	}
+	return subject == spec
+}
+
+// sessionRule is the rule an "allow for this session" answer remembers:
+// the one Claude Code suggests for the call (its permission_suggestions,
+// e.g. Bash(npm test:*)) when it has one for this tool, else the tool on
+// exactly this subject.
+func sessionRule(tool, subject string, suggestions json.RawMessage) string {
+	var sug []struct {
+		Type     string `json:"type"`
+		Behavior string `json:"behavior"`
+		Rules    []struct {
+			ToolName    string `json:"toolName"`
+			RuleContent string `json:"ruleContent"`
+		} `json:"rules"`
+	}
+	_ = json.Unmarshal(suggestions, &sug) // absent or another shape: no suggestion
+	for _, s := range sug {
+		if s.Type != "addRules" || s.Behavior != "allow" {
+			continue
+		}
+		for _, r := range s.Rules {
+			if r.ToolName == tool && r.RuleContent != "" && ruleCovers(tool+"("+r.RuleContent+")", tool, subject) {
+				return tool + "(" + r.RuleContent + ")"
+			}
+		}
+	}
+	if subject == "" {
+		return tool
+	}
+	return tool + "(" + subject + ")"
+}
+
+// toolSubject is what a call acts on, in words: a command, a file path,
+// a URL, a search pattern; else its input as compact JSON.
+func toolSubject(tool string, input json.RawMessage) string {
+	var in map[string]any
+	_ = json.Unmarshal(input, &in)
+	for _, k := range []string{"command", "file_path", "notebook_path", "url", "path", "pattern", "query"} {
+		if v, ok := in[k].(string); ok && v != "" {
+			return v
+		}
+	}
+	if len(in) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(in)
+	return cutRunes(string(b), 500)
+}
+
+// describePermission returns the question for a call in words a person
+// reads, and its details (the context column): the description the agent
+// gave, and for edits a short diff.
+func describePermission(agent, tool string, input json.RawMessage) (question, details string) {
+	var in struct {
+		Command     string `json:"command"`
+		Description string `json:"description"`
+		FilePath    string `json:"file_path"`
+		OldString   string `json:"old_string"`
+		NewString   string `json:"new_string"`
+		Content     string `json:"content"`
+		URL         string `json:"url"`
+		Edits       []struct {
+			OldString string `json:"old_string"`
+			NewString string `json:"new_string"`
+		} `json:"edits"`
+	}
+	_ = json.Unmarshal(input, &in)
+	var d []string
+	if in.Description != "" {
+		d = append(d, "Why: "+cutRunes(in.Description, 500))
+	}
+	switch {
+	case tool == "Bash" && in.Command != "":
+		question = fmt.Sprintf("%s wants to run a command: %s", agent, cutRunes(in.Command, 2000))
+	case (tool == "Edit" || tool == "MultiEdit") && in.FilePath != "":
+		question = fmt.Sprintf("%s wants to edit %s", agent, in.FilePath)
+		edits := in.Edits
+		if in.OldString != "" || in.NewString != "" {
+			edits = append(edits, struct {
+				OldString string `json:"old_string"`
+				NewString string `json:"new_string"`
+			}{in.OldString, in.NewString})
+		}
+		var diff []string
+		for _, e := range edits {
+			diff = append(diff, shortDiff(e.OldString, e.NewString)...)
+		}
+		if len(diff) > 40 {
+			diff = append(diff[:40], fmt.Sprintf("… (%d more lines)", len(diff)-40))
+		}
+		d = append(d, "--- "+in.FilePath+"\n+++ "+in.FilePath+"\n"+strings.Join(diff, "\n"))
+	case tool == "Write" && in.FilePath != "":
+		n := strings.Count(in.Content, "\n")
+		if in.Content != "" && !strings.HasSuffix(in.Content, "\n") {
+			n++
+		}
+		question = fmt.Sprintf("%s wants to write %s (%d lines)", agent, in.FilePath, n)
+		lines := strings.Split(in.Content, "\n")
+		if len(lines) > 20 {
+			lines = append(lines[:20], fmt.Sprintf("… (%d more lines)", len(lines)-20))
+		}
+		d = append(d, "+ "+strings.Join(lines, "\n+ "))
+	case tool == "WebFetch" && in.URL != "":
+		question = fmt.Sprintf("%s wants to fetch %s", agent, in.URL)
+	case in.FilePath != "":
+		question = fmt.Sprintf("%s wants to use %s on %s", agent, tool, filepath.Clean(in.FilePath))
+	default:
+		question = fmt.Sprintf("%s wants to use %s", agent, tool)
+		if s := toolSubject(tool, input); s != "" {
+			question += ": " + s
+		}
+	}
+	d = append(d, "Tool: "+tool)
+	// Text columns hold no NUL (PostgreSQL refuses it).
+	noNUL := strings.NewReplacer("\x00", "\uFFFD")
+	return noNUL.Replace(question), noNUL.Replace(cutRunes(strings.Join(d, "\n\n"), 8000))
+}
+
+// shortDiff shows an edit as removed and added lines (no context lines:
+// the edit's own strings are all the request has).
+func shortDiff(old, new string) []string {
+	var out []string
+	if old != "" {
+		for _, l := range strings.Split(old, "\n") {
+			out = append(out, "- "+l)
+		}
+	}
+	if new != "" {
+		for _, l := range strings.Split(new, "\n") {
+			out = append(out, "+ "+l)
+		}
+	}
+	return out
+}
+
+// cutRunes cuts s to at most n runes, marking the cut.
+func cutRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
+
+// expiredPermission acts on a permission question the ticker expired: a
+// waiting request is denied by the decider. One nobody waits for was left
+// by a server that stopped (and expired before the office was taken): the
+// agent is told, as sweepPermissions does.
+func (o *Router) expiredPermission(ctx context.Context, q office.Question) {
+	o.perm.mu.Lock()
+	_, live := o.perm.live[q.ID]
+	o.perm.mu.Unlock()
+	if live {
+		o.wakePermissions()
+		return
+	}
+	o.record(ctx, q.OfficeID, q.AgentID, "permission.expired", map[string]string{"question_id": q.ID}, "")
+	if a, err := o.store.GetAgent(ctx, q.AgentID); err == nil {
+		o.notify(a, interruptedText(a, q))
+	}
+}
+
+// interruptedText tells agent a that its request q was lost with the
+// server.
+func interruptedText(a office.Agent, q office.Question) string {
+	return fmt.Sprintf("Your permission request (to %s) was interrupted: your session or the office server restarted while it waited, and it was not approved. If you still need it, try it again; the office will be asked again.", strings.TrimPrefix(q.Question, a.Name+" wants to "))
+}
+
+// sweepPermissions makes final the permission questions of an office (of
+// one agent when agentID is set) that no hook of this server waits for: a
+// server that stopped while they waited took their agents down with it
+// (the agents' keepers end them), and an agent that crashed or was stopped
+// took its hook along, so those requests are gone. Called when the office
+// is taken, before its agents start, and when an agent's session starts. A pending one is cancelled and the agent is
+// told it was not approved; an answered one (a person answered while no
+// server ran) is marked delivered, and the agent is told the answer.
+// Claude Code, resumed, gives the model an "interrupted"
+// result for the call with the next prompt: this notice.
+func (o *Router) sweepPermissions(ctx context.Context, officeID, agentID string) {
+	qs, err := o.store.ListQuestions(ctx, office.QuestionFilter{OfficeID: officeID, AgentID: agentID, Status: []string{office.QuestionPending, office.QuestionAnswered}})
+	if err != nil {
+		o.log.Warn("permission: list open questions", "office", officeID, "err", err)
+		return
+	}
+	for _, q := range qs {
+		if q.Category != office.QuestionPermission {
+			continue
+		}
+		o.perm.mu.Lock()
+		_, live := o.perm.live[q.ID]
+		o.perm.mu.Unlock()
+		if live {
+			continue
+		}
+		a, err := o.store.GetAgent(ctx, q.AgentID)
+		if err != nil {
+			o.log.Warn("permission: get agent", "agent", q.AgentID, "err", err)
+			continue
+		}
+		what := strings.TrimPrefix(q.Question, a.Name+" wants to ")
+		switch q.Status {
+		case office.QuestionPending:
+			ok, err := o.store.CancelQuestion(ctx, q.ID)
+			if err != nil || !ok {
+				if err != nil {
+					o.log.Warn("permission: cancel interrupted request", "question", q.ID, "err", err)
+				}
+				continue
+			}
+			o.record(ctx, a.OfficeID, a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "reason": "the agent or the office server stopped while the request waited"}, "")
+			o.notify(a, interruptedText(a, q))
+		case office.QuestionAnswered:
+			ok, err := o.store.MarkQuestionDelivered(ctx, q.ID)
+			if err != nil || !ok {
+				if err != nil {
+					o.log.Warn("permission: mark interrupted request delivered", "question", q.ID, "err", err)
+				}
+				continue
+			}
+			choice, reason := parsePermissionAnswer(q.Response)
+			o.record(ctx, a.OfficeID, a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "answer": choice, "reason": "answered while the office server was down"}, "")
+			if choice == office.PermissionDeny {
+				msg := fmt.Sprintf("Your permission request (to %s) was interrupted by a restart; meanwhile a person denied it", what)
+				if reason != "" {
+					msg += ": " + reason
+				}
+				o.notify(a, msg+". Do not retry it.")
+				continue
+			}
+			o.notify(a, fmt.Sprintf("Your permission request (to %s) was interrupted by a restart; meanwhile a person allowed it (%s). If you still need it, try it again: the office will be asked again.", what, choice))
+		}
+	}
+}

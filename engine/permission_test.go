@@ -1,0 +1,321 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/office-server/office-server/office"
+)
+
+// fakeDecider stands for the session layer's waiting hooks: a decision
+// reaches a request once, as session.Manager.DecidePermission does; a
+// request not waiting (decided, or its hook gone) is an error.
+type fakeDecider struct {
+	mu        sync.Mutex
+	waiting   map[string]bool
+	decisions map[string][]PermissionDecision
+}
+
+func newFakeDecider() *fakeDecider {
+	return &fakeDecider{waiting: map[string]bool{}, decisions: map[string][]PermissionDecision{}}
+}
+
+func (f *fakeDecider) wait(id string) {
+	f.mu.Lock()
+	f.waiting[id] = true
+	f.mu.Unlock()
+}
+
+func (f *fakeDecider) DecidePermission(_, _, id string, d PermissionDecision) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.waiting[id] {
+		return fmt.Errorf("permission request %s: not waiting", id)
+	}
+	delete(f.waiting, id)
+	f.decisions[id] = append(f.decisions[id], d)
+	return nil
+}
+
+func (f *fakeDecider) got(id string) []PermissionDecision {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]PermissionDecision(nil), f.decisions[id]...)
+}
+
+func bashInput(cmd string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"command": cmd, "description": "build it"})
+	return b
+}
+
+// request hands a Bash request of agent name to the router, as a hook
+// would, and returns its ID.
+func (h *harness) request(dec *fakeDecider, name, conversation, cmd string) string {
+	id := uuid.NewString()
+	dec.wait(id)
+	h.r.HandlePermission(PermissionRequest{OfficeID: h.office.ID, AgentID: h.id(name), ID: id, ConversationID: conversation, Tool: "Bash", Input: bashInput(cmd),
+		Suggestions: json.RawMessage(`[{"type":"addRules","rules":[{"toolName":"Bash","ruleContent":"make:*"}],"behavior":"allow","destination":"localSettings"}]`)})
+	return id
+}
+
+// TestPermissionDecidedOnce: a permission request becomes a permission
+// question; its answer reaches the hook once (never typed); "allow for
+// this session" allows the rule's later calls without a question, in that
+// conversation only; the timeout denies once with a message and expires
+// the question (no expiry notice typed); a hook that went away cancels its
+// question.
+func TestPermissionDecidedOnce(t *testing.T) {
+	dec := newFakeDecider()
+	h := newHarness(t, func(c *Config) { c.Decider = dec; c.PermissionTimeout = time.Minute })
+	h.run("PO")
+	ctx := context.Background()
+	eventually(t, "Run", func() bool { return h.r.running() != nil })
+
+	id := h.request(dec, "PO", "conv-1", "make build")
+	q, err := h.st.GetQuestion(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Category != office.QuestionPermission || q.QuestionType != office.QuestionSelection || q.Status != office.QuestionPending ||
+		q.Question != "PO wants to run a command: make build" || !strings.Contains(q.Context, "Bash(make:*)") {
+		t.Fatalf("question %+v", q)
+	}
+	if _, err := h.r.AnswerQuestion(ctx, id, "  ", ""); err == nil {
+		t.Error("an empty answer to a permission question was accepted")
+	}
+	if _, err := h.r.AnswerQuestion(ctx, id, "Deny: not now, the build server is down", "user-1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deny", func() bool { return len(dec.got(id)) == 1 })
+	if d := dec.got(id)[0]; d.Allow || !strings.Contains(d.Message, "denied this: not now, the build server is down") {
+		t.Errorf("decision %+v: want a deny with the reason", d)
+	}
+	eventually(t, "delivered", func() bool { q, _ := h.st.GetQuestion(ctx, id); return q.Status == office.QuestionDelivered })
+
+	// Allow for this session: the rule Claude Code suggested.
+	id2 := h.request(dec, "PO", "conv-1", "make test")
+	if _, err := h.r.AnswerQuestion(ctx, id2, "allow for this session", "user-1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the allow", func() bool { return len(dec.got(id2)) == 1 })
+	id3 := h.request(dec, "PO", "conv-1", "make lint")
+	if d := dec.got(id3); len(d) != 1 || !d[0].Allow {
+		t.Errorf("a call the session rule covers: decisions %+v, want one allow at once", d)
+	}
+	if _, err := h.st.GetQuestion(ctx, id3); !office.IsNotFound(err) {
+		t.Errorf("a call the session rule covers made a question (%v)", err)
+	}
+	id4 := h.request(dec, "PO", "conv-2", "make lint") // another conversation
+	if _, err := h.st.GetQuestion(ctx, id4); err != nil {
+		t.Errorf("another conversation's call was not asked: %v", err)
+	}
+	h.r.PermissionEnded(h.office.ID, h.id("PO"), id4, true) // answered in the terminal
+	if q, _ := h.st.GetQuestion(ctx, id4); q.Status != office.QuestionCancelled {
+		t.Errorf("question of an ended request is %s, want cancelled", q.Status)
+	}
+
+	// The timeout.
+	id5 := h.request(dec, "PO", "conv-1", "rm -rf build")
+	h.clk.Add(2 * time.Minute)
+	eventually(t, "the timeout's deny", func() bool { return len(dec.got(id5)) == 1 })
+	if d := dec.got(id5)[0]; d.Allow || !strings.Contains(d.Message, "within 1m0s") {
+		t.Errorf("timeout decision %+v", d)
+	}
+	if q, _ := h.st.GetQuestion(ctx, id5); q.Status != office.QuestionExpired {
+		t.Errorf("timed-out question is %s, want expired", q.Status)
+	}
+	h.quiet("PO", 100*time.Millisecond)
+	h.ss.mu.Lock()
+	for _, s := range h.ss.typed[h.id("PO")] {
+		t.Errorf("typed into the agent for a permission question: %q", s)
+	}
+	h.ss.mu.Unlock()
+	for _, id := range []string{id, id2, id3, id4, id5} {
+		if n := len(dec.got(id)); n > 1 {
+			t.Errorf("request %s decided %d times", id, n)
+		}
+	}
+}
+
+// TestPermissionSweep: the permission questions left open by a server
+// that stopped are made final when the office is taken, and the agent is
+// told: a pending one is cancelled, an answered one delivered with the
+// person's answer.
+func TestPermissionSweep(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Decider = newFakeDecider() })
+	h.run("PO")
+	ctx := context.Background()
+	eventually(t, "Run", func() bool { return h.r.running() != nil })
+	mk := func(cmd string) string {
+		q, err := h.st.CreateQuestion(ctx, office.Question{OfficeID: h.office.ID, AgentID: h.id("PO"), Category: office.QuestionPermission,
+			QuestionType: office.QuestionSelection, Question: "PO wants to run a command: " + cmd, Options: office.PermissionOptions(),
+			Status: office.QuestionPending, ExpiresAt: h.clk.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.ID
+	}
+	pending, answered := mk("make a"), mk("make b")
+	if _, _, err := h.st.AnswerQuestion(ctx, answered, "deny: use make c", "user-1"); err != nil {
+		t.Fatal(err)
+	}
+	h.r.TakeOffice(ctx, h.office.ID, nil, false)
+	if q, _ := h.st.GetQuestion(ctx, pending); q.Status != office.QuestionCancelled {
+		t.Errorf("pending question left by a stopped server is %s, want cancelled", q.Status)
+	}
+	if q, _ := h.st.GetQuestion(ctx, answered); q.Status != office.QuestionDelivered {
+		t.Errorf("answered question left by a stopped server is %s, want delivered", q.Status)
+	}
+	h.typed("PO", "(to run a command: make a) was interrupted")
+	h.typed("PO", "a person denied it: use make c")
+	h.quiet("PO", 100*time.Millisecond)
+
+	// Within one server life: the agent's process ends while its request
+	// waits (its hook goes with it); the question stays open until the
+	// agent's session starts again, then it is made final and the agent
+	// told, once.
+	dec := h.r.cfg.Decider.(*fakeDecider)
+	id := h.request(dec, "PO", "conv-1", "make d")
+	h.r.PermissionEnded(h.office.ID, h.id("PO"), id, false)
+	if q, _ := h.st.GetQuestion(ctx, id); q.Status != office.QuestionPending {
+		t.Errorf("question of a request whose agent ended is %s before the restart, want pending", q.Status)
+	}
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionStarting})
+	eventually(t, "the sweep at the start", func() bool { q, _ := h.st.GetQuestion(ctx, id); return q.Status == office.QuestionCancelled })
+	h.typed("PO", "(to run a command: make d) was interrupted")
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionStarting})
+	h.quiet("PO", 200*time.Millisecond)
+}
+
+func TestParsePermissionAnswer(t *testing.T) {
+	for _, c := range []struct{ in, choice, reason string }{
+		{"allow once", office.PermissionAllowOnce, ""},
+		{" Allow Once ", office.PermissionAllowOnce, ""},
+		{"yes", office.PermissionAllowOnce, ""},
+		{"allow for this session", office.PermissionAllowSession, ""},
+		{"deny", office.PermissionDeny, ""},
+		{"Deny: not on Fridays", office.PermissionDeny, "not on Fridays"},
+		{"deny - too risky", office.PermissionDeny, "too risky"},
+		{"no, use npm ci", office.PermissionDeny, "use npm ci"},
+		{"denying is wrong", office.PermissionDeny, "denying is wrong"}, // not "deny" + reason: the whole text
+		{"maybe later", office.PermissionDeny, "maybe later"},
+		{"거부: 안 됩니다", office.PermissionDeny, "안 됩니다"},
+	} {
+		choice, reason := parsePermissionAnswer(c.in)
+		if choice != c.choice || reason != c.reason {
+			t.Errorf("parsePermissionAnswer(%q) = %q, %q; want %q, %q", c.in, choice, reason, c.choice, c.reason)
+		}
+	}
+}
+
+func TestRuleCovers(t *testing.T) {
+	for _, c := range []struct {
+		rule, tool, subject string
+		want                bool
+	}{
+		{"Bash", "Bash", "anything", true},
+		{"Bash", "Edit", "x", false},
+		{"Bash(npm test:*)", "Bash", "npm test", true},
+		{"Bash(npm test:*)", "Bash", "npm test -- --watch", true},
+		{"Bash(npm test:*)", "Bash", "npm testing", false},
+		{"Bash(ls -la)", "Bash", "ls -la", true},
+		{"Bash(ls -la)", "Bash", "ls -la /", false},
+		{"Edit(/w/a.go)", "Edit", "/w/a.go", true},
+	} {
+		if got := ruleCovers(c.rule, c.tool, c.subject); got != c.want {
+			t.Errorf("ruleCovers(%q, %q, %q) = %v", c.rule, c.tool, c.subject, got)
+		}
+	}
+	if r := sessionRule("Bash", "rm -rf /", json.RawMessage(`[{"type":"addRules","rules":[{"toolName":"Bash","ruleContent":"make:*"}],"behavior":"allow"}]`)); r != "Bash(rm -rf /)" {
+		t.Errorf("a suggestion that does not cover the call was used: %q", r)
+	}
+	if r := sessionRule("Edit", "/w/a.go", nil); r != "Edit(/w/a.go)" {
+		t.Errorf("sessionRule without suggestions = %q", r)
+	}
+}
+
+func TestDescribePermission(t *testing.T) {
+	for _, c := range []struct {
+		tool, input, question string
+		details               []string
+	}{
+		{"Bash", `{"command":"go test ./...","description":"Run the tests"}`, "dev wants to run a command: go test ./...", []string{"Why: Run the tests", "Tool: Bash"}},
+		{"Edit", `{"file_path":"/w/main.go","old_string":"a := 1\nb := 2","new_string":"a := 3"}`, "dev wants to edit /w/main.go", []string{"--- /w/main.go", "- a := 1\n- b := 2\n+ a := 3"}},
+		{"Write", `{"file_path":"/w/new.txt","content":"one\ntwo\n"}`, "dev wants to write /w/new.txt (2 lines)", []string{"+ one\n+ two"}},
+		{"WebFetch", `{"url":"https://example.org/x","prompt":"read"}`, "dev wants to fetch https://example.org/x", nil},
+		{"mcp__db__query", `{"sql":"select 1"}`, `dev wants to use mcp__db__query: {"sql":"select 1"}`, nil},
+	} {
+		q, d := describePermission("dev", c.tool, json.RawMessage(c.input))
+		if q != c.question {
+			t.Errorf("%s: question %q, want %q", c.tool, q, c.question)
+		}
+		for _, w := range c.details {
+			if !strings.Contains(d, w) {
+				t.Errorf("%s: details %q lack %q", c.tool, d, w)
+			}
+		}
+	}
+}
+
+// FuzzParsePermissionAnswer: any answer is one of the three choices; a
+// deny's reason comes from the answer; only an allow answer allows.
+func FuzzParsePermissionAnswer(f *testing.F) {
+	for _, s := range []string{"allow once", "allow for this session", "deny", "deny: x", "no, y", "yes", "", "거부: 안 돼", "deny—why"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		choice, reason := parsePermissionAnswer(s)
+		switch choice {
+		case office.PermissionAllowOnce, office.PermissionAllowSession:
+			if reason != "" {
+				t.Fatalf("%q: an allow with a reason %q", s, reason)
+			}
+			if l := strings.ToLower(strings.TrimSpace(s)); strings.HasPrefix(l, "deny") || strings.HasPrefix(l, "no") {
+				t.Fatalf("%q allows", s)
+			}
+		case office.PermissionDeny:
+			if !strings.Contains(s, reason) {
+				t.Fatalf("%q: reason %q is not from the answer", s, reason)
+			}
+		default:
+			t.Fatalf("%q: choice %q", s, choice)
+		}
+	})
+}
+
+// FuzzDescribePermission: any tool input gives a question that names the
+// agent, and never panics.
+func FuzzDescribePermission(f *testing.F) {
+	f.Add("Bash", `{"command":"ls"}`)
+	f.Add("Edit", `{"file_path":"/a","old_string":"x","new_string":"y","edits":[{"old_string":"1"}]}`)
+	f.Add("Write", `{"file_path":"/a","content":7}`)
+	f.Add("X", `[1,2]`)
+	f.Fuzz(func(t *testing.T, tool, input string) {
+		q, _ := describePermission("agent", tool, json.RawMessage(input))
+		if !strings.HasPrefix(q, "agent wants to ") {
+			t.Fatalf("question %q", q)
+		}
+		_ = sessionRule(tool, toolSubject(tool, json.RawMessage(input)), json.RawMessage(input))
+	})
+}
+
+// TestPermissionOddInput: a tool input with a NUL and a huge one still make
+// a question (PostgreSQL text holds no NUL) and a bounded event.
+func TestPermissionOddInput(t *testing.T) {
+	for _, in := range []string{`{"command":"echo a\u0000b"}`, `{"command":"` + strings.Repeat("x", 100<<10) + `"}`} {
+		q, d := describePermission("dev", "Bash", json.RawMessage(in))
+		if strings.ContainsRune(q+d, 0) {
+			t.Errorf("NUL in %q", q)
+		}
+		ev, err := json.Marshal(eventInput(json.RawMessage(in)))
+		if err != nil || len(ev) > maxEventInput+64 || strings.Contains(string(ev), `\u0000`) {
+			t.Errorf("event input %d bytes, err %v, NUL %v", len(ev), err, strings.Contains(string(ev), `\u0000`))
+		}
+	}
+}

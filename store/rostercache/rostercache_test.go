@@ -1,0 +1,114 @@
+package rostercache_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/store/rostercache"
+	"github.com/office-server/office-server/store/sqlite"
+	"github.com/office-server/office-server/store/storetest"
+)
+
+func openSQLite(t *testing.T) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "office.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestConformance: the cache in front of a store passes the stores' whole
+// suite: it changes nothing a caller can see.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) (office.Store, office.ChangeFeed) {
+			s := openSQLite(t)
+			return rostercache.New(s, 0), s
+		},
+		// The feed is the store's own, tested with it (store/sqlite).
+	})
+}
+
+// counting counts the roster reads that reach the store.
+type counting struct {
+	office.Store
+	lists, gets atomic.Int64
+}
+
+func (c *counting) ListAgents(ctx context.Context, id string) ([]office.Agent, error) {
+	c.lists.Add(1)
+	return c.Store.ListAgents(ctx, id)
+}
+
+func (c *counting) GetAgent(ctx context.Context, id string) (office.Agent, error) {
+	c.gets.Add(1)
+	return c.Store.GetAgent(ctx, id)
+}
+
+// TestReadsServedFromMemory: with 200 agents, starting each (read the
+// roster, mark it active) reads the store's roster once, not 200 times,
+// and every read sees the statuses written through the cache.
+func TestReadsServedFromMemory(t *testing.T) {
+	ctx := context.Background()
+	raw := &counting{Store: openSQLite(t)}
+	c := rostercache.New(raw, time.Hour)
+	off, err := c.UpsertOffice(ctx, office.Office{Name: "big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for i := range n {
+		if _, err := c.UpsertAgent(ctx, office.Agent{OfficeID: off.ID, Name: "agent" + string(rune('A'+i/26)) + string(rune('a'+i%26)), Status: office.AgentIdle}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := raw.lists.Load()
+	as, err := c.ListAgents(ctx, off.ID)
+	if err != nil || len(as) != n {
+		t.Fatalf("ListAgents: %d agents, %v", len(as), err)
+	}
+	for _, a := range as {
+		roster, err := c.ListAgents(ctx, off.ID) // as an agent start does
+		if err != nil || len(roster) != n {
+			t.Fatalf("ListAgents: %d, %v", len(roster), err)
+		}
+		if err := c.SetAgentStatus(ctx, a.ID, office.AgentActive); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.GetAgent(ctx, a.ID)
+		if err != nil || got.Status != office.AgentActive {
+			t.Fatalf("GetAgent after SetAgentStatus: %q, %v", got.Status, err)
+		}
+	}
+	if reads := raw.lists.Load() - before; reads != 1 {
+		t.Errorf("%d roster reads reached the store for %d starts, want 1", reads, n)
+	}
+	if gets := raw.gets.Load(); gets != 0 {
+		t.Errorf("%d GetAgent reached the store, want 0", gets)
+	}
+	// What the store holds is what the cache says.
+	direct, _ := raw.Store.ListAgents(ctx, off.ID)
+	for _, a := range direct {
+		if a.Status != office.AgentActive {
+			t.Fatalf("store has %s %s", a.Name, a.Status)
+		}
+	}
+	// A write by someone else is seen once the entry is older than the TTL.
+	short := rostercache.New(raw, 50*time.Millisecond)
+	if _, err := short.ListAgents(ctx, off.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Store.SetAgentStatus(ctx, as[0].ID, office.AgentDisabled); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if got, _ := short.GetAgent(ctx, as[0].ID); got.Status != office.AgentDisabled {
+		t.Errorf("after the TTL the cache still says %s", got.Status)
+	}
+}
