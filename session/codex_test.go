@@ -167,9 +167,11 @@ func TestCodexEndToEnd(t *testing.T) {
 	}
 	// Nothing Codex started outlives the agent (its shared app server
 	// would, without --no-daemon).
-	time.Sleep(500 * time.Millisecond)
-	if left := processesUnder(t, home); len(left) > 0 {
-		t.Errorf("processes left running from the agent's HOME: %q", left)
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if left := processesUnder(t, home); len(left) > 0 {
+			t.Errorf("processes left running from the agent's HOME: %q", left)
+			break
+		}
 	}
 }
 
