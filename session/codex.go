@@ -94,14 +94,16 @@ func (d *codexDriver) launch(spec Spec) ([]string, []string, error) {
 		d.id = spec.ConversationID
 		d.after, d.skipping = spec.TranscriptAfter, spec.TranscriptAfter != ""
 	}
-	// --no-daemon: Codex otherwise starts a shared app server that
-	// detaches from it and outlives the agent (measured: two processes
-	// per CODEX_HOME left running under init after the session ended);
-	// without it the server runs inside the agent's own process tree.
-	args := append([]string{"--no-daemon"}, spec.Args...)
+	// --no-daemon, and its feature daemon_auto_start (stable, on by
+	// default: `codex features list`) off: Codex otherwise starts a shared
+	// app server that detaches from it and outlives the agent (measured:
+	// two processes per CODEX_HOME left running under init after the
+	// session ended); without it the server runs inside the agent's own
+	// process tree.
+	args := append([]string{"--no-daemon", "--disable", "daemon_auto_start"}, spec.Args...)
 	d.resumed = false
 	if d.id != "" && (spec.Resume || d.file != "") && d.findByID() != "" {
-		args = append([]string{"--no-daemon", "resume", d.id}, spec.Args...)
+		args = append([]string{"--no-daemon", "--disable", "daemon_auto_start", "resume", d.id}, spec.Args...)
 		d.resumed = true
 	}
 	env := buildEnv(spec, false)
