@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -138,12 +139,16 @@ func (s *Server) saveOffice(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, o)
 }
 
-// agentView is an agent with its live session status and, when the
-// session waits for a person (a dialog) or its process ended, why.
+// agentView is an agent with its session's status and, when the session
+// waits for a person (a dialog) or its process ended, why; with the time
+// the status was first seen and the terminal's size.
 type agentView struct {
 	office.Agent
-	Session string `json:"session_status"`
-	Detail  string `json:"session_detail,omitempty"`
+	Session string     `json:"session_status"`
+	Detail  string     `json:"session_detail,omitempty"`
+	Since   *time.Time `json:"session_since,omitempty"`
+	Cols    int        `json:"cols,omitempty"`
+	Rows    int        `json:"rows,omitempty"`
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
@@ -157,19 +162,65 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	recs := s.sessionRecords(r.Context(), o.ID)
 	out := make([]agentView, 0, len(agents))
 	for _, a := range agents {
-		out = append(out, s.agentView(o.ID, a))
+		out = append(out, s.agentView(o.ID, a, recs[a.ID]))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) agentView(officeID string, a office.Agent) agentView {
+// sessionRecords returns the office's session rows by agent (empty when
+// the store cannot list them: the live terminals still answer).
+func (s *Server) sessionRecords(ctx context.Context, officeID string) map[string]office.SessionRecord {
+	out := map[string]office.SessionRecord{}
+	recs, err := s.cfg.Store.ListSessions(ctx, officeID)
+	if err != nil {
+		s.log.Warn("list sessions", "office", officeID, "err", err)
+		return out
+	}
+	for _, rec := range recs {
+		out[rec.AgentID] = rec
+	}
+	return out
+}
+
+// agentView is the agent with its live terminal's status, or, when it has
+// none, the last status its session row recorded (crashed, failed, exited
+// keep their reason), else stopped.
+func (s *Server) agentView(officeID string, a office.Agent, rec office.SessionRecord) agentView {
 	v := agentView{Agent: a, Session: office.SessionStopped}
 	if t, ok := s.cfg.Terminals.Terminal(officeID, a.ID); ok {
 		v.Session, v.Detail = t.Status(), t.Detail()
+		v.Cols, v.Rows = t.Size()
+	} else if rec.Status != "" {
+		v.Session, v.Detail = rec.Status, rec.Detail
 	}
+	since := s.statusSince(officeID+"/"+a.ID, v.Session, rec)
+	v.Since = &since
 	return v
+}
+
+// statusSince is when an agent's session was first seen in its status: the
+// server remembers it per session; a status it had not seen yet dates from
+// the session row's last update when the row has that status, else now.
+type statusSince struct {
+	status string
+	at     time.Time
+}
+
+func (s *Server) statusSince(key, status string, rec office.SessionRecord) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.since[key]; ok && cur.status == status {
+		return cur.at
+	}
+	at := time.Now()
+	if rec.Status == status && !rec.UpdatedAt.IsZero() && rec.UpdatedAt.Before(at) {
+		at = rec.UpdatedAt
+	}
+	s.since[key] = statusSince{status, at}
+	return at
 }
 
 func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
@@ -178,7 +229,7 @@ func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.agentView(o.ID, a))
+	writeJSON(w, http.StatusOK, s.agentView(o.ID, a, s.sessionRecords(r.Context(), o.ID)[a.ID]))
 }
 
 func (s *Server) saveAgent(w http.ResponseWriter, r *http.Request) {

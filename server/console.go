@@ -23,8 +23,13 @@ import (
 //	0x05  c→s   RESUME   send OUTPUT again
 //	0x06  c→s   TAKE     ask for control (granted when nobody else holds it)
 //	0x07  c→s   RELEASE  give control back
-//	0x08  s→c   STATUS   JSON {"control":"none|you|other","viewers":N,"session":"ready","note":"..."}
+//	0x08  s→c   STATUS   JSON {"control":"none|you|other","viewers":N,"session":"ready","cols":N,"rows":N,"note":"..."}
 //	0x09  s→c   RESET    clear the terminal: a fresh replay follows (skip-ahead)
+//
+// The first frame is a STATUS, before any output: it carries the session's
+// size, at which every viewer renders (the controller's RESIZE is the only
+// one that reaches the PTY, and every viewer gets a STATUS with the new
+// size when it changes).
 //
 // A viewer never slows the agent down and is never sent more than its
 // rate (Config.ViewerRate, bytes/s, bursts up to 1 MiB): a viewer that
@@ -53,6 +58,8 @@ type ConsoleStatus struct {
 	Control string `json:"control"` // none, you, other
 	Viewers int    `json:"viewers"`
 	Session string `json:"session"`
+	Cols    int    `json:"cols"`
+	Rows    int    `json:"rows"`
 	Note    string `json:"note,omitempty"`
 }
 
@@ -174,6 +181,7 @@ func (c *consoleConn) status() ConsoleStatus {
 	s := c.s
 	s.mu.Lock()
 	st := ConsoleStatus{Control: "none", Session: c.term.Status()}
+	st.Cols, st.Rows = c.term.Size()
 	if holder, ok := s.controls[c.key]; ok {
 		st.Control = "other"
 		if holder == c {
@@ -274,7 +282,10 @@ func (c *consoleConn) handle(typ byte, p []byte) {
 			return
 		}
 		if c.controls() {
-			_ = c.term.Resize(sz.Cols, sz.Rows)
+			if err := c.term.Resize(sz.Cols, sz.Rows); err != nil {
+				c.tell("resize failed: " + err.Error())
+			}
+			s.notifySession(c.key) // every viewer follows the new size
 		}
 	case FramePause, FrameResume:
 		select {
@@ -325,6 +336,12 @@ func (c *consoleConn) writeLoop() {
 	defer close(c.done)
 	w := newConsoleWriter(c)
 	defer w.stop()
+	// The session's size before its output, so the viewer renders the
+	// replay at the size it was drawn for.
+	if err := w.sendStatus(); err != nil {
+		w.fail()
+		return
+	}
 	for {
 		// While skipping ahead the queue is not read at all: the session
 		// drops it when full, which costs nothing; the resync re-attaches.
@@ -371,6 +388,7 @@ type consoleWriter struct {
 
 	out        <-chan []byte // the viewer's queue; nil once closed
 	lastStatus string        // the session status last seen (polled)
+	lastSize   [2]int        // the terminal size last seen (polled)
 	ping, poll *time.Ticker
 
 	paused    bool
@@ -394,9 +412,10 @@ func newConsoleWriter(c *consoleConn) *consoleWriter {
 		c: c, s: s, ws: c.ws,
 		out:        c.viewer.C(),
 		lastStatus: c.term.Status(),
+		lastSize:   termSize(c.term),
 		ping:       time.NewTicker(s.cfg.PingInterval),
 		// The session's status is polled: a change sends a STATUS frame.
-		poll:     time.NewTicker(time.Second),
+		poll:     time.NewTicker(250 * time.Millisecond),
 		pend:     make([]byte, 1, maxOutputFrame),
 		timer:    time.NewTimer(time.Hour),
 		rate:     float64(s.cfg.ViewerRate),
@@ -640,12 +659,19 @@ func (w *consoleWriter) sendStatus() error {
 	return w.write(append([]byte{FrameStatus}, b...))
 }
 
-// pollStatus asks for a STATUS frame when the session's status changed.
+// pollStatus asks for a STATUS frame when the session's status or size
+// changed.
 func (w *consoleWriter) pollStatus() {
-	if st := w.c.term.Status(); st != w.lastStatus {
-		w.lastStatus = st
+	st, size := w.c.term.Status(), termSize(w.c.term)
+	if st != w.lastStatus || size != w.lastSize {
+		w.lastStatus, w.lastSize = st, size
 		w.c.poke()
 	}
+}
+
+func termSize(t Terminal) [2]int {
+	c, r := t.Size()
+	return [2]int{c, r}
 }
 
 // Output coalescing (see writeLoop).

@@ -18,7 +18,7 @@ import (
 // and a slow subscriber only loses its own stream: it is dropped, never
 // waited for.
 type eventHub struct {
-	store   office.Store
+	store   Rows
 	metrics *Metrics
 	log     *slog.Logger
 	poll    time.Duration
@@ -39,7 +39,7 @@ type eventSub struct {
 // subQueue is how many events a live stream may lag before it is dropped.
 const subQueue = 256
 
-func newEventHub(store office.Store, m *Metrics, log *slog.Logger, poll time.Duration) *eventHub {
+func newEventHub(store Rows, m *Metrics, log *slog.Logger, poll time.Duration) *eventHub {
 	return &eventHub{store: store, metrics: m, log: log, poll: poll, wake: make(chan struct{}, 1), subs: map[*eventSub]struct{}{}}
 }
 

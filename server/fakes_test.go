@@ -180,6 +180,7 @@ type fakeTerm struct {
 	input   bytes.Buffer
 	inputs  chan []byte
 	cols    int
+	rows    int
 }
 
 func newFakeTerm() *fakeTerm {
@@ -245,10 +246,20 @@ func (t *fakeTerm) Input(p []byte) error {
 	t.inputs <- append([]byte(nil), p...)
 	return nil
 }
-func (t *fakeTerm) Resize(cols, _ int) error { t.mu.Lock(); t.cols = cols; t.mu.Unlock(); return nil }
-func (t *fakeTerm) Status() string           { return "ready" }
-func (t *fakeTerm) Detail() string           { return "" }
-func (t *fakeTerm) typed() string            { t.mu.Lock(); defer t.mu.Unlock(); return t.input.String() }
+func (t *fakeTerm) Resize(cols, rows int) error {
+	t.mu.Lock()
+	t.cols, t.rows = cols, rows
+	t.mu.Unlock()
+	return nil
+}
+func (t *fakeTerm) Size() (cols, rows int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cols, t.rows
+}
+func (t *fakeTerm) Status() string { return "ready" }
+func (t *fakeTerm) Detail() string { return "" }
+func (t *fakeTerm) typed() string  { t.mu.Lock(); defer t.mu.Unlock(); return t.input.String() }
 
 type fakeTerminals struct {
 	mu    sync.Mutex

@@ -78,7 +78,7 @@ func (m *Metrics) AnswerDelivered(latency time.Duration) {
 
 // observeEvent counts ev by kind and, for an answer's delivery, measures its
 // latency from the question row (answered_at → delivered_at).
-func (m *Metrics) observeEvent(ctx context.Context, store office.Store, ev office.Event) {
+func (m *Metrics) observeEvent(ctx context.Context, store Rows, ev office.Event) {
 	m.messages.WithLabelValues(ev.Kind).Inc()
 	k := strings.ToLower(ev.Kind)
 	if !strings.Contains(k, "deliver") || !(strings.Contains(k, "answer") || strings.Contains(k, "question")) {

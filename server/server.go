@@ -2,10 +2,11 @@
 // WebSocket console that attaches people to agents' terminals, the console
 // web page, and /healthz, /readyz and /metrics.
 //
-// The server reads rows straight from the office.Store and acts through two
-// small interfaces declared here, Office (the routing core's actions) and
-// Terminals (running agents' PTYs), so it can be tested with fakes and wired
-// to the real office and session packages in cmd/office-server.
+// The server reads rows through Rows (the read-only queries it makes of the
+// store, a subset of office.Store) and acts through two small interfaces
+// declared here, Office (the routing core's actions) and Terminals (running
+// agents' PTYs), so it can be tested with fakes and wired to the real office
+// and session packages in cmd/office-server.
 package server
 
 import (
@@ -22,6 +23,24 @@ import (
 
 	"github.com/office-server/office-server/office"
 )
+
+// Rows is what the server reads from the store: offices, agents and the
+// rows the console shows. office.Store has all of it; the server never
+// writes through it (every change goes through Office).
+type Rows interface {
+	Ping(ctx context.Context) error
+	GetOffice(ctx context.Context, id string) (office.Office, error)
+	ListOffices(ctx context.Context) ([]office.Office, error)
+	ListAgents(ctx context.Context, officeID string) ([]office.Agent, error)
+	ListSessions(ctx context.Context, officeID string) ([]office.SessionRecord, error)
+	GetQuestion(ctx context.Context, id string) (office.Question, error)
+	ListQuestions(ctx context.Context, f office.QuestionFilter) ([]office.Question, error)
+	ListInvocations(ctx context.Context, f office.InvocationFilter) ([]office.Invocation, error)
+	ListResults(ctx context.Context, f office.ResultFilter) ([]office.Result, error)
+	GetDependency(ctx context.Context, id string) (office.DependencyRequest, error)
+	ListDependencies(ctx context.Context, f office.DependencyFilter) ([]office.DependencyRequest, error)
+	ListEvents(ctx context.Context, f office.EventFilter) ([]office.Event, error)
+}
 
 // Office is what the server needs from the routing core. Every method
 // returns an error carrying an office error code (office.ErrorCode), which
@@ -70,6 +89,9 @@ type Terminal interface {
 	Input(p []byte) error
 	// Resize changes the terminal's size.
 	Resize(cols, rows int) error
+	// Size is the terminal's size in columns and rows: every viewer
+	// renders at it (scaled to its pane), never re-wrapping the output.
+	Size() (cols, rows int)
 	// Status is the session's status (starting, ready, busy, ...).
 	Status() string
 	// Detail says why it is in that status: the dialog it shows
@@ -89,7 +111,7 @@ type Feed interface{ Connected() bool }
 
 // Config configures a Server.
 type Config struct {
-	Store     office.Store // rows are read from here
+	Store     Rows // rows are read from here
 	Office    Office
 	Terminals Terminals
 	Feed      Feed // optional: nil means no external change feed (embedded store)
@@ -136,6 +158,7 @@ type Server struct {
 	hosts    map[string]bool // Host values of the origins (see hostAllowed)
 	conns    map[*consoleConn]struct{}
 	controls map[string]*consoleConn // session key → controlling viewer
+	since    map[string]statusSince  // session key → its status and since when
 	closed   bool
 }
 
@@ -175,6 +198,7 @@ func New(cfg Config) (*Server, error) {
 		mux:      http.NewServeMux(),
 		conns:    map[*consoleConn]struct{}{},
 		controls: map[string]*consoleConn{},
+		since:    map[string]statusSince{},
 		origins:  map[string]bool{},
 	}
 	s.SetOrigins(cfg.Origins)

@@ -29,6 +29,10 @@ func (t sessionTerminal) Input(p []byte) error           { return t.s.Input(p) }
 func (t sessionTerminal) Resize(cols, rows int) error    { return t.s.Resize(cols, rows) }
 func (t sessionTerminal) Status() string                 { return string(t.s.Status()) }
 func (t sessionTerminal) Detail() string                 { return t.s.Info().Detail }
+func (t sessionTerminal) Size() (cols, rows int) {
+	i := t.s.Info()
+	return i.Cols, i.Rows
+}
 
 // serverOffice adapts the engine.Router (and the store, for plain row
 // edits) to server.Office.
