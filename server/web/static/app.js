@@ -1,24 +1,40 @@
-// The office console: overview of one office (agents, pending questions,
-// dependency requests, invocations, events) kept live by the SSE event
-// stream, and a terminal view of any agent over the console WebSocket
-// (framing documented in server/console.go). The admin token travels as an
-// HttpOnly cookie set when the page was opened with ?token=.
+// The office console, for the person operating an office: what needs them
+// first (questions, permission requests, dependency requests, agents whose
+// terminal waits or whose process crashed), each answerable in place; what
+// each agent is doing (status, task, step, phase, for how long); the calls
+// between agents and their results; the history as sentences; and any
+// agent's terminal over the console WebSocket (framing documented in
+// server/console.go), drawn at the session's own size and scaled to fit.
+//
+// Lists are keyed by row id and updated in place: a refresh never replaces
+// an element a person is about to click or typing into. The admin token
+// travels as an HttpOnly cookie set when the page was opened with ?token=.
 'use strict';
 
 const F = { OUTPUT: 1, INPUT: 2, RESIZE: 3, PAUSE: 4, RESUME: 5, TAKE: 6, RELEASE: 7, STATUS: 8, RESET: 9 };
 const $ = (sel) => document.querySelector(sel);
-const state = { office: null, agents: [], permissions: [], events: null, lastEvent: 0, refreshTimer: null, term: null };
+const state = {
+  office: null, agents: [], questions: [], deps: [], invs: [], results: [],
+  events: [], lastEvent: 0, activity: {}, es: null, refreshTimer: null, term: null,
+};
+
+// ---- helpers ----
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (k === 'class') e.className = v;
     else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-    else if (v !== undefined && v !== null) e.setAttribute(k, v);
+    else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v);
   }
-  for (const k of kids) if (k !== null && k !== undefined) e.append(k.nodeType ? k : String(k));
+  for (const k of kids) if (k !== null && k !== undefined && k !== false) e.append(k.nodeType ? k : String(k));
   return e;
 }
+
+// setText changes an element's text only when it differs (no needless
+// layout, no lost selection).
+function setText(e, text) { if (e.textContent !== text) e.textContent = text; }
+function setAttr(e, k, v) { if (e.getAttribute(k) !== v) e.setAttribute(k, v); }
 
 async function api(method, path, body) {
   const opts = { method, headers: {}, credentials: 'same-origin' };
@@ -26,11 +42,69 @@ async function api(method, path, body) {
   const res = await fetch(path, opts);
   if (res.status === 204) return null;
   const data = await res.json().catch(() => null);
-  if (!res.ok) throw new Error((data && data.error && data.error.message) || res.statusText);
+  if (!res.ok) throw new Error((data && data.error && data.error.message) || `${res.status} ${res.statusText}`);
   return data;
 }
 
 function note(msg) { $('#note').textContent = msg || ''; }
+
+const short = (s, n) => { s = (s || '').replace(/\s+/g, ' ').trim(); return s.length > n ? s.slice(0, n - 1) + '…' : s; };
+const localTime = (t) => (t ? new Date(t).toLocaleTimeString() : '');
+
+function duration(ms) {
+  if (!(ms >= 0)) return '';
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+  return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+}
+
+const agentById = (id) => state.agents.find((a) => a.id === id);
+const agentName = (id) => { const a = agentById(id); return a ? a.name : (id ? id.slice(0, 8) : 'the office'); };
+
+// sync makes container's children one per item, in order, keyed by
+// key(item): an existing child is kept and update(child, item) refreshes
+// it; a new one is made by make(item); children whose item is gone are
+// removed. Elements are never replaced, so clicks and typing survive.
+function sync(container, items, key, make, update) {
+  const have = new Map();
+  for (const c of [...container.children]) {
+    if (c.dataset.key === undefined) continue;
+    have.set(c.dataset.key, c);
+  }
+  const want = new Set(items.map(key));
+  for (const [k, c] of have) if (!want.has(k)) c.remove();
+  let prev = null;
+  for (const it of items) {
+    const k = key(it);
+    let c = have.get(k);
+    if (!c) { c = make(it); c.dataset.key = k; }
+    if (update) update(c, it);
+    const next = prev ? prev.nextElementSibling : container.firstElementChild;
+    if (next !== c) container.insertBefore(c, next);
+    prev = c;
+  }
+}
+
+// act runs a request from a card or row: its buttons are disabled
+// meanwhile, its error shows in the card (the person's typing stays).
+async function act(card, what, fn) {
+  const err = card.querySelector('.error');
+  const buttons = [...card.querySelectorAll('button')];
+  buttons.forEach((b) => { b.disabled = true; });
+  try {
+    await fn();
+    if (err) setText(err, '');
+    card.classList.add('done');
+  } catch (e) {
+    if (err) setText(err, `${what}: ${e.message}`); else note(`${what}: ${e.message}`);
+  } finally {
+    buttons.forEach((b) => { b.disabled = false; });
+  }
+  scheduleRefresh();
+}
+
+// ---- office and refresh ----
 
 async function loadOffices() {
   const offices = await api('GET', '/api/offices');
@@ -46,6 +120,8 @@ async function loadOffices() {
 async function selectOffice(id) {
   state.office = id;
   state.lastEvent = 0;
+  state.events = [];
+  state.activity = {};
   $('#events').replaceChildren();
   await refresh(); // agents first, so events show names
   openEvents();
@@ -57,85 +133,82 @@ function scheduleRefresh() {
 }
 
 async function refresh() {
+  if (!state.office) return;
   const o = encodeURIComponent(state.office);
   try {
-    const [agents, questions, deps, invs] = await Promise.all([
+    const [agents, questions, deps, invs, results] = await Promise.all([
       api('GET', `/api/offices/${o}/agents`),
       api('GET', `/api/offices/${o}/questions?status=pending`),
       api('GET', `/api/offices/${o}/dependencies?status=pending`),
-      api('GET', `/api/offices/${o}/invocations?limit=50`),
+      api('GET', `/api/offices/${o}/invocations?limit=100`),
+      api('GET', `/api/offices/${o}/results?limit=50`),
     ]);
-    state.agents = agents;
-    // Permission requests (category permission) are answered in "Needs
-    // you", at the top; the other questions in their own list.
-    state.permissions = questions.filter((q) => q.category === 'permission');
-    renderAgents(agents);
-    renderPermissions(state.permissions);
-    renderQuestions(questions.filter((q) => q.category !== 'permission'));
-    renderDependencies(deps);
-    renderInvocations(invs);
-  } catch (e) { note('refresh: ' + e.message); }
+    Object.assign(state, { agents, questions, deps, invs, results });
+    setText($('#agentserror'), '');
+    render();
+  } catch (e) { setText($('#agentserror'), 'refresh: ' + e.message); }
 }
 
-const agentName = (id) => (state.agents.find((a) => a.id === id) || { name: id ? id.slice(0, 8) : '?' }).name;
-
-function renderAgents(agents) {
-  const rows = agents.map((a) => el('tr', { class: 'agent', 'data-name': a.name, 'data-id': a.id },
-    el('td', {}, el('a', { href: '#', class: 'open', onclick: (ev) => { ev.preventDefault(); openTerminal(a); } }, a.name)),
-    el('td', {}, a.role || ''),
-    el('td', {}, el('span', { class: 'pill ' + a.session_status }, a.session_status),
-      a.session_detail ? el('div', { class: 'detail short', title: a.session_detail }, a.session_detail.split('\n')[0].slice(0, 80)) : null),
-    el('td', {},
-      el('button', { class: 'start', onclick: () => act(a, 'start') }, 'start'), ' ',
-      el('button', { class: 'stop', onclick: () => act(a, 'stop') }, 'stop'), ' ',
-      el('button', { class: 'restart', onclick: () => act(a, 'restart') }, 'restart'))));
-  $('#agents tbody').replaceChildren(...rows);
-  renderAttention(agents);
-  const sel = $('#msgagent');
-  const cur = sel.value;
-  sel.replaceChildren(...agents.map((a) => el('option', { value: a.id }, a.name)));
-  if (agents.some((a) => a.id === cur)) sel.value = cur;
+function render() {
+  renderNeeds();
+  renderAgents();
+  renderCalls();
+  renderResults();
+  renderAgentFilter();
 }
 
-// renderAttention lists the agents whose terminal waits for a person (a
-// dialog or a permission prompt) or whose process ended badly, with the
-// reason the server gives, above everything else: open the terminal, take
-// control and answer the dialog there.
-function renderAttention(agents) {
-  const need = agents.filter((a) => ['needs_attention', 'crashed', 'failed'].includes(a.session_status));
-  const who = new Set([...need.map((a) => a.id), ...state.permissions.map((q) => q.agent_id)]);
-  $('#attention').hidden = who.size === 0;
-  $('#attentionlist').replaceChildren(...need.map((a) => el('div', { class: 'card attention', 'data-name': a.name },
-    el('div', { class: 'meta' }, `${a.name}: `, el('span', { class: 'pill ' + a.session_status }, a.session_status), ' ',
-      el('button', { type: 'button', class: 'open', onclick: () => openTerminal(a) }, 'open terminal')),
-    el('pre', { class: 'detail' }, a.session_detail || ''))));
-  document.title = who.size ? `(${who.size}) Office console` : 'Office console';
+// ---- what needs me ----
+
+const attentionStatuses = ['needs_attention', 'crashed', 'failed'];
+
+// needs lists, in order, everything that waits for a person.
+function needs() {
+  const out = [];
+  for (const q of state.questions) out.push({ key: 'q' + q.id, kind: q.category === 'permission' ? 'permission' : 'question', q });
+  for (const d of state.deps) out.push({ key: 'd' + d.id, kind: 'dependency', d });
+  for (const a of state.agents) if (attentionStatuses.includes(a.session_status)) out.push({ key: 'a' + a.id, kind: 'agent', a });
+  return out;
 }
 
-// renderPermissions shows the agents' pending tool-permission requests at
-// the top, with the buttons that answer them: the answer goes back to the
-// agent as the decision (a deny with the reason typed here). Cards already
-// shown are kept as they are, so a refresh never loses a reason being typed.
-function renderPermissions(qs) {
-  const list = $('#permissionlist');
-  const ids = new Set(qs.map((q) => q.id));
-  const shown = new Set();
-  for (const c of [...list.children]) {
-    if (ids.has(c.dataset.id)) shown.add(c.dataset.id); else c.remove();
+function renderNeeds() {
+  const items = needs();
+  const n = items.length;
+  $('#attention').hidden = n === 0;
+  const c = $('#needcount');
+  setText(c, n ? `${n} need${n === 1 ? 's' : ''} you` : 'nothing needs you');
+  c.dataset.count = String(n);
+  c.className = 'pill ' + (n ? 'hot' : 'zero');
+  document.title = n ? `(${n}) Office console` : 'Office console';
+  sync($('#needlist'), items, (i) => i.key, needCard, updateNeedCard);
+}
+
+function needCard(i) {
+  switch (i.kind) {
+    case 'permission': return permissionCard(i.q);
+    case 'question': return questionCard(i.q);
+    case 'dependency': return dependencyCard(i.d);
+    default: return agentCard(i.a);
   }
-  for (const q of qs) if (!shown.has(q.id)) list.append(permissionCard(q));
-  renderAttention(state.agents);
+}
+
+function updateNeedCard(card, i) {
+  if (i.kind === 'agent') {
+    setText(card.querySelector('.pill'), statusLabel(i.a.session_status));
+    card.querySelector('.pill').className = 'pill ' + i.a.session_status;
+    setText(card.querySelector('.detail'), i.a.session_detail || reasonMissing(i.a.session_status));
+  }
+}
+
+function reasonMissing(status) {
+  return status === 'needs_attention' ? 'the agent waits for a person in its terminal' : 'no reason recorded';
 }
 
 function permissionCard(q) {
   const reason = el('input', { class: 'reason', name: 'reason', placeholder: 'reason (told to the agent with a deny)', autocomplete: 'off' });
-  const send = async (text) => {
-    try { await api('POST', `/api/questions/${q.id}/answer`, { response: text }); note(''); }
-    catch (e) { note('permission: ' + e.message); }
-    scheduleRefresh();
-  };
-  const expires = q.expires_at ? new Date(q.expires_at).toLocaleTimeString() : '';
-  return el('div', { class: 'card attention permission', 'data-id': q.id, 'data-agent': agentName(q.agent_id) },
+  const card = el('div', { class: 'card attention permission', 'data-id': q.id, 'data-agent': agentName(q.agent_id) });
+  const send = (text) => act(card, 'permission', () => api('POST', `/api/questions/${q.id}/answer`, { response: text }));
+  const expires = q.expires_at ? localTime(q.expires_at) : '';
+  card.append(
     el('div', { class: 'meta' }, `Permission request from ${agentName(q.agent_id)}`, expires ? ` · denied at ${expires} if nobody answers` : ''),
     el('div', { class: 'text' }, q.question),
     q.context ? el('pre', { class: 'detail' }, q.context) : null,
@@ -143,81 +216,265 @@ function permissionCard(q) {
       el('button', { type: 'button', class: 'allow', onclick: () => send('allow once') }, 'Allow once'), ' ',
       el('button', { type: 'button', class: 'allow-session', onclick: () => send('allow for this session') }, 'Allow for this session'), ' ',
       reason, ' ',
-      el('button', { type: 'button', class: 'deny', onclick: () => send(reason.value.trim() ? 'deny: ' + reason.value.trim() : 'deny') }, 'Deny')));
+      el('button', { type: 'button', class: 'deny', onclick: () => send(reason.value.trim() ? 'deny: ' + reason.value.trim() : 'deny') }, 'Deny')),
+    el('div', { class: 'error' }));
+  return card;
 }
 
-async function act(a, action) {
-  try { await api('POST', `/api/offices/${encodeURIComponent(state.office)}/agents/${a.id}/${action}`); note(''); }
-  catch (e) { note(`${action} ${a.name}: ${e.message}`); }
-  scheduleRefresh();
+function questionCard(q) {
+  const input = el('input', { class: 'answer', name: 'answer', placeholder: q.default_answer ? `default: ${q.default_answer}` : 'your answer', autocomplete: 'off' });
+  const card = el('form', { class: 'card question', 'data-id': q.id, 'data-agent': agentName(q.agent_id) });
+  const send = (text) => act(card, 'answer', () => api('POST', `/api/questions/${q.id}/answer`, { response: text }));
+  card.addEventListener('submit', (ev) => { ev.preventDefault(); if (input.value.trim()) send(input.value); });
+  const opts = (q.options || []).map((o) => el('button', { type: 'button', class: 'option', 'data-option': o, onclick: () => send(o) }, o));
+  const expires = q.expires_at ? ` · expires ${localTime(q.expires_at)}` : '';
+  card.append(
+    el('div', { class: 'meta' }, `${agentName(q.agent_id)} asks · ${localTime(q.created_at)}${expires}`),
+    el('div', { class: 'text' }, q.question),
+    q.context ? el('div', { class: 'meta' }, q.context) : null,
+    opts.length ? el('div', { class: 'options' }, ...opts) : null,
+    el('div', {}, input, ' ', el('button', { class: 'answer-submit' }, 'Answer')),
+    el('div', { class: 'error' }));
+  return card;
 }
 
-function renderQuestions(qs) {
-  const box = $('#questions');
-  if (!qs.length) { box.replaceChildren(el('p', { class: 'empty' }, 'none')); return; }
-  box.replaceChildren(...qs.map((q) => {
-    const input = el('input', { class: 'answer', name: 'answer', placeholder: q.default_answer || 'your answer', autocomplete: 'off' });
-    const send = async (text) => {
-      try { await api('POST', `/api/questions/${q.id}/answer`, { response: text }); note(''); }
-      catch (e) { note('answer: ' + e.message); }
-      scheduleRefresh();
-    };
-    const opts = (q.options || []).map((o) => el('button', { type: 'button', class: 'option', onclick: () => send(o) }, o));
-    return el('form', { class: 'card question', 'data-id': q.id, onsubmit: (ev) => { ev.preventDefault(); if (input.value.trim()) send(input.value); } },
-      el('div', { class: 'meta' }, `${agentName(q.agent_id)} asks (${q.question_type})`),
-      el('div', { class: 'text' }, q.question),
-      q.context ? el('div', { class: 'meta' }, q.context) : null,
-      el('div', {}, ...opts),
-      el('div', {}, input, ' ', el('button', { class: 'answer-submit' }, 'Answer')));
-  }));
+function dependencyCard(d) {
+  const value = el('input', { class: 'value', type: d.type === 'api_key' ? 'password' : 'text', placeholder: d.default || 'value', autocomplete: 'off' });
+  const reason = el('input', { class: 'reason', placeholder: 'reason to reject', autocomplete: 'off' });
+  const card = el('div', { class: 'card dependency', 'data-id': d.id });
+  const call = (what, body) => act(card, what, () => api('POST', `/api/dependencies/${d.id}/${what}`, body));
+  card.append(
+    el('div', { class: 'meta' }, `${agentName(d.agent_id)} needs ${d.type} ${d.required ? '(required)' : '(optional)'}`),
+    el('div', {}, el('strong', {}, d.name), d.description ? ' — ' + d.description : ''),
+    el('div', {}, value, ' ', el('button', { type: 'button', class: 'provide', onclick: () => call('provide', { value: value.value }) }, 'Provide')),
+    el('div', {}, reason, ' ', el('button', { type: 'button', class: 'reject', onclick: () => call('reject', { reason: reason.value }) }, 'Reject')),
+    el('div', { class: 'error' }));
+  return card;
 }
 
-function renderDependencies(ds) {
-  const box = $('#dependencies');
-  if (!ds.length) { box.replaceChildren(el('p', { class: 'empty' }, 'none')); return; }
-  box.replaceChildren(...ds.map((d) => {
-    const value = el('input', { class: 'value', type: d.type === 'api_key' ? 'password' : 'text', placeholder: d.default || 'value', autocomplete: 'off' });
-    const reason = el('input', { class: 'reason', placeholder: 'reason to reject' });
-    const call = async (what, body) => {
-      try { await api('POST', `/api/dependencies/${d.id}/${what}`, body); note(''); }
-      catch (e) { note(what + ': ' + e.message); }
-      scheduleRefresh();
-    };
-    return el('div', { class: 'card dependency', 'data-id': d.id },
-      el('div', { class: 'meta' }, `${agentName(d.agent_id)} needs ${d.type} ${d.required ? '(required)' : '(optional)'}`),
-      el('div', {}, el('strong', {}, d.name), d.description ? ' — ' + d.description : ''),
-      el('div', {}, value, ' ', el('button', { class: 'provide', onclick: () => call('provide', { value: value.value }) }, 'Provide')),
-      el('div', {}, reason, ' ', el('button', { class: 'reject', onclick: () => call('reject', { reason: reason.value }) }, 'Reject')));
-  }));
+function agentCard(a) {
+  return el('div', { class: 'card attention agent', 'data-name': a.name, 'data-id': a.id },
+    el('div', { class: 'meta' }, `${a.name}: `, el('span', { class: 'pill ' + a.session_status }, statusLabel(a.session_status)), ' ',
+      el('button', { type: 'button', class: 'open', onclick: () => openTerminal(a) }, 'open terminal'), ' ',
+      el('button', { type: 'button', class: 'restart', onclick: (ev) => agentAction(ev.target.closest('.card'), a, 'restart') }, 'restart')),
+    el('pre', { class: 'detail' }, a.session_detail || reasonMissing(a.session_status)),
+    el('div', { class: 'error' }));
 }
 
-function renderInvocations(invs) {
-  $('#invocations tbody').replaceChildren(...invs.map((i) => el('tr', {},
-    el('td', {}, `${agentName(i.caller_agent_id)} → ${agentName(i.callee_agent_id)}`),
-    el('td', {}, el('span', { class: 'pill' }, i.status)),
-    el('td', {}, (i.reason || '').slice(0, 120)))));
+// ---- agents ----
+
+const statusLabels = {
+  ready: 'waiting for input', busy: 'working', waiting: 'waiting for a result', needs_attention: 'needs attention',
+  starting: 'starting', stopped: 'stopped', exited: 'exited', crashed: 'crashed', failed: 'failed to start',
+};
+const statusLabel = (s) => statusLabels[s] || s || 'unknown';
+
+// doing says what an agent works on: its open task and from whom, its last
+// step and phase (from the history).
+function doing(a) {
+  const parts = [];
+  const task = state.invs.find((i) => i.callee_agent_id === a.id && (i.status === 'in_progress' || i.status === 'pending'));
+  if (task) parts.push(`task from ${agentName(task.caller_agent_id)}: ${short(task.reason, 70)}`);
+  const now = state.activity[a.id] || {};
+  if (now.step) parts.push(`step ${now.step}`);
+  if (now.phase) parts.push(`phase ${now.phase}`);
+  return parts;
+}
+
+function renderAgents() {
+  sync($('#agents tbody'), state.agents, (a) => a.id, agentRow, updateAgentRow);
+  const sel = $('#msgagent');
+  const cur = sel.value;
+  sync(sel, state.agents, (a) => a.id, (a) => el('option', { value: a.id }, a.name), (o, a) => setText(o, a.name));
+  if (state.agents.some((a) => a.id === cur)) sel.value = cur;
+}
+
+function agentRow(a) {
+  const tr = el('tr', { class: 'agent', 'data-name': a.name, 'data-id': a.id },
+    el('td', {}, el('a', { href: '#', class: 'open', onclick: (ev) => { ev.preventDefault(); openTerminal(agentById(a.id) || a); } }, a.name),
+      el('div', { class: 'meta role' })),
+    el('td', { class: 'status' }, el('span', { class: 'pill' }), el('span', { class: 'since meta' }), el('div', { class: 'detail short' })),
+    el('td', { class: 'doing' }),
+    el('td', { class: 'actions' },
+      el('button', { type: 'button', class: 'start', onclick: () => agentAction(tr, agentById(a.id) || a, 'start') }, 'start'), ' ',
+      el('button', { type: 'button', class: 'stop', onclick: () => agentAction(tr, agentById(a.id) || a, 'stop') }, 'stop'), ' ',
+      el('button', { type: 'button', class: 'restart', onclick: () => agentAction(tr, agentById(a.id) || a, 'restart') }, 'restart'),
+      el('div', { class: 'error' })));
+  return tr;
+}
+
+function updateAgentRow(tr, a) {
+  setAttr(tr, 'data-status', a.session_status);
+  setText(tr.querySelector('.role'), a.role || '');
+  const pill = tr.querySelector('.pill');
+  setText(pill, statusLabel(a.session_status));
+  pill.className = 'pill ' + a.session_status;
+  const since = a.session_since ? Date.now() - new Date(a.session_since).getTime() : NaN;
+  setText(tr.querySelector('.since'), since >= 0 ? ` for ${duration(since)}` : '');
+  const detail = a.session_detail ? a.session_detail.split('\n')[0] : '';
+  const d = tr.querySelector('.detail');
+  setText(d, short(detail, 90));
+  d.title = a.session_detail || '';
+  const doingCell = tr.querySelector('.doing');
+  const parts = doing(a);
+  setText(doingCell, parts.join(' · ') || (a.session_status === 'ready' ? 'idle' : ''));
+}
+
+async function agentAction(row, a, action) {
+  await act(row, `${action} ${a.name}`, () => api('POST', `/api/offices/${encodeURIComponent(state.office)}/agents/${a.id}/${action}`));
+}
+
+// ---- calls and results ----
+
+function renderCalls() {
+  const invs = state.invs;
+  $('#invocationsempty').hidden = invs.length > 0;
+  sync($('#invocations tbody'), invs, (i) => i.id, (i) => el('tr', { 'data-id': i.id },
+    el('td', { class: 'who' }), el('td', {}, el('span', { class: 'pill' })), el('td', { class: 'task' }), el('td', { class: 'took' })),
+  (tr, i) => {
+    setAttr(tr, 'data-status', i.status);
+    setText(tr.querySelector('.who'), `${agentName(i.caller_agent_id)} → ${agentName(i.callee_agent_id)}`);
+    const pill = tr.querySelector('.pill');
+    setText(pill, i.status.replace('_', ' '));
+    pill.className = 'pill inv-' + i.status;
+    setText(tr.querySelector('.task'), short(i.reason, 120) + (i.error ? ` — ${short(i.error, 120)}` : ''));
+    const start = new Date(i.started_at || i.created_at).getTime();
+    const end = i.completed_at ? new Date(i.completed_at).getTime() : Date.now();
+    setText(tr.querySelector('.took'), duration(end - start) + (i.completed_at ? '' : ' so far'));
+  });
+}
+
+function renderResults() {
+  const rs = state.results;
+  $('#resultsempty').hidden = rs.length > 0;
+  sync($('#results tbody'), rs, (r) => r.id, (r) => el('tr', { 'data-id': r.id },
+    el('td', {}, `${agentName(r.from_agent_id)} → ${agentName(r.to_agent_id)}`),
+    el('td', {}, localTime(r.created_at)),
+    el('td', {}, el('span', { class: 'meta' }, r.result_type + ': '), short(r.content, 200))));
+}
+
+// ---- history ----
+
+// Bookkeeping: events that record the office's own progress, hidden
+// unless asked for.
+const bookkeeping = (k) => k.startsWith('transcript.') || ['message.delivered', 'question.delivered', 'result.delivered',
+  'dependency.delivered', 'invocation.reminded', 'invocation.in_progress'].includes(k);
+
+// describe turns an event into a sentence.
+function describe(ev) {
+  const who = agentName(ev.agent_id);
+  const p = ev.payload || {};
+  const m = (x) => x || {};
+  switch (ev.kind) {
+    case 'message.ask_user': case 'message.user_question': return `${who} asked: ${m(p.Question).question || ''}`;
+    case 'message.invoke': return `${who} asked ${p.Target || 'another agent'} to: ${short(m(p.Invoke).task, 120)}`;
+    case 'message.deliver_result': return `${who} delivered a result to ${p.Target || '?'}: ${short(m(p.Result).content, 120)}`;
+    case 'message.step': { const s = m(p.Step); return `${who} is at step ${s.current}/${s.total}: ${s.name}`; }
+    case 'message.step_complete': return `${who} finished a step${m(p.StepComplete).name ? ': ' + p.StepComplete.name : ''}`;
+    case 'message.phase_complete': { const ph = m(p.Phase); return `${who} completed phase ${ph.number}${ph.name ? ': ' + ph.name : ''}`; }
+    case 'message.error': return `${who} reported an error: ${m(p.Error).message || ''}`;
+    case 'message.dependency_request': return `${who} needs ${m(p.Dependency).name || 'a dependency'}`;
+    case 'message.invalid': return `${who} wrote a message the office could not read: ${short(m(p.Invalid).reason || p.Raw, 120)}`;
+    case 'question.created': return `${who} asked the people: ${short(p.question, 120)}`;
+    case 'question.answered': return `a person answered ${who}'s question`;
+    case 'question.expired': return `${who}'s question expired${p.default ? ` (default "${p.default}" used)` : ''}`;
+    case 'question.answer_invalid': return `an answer to ${who} was refused: ${p.reason}`;
+    case 'invocation.created': return `${p.caller} gave ${p.callee} a task`;
+    case 'invocation.completed': return `${who}'s task was completed`;
+    case 'invocation.failed': return `a task of ${who} failed: ${p.reason}`;
+    case 'invocation.rejected': return `${who}'s call to ${p.target} was refused: ${p.reason}`;
+    case 'result.created': return `${who} sent a result to ${p.to}`;
+    case 'dependency.requested': return `${who} asked for ${p.type} ${p.name}`;
+    case 'dependency.provided': return `a person provided ${p.name} to ${who}`;
+    case 'dependency.rejected': return `a person refused ${who}'s dependency${p.reason ? ': ' + p.reason : ''}`;
+    case 'permission.requested': return `${who} asks permission to use ${p.tool || 'a tool'}`;
+    case 'permission.allowed': return `${who} was allowed to use ${p.tool || 'a tool'}`;
+    case 'permission.denied': return `${who} was denied ${p.tool || 'a tool'} (${p.by || 'person'})`;
+  }
+  if (ev.kind.startsWith('session.')) {
+    const st = ev.kind.slice(8);
+    const why = p.detail ? ': ' + short(p.detail.split('\n')[0], 120) : '';
+    return `${who} is ${statusLabel(st)}${why}`;
+  }
+  const rest = Object.entries(p).filter(([, v]) => typeof v !== 'object').map(([k, v]) => `${k}=${short(String(v), 40)}`).join(' ');
+  return `${who}: ${ev.kind}${rest ? ' (' + rest + ')' : ''}`;
+}
+
+// track keeps what each agent is doing from the history: its last step
+// and phase.
+function track(ev) {
+  if (!ev.agent_id) return;
+  const a = (state.activity[ev.agent_id] = state.activity[ev.agent_id] || {});
+  const p = ev.payload || {};
+  if (ev.kind === 'message.step' && p.Step) a.step = `${p.Step.current}/${p.Step.total}: ${p.Step.name}`;
+  if (ev.kind === 'message.phase_complete' && p.Phase) { a.phase = `${p.Phase.number} complete`; a.step = ''; }
+  if (ev.kind === 'session.starting') { a.step = ''; }
+}
+
+function eventShown(ev) {
+  const agent = $('#evagent').value, kind = $('#evkind').value;
+  if (!$('#evinternal').checked && bookkeeping(ev.kind)) return false;
+  if (agent && ev.agent_id !== agent) return false;
+  if (kind && ev.kind.split('.')[0] !== kind) return false;
+  return true;
+}
+
+function eventItem(ev) {
+  return el('li', { 'data-id': ev.id, 'data-kind': ev.kind, class: ev.kind.replace(/\./g, '-') },
+    el('time', { datetime: ev.created_at }, localTime(ev.created_at)), ' ', describe(ev));
+}
+
+function renderEvents() {
+  const list = $('#events');
+  const shown = state.events.filter(eventShown).slice(-300);
+  list.replaceChildren(...shown.map(eventItem));
+  list.scrollTop = list.scrollHeight;
+}
+
+function renderAgentFilter() {
+  sync($('#evagent'), [{ id: '', name: 'all agents' }, ...state.agents], (a) => a.id || '-',
+    (a) => el('option', { value: a.id }, a.name), (o, a) => setText(o, a.name));
+}
+
+function addKind(kind) {
+  const top = kind.split('.')[0];
+  const sel = $('#evkind');
+  if (![...sel.options].some((o) => o.value === top)) sel.append(el('option', { value: top }, top));
 }
 
 function openEvents() {
-  if (state.events) state.events.close();
+  if (state.es) state.es.close();
   const url = `/api/offices/${encodeURIComponent(state.office)}/events/stream?after_id=${state.lastEvent}`;
   const es = new EventSource(url);
-  state.events = es;
-  es.onopen = () => { $('#live').textContent = 'live'; $('#live').className = 'pill on'; };
-  es.onerror = () => { $('#live').textContent = 'reconnecting'; $('#live').className = 'pill off'; };
-  es.addEventListener('event', (m) => {
-    const ev = JSON.parse(m.data);
+  state.es = es;
+  es.onopen = () => { setText($('#live'), 'live'); $('#live').className = 'pill on'; };
+  es.onerror = () => { setText($('#live'), 'reconnecting'); $('#live').className = 'pill off'; };
+  es.addEventListener('event', (msg) => {
+    const ev = JSON.parse(msg.data);
+    if (ev.id <= state.lastEvent) return;
     state.lastEvent = ev.id;
-    const list = $('#events');
-    list.append(el('li', { value: ev.id }, `${ev.kind} ${ev.agent_id ? agentName(ev.agent_id) : ''} ${ev.payload ? JSON.stringify(ev.payload).slice(0, 160) : ''}`));
-    while (list.children.length > 200) list.firstChild.remove();
-    list.scrollTop = list.scrollHeight;
+    state.events.push(ev);
+    if (state.events.length > 3000) state.events.splice(0, state.events.length - 3000);
+    track(ev);
+    addKind(ev.kind);
+    if (eventShown(ev)) {
+      const list = $('#events');
+      const end = list.scrollHeight - list.scrollTop - list.clientHeight < 30;
+      list.append(eventItem(ev));
+      while (list.children.length > 300) list.firstChild.remove();
+      if (end) list.scrollTop = list.scrollHeight;
+    }
     scheduleRefresh();
   });
 }
 
 // ---- terminal ----
 
+// TermView shows one agent's terminal. It is drawn at the session's own
+// columns and rows (from the server's STATUS frames), never re-wrapped,
+// and scaled down to fit the pane. Only the viewer in control resizes the
+// session: to what fits its pane, when it takes control and when its
+// window changes.
 class TermView {
   constructor(agent) {
     this.agent = agent;
@@ -229,19 +486,17 @@ class TermView {
     // #plain=1 in the address forces the plain view (as without xterm.js).
     const plain = new URLSearchParams(location.hash.slice(1)).has('plain');
     if (window.Terminal && !plain) {
-      $('#term').hidden = false; $('#plain').hidden = true; $('#plaininput').hidden = true;
-      this.xterm = new window.Terminal({ convertEol: false, scrollback: 5000, fontSize: 13 });
-      if (window.FitAddon) { this.fit = new window.FitAddon.FitAddon(); this.xterm.loadAddon(this.fit); }
+      $('#termpane').hidden = false; $('#plain').hidden = true; $('#plaininput').hidden = true;
+      this.xterm = new window.Terminal({ cols: agent.cols || 80, rows: agent.rows || 24, convertEol: false, scrollback: 5000, fontSize: 13 });
       $('#term').replaceChildren();
       this.xterm.open($('#term'));
-      if (this.fit) this.fit.fit();
       this.xterm.onData((d) => this.send(F.INPUT, new TextEncoder().encode(d)));
-      this.xterm.onResize(({ cols, rows }) => this.resize(cols, rows));
-      this.onWinResize = () => this.fit && this.fit.fit();
+      this.onWinResize = () => { this.scale(); this.fitControl(); };
       window.addEventListener('resize', this.onWinResize);
+      this.scale();
     } else {
       // xterm.js not installed (scripts/setup.sh copies it): plain text view.
-      $('#term').hidden = true; $('#plain').hidden = false; $('#plaininput').hidden = false;
+      $('#termpane').hidden = true; $('#plain').hidden = false; $('#plaininput').hidden = false;
       $('#plain').textContent = '';
     }
     this.connect();
@@ -257,7 +512,7 @@ class TermView {
     ws.onclose = (e) => {
       this.setControl('none');
       if (this.closed) return;
-      note(`terminal closed${e.reason ? ': ' + e.reason : ''}; reconnecting`);
+      setText($('#termstatus'), `disconnected${e.reason ? ': ' + e.reason : ''}; reconnecting`);
       setTimeout(() => { if (!this.closed) this.connect(); }, 1500);
     };
   }
@@ -265,37 +520,73 @@ class TermView {
   onFrame(b) {
     const body = b.subarray(1);
     switch (b[0]) {
-      case F.OUTPUT:
-        if (this.xterm) {
-          // Flow control: pause the server while xterm has much unparsed.
-          this.pending += body.length;
-          this.xterm.write(body, () => {
-            this.pending -= body.length;
-            if (this.paused && this.pending < 128 * 1024) { this.paused = false; this.send(F.RESUME); }
-          });
-          if (!this.paused && this.pending > 1024 * 1024) { this.paused = true; this.send(F.PAUSE); }
-        } else {
-          const pre = $('#plain');
-          const text = this.decoder.decode(body, { stream: true })
-            .replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]/g, '').replace(/\x1b\][^\x07\x1b]*(\x07|\x1b\\)/g, '')
-            .replace(/\x1b[@-_]/g, '').replace(/\r(?!\n)/g, '');
-          pre.textContent = (pre.textContent + text).slice(-200000);
-          pre.scrollTop = pre.scrollHeight;
-        }
-        break;
+      case F.OUTPUT: this.output(body); break;
       case F.RESET:
         // The server skipped ahead (we fell behind): a fresh replay follows.
         if (this.xterm) this.xterm.reset(); else $('#plain').textContent = '';
         break;
-      case F.STATUS: {
-        const st = JSON.parse(new TextDecoder().decode(body));
-        this.setControl(st.control);
-        $('#termstatus').textContent = `${st.session} · ${st.viewers} viewer(s) · control: ${st.control}`;
-        if (st.note) note(st.note);
-        if (st.control === 'you' && this.xterm) this.resize(this.xterm.cols, this.xterm.rows);
-        break;
-      }
+      case F.STATUS: this.status(JSON.parse(new TextDecoder().decode(body))); break;
     }
+  }
+
+  output(body) {
+    if (!this.xterm) {
+      const pre = $('#plain');
+      const text = this.decoder.decode(body, { stream: true })
+        .replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]/g, '').replace(/\x1b\][^\x07\x1b]*(\x07|\x1b\\)/g, '')
+        .replace(/\x1b[@-_]/g, '').replace(/\r(?!\n)/g, '');
+      pre.textContent = (pre.textContent + text).slice(-200000);
+      pre.scrollTop = pre.scrollHeight;
+      return;
+    }
+    // Flow control: pause the server while xterm has much unparsed.
+    this.pending += body.length;
+    this.xterm.write(body, () => {
+      this.pending -= body.length;
+      if (this.paused && this.pending < 128 * 1024) { this.paused = false; this.send(F.RESUME); }
+    });
+    if (!this.paused && this.pending > 1024 * 1024) { this.paused = true; this.send(F.PAUSE); }
+  }
+
+  status(st) {
+    const was = this.control;
+    this.setControl(st.control);
+    setText($('#termstatus'), `${statusLabel(st.session)} · ${st.cols}×${st.rows} · ${st.viewers} viewer(s) · ${st.control === 'you' ? 'you have control' : st.control === 'other' ? 'another viewer has control' : 'read-only'}`);
+    $('#termbar').dataset.session = st.session;
+    if (st.note) note(st.note);
+    if (this.xterm && st.cols > 0 && st.rows > 0 && (st.cols !== this.xterm.cols || st.rows !== this.xterm.rows)) {
+      // In order with the output: what came before is drawn at the old size.
+      this.xterm.write('', () => { this.xterm.resize(st.cols, st.rows); this.scale(); });
+    }
+    if (st.control === 'you' && was !== 'you') this.fitControl();
+  }
+
+  // scale fits the terminal, drawn at the session's size, into the pane.
+  scale() {
+    if (!this.xterm) return;
+    const screen = $('#term .xterm-screen');
+    const pane = $('#termpane');
+    if (!screen) return;
+    const w = screen.offsetWidth + 8, h = screen.offsetHeight + 8;
+    const s = Math.min(1, pane.clientWidth / w, pane.clientHeight / h);
+    $('#term').style.transform = s < 1 ? `scale(${s})` : '';
+    $('#term').dataset.scale = s.toFixed(3);
+  }
+
+  // fitControl resizes the session to what fits the pane unscaled, when
+  // this viewer has control.
+  fitControl() {
+    if (!this.xterm || this.control !== 'you') return;
+    clearTimeout(this.fitTimer);
+    this.fitTimer = setTimeout(() => {
+      const screen = $('#term .xterm-screen');
+      const pane = $('#termpane');
+      if (!screen || !this.xterm.cols) return;
+      const cw = screen.offsetWidth / this.xterm.cols, ch = screen.offsetHeight / this.xterm.rows;
+      const cols = Math.max(20, Math.floor((pane.clientWidth - 12) / cw));
+      const rows = Math.max(5, Math.floor((pane.clientHeight - 12) / ch));
+      if (cols !== this.xterm.cols || rows !== this.xterm.rows) this.resize(cols, rows);
+    }, 100);
   }
 
   setControl(c) {
@@ -326,6 +617,7 @@ class TermView {
 
   resize(cols, rows) { this.send(F.RESIZE, new TextEncoder().encode(JSON.stringify({ cols, rows }))); }
 
+  // text is the whole buffer (scrollback and screen).
   text() {
     if (!this.xterm) return $('#plain').textContent;
     const buf = this.xterm.buffer.active;
@@ -334,8 +626,17 @@ class TermView {
     return lines.join('\n');
   }
 
+  // screen is what the page shows of the terminal: the rendered rows, as
+  // drawn (spaces at the end of a row dropped).
+  screen() {
+    const rows = document.querySelectorAll('#term .xterm-rows > div');
+    if (!rows.length) return '';
+    return [...rows].map((r) => r.textContent.replace(/\u00a0/g, ' ').replace(/\s+$/, '')).join('\n');
+  }
+
   close() {
     this.closed = true;
+    clearTimeout(this.fitTimer);
     if (this.ws) this.ws.close();
     if (this.xterm) this.xterm.dispose();
     if (this.onWinResize) window.removeEventListener('resize', this.onWinResize);
@@ -344,14 +645,17 @@ class TermView {
 
 function openTerminal(agent) {
   if (state.term) state.term.close();
-  $('#termtitle').textContent = agent.name;
+  setText($('#termtitle'), agent.name);
   document.body.dataset.terminal = agent.name;
   state.term = new TermView(agent);
   if (state.term.xterm) state.term.xterm.focus();
 }
 
-// consoleText returns what the open terminal shows (used by the browser test).
+// For the browser tests: the open terminal's whole text, what its screen
+// shows, and its size.
 window.consoleText = () => (state.term ? state.term.text() : '');
+window.consoleScreen = () => (state.term ? state.term.screen() : '');
+window.consoleSize = () => (state.term && state.term.xterm ? [state.term.xterm.cols, state.term.xterm.rows] : [0, 0]);
 
 $('#take').addEventListener('click', () => state.term && state.term.send(F.TAKE));
 $('#release').addEventListener('click', () => state.term && state.term.send(F.RELEASE));
@@ -368,9 +672,10 @@ $('#message').addEventListener('submit', async (ev) => {
   try {
     await api('POST', `/api/offices/${encodeURIComponent(state.office)}/messages`, { agent: $('#msgagent').value, content });
     $('#msgtext').value = '';
-    note('');
-  } catch (e) { note('message: ' + e.message); }
+    setText($('#messageerror'), '');
+  } catch (e) { setText($('#messageerror'), 'message: ' + e.message); }
 });
 $('#office').addEventListener('change', (ev) => selectOffice(ev.target.value));
+for (const id of ['#evagent', '#evkind', '#evinternal']) $(id).addEventListener('change', renderEvents);
 setInterval(() => state.office && refresh(), 3000);
 loadOffices().catch((e) => note('load: ' + e.message));
