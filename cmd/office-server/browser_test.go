@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,13 @@ func TestBrowserConsole(t *testing.T) {
 			screenshot("console-failed.png")
 		}
 	}()
+
+	click := func(sel string) {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel))); err != nil {
+			t.Fatalf("click %s: %v", sel, err)
+		}
+	}
 
 	// termHas waits until the open terminal shows want.
 	termHas := func(want string) {
@@ -75,9 +83,7 @@ func TestBrowserConsole(t *testing.T) {
 	}
 
 	// The echo agent's terminal: replay shows its banner.
-	if err := clickRetry(ctx, `tr.agent[data-name="echo"] a.open`); err != nil {
-		t.Fatal(err)
-	}
+	click(`tr.agent[data-name="echo"] a.open`)
 	termHas("echo: ready")
 
 	typeLine := func(s string) {
@@ -119,12 +125,40 @@ func TestBrowserConsole(t *testing.T) {
 	typeLine("hello-from-the-browser")
 	termHas("echo: hello-from-the-browser")
 
-	// po asked a question: answer it in the page, by its option button.
+	// po asked a question: it is first on the page, counted in the header
+	// and the title; answer it in the page, by its option button.
 	q := r.waitQuestion(t, officeID, office.QuestionPending, 20*time.Second)
+	card := `#attention form.question[data-id="` + q.ID + `"]`
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(card+` button.option`))); err != nil {
+		t.Fatalf("the question is not in the needs-you list: %v", err)
+	}
+	checkCount := func(want int) {
+		t.Helper()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[document.querySelector('#needcount').dataset.count,
+			String(document.querySelectorAll('#needlist > .card').length), document.title]`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0] != fmt.Sprint(want) || got[1] != got[0] || !strings.HasPrefix(got[2], fmt.Sprintf("(%d) ", want)) {
+			t.Fatalf("needs-you count %s, cards %s, title %q: want %d everywhere", got[0], got[1], got[2], want)
+		}
+	}
+	checkCount(1)
+	screenshot("console-question.png")
+	// A refused answer keeps what was typed and says why, in the card.
 	if err := chromedp.Do(ctx,
-		chromedp.WaitVisible(chromedp.CSS(`#questions form.question button.option`)),
-		chromedp.Click(chromedp.Search(`//form[contains(@class,"question")]//button[text()="Search"]`)),
+		chromedp.SendKeys(chromedp.CSS(card+` input.answer`), "a feature nobody offered"),
+		chromedp.Click(chromedp.CSS(card+` button.answer-submit`)),
 	); err != nil {
+		t.Fatalf("answer in page: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.Search(`//form[@data-id="`+q.ID+`"]//div[@class="error"][contains(.,"is not one of the options")]`))); err != nil {
+		t.Fatalf("the refused answer's reason is not shown in its card: %v", err)
+	}
+	if typed, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('`+card+` input.answer').value`)); typed != "a feature nobody offered" {
+		t.Fatalf("after a refused answer the field holds %q, want what was typed", typed)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(card+` button.option[data-option="Search"]`))); err != nil {
 		t.Fatalf("answer in page: %v", err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -142,10 +176,11 @@ func TestBrowserConsole(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// The answer reached po: its terminal says so.
-	if err := clickRetry(ctx, `tr.agent[data-name="po"] a.open`); err != nil {
-		t.Fatal(err)
+	// The question left the list; the answer reached po: its terminal says so.
+	if err := chromedp.Do(ctx, chromedp.WaitNotPresent(chromedp.CSS(card))); err != nil {
+		t.Fatalf("the answered question is still listed: %v", err)
 	}
+	click(`tr.agent[data-name="po"] a.open`)
 	termHas(`po: the user chose "Search"`)
 	termHas("=== PHASE 1 COMPLETE ===") // dev got the task and delivered
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.Search(`//table[@id="invocations"]//td[contains(.,"completed")]`))); err != nil {
@@ -158,14 +193,17 @@ func TestBrowserConsole(t *testing.T) {
 	); err != nil {
 		t.Fatalf("send a message: %v", err)
 	}
-	if err := clickRetry(ctx, `tr.agent[data-name="echo"] a.open`); err != nil {
-		t.Fatal(err)
-	}
+	click(`tr.agent[data-name="echo"] a.open`)
 	termHas("echo: > a message from the page") // the office quotes a person's words
-	if err := clickRetry(ctx, `tr.agent[data-name="po"] a.open`); err != nil {
-		t.Fatal(err)
-	}
+	click(`tr.agent[data-name="po"] a.open`)
 	termHas("=== PHASE 1 COMPLETE ===")
+	// The history reads as sentences, the result is listed.
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.Search(`//ol[@id="events"]/li[contains(.,"dev is at step 3/3: running the tests")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//table[@id="results"]//td[contains(.,"dev → po")]`)),
+	); err != nil {
+		t.Fatalf("history or results: %v", err)
+	}
 	screenshot("console.png")
 
 	// The plain view (what the page falls back to without xterm.js):
@@ -186,18 +224,4 @@ func TestBrowserConsole(t *testing.T) {
 	typeLine("typed-in-plain-view")
 	termHas("echo: typed-in-plain-view")
 	screenshot("console-plain.png")
-}
-
-// clickRetry clicks the element sel, again when the page replaced it
-// between finding and clicking (the console re-renders its tables on every
-// refresh).
-func clickRetry(ctx context.Context, sel string) error {
-	var err error
-	for range 5 {
-		if err = chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel))); err == nil || !strings.Contains(err.Error(), "find node") {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/office-server/office-server/agents"
@@ -59,7 +60,18 @@ func (o serverOffice) RejectDependency(ctx context.Context, id, reason string) (
 }
 
 func (o serverOffice) StartAgent(ctx context.Context, _, agentID string) error {
-	return o.r.StartAgent(ctx, agentID)
+	return launchError(o.r.StartAgent(ctx, agentID))
+}
+
+// launchError gives a failed start its reason: an error from launching the
+// agent's process (an executable not found, a directory missing) carries no
+// office code and would reach the person as "internal error", while the
+// person who asked to start the agent is the one who can fix it.
+func launchError(err error) error {
+	if err == nil || office.ErrorCode(err) != office.EINTERNAL || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return office.Errorf(office.EUNAVAILABLE, "%v", err)
 }
 
 func (o serverOffice) StopAgent(ctx context.Context, _, agentID string) error {
@@ -67,7 +79,7 @@ func (o serverOffice) StopAgent(ctx context.Context, _, agentID string) error {
 }
 
 func (o serverOffice) RestartAgent(ctx context.Context, _, agentID string) error {
-	return o.r.RestartAgent(ctx, agentID)
+	return launchError(o.r.RestartAgent(ctx, agentID))
 }
 
 func (o serverOffice) SendInput(ctx context.Context, officeID, agentID, text string) error {

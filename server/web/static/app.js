@@ -358,23 +358,23 @@ function renderResults() {
 // Bookkeeping: events that record the office's own progress, hidden
 // unless asked for.
 const bookkeeping = (k) => k.startsWith('transcript.') || ['message.delivered', 'question.delivered', 'result.delivered',
-  'dependency.delivered', 'invocation.reminded', 'invocation.in_progress'].includes(k);
+  'dependency.delivered', 'invocation.reminded', 'invocation.in_progress', 'session.busy', 'session.ready'].includes(k);
 
 // describe turns an event into a sentence.
 function describe(ev) {
   const who = agentName(ev.agent_id);
   const p = ev.payload || {};
-  const m = (x) => x || {};
+  // A message event's payload is the message's fields, flattened.
   switch (ev.kind) {
-    case 'message.ask_user': case 'message.user_question': return `${who} asked: ${m(p.Question).question || ''}`;
-    case 'message.invoke': return `${who} asked ${p.Target || 'another agent'} to: ${short(m(p.Invoke).task, 120)}`;
-    case 'message.deliver_result': return `${who} delivered a result to ${p.Target || '?'}: ${short(m(p.Result).content, 120)}`;
-    case 'message.step': { const s = m(p.Step); return `${who} is at step ${s.current}/${s.total}: ${s.name}`; }
-    case 'message.step_complete': return `${who} finished a step${m(p.StepComplete).name ? ': ' + p.StepComplete.name : ''}`;
-    case 'message.phase_complete': { const ph = m(p.Phase); return `${who} completed phase ${ph.number}${ph.name ? ': ' + ph.name : ''}`; }
-    case 'message.error': return `${who} reported an error: ${m(p.Error).message || ''}`;
-    case 'message.dependency_request': return `${who} needs ${m(p.Dependency).name || 'a dependency'}`;
-    case 'message.invalid': return `${who} wrote a message the office could not read: ${short(m(p.Invalid).reason || p.Raw, 120)}`;
+    case 'message.ask_user': case 'message.user_question': return `${who} asked: ${short(p.question, 140)}`;
+    case 'message.invoke': return `${who} asked ${p.target || 'another agent'} to: ${short(p.task, 120)}`;
+    case 'message.deliver_result': return `${who} delivered a result to ${p.target || '?'}: ${short(p.content, 120)}`;
+    case 'message.step': return `${who} is at step ${p.current}/${p.total}: ${p.name}`;
+    case 'message.step_complete': return `${who} finished a step${p.name ? ': ' + p.name : ''}`;
+    case 'message.phase_complete': return `${who} completed phase ${p.number}${p.name ? ': ' + p.name : ''}`;
+    case 'message.error': return `${who} reported an error: ${short(p.message, 140)}`;
+    case 'message.dependency_request': return `${who} needs ${p.name || 'a dependency'}`;
+    case 'message.invalid': return `${who} wrote a message the office could not read: ${short(p.reason || p.raw, 120)}`;
     case 'question.created': return `${who} asked the people: ${short(p.question, 120)}`;
     case 'question.answered': return `a person answered ${who}'s question`;
     case 'question.expired': return `${who}'s question expired${p.default ? ` (default "${p.default}" used)` : ''}`;
@@ -406,8 +406,8 @@ function track(ev) {
   if (!ev.agent_id) return;
   const a = (state.activity[ev.agent_id] = state.activity[ev.agent_id] || {});
   const p = ev.payload || {};
-  if (ev.kind === 'message.step' && p.Step) a.step = `${p.Step.current}/${p.Step.total}: ${p.Step.name}`;
-  if (ev.kind === 'message.phase_complete' && p.Phase) { a.phase = `${p.Phase.number} complete`; a.step = ''; }
+  if (ev.kind === 'message.step') a.step = `${p.current}/${p.total}: ${p.name}`;
+  if (ev.kind === 'message.phase_complete') { a.phase = `${p.number} complete`; a.step = ''; }
   if (ev.kind === 'session.starting') { a.step = ''; }
 }
 
