@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -201,10 +202,17 @@ func loadOfficeFile(path string) (office.Office, []office.Agent, error) {
 
 func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, error) {
 	var f officeFile
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return office.Office{}, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := checkKeys(&doc, reflect.TypeOf(f), ""); err != nil {
+		return office.Office{}, nil, fmt.Errorf("%s: %w", name, err)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
-		return office.Office{}, nil, fmt.Errorf("%s: %w", name, err)
+		return office.Office{}, nil, fmt.Errorf("%s: %w", name, yamlTypeError(err))
 	}
 	if strings.TrimSpace(f.Office.Name) == "" {
 		return office.Office{}, nil, fmt.Errorf("%s: office.name is required", name)

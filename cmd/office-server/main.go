@@ -7,6 +7,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,22 +43,43 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+// usage lists the subcommands (office-server help, -h, --help).
+const usage = `usage: office-server [command] [flags]
+
+Commands:
+  serve     run the office: the agents' sessions, the router, the console and
+            the admin API (the default command)
+  migrate   apply the PostgreSQL migrations (DATABASE_URL) and exit
+  parse     read a terminal transcript and print the protocol messages in it
+  agent     run a built-in demo agent (po, dev, echo) in this terminal
+  version   print the version
+  help      print this help
+
+Run office-server <command> --help for a command's flags.
+`
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool { return arg == "help" || arg == "-h" || arg == "-help" || arg == "--help" }
+
 // run dispatches args to a subcommand and returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
 	name := "serve"
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		name, args = args[0], args[1:]
 	}
-	if name == "help" {
-		fmt.Fprintln(stdout, "usage: office-server [serve|migrate|parse|version] [flags]")
-		return 0
-	}
 	cmd, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(stderr, "office-server: unknown command %q (want serve, migrate, parse or version)\n", name)
+		fmt.Fprintf(stderr, "office-server: unknown command %q\n\n%s", name, usage)
 		return 2
 	}
 	if err := cmd(ctx, args, stdin, stdout, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // the flag set printed the command's flags
+		}
 		fmt.Fprintf(stderr, "office-server %s: %v\n", name, err)
 		return 1
 	}

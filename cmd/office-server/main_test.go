@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -250,7 +252,10 @@ func TestParseOfficeFile(t *testing.T) {
 	tests := []struct{ name, yaml, err string }{
 		{"ok", testOffice, ""},
 		{"no office name", "agents: []", "office.name is required"},
-		{"unknown key", "office: {name: x}\nagents: [{name: a, colour: red}]", "field colour not found"},
+		{"unknown key", "office: {name: x}\nagents: [{name: a, colour: red}]", `line 2: unknown key "colour" in agents[0]; valid keys: allowed_actions,`},
+		{"typo", "office:\n  name: x\n  question_tll: 10m", `f.yaml: line 3: unknown key "question_tll" in office (did you mean "question_ttl"?); valid keys: name, permissions, question_ttl`},
+		{"typo in launch", "office: {name: x}\nagents:\n  - name: a\n    launch: {kind: builtin, scrpt: po}", `line 4: unknown key "scrpt" in agents[0].launch (did you mean "script"?)`},
+		{"bad duration", "office:\n  name: x\n  question_ttl: 10 min", "line 3: `10 min` is not a duration (write it like 30s, 10m or 1h30m)"},
 		{"duplicate", "office: {name: x}\nagents: [{name: a}, {name: A}]", `agent "A" declared twice`},
 		{"bad kind", "office: {name: x}\nagents: [{name: a, launch: {kind: docker}}]", `launch: unknown kind "docker"`},
 		{"builtin without script", "office: {name: x}\nagents: [{name: a, launch: {kind: builtin}}]", "launch: kind builtin needs a script"},
@@ -315,7 +320,7 @@ agents:
 		{"office: {name: O}\nagents: [{name: a, launch: {permissions: {allow: [\"rm -rf /\"]}}}]", `permissions.allow[0] "rm -rf /": not a permission rule`},
 		{"office: {name: O, permissions: {ask: [\"\"]}}", `office.permissions.ask[0]`},
 		{"office: {name: O}\nagents: [{name: a, launch: {permissions: {timeout: 48h}}}]", `permissions.timeout 48h0m0s`},
-		{"office: {name: O}\nagents: [{name: a, launch: {permissions: {allow_all: true}}}]", `field allow_all not found`},
+		{"office: {name: O}\nagents: [{name: a, launch: {permissions: {allow_all: true}}}]", `unknown key "allow_all" in agents[0].launch.permissions; valid keys: allow, ask, deny, timeout`},
 	} {
 		if _, _, err := parseOfficeFile("o.yaml", []byte(bad.yaml)); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s: err %v, want %q", bad.yaml, err, bad.want)
@@ -477,5 +482,51 @@ func TestServePostgres(t *testing.T) {
 			t.Fatal("no completed invocation on postgres")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestHelp: help, -h and --help list the subcommands and exit 0; a
+// command's --help prints its flags and exits 0.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
+		var out, errOut strings.Builder
+		if code := run(context.Background(), args, strings.NewReader(""), &out, &errOut); code != 0 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut.String())
+		}
+		for _, want := range []string{"serve ", "migrate ", "parse ", "agent ", "version "} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%v: output does not list %q:\n%s", args, want, out.String())
+			}
+		}
+	}
+	var out, errOut strings.Builder
+	if code := run(context.Background(), []string{"serve", "--help"}, strings.NewReader(""), &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "-addr") {
+		t.Errorf("serve --help: exit %d, stderr %q", code, errOut.String())
+	}
+	if code := run(context.Background(), []string{"bogus"}, strings.NewReader(""), &out, &errOut); code != 2 {
+		t.Errorf("an unknown command exits %d, want 2", code)
+	}
+}
+
+// TestAnnounceTokenModes: the start-up line says where the token is in
+// each mode: shown once when made, in the data directory's file after,
+// the operator's own with OFFICE_ADMIN_TOKEN (no file named, none made).
+func TestAnnounceTokenModes(t *testing.T) {
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
+	for _, tt := range []struct {
+		name, envToken string
+		created        bool
+		want, not      string
+	}{
+		{"first start", "", true, "office console: http://127.0.0.1:8080/?token=abc123\n(the token is kept in /d/admin-token; it is not shown again)", ""},
+		{"later start", "", false, "office console: http://127.0.0.1:8080/?token=<the token in /d/admin-token>", "abc123"},
+		{"OFFICE_ADMIN_TOKEN", "abc123", false, "office console: http://127.0.0.1:8080/?token=<the value of OFFICE_ADMIN_TOKEN>", "admin-token"},
+	} {
+		var out strings.Builder
+		m := &Main{Config: serveConfig{DataDir: "/d", AdminToken: tt.envToken}, Stdout: &out}
+		m.announce(addr, "abc123", tt.created, slog.New(slog.DiscardHandler))
+		if !strings.Contains(out.String(), tt.want) || tt.not != "" && strings.Contains(out.String(), tt.not) {
+			t.Errorf("%s: printed %q, want %q without %q", tt.name, out.String(), tt.want, tt.not)
+		}
 	}
 }

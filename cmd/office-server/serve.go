@@ -272,11 +272,15 @@ func (m *Main) announce(addr net.Addr, token string, tokenCreated bool, log *slo
 		fmt.Fprintf(m.Stdout, "WARNING: %s.\n", warn)
 	}
 	tokenFile := filepath.Join(m.Config.DataDir, "admin-token")
-	if tokenCreated {
+	switch {
+	case m.Config.AdminToken != "":
+		// The operator chose the token: it is not written anywhere.
+		fmt.Fprintf(m.Stdout, "office console: %s?token=<the value of OFFICE_ADMIN_TOKEN>\n", url)
+	case tokenCreated:
 		// The only place the token is shown: stdout, once, on first start.
 		fmt.Fprintf(m.Stdout, "office console: %s?token=%s\n(the token is kept in %s; it is not shown again)\n", url, token, tokenFile)
-	} else {
-		fmt.Fprintf(m.Stdout, "office console: %s (open it with ?token=<OFFICE_ADMIN_TOKEN or the token in %s>)\n", url, tokenFile)
+	default:
+		fmt.Fprintf(m.Stdout, "office console: %s?token=<the token in %s>\n", url, tokenFile)
 	}
 	log.Info("listening", "addr", addr.String(), "store", m.Config.storeKind())
 }
