@@ -59,7 +59,9 @@ Run office-server <command> --help for a command's flags.
 `
 
 // isHelp reports whether arg asks for help.
-func isHelp(arg string) bool { return arg == "help" || arg == "-h" || arg == "-help" || arg == "--help" }
+func isHelp(arg string) bool {
+	return arg == "help" || arg == "-h" || arg == "-help" || arg == "--help"
+}
 
 // run dispatches args to a subcommand and returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
