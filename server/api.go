@@ -1,7 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -25,6 +28,7 @@ func (s *Server) routes() {
 	api("GET /api/offices/{office}/agents", s.listAgents)
 	api("POST /api/offices/{office}/agents", s.saveAgent)
 	api("PUT /api/offices/{office}/agents/{agent}", s.saveAgent)
+	api("PATCH /api/offices/{office}/agents/{agent}", s.patchAgent)
 	api("GET /api/offices/{office}/agents/{agent}", s.getAgent)
 	api("DELETE /api/offices/{office}/agents/{agent}", s.deleteAgent)
 
@@ -56,9 +60,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /healthz", s.healthz)
 	m.HandleFunc("GET /readyz", s.readyz)
 	m.Handle("GET /metrics", s.metrics.handler())
-	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, office.Errorf(office.ENOTFOUND, "no such endpoint: %s %s", r.Method, r.URL.Path))
-	})
+	m.HandleFunc("/api/", s.noRoute)
 	s.webRoutes()
 }
 
@@ -68,7 +70,11 @@ func (s *Server) listOffices(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, nonNil(offices))
+	out := make([]officeJSON, 0, len(offices))
+	for _, o := range offices {
+		out = append(out, officeOut(o))
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getOffice(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +83,7 @@ func (s *Server) getOffice(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, o)
+	writeJSON(w, http.StatusOK, officeOut(o))
 }
 
 // office resolves an office by ID, or else by name.
@@ -122,7 +128,7 @@ func (s *Server) agent(ctx context.Context, officeRef, ref string) (office.Offic
 }
 
 func (s *Server) saveOffice(w http.ResponseWriter, r *http.Request) {
-	var in office.Office
+	var in officeJSON
 	if err := decodeJSON(w, r, &in); err != nil {
 		writeError(w, err)
 		return
@@ -131,12 +137,12 @@ func (s *Server) saveOffice(w http.ResponseWriter, r *http.Request) {
 		writeError(w, office.Errorf(office.EINVALID, "name is required"))
 		return
 	}
-	o, err := s.cfg.Office.SaveOffice(r.Context(), in)
+	o, err := s.cfg.Office.SaveOffice(r.Context(), in.office())
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, o)
+	writeJSON(w, http.StatusOK, officeOut(o))
 }
 
 // agentView is an agent with its session's status and, when the session
@@ -144,6 +150,7 @@ func (s *Server) saveOffice(w http.ResponseWriter, r *http.Request) {
 // the status was first seen and the terminal's size.
 type agentView struct {
 	office.Agent
+	Launch  launchJSON `json:"launch"`
 	Session string     `json:"session_status"`
 	Detail  string     `json:"session_detail,omitempty"`
 	Since   *time.Time `json:"session_since,omitempty"`
@@ -189,7 +196,7 @@ func (s *Server) sessionRecords(ctx context.Context, officeID string) map[string
 // none, the last status its session row recorded (crashed, failed, exited
 // keep their reason), else stopped.
 func (s *Server) agentView(officeID string, a office.Agent, rec office.SessionRecord) agentView {
-	v := agentView{Agent: a, Session: office.SessionStopped}
+	v := agentView{Agent: a, Launch: launchOut(a.Launch), Session: office.SessionStopped}
 	if t, ok := s.cfg.Terminals.Terminal(officeID, a.ID); ok {
 		v.Session, v.Detail = t.Status(), t.Detail()
 		v.Cols, v.Rows = t.Size()
@@ -232,17 +239,21 @@ func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.agentView(o.ID, a, s.sessionRecords(r.Context(), o.ID)[a.ID]))
 }
 
+// saveAgent creates an agent (POST) or replaces the one the path names
+// (PUT: every field of the body, absent ones reset to their zero values;
+// PATCH changes only the fields given).
 func (s *Server) saveAgent(w http.ResponseWriter, r *http.Request) {
 	o, err := s.office(r.Context(), r.PathValue("office"))
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	var in office.Agent
-	if err := decodeJSON(w, r, &in); err != nil {
+	var body agentJSON
+	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, err)
 		return
 	}
+	in := body.agent()
 	if ref := r.PathValue("agent"); ref != "" {
 		// PUT replaces the agent the path names (renaming it if the body
 		// has another name).
@@ -256,6 +267,64 @@ func (s *Server) saveAgent(w http.ResponseWriter, r *http.Request) {
 			in.Name = cur.Name
 		}
 	}
+	s.storeAgent(w, r, o, in)
+}
+
+// patchAgent changes the fields the body gives and keeps the others (in
+// launch too: a launch object is merged key by key).
+func (s *Server) patchAgent(w http.ResponseWriter, r *http.Request) {
+	o, cur, err := s.agent(r.Context(), r.PathValue("office"), r.PathValue("agent"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var patch map[string]json.RawMessage
+	if err := decodeJSON(w, r, &patch); err != nil {
+		writeError(w, err)
+		return
+	}
+	in, err := patched(cur, patch)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	in.ID, in.OfficeID = cur.ID, o.ID
+	s.storeAgent(w, r, o, in)
+}
+
+// patched applies a JSON merge of patch onto the agent a.
+func patched(a office.Agent, patch map[string]json.RawMessage) (office.Agent, error) {
+	b, _ := json.Marshal(agentJSON{Agent: a, Launch: launchOut(a.Launch)})
+	var merged map[string]json.RawMessage
+	_ = json.Unmarshal(b, &merged)
+	for k, v := range patch {
+		switch k {
+		case "id", "office_id", "created_at", "updated_at":
+			return a, office.Errorf(office.EINVALID, "%s cannot be changed", k)
+		case "launch":
+			var cur, add map[string]json.RawMessage
+			if json.Unmarshal(merged[k], &cur) == nil && json.Unmarshal(v, &add) == nil && cur != nil && add != nil {
+				for lk, lv := range add {
+					cur[lk] = lv
+				}
+				v, _ = json.Marshal(cur)
+			}
+		}
+		merged[k] = v
+	}
+	b, _ = json.Marshal(merged)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var out agentJSON
+	if err := dec.Decode(&out); err != nil {
+		return a, office.Errorf(office.EINVALID, "invalid JSON body: %v", err)
+	}
+	return out.agent(), nil
+}
+
+// storeAgent checks and saves an agent of office o: a POST's name must be
+// new in the office.
+func (s *Server) storeAgent(w http.ResponseWriter, r *http.Request, o office.Office, in office.Agent) {
 	if err := office.ValidateAgentName(in.Name); err != nil {
 		writeError(w, err)
 		return
@@ -265,7 +334,7 @@ func (s *Server) saveAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.OfficeID = o.ID
-	if r.PathValue("agent") == "" {
+	if r.Method == http.MethodPost {
 		// POST creates: a name (in any case) or an ID already in the
 		// office is a conflict, never a replacement. The new agent gets
 		// its ID here, so that a concurrent POST of the same name fails
@@ -277,7 +346,7 @@ func (s *Server) saveAgent(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, a := range agents {
 			if strings.EqualFold(a.Name, in.Name) || in.ID != "" && a.ID == in.ID {
-				writeError(w, office.Errorf(office.ECONFLICT, "office %q already has an agent named %q (PUT /api/offices/%s/agents/%s replaces it)", o.Name, a.Name, o.ID, a.ID))
+				writeError(w, office.Errorf(office.ECONFLICT, "office %q already has an agent named %q (PUT /api/offices/%s/agents/%s replaces it, PATCH changes some fields)", o.Name, a.Name, o.ID, a.ID))
 				return
 			}
 		}
@@ -290,7 +359,29 @@ func (s *Server) saveAgent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, a)
+	writeJSON(w, http.StatusOK, s.agentView(o.ID, a, s.sessionRecords(r.Context(), o.ID)[a.ID]))
+}
+
+// noRoute answers a request no route takes: 405 with Allow when the path
+// exists for other methods, else 404.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/api/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeError(w, office.Errorf(office.ENOTFOUND, "no such endpoint: %s %s", r.Method, r.URL.Path))
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	var body errorBody
+	body.Error.Code = "method_not_allowed"
+	body.Error.Message = fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))
+	writeJSON(w, http.StatusMethodNotAllowed, body)
 }
 
 func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) {

@@ -168,7 +168,7 @@ func (r *liveServer) get(t *testing.T, path string, v any) {
 // officeID returns the one office's id.
 func (r *liveServer) officeID(t *testing.T) string {
 	t.Helper()
-	var offices []office.Office
+	var offices []struct{ ID string }
 	r.get(t, "/api/offices", &offices)
 	if len(offices) != 1 {
 		t.Fatalf("offices = %+v, want one", offices)
