@@ -43,7 +43,9 @@ type officeJSON struct {
 	QuestionTTL Duration `json:"question_ttl"`
 }
 
-func officeOut(o office.Office) officeJSON { return officeJSON{Office: o, QuestionTTL: Duration(o.QuestionTTL)} }
+func officeOut(o office.Office) officeJSON {
+	return officeJSON{Office: o, QuestionTTL: Duration(o.QuestionTTL)}
+}
 
 func (o officeJSON) office() office.Office {
 	out := o.Office
