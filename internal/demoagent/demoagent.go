@@ -9,9 +9,13 @@
 //
 //	po    asks the user which feature to build ([ASK_USER] with options),
 //	      waits for the answer, gives the developer the task ([INVOKE:dev]),
-//	      waits for the result, completes the phase, and starts over.
-//	dev   waits for a task, prints its steps, and delivers a result
-//	      ([DELIVER_RESULT:po]).
+//	      waits for the result, completes the phase, and starts over. While
+//	      it waits for one thing, anything else (a result, a notice, another
+//	      agent's words) is acknowledged and not taken for it.
+//	dev   waits for a task ("[OFFICE] Task <id> from <agent>"), prints its
+//	      steps, and delivers the result to the agent that gave the task
+//	      ([DELIVER_RESULT:<agent>]). Anything else it is told gets a
+//	      sentence back and no result: a result answers a task.
 //	echo  repeats every line it reads (for console tests).
 package demoagent
 
@@ -50,7 +54,7 @@ func Run(ctx context.Context, script string, in io.Reader, out io.Writer, opt Op
 	if opt.Quiet <= 0 {
 		opt.Quiet = 400 * time.Millisecond
 	}
-	a := &agent{ctx: ctx, out: out, lines: readLines(in), opt: opt}
+	a := &agent{name: script, ctx: ctx, out: out, lines: readLines(in), opt: opt}
 	switch script {
 	case "po":
 		if a.opt.Peer == "" {
@@ -69,6 +73,7 @@ func Run(ctx context.Context, script string, in io.Reader, out io.Writer, opt Op
 }
 
 type agent struct {
+	name  string
 	ctx   context.Context
 	out   io.Writer
 	lines <-chan string
@@ -187,6 +192,75 @@ func sender(lines []string) string {
 	return ""
 }
 
+// What the office types into an agent's terminal starts with "[OFFICE]";
+// these say what a message is.
+const (
+	msgAnswer  = "answer"  // [OFFICE] Answer to question <id> (...):
+	msgResult  = "result"  // [OFFICE] Result from <agent> ...
+	msgTask    = "task"    // [OFFICE] Task <id> from <agent>:
+	msgMessage = "message" // [OFFICE] Message from a person in the office:
+	msgNotice  = "notice"  // any other [OFFICE] line
+	msgTyped   = "typed"   // a line typed at the terminal by a person
+)
+
+// kindOf says what a message read from the terminal is.
+func kindOf(lines []string) string {
+	for _, l := range lines {
+		rest, ok := strings.CutPrefix(l, "[OFFICE] ")
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(rest, "Answer to question "):
+			return msgAnswer
+		case strings.HasPrefix(rest, "Result from "):
+			return msgResult
+		case taskFrom.MatchString(rest) && strings.HasPrefix(rest, "Task "):
+			return msgTask
+		case strings.HasPrefix(rest, "Message from a person"):
+			return msgMessage
+		}
+		return msgNotice
+	}
+	return msgTyped
+}
+
+// splitMessages cuts what was read at once into messages: each "[OFFICE]"
+// line starts one (the office may type two back to back).
+func splitMessages(lines []string) [][]string {
+	var out [][]string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "[OFFICE]") || len(out) == 0 {
+			out = append(out, nil)
+		}
+		out[len(out)-1] = append(out[len(out)-1], l)
+	}
+	return out
+}
+
+// await reads until a message of one of the kinds comes and returns it;
+// other messages are acknowledged in a sentence and not acted on.
+func (a *agent) await(what string, kinds ...string) ([]string, error) {
+	for {
+		a.prompt()
+		lines, err := a.read()
+		if err != nil {
+			return nil, err
+		}
+		msgs := splitMessages(lines)
+		for i, m := range msgs {
+			k := kindOf(m)
+			if slices.Contains(kinds, k) {
+				for _, rest := range msgs[i+1:] {
+					a.say("%s: noted (%s): %s", a.name, kindOf(rest), gist(rest))
+				}
+				return m, nil
+			}
+			a.say("%s: noted (%s, not what I wait for: %s): %s", a.name, k, what, gist(m))
+		}
+	}
+}
+
 var features = [][]string{
 	{"Login page", "Search", "Dark mode"},
 	{"Export to CSV", "Notifications", "Team settings"},
@@ -206,8 +280,8 @@ func (a *agent) po() error {
 		a.say("options: [%s]", strings.Join(opts, ", "))
 		a.say("context: Round %d of the demo office. Answer in the console.", round)
 		a.say("[/ASK_USER]")
-		a.prompt()
-		answer, err := a.read()
+		// The person's answer, or a line typed at this terminal.
+		answer, err := a.await("the answer to my question", msgAnswer, msgTyped)
 		if err != nil {
 			return err
 		}
@@ -220,8 +294,7 @@ func (a *agent) po() error {
 		a.say("Build the feature the user chose: %s", choice)
 		a.say("context: demo office, round %d", round)
 		a.say("[/INVOKE]")
-		a.prompt()
-		result, err := a.read()
+		result, err := a.await("the result from "+a.opt.Peer, msgResult)
 		if err != nil {
 			return err
 		}
@@ -237,28 +310,40 @@ func (a *agent) dev() error {
 	a.say("dev: developer (built-in demo agent: no model, no network)")
 	for {
 		a.prompt()
-		task, err := a.read()
+		lines, err := a.read()
 		if err != nil {
 			return err
 		}
-		what := gist(task)
-		a.say("dev: got a task: %s", what)
-		steps := []string{"reading the task", "writing the code", "running the tests"}
-		for i, s := range steps {
-			if err := a.pause(a.opt.Step); err != nil {
+		for _, m := range splitMessages(lines) {
+			if kindOf(m) != msgTask {
+				// A result answers a task: words that are not one get a
+				// sentence back, never an unrequested result.
+				a.say("dev: I work on tasks other agents give me (po gives one once its question is answered); noted: %s", gist(m))
+				continue
+			}
+			if err := a.work(m); err != nil {
 				return err
 			}
-			a.say("Step %d/%d: %s", i+1, len(steps), s)
 		}
-		to := sender(task)
-		if to == "" {
-			to = a.opt.Peer
-		}
-		a.say("[DELIVER_RESULT:%s]", to)
-		a.say("type: markdown")
-		a.say("content: Done: %s. 3 files changed, 12 tests pass.", what)
-		a.say("[/DELIVER_RESULT]")
 	}
+}
+
+// work does one task and delivers its result to the agent that gave it.
+func (a *agent) work(task []string) error {
+	what := gist(task)
+	a.say("dev: got a task from %s: %s", sender(task), what)
+	steps := []string{"reading the task", "writing the code", "running the tests"}
+	for i, s := range steps {
+		if err := a.pause(a.opt.Step); err != nil {
+			return err
+		}
+		a.say("Step %d/%d: %s", i+1, len(steps), s)
+	}
+	a.say("[DELIVER_RESULT:%s]", sender(task))
+	a.say("type: markdown")
+	a.say("content: Done: %s. 3 files changed, 12 tests pass.", what)
+	a.say("[/DELIVER_RESULT]")
+	return nil
 }
 
 func (a *agent) echo() error {

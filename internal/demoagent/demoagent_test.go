@@ -52,9 +52,19 @@ func start(t *testing.T, script string) (io.Writer, *syncBuf) {
 func TestPO(t *testing.T) {
 	in, out := start(t, "po")
 	waitFor(t, out, "[ASK_USER]\nquestion: Which feature should the team build first?\ntype: selection\noptions: [Login page, Search, Dark mode]")
+	// A result that nobody asked for is not the person's choice.
+	io.WriteString(in, "[OFFICE] Result from dev (message):\n> Done: Login page\n")
+	waitFor(t, out, "po: noted (result, not what I wait for: the answer to my question): Done: Login page")
 	io.WriteString(in, "\x1b[200~[OFFICE] Answer to question q1 (\"Which?\"):\n> Search\x1b[201~\n")
 	waitFor(t, out, "[INVOKE:dev]\nBuild the feature the user chose: Search\n")
-	io.WriteString(in, "Result from dev:\nDone: it works\n")
+	// A notice or a stray answer is not the result.
+	io.WriteString(in, "[OFFICE] Answer to question q0 (\"Old?\"):\n> Dark mode\n")
+	waitFor(t, out, "po: noted (answer, not what I wait for: the result from dev): Dark mode")
+	if strings.Contains(out.String(), "PHASE 1 COMPLETE") {
+		t.Fatal("po completed the phase on an answer")
+	}
+	io.WriteString(in, "[OFFICE] Result from dev for task t1 (markdown):\n> Done: it works\n")
+	waitFor(t, out, "po: result received from dev: Done: it works")
 	waitFor(t, out, "=== PHASE 1 COMPLETE ===")
 	waitFor(t, out, "planning round 2")
 }
@@ -64,6 +74,15 @@ func TestDev(t *testing.T) {
 	waitFor(t, out, "> ")
 	io.WriteString(in, "[OFFICE] Task 1234 from boss:\n> Build the feature the user chose: Search\nWhen you are done, deliver the result to boss.\n")
 	waitFor(t, out, "Step 3/3: running the tests\n[DELIVER_RESULT:boss]\ntype: markdown\ncontent: Done: Build the feature the user chose: Search.")
+	// Words that are not a task get a sentence, not a result.
+	io.WriteString(in, "[OFFICE] Message from a person in the office:\n> hello dev\n")
+	waitFor(t, out, "dev: I work on tasks other agents give me")
+	io.WriteString(in, "just typing here\n")
+	waitFor(t, out, "noted: just typing here")
+	time.Sleep(50 * time.Millisecond)
+	if n := strings.Count(out.String(), "[DELIVER_RESULT:"); n != 1 {
+		t.Fatalf("dev delivered %d results for one task:\n%s", n, out.String())
+	}
 }
 
 func TestEcho(t *testing.T) {
