@@ -35,8 +35,8 @@ var Scripts = []string{"po", "dev", "echo"}
 
 // Options tune a script.
 type Options struct {
-	// Peer is the agent a script talks to: po invokes it (default "dev"),
-	// dev delivers to it (default "po").
+	// Peer is the agent po gives its task to (default "dev"); dev
+	// delivers each result to the agent that gave the task.
 	Peer string
 	// Step is the pause between a script's visible steps (default 700ms).
 	Step time.Duration
