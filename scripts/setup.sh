@@ -50,6 +50,7 @@ go_tool deadcode golang.org/x/tools/cmd/deadcode@v0.52.0
 
 need=()
 command -v chromium >/dev/null || need+=(chromium)
+command -v tmux >/dev/null || need+=(tmux) # the console test compares its terminal with tmux
 command -v pg_ctlcluster >/dev/null || need+=(postgresql-15)
 [ -f /usr/lib/postgresql/15/lib/wal2json.so ] || need+=(postgresql-15-wal2json)
 if [ ${#need[@]} -gt 0 ]; then

@@ -161,12 +161,22 @@ function render() {
 
 const attentionStatuses = ['needs_attention', 'crashed', 'failed'];
 
-// needs lists, in order, everything that waits for a person.
+// needs lists, in order, everything that waits for a person. An agent
+// whose terminal shows the dialog of a permission request already listed
+// is not listed again: the request's card shows the dialog too.
 function needs() {
   const out = [];
-  for (const q of state.questions) out.push({ key: 'q' + q.id, kind: q.category === 'permission' ? 'permission' : 'question', q });
+  const asking = new Set(state.questions.filter((q) => q.category === 'permission').map((q) => q.agent_id));
+  for (const q of state.questions) {
+    if (q.category === 'permission') out.push({ key: 'q' + q.id, kind: 'permission', q, a: agentById(q.agent_id) });
+    else out.push({ key: 'q' + q.id, kind: 'question', q });
+  }
   for (const d of state.deps) out.push({ key: 'd' + d.id, kind: 'dependency', d });
-  for (const a of state.agents) if (attentionStatuses.includes(a.session_status)) out.push({ key: 'a' + a.id, kind: 'agent', a });
+  for (const a of state.agents) {
+    if (!attentionStatuses.includes(a.session_status)) continue;
+    if (a.session_status === 'needs_attention' && asking.has(a.id)) continue;
+    out.push({ key: 'a' + a.id, kind: 'agent', a });
+  }
   return out;
 }
 
@@ -192,6 +202,12 @@ function needCard(i) {
 }
 
 function updateNeedCard(card, i) {
+  if (i.kind === 'permission') {
+    const dialog = i.a && i.a.session_status === 'needs_attention' ? i.a.session_detail || '' : '';
+    const pre = card.querySelector('.dialog');
+    pre.hidden = !dialog;
+    setText(pre, dialog);
+  }
   if (i.kind === 'agent') {
     setText(card.querySelector('.pill'), statusLabel(i.a.session_status));
     card.querySelector('.pill').className = 'pill ' + i.a.session_status;
@@ -205,7 +221,7 @@ function reasonMissing(status) {
 
 function permissionCard(q) {
   const reason = el('input', { class: 'reason', name: 'reason', placeholder: 'reason (told to the agent with a deny)', autocomplete: 'off' });
-  const card = el('div', { class: 'card attention permission', 'data-id': q.id, 'data-agent': agentName(q.agent_id) });
+  const card = el('div', { class: 'card attention permission', 'data-id': q.id, 'data-agent': agentName(q.agent_id), 'data-name': agentName(q.agent_id) });
   const send = (text) => act(card, 'permission', () => api('POST', `/api/questions/${q.id}/answer`, { response: text }));
   const expires = q.expires_at ? localTime(q.expires_at) : '';
   card.append(
@@ -216,7 +232,9 @@ function permissionCard(q) {
       el('button', { type: 'button', class: 'allow', onclick: () => send('allow once') }, 'Allow once'), ' ',
       el('button', { type: 'button', class: 'allow-session', onclick: () => send('allow for this session') }, 'Allow for this session'), ' ',
       reason, ' ',
-      el('button', { type: 'button', class: 'deny', onclick: () => send(reason.value.trim() ? 'deny: ' + reason.value.trim() : 'deny') }, 'Deny')),
+      el('button', { type: 'button', class: 'deny', onclick: () => send(reason.value.trim() ? 'deny: ' + reason.value.trim() : 'deny') }, 'Deny'), ' ',
+      el('button', { type: 'button', class: 'open', onclick: () => openTerminal(agentById(q.agent_id) || { id: q.agent_id, name: agentName(q.agent_id) }) }, 'open terminal')),
+    el('pre', { class: 'detail dialog', hidden: true }),
     el('div', { class: 'error' }));
   return card;
 }
