@@ -376,7 +376,9 @@ function renderResults() {
 // Bookkeeping: events that record the office's own progress, hidden
 // unless asked for.
 const bookkeeping = (k) => k.startsWith('transcript.') || ['message.delivered', 'question.delivered', 'result.delivered',
-  'dependency.delivered', 'invocation.reminded', 'invocation.in_progress', 'session.busy', 'session.ready'].includes(k);
+  'dependency.delivered', 'invocation.reminded', 'invocation.in_progress', 'session.busy', 'session.ready',
+  // Told by the message events, which carry the text.
+  'message.ask_user', 'invocation.created', 'result.created'].includes(k);
 
 // describe turns an event into a sentence.
 function describe(ev) {
