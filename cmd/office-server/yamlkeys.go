@@ -164,7 +164,7 @@ func yamlTypeError(err error) error {
 	return fmt.Errorf("%s", strings.Join(msgs, "; "))
 }
 
-var cannotUnmarshal = regexp.MustCompile("^(line \\d+: )cannot unmarshal !!\\w+ (.*) into (.*)$")
+var cannotUnmarshal = regexp.MustCompile(`^(line \d+: )cannot unmarshal !!\w+ (.*) into (.*)$`)
 
 func yamlWants(goType string) string {
 	switch goType {
