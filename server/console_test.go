@@ -329,3 +329,39 @@ func TestConsolePingTimeout(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestConsoleSizeFirstAndFollowed: the first frame is a STATUS with the
+// session's size, before any output; a read-only viewer's RESIZE never
+// reaches the terminal; the controller's does, and every viewer gets the
+// new size.
+func TestConsoleSizeFirstAndFollowed(t *testing.T) {
+	f := newFixture(t, nil)
+	_ = f.term.Resize(200, 50)
+	f.term.write([]byte("drawn at 200x50\r\n"))
+	a := newClient(t, f)
+	select {
+	case p := <-a.frames:
+		var st ConsoleStatus
+		if p[0] != FrameStatus || json.Unmarshal(p[1:], &st) != nil || st.Cols != 200 || st.Rows != 50 {
+			t.Fatalf("first frame %q, want a STATUS with 200x50", p)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no first frame")
+	}
+	a.waitOutput(t, "drawn at 200x50")
+	b := newClient(t, f)
+	b.waitOutput(t, "drawn at 200x50")
+
+	b.send(t, FrameResize, []byte(`{"cols":80,"rows":24}`)) // read-only: ignored
+	time.Sleep(100 * time.Millisecond)
+	if c, r := f.term.Size(); c != 200 || r != 50 {
+		t.Fatalf("a read-only viewer resized the terminal to %dx%d", c, r)
+	}
+	a.send(t, FrameTake, nil)
+	a.waitStatus(t, func(s ConsoleStatus) bool { return s.Control == "you" })
+	a.send(t, FrameResize, []byte(`{"cols":100,"rows":30}`))
+	b.waitStatus(t, func(s ConsoleStatus) bool { return s.Cols == 100 && s.Rows == 30 })
+	if c, r := f.term.Size(); c != 100 || r != 30 {
+		t.Fatalf("the controller's resize left the terminal at %dx%d", c, r)
+	}
+}
