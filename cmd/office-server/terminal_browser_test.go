@@ -42,10 +42,19 @@ draw
 while :; do sleep 1 & wait $!; done
 `
 
-// terminalOffice has the TUI agent and one that crashes with a reason.
+// needyScript asks for a dependency and then repeats what it is told.
+const needyScript = `printf '[DEPENDENCY_REQUEST]\ntype: env_variable\nname: API_URL\ndescription: where the API lives\nrequired: true\n[/DEPENDENCY_REQUEST]\n'
+echo 'needy>'
+while IFS= read -r l; do echo "got: $l"; echo 'needy>'; done
+`
+
+// terminalOffice has the TUI agent, one that crashes with a reason and one
+// that needs a dependency.
 func terminalOffice(dir string) string {
 	tui := filepath.Join(dir, "tui.sh")
 	_ = os.WriteFile(tui, []byte(tuiScript), 0o755)
+	needy := filepath.Join(dir, "needy.sh")
+	_ = os.WriteFile(needy, []byte(needyScript), 0o755)
 	return fmt.Sprintf(`
 office:
   name: Terminal office
@@ -56,7 +65,10 @@ agents:
   - name: crasher
     role: Crashes
     launch: {kind: command, command: /bin/sh, args: [-c, "echo 'crasher: cannot open /nonexistent/app.toml: no such file'; exit 3"]}
-`, tui)
+  - name: needy
+    role: Needs a dependency
+    launch: {kind: command, command: /bin/sh, args: [%q], prompt_pattern: "^needy>$"}
+`, tui, needy)
 }
 
 // startMainOffice runs the serve command on the embedded store with the
@@ -226,6 +238,7 @@ func TestConsoleTerminalMatchesTmux(t *testing.T) {
 		}
 		saveScreenshot(t, ctx, "console-terminal-"+name+".png")
 		if win.w != 1024 {
+			provideDependency(t, ctx, r, officeID)
 			continue
 		}
 		// Take control in the small window: the session takes the pane's
@@ -242,5 +255,29 @@ func TestConsoleTerminalMatchesTmux(t *testing.T) {
 		}
 		compare(ctx, name+" in control")
 		saveScreenshot(t, ctx, "console-terminal-control.png")
+	}
+}
+
+// provideDependency answers needy's dependency request from its card in
+// the needs-you list; the agent is told.
+func provideDependency(t *testing.T, ctx context.Context, r *liveServer, officeID string) {
+	t.Helper()
+	card := `#attention .card.dependency`
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.CSS(card+` input.value`)),
+		chromedp.SendKeys(chromedp.CSS(card+` input.value`), "http://api.example:8080"),
+		chromedp.Click(chromedp.CSS(card+` button.provide`)),
+		chromedp.WaitNotPresent(chromedp.CSS(card)),
+	); err != nil {
+		t.Fatalf("provide the dependency in the page: %v", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	// The office tells the agent (the value itself is put in its
+	// environment, never typed).
+	for !strings.Contains(r.replay(t, officeID, "needy"), "DEPENDENCY_PROVIDED") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the provided value never reached the agent:\n%s", r.replay(t, officeID, "needy"))
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
