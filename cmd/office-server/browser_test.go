@@ -205,6 +205,24 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatalf("history or results: %v", err)
 	}
 	screenshot("console.png")
+	// Bookkeeping is hidden by default; the history filters by agent.
+	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#events li[data-kind="message.delivered"], #events li[data-kind="question.delivered"], #events li[data-kind^="transcript."]').length`))
+	if err != nil || hidden != 0 {
+		t.Errorf("%d bookkeeping events shown by default (%v)", hidden, err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const s = document.querySelector('#evagent');
+		s.value = '`+r.agentID(t, officeID, "dev")+`'; return s.dispatchEvent(new Event('change')); })()`)); err != nil {
+		t.Fatalf("filter the history: %v", err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#events li')].map((li) => li.textContent)`))
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("filtered history: %v %v", rows, err)
+	}
+	for _, row := range rows {
+		if !strings.Contains(row, "dev") {
+			t.Errorf("history filtered to dev shows %q", row)
+		}
+	}
 
 	// The plain view (what the page falls back to without xterm.js):
 	// output, control and typing work there too.
