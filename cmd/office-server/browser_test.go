@@ -19,15 +19,25 @@ import (
 // against the whole server (SQLite store, sessions in PTYs, the office
 // router, built-in agents): open with the token, see an agent's terminal,
 // check read-only, take control and type, answer a pending question in the
-// page and see the answer reach the agent.
+// page and see the answer reach the agent; at 1440x900 and at 1024x700,
+// where what needs the person must still be in view without scrolling.
 func TestBrowserConsole(t *testing.T) {
 	bin := testenv.Chromium(t)
+	for _, win := range []struct {
+		w, h   int
+		suffix string
+	}{{1440, 900, ""}, {1024, 700, "-1024x700"}} {
+		t.Run(fmt.Sprintf("%dx%d", win.w, win.h), func(t *testing.T) { browserConsole(t, bin, win.w, win.h, win.suffix) })
+	}
+}
+
+func browserConsole(t *testing.T, bin string, width, height int, suffix string) {
 	r := startMain(t)
 	officeID := r.officeID(t)
 	r.waitAgent(t, officeID, "echo")
 
-	ctx := chromeContext(t, bin, 90*time.Second)
-	screenshot := func(name string) { saveScreenshot(t, ctx, name) }
+	ctx := chromeSized(t, bin, width, height)
+	screenshot := func(name string) { saveScreenshot(t, ctx, strings.Replace(name, ".png", suffix+".png", 1)) }
 	defer func() {
 		if t.Failed() {
 			screenshot("console-failed.png")
@@ -144,6 +154,11 @@ func TestBrowserConsole(t *testing.T) {
 		}
 	}
 	checkCount(1)
+	inView, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const b = document.querySelector('`+card+` button.option').getBoundingClientRect();
+		return b.top >= 0 && b.bottom <= window.innerHeight; })()`))
+	if err != nil || !inView {
+		t.Errorf("at %dx%d the question's answer buttons are not in view without scrolling (%v)", width, height, err)
+	}
 	screenshot("console-question.png")
 	// A refused answer keeps what was typed and says why, in the card.
 	if err := chromedp.Do(ctx,

@@ -490,6 +490,9 @@ function openEvents() {
 
 // ---- terminal ----
 
+// minScale is the smallest a terminal is drawn: a wider one scrolls.
+const minScale = 0.6;
+
 // TermView shows one agent's terminal. It is drawn at the session's own
 // columns and rows (from the server's STATUS frames), never re-wrapped,
 // and scaled down to fit the pane. Only the viewer in control resizes the
@@ -581,16 +584,21 @@ class TermView {
     if (st.control === 'you' && was !== 'you') this.fitControl();
   }
 
-  // scale fits the terminal, drawn at the session's size, into the pane.
+  // scale fits the terminal, drawn at the session's size, into the pane:
+  // scaled down to the pane, but not below what can be read (minScale);
+  // past that the pane scrolls.
   scale() {
     if (!this.xterm) return;
     const screen = $('#term .xterm-screen');
     const pane = $('#termpane');
     if (!screen) return;
     const w = screen.offsetWidth + 8, h = screen.offsetHeight + 8;
-    const s = Math.min(1, pane.clientWidth / w, pane.clientHeight / h);
+    const s = Math.max(minScale, Math.min(1, pane.clientWidth / w, pane.clientHeight / h));
     $('#term').style.transform = s < 1 ? `scale(${s})` : '';
     $('#term').dataset.scale = s.toFixed(3);
+    const sizer = $('#termsizer');
+    sizer.style.width = `${Math.ceil(w * s)}px`;
+    sizer.style.height = `${Math.ceil(h * s)}px`;
   }
 
   // fitControl resizes the session to what fits the pane unscaled, when
