@@ -95,7 +95,8 @@ async function act(card, what, fn) {
   try {
     await fn();
     if (err) setText(err, '');
-    card.classList.add('done');
+    // An answered card leaves at the next refresh: dim it meanwhile.
+    if (card.matches('.question, .permission, .dependency')) card.classList.add('done');
   } catch (e) {
     if (err) setText(err, `${what}: ${e.message}`); else note(`${what}: ${e.message}`);
   } finally {
