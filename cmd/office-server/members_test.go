@@ -8,10 +8,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/supabase/supabasetest"
 )
@@ -168,5 +171,65 @@ func TestMembersSQLite(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusNotImplemented || !strings.Contains(string(b), "SUPABASE_JWT_SECRET") {
 		t.Errorf("member endpoint without a JWT secret = %d %s; want 501 naming SUPABASE_JWT_SECRET", res.StatusCode, b)
+	}
+}
+
+// TestConsoleMembers drives the console's members panel in the real
+// headless Chromium, with the server on the stand-in Supabase project: the
+// operator adds a user by email (who then reads the office with their own
+// token), invites an email without an account, and removes the member
+// (who then reads nothing).
+func TestConsoleMembers(t *testing.T) {
+	bin := testenv.Chromium(t)
+	p := supabasetest.New(t)
+	r := startSupabaseMain(t, p)
+	r.waitReady(t, "at start")
+	officeID := r.officeID(t)
+	user := p.NewMember(t, "console@example.com")
+
+	ctx := chromeContext(t, bin, 90*time.Second)
+	defer func() {
+		if t.Failed() {
+			saveScreenshot(t, ctx, "console-members-failed.png")
+		}
+	}()
+	add := func(who string) {
+		t.Helper()
+		if err := chromedp.Do(ctx,
+			chromedp.SetValue(chromedp.CSS(`#memberwho`), who),
+			chromedp.Click(chromedp.CSS(`#memberadd button`)),
+		); err != nil {
+			t.Fatalf("add %s: %v", who, err)
+		}
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(r.base+"/?token="+r.token),
+		chromedp.WaitVisible(chromedp.CSS(`#memberadd`)),
+	); err != nil {
+		t.Fatalf("open console: %v", err)
+	}
+	add("Console@Example.com")
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#members tr[data-email="console@example.com"][data-status="member"]`))); err != nil {
+		t.Fatalf("the added member in the panel: %v", err)
+	}
+	if ids := officesSeen(t, p, user); len(ids) != 1 || ids[0] != officeID {
+		t.Fatalf("the member added in the console reads offices %v; want [%s]", ids, officeID)
+	}
+	add("someone-new@example.com")
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#members tr[data-email="someone-new@example.com"][data-status="invited"]`))); err != nil {
+		t.Fatalf("the invitation in the panel: %v", err)
+	}
+	note, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#membersnote').textContent`))
+	if err != nil || !strings.Contains(note, "invited") {
+		t.Fatalf("note after inviting: %q, %v", note, err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`#members tr[data-email="console@example.com"] button.remove`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#members tr[data-email="console@example.com"]`)),
+	); err != nil {
+		t.Fatalf("remove the member in the panel: %v", err)
+	}
+	if ids := officesSeen(t, p, user); len(ids) != 0 {
+		t.Fatalf("the removed member still reads offices %v", ids)
 	}
 }
