@@ -375,8 +375,8 @@ func TestSupabaseJS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("supabase-js suite failed: %v", err)
 	}
-	if !strings.Contains(string(out), "1..21") {
-		t.Errorf("supabase-js suite did not run its 21 checks")
+	if !strings.Contains(string(out), "1..22") {
+		t.Errorf("supabase-js suite did not run its 22 checks")
 	}
 	// The provided value is stored in the office's sealed form, which the
 	// server opens (office.Sealer: 'P' and the text for a value in clear).

@@ -358,6 +358,36 @@ await check('secrets go through the server: member B provides an api_key and rej
   assert.equal(v.status, 403, 'the sealed value is not readable either')
 })
 
+await check('anon is refused every write and function of the contract (401 42501); member B every one on office A (404 or 403)', async () => {
+  const scout = agents.find((x) => x.name === 'scout')
+  const { data: deps } = await a.from('dependency_requests').select('id').eq('office_id', officeA).eq('agent_id', scout.id)
+  assert.ok(deps.length > 0, 'office A has a dependency request')
+  const depA = deps[0].id
+  const calls = {
+    'insert user_messages': (c) => c.from('user_messages').insert({ office_id: officeA, agent_id: scout.id, content: 'x' }),
+    answer_question: (c) => c.rpc('answer_question', { question_id: question.id, response: 'x' }),
+    provide_dependency: (c) => c.rpc('provide_dependency', { dependency_id: depA, value: 'left-pad' }),
+    reject_dependency: (c) => c.rpc('reject_dependency', { dependency_id: depA, reason: 'x' }),
+    add_office_member: (c) => c.rpc('add_office_member', { office_id: officeA, email: 'x@example.com' }),
+    list_office_members: (c) => c.rpc('list_office_members', { office_id: officeA }),
+    remove_office_member: (c) => c.rpc('remove_office_member', { office_id: officeA, user_id: userA }),
+    'insert office_members': (c) => c.from('office_members').insert({ office_id: officeA, user_id: userB }),
+    'read office_invitations': async (c) => {
+      const r = await c.from('office_invitations').select('email').eq('office_id', officeA)
+      return r.status === 200 && r.data.length === 0 ? { status: 404, error: { code: 'empty' } } : r
+    },
+  }
+  for (const [name, call] of Object.entries(calls)) {
+    const r = await call(anon)
+    assert.equal(r.status, 401, `anon ${name}: ${JSON.stringify(r)}`)
+    assert.equal(r.error.code, '42501', `anon ${name}`)
+    const rb = await call(b)
+    assert.ok([403, 404].includes(rb.status), `member B ${name} on office A: ${JSON.stringify(rb)}`)
+  }
+  const anonAccept = await anon.rpc('accept_office_invitations')
+  assert.equal(anonAccept.status, 401)
+})
+
 await a.removeAllChannels(); await a2.removeAllChannels(); await b.removeAllChannels(); await anon.removeAllChannels()
 console.log(`1..${step}`)
 process.exit(failed ? 1 : 0)
