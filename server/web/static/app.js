@@ -429,7 +429,7 @@ function track(ev) {
   const p = ev.payload || {};
   if (ev.kind === 'message.step') a.step = `${p.current}/${p.total}: ${p.name}`;
   if (ev.kind === 'message.phase_complete') { a.phase = `${p.number} complete`; a.step = ''; }
-  if (ev.kind === 'session.starting') { a.step = ''; }
+  if (ev.kind === 'session.starting' || ev.kind === 'message.deliver_result') { a.step = ''; }
 }
 
 function eventShown(ev) {
