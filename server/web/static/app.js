@@ -330,7 +330,10 @@ function updateAgentRow(tr, a) {
   pill.className = 'pill ' + a.session_status;
   const since = a.session_since ? Date.now() - new Date(a.session_since).getTime() : NaN;
   setText(tr.querySelector('.since'), since >= 0 ? ` for ${duration(since)}` : '');
-  const detail = a.session_detail ? a.session_detail.split('\n')[0] : '';
+  // A process that ended: its last words say why; a dialog: its title.
+  const lines = (a.session_detail || '').split('\n').map((l) => l.trim()).filter(Boolean);
+  const ended = ['crashed', 'failed', 'exited'].includes(a.session_status);
+  const detail = lines.length ? (ended ? lines[lines.length - 1] : lines[0]) : '';
   const d = tr.querySelector('.detail');
   setText(d, short(detail, 90));
   d.title = a.session_detail || '';
