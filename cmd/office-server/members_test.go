@@ -204,7 +204,7 @@ func TestConsoleMembers(t *testing.T) {
 	}
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(r.base+"/?token="+r.token),
-		chromedp.WaitVisible(chromedp.CSS(`#memberadd`)),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="yes"] #memberadd`)),
 	); err != nil {
 		t.Fatalf("open console: %v", err)
 	}

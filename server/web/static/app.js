@@ -711,3 +711,6 @@ $('#office').addEventListener('change', (ev) => selectOffice(ev.target.value));
 for (const id of ['#evagent', '#evkind', '#evinternal']) $(id).addEventListener('change', renderEvents);
 setInterval(() => state.office && refresh(), 3000);
 loadOffices().catch((e) => note('load: ' + e.message));
+// Every script of the page has run (tests wait for it before clicking a
+// form whose handler another script adds).
+window.addEventListener('load', () => { document.body.dataset.ready = 'yes'; });
