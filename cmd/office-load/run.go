@@ -41,7 +41,7 @@ type result struct {
 	Goroutines, Threads  int
 	Typed, Enter         [2]time.Duration // p50, p99 commit → text in the PTY, → Enter
 	Early, Answered      int
-	BurstN               int // answers in the burst
+	BurstN               int           // answers in the burst
 	BurstRate            float64       // messages per second
 	BurstCPU             time.Duration // server CPU per message
 	BurstEnter           [2]time.Duration

@@ -34,7 +34,7 @@ type backend struct {
 	env     []string // for the server
 	open    func(ctx context.Context) (writer, error)
 	txCount func(ctx context.Context) (int64, error) // transactions so far (postgres), or nil
-	drop    func()                                    // removes what was made for the run
+	drop    func()                                   // removes what was made for the run
 }
 
 // newBackend prepares an empty store of kind for one run.
