@@ -69,6 +69,7 @@ func (s *Session) launch() error {
 		s.mu.Unlock()
 		return fmt.Errorf("launch %s: %w", spec.Command, err)
 	}
+	ptmx = pollablePTY(ptmx)
 	p := &proc{cmd: cmd, pty: ptmx, exited: make(chan struct{}), readerDone: make(chan struct{}), started: time.Now()}
 	s.mu.Lock()
 	s.p = p
@@ -89,6 +90,7 @@ func (s *Session) launch() error {
 	report()
 	go s.read(p)
 	go func() {
+		_ = awaitExit(cmd.Process.Pid) // parked on the poller; else Wait blocks
 		p.waitErr = cmd.Wait()
 		close(p.exited)
 		s.poke()
