@@ -45,8 +45,7 @@ func agentMain(args []string, stdin io.Reader, stdout io.Writer) int {
 		defer c.Close()
 	}
 	a := &loadAgent{name: *name, out: stdout, rep: rep}
-	io.WriteString(stdout, "\x1b[?2004h")
-	a.ask()
+	a.ask() // with bracketed paste turned on first, in the same write
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := stdin.Read(buf)
@@ -79,7 +78,11 @@ const (
 // ask prints the next question.
 func (a *loadAgent) ask() {
 	a.round++
-	fmt.Fprintf(a.out, "[ASK_USER]\r\nquestion: Load round %d for %s: go on?\r\ntype: text\r\n[/ASK_USER]\r\n> ", a.round, a.name)
+	mode := ""
+	if a.round == 1 {
+		mode = "\x1b[?2004h"
+	}
+	fmt.Fprintf(a.out, "%s[ASK_USER]\r\nquestion: Load round %d for %s: go on?\r\ntype: text\r\n[/ASK_USER]\r\n> ", mode, a.round, a.name)
 }
 
 // input takes one read of the terminal at now.

@@ -104,7 +104,7 @@ func treeCPU(root int) (time.Duration, int) {
 		p := queue[0]
 		queue = queue[1:]
 		for _, c := range children[p] {
-			if d, err := tickCPU(c); err == nil {
+			if d, err := procCPU(c); err == nil {
 				total += d
 				n++
 			}

@@ -189,7 +189,7 @@ func (d *drive) startUp(ctx context.Context, t0 time.Time) error {
 		if time.Now().After(deadline) || time.Since(lastAt) > 60*time.Second {
 			d.res.Ready = time.Since(t0)
 			d.res.PTYMax, d.res.PTYUsed = ptyLimit()
-			d.res.Note = fmt.Sprintf("%d of %d agents ready after %s; %s", n, d.c.N, d.res.Ready.Round(time.Second), detail)
+			d.res.Note = fmt.Sprintf("%d of %d agents ready after %s; %s; server log ends: %s", n, d.c.N, d.res.Ready.Round(time.Second), detail, lastLines(d.srv.logs.String(), 5))
 			return nil
 		}
 		select {

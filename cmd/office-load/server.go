@@ -194,7 +194,9 @@ func writeOffice(path string, n int, agentBin, command, sock string) error {
 			fmt.Fprintf(&b, "      command: %s\n", command)
 			continue
 		}
-		fmt.Fprintf(&b, "      command: %s\n      args: [agent, --name, %s, --report, %q]\n", agentBin, name, sock)
+		// The prompt pattern: ready when the prompt shows, not merely
+		// after a quiet start (a loaded machine starts 1,000 agents slowly).
+		fmt.Fprintf(&b, "      command: %s\n      args: [agent, --name, %s, --report, %q]\n      prompt_pattern: '^>$'\n", agentBin, name, sock)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
