@@ -133,21 +133,6 @@ func procStatus(pid int, field string) int64 {
 	return 0
 }
 
-// procReads returns how many read syscalls pid has made (/proc/pid/io).
-func procReads(pid int) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "syscr:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
 // ptyLimit reads the kernel's PTY limit and how many are in use.
 func ptyLimit() (max, used int) {
 	read := func(p string) int {

@@ -158,7 +158,6 @@ type drive struct {
 	reports  <-chan report
 	res      *result
 	officeID string
-	names    map[string]string // agent id → name
 }
 
 // startUp waits until every agent is ready: the load agent has asked its
