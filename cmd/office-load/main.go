@@ -58,6 +58,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.BaseURL, "database-url", envOr("DATABASE_URL_TEST", "postgres://office:office@127.0.0.1:5432/office_test?sslmode=disable"), "PostgreSQL server (a database of its own is created per run)")
 	fs.IntVar(&c.Answers, "answers", 100, "answers timed one at a time")
 	fs.DurationVar(&c.Idle, "idle", 20*time.Second, "idle window")
+	fs.DurationVar(&c.Settle, "settle", 2*time.Second, "pause between start-up and the idle window")
 	fs.DurationVar(&c.Ready, "ready-timeout", 10*time.Minute, "bound on start-up")
 	fs.StringVar(&c.Dir, "dir", "", "scratch directory (default: the system's)")
 	if err := fs.Parse(args); err != nil {

@@ -26,6 +26,7 @@ type config struct {
 	N        int           // agents
 	Answers  int           // answers measured one at a time
 	Idle     time.Duration // idle window
+	Settle   time.Duration // pause between start-up and the idle window
 	Ready    time.Duration // bound on start-up
 	Dir      string        // scratch directory
 }
@@ -245,7 +246,7 @@ func (d *drive) sessionCount(ctx context.Context) (int, string, error) {
 // idle measures the server at rest: CPU (its own, and its keepers' and
 // agents'), memory, goroutines, threads, database transactions.
 func (d *drive) idle(ctx context.Context, be *backend) {
-	time.Sleep(2 * time.Second) // let the start-up's last turns settle
+	time.Sleep(d.c.Settle) // let the start-up's last turns settle
 	pid := d.srv.pid()
 	cpu0, _ := procCPU(pid)
 	tree0, _ := treeCPU(pid)
