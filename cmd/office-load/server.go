@@ -42,6 +42,10 @@ func startServer(bin, officeFile, dataDir string, env []string) (*serverProc, er
 	cmd.Env = append(append(os.Environ(), "OFFICE_ADMIN_TOKEN="+token), env...)
 	p := &serverProc{cmd: cmd, base: "http://" + addr, token: token, logs: &tailBuf{max: 64 << 10}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = io.Discard, p.logs
+	// The driver killed outright (SIGKILL, a test's timeout) takes the
+	// server with it; its keepers end their agents when its life pipe
+	// closes. Without this a killed run leaves N agents running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
