@@ -54,6 +54,7 @@ type claudeDriver struct {
 	turnEnded   bool        // the transcript said end_turn since the last input
 	awaitSubmit bool        // typed; UserPromptSubmit not seen yet
 	reEntered   bool        // Enter was repeated for this input
+	screenSeen  time.Time   // lastOutput when the screen was last read still
 
 	prompts []string // worker-owned: user entries the last step read
 }
@@ -514,8 +515,16 @@ func (d *claudeDriver) watch() {
 
 // idleWake: a ready Claude Code whose files are watched is looked at when
 // they change or it writes to its terminal; until its transcript exists,
-// every pollIdle. Locked.
+// every pollIdle. Time alone moves two things on, so they set a timer: a
+// screen that changed is read once it is still (a dialog drawn or gone:
+// output wakes the worker, but before the screen has settled), and typed
+// text not yet submitted is given its Enter again after submitTimeout.
+// Locked.
 func (d *claudeDriver) idleWake() time.Duration {
+	s := d.s
+	if s.p != nil && (s.lastOutput.After(d.screenSeen) && d.term != nil || d.awaitSubmit && !d.reEntered) {
+		return pollBusy
+	}
 	if d.c != nil && d.c.watched != "" && d.c.watched == filepath.Dir(d.c.tr.path) {
 		return 0
 	}
@@ -620,6 +629,7 @@ func (d *claudeDriver) readScreen(now time.Time, next Status) Status {
 	if s.p == nil || !quiet || d.term == nil {
 		return next
 	}
+	d.screenSeen = s.lastOutput
 	view, text := readClaudeScreen(d.term.Lines())
 	switch view {
 	case viewDialog:
