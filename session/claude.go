@@ -54,6 +54,7 @@ type claudeDriver struct {
 	turnEnded   bool        // the transcript said end_turn since the last input
 	awaitSubmit bool        // typed; UserPromptSubmit not seen yet
 	reEntered   bool        // Enter was repeated for this input
+	screenSeen  time.Time   // lastOutput when the screen was last read still
 
 	prompts []string // worker-owned: user entries the last step read
 }
@@ -197,6 +198,8 @@ type claudeState struct {
 	resolved  time.Time
 	resumed   bool          // the last launch resumed the conversation (--resume)
 	perm      *permListener // the PermissionRequest hook's socket (Options.Hook)
+	watched   string        // the transcript's directory, watched (worker-owned)
+	unwatch   []func()      // ends the watches on the state and transcript directories
 }
 
 // Hook signals written to the signals file, one per line.
@@ -261,6 +264,7 @@ func newClaudeState(spec Spec, old *claudeState) (*claudeState, error) {
 }
 
 func (c *claudeState) cleanup() {
+	c.stopWatching()
 	if c.perm != nil {
 		c.perm.close()
 		c.perm = nil
@@ -449,6 +453,7 @@ func (d *claudeDriver) step(now time.Time, st Status) ([]Text, func()) {
 		return nil, func() {}
 	}
 	defer func() { d.prompts = c.tr.takePrompts() }()
+	d.watch()
 	texts, sigs := d.read(now)
 
 	s.mu.Lock()
@@ -480,6 +485,57 @@ func (d *claudeDriver) step(now time.Time, st Status) ([]Text, func()) {
 		}
 	}
 	return texts, report
+}
+
+// watch has the hooks' signals file and the transcript watched, so that
+// an idle session wakes when they change instead of polling them: once the
+// transcript exists, and again when its path changes. Worker-owned.
+func (d *claudeDriver) watch() {
+	c := d.c
+	dir := filepath.Dir(c.tr.path)
+	if c.watched == dir {
+		return
+	}
+	w := d.s.m.fileWatcher()
+	if w == nil || statErr(c.tr.path) != nil {
+		return
+	}
+	c.stopWatching()
+	for _, p := range []string{c.stateDir, dir} {
+		stop, err := w.watch(d.s, p)
+		if err != nil {
+			c.stopWatching()
+			return
+		}
+		c.unwatch = append(c.unwatch, stop)
+	}
+	c.watched = dir
+	d.s.poke() // whatever changed before the watches
+}
+
+// idleWake: a ready Claude Code whose files are watched is looked at when
+// they change or it writes to its terminal; until its transcript exists,
+// every pollIdle. Time alone moves two things on, so they set a timer: a
+// screen that changed is read once it is still (a dialog drawn or gone:
+// output wakes the worker, but before the screen has settled), and typed
+// text not yet submitted is given its Enter again after submitTimeout.
+// Locked.
+func (d *claudeDriver) idleWake() time.Duration {
+	s := d.s
+	if s.p != nil && (s.lastOutput.After(d.screenSeen) && d.term != nil || d.awaitSubmit && !d.reEntered) {
+		return pollBusy
+	}
+	if d.c != nil && d.c.watched != "" && d.c.watched == filepath.Dir(d.c.tr.path) {
+		return 0
+	}
+	return pollIdle
+}
+
+func (c *claudeState) stopWatching() {
+	for _, f := range c.unwatch {
+		f()
+	}
+	c.unwatch, c.watched = nil, ""
 }
 
 // read returns the new transcript entries and hook signals. While the
@@ -573,6 +629,7 @@ func (d *claudeDriver) readScreen(now time.Time, next Status) Status {
 	if s.p == nil || !quiet || d.term == nil {
 		return next
 	}
+	d.screenSeen = s.lastOutput
 	view, text := readClaudeScreen(d.term.Lines())
 	switch view {
 	case viewDialog:

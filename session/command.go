@@ -135,6 +135,16 @@ func (d *commandDriver) received(now time.Time, a *pendingAck) (bool, error) {
 	return lastOut.After(a.typedAt) || now.Sub(a.typedAt) > silentAck, nil
 }
 
+// idleWake: a ready CLI is only read again when it writes (the reader
+// wakes the worker), except output nobody asked for behind a prompt
+// pattern, read once it has settled.
+func (d *commandDriver) idleWake() time.Duration {
+	if d.prompt != nil && d.s.lastOutput.After(d.turnEndAt) {
+		return pollIdle
+	}
+	return 0
+}
+
 // resume: a CLI restarts blank; nothing to carry over.
 func (d *commandDriver) resume(*Spec, *Spec) {}
 

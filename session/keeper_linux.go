@@ -35,103 +35,28 @@ const KeeperSupported = true
 //
 // stderr gets the reason when the command cannot start (exit code 127).
 func RunKeeper(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("keeper", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	grace := fs.Duration("grace", 3*time.Second, "time between SIGTERM and SIGKILL")
-	uid := fs.Int("uid", -1, "run the command as this user id")
-	gid := fs.Int("gid", -1, "with this group id")
-	groups := fs.String("groups", "", "and these supplementary group ids, comma-separated")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "keeper: no command")
-		return 2
+	k, code := parseKeeper(args, stderr)
+	if k == nil {
+		return code
 	}
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		fmt.Fprintf(stderr, "keeper: child subreaper: %v\n", errno)
 		return 127
 	}
-	// Descriptor 3 is the server's life pipe only when it is a pipe (the
-	// keeper run by hand has none; then only the agent's end ends it).
-	var life *os.File
-	var st syscall.Stat_t
-	if err := syscall.Fstat(keeperFD, &st); err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFIFO {
-		life = os.NewFile(keeperFD, "server-life")
-		syscall.CloseOnExec(keeperFD) // the agent does not get it
-	}
-	// Caught, not ignored: an ignored signal would stay ignored in the agent.
+	serverGone := watchLife()
+	// Caught, not ignored: an ignored signal would stay ignored in the
+	// agent. SIGCHLD has a channel of its own: one pending notice is
+	// enough (every round reaps all that ended), and a burst of them
+	// cannot crowd out a SIGTERM.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCHLD)
-
-	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	if *uid >= 0 {
-		cred := &syscall.Credential{Uid: uint32(*uid), Gid: uint32(*gid)}
-		for _, g := range strings.Split(*groups, ",") {
-			if n, err := strconv.ParseUint(g, 10, 32); err == nil {
-				cred.Groups = append(cred.Groups, uint32(n))
-			}
-		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	}
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	// A keeper killed outright (SIGKILL) cannot end the tree: the agent
-	// at least goes with it, rather than running on beside the session's
-	// next process.
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	if err := cmd.Start(); err != nil {
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTSTP)
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
+	if err := k.cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "keeper: %v\n", err)
 		return 127
 	}
-	child := cmd.Process.Pid
-
-	serverGone := make(chan struct{})
-	if life != nil {
-		go func() {
-			var b [1]byte
-			for {
-				if _, err := life.Read(b[:]); err != nil {
-					close(serverGone)
-					return
-				}
-			}
-		}()
-	}
-
-	var status syscall.WaitStatus
-	exited := false
-	var killAt <-chan time.Time
-	tick := time.NewTicker(time.Second) // in case a SIGCHLD was merged away
-	defer tick.Stop()
-	for !exited {
-		select {
-		case <-tick.C:
-			exited, status = reapChildren(child, exited, status)
-		case sig := <-sigs:
-			switch sig {
-			case syscall.SIGCHLD:
-				exited, status = reapChildren(child, exited, status)
-			case syscall.SIGTERM, syscall.SIGHUP:
-				_ = syscall.Kill(child, sig.(syscall.Signal))
-				if killAt == nil {
-					killAt = time.After(*grace)
-				}
-			}
-			// SIGINT, SIGQUIT, SIGTSTP: the terminal sent them to the
-			// whole foreground group, the agent included.
-		case <-serverGone:
-			serverGone = nil
-			signalTree(syscall.SIGTERM)
-			if killAt == nil {
-				killAt = time.After(*grace)
-			}
-		case <-killAt:
-			killTree()
-		}
-	}
+	status := k.supervise(sigs, chld, serverGone)
 	killTree()
 	switch {
 	case status.Exited():
@@ -145,6 +70,106 @@ func RunKeeper(args []string, stderr io.Writer) int {
 		return 128 + int(sig)
 	}
 	return 1
+}
+
+// keeper is one run of the keeper: the agent's command and the grace
+// period.
+type keeper struct {
+	cmd   *exec.Cmd
+	grace time.Duration
+}
+
+// parseKeeper reads the keeper's command line; on a bad one it returns nil
+// and the exit code.
+func parseKeeper(args []string, stderr io.Writer) (*keeper, int) {
+	fs := flag.NewFlagSet("keeper", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	grace := fs.Duration("grace", 3*time.Second, "time between SIGTERM and SIGKILL")
+	uid := fs.Int("uid", -1, "run the command as this user id")
+	gid := fs.Int("gid", -1, "with this group id")
+	groups := fs.String("groups", "", "and these supplementary group ids, comma-separated")
+	if err := fs.Parse(args); err != nil {
+		return nil, 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "keeper: no command")
+		return nil, 2
+	}
+	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// A keeper killed outright (SIGKILL) cannot end the tree: the agent
+	// at least goes with it, rather than running on beside the session's
+	// next process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if *uid >= 0 {
+		cred := &syscall.Credential{Uid: uint32(*uid), Gid: uint32(*gid)}
+		for _, g := range strings.Split(*groups, ",") {
+			if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+				cred.Groups = append(cred.Groups, uint32(n))
+			}
+		}
+		cmd.SysProcAttr.Credential = cred
+	}
+	return &keeper{cmd: cmd, grace: *grace}, 0
+}
+
+// watchLife returns a channel closed when the server's life pipe
+// (descriptor 3) ends. Descriptor 3 is that pipe only when it is a pipe
+// (the keeper run by hand has none; then only the agent's end ends it, and
+// the channel is nil).
+func watchLife() <-chan struct{} {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(keeperFD, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+		return nil
+	}
+	life := os.NewFile(keeperFD, "server-life")
+	syscall.CloseOnExec(keeperFD) // the agent does not get it
+	gone := make(chan struct{})
+	go func() {
+		var b [1]byte
+		for {
+			if _, err := life.Read(b[:]); err != nil {
+				close(gone)
+				return
+			}
+		}
+	}()
+	return gone
+}
+
+// supervise waits for the agent's end, passing the session's signals on
+// and ending the tree after the grace period once asked to (or once the
+// server is gone). Nothing wakes it while nothing happens.
+func (k *keeper) supervise(sigs, chld <-chan os.Signal, serverGone <-chan struct{}) syscall.WaitStatus {
+	child := k.cmd.Process.Pid
+	var status syscall.WaitStatus
+	exited := false
+	var killAt <-chan time.Time
+	for !exited {
+		select {
+		case <-chld:
+			exited, status = reapChildren(child, exited, status)
+		case sig := <-sigs:
+			switch sig {
+			case syscall.SIGTERM, syscall.SIGHUP:
+				_ = syscall.Kill(child, sig.(syscall.Signal))
+				if killAt == nil {
+					killAt = time.After(k.grace)
+				}
+			}
+			// SIGINT, SIGQUIT, SIGTSTP: the terminal sent them to the
+			// whole foreground group, the agent included.
+		case <-serverGone:
+			serverGone = nil
+			signalTree(syscall.SIGTERM)
+			if killAt == nil {
+				killAt = time.After(k.grace)
+			}
+		case <-killAt:
+			killTree()
+		}
+	}
+	return status
 }
 
 // prSetChildSubreaper is PR_SET_CHILD_SUBREAPER (linux/prctl.h).

@@ -16,6 +16,29 @@ type Manager struct {
 	sessions map[Key]*Session
 	closed   bool
 	perms    permRegistry // permission requests waiting for a decision
+
+	watchOnce sync.Once
+	watcher   *fileWatcher // nil where files cannot be watched
+}
+
+// fileWatcher returns the manager's file watcher, started on first use;
+// nil when the platform has none or the manager is closed.
+func (m *Manager) fileWatcher() *fileWatcher {
+	m.watchOnce.Do(func() {
+		m.mu.Lock()
+		closed := m.closed
+		m.mu.Unlock()
+		if closed {
+			return
+		}
+		w, err := newFileWatcher()
+		if err != nil {
+			m.opts.Logger.Warn("files are polled: no file watcher", "err", err)
+			return
+		}
+		m.watcher = w
+	})
+	return m.watcher
 }
 
 // NewManager returns a Manager with opts, defaults filled in.
@@ -165,6 +188,12 @@ func (m *Manager) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	m.watchOnce.Do(func() {}) // none starts from now on
+	if m.watcher != nil {
+		if err := m.watcher.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close file watcher: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -69,6 +69,7 @@ func (s *Session) launch() error {
 		s.mu.Unlock()
 		return fmt.Errorf("launch %s: %w", spec.Command, err)
 	}
+	ptmx = pollablePTY(ptmx)
 	p := &proc{cmd: cmd, pty: ptmx, exited: make(chan struct{}), readerDone: make(chan struct{}), started: time.Now()}
 	s.mu.Lock()
 	s.p = p
@@ -89,6 +90,7 @@ func (s *Session) launch() error {
 	report()
 	go s.read(p)
 	go func() {
+		_ = awaitExit(cmd.Process.Pid) // parked on the poller; else Wait blocks
 		p.waitErr = cmd.Wait()
 		close(p.exited)
 		s.poke()
@@ -170,14 +172,21 @@ func (s *Session) run() {
 			exited = s.p.exited
 		}
 		// Poll often while something is expected (start-up, a turn, queued
-		// input); an idle session only wakes now and then (output, Send
-		// and exits wake it at once).
+		// input, typed text not yet acknowledged); an idle session wakes
+		// only when its driver asks (output, Send and exits wake it at
+		// once).
 		d := pollIdle
-		if st := s.info.Status; st == StatusStarting || st == StatusBusy || len(s.sendQ) > 0 {
+		if st := s.info.Status; st == StatusStarting || st == StatusBusy || len(s.sendQ) > 0 || s.ack != nil {
 			d = pollBusy
+		} else if w, ok := s.drv.(idleWaker); ok {
+			d = w.idleWake()
 		}
 		s.mu.Unlock()
-		tick.Reset(d)
+		if d > 0 {
+			tick.Reset(d)
+		} else {
+			tick.Stop() // nothing to look at until something happens
+		}
 		select {
 		case <-exited:
 			s.onExit()
@@ -193,6 +202,14 @@ func (s *Session) run() {
 		}
 		s.step()
 	}
+}
+
+// idleWaker is a driver that knows how soon an idle session (ready,
+// nothing queued) must look again; 0: not until something happens (output,
+// Send, an exit or a control request wake the worker). Drivers without it
+// look every pollIdle.
+type idleWaker interface {
+	idleWake() time.Duration // locked
 }
 
 // Worker poll intervals: hooks and the transcript are files.

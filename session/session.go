@@ -23,8 +23,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/creack/pty"
 )
 
 // Key identifies a session: one per office agent.
@@ -399,7 +397,7 @@ func (s *Session) Resize(cols, rows int) error {
 		s.drv.resize(cols, rows)
 	}
 	if s.p != nil {
-		if err := pty.Setsize(s.p.pty, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
+		if err := setWinsize(s.p.pty, cols, rows); err != nil {
 			return fmt.Errorf("resize session %s: %w", s.key, err)
 		}
 	}

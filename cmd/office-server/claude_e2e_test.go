@@ -159,6 +159,7 @@ agents:
 	cmd.Dir = t.TempDir()
 	stdout, stderr := &lockedBuf{}, &lockedBuf{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // a killed test leaves no server behind
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

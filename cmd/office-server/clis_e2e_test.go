@@ -101,6 +101,7 @@ agents:
 	cmd.Dir = t.TempDir()
 	stderr := &lockedBuf{}
 	cmd.Stdout, cmd.Stderr = &lockedBuf{}, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // a killed test leaves no server behind
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

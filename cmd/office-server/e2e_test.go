@@ -207,6 +207,7 @@ func launchServer(t *testing.T, bin string, env []string, args ...string) *serve
 	cmd.Env = append(append(os.Environ(), "OFFICE_ADMIN_TOKEN=", "DATABASE_URL=", "SUPABASE_URL="), env...)
 	p := &serverProc{cmd: cmd, base: "http://" + addr, stdout: &lockedBuf{}, stderr: &lockedBuf{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // a killed test leaves no server behind
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -170,7 +170,7 @@ func launchServerAs(t *testing.T, bin string, cred *syscall.Credential, dir stri
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", addr}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "OFFICE_ADMIN_TOKEN=nonroot-token-0123456789abcdef", "DATABASE_URL=", "SUPABASE_URL=", "HOME="+dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
 	q := &serverProc{cmd: cmd, base: "http://" + addr, stdout: &lockedBuf{}, stderr: &lockedBuf{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = q.stdout, q.stderr
 	if err := cmd.Start(); err != nil {

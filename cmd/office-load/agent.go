@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The load agent (`office-load agent --name N --report SOCK`) is the cheap
+// agent the server runs for each office member (launch kind command). It
+// asks a question ([ASK_USER]) and waits for the answer, and again after
+// each answer. It reads its terminal raw, with bracketed paste on, so it
+// sees when the office's text has arrived whole and when Enter followed,
+// and sends both times to the driver (a datagram on SOCK):
+//
+//	<name> <text arrived, unix ns> <Enter, unix ns> <early: 1 if Enter came with the text>
+//
+// It echoes what it is typed, as a CLI's prompt does: that is what the
+// server waits for before it presses Enter.
+func agentMain(args []string, stdin io.Reader, stdout io.Writer) int {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	name := fs.String("name", "", "the agent's name")
+	report := fs.String("report", "", "unix datagram socket of the driver")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := makeRaw(0); err != nil {
+		fmt.Fprintln(os.Stderr, "agent: raw mode:", err)
+	}
+	var rep net.Conn
+	if *report != "" {
+		c, err := net.Dial("unixgram", *report)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "agent: report socket:", err)
+			return 1
+		}
+		rep = c
+		defer c.Close()
+	}
+	a := &loadAgent{name: *name, out: stdout, rep: rep}
+	a.ask() // with bracketed paste turned on first, in the same write
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := stdin.Read(buf)
+		if n > 0 {
+			a.input(buf[:n], time.Now())
+		}
+		if err != nil {
+			return 0
+		}
+	}
+}
+
+// loadAgent is the load agent's state: what it was typed so far.
+type loadAgent struct {
+	name    string
+	out     io.Writer
+	rep     net.Conn
+	round   int
+	pending []byte    // input not yet understood (a marker split across reads)
+	inPaste bool      // between ESC[200~ and ESC[201~
+	text    []byte    // the text typed since the last Enter
+	landed  time.Time // the text arrived whole
+}
+
+const (
+	pasteStart = "\x1b[200~"
+	pasteEnd   = "\x1b[201~"
+)
+
+// ask prints the next question.
+func (a *loadAgent) ask() {
+	a.round++
+	mode := ""
+	if a.round == 1 {
+		mode = "\x1b[?2004h"
+	}
+	fmt.Fprintf(a.out, "%s[ASK_USER]\r\nquestion: Load round %d for %s: go on?\r\ntype: text\r\n[/ASK_USER]\r\n> ", mode, a.round, a.name)
+}
+
+// input takes one read of the terminal at now.
+func (a *loadAgent) input(p []byte, now time.Time) {
+	b := append(a.pending, p...)
+	a.pending = nil
+	for len(b) > 0 {
+		if a.inPaste {
+			i := bytes.Index(b, []byte(pasteEnd))
+			if i < 0 {
+				keep := partialSuffix(b, pasteEnd)
+				a.echo(b[:len(b)-keep])
+				a.pending = append(a.pending, b[len(b)-keep:]...)
+				return
+			}
+			a.echo(b[:i])
+			a.inPaste = false
+			a.landed = now
+			b = b[i+len(pasteEnd):]
+			continue
+		}
+		switch c := b[0]; {
+		case bytes.HasPrefix(b, []byte(pasteStart)):
+			a.inPaste = true
+			b = b[len(pasteStart):]
+			continue
+		case c == 0x1b && len(b) < len(pasteStart) && strings.HasPrefix(pasteStart, string(b)):
+			a.pending = append(a.pending, b...)
+			return
+		case c == '\r' || c == '\n':
+			// Early: the Enter came in the same read as the end of the
+			// text, before the agent could show it.
+			a.enter(now, a.landed.Equal(now) && len(a.text) > 0)
+		default:
+			a.echo(b[:1])
+			a.landed = now
+		}
+		b = b[1:]
+	}
+}
+
+// echo shows typed text (and records it).
+func (a *loadAgent) echo(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	a.text = append(a.text, p...)
+	s := strings.ReplaceAll(strings.ReplaceAll(string(p), "\r\n", "\n"), "\r", "\n")
+	io.WriteString(a.out, strings.ReplaceAll(s, "\n", "\r\n"))
+}
+
+// enter submits the typed text: the times go to the driver, the agent
+// answers and asks again.
+func (a *loadAgent) enter(now time.Time, early bool) {
+	if len(a.text) == 0 {
+		return
+	}
+	if a.rep != nil {
+		e := 0
+		if early {
+			e = 1
+		}
+		fmt.Fprintf(a.rep, "%s %d %d %d", a.name, a.landed.UnixNano(), now.UnixNano(), e)
+	}
+	a.text = a.text[:0]
+	io.WriteString(a.out, "\r\nok\r\n")
+	a.ask()
+}
+
+// partialSuffix is the length of the longest suffix of b that is a proper
+// prefix of marker.
+func partialSuffix(b []byte, marker string) int {
+	for n := min(len(b), len(marker)-1); n > 0; n-- {
+		if strings.HasPrefix(marker, string(b[len(b)-n:])) {
+			return n
+		}
+	}
+	return 0
+}
+
+// makeRaw puts the terminal on fd in raw mode (no echo, no line editing,
+// Enter arrives as CR).
+func makeRaw(fd int) error {
+	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return err
+	}
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.IEXTEN
+	t.Cflag &^= unix.CSIZE | unix.PARENB
+	t.Cflag |= unix.CS8
+	t.Cc[unix.VMIN] = 1
+	t.Cc[unix.VTIME] = 0
+	return unix.IoctlSetTermios(fd, unix.TCSETS, t)
+}

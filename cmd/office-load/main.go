@@ -1,0 +1,171 @@
+// Command office-load measures the real office-server as its users feel it
+// (issue 17). It runs the built `office-server serve` with N cheap agents
+// (launch kind command: this program's `agent` mode) on each store, answers
+// their questions from its own connection to the database (another
+// process, as a frontend's backend or a script), and prints a table: time
+// until every agent is ready, CPU at idle (the server's, and its keepers'
+// and agents'), RSS, goroutines, threads, answer committed → text in the
+// agent's PTY and → Enter (p50/p99, one at a time), a burst of N answers
+// (messages per second, server CPU per message, commit → Enter), and the
+// database's transactions per second at idle.
+//
+//	go build -o bin/ ./cmd/office-server ./cmd/office-load
+//	bin/office-load -n 10,200,1000 -stores sqlite,postgres
+//
+// With -agent cat the agents are a trivial program instead (nothing is
+// answered): for start-up, memory and thread counts at large N.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "agent" {
+		os.Exit(agentMain(os.Args[2:], os.Stdin, os.Stdout))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := Main(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "office-load:", err)
+		os.Exit(1)
+	}
+}
+
+// Main parses args, runs every store × N, and prints the table to stdout
+// (progress to stderr).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("office-load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	self, _ := os.Executable()
+	ns := fs.String("n", "10,200,1000", "agent counts, comma-separated")
+	stores := fs.String("stores", "sqlite,postgres", "stores: sqlite, postgres")
+	c := config{}
+	fs.StringVar(&c.Server, "server", filepath.Join(filepath.Dir(self), "office-server"), "the office-server binary")
+	fs.StringVar(&c.AgentBin, "agent-bin", self, "the program run as the load agent (`<bin> agent`)")
+	fs.StringVar(&c.Command, "agent", "", "a trivial agent command instead of the load agent (e.g. cat)")
+	fs.StringVar(&c.BaseURL, "database-url", envOr("DATABASE_URL_TEST", "postgres://office:office@127.0.0.1:5432/office_test?sslmode=disable"), "PostgreSQL server (a database of its own is created per run)")
+	fs.IntVar(&c.Answers, "answers", 100, "answers timed one at a time")
+	fs.DurationVar(&c.Idle, "idle", 20*time.Second, "idle window")
+	fs.DurationVar(&c.Settle, "settle", 2*time.Second, "pause between start-up and the idle window")
+	fs.DurationVar(&c.Ready, "ready-timeout", 10*time.Minute, "bound on start-up")
+	fs.StringVar(&c.Dir, "dir", "", "scratch directory (default: the system's)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if _, err := os.Stat(c.Server); err != nil {
+		return fmt.Errorf("office-server binary: %w (build it: go build -o bin/ ./cmd/office-server ./cmd/office-load)", err)
+	}
+	var results []result
+	for _, st := range strings.Split(*stores, ",") {
+		for _, f := range strings.Split(*ns, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				return fmt.Errorf("bad -n %q", f)
+			}
+			c.Store, c.N = strings.TrimSpace(st), n
+			fmt.Fprintf(stderr, "office-load: %s, %d agents…\n", c.Store, n)
+			r, err := run(ctx, c)
+			if err != nil {
+				return fmt.Errorf("%s, %d agents: %w", c.Store, n, err)
+			}
+			results = append(results, r)
+		}
+	}
+	printTable(stdout, results)
+	return nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// printTable prints results as a Markdown table, with the machine.
+func printTable(w io.Writer, rs []result) {
+	fmt.Fprintf(w, "machine: %s, %d cores (%s/%s); kernel PTY limit %s\n\n", cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, ptyLine())
+	fmt.Fprintln(w, "| store | agents | ready | idle CPU server / keepers+agents | RSS | goroutines | threads | commit → typed p50/p99 | commit → Enter p50/p99 | Enter early | burst msg/s | CPU/msg | burst Enter p50/p99 | DB tx/s idle |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rs {
+		fmt.Fprintf(w, "| %s | %d (%s) | %s | %.2f%% / %.2f%% | %.0f MB | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.Store, r.N, r.Agents, readyText(r), 100*r.IdleCPU, 100*r.IdleTreeCPU, r.RSSMB, r.Goroutines, r.Threads,
+			pair(r.Typed, r.Answered), pair(r.Enter, r.Answered), earlyText(r), rateText(r.BurstRate), msText(r.BurstCPU, r.BurstRate > 0),
+			pair(r.BurstEnter, r.BurstN), txText(r.IdleTx))
+	}
+	for _, r := range rs {
+		if r.Note != "" {
+			fmt.Fprintf(w, "\n%s, %d agents: %s (kernel PTYs: %d of %d in use; /proc/sys/kernel/pty/max)\n", r.Store, r.N, r.Note, r.PTYUsed, r.PTYMax)
+		}
+	}
+}
+
+func readyText(r result) string {
+	s := r.Ready.Round(10 * time.Millisecond).String()
+	if r.Started < r.N {
+		return fmt.Sprintf("%d of %d in %s", r.Started, r.N, s)
+	}
+	return s
+}
+
+func pair(p [2]time.Duration, n int) string {
+	if n == 0 {
+		return "—"
+	}
+	return msText(p[0], true) + " / " + msText(p[1], true)
+}
+
+func msText(d time.Duration, ok bool) string {
+	if !ok {
+		return "—"
+	}
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64) + " ms"
+}
+
+func earlyText(r result) string {
+	if r.Answered == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%d of %d", r.Early, r.Answered+r.BurstN)
+}
+
+func rateText(v float64) string {
+	if v == 0 {
+		return "—"
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+func txText(v float64) string {
+	if v < 0 {
+		return "—"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "model name"); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+		}
+	}
+	return "unknown CPU"
+}
+
+func ptyLine() string {
+	max, used := ptyLimit()
+	return fmt.Sprintf("%d (%d in use now)", max, used)
+}

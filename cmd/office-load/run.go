@@ -1,0 +1,454 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/office-server/office-server/office"
+)
+
+// config is one run's settings.
+type config struct {
+	Server   string        // the office-server binary
+	AgentBin string        // what runs the load agent (this program)
+	Command  string        // a trivial agent instead of the load agent (cat): no answers
+	Store    string        // sqlite, postgres
+	BaseURL  string        // PostgreSQL maintenance database
+	N        int           // agents
+	Answers  int           // answers measured one at a time
+	Idle     time.Duration // idle window
+	Settle   time.Duration // pause between start-up and the idle window
+	Ready    time.Duration // bound on start-up
+	Dir      string        // scratch directory
+}
+
+// result is one row of the table.
+type result struct {
+	Store, Agents        string
+	N                    int
+	Started              int // agents running (ready) at the end of start-up
+	Ready                time.Duration
+	IdleCPU, IdleTreeCPU float64 // share of one core: server; keepers and agents
+	RSSMB                float64
+	Goroutines, Threads  int
+	Typed, Enter         [2]time.Duration // p50, p99 commit → text in the PTY, → Enter
+	Early, Answered      int
+	BurstN               int           // answers in the burst
+	BurstRate            float64       // messages per second
+	BurstCPU             time.Duration // server CPU per message
+	BurstEnter           [2]time.Duration
+	IdleTx               float64 // database transactions per second at idle, -1 unknown
+	PTYMax, PTYUsed      int
+	Note                 string
+}
+
+// report is what a load agent says after an Enter.
+type report struct {
+	name          string
+	landed, enter time.Time
+	early         bool
+}
+
+// run does one run: start-up, idle, answers one at a time, a burst.
+func run(ctx context.Context, c config) (res result, err error) {
+	res = result{Store: c.Store, N: c.N, Agents: "load agent", IdleTx: -1}
+	if c.Command != "" {
+		res.Agents = c.Command
+	}
+	dir, err := os.MkdirTemp(c.Dir, "office-load-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	reports, sock, closeSock, err := listenReports(filepath.Join(dir, "r.sock"), c.N)
+	if err != nil {
+		return res, err
+	}
+	defer closeSock()
+	officeFile := filepath.Join(dir, "office.yaml")
+	if err := writeOffice(officeFile, c.N, c.AgentBin, c.Command, sock); err != nil {
+		return res, err
+	}
+	be, err := newBackend(ctx, c.Store, filepath.Join(dir, "data"), c.BaseURL)
+	if err != nil {
+		return res, err
+	}
+	defer be.drop()
+	t0 := time.Now()
+	srv, err := startServer(c.Server, officeFile, filepath.Join(dir, "data"), be.env)
+	if err != nil {
+		return res, err
+	}
+	defer srv.stop(60 * time.Second)
+	if err := srv.waitHealthy(ctx, 60*time.Second); err != nil {
+		return res, err
+	}
+	w, err := be.open(ctx)
+	if err != nil {
+		return res, fmt.Errorf("open the store as another process: %w", err)
+	}
+	defer w.Close()
+	d := &drive{c: c, srv: srv, w: w, reports: reports, res: &res}
+	if err := d.startUp(ctx, t0); err != nil {
+		return res, err
+	}
+	d.idle(ctx, be)
+	if c.Command == "" && res.Started == c.N {
+		if err := d.answers(ctx); err != nil {
+			return res, err
+		}
+		if err := d.burst(ctx); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// listenReports listens on a unix datagram socket for the agents' reports.
+func listenReports(path string, n int) (<-chan report, string, func(), error) {
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	_ = conn.SetReadBuffer(4 << 20)
+	ch := make(chan report, n+1024)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 512)
+		for {
+			k, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			if r, ok := parseReport(string(buf[:k])); ok {
+				ch <- r
+			}
+		}
+	}()
+	return ch, path, func() { conn.Close(); <-done }, nil
+}
+
+func parseReport(s string) (report, bool) {
+	f := strings.Fields(s)
+	if len(f) != 4 {
+		return report{}, false
+	}
+	l, err1 := strconv.ParseInt(f[1], 10, 64)
+	e, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return report{}, false
+	}
+	return report{name: f[0], landed: time.Unix(0, l), enter: time.Unix(0, e), early: f[3] == "1"}, true
+}
+
+// drive is one run's measuring side.
+type drive struct {
+	c        config
+	srv      *serverProc
+	w        writer
+	reports  <-chan report
+	res      *result
+	officeID string
+}
+
+// startUp waits until every agent is ready: the load agent has asked its
+// first question, a trivial agent's session is ready.
+func (d *drive) startUp(ctx context.Context, t0 time.Time) error {
+	id, err := d.srv.officeID(ctx)
+	if err != nil {
+		return err
+	}
+	d.officeID = id
+	deadline := time.Now().Add(d.c.Ready)
+	last, lastAt := -1, time.Now()
+	for {
+		n, detail, err := d.readyCount(ctx)
+		if err != nil {
+			return err
+		}
+		d.res.Started = n
+		if n == d.c.N {
+			d.res.Ready = time.Since(t0)
+			break
+		}
+		if n != last {
+			last, lastAt = n, time.Now()
+		}
+		// Given up: past the bound, or no progress for a long while
+		// (a limit was hit).
+		if time.Now().After(deadline) || time.Since(lastAt) > 60*time.Second {
+			d.res.Ready = time.Since(t0)
+			d.res.PTYMax, d.res.PTYUsed = ptyLimit()
+			d.res.Note = fmt.Sprintf("%d of %d agents ready after %s; %s; server log ends: %s", n, d.c.N, d.res.Ready.Round(time.Second), detail, lastLines(d.srv.logs.String(), 5))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-d.srv.exited:
+			return fmt.Errorf("server exited during start-up (%v): %s", d.srv.err, d.srv.logs.String())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	d.res.PTYMax, d.res.PTYUsed = ptyLimit()
+	return nil
+}
+
+// readyCount counts ready agents; detail says what the others are doing.
+func (d *drive) readyCount(ctx context.Context) (int, string, error) {
+	if d.c.Command == "" {
+		qs, err := d.w.ListQuestions(ctx, office.QuestionFilter{OfficeID: d.officeID, Status: []string{office.QuestionPending}})
+		if err != nil {
+			return 0, "", err
+		}
+		seen := map[string]bool{}
+		for _, q := range qs {
+			seen[q.AgentID] = true
+		}
+		if len(seen) == d.c.N {
+			return len(seen), "", nil
+		}
+		_, detail, err := d.sessionCount(ctx)
+		return len(seen), detail, err
+	}
+	return d.sessionCount(ctx)
+}
+
+// sessionCount counts agents whose session is ready, from the API, and
+// says how many are in each other state.
+func (d *drive) sessionCount(ctx context.Context) (int, string, error) {
+	var agents []agentStatus
+	if err := d.srv.get(ctx, "/api/offices/"+d.officeID+"/agents", &agents); err != nil {
+		return 0, "", err
+	}
+	by := map[string]int{}
+	for _, a := range agents {
+		by[a.Session]++
+	}
+	var parts []string
+	for st, k := range by {
+		parts = append(parts, fmt.Sprintf("%s %d", st, k))
+	}
+	slices.Sort(parts)
+	return by[office.SessionReady], "sessions: " + strings.Join(parts, ", "), nil
+}
+
+// idle measures the server at rest: CPU (its own, and its keepers' and
+// agents'), memory, goroutines, threads, database transactions.
+func (d *drive) idle(ctx context.Context, be *backend) {
+	time.Sleep(d.c.Settle) // let the start-up's last turns settle
+	pid := d.srv.pid()
+	cpu0, _ := procCPU(pid)
+	tree0, _ := treeCPU(pid)
+	var tx0 int64 = -1
+	if be.txCount != nil {
+		tx0, _ = be.txCount(ctx)
+	}
+	t0 := time.Now()
+	var tx int64 = -1
+	if be.kind == "sqlite" {
+		tx = sqliteTx(ctx, pid, d.c.Idle)
+	} else {
+		time.Sleep(d.c.Idle)
+	}
+	cpu1, _ := procCPU(pid)
+	tree1, _ := treeCPU(pid)
+	el := time.Since(t0)
+	if be.txCount != nil && tx0 >= 0 {
+		if tx1, err := be.txCount(ctx); err == nil {
+			tx = tx1 - tx0 - 1 // the driver's own second look
+		}
+	}
+	d.res.IdleCPU = float64(cpu1-cpu0) / float64(el)
+	d.res.IdleTreeCPU = float64(tree1-tree0) / float64(el)
+	if tx >= 0 {
+		d.res.IdleTx = float64(max(tx, 0)) / el.Seconds()
+	}
+	d.res.RSSMB = float64(procStatus(pid, "VmRSS")) / 1024
+	d.res.Threads = int(procStatus(pid, "Threads"))
+	d.res.Goroutines = int(d.srv.metric(ctx, "go_goroutines"))
+}
+
+// pending lists the office's pending questions, newest round per agent.
+func (d *drive) pending(ctx context.Context) ([]office.Question, error) {
+	return d.w.ListQuestions(ctx, office.QuestionFilter{OfficeID: d.officeID, Status: []string{office.QuestionPending}})
+}
+
+// answers answers Answers questions one at a time, each to an agent
+// waiting for it, and times commit → text in the agent's PTY → Enter.
+func (d *drive) answers(ctx context.Context) error {
+	var typed, enter []time.Duration
+	for len(enter) < d.c.Answers {
+		qs, err := d.pending(ctx)
+		if err != nil {
+			return err
+		}
+		if len(qs) == 0 {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		for _, q := range qs {
+			if len(enter) >= d.c.Answers {
+				break
+			}
+			if _, ok, err := d.w.AnswerQuestion(ctx, q.ID, "yes, go on", ""); err != nil || !ok {
+				return fmt.Errorf("answer %s: %v (answered %v)", q.ID, err, ok)
+			}
+			committed := time.Now()
+			r, err := d.await(ctx, 1, 10*time.Second)
+			if err != nil {
+				return err
+			}
+			typed = append(typed, r[0].landed.Sub(committed))
+			enter = append(enter, r[0].enter.Sub(committed))
+			if r[0].early {
+				d.res.Early++
+			}
+			time.Sleep(10 * time.Millisecond) // one at a time, not a burst
+		}
+	}
+	d.res.Answered = len(enter)
+	d.res.Typed = pcts(typed)
+	d.res.Enter = pcts(enter)
+	return nil
+}
+
+// await waits for n reports.
+func (d *drive) await(ctx context.Context, n int, bound time.Duration) ([]report, error) {
+	var out []report
+	timeout := time.After(bound)
+	for len(out) < n {
+		select {
+		case r := <-d.reports:
+			out = append(out, r)
+		case <-timeout:
+			return out, fmt.Errorf("%d of %d answers reached their agents in %s; server log: %s", len(out), n, bound, lastLines(d.srv.logs.String(), 20))
+		case <-ctx.Done():
+			return out, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+// burst answers every agent's question at once (8 writers) and measures
+// how fast the office types them all, and its CPU per message.
+func (d *drive) burst(ctx context.Context) error {
+	var qs []office.Question
+	deadline := time.Now().Add(d.c.Ready)
+	for {
+		var err error
+		if qs, err = d.pending(ctx); err != nil {
+			return err
+		}
+		if len(qs) >= d.c.N || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(qs) == 0 {
+		return errors.New("burst: no agent is waiting for an answer")
+	}
+	time.Sleep(time.Second) // the last questions' turns settle
+	pid := d.srv.pid()
+	cpu0, _ := procCPU(pid)
+	t0 := time.Now()
+	committed := make([]time.Time, len(qs))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var werr error
+	var once sync.Once
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if _, ok, err := d.w.AnswerQuestion(ctx, qs[i].ID, "burst", ""); err != nil || !ok {
+					once.Do(func() { werr = fmt.Errorf("answer %s: %v (answered %v)", qs[i].ID, err, ok) })
+				}
+				committed[i] = time.Now()
+			}
+		}()
+	}
+	for i := range qs {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if werr != nil {
+		return werr
+	}
+	rs, err := d.await(ctx, len(qs), 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	cpu1, _ := procCPU(pid)
+	at := map[string]time.Time{}
+	for i, q := range qs {
+		at[q.AgentID] = committed[i]
+	}
+	byName := d.agentIDs(ctx)
+	var enter []time.Duration
+	last := t0
+	for _, r := range rs {
+		if c, ok := at[byName[r.name]]; ok {
+			enter = append(enter, r.enter.Sub(c))
+		}
+		if r.early {
+			d.res.Early++
+		}
+		if r.enter.After(last) {
+			last = r.enter
+		}
+	}
+	span := last.Sub(t0)
+	d.res.BurstN = len(rs)
+	d.res.BurstRate = float64(len(rs)) / span.Seconds()
+	d.res.BurstCPU = (cpu1 - cpu0) / time.Duration(len(rs))
+	d.res.BurstEnter = pcts(enter)
+	return nil
+}
+
+// agentIDs maps agent names to ids.
+func (d *drive) agentIDs(ctx context.Context) map[string]string {
+	out := map[string]string{}
+	as, err := d.w.ListAgents(ctx, d.officeID)
+	if err != nil {
+		return out
+	}
+	for _, a := range as {
+		out[a.Name] = a.ID
+	}
+	return out
+}
+
+// pcts returns the p50 and p99 of ds.
+func pcts(ds []time.Duration) [2]time.Duration {
+	if len(ds) == 0 {
+		return [2]time.Duration{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(p float64) time.Duration {
+		i := int(p*float64(len(s))+0.5) - 1
+		return s[max(0, min(i, len(s)-1))]
+	}
+	return [2]time.Duration{at(0.50), at(0.99)}
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
