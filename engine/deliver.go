@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/office-server/office-server/office"
-	"slices"
 	"sync"
 	"time"
 
@@ -281,10 +280,15 @@ func (o *Router) deliverNextTask(ctx context.Context, v *delivery, x due) outcom
 	if !v.send(ctx, taskText(*next, o.agentName(ctx, next.CallerAgentID))) {
 		return again
 	}
-	if _, ok, err := o.store.TransitionInvocation(ctx, next.ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{}); err != nil {
+	if inv, ok, err := o.store.TransitionInvocation(ctx, next.ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{}); err != nil {
 		o.retryErr("start invocation", err)
 		return again
 	} else if ok {
+		if inv.StartedAt != nil {
+			o.sweep.invocations.note(inv.StartedAt.Add(o.cfg.InvocationTimeout + time.Nanosecond))
+		} else {
+			o.sweep.invocations.forget()
+		}
 		o.record(ctx, v.a.OfficeID, v.a.ID, "invocation.in_progress", map[string]string{"invocation_id": next.ID}, "")
 	}
 	return delivered
@@ -596,103 +600,6 @@ func (o *Router) requeue(ctx context.Context, a office.Agent) {
 		if ok {
 			o.record(ctx, a.OfficeID, a.ID, "invocation.requeued", map[string]string{"invocation_id": inv.ID}, "")
 		}
-	}
-}
-
-// ticker fires ERROR retries every Tick (in memory) and, every Sweep,
-// expires questions, dependencies and invocations and re-routes parked
-// proxy requests (statements on the store: rare, so that an idle server
-// costs its database almost nothing).
-func (o *Router) ticker(ctx context.Context) {
-	t := time.NewTicker(o.cfg.Tick)
-	defer t.Stop()
-	var swept time.Time
-	for {
-		if now := o.now(); now.Sub(swept) >= o.cfg.Sweep || now.Before(swept) {
-			swept = now
-			o.expire(ctx)
-		}
-		o.fireRetries()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (o *Router) expire(ctx context.Context) {
-	if o.cfg.Owns != nil {
-		// Expiring is store-wide and its notices go to the office's agents:
-		// a server that runs no office leaves it to the owners.
-		if offs, err := o.offices(ctx); err != nil || len(offs) == 0 {
-			return
-		}
-	}
-	now := o.now()
-	qs, err := o.store.ExpireQuestions(ctx, now)
-	if err != nil && ctx.Err() == nil {
-		o.log.Warn("expire questions", "err", err)
-	}
-	for _, q := range qs {
-		if !o.serves(q.OfficeID) {
-			continue
-		}
-		if q.Category == office.QuestionPermission {
-			o.expiredPermission(ctx, q)
-			continue
-		}
-		a, err := o.store.GetAgent(ctx, q.AgentID)
-		if err != nil {
-			continue
-		}
-		msg := fmt.Sprintf("Question %s expired without an answer: %q.", q.ID, q.Question)
-		if q.DefaultAnswer != "" {
-			msg += " Go on with the default answer: " + q.DefaultAnswer
-		} else {
-			msg += " Decide yourself, or ask again later."
-		}
-		o.notify(a, msg)
-		o.setSessionStatus(ctx, a, office.SessionBusy)
-		o.record(ctx, q.OfficeID, q.AgentID, "question.expired", map[string]string{"question_id": q.ID, "default": q.DefaultAnswer}, "")
-	}
-	ds, err := o.store.ExpireDependencies(ctx, now)
-	if err != nil && ctx.Err() == nil {
-		o.log.Warn("expire dependencies", "err", err)
-	}
-	for _, d := range ds {
-		o.kick(agentKey{d.OfficeID, d.AgentID})
-	}
-	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{Status: []string{office.InvocationInProgress}})
-	if err != nil && ctx.Err() == nil {
-		o.log.Warn("list invocations", "err", err)
-	}
-	for _, inv := range invs {
-		if inv.StartedAt != nil && now.Sub(*inv.StartedAt) > o.cfg.InvocationTimeout && o.serves(inv.OfficeID) {
-			if err := o.failInvocation(ctx, inv, fmt.Sprintf("timed out after %s", o.cfg.InvocationTimeout)); err != nil {
-				o.log.Warn("time out invocation", "err", err)
-			}
-			o.kick(agentKey{inv.OfficeID, inv.CalleeAgentID})
-		}
-	}
-	o.proxyTick(ctx, now)
-}
-
-// fireRetries tells the agents whose ERROR pause is over to retry.
-func (o *Router) fireRetries() {
-	now := o.now()
-	o.mu.Lock()
-	var due []retry
-	o.retries = slices.DeleteFunc(o.retries, func(r retry) bool {
-		if !now.Before(r.at) {
-			due = append(due, r)
-			return true
-		}
-		return false
-	})
-	o.mu.Unlock()
-	for _, r := range due {
-		o.notify(r.agent, fmt.Sprintf("You reported a recoverable error (%s). The pause is over: retry now.", r.message))
 	}
 }
 

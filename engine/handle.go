@@ -163,6 +163,7 @@ func (o *Router) ask(ctx context.Context, src source, a office.Agent, q office.Q
 	if err != nil {
 		return q, fmt.Errorf("create question: %w", err)
 	}
+	o.sweep.questions.note(q.ExpiresAt)
 	o.setSessionStatus(ctx, a, office.SessionWaiting)
 	_, err = o.event(ctx, a.OfficeID, a.ID, "question.created", map[string]any{"question_id": q.ID, "question": q.Question, "type": q.QuestionType, "options": q.Options, "expires_at": q.ExpiresAt}, "", src.subKey("question/"+q.Category))
 	return q, err
@@ -579,9 +580,7 @@ func (o *Router) onError(ctx context.Context, src source, self office.Agent, m p
 	}
 	switch e.Recovery {
 	case protocol.RecoveryPauseAndRetry:
-		o.mu.Lock()
-		o.retries = append(o.retries, retry{at: o.now().Add(o.cfg.RetryBackoff), agent: self, message: e.Message})
-		o.mu.Unlock()
+		o.sweep.retries.add(retry{at: o.now().Add(o.cfg.RetryBackoff), agent: self, message: e.Message})
 		return nil
 	case protocol.RecoveryNotifyUser:
 		q := "Agent " + self.Name + " reports an error: " + e.Message
@@ -598,13 +597,6 @@ func (o *Router) onError(ctx context.Context, src source, self office.Agent, m p
 		}
 		return nil
 	}
-}
-
-// retry is an ERROR pause_and_retry waiting for its backoff.
-type retry struct {
-	at      time.Time
-	agent   office.Agent
-	message string
 }
 
 // failWork fails every open invocation a is the callee of and tells the
@@ -656,6 +648,7 @@ func (o *Router) onDependency(ctx context.Context, src source, self office.Agent
 	if err != nil {
 		return fmt.Errorf("create dependency: %w", err)
 	}
+	o.sweep.dependencies.note(dep.ExpiresAt)
 	o.setSessionStatus(ctx, self, office.SessionWaiting)
 	_, err = o.event(ctx, self.OfficeID, self.ID, "dependency.requested", map[string]any{"dependency_id": dep.ID, "type": dep.Type, "name": dep.Name, "required": dep.Required}, "", src.subKey("dependency"))
 	return err

@@ -159,6 +159,7 @@ func (o *Router) HandlePermission(req PermissionRequest) {
 		deny("The office could not record this request, so no one was asked. Try again later.")
 		return
 	}
+	o.sweep.questions.note(q.ExpiresAt)
 	o.record(ctx, a.OfficeID, a.ID, "permission.requested", map[string]any{
 		"question_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "question": question,
 		"expires_at": q.ExpiresAt, "session_rule": lp.rule,
@@ -282,10 +283,10 @@ func (o *Router) decideWaiting(ctx context.Context) {
 		switch q.Status {
 		case office.QuestionPending:
 			if !q.ExpiresAt.IsZero() && !o.now().Before(q.ExpiresAt) {
-				// Due: sweep now rather than at the next Sweep, so the
-				// timeout holds to the second (the sweep expires it and
-				// expiredPermission tells the agent).
-				o.expire(ctx)
+				// Due: expire the questions now rather than at the next
+				// Sweep, so the timeout holds to the second (the sweeper
+				// expires it and expiredPermission tells the agent).
+				o.sweep.expireQuestions(ctx, o.now())
 			}
 		case office.QuestionAnswered:
 			o.decideAnswered(ctx, q, lp)
