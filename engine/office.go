@@ -273,7 +273,7 @@ func New(cfg Config) (*Router, error) {
 		statusWake: make(chan struct{}, 1),
 		statusTurn: make(chan struct{}, 1),
 	}
-	r.sweep.r = r
+	r.sweep.r, r.sweep.wake = r, make(chan struct{}, 1)
 	r.perm.init()
 	return r, nil
 }

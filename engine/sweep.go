@@ -95,16 +95,18 @@ type sweeper struct {
 	retries retryQueue
 
 	questions, dependencies, invocations deadline
-	lastSafety                           time.Time // the last safety-net sweep
+	lastSafety                           time.Time     // the last safety-net sweep
+	wake                                 chan struct{} // sweep now (forget)
 }
 
-// forget makes every kind be queried at the next sweep: an office was
-// taken over, or the engine starts.
+// forget makes every kind be queried, at once: an office was taken over
+// (what its previous owner left may be overdue).
 func (s *sweeper) forget() {
 	s.questions.forget()
 	s.dependencies.forget()
 	s.invocations.forget()
 	s.r.parkHint.more()
+	wake(s.wake)
 }
 
 // noteChange learns from a change-feed report of a row another process
@@ -131,8 +133,8 @@ func (s *sweeper) noteChange(c office.Change) bool {
 	return true
 }
 
-// run fires ERROR retries every Tick and sweeps every Sweep, until ctx
-// ends.
+// run fires ERROR retries every Tick and sweeps every Sweep, and at once
+// when woken (forget), until ctx ends.
 func (s *sweeper) run(ctx context.Context) {
 	cfg := s.r.cfg
 	t := time.NewTicker(cfg.Tick)
@@ -148,6 +150,8 @@ func (s *sweeper) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.wake:
+			swept = time.Time{}
 		}
 	}
 }
