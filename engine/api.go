@@ -52,7 +52,7 @@ func validAnswer(q office.Question) (string, error) {
 // frontend can write anything): the question is cancelled and asked again
 // as a new pending question whose context says what was wrong, so the
 // person sees it and the agent keeps waiting. Nothing invalid is typed.
-func (o *Router) reask(ctx context.Context, a office.Agent, q office.Question, why error) {
+func (o *deliverer) reask(ctx context.Context, a office.Agent, q office.Question, why error) {
 	ok, err := o.store.CancelQuestion(ctx, q.ID)
 	if err != nil {
 		o.log.Warn("cancel question to re-ask it", "question", q.ID, "err", err)
@@ -69,7 +69,7 @@ func (o *Router) reask(ctx context.Context, a office.Agent, q office.Question, w
 	} else {
 		nq.Context = note
 	}
-	nq, err = o.ask(ctx, source{}, a, nq)
+	nq, err = o.asks.ask(ctx, source{}, a, nq)
 	if err != nil {
 		o.log.Warn("re-ask question", "err", err)
 		return
@@ -111,7 +111,7 @@ func (o *Router) AnswerQuestion(ctx context.Context, id, response, answeredBy st
 	}
 	o.record(ctx, q.OfficeID, q.AgentID, "question.answered", map[string]string{"question_id": id, "answered_by": answeredBy}, "")
 	if q.Category == office.QuestionPermission {
-		o.wakePermissions()
+		o.perms.wake()
 	}
 	o.kick(agentKey{q.OfficeID, q.AgentID})
 	return q, nil
@@ -169,7 +169,7 @@ func (o *Router) ProvideDependency(ctx context.Context, id, value string) (offic
 	if err := ValidateDependencyValue(d.Type, value); err != nil {
 		return d, err
 	}
-	sealed, err := o.sealer.Seal(value, office.SecretDependency(d.Type))
+	sealed, err := o.delivery.sealer.Seal(value, office.SecretDependency(d.Type))
 	if err != nil {
 		return d, err
 	}
@@ -203,7 +203,7 @@ func (o *Router) RejectDependency(ctx context.Context, id, reason string) (offic
 
 // deliverDependency tells v's agent about a provided, rejected or expired
 // request. It reports false when it could not (the session is down).
-func (o *Router) deliverDependency(ctx context.Context, v *delivery, d office.DependencyRequest) bool {
+func (o *deliverer) deliverDependency(ctx context.Context, v *delivery, d office.DependencyRequest) bool {
 	a := v.a
 	var text string
 	switch d.Status {
@@ -231,7 +231,7 @@ func (o *Router) deliverDependency(ctx context.Context, v *delivery, d office.De
 			why = "nobody provided it in time"
 		}
 		if d.Required {
-			if err := o.failWork(ctx, a, fmt.Sprintf("required dependency %s was %s", d.Name, d.Status)); err != nil {
+			if err := o.work.failWork(ctx, a, fmt.Sprintf("required dependency %s was %s", d.Name, d.Status)); err != nil {
 				o.log.Warn("fail work", "agent", a.Name, "err", err)
 			}
 			text = fmt.Sprintf("[OFFICE] Your required dependency %s was %s (%s). The work that needs it cannot go on: stop it and say so.", d.Name, d.Status, why)
@@ -266,7 +266,7 @@ func (o *Router) StartAgent(ctx context.Context, agentID string) error {
 		}
 		a.Status = office.AgentIdle
 	}
-	if err := o.startSession(ctx, a, false); err != nil {
+	if err := o.delivery.startSession(ctx, a, false); err != nil {
 		return err
 	}
 	o.kick(agentKey{a.OfficeID, a.ID})
@@ -287,15 +287,15 @@ func (o *Router) StopAgent(ctx context.Context, agentID string) error {
 	if err := o.sess.Stop(ctx, a.OfficeID, a.ID); err != nil {
 		return err
 	}
-	return o.stopped(ctx, a)
+	return o.status.stopped(ctx, a)
 }
 
 // stopped makes a, whose session was stopped on request, idle: after the
 // statuses reported before (a "ready" recorded later would make it active
 // again). An agent whose session the server stops for its own shutdown
 // stays active, so that the next start (or the next owner) runs it.
-func (o *Router) stopped(ctx context.Context, a office.Agent) error {
-	if err := o.FlushStatuses(ctx); err != nil {
+func (o *statusWriter) stopped(ctx context.Context, a office.Agent) error {
+	if err := o.flush(ctx); err != nil {
 		return err
 	}
 	if a.Status == office.AgentDisabled || a.Status == office.AgentIdle {
@@ -311,7 +311,7 @@ func (o *Router) RestartAgent(ctx context.Context, agentID string) error {
 	if err != nil {
 		return err
 	}
-	if err := o.startSession(ctx, a, true); err != nil {
+	if err := o.delivery.startSession(ctx, a, true); err != nil {
 		return err
 	}
 	o.kick(agentKey{a.OfficeID, a.ID})

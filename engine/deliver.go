@@ -123,14 +123,14 @@ func (d *desk) round(ctx context.Context) (retry bool) {
 	if !d.deliverNotices(ctx, v) {
 		return true
 	}
-	items, err := o.readDue(ctx, a)
+	items, err := o.delivery.readDue(ctx, a)
 	if err != nil {
-		return o.retryErr("read what is due", err)
+		return o.delivery.retryErr("read what is due", err)
 	}
 	// One deliverer per kind of work, in this order: dependency outcomes,
 	// answers, results, people's messages, the next task.
 	for _, deliver := range []func(context.Context, *delivery, due) outcome{
-		o.deliverDependencies, o.deliverAnswers, o.deliverResults, o.deliverMessages, o.deliverNextTask,
+		o.delivery.deliverDependencies, o.delivery.deliverAnswers, o.delivery.deliverResults, o.delivery.deliverMessages, o.delivery.deliverNextTask,
 	} {
 		switch deliver(ctx, v, items) {
 		case again:
@@ -165,7 +165,7 @@ func (d *desk) deliverNotices(ctx context.Context, v *delivery) bool {
 // the agent's own rows, one round trip). A row that changes meanwhile is
 // safe: every mark is a conditional transition, and the change wakes the
 // delivery for another round.
-func (o *Router) readDue(ctx context.Context, a office.Agent) (due, error) {
+func (o *deliverer) readDue(ctx context.Context, a office.Agent) (due, error) {
 	var (
 		x    due
 		errs [5]error
@@ -188,7 +188,7 @@ func (o *Router) readDue(ctx context.Context, a office.Agent) (due, error) {
 	return x, errors.Join(errs[:]...)
 }
 
-func (o *Router) deliverDependencies(ctx context.Context, v *delivery, x due) outcome {
+func (o *deliverer) deliverDependencies(ctx context.Context, v *delivery, x due) outcome {
 	for _, d := range x.deps {
 		if !o.deliverDependency(ctx, v, d) {
 			return again
@@ -197,7 +197,7 @@ func (o *Router) deliverDependencies(ctx context.Context, v *delivery, x due) ou
 	return delivered
 }
 
-func (o *Router) deliverAnswers(ctx context.Context, v *delivery, x due) outcome {
+func (o *deliverer) deliverAnswers(ctx context.Context, v *delivery, x due) outcome {
 	for _, q := range x.qs {
 		if q.Category == office.QuestionPermission {
 			continue // decided, never typed (permission.go)
@@ -221,7 +221,7 @@ func (o *Router) deliverAnswers(ctx context.Context, v *delivery, x due) outcome
 	return delivered
 }
 
-func (o *Router) deliverResults(ctx context.Context, v *delivery, x due) outcome {
+func (o *deliverer) deliverResults(ctx context.Context, v *delivery, x due) outcome {
 	for _, r := range x.rs {
 		if !v.running {
 			o.ensureStarted(ctx, v.a)
@@ -240,7 +240,7 @@ func (o *Router) deliverResults(ctx context.Context, v *delivery, x due) outcome
 	return delivered
 }
 
-func (o *Router) deliverMessages(ctx context.Context, v *delivery, x due) outcome {
+func (o *deliverer) deliverMessages(ctx context.Context, v *delivery, x due) outcome {
 	for _, m := range x.ms {
 		if !v.send(ctx, "[OFFICE] Message from a person in the office:\n"+quote(m.Content)) {
 			return again
@@ -257,7 +257,7 @@ func (o *Router) deliverMessages(ctx context.Context, v *delivery, x due) outcom
 
 // deliverNextTask types the agent's oldest pending task unless it is busy
 // with one: one task at a time, in order.
-func (o *Router) deliverNextTask(ctx context.Context, v *delivery, x due) outcome {
+func (o *deliverer) deliverNextTask(ctx context.Context, v *delivery, x due) outcome {
 	var next *office.Invocation
 	for i := range x.invs {
 		if x.invs[i].Status == office.InvocationInProgress {
@@ -296,7 +296,7 @@ func (o *Router) deliverNextTask(ctx context.Context, v *delivery, x due) outcom
 
 // agentName returns the name of the agent with id, for the forms typed
 // into another agent; "" (logged) when it cannot be read.
-func (o *Router) agentName(ctx context.Context, id string) string {
+func (o *roster) agentName(ctx context.Context, id string) string {
 	a, err := o.store.GetAgent(ctx, id)
 	if err != nil && ctx.Err() == nil {
 		o.log.Warn("deliver: read the sender's name", "agent", id, "err", err)
@@ -304,14 +304,14 @@ func (o *Router) agentName(ctx context.Context, id string) string {
 	return a.Name
 }
 
-func (o *Router) retryErr(what string, err error) bool {
+func (o *deliverer) retryErr(what string, err error) bool {
 	o.log.Warn("deliver: "+what, "err", err)
 	return true
 }
 
 // ensureStarted starts a's session unless it is running or an operator
 // switched the agent off.
-func (o *Router) ensureStarted(ctx context.Context, a office.Agent) {
+func (o *deliverer) ensureStarted(ctx context.Context, a office.Agent) {
 	if a.Status == office.AgentDisabled || a.Status == office.AgentFailed || o.sess.Running(a.OfficeID, a.ID) {
 		return
 	}
@@ -324,7 +324,7 @@ func (o *Router) ensureStarted(ctx context.Context, a office.Agent) {
 // spec, the workspace, the instructions, the values of provided api_key and
 // env_variable dependencies, and Claude Code's conversation id (resumed
 // when it exists).
-func (o *Router) sessionSpec(ctx context.Context, a office.Agent) (SessionSpec, error) {
+func (o *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpec, error) {
 	off, err := o.store.GetOffice(ctx, a.OfficeID)
 	if err != nil {
 		return SessionSpec{}, fmt.Errorf("get office: %w", err)
@@ -335,7 +335,7 @@ func (o *Router) sessionSpec(ctx context.Context, a office.Agent) (SessionSpec, 
 	}
 	spec := SessionSpec{
 		OfficeID: a.OfficeID, AgentID: a.ID, Launch: a.Launch, Dir: o.workspace(a),
-		SystemPrompt: office.Instructions(off, a, roster), PermissionTimeout: o.permissionTimeout(a),
+		SystemPrompt: office.Instructions(off, a, roster), PermissionTimeout: o.perms.timeout(a),
 	}
 	deps, err := o.store.ListDependencies(ctx, office.DependencyFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{office.DependencyProvided}})
 	if err != nil {
@@ -371,7 +371,7 @@ func (o *Router) sessionSpec(ctx context.Context, a office.Agent) (SessionSpec, 
 	return spec, nil
 }
 
-func (o *Router) startSession(ctx context.Context, a office.Agent, restart bool) error {
+func (o *deliverer) startSession(ctx context.Context, a office.Agent, restart bool) error {
 	if !o.serves(a.OfficeID) {
 		return office.Errorf(office.EUNAVAILABLE, "office %s is run by another server", a.OfficeID)
 	}
@@ -396,10 +396,10 @@ func (o *Router) startSession(ctx context.Context, a office.Agent, restart bool)
 	return nil
 }
 
-// HandleStatus takes a session status change (session.Options.OnStatus):
+// queue takes a session status change (session.Options.OnStatus):
 // it records the session, wakes the agent's pump when it is ready, and
 // fails the agent's open tasks when its session failed for good.
-func (o *Router) HandleStatus(c StatusChange) {
+func (o *statusWriter) queue(c StatusChange) {
 	if c.Status == office.SessionStarting {
 		d := o.desk(agentKey{c.OfficeID, c.AgentID})
 		d.mu.Lock()
@@ -408,62 +408,62 @@ func (o *Router) HandleStatus(c StatusChange) {
 	}
 	o.mu.Lock()
 	// Recorded by one goroutine, in order: OnStatus must not block.
-	o.statusQ = append(o.statusQ, c)
+	o.q = append(o.q, c)
 	o.mu.Unlock()
 	select {
-	case o.statusWake <- struct{}{}:
+	case o.wake <- struct{}{}:
 	default:
 	}
 }
 
-// recordStatuses applies queued status changes in order until ctx ends.
-func (o *Router) recordStatuses(ctx context.Context) {
+// run applies queued status changes in order until ctx ends.
+func (o *statusWriter) run(ctx context.Context) {
 	for {
 		select {
-		case o.statusTurn <- struct{}{}:
+		case o.turn <- struct{}{}:
 		case <-ctx.Done():
 			return
 		}
 		o.recordQueued(ctx)
-		<-o.statusTurn
+		<-o.turn
 		select {
 		case <-ctx.Done():
 			return
-		case <-o.statusWake:
+		case <-o.wake:
 		}
 	}
 }
 
-// FlushStatuses writes every session status change reported so far, after
+// flush writes every session status change reported so far, after
 // the one being written now, with ctx; it returns ctx's error if ctx ends
 // first. The server calls it after stopping the sessions at shutdown and
 // before it ends Run's context, so that the final rows (stopped, pid 0) are
 // written with a context that is still alive, bounded by ctx (the shutdown
 // timeout).
-func (o *Router) FlushStatuses(ctx context.Context) error {
+func (o *statusWriter) flush(ctx context.Context) error {
 	select {
-	case o.statusTurn <- struct{}{}:
+	case o.turn <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { <-o.statusTurn }()
+	defer func() { <-o.turn }()
 	o.recordQueued(ctx)
 	return ctx.Err()
 }
 
 // recordQueued records the queued status changes in order; the caller
 // holds statusTurn.
-func (o *Router) recordQueued(ctx context.Context) {
+func (o *statusWriter) recordQueued(ctx context.Context) {
 	o.mu.Lock()
-	q := o.statusQ
-	o.statusQ = nil
+	q := o.q
+	o.q = nil
 	o.mu.Unlock()
 	for _, c := range q {
 		o.recordStatus(ctx, c)
 	}
 }
 
-func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
+func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 	officeID, agentID, status := c.OfficeID, c.AgentID, c.Status
 	if !o.serves(officeID) {
 		// The office was taken over: its row is the new owner's now.
@@ -508,14 +508,14 @@ func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
 // onStatus acts on a recorded status: a failed session fails the agent's
 // work, a crash is remembered (remind), an exit makes the agent idle, a
 // start or ready makes it active and re-queues or reminds of its tasks.
-func (o *Router) onStatus(ctx context.Context, k agentKey, c StatusChange) {
+func (o *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange) {
 	agentID, status := k.agentID, c.Status
 	switch status {
 	case office.SessionStopped, office.SessionExited, office.SessionFailed:
-		o.endGrants(k) // "allow for this session" ends with it
+		o.perms.endGrants(k) // "allow for this session" ends with it
 	case office.SessionStarting:
 		// A request the previous process left waiting is gone with it.
-		o.sweepPermissions(ctx, k.officeID, k.agentID)
+		o.perms.sweepPermissions(ctx, k.officeID, k.agentID)
 	}
 	switch status {
 	case office.SessionFailed:
@@ -523,7 +523,7 @@ func (o *Router) onStatus(ctx context.Context, k agentKey, c StatusChange) {
 			o.log.Warn("record agent failed", "agent", agentID, "err", err)
 		}
 		if a, err := o.store.GetAgent(ctx, agentID); err == nil {
-			if err := o.failWork(ctx, a, "its session failed for good: "+c.Detail); err != nil {
+			if err := o.work.failWork(ctx, a, "its session failed for good: "+c.Detail); err != nil {
 				o.log.Warn("fail work", "agent", a.Name, "err", err)
 			}
 		}
@@ -565,7 +565,7 @@ func (o *Router) onStatus(ctx context.Context, k agentKey, c StatusChange) {
 // remind tells an agent whose process crashed and came back with its
 // conversation resumed (Claude Code) which tasks it holds: the task is in
 // its conversation, but a resumed agent waits for a prompt.
-func (o *Router) remind(ctx context.Context, a office.Agent) {
+func (o *statusWriter) remind(ctx context.Context, a office.Agent) {
 	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationInProgress}})
 	if err != nil {
 		o.log.Warn("remind of tasks", "agent", a.Name, "err", err)
@@ -585,7 +585,7 @@ func (o *Router) remind(ctx context.Context, a office.Agent) {
 
 // requeue puts the tasks a new process of a cannot know about (in progress
 // in the process that died) back in its queue, so they are typed again.
-func (o *Router) requeue(ctx context.Context, a office.Agent) {
+func (o *statusWriter) requeue(ctx context.Context, a office.Agent) {
 	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationInProgress}})
 	if err != nil {
 		o.log.Warn("requeue tasks", "agent", a.Name, "err", err)

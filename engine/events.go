@@ -10,15 +10,15 @@ import (
 // dropped (C is closed and Dropped reports true) rather than slowing the
 // office down.
 type Subscription struct {
-	o       *Router
+	o       *eventLog
 	c       chan office.Event
 	mu      sync.Mutex
 	closed  bool
 	dropped bool
 }
 
-// Subscribe returns a subscription with a queue of n events (64 when n <= 0).
-func (o *Router) Subscribe(n int) *Subscription {
+// subscribe returns a subscription with a queue of n events (64 when n <= 0).
+func (o *eventLog) subscribe(n int) *Subscription {
 	if n <= 0 {
 		n = 64
 	}
@@ -55,7 +55,7 @@ func (s *Subscription) end(dropped bool) {
 	}
 }
 
-func (o *Router) publish(ev office.Event) {
+func (o *eventLog) publish(ev office.Event) {
 	o.mu.Lock()
 	subs := make([]*Subscription, 0, len(o.subs))
 	for s := range o.subs {

@@ -19,7 +19,7 @@ import (
 // appended with its dedupe key first, and only the caller that inserted it
 // acts. Invalid blocks do not come here: parseText records them within
 // bounds (onInvalid).
-func (o *Router) handle(ctx context.Context, src source, m protocol.Message) error {
+func (o *dispatcher) handle(ctx context.Context, src source, m protocol.Message) error {
 	inserted, err := o.event(ctx, src.officeID, src.agentID, "message."+strings.ToLower(string(m.Kind)), m, m.Raw, src.key)
 	if err != nil {
 		return err
@@ -44,20 +44,20 @@ func (o *Router) handle(ctx context.Context, src source, m protocol.Message) err
 	}
 	switch m.Kind {
 	case protocol.KindAskUser, protocol.KindUserQuestion:
-		return o.onQuestion(ctx, src, self, m)
+		return o.asks.onQuestion(ctx, src, self, m)
 	case protocol.KindInvoke:
-		return o.onInvoke(ctx, src, self, m)
+		return o.work.onInvoke(ctx, src, self, m)
 	case protocol.KindDeliverResult:
-		return o.onResult(ctx, src, self, m)
+		return o.work.onResult(ctx, src, self, m)
 	case protocol.KindDependencyRequest:
-		return o.onDependency(ctx, src, self, m)
+		return o.asks.onDependency(ctx, src, self, m)
 	case protocol.KindError:
-		return o.onError(ctx, src, self, m)
+		return o.work.onError(ctx, src, self, m)
 	case protocol.KindPhaseComplete, protocol.KindStep, protocol.KindStepComplete:
 		o.desk(agentKey{self.OfficeID, self.ID}).onProgress(m)
 		return nil
 	case protocol.KindProxyRequest:
-		return o.onProxy(ctx, src, self, m)
+		return o.proxies.onProxy(ctx, src, self, m)
 	}
 	return nil
 }
@@ -66,7 +66,7 @@ func (o *Router) handle(ctx context.Context, src source, m protocol.Message) err
 var rowNamespace = uuid.MustParse("6f0b1d8e-4c5a-4f43-9d0e-0ffce5e1a7d1")
 
 // tell queues a notice unless the message is being replayed.
-func (o *Router) tell(src source, a office.Agent, text string) {
+func (o *base) tell(src source, a office.Agent, text string) {
 	if src.replay {
 		return
 	}
@@ -74,7 +74,7 @@ func (o *Router) tell(src source, a office.Agent, text string) {
 }
 
 // refuse tells the sender an action was refused and records why.
-func (o *Router) refuse(ctx context.Context, src source, self office.Agent, kind, why string) error {
+func (o *base) refuse(ctx context.Context, src source, self office.Agent, kind, why string) error {
 	o.tell(src, self, fmt.Sprintf("Your %s was refused: %s", kind, why))
 	_, err := o.event(ctx, self.OfficeID, self.ID, "refused", map[string]string{"kind": kind, "reason": why}, "", src.subKey("refused"))
 	return err
@@ -83,21 +83,21 @@ func (o *Router) refuse(ctx context.Context, src source, self office.Agent, kind
 // authorize checks the sender's allowed actions.
 // It returns the refusal's error (recording it) when the action is not
 // allowed, and ok=false.
-func (o *Router) authorize(ctx context.Context, src source, self office.Agent, action, kind string) (ok bool, err error) {
+func (o *base) authorize(ctx context.Context, src source, self office.Agent, action, kind string) (ok bool, err error) {
 	if aerr := proxy.Authorize(toProxy(self, 0), action); aerr != nil {
 		return false, o.refuse(ctx, src, self, kind, aerr.Error())
 	}
 	return true, nil
 }
 
-func (o *Router) ttl(ctx context.Context, officeID string) time.Duration {
+func (o *roster) ttl(ctx context.Context, officeID string) time.Duration {
 	if off, err := o.store.GetOffice(ctx, officeID); err == nil && off.QuestionTTL > 0 {
 		return off.QuestionTTL
 	}
 	return o.cfg.QuestionTTL
 }
 
-func (o *Router) sessionID(ctx context.Context, agentID string) string {
+func (o *roster) sessionID(ctx context.Context, agentID string) string {
 	if s, err := o.store.GetSessionByAgent(ctx, agentID); err == nil {
 		return s.ID
 	}
@@ -106,7 +106,7 @@ func (o *Router) sessionID(ctx context.Context, agentID string) string {
 
 // setSessionStatus records a session status the session layer does not
 // know about (waiting for a person).
-func (o *Router) setSessionStatus(ctx context.Context, a office.Agent, status string) {
+func (o *roster) setSessionStatus(ctx context.Context, a office.Agent, status string) {
 	rec, err := o.store.GetSessionByAgent(ctx, a.ID)
 	if err != nil {
 		rec = office.SessionRecord{OfficeID: a.OfficeID, AgentID: a.ID}
@@ -123,7 +123,7 @@ func (o *Router) setSessionStatus(ctx context.Context, a office.Agent, status st
 	}
 }
 
-func (o *Router) onQuestion(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+func (o *asks) onQuestion(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	if ok, err := o.authorize(ctx, src, self, proxy.ActionAskUser, "question"); !ok {
 		return err
 	}
@@ -139,7 +139,7 @@ func (o *Router) onQuestion(ctx context.Context, src source, self office.Agent, 
 }
 
 // ask stores a question from agent a and marks its session waiting.
-func (o *Router) ask(ctx context.Context, src source, a office.Agent, q office.Question) (office.Question, error) {
+func (o *asks) ask(ctx context.Context, src source, a office.Agent, q office.Question) (office.Question, error) {
 	if q.QuestionType == "" {
 		q.QuestionType = office.QuestionText
 		if len(q.Options) > 0 {
@@ -170,7 +170,7 @@ func (o *Router) ask(ctx context.Context, src source, a office.Agent, q office.Q
 }
 
 // agents returns the office's agents.
-func (o *Router) agents(ctx context.Context, officeID string) ([]office.Agent, error) {
+func (o *roster) agents(ctx context.Context, officeID string) ([]office.Agent, error) {
 	as, err := o.store.ListAgents(ctx, officeID)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
@@ -180,13 +180,13 @@ func (o *Router) agents(ctx context.Context, officeID string) ([]office.Agent, e
 
 // registry builds the proxy selector's snapshot: agents with their load
 // (open invocations they are the callee of, open proxy tasks they hold).
-func (o *Router) registry(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, error) {
+func (o *roster) registry(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, error) {
 	reg, as, _, err := o.registryOpen(ctx, officeID)
 	return reg, as, err
 }
 
 // registryOpen is registry that also returns the office's open invocations.
-func (o *Router) registryOpen(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, []office.Invocation, error) {
+func (o *roster) registryOpen(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, []office.Invocation, error) {
 	var (
 		agents           []office.Agent
 		invs             []office.Invocation
@@ -265,7 +265,7 @@ func byID(as []office.Agent, id string) (office.Agent, bool) {
 	return office.Agent{}, false
 }
 
-func (o *Router) onInvoke(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+func (o *work) onInvoke(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	if ok, err := o.authorize(ctx, src, self, proxy.ActionInvoke, "INVOKE"); !ok {
 		return err
 	}
@@ -279,7 +279,7 @@ func (o *Router) onInvoke(ctx context.Context, src source, self office.Agent, m 
 
 // invoke creates an invocation from caller to the agent target resolves to,
 // or a rejected one (the caller is told why).
-func (o *Router) invoke(ctx context.Context, src source, caller office.Agent, target, task, ctxText string) (office.Invocation, error) {
+func (o *work) invoke(ctx context.Context, src source, caller office.Agent, target, task, ctxText string) (office.Invocation, error) {
 	reject := func(why string, callee string) (office.Invocation, error) {
 		// Stored even with no callee and no task, so that the frontend
 		// sees every refusal and why (docs/frontend.md).
@@ -335,7 +335,7 @@ func (o *Router) invoke(ctx context.Context, src source, caller office.Agent, ta
 		// but none can ever take it now (all disabled or failed), a person
 		// is asked as well; a target naming nobody is the caller's mistake.
 		if exists(agents, target) {
-			if _, err := o.ask(ctx, src, caller, office.Question{QuestionType: office.QuestionText, Category: "routing", Required: false,
+			if _, err := o.asks.ask(ctx, src, caller, office.Question{QuestionType: office.QuestionText, Category: "routing", Required: false,
 				Question: fmt.Sprintf("%s wants to give %q a task, but no agent can take it (%s). Please start or enable an agent, or handle it.", caller.Name, target, d.Reason),
 				Context:  task}); err != nil {
 				o.log.Warn("ask a person to route a task", "agent", caller.Name, "err", err)
@@ -368,7 +368,7 @@ func (o *Router) invoke(ctx context.Context, src source, caller office.Agent, ta
 // child of (the one the caller works on, if any), or why the invocation
 // may not be: the call chain would be too deep, or callee already waits
 // on caller.
-func (o *Router) chain(caller office.Agent, callee proxy.Agent, agents []office.Agent, open []office.Invocation) (parent office.Invocation, why string) {
+func (o *work) chain(caller office.Agent, callee proxy.Agent, agents []office.Agent, open []office.Invocation) (parent office.Invocation, why string) {
 	for _, inv := range open {
 		if inv.Status == office.InvocationInProgress && inv.CalleeAgentID == caller.ID && (parent.ID == "" || inv.CreatedAt.After(parent.CreatedAt)) {
 			parent = inv
@@ -418,7 +418,7 @@ func waitPath(open []office.Invocation, from, to string) []string {
 	return nil
 }
 
-func (o *Router) onResult(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+func (o *work) onResult(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	if ok, err := o.authorize(ctx, src, self, proxy.ActionDeliver, "DELIVER_RESULT"); !ok {
 		return err
 	}
@@ -431,7 +431,7 @@ func (o *Router) onResult(ctx context.Context, src source, self office.Agent, m 
 
 // deliverResult stores a result from sender for target, completes the open
 // invocation from target to sender, and queues the result for target.
-func (o *Router) deliverResult(ctx context.Context, src source, sender office.Agent, target string, r protocol.DeliverResult) (office.Result, error) {
+func (o *work) deliverResult(ctx context.Context, src source, sender office.Agent, target string, r protocol.DeliverResult) (office.Result, error) {
 	kind := "DELIVER_RESULT:" + target
 	reg, _, err := o.registry(ctx, sender.OfficeID)
 	if err != nil {
@@ -498,7 +498,7 @@ func (o *Router) deliverResult(ctx context.Context, src source, sender office.Ag
 // recipient resolves a result's target: an agent by name, by role or
 // capability, or (no target) whoever gave the sender its current task. why
 // says why there is none.
-func (o *Router) recipient(ctx context.Context, reg *proxy.Registry, sender office.Agent, target string) (to proxy.Agent, why string, err error) {
+func (o *work) recipient(ctx context.Context, reg *proxy.Registry, sender office.Agent, target string) (to proxy.Agent, why string, err error) {
 	if to, ok := reg.ByName(target); ok {
 		return to, "", nil
 	}
@@ -527,7 +527,7 @@ func (o *Router) recipient(ctx context.Context, reg *proxy.Registry, sender offi
 }
 
 // badResult says why a result's content is refused ("" when it is not).
-func (o *Router) badResult(sender office.Agent, r protocol.DeliverResult) string {
+func (o *work) badResult(sender office.Agent, r protocol.DeliverResult) string {
 	if err := proxy.ValidateContent(r.Content, o.cfg.MaxContent); err != nil {
 		return err.Error()
 	}
@@ -573,7 +573,7 @@ func insideDir(dir, p string) error {
 	return nil
 }
 
-func (o *Router) onError(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+func (o *work) onError(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	e := m.Error
 	if e == nil {
 		return nil
@@ -584,7 +584,7 @@ func (o *Router) onError(ctx context.Context, src source, self office.Agent, m p
 		return nil
 	case protocol.RecoveryNotifyUser:
 		q := "Agent " + self.Name + " reports an error: " + e.Message
-		_, err := o.ask(ctx, src, self, office.Question{QuestionType: office.QuestionText, Category: "error", Question: q, Context: e.Details, Required: true})
+		_, err := o.asks.ask(ctx, src, self, office.Question{QuestionType: office.QuestionText, Category: "error", Question: q, Context: e.Details, Required: true})
 		return err
 	default: // checkpoint_and_fail, fatal
 		if err := o.failWork(ctx, self, "fatal error: "+e.Message); err != nil {
@@ -592,7 +592,7 @@ func (o *Router) onError(ctx context.Context, src source, self office.Agent, m p
 		}
 		if err := o.sess.Stop(ctx, self.OfficeID, self.ID); err != nil {
 			o.log.Warn("stop after fatal error", "agent", self.Name, "err", err)
-		} else if err := o.stopped(ctx, self); err != nil {
+		} else if err := o.status.stopped(ctx, self); err != nil {
 			o.log.Warn("agent idle after fatal error", "agent", self.Name, "err", err)
 		}
 		return nil
@@ -601,7 +601,7 @@ func (o *Router) onError(ctx context.Context, src source, self office.Agent, m p
 
 // failWork fails every open invocation a is the callee of and tells the
 // callers why.
-func (o *Router) failWork(ctx context.Context, a office.Agent, why string) error {
+func (o *work) failWork(ctx context.Context, a office.Agent, why string) error {
 	open, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
 	if err != nil {
 		return fmt.Errorf("list invocations: %w", err)
@@ -614,7 +614,7 @@ func (o *Router) failWork(ctx context.Context, a office.Agent, why string) error
 	return nil
 }
 
-func (o *Router) failInvocation(ctx context.Context, inv office.Invocation, why string) error {
+func (o *work) failInvocation(ctx context.Context, inv office.Invocation, why string) error {
 	_, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{office.InvocationPending, office.InvocationInProgress}, office.InvocationFailed, office.InvocationPatch{Error: why})
 	if err != nil || !ok {
 		return err
@@ -629,7 +629,7 @@ func (o *Router) failInvocation(ctx context.Context, inv office.Invocation, why 
 	return err
 }
 
-func (o *Router) onDependency(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+func (o *asks) onDependency(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	if ok, err := o.authorize(ctx, src, self, proxy.ActionDependency, "DEPENDENCY_REQUEST"); !ok {
 		return err
 	}

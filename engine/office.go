@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -188,32 +187,24 @@ type StatusChange struct {
 }
 
 // Router is the routing core: it acts on every message the agents print and
-// feeds answers, results and tasks back into their terminals. What it
-// keeps per agent is on the agent's desk (desk.go); what is office-wide
-// here: the ERROR retries the ticker fires, the
-// event subscribers, and the queue of session statuses.
+// feeds answers, results and tasks back into their terminals. It owns the
+// desks (one per agent, desk.go) and every goroutine, and wires the parts
+// that do the work (parts.go); its exported methods are the engine's API.
 type Router struct {
-	cfg    Config
-	store  office.Store
-	sess   Sessions
-	log    *slog.Logger
-	now    func() time.Time
-	sealer *office.Sealer
+	*base
+	sess Sessions
 
-	mu         sync.Mutex
-	runCtx     context.Context // set by Run
-	desks      map[agentKey]*desk
-	sweep      sweeper  // timers: ERROR retries, expiries (sweep.go)
-	parkHint   parkHint // whether the ticker should look for parked proxy requests (proxywork.go)
-	subs       map[*Subscription]struct{}
-	statusQ    []StatusChange
-	statusWake chan struct{}
-	statusTurn chan struct{} // a token: held while statuses are written
-	wg         sync.WaitGroup
+	mu     sync.Mutex
+	runCtx context.Context // set by Run
+	desks  map[agentKey]*desk
+	wg     sync.WaitGroup
 
-	auditFailures atomic.Uint64 // events the store refused (AuditFailures)
-
-	perm permState // permission requests waiting, "allow for this session" answers
+	intake   *dispatcher
+	delivery *deliverer
+	status   *statusWriter
+	perms    *permissions
+	proxies  *proxyWork
+	sweep    *sweeper
 }
 
 type agentKey struct{ officeID, agentID string }
@@ -266,15 +257,8 @@ func New(cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Router{
-		cfg: cfg, store: cfg.Store, sess: cfg.Sessions, log: cfg.Logger, now: cfg.Now, sealer: sealer,
-		desks:      map[agentKey]*desk{},
-		subs:       map[*Subscription]struct{}{},
-		statusWake: make(chan struct{}, 1),
-		statusTurn: make(chan struct{}, 1),
-	}
-	r.sweep.r, r.sweep.wake = r, make(chan struct{}, 1)
-	r.perm.init()
+	r := &Router{sess: cfg.Sessions, desks: map[agentKey]*desk{}}
+	r.wire(cfg, sealer)
 	return r, nil
 }
 
@@ -314,11 +298,11 @@ func (o *Router) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer o.wg.Done()
-		o.permissions(ctx)
+		o.perms.run(ctx)
 	}()
 	go func() {
 		defer o.wg.Done()
-		o.recordStatuses(ctx)
+		o.status.run(ctx)
 	}()
 	// Catch up on everything waiting in the store (the feed does too; the
 	// store's conditional transitions make doing it twice harmless).
@@ -347,7 +331,7 @@ func (o *Router) onChange(c office.Change) {
 	if o.sweep.noteChange(c) {
 		return // a pending row another process inserted: a deadline, nothing to deliver
 	}
-	o.wakePermissions() // an answer to a permission question?
+	o.perms.wake() // an answer to a permission question?
 	if c.AgentID != "" && c.OfficeID != "" {
 		o.kick(agentKey{c.OfficeID, c.AgentID})
 		return
@@ -401,7 +385,7 @@ func (o *Router) CatchUp(ctx context.Context, officeID string) {
 // agent that was running when its last server stopped (status active).
 // Failures to start are logged: the agent stays as it is.
 func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []office.Agent, autostart bool) {
-	o.sweepPermissions(ctx, officeID, "")
+	o.perms.sweepPermissions(ctx, officeID, "")
 	o.CatchUp(ctx, officeID)
 	if !autostart {
 		return
@@ -429,7 +413,7 @@ func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []off
 	}
 }
 
-func (o *Router) offices(ctx context.Context) ([]office.Office, error) {
+func (o *roster) offices(ctx context.Context) ([]office.Office, error) {
 	all, err := o.store.ListOffices(ctx)
 	if err != nil {
 		return nil, err
@@ -437,7 +421,7 @@ func (o *Router) offices(ctx context.Context) ([]office.Office, error) {
 	return slices.DeleteFunc(all, func(of office.Office) bool { return !o.serves(of.ID) }), nil
 }
 
-func (o *Router) serves(officeID string) bool {
+func (o *roster) serves(officeID string) bool {
 	if o.cfg.Owns != nil && !o.cfg.Owns(officeID) {
 		return false
 	}
@@ -476,21 +460,21 @@ func (s source) subKey(what string) string {
 
 // record appends an event the caller has nothing else to do with: its
 // failure is logged here (and counted by event), never dropped.
-func (o *Router) record(ctx context.Context, officeID, agentID, kind string, payload any, key string) {
+func (o *eventLog) record(ctx context.Context, officeID, agentID, kind string, payload any, key string) {
 	if _, err := o.event(ctx, officeID, agentID, kind, payload, "", key); err != nil && ctx.Err() == nil {
 		o.log.Error("audit event not recorded", "office", officeID, "agent", agentID, "kind", kind, "err", err)
 	}
 }
 
-// AuditFailures returns how many events could not be appended to the
+// failures returns how many events could not be appended to the
 // event log since New (the store refused them); cmd/office-server exports
 // it in /metrics.
-func (o *Router) AuditFailures() uint64 { return o.auditFailures.Load() }
+func (o *eventLog) failures() uint64 { return o.auditFailures.Load() }
 
 // event appends an event (deduplicated when key is set) and publishes it to
 // subscribers when it was inserted. A failure is counted (AuditFailures)
 // and returned.
-func (o *Router) event(ctx context.Context, officeID, agentID, kind string, payload any, raw, key string) (bool, error) {
+func (o *eventLog) event(ctx context.Context, officeID, agentID, kind string, payload any, raw, key string) (bool, error) {
 	var pj json.RawMessage
 	if payload != nil {
 		b, err := json.Marshal(payload)
@@ -511,4 +495,74 @@ func (o *Router) event(ctx context.Context, officeID, agentID, kind string, payl
 }
 
 // workspace returns an agent's working directory (Workspace).
-func (o *Router) workspace(a office.Agent) string { return office.Workspace(o.cfg.DataDir, a) }
+func (o *roster) workspace(a office.Agent) string { return office.Workspace(o.cfg.DataDir, a) }
+
+// wire makes the Router's parts and connects them.
+func (o *Router) wire(cfg Config, sealer *office.Sealer) {
+	ev := &eventLog{store: cfg.Store, log: cfg.Logger, subs: map[*Subscription]struct{}{}}
+	b := &base{cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now, eventLog: ev,
+		roster: &roster{cfg: cfg, store: cfg.Store, log: cfg.Logger},
+		notify: o.notify, kick: o.kick, desk: o.desk, running: o.running}
+	o.base = b
+	o.sweep = &sweeper{base: b, wake: make(chan struct{}, 1)}
+	o.perms = &permissions{base: b, sweep: o.sweep}
+	o.perms.init()
+	o.proxies = &proxyWork{base: b}
+	a := &asks{base: b, sweep: o.sweep}
+	o.status = &statusWriter{base: b, perms: o.perms, wake: make(chan struct{}, 1), turn: make(chan struct{}, 1)}
+	w := &work{base: b, sess: cfg.Sessions, asks: a, sweep: o.sweep, status: o.status}
+	o.status.work = w
+	o.intake = &dispatcher{base: b, asks: a, work: w, proxies: o.proxies}
+	o.delivery = &deliverer{base: b, sess: cfg.Sessions, sealer: sealer, asks: a, work: w, perms: o.perms, sweep: o.sweep}
+	o.sweep.perms, o.sweep.work, o.sweep.proxies = o.perms, w, o.proxies
+	o.proxies.asks, o.proxies.delivery = a, o.delivery
+}
+
+// HandleStatus takes a session status change (session.Options.OnStatus)
+// without blocking: the status writer records the session, wakes the
+// agent's delivery when it is ready, and fails the agent's open tasks when
+// its session failed for good.
+func (o *Router) HandleStatus(c StatusChange) { o.status.queue(c) }
+
+// FlushStatuses writes every session status change reported so far, after
+// the one being written now, with ctx; it returns ctx's error if ctx ends
+// first. The server calls it after stopping the sessions at shutdown and
+// before it ends Run's context, so that the final rows (stopped, pid 0) are
+// written with a context that is still alive, bounded by ctx (the shutdown
+// timeout).
+func (o *Router) FlushStatuses(ctx context.Context) error { return o.status.flush(ctx) }
+
+// HandlePermission takes an agent's permission request
+// (session.Options.OnPermission; it may block). A request an "allow for
+// this session" answer covers is allowed at once; any other becomes a
+// permission question, an office event, and waits for its answer. A
+// request that cannot be asked (the store fails, the office is not served
+// here) is denied with the reason, so the agent never waits in vain.
+func (o *Router) HandlePermission(req PermissionRequest) { o.perms.request(req) }
+
+// PermissionEnded is told that a request's hook went away before a
+// decision (session.Options.OnPermissionEnd): answered in the agent's
+// terminal, its question is cancelled; the agent ended, the question is
+// left for the sweep of the agent's next start.
+func (o *Router) PermissionEnded(officeID, agentID, id string, answered bool) {
+	o.perms.ended(officeID, agentID, id, answered)
+}
+
+// Subscribe returns a subscription to the office's events with a queue of
+// n events (64 when n <= 0).
+func (o *Router) Subscribe(n int) *Subscription { return o.eventLog.subscribe(n) }
+
+// AuditFailures returns how many events could not be appended to the
+// event log since New (the store refused them); cmd/office-server exports
+// it in /metrics.
+func (o *Router) AuditFailures() uint64 { return o.failures() }
+
+// running returns Run's context, or nil when Run does not run.
+func (o *Router) running() context.Context {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.runCtx == nil || o.runCtx.Err() != nil {
+		return nil
+	}
+	return o.runCtx
+}

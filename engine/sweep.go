@@ -91,7 +91,10 @@ func earlier(a, b time.Time) time.Time {
 // Config.Tick) and the expiries in the store (deadline hints, every
 // Config.Sweep). It acts through its Router (notices, events, kicks).
 type sweeper struct {
-	r       *Router
+	*base
+	perms   *permissions
+	work    *work
+	proxies *proxyWork
 	retries retryQueue
 
 	questions, dependencies, invocations deadline
@@ -105,7 +108,7 @@ func (s *sweeper) forget() {
 	s.questions.forget()
 	s.dependencies.forget()
 	s.invocations.forget()
-	s.r.parkHint.more()
+	s.proxies.parkHint.more()
 	wake(s.wake)
 }
 
@@ -122,7 +125,7 @@ func (s *sweeper) noteChange(c office.Change) bool {
 	default:
 		return false
 	}
-	if !s.r.serves(c.OfficeID) {
+	if !s.serves(c.OfficeID) {
 		return true
 	}
 	if c.ExpiresAt != nil {
@@ -136,12 +139,12 @@ func (s *sweeper) noteChange(c office.Change) bool {
 // run fires ERROR retries every Tick and sweeps every Sweep, and at once
 // when woken (forget), until ctx ends.
 func (s *sweeper) run(ctx context.Context) {
-	cfg := s.r.cfg
+	cfg := s.cfg
 	t := time.NewTicker(cfg.Tick)
 	defer t.Stop()
 	var swept time.Time
 	for {
-		if now := s.r.now(); now.Sub(swept) >= cfg.Sweep || now.Before(swept) {
+		if now := s.now(); now.Sub(swept) >= cfg.Sweep || now.Before(swept) {
 			swept = now
 			s.sweep(ctx, now)
 		}
@@ -159,17 +162,17 @@ func (s *sweeper) run(ctx context.Context) {
 // sweep expires what is due at now, asking the store only about the kinds
 // whose earliest deadline has come (or is unknown).
 func (s *sweeper) sweep(ctx context.Context, now time.Time) {
-	if now.Sub(s.lastSafety) >= s.r.cfg.SafetySweep || now.Before(s.lastSafety) {
+	if now.Sub(s.lastSafety) >= s.cfg.SafetySweep || now.Before(s.lastSafety) {
 		s.lastSafety = now
 		s.questions.forget()
 		s.dependencies.forget()
 		s.invocations.forget()
 	}
-	if s.r.cfg.Owns != nil && s.due(now) {
+	if s.cfg.Owns != nil && s.due(now) {
 		// Expiring is store-wide and its notices go to the office's agents:
 		// a server that runs no office leaves it to the owners (and learns
 		// the deadlines again when it takes one: CatchUp).
-		if offs, err := s.r.offices(ctx); err != nil || len(offs) == 0 {
+		if offs, err := s.offices(ctx); err != nil || len(offs) == 0 {
 			if err == nil {
 				s.drop()
 			}
@@ -179,7 +182,7 @@ func (s *sweeper) sweep(ctx context.Context, now time.Time) {
 	s.expireQuestions(ctx, now)
 	s.expireDependencies(ctx, now)
 	s.expireInvocations(ctx, now)
-	s.r.proxyTick(ctx, now)
+	s.proxies.proxyTick(ctx, now)
 }
 
 // due reports whether a sweep at now would query the store.
@@ -192,7 +195,7 @@ func (s *sweeper) due(now time.Time) bool {
 			return true
 		}
 	}
-	_, parked := s.r.parkHint.check()
+	_, parked := s.proxies.parkHint.check()
 	return parked
 }
 
@@ -222,7 +225,7 @@ func (s *sweeper) expireQuestions(ctx context.Context, now time.Time) {
 	if !s.questions.begin(now) {
 		return
 	}
-	o := s.r
+	o := s
 	pending, err := o.store.ListQuestions(ctx, office.QuestionFilter{Status: []string{office.QuestionPending}})
 	if err != nil {
 		s.questions.end(time.Time{}, false)
@@ -259,9 +262,9 @@ func (s *sweeper) expireQuestions(ctx context.Context, now time.Time) {
 // questionExpired tells the asker that q expired (a permission request's
 // decider, when it is one).
 func (s *sweeper) questionExpired(ctx context.Context, q office.Question) {
-	o := s.r
+	o := s
 	if q.Category == office.QuestionPermission {
-		o.expiredPermission(ctx, q)
+		o.perms.expiredPermission(ctx, q)
 		return
 	}
 	a, err := o.store.GetAgent(ctx, q.AgentID)
@@ -283,7 +286,7 @@ func (s *sweeper) expireDependencies(ctx context.Context, now time.Time) {
 	if !s.dependencies.begin(now) {
 		return
 	}
-	o := s.r
+	o := s
 	pending, err := o.store.ListDependencies(ctx, office.DependencyFilter{Status: []string{office.DependencyPending}})
 	if err != nil {
 		s.dependencies.end(time.Time{}, false)
@@ -319,7 +322,7 @@ func (s *sweeper) expireInvocations(ctx context.Context, now time.Time) {
 	if !s.invocations.begin(now) {
 		return
 	}
-	o := s.r
+	o := s
 	timeout := o.cfg.InvocationTimeout
 	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{Status: []string{office.InvocationInProgress}})
 	if err != nil {
@@ -338,7 +341,7 @@ func (s *sweeper) expireInvocations(ctx context.Context, now time.Time) {
 			next = earlier(next, inv.StartedAt.Add(timeout+time.Nanosecond))
 			continue
 		}
-		if err := o.failInvocation(ctx, inv, fmt.Sprintf("timed out after %s", timeout)); err != nil {
+		if err := o.work.failInvocation(ctx, inv, fmt.Sprintf("timed out after %s", timeout)); err != nil {
 			o.log.Warn("time out invocation", "err", err)
 		}
 		o.kick(agentKey{inv.OfficeID, inv.CalleeAgentID})
@@ -385,7 +388,7 @@ func (q *retryQueue) take(now time.Time) []retry {
 
 // fireRetries tells the agents whose ERROR pause is over to retry.
 func (s *sweeper) fireRetries() {
-	for _, r := range s.retries.take(s.r.now()) {
-		s.r.notify(r.agent, fmt.Sprintf("You reported a recoverable error (%s). The pause is over: retry now.", r.message))
+	for _, r := range s.retries.take(s.now()) {
+		s.notify(r.agent, fmt.Sprintf("You reported a recoverable error (%s). The pause is over: retry now.", r.message))
 	}
 }
