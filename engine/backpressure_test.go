@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/office-server/office-server/internal/agentstest"
 	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/internal/agentstest"
 
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+
 	"github.com/office-server/office-server/office"
 )
 

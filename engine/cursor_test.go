@@ -3,11 +3,12 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"github.com/office-server/office-server/internal/agentstest"
 	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/internal/agentstest"
 
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/office-server/office-server/office"
 	"sync"
 	"time"
+
+	"github.com/office-server/office-server/office"
 
 	"github.com/google/uuid"
 	"github.com/office-server/office-server/protocol"
@@ -294,16 +295,6 @@ func (o *deliverer) deliverNextTask(ctx context.Context, v *delivery, x due) out
 	return delivered
 }
 
-// agentName returns the name of the agent with id, for the forms typed
-// into another agent; "" (logged) when it cannot be read.
-func (o *roster) agentName(ctx context.Context, id string) string {
-	a, err := o.store.GetAgent(ctx, id)
-	if err != nil && ctx.Err() == nil {
-		o.log.Warn("deliver: read the sender's name", "agent", id, "err", err)
-	}
-	return a.Name
-}
-
 func (o *deliverer) retryErr(what string, err error) bool {
 	o.log.Warn("deliver: "+what, "err", err)
 	return true
@@ -396,213 +387,6 @@ func (o *deliverer) startSession(ctx context.Context, a office.Agent, restart bo
 	return nil
 }
 
-// queue takes a session status change (session.Options.OnStatus):
-// it records the session, wakes the agent's pump when it is ready, and
-// fails the agent's open tasks when its session failed for good.
-func (o *statusWriter) queue(c StatusChange) {
-	if c.Status == office.SessionStarting {
-		d := o.desk(agentKey{c.OfficeID, c.AgentID})
-		d.mu.Lock()
-		d.epoch = uuid.NewString()
-		d.mu.Unlock()
-	}
-	o.mu.Lock()
-	// Recorded by one goroutine, in order: OnStatus must not block.
-	o.q = append(o.q, c)
-	o.mu.Unlock()
-	select {
-	case o.wake <- struct{}{}:
-	default:
-	}
-}
-
-// run applies queued status changes in order until ctx ends.
-func (o *statusWriter) run(ctx context.Context) {
-	for {
-		select {
-		case o.turn <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		o.recordQueued(ctx)
-		<-o.turn
-		select {
-		case <-ctx.Done():
-			return
-		case <-o.wake:
-		}
-	}
-}
-
-// flush writes every session status change reported so far, after
-// the one being written now, with ctx; it returns ctx's error if ctx ends
-// first. The server calls it after stopping the sessions at shutdown and
-// before it ends Run's context, so that the final rows (stopped, pid 0) are
-// written with a context that is still alive, bounded by ctx (the shutdown
-// timeout).
-func (o *statusWriter) flush(ctx context.Context) error {
-	select {
-	case o.turn <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	defer func() { <-o.turn }()
-	o.recordQueued(ctx)
-	return ctx.Err()
-}
-
-// recordQueued records the queued status changes in order; the caller
-// holds statusTurn.
-func (o *statusWriter) recordQueued(ctx context.Context) {
-	o.mu.Lock()
-	q := o.q
-	o.q = nil
-	o.mu.Unlock()
-	for _, c := range q {
-		o.recordStatus(ctx, c)
-	}
-}
-
-func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
-	officeID, agentID, status := c.OfficeID, c.AgentID, c.Status
-	if !o.serves(officeID) {
-		// The office was taken over: its row is the new owner's now.
-		o.log.Debug("session status not recorded: office run by another server", "office", officeID, "agent", agentID, "status", status)
-		return
-	}
-	rec, err := o.store.GetSessionByAgent(ctx, agentID)
-	if err != nil {
-		rec = office.SessionRecord{OfficeID: officeID, AgentID: agentID}
-	}
-	if status == office.SessionStarting {
-		now := o.now()
-		rec.StartedAt = &now
-	}
-	if !(rec.Status == office.SessionWaiting && (status == office.SessionReady || status == office.SessionBusy)) {
-		rec.Status = status
-		rec.Detail = c.Detail
-	}
-	if status == office.SessionStarting || status == office.SessionReady || status == office.SessionBusy {
-		rec.Detail = c.Detail
-	}
-	rec.PID = c.PID // 0 once the process is gone (stopped, exited, crashed, failed)
-	rec.ExitCode = c.ExitCode
-	if _, err := o.store.UpsertSession(ctx, rec); err != nil {
-		o.log.Warn("record session status", "agent", agentID, "err", err)
-	}
-	k := agentKey{officeID, agentID}
-	o.onStatus(ctx, k, c)
-	payload := map[string]any{"pid": c.PID, "exit_code": c.ExitCode}
-	if c.Detail != "" {
-		payload["detail"] = c.Detail
-	}
-	if len(c.LastLines) > 0 {
-		payload["last_lines"] = c.LastLines
-	}
-	if _, err := o.event(ctx, officeID, agentID, "session."+status, payload, "", ""); err != nil {
-		o.log.Warn("record session event", "agent", agentID, "err", err)
-	}
-	o.kick(k)
-}
-
-// onStatus acts on a recorded status: a failed session fails the agent's
-// work, a crash is remembered (remind), an exit makes the agent idle, a
-// start or ready makes it active and re-queues or reminds of its tasks.
-func (o *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange) {
-	agentID, status := k.agentID, c.Status
-	switch status {
-	case office.SessionStopped, office.SessionExited, office.SessionFailed:
-		o.perms.endGrants(k) // "allow for this session" ends with it
-	case office.SessionStarting:
-		// A request the previous process left waiting is gone with it.
-		o.perms.sweepPermissions(ctx, k.officeID, k.agentID)
-	}
-	switch status {
-	case office.SessionFailed:
-		if err := o.store.SetAgentStatus(ctx, agentID, office.AgentFailed); err != nil {
-			o.log.Warn("record agent failed", "agent", agentID, "err", err)
-		}
-		if a, err := o.store.GetAgent(ctx, agentID); err == nil {
-			if err := o.work.failWork(ctx, a, "its session failed for good: "+c.Detail); err != nil {
-				o.log.Warn("fail work", "agent", a.Name, "err", err)
-			}
-		}
-	case office.SessionCrashed:
-		d := o.desk(k)
-		d.mu.Lock()
-		d.crashed = true
-		d.mu.Unlock()
-	case office.SessionExited:
-		// Not stopped: see (*Router).stopped.
-		if err := o.store.SetAgentStatus(ctx, agentID, office.AgentIdle); err != nil {
-			o.log.Warn("record agent idle", "agent", agentID, "err", err)
-		}
-	case office.SessionStarting, office.SessionReady:
-		a, err := o.store.GetAgent(ctx, agentID)
-		if err == nil && (a.Status == office.AgentIdle || a.Status == "") {
-			if err := o.store.SetAgentStatus(ctx, agentID, office.AgentActive); err != nil {
-				o.log.Warn("record agent active", "agent", agentID, "err", err)
-			}
-		}
-		if err == nil && status == office.SessionStarting && !c.Resumes {
-			o.requeue(ctx, a)
-		}
-		if err == nil && status == office.SessionReady {
-			d := o.desk(k)
-			d.mu.Lock()
-			was := d.crashed
-			d.crashed = false
-			d.mu.Unlock()
-			// A fresh conversation after a crash (nothing to resume) is
-			// given back what it had not received by the session itself.
-			if was && c.Resumed {
-				o.remind(ctx, a)
-			}
-		}
-	}
-}
-
-// remind tells an agent whose process crashed and came back with its
-// conversation resumed (Claude Code) which tasks it holds: the task is in
-// its conversation, but a resumed agent waits for a prompt.
-func (o *statusWriter) remind(ctx context.Context, a office.Agent) {
-	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationInProgress}})
-	if err != nil {
-		o.log.Warn("remind of tasks", "agent", a.Name, "err", err)
-		return
-	}
-	for _, inv := range invs {
-		caller, err := o.store.GetAgent(ctx, inv.CallerAgentID)
-		if err != nil {
-			continue
-		}
-		o.notify(a, fmt.Sprintf("Your process ended unexpectedly and was restarted; your conversation was resumed. You were working on task %s from %s. Continue it and deliver its result with a DELIVER_RESULT block naming %s.", inv.ID, caller.Name, caller.Name))
-		if _, err := o.event(ctx, a.OfficeID, a.ID, "invocation.reminded", map[string]string{"invocation_id": inv.ID}, "", ""); err != nil {
-			o.log.Warn("record reminder", "agent", a.Name, "err", err)
-		}
-	}
-}
-
-// requeue puts the tasks a new process of a cannot know about (in progress
-// in the process that died) back in its queue, so they are typed again.
-func (o *statusWriter) requeue(ctx context.Context, a office.Agent) {
-	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationInProgress}})
-	if err != nil {
-		o.log.Warn("requeue tasks", "agent", a.Name, "err", err)
-		return
-	}
-	for _, inv := range invs {
-		_, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{office.InvocationInProgress}, office.InvocationPending, office.InvocationPatch{})
-		if err != nil {
-			o.log.Warn("requeue task", "agent", a.Name, "invocation", inv.ID, "err", err)
-			continue
-		}
-		if ok {
-			o.record(ctx, a.OfficeID, a.ID, "invocation.requeued", map[string]string{"invocation_id": inv.ID}, "")
-		}
-	}
-}
-
 // The forms typed into an agent. Content from someone else is framed by
 // protocol.Quote: escaped so that no receiver can read any part of it as a
 // block (see docs/notes/protocol.md, "Forwarded text"), and quoted with "> "
@@ -627,4 +411,83 @@ func taskText(inv office.Invocation, caller string) string {
 		s += "\nContext:\n" + quote(inv.Context)
 	}
 	return s + fmt.Sprintf("\nWhen you are done, deliver the result to %s with a DELIVER_RESULT block naming %s.", caller, caller)
+}
+
+// reask handles an invalid answer written straight into the table (the
+// frontend can write anything): the question is cancelled and asked again
+// as a new pending question whose context says what was wrong, so the
+// person sees it and the agent keeps waiting. Nothing invalid is typed.
+func (o *deliverer) reask(ctx context.Context, a office.Agent, q office.Question, why error) {
+	ok, err := o.store.CancelQuestion(ctx, q.ID)
+	if err != nil {
+		o.log.Warn("cancel question to re-ask it", "question", q.ID, "err", err)
+		return
+	}
+	if !ok {
+		return // answered again, or cancelled, meanwhile
+	}
+	nq := q
+	nq.ID, nq.Response, nq.AnsweredBy, nq.AnsweredAt = "", "", "", nil
+	note := fmt.Sprintf("The previous answer was not accepted: %s.", office.ErrorMessage(why))
+	if nq.Context != "" {
+		nq.Context = note + "\n" + nq.Context
+	} else {
+		nq.Context = note
+	}
+	nq, err = o.asks.ask(ctx, source{}, a, nq)
+	if err != nil {
+		o.log.Warn("re-ask question", "err", err)
+		return
+	}
+	o.record(ctx, a.OfficeID, a.ID, "question.answer_invalid", map[string]string{"question_id": q.ID, "reason": office.ErrorMessage(why), "new_question_id": nq.ID}, "")
+}
+
+// deliverDependency tells v's agent about a provided, rejected or expired
+// request. It reports false when it could not (the session is down).
+func (o *deliverer) deliverDependency(ctx context.Context, v *delivery, d office.DependencyRequest) bool {
+	a := v.a
+	var text string
+	switch d.Status {
+	case office.DependencyProvided:
+		if d.Type == protocol.DependencyAPIKey || d.Type == protocol.DependencyEnvVar {
+			// A running process's environment cannot change: restart with
+			// the variable set and the conversation resumed.
+			if err := o.startSession(ctx, a, true); err != nil {
+				o.log.Warn("restart with dependency", "agent", a.Name, "err", err)
+				return false
+			}
+			v.running = o.sess.Running(a.OfficeID, a.ID)
+			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: provided\nvalue: (in your environment as $%s)\n[/DEPENDENCY_PROVIDED]", d.Name, d.Name)
+		} else {
+			v, err := o.sealer.Open(d.Value)
+			if err != nil {
+				o.log.Warn("open dependency value", "dependency", d.ID, "err", err)
+				return false
+			}
+			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: provided\nvalue: %s\n[/DEPENDENCY_PROVIDED]", d.Name, v)
+		}
+	default: // rejected or expired
+		why := d.RejectionReason
+		if d.Status == office.DependencyExpired {
+			why = "nobody provided it in time"
+		}
+		if d.Required {
+			if err := o.work.failWork(ctx, a, fmt.Sprintf("required dependency %s was %s", d.Name, d.Status)); err != nil {
+				o.log.Warn("fail work", "agent", a.Name, "err", err)
+			}
+			text = fmt.Sprintf("[OFFICE] Your required dependency %s was %s (%s). The work that needs it cannot go on: stop it and say so.", d.Name, d.Status, why)
+		} else {
+			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: %s\nvalue: %s\n[/DEPENDENCY_PROVIDED]\nIt was %s (%s); go on without it.", d.Name, d.Status, d.Default, d.Status, why)
+		}
+	}
+	if !v.send(ctx, text) {
+		return false
+	}
+	if _, err := o.store.MarkDependencyDelivered(ctx, d.ID); err != nil {
+		o.log.Warn("mark dependency delivered", "err", err)
+		return false
+	}
+	o.setSessionStatus(ctx, a, office.SessionBusy)
+	o.record(ctx, a.OfficeID, a.ID, "dependency.delivered", map[string]string{"dependency_id": d.ID, "status": d.Status}, "")
+	return true
 }

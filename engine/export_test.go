@@ -1,9 +1,10 @@
 package engine
 
 import (
-	"github.com/office-server/office-server/office"
 	"slices"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // What the external tests (package office_test) reach of the package's

@@ -3,11 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/office-server/office-server/office"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/office-server/office-server/office"
 
 	"github.com/google/uuid"
 )

@@ -3,11 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/office-server/office-server/office"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // TestCalleeErrorForwardedAsData: a callee's fatal ERROR whose message

@@ -3,11 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/office-server/office-server/office"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/office-server/office-server/office"
 
 	"github.com/office-server/office-server/protocol"
 )

@@ -8,13 +8,11 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"github.com/office-server/office-server/office"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
+
+	"github.com/office-server/office-server/office"
 
 	"github.com/google/uuid"
 
@@ -413,21 +411,6 @@ func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []off
 	}
 }
 
-func (o *roster) offices(ctx context.Context) ([]office.Office, error) {
-	all, err := o.store.ListOffices(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(all, func(of office.Office) bool { return !o.serves(of.ID) }), nil
-}
-
-func (o *roster) serves(officeID string) bool {
-	if o.cfg.Owns != nil && !o.cfg.Owns(officeID) {
-		return false
-	}
-	return len(o.cfg.OfficeIDs) == 0 || slices.Contains(o.cfg.OfficeIDs, officeID)
-}
-
 // source is the identity of the message being handled, passed to its
 // handlers as a value: who printed it, its dedupe key (chunk ID # index)
 // and whether it is a replay (seen before). A message's rows get IDs
@@ -457,45 +440,6 @@ func (s source) subKey(what string) string {
 	}
 	return s.key + "#" + what
 }
-
-// record appends an event the caller has nothing else to do with: its
-// failure is logged here (and counted by event), never dropped.
-func (o *eventLog) record(ctx context.Context, officeID, agentID, kind string, payload any, key string) {
-	if _, err := o.event(ctx, officeID, agentID, kind, payload, "", key); err != nil && ctx.Err() == nil {
-		o.log.Error("audit event not recorded", "office", officeID, "agent", agentID, "kind", kind, "err", err)
-	}
-}
-
-// failures returns how many events could not be appended to the
-// event log since New (the store refused them); cmd/office-server exports
-// it in /metrics.
-func (o *eventLog) failures() uint64 { return o.auditFailures.Load() }
-
-// event appends an event (deduplicated when key is set) and publishes it to
-// subscribers when it was inserted. A failure is counted (AuditFailures)
-// and returned.
-func (o *eventLog) event(ctx context.Context, officeID, agentID, kind string, payload any, raw, key string) (bool, error) {
-	var pj json.RawMessage
-	if payload != nil {
-		b, err := json.Marshal(payload)
-		if err != nil {
-			return false, fmt.Errorf("event %s: %w", kind, err)
-		}
-		pj = b
-	}
-	ev, inserted, err := o.store.AppendEvent(ctx, office.Event{OfficeID: officeID, AgentID: agentID, Kind: kind, Payload: pj, Raw: raw, DedupeKey: key})
-	if err != nil {
-		o.auditFailures.Add(1)
-		return false, fmt.Errorf("append event %s: %w", kind, err)
-	}
-	if inserted {
-		o.publish(ev)
-	}
-	return inserted, nil
-}
-
-// workspace returns an agent's working directory (Workspace).
-func (o *roster) workspace(a office.Agent) string { return office.Workspace(o.cfg.DataDir, a) }
 
 // wire makes the Router's parts and connects them.
 func (o *Router) wire(cfg Config, sealer *office.Sealer) {

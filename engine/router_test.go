@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/office-server/office-server/office"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // clock is a settable test clock.

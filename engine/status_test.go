@@ -2,10 +2,11 @@ package engine
 
 import (
 	"context"
-	"github.com/office-server/office-server/office"
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // At shutdown the server stops the sessions, then FlushStatuses, then ends
