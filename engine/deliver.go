@@ -79,8 +79,8 @@ type delivery struct {
 // send types text into the agent; false when the session is down or did
 // not take it (the round ends and is retried).
 func (v *delivery) send(ctx context.Context, text string) bool {
-	if !v.running {
-		return false
+	if !v.running || !v.r.serves(v.a.OfficeID) {
+		return false // not running, or the office was taken over mid-round
 	}
 	// Defused here, for everything typed (notices, answers, results,
 	// tasks): no receiver may read any part of it as its own block, nor
