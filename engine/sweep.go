@@ -89,7 +89,8 @@ func earlier(a, b time.Time) time.Time {
 
 // sweeper owns the engine's timers: the ERROR retries (in memory, every
 // Config.Tick) and the expiries in the store (deadline hints, every
-// Config.Sweep). It acts through its Router (notices, events, kicks).
+// Config.Sweep). An expired permission question goes to permissions, a task
+// past its timeout to work, parked proxy requests to proxyWork.
 type sweeper struct {
 	*base
 	perms   *permissions
