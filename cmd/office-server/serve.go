@@ -88,6 +88,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}()
 	// Rosters from memory: the engine and the API read them on every
 	// delivery and start (store/rostercache).
+	members, _ := store.(office.Members) // PostgreSQL and Supabase; SQLite has no members
 	store = rostercache.New(store, 0)
 	secretsKey, err := m.secretsKey(log)
 	if err != nil {
@@ -123,11 +124,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Config{
+	scfg := server.Config{
 		Store: store, Office: serverOffice{r: router, store: store, sess: sess}, Terminals: terminals{sess.Manager()},
 		Feed: feed, Token: token, Logger: log.With("part", "http"), AuditFailures: router.AuditFailures,
 		EventPoll: eventPoll(c.storeKind()),
-	})
+	}
+	scfg.Members = members
+	if v := supabase.NewMemberTokens(c.JWTSecret); v != nil {
+		scfg.MemberTokens = v
+	}
+	srv, err := server.New(scfg)
 	if err != nil {
 		return err
 	}
