@@ -189,9 +189,11 @@ func TestAskAnswerDelivered(t *testing.T) {
 	if got := q.ExpiresAt.Sub(h.clk.Now()); got > DefaultQuestionTTL || got < DefaultQuestionTTL-time.Millisecond {
 		t.Errorf("expires in %v, want %v", got, DefaultQuestionTTL)
 	}
-	if s, _ := h.st.GetSessionByAgent(ctx, h.id("PO")); s.Status != office.SessionWaiting {
-		t.Errorf("session status %q, want waiting", s.Status)
-	}
+	// The session is marked waiting right after the question is stored.
+	eventually(t, "session waiting", func() bool {
+		s, _ := h.st.GetSessionByAgent(ctx, h.id("PO"))
+		return s.Status == office.SessionWaiting
+	})
 	// The same chunk again (a re-render, a restart) is not acted on again.
 	h.sayID("PO", chunk, "Let me ask.\n"+askBlock)
 	time.Sleep(50 * time.Millisecond)
