@@ -3,8 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/office-server/office-server/office"
 	"strings"
+
+	"github.com/office-server/office-server/office"
 
 	"github.com/office-server/office-server/protocol"
 	"github.com/office-server/office-server/proxy"
@@ -48,35 +49,6 @@ func validAnswer(q office.Question) (string, error) {
 	return a, nil
 }
 
-// reask handles an invalid answer written straight into the table (the
-// frontend can write anything): the question is cancelled and asked again
-// as a new pending question whose context says what was wrong, so the
-// person sees it and the agent keeps waiting. Nothing invalid is typed.
-func (o *Router) reask(ctx context.Context, a office.Agent, q office.Question, why error) {
-	ok, err := o.store.CancelQuestion(ctx, q.ID)
-	if err != nil {
-		o.log.Warn("cancel question to re-ask it", "question", q.ID, "err", err)
-		return
-	}
-	if !ok {
-		return // answered again, or cancelled, meanwhile
-	}
-	nq := q
-	nq.ID, nq.Response, nq.AnsweredBy, nq.AnsweredAt = "", "", "", nil
-	note := fmt.Sprintf("The previous answer was not accepted: %s.", office.ErrorMessage(why))
-	if nq.Context != "" {
-		nq.Context = note + "\n" + nq.Context
-	} else {
-		nq.Context = note
-	}
-	nq, err = o.ask(ctx, source{}, a, nq)
-	if err != nil {
-		o.log.Warn("re-ask question", "err", err)
-		return
-	}
-	o.record(ctx, a.OfficeID, a.ID, "question.answer_invalid", map[string]string{"question_id": q.ID, "reason": office.ErrorMessage(why), "new_question_id": nq.ID}, "")
-}
-
 // AnswerQuestion answers a pending question (the console, or the server on
 // behalf of a person) and wakes its agent's delivery. An answer that does
 // not fit the question is refused with EINVALID and changes nothing.
@@ -111,7 +83,7 @@ func (o *Router) AnswerQuestion(ctx context.Context, id, response, answeredBy st
 	}
 	o.record(ctx, q.OfficeID, q.AgentID, "question.answered", map[string]string{"question_id": id, "answered_by": answeredBy}, "")
 	if q.Category == office.QuestionPermission {
-		o.wakePermissions()
+		o.perms.wake()
 	}
 	o.kick(agentKey{q.OfficeID, q.AgentID})
 	return q, nil
@@ -169,7 +141,7 @@ func (o *Router) ProvideDependency(ctx context.Context, id, value string) (offic
 	if err := ValidateDependencyValue(d.Type, value); err != nil {
 		return d, err
 	}
-	sealed, err := o.sealer.Seal(value, office.SecretDependency(d.Type))
+	sealed, err := o.delivery.sealer.Seal(value, office.SecretDependency(d.Type))
 	if err != nil {
 		return d, err
 	}
@@ -201,56 +173,6 @@ func (o *Router) RejectDependency(ctx context.Context, id, reason string) (offic
 	return d, nil
 }
 
-// deliverDependency tells v's agent about a provided, rejected or expired
-// request. It reports false when it could not (the session is down).
-func (o *Router) deliverDependency(ctx context.Context, v *delivery, d office.DependencyRequest) bool {
-	a := v.a
-	var text string
-	switch d.Status {
-	case office.DependencyProvided:
-		if d.Type == protocol.DependencyAPIKey || d.Type == protocol.DependencyEnvVar {
-			// A running process's environment cannot change: restart with
-			// the variable set and the conversation resumed.
-			if err := o.startSession(ctx, a, true); err != nil {
-				o.log.Warn("restart with dependency", "agent", a.Name, "err", err)
-				return false
-			}
-			v.running = o.sess.Running(a.OfficeID, a.ID)
-			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: provided\nvalue: (in your environment as $%s)\n[/DEPENDENCY_PROVIDED]", d.Name, d.Name)
-		} else {
-			v, err := o.sealer.Open(d.Value)
-			if err != nil {
-				o.log.Warn("open dependency value", "dependency", d.ID, "err", err)
-				return false
-			}
-			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: provided\nvalue: %s\n[/DEPENDENCY_PROVIDED]", d.Name, v)
-		}
-	default: // rejected or expired
-		why := d.RejectionReason
-		if d.Status == office.DependencyExpired {
-			why = "nobody provided it in time"
-		}
-		if d.Required {
-			if err := o.failWork(ctx, a, fmt.Sprintf("required dependency %s was %s", d.Name, d.Status)); err != nil {
-				o.log.Warn("fail work", "agent", a.Name, "err", err)
-			}
-			text = fmt.Sprintf("[OFFICE] Your required dependency %s was %s (%s). The work that needs it cannot go on: stop it and say so.", d.Name, d.Status, why)
-		} else {
-			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: %s\nvalue: %s\n[/DEPENDENCY_PROVIDED]\nIt was %s (%s); go on without it.", d.Name, d.Status, d.Default, d.Status, why)
-		}
-	}
-	if !v.send(ctx, text) {
-		return false
-	}
-	if _, err := o.store.MarkDependencyDelivered(ctx, d.ID); err != nil {
-		o.log.Warn("mark dependency delivered", "err", err)
-		return false
-	}
-	o.setSessionStatus(ctx, a, office.SessionBusy)
-	o.record(ctx, a.OfficeID, a.ID, "dependency.delivered", map[string]string{"dependency_id": d.ID, "status": d.Status}, "")
-	return true
-}
-
 // StartAgent starts an agent's session (resuming its conversation).
 func (o *Router) StartAgent(ctx context.Context, agentID string) error {
 	a, err := o.store.GetAgent(ctx, agentID)
@@ -266,7 +188,7 @@ func (o *Router) StartAgent(ctx context.Context, agentID string) error {
 		}
 		a.Status = office.AgentIdle
 	}
-	if err := o.startSession(ctx, a, false); err != nil {
+	if err := o.delivery.startSession(ctx, a, false); err != nil {
 		return err
 	}
 	o.kick(agentKey{a.OfficeID, a.ID})
@@ -287,21 +209,7 @@ func (o *Router) StopAgent(ctx context.Context, agentID string) error {
 	if err := o.sess.Stop(ctx, a.OfficeID, a.ID); err != nil {
 		return err
 	}
-	return o.stopped(ctx, a)
-}
-
-// stopped makes a, whose session was stopped on request, idle: after the
-// statuses reported before (a "ready" recorded later would make it active
-// again). An agent whose session the server stops for its own shutdown
-// stays active, so that the next start (or the next owner) runs it.
-func (o *Router) stopped(ctx context.Context, a office.Agent) error {
-	if err := o.FlushStatuses(ctx); err != nil {
-		return err
-	}
-	if a.Status == office.AgentDisabled || a.Status == office.AgentIdle {
-		return nil
-	}
-	return o.store.SetAgentStatus(ctx, a.ID, office.AgentIdle)
+	return o.status.stopped(ctx, a)
 }
 
 // RestartAgent restarts an agent's session with a fresh spec (instructions,
@@ -311,7 +219,7 @@ func (o *Router) RestartAgent(ctx context.Context, agentID string) error {
 	if err != nil {
 		return err
 	}
-	if err := o.startSession(ctx, a, true); err != nil {
+	if err := o.delivery.startSession(ctx, a, true); err != nil {
 		return err
 	}
 	o.kick(agentKey{a.OfficeID, a.ID})

@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/office-server/office-server/internal/agentstest"
 	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/internal/agentstest"
 
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
@@ -22,11 +23,18 @@ import (
 // that stopped answering: every message is acted on through that call
 // first), and that counts the events it is asked to append.
 type hangStore struct {
-	*engine.MemStore
+	office.Store
+	path    string // the embedded store's file
 	mu      sync.Mutex
 	gate    chan struct{}          // nil: not held
 	appends sync.Map               // kind + " " + agent ID → *atomic.Int64
 	failKey atomic.Pointer[string] // an event dedupe key refused once
+}
+
+// newHangStore returns a hangStore over the embedded store.
+func newHangStore(t *testing.T) *hangStore {
+	st, path := engine.NewTestStore(t)
+	return &hangStore{Store: st, path: path}
 }
 
 func (s *hangStore) hold() {
@@ -73,7 +81,7 @@ func (s *hangStore) AppendEvent(ctx context.Context, e office.Event) (office.Eve
 	if k := s.failKey.Load(); k != nil && *k == e.DedupeKey && s.failKey.CompareAndSwap(k, nil) {
 		return office.Event{}, false, fmt.Errorf("database refused the write")
 	}
-	return s.MemStore.AppendEvent(ctx, e)
+	return s.Store.AppendEvent(ctx, e)
 }
 
 // standInClaude takes Claude Code's arguments and appends n assistant
@@ -149,7 +157,7 @@ func watch(t *testing.T, mgr *session.Manager, k session.Key, want string) <-cha
 func TestBoundedWhileStoreHangs(t *testing.T) {
 	const batches, inboxBytes = 80, 64 << 10
 	n := batches * 100
-	st := &hangStore{MemStore: engine.NewMemStore(time.Now)}
+	st := newHangStore(t)
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	lw := engine.WriterFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
@@ -225,7 +233,7 @@ func TestBoundedWhileStoreHangs(t *testing.T) {
 	if c := st.count("message.step_complete", ids["CC"]); c != int64(n) {
 		t.Fatalf("%d STEP_COMPLETE appends after recovery, want exactly %d", c, n)
 	}
-	evs, _ := st.MemStore.ListEvents(ctx, office.EventFilter{AgentID: ids["CC"]})
+	evs, _ := engine.AllEvents(t, st, ids["CC"]), error(nil)
 	seen := map[string]int{}
 	lost := 0
 	for _, e := range evs {
@@ -254,7 +262,7 @@ func TestBoundedWhileStoreHangs(t *testing.T) {
 		t.Errorf("CLI agent's first block handled %d times, want 1", c)
 	}
 	// The CLI agent's dropped output is on record.
-	evs, _ = st.MemStore.ListEvents(ctx, office.EventFilter{AgentID: ids["CMD"]})
+	evs, _ = engine.AllEvents(t, st, ids["CMD"]), error(nil)
 	lostLines := 0
 	for _, e := range evs {
 		if e.Kind == "output.lost" {

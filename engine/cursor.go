@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+
 	"github.com/office-server/office-server/office"
 )
 
@@ -36,7 +37,7 @@ type cursor struct {
 }
 
 // recordCursor records that the turn ending with chunk id was acted on.
-func (o *Router) recordCursor(ctx context.Context, d *desk, id string) {
+func (o *dispatcher) recordCursor(ctx context.Context, d *desk, id string) {
 	k := d.key
 	rec, err := o.store.GetSessionByAgent(ctx, k.agentID)
 	if err != nil || rec.AgentSessionID == "" {
@@ -68,7 +69,7 @@ func (d *desk) newerCursor(c cursor) {
 // transcriptCursor returns the newest cursor recorded for the agent's
 // conversation ("" when there is none). The event log is scanned once per
 // agent and server life (from the newest cursor known in memory on).
-func (o *Router) transcriptCursor(ctx context.Context, k agentKey, conversation string) string {
+func (o *deliverer) transcriptCursor(ctx context.Context, k agentKey, conversation string) string {
 	d := o.desk(k)
 	d.mu.Lock()
 	c := d.cursor

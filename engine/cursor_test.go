@@ -3,11 +3,12 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"github.com/office-server/office-server/internal/agentstest"
 	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/internal/agentstest"
 
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
@@ -87,7 +88,7 @@ func startLife(t *testing.T, st office.Store, data string) *serverLife {
 // messages are not acted on twice.
 func TestTranscriptCursorAcrossRestart(t *testing.T) {
 	const first, more = 1500, 40
-	st := &hangStore{MemStore: engine.NewMemStore(time.Now)}
+	st := newHangStore(t)
 	data := t.TempDir()
 	agent := office.Agent{Name: "CC", Launch: office.LaunchSpec{Command: script(t, "cc", resumingClaude), Env: map[string]string{"ENTRIES": fmt.Sprint(first)}}}
 	ctx := context.Background()
@@ -120,12 +121,12 @@ func TestTranscriptCursorAcrossRestart(t *testing.T) {
 
 	// Server life 2: the next launch appends `more` turns.
 	setEntries := func(n int) {
-		a, err := st.MemStore.GetAgent(ctx, id)
+		a, err := st.Store.GetAgent(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		a.Launch.Env = map[string]string{"ENTRIES": fmt.Sprint(n)}
-		if _, err := st.MemStore.UpsertAgent(ctx, a); err != nil {
+		if _, err := st.Store.UpsertAgent(ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -144,14 +145,7 @@ func TestTranscriptCursorAcrossRestart(t *testing.T) {
 	// before recording them); those 5 turns are read again, acted on
 	// never twice, and the next launch's turns once.
 	const lostCursors = 5
-	dropped := 0
-	st.DropEvents(func(e office.Event) bool {
-		if e.Kind == engine.CursorEvent && e.AgentID == id && dropped < lostCursors {
-			dropped++
-			return true
-		}
-		return false
-	})
+	engine.DropNewestEvents(t, st.path, engine.CursorEvent, id, lostCursors)
 	setEntries(more)
 	life = startLife(t, st, data)
 	if err := life.r.StartAgent(ctx, id); err != nil {
@@ -161,7 +155,7 @@ func TestTranscriptCursorAcrossRestart(t *testing.T) {
 	if n := life.lines.Load(); n != 3*(more+lostCursors) {
 		t.Errorf("the office was handed %d lines after the restart, want %d", n, 3*(more+lostCursors))
 	}
-	evs, _ := st.MemStore.ListEvents(ctx, office.EventFilter{AgentID: id})
+	evs, _ := engine.AllEvents(t, st, id), error(nil)
 	seen := map[string]int{}
 	for _, e := range evs {
 		if e.Kind == "message.step_complete" {
@@ -183,7 +177,7 @@ func TestTranscriptCursorAcrossRestart(t *testing.T) {
 // restart that message is read and acted on again: nothing lost.
 func TestTranscriptCursorHeldAfterFailure(t *testing.T) {
 	const first, failAt = 30, 10
-	st := &hangStore{MemStore: engine.NewMemStore(time.Now)}
+	st := newHangStore(t)
 	key := fmt.Sprintf("e%05d#0", failAt)
 	st.failKey.Store(&key)
 	data := t.TempDir()
@@ -199,7 +193,7 @@ func TestTranscriptCursorHeldAfterFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	logged := func() map[string]int {
-		evs, _ := st.MemStore.ListEvents(ctx, office.EventFilter{AgentID: id})
+		evs, _ := engine.AllEvents(t, st, id), error(nil)
 		seen := map[string]int{}
 		for _, e := range evs {
 			if e.Kind == "message.step_complete" {
@@ -225,9 +219,9 @@ func TestTranscriptCursorHeldAfterFailure(t *testing.T) {
 	}
 	life.stop()
 
-	a, _ := st.MemStore.GetAgent(ctx, id)
+	a, _ := st.Store.GetAgent(ctx, id)
 	a.Launch.Env = map[string]string{"ENTRIES": "0"}
-	if _, err := st.MemStore.UpsertAgent(ctx, a); err != nil {
+	if _, err := st.Store.UpsertAgent(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	life = startLife(t, st, data)

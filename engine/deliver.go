@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/office-server/office-server/office"
-	"slices"
 	"sync"
 	"time"
+
+	"github.com/office-server/office-server/office"
 
 	"github.com/google/uuid"
 	"github.com/office-server/office-server/protocol"
@@ -79,8 +79,8 @@ type delivery struct {
 // send types text into the agent; false when the session is down or did
 // not take it (the round ends and is retried).
 func (v *delivery) send(ctx context.Context, text string) bool {
-	if !v.running {
-		return false
+	if !v.running || !v.r.serves(v.a.OfficeID) {
+		return false // not running, or the office was taken over mid-round
 	}
 	// Defused here, for everything typed (notices, answers, results,
 	// tasks): no receiver may read any part of it as its own block, nor
@@ -124,14 +124,14 @@ func (d *desk) round(ctx context.Context) (retry bool) {
 	if !d.deliverNotices(ctx, v) {
 		return true
 	}
-	items, err := o.readDue(ctx, a)
+	items, err := o.delivery.readDue(ctx, a)
 	if err != nil {
-		return o.retryErr("read what is due", err)
+		return o.delivery.retryErr("read what is due", err)
 	}
 	// One deliverer per kind of work, in this order: dependency outcomes,
 	// answers, results, people's messages, the next task.
 	for _, deliver := range []func(context.Context, *delivery, due) outcome{
-		o.deliverDependencies, o.deliverAnswers, o.deliverResults, o.deliverMessages, o.deliverNextTask,
+		o.delivery.deliverDependencies, o.delivery.deliverAnswers, o.delivery.deliverResults, o.delivery.deliverMessages, o.delivery.deliverNextTask,
 	} {
 		switch deliver(ctx, v, items) {
 		case again:
@@ -166,7 +166,7 @@ func (d *desk) deliverNotices(ctx context.Context, v *delivery) bool {
 // the agent's own rows, one round trip). A row that changes meanwhile is
 // safe: every mark is a conditional transition, and the change wakes the
 // delivery for another round.
-func (o *Router) readDue(ctx context.Context, a office.Agent) (due, error) {
+func (o *deliverer) readDue(ctx context.Context, a office.Agent) (due, error) {
 	var (
 		x    due
 		errs [5]error
@@ -189,7 +189,7 @@ func (o *Router) readDue(ctx context.Context, a office.Agent) (due, error) {
 	return x, errors.Join(errs[:]...)
 }
 
-func (o *Router) deliverDependencies(ctx context.Context, v *delivery, x due) outcome {
+func (o *deliverer) deliverDependencies(ctx context.Context, v *delivery, x due) outcome {
 	for _, d := range x.deps {
 		if !o.deliverDependency(ctx, v, d) {
 			return again
@@ -198,7 +198,7 @@ func (o *Router) deliverDependencies(ctx context.Context, v *delivery, x due) ou
 	return delivered
 }
 
-func (o *Router) deliverAnswers(ctx context.Context, v *delivery, x due) outcome {
+func (o *deliverer) deliverAnswers(ctx context.Context, v *delivery, x due) outcome {
 	for _, q := range x.qs {
 		if q.Category == office.QuestionPermission {
 			continue // decided, never typed (permission.go)
@@ -222,7 +222,7 @@ func (o *Router) deliverAnswers(ctx context.Context, v *delivery, x due) outcome
 	return delivered
 }
 
-func (o *Router) deliverResults(ctx context.Context, v *delivery, x due) outcome {
+func (o *deliverer) deliverResults(ctx context.Context, v *delivery, x due) outcome {
 	for _, r := range x.rs {
 		if !v.running {
 			o.ensureStarted(ctx, v.a)
@@ -241,7 +241,7 @@ func (o *Router) deliverResults(ctx context.Context, v *delivery, x due) outcome
 	return delivered
 }
 
-func (o *Router) deliverMessages(ctx context.Context, v *delivery, x due) outcome {
+func (o *deliverer) deliverMessages(ctx context.Context, v *delivery, x due) outcome {
 	for _, m := range x.ms {
 		if !v.send(ctx, "[OFFICE] Message from a person in the office:\n"+quote(m.Content)) {
 			return again
@@ -258,7 +258,7 @@ func (o *Router) deliverMessages(ctx context.Context, v *delivery, x due) outcom
 
 // deliverNextTask types the agent's oldest pending task unless it is busy
 // with one: one task at a time, in order.
-func (o *Router) deliverNextTask(ctx context.Context, v *delivery, x due) outcome {
+func (o *deliverer) deliverNextTask(ctx context.Context, v *delivery, x due) outcome {
 	var next *office.Invocation
 	for i := range x.invs {
 		if x.invs[i].Status == office.InvocationInProgress {
@@ -281,33 +281,28 @@ func (o *Router) deliverNextTask(ctx context.Context, v *delivery, x due) outcom
 	if !v.send(ctx, taskText(*next, o.agentName(ctx, next.CallerAgentID))) {
 		return again
 	}
-	if _, ok, err := o.store.TransitionInvocation(ctx, next.ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{}); err != nil {
+	if inv, ok, err := o.store.TransitionInvocation(ctx, next.ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{}); err != nil {
 		o.retryErr("start invocation", err)
 		return again
 	} else if ok {
+		if inv.StartedAt != nil {
+			o.sweep.invocations.note(inv.StartedAt.Add(o.cfg.InvocationTimeout + time.Nanosecond))
+		} else {
+			o.sweep.invocations.forget()
+		}
 		o.record(ctx, v.a.OfficeID, v.a.ID, "invocation.in_progress", map[string]string{"invocation_id": next.ID}, "")
 	}
 	return delivered
 }
 
-// agentName returns the name of the agent with id, for the forms typed
-// into another agent; "" (logged) when it cannot be read.
-func (o *Router) agentName(ctx context.Context, id string) string {
-	a, err := o.store.GetAgent(ctx, id)
-	if err != nil && ctx.Err() == nil {
-		o.log.Warn("deliver: read the sender's name", "agent", id, "err", err)
-	}
-	return a.Name
-}
-
-func (o *Router) retryErr(what string, err error) bool {
+func (o *deliverer) retryErr(what string, err error) bool {
 	o.log.Warn("deliver: "+what, "err", err)
 	return true
 }
 
 // ensureStarted starts a's session unless it is running or an operator
 // switched the agent off.
-func (o *Router) ensureStarted(ctx context.Context, a office.Agent) {
+func (o *deliverer) ensureStarted(ctx context.Context, a office.Agent) {
 	if a.Status == office.AgentDisabled || a.Status == office.AgentFailed || o.sess.Running(a.OfficeID, a.ID) {
 		return
 	}
@@ -320,7 +315,7 @@ func (o *Router) ensureStarted(ctx context.Context, a office.Agent) {
 // spec, the workspace, the instructions, the values of provided api_key and
 // env_variable dependencies, and Claude Code's conversation id (resumed
 // when it exists).
-func (o *Router) sessionSpec(ctx context.Context, a office.Agent) (SessionSpec, error) {
+func (o *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpec, error) {
 	off, err := o.store.GetOffice(ctx, a.OfficeID)
 	if err != nil {
 		return SessionSpec{}, fmt.Errorf("get office: %w", err)
@@ -331,7 +326,7 @@ func (o *Router) sessionSpec(ctx context.Context, a office.Agent) (SessionSpec, 
 	}
 	spec := SessionSpec{
 		OfficeID: a.OfficeID, AgentID: a.ID, Launch: a.Launch, Dir: o.workspace(a),
-		SystemPrompt: office.Instructions(off, a, roster), PermissionTimeout: o.permissionTimeout(a),
+		SystemPrompt: office.Instructions(off, a, roster), PermissionTimeout: o.perms.timeout(a),
 	}
 	deps, err := o.store.ListDependencies(ctx, office.DependencyFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{office.DependencyProvided}})
 	if err != nil {
@@ -367,7 +362,7 @@ func (o *Router) sessionSpec(ctx context.Context, a office.Agent) (SessionSpec, 
 	return spec, nil
 }
 
-func (o *Router) startSession(ctx context.Context, a office.Agent, restart bool) error {
+func (o *deliverer) startSession(ctx context.Context, a office.Agent, restart bool) error {
 	if !o.serves(a.OfficeID) {
 		return office.Errorf(office.EUNAVAILABLE, "office %s is run by another server", a.OfficeID)
 	}
@@ -390,310 +385,6 @@ func (o *Router) startSession(ctx context.Context, a office.Agent, restart bool)
 		}
 	}
 	return nil
-}
-
-// HandleStatus takes a session status change (session.Options.OnStatus):
-// it records the session, wakes the agent's pump when it is ready, and
-// fails the agent's open tasks when its session failed for good.
-func (o *Router) HandleStatus(c StatusChange) {
-	if c.Status == office.SessionStarting {
-		d := o.desk(agentKey{c.OfficeID, c.AgentID})
-		d.mu.Lock()
-		d.epoch = uuid.NewString()
-		d.mu.Unlock()
-	}
-	o.mu.Lock()
-	// Recorded by one goroutine, in order: OnStatus must not block.
-	o.statusQ = append(o.statusQ, c)
-	o.mu.Unlock()
-	select {
-	case o.statusWake <- struct{}{}:
-	default:
-	}
-}
-
-// recordStatuses applies queued status changes in order until ctx ends.
-func (o *Router) recordStatuses(ctx context.Context) {
-	for {
-		select {
-		case o.statusTurn <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		o.recordQueued(ctx)
-		<-o.statusTurn
-		select {
-		case <-ctx.Done():
-			return
-		case <-o.statusWake:
-		}
-	}
-}
-
-// FlushStatuses writes every session status change reported so far, after
-// the one being written now, with ctx; it returns ctx's error if ctx ends
-// first. The server calls it after stopping the sessions at shutdown and
-// before it ends Run's context, so that the final rows (stopped, pid 0) are
-// written with a context that is still alive, bounded by ctx (the shutdown
-// timeout).
-func (o *Router) FlushStatuses(ctx context.Context) error {
-	select {
-	case o.statusTurn <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	defer func() { <-o.statusTurn }()
-	o.recordQueued(ctx)
-	return ctx.Err()
-}
-
-// recordQueued records the queued status changes in order; the caller
-// holds statusTurn.
-func (o *Router) recordQueued(ctx context.Context) {
-	o.mu.Lock()
-	q := o.statusQ
-	o.statusQ = nil
-	o.mu.Unlock()
-	for _, c := range q {
-		o.recordStatus(ctx, c)
-	}
-}
-
-func (o *Router) recordStatus(ctx context.Context, c StatusChange) {
-	officeID, agentID, status := c.OfficeID, c.AgentID, c.Status
-	if !o.serves(officeID) {
-		// The office was taken over: its row is the new owner's now.
-		o.log.Debug("session status not recorded: office run by another server", "office", officeID, "agent", agentID, "status", status)
-		return
-	}
-	rec, err := o.store.GetSessionByAgent(ctx, agentID)
-	if err != nil {
-		rec = office.SessionRecord{OfficeID: officeID, AgentID: agentID}
-	}
-	if status == office.SessionStarting {
-		now := o.now()
-		rec.StartedAt = &now
-	}
-	if !(rec.Status == office.SessionWaiting && (status == office.SessionReady || status == office.SessionBusy)) {
-		rec.Status = status
-		rec.Detail = c.Detail
-	}
-	if status == office.SessionStarting || status == office.SessionReady || status == office.SessionBusy {
-		rec.Detail = c.Detail
-	}
-	rec.PID = c.PID // 0 once the process is gone (stopped, exited, crashed, failed)
-	rec.ExitCode = c.ExitCode
-	if _, err := o.store.UpsertSession(ctx, rec); err != nil {
-		o.log.Warn("record session status", "agent", agentID, "err", err)
-	}
-	k := agentKey{officeID, agentID}
-	o.onStatus(ctx, k, c)
-	payload := map[string]any{"pid": c.PID, "exit_code": c.ExitCode}
-	if c.Detail != "" {
-		payload["detail"] = c.Detail
-	}
-	if len(c.LastLines) > 0 {
-		payload["last_lines"] = c.LastLines
-	}
-	if _, err := o.event(ctx, officeID, agentID, "session."+status, payload, "", ""); err != nil {
-		o.log.Warn("record session event", "agent", agentID, "err", err)
-	}
-	o.kick(k)
-}
-
-// onStatus acts on a recorded status: a failed session fails the agent's
-// work, a crash is remembered (remind), an exit makes the agent idle, a
-// start or ready makes it active and re-queues or reminds of its tasks.
-func (o *Router) onStatus(ctx context.Context, k agentKey, c StatusChange) {
-	agentID, status := k.agentID, c.Status
-	switch status {
-	case office.SessionStopped, office.SessionExited, office.SessionFailed:
-		o.endGrants(k) // "allow for this session" ends with it
-	case office.SessionStarting:
-		// A request the previous process left waiting is gone with it.
-		o.sweepPermissions(ctx, k.officeID, k.agentID)
-	}
-	switch status {
-	case office.SessionFailed:
-		if err := o.store.SetAgentStatus(ctx, agentID, office.AgentFailed); err != nil {
-			o.log.Warn("record agent failed", "agent", agentID, "err", err)
-		}
-		if a, err := o.store.GetAgent(ctx, agentID); err == nil {
-			if err := o.failWork(ctx, a, "its session failed for good: "+c.Detail); err != nil {
-				o.log.Warn("fail work", "agent", a.Name, "err", err)
-			}
-		}
-	case office.SessionCrashed:
-		d := o.desk(k)
-		d.mu.Lock()
-		d.crashed = true
-		d.mu.Unlock()
-	case office.SessionExited:
-		// Not stopped: see (*Router).stopped.
-		if err := o.store.SetAgentStatus(ctx, agentID, office.AgentIdle); err != nil {
-			o.log.Warn("record agent idle", "agent", agentID, "err", err)
-		}
-	case office.SessionStarting, office.SessionReady:
-		a, err := o.store.GetAgent(ctx, agentID)
-		if err == nil && (a.Status == office.AgentIdle || a.Status == "") {
-			if err := o.store.SetAgentStatus(ctx, agentID, office.AgentActive); err != nil {
-				o.log.Warn("record agent active", "agent", agentID, "err", err)
-			}
-		}
-		if err == nil && status == office.SessionStarting && !c.Resumes {
-			o.requeue(ctx, a)
-		}
-		if err == nil && status == office.SessionReady {
-			d := o.desk(k)
-			d.mu.Lock()
-			was := d.crashed
-			d.crashed = false
-			d.mu.Unlock()
-			// A fresh conversation after a crash (nothing to resume) is
-			// given back what it had not received by the session itself.
-			if was && c.Resumed {
-				o.remind(ctx, a)
-			}
-		}
-	}
-}
-
-// remind tells an agent whose process crashed and came back with its
-// conversation resumed (Claude Code) which tasks it holds: the task is in
-// its conversation, but a resumed agent waits for a prompt.
-func (o *Router) remind(ctx context.Context, a office.Agent) {
-	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationInProgress}})
-	if err != nil {
-		o.log.Warn("remind of tasks", "agent", a.Name, "err", err)
-		return
-	}
-	for _, inv := range invs {
-		caller, err := o.store.GetAgent(ctx, inv.CallerAgentID)
-		if err != nil {
-			continue
-		}
-		o.notify(a, fmt.Sprintf("Your process ended unexpectedly and was restarted; your conversation was resumed. You were working on task %s from %s. Continue it and deliver its result with a DELIVER_RESULT block naming %s.", inv.ID, caller.Name, caller.Name))
-		if _, err := o.event(ctx, a.OfficeID, a.ID, "invocation.reminded", map[string]string{"invocation_id": inv.ID}, "", ""); err != nil {
-			o.log.Warn("record reminder", "agent", a.Name, "err", err)
-		}
-	}
-}
-
-// requeue puts the tasks a new process of a cannot know about (in progress
-// in the process that died) back in its queue, so they are typed again.
-func (o *Router) requeue(ctx context.Context, a office.Agent) {
-	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationInProgress}})
-	if err != nil {
-		o.log.Warn("requeue tasks", "agent", a.Name, "err", err)
-		return
-	}
-	for _, inv := range invs {
-		_, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{office.InvocationInProgress}, office.InvocationPending, office.InvocationPatch{})
-		if err != nil {
-			o.log.Warn("requeue task", "agent", a.Name, "invocation", inv.ID, "err", err)
-			continue
-		}
-		if ok {
-			o.record(ctx, a.OfficeID, a.ID, "invocation.requeued", map[string]string{"invocation_id": inv.ID}, "")
-		}
-	}
-}
-
-// ticker fires ERROR retries every Tick (in memory) and, every Sweep,
-// expires questions, dependencies and invocations and re-routes parked
-// proxy requests (statements on the store: rare, so that an idle server
-// costs its database almost nothing).
-func (o *Router) ticker(ctx context.Context) {
-	t := time.NewTicker(o.cfg.Tick)
-	defer t.Stop()
-	var swept time.Time
-	for {
-		if now := o.now(); now.Sub(swept) >= o.cfg.Sweep || now.Before(swept) {
-			swept = now
-			o.expire(ctx)
-		}
-		o.fireRetries()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (o *Router) expire(ctx context.Context) {
-	if o.cfg.Owns != nil {
-		// Expiring is store-wide and its notices go to the office's agents:
-		// a server that runs no office leaves it to the owners.
-		if offs, err := o.offices(ctx); err != nil || len(offs) == 0 {
-			return
-		}
-	}
-	now := o.now()
-	qs, err := o.store.ExpireQuestions(ctx, now)
-	if err != nil && ctx.Err() == nil {
-		o.log.Warn("expire questions", "err", err)
-	}
-	for _, q := range qs {
-		if !o.serves(q.OfficeID) {
-			continue
-		}
-		if q.Category == office.QuestionPermission {
-			o.expiredPermission(ctx, q)
-			continue
-		}
-		a, err := o.store.GetAgent(ctx, q.AgentID)
-		if err != nil {
-			continue
-		}
-		msg := fmt.Sprintf("Question %s expired without an answer: %q.", q.ID, q.Question)
-		if q.DefaultAnswer != "" {
-			msg += " Go on with the default answer: " + q.DefaultAnswer
-		} else {
-			msg += " Decide yourself, or ask again later."
-		}
-		o.notify(a, msg)
-		o.setSessionStatus(ctx, a, office.SessionBusy)
-		o.record(ctx, q.OfficeID, q.AgentID, "question.expired", map[string]string{"question_id": q.ID, "default": q.DefaultAnswer}, "")
-	}
-	ds, err := o.store.ExpireDependencies(ctx, now)
-	if err != nil && ctx.Err() == nil {
-		o.log.Warn("expire dependencies", "err", err)
-	}
-	for _, d := range ds {
-		o.kick(agentKey{d.OfficeID, d.AgentID})
-	}
-	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{Status: []string{office.InvocationInProgress}})
-	if err != nil && ctx.Err() == nil {
-		o.log.Warn("list invocations", "err", err)
-	}
-	for _, inv := range invs {
-		if inv.StartedAt != nil && now.Sub(*inv.StartedAt) > o.cfg.InvocationTimeout && o.serves(inv.OfficeID) {
-			if err := o.failInvocation(ctx, inv, fmt.Sprintf("timed out after %s", o.cfg.InvocationTimeout)); err != nil {
-				o.log.Warn("time out invocation", "err", err)
-			}
-			o.kick(agentKey{inv.OfficeID, inv.CalleeAgentID})
-		}
-	}
-	o.proxyTick(ctx, now)
-}
-
-// fireRetries tells the agents whose ERROR pause is over to retry.
-func (o *Router) fireRetries() {
-	now := o.now()
-	o.mu.Lock()
-	var due []retry
-	o.retries = slices.DeleteFunc(o.retries, func(r retry) bool {
-		if !now.Before(r.at) {
-			due = append(due, r)
-			return true
-		}
-		return false
-	})
-	o.mu.Unlock()
-	for _, r := range due {
-		o.notify(r.agent, fmt.Sprintf("You reported a recoverable error (%s). The pause is over: retry now.", r.message))
-	}
 }
 
 // The forms typed into an agent. Content from someone else is framed by
@@ -720,4 +411,83 @@ func taskText(inv office.Invocation, caller string) string {
 		s += "\nContext:\n" + quote(inv.Context)
 	}
 	return s + fmt.Sprintf("\nWhen you are done, deliver the result to %s with a DELIVER_RESULT block naming %s.", caller, caller)
+}
+
+// reask handles an invalid answer written straight into the table (the
+// frontend can write anything): the question is cancelled and asked again
+// as a new pending question whose context says what was wrong, so the
+// person sees it and the agent keeps waiting. Nothing invalid is typed.
+func (o *deliverer) reask(ctx context.Context, a office.Agent, q office.Question, why error) {
+	ok, err := o.store.CancelQuestion(ctx, q.ID)
+	if err != nil {
+		o.log.Warn("cancel question to re-ask it", "question", q.ID, "err", err)
+		return
+	}
+	if !ok {
+		return // answered again, or cancelled, meanwhile
+	}
+	nq := q
+	nq.ID, nq.Response, nq.AnsweredBy, nq.AnsweredAt = "", "", "", nil
+	note := fmt.Sprintf("The previous answer was not accepted: %s.", office.ErrorMessage(why))
+	if nq.Context != "" {
+		nq.Context = note + "\n" + nq.Context
+	} else {
+		nq.Context = note
+	}
+	nq, err = o.asks.ask(ctx, source{}, a, nq)
+	if err != nil {
+		o.log.Warn("re-ask question", "err", err)
+		return
+	}
+	o.record(ctx, a.OfficeID, a.ID, "question.answer_invalid", map[string]string{"question_id": q.ID, "reason": office.ErrorMessage(why), "new_question_id": nq.ID}, "")
+}
+
+// deliverDependency tells v's agent about a provided, rejected or expired
+// request. It reports false when it could not (the session is down).
+func (o *deliverer) deliverDependency(ctx context.Context, v *delivery, d office.DependencyRequest) bool {
+	a := v.a
+	var text string
+	switch d.Status {
+	case office.DependencyProvided:
+		if d.Type == protocol.DependencyAPIKey || d.Type == protocol.DependencyEnvVar {
+			// A running process's environment cannot change: restart with
+			// the variable set and the conversation resumed.
+			if err := o.startSession(ctx, a, true); err != nil {
+				o.log.Warn("restart with dependency", "agent", a.Name, "err", err)
+				return false
+			}
+			v.running = o.sess.Running(a.OfficeID, a.ID)
+			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: provided\nvalue: (in your environment as $%s)\n[/DEPENDENCY_PROVIDED]", d.Name, d.Name)
+		} else {
+			v, err := o.sealer.Open(d.Value)
+			if err != nil {
+				o.log.Warn("open dependency value", "dependency", d.ID, "err", err)
+				return false
+			}
+			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: provided\nvalue: %s\n[/DEPENDENCY_PROVIDED]", d.Name, v)
+		}
+	default: // rejected or expired
+		why := d.RejectionReason
+		if d.Status == office.DependencyExpired {
+			why = "nobody provided it in time"
+		}
+		if d.Required {
+			if err := o.work.failWork(ctx, a, fmt.Sprintf("required dependency %s was %s", d.Name, d.Status)); err != nil {
+				o.log.Warn("fail work", "agent", a.Name, "err", err)
+			}
+			text = fmt.Sprintf("[OFFICE] Your required dependency %s was %s (%s). The work that needs it cannot go on: stop it and say so.", d.Name, d.Status, why)
+		} else {
+			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: %s\nvalue: %s\n[/DEPENDENCY_PROVIDED]\nIt was %s (%s); go on without it.", d.Name, d.Status, d.Default, d.Status, why)
+		}
+	}
+	if !v.send(ctx, text) {
+		return false
+	}
+	if _, err := o.store.MarkDependencyDelivered(ctx, d.ID); err != nil {
+		o.log.Warn("mark dependency delivered", "err", err)
+		return false
+	}
+	o.setSessionStatus(ctx, a, office.SessionBusy)
+	o.record(ctx, a.OfficeID, a.ID, "dependency.delivered", map[string]string{"dependency_id": d.ID, "status": d.Status}, "")
+	return true
 }

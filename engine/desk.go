@@ -250,7 +250,7 @@ func (d *desk) intake(ctx context.Context) {
 				d.cursorHeld = true
 			}
 			if it.t.TurnEnd && !d.cursorHeld && !it.t.Screen && ctx.Err() == nil {
-				d.r.recordCursor(ctx, d, it.t.ID)
+				d.r.intake.recordCursor(ctx, d, it.t.ID)
 			}
 		}
 		d.mu.Lock()
@@ -298,20 +298,20 @@ func (d *desk) parseText(ctx context.Context, t Text) bool {
 		src := source{officeID: k.officeID, agentID: k.agentID, key: fmt.Sprintf("%s#%d", t.ID, i)}
 		var err error
 		if msgs[i].Kind == protocol.KindInvalid {
-			err = d.r.onInvalid(ctx, src, &d.invalid, msgs[i])
-		} else if d.r.admit(&d.blocks, msgs[i]) {
-			err = d.r.handle(ctx, src, msgs[i])
+			err = d.r.intake.onInvalid(ctx, src, &d.invalid, msgs[i])
+		} else if d.r.intake.admit(&d.blocks, msgs[i]) {
+			err = d.r.intake.handle(ctx, src, msgs[i])
 		}
 		if err != nil {
 			d.r.log.Error("handle message", "office", k.officeID, "agent", k.agentID, "kind", msgs[i].Kind, "err", err)
 			ok = false
 		}
 	}
-	if err := d.r.flushInvalid(ctx, k, &d.invalid, t.TurnEnd, t.ID); err != nil {
+	if err := d.r.intake.flushInvalid(ctx, k, &d.invalid, t.TurnEnd, t.ID); err != nil {
 		d.r.log.Error("record invalid blocks", "office", k.officeID, "agent", k.agentID, "err", err)
 		ok = false
 	}
-	if err := d.r.flushRefused(ctx, k, &d.blocks, t.TurnEnd, t.ID); err != nil {
+	if err := d.r.intake.flushRefused(ctx, k, &d.blocks, t.TurnEnd, t.ID); err != nil {
 		d.r.log.Error("record refused blocks", "office", k.officeID, "agent", k.agentID, "err", err)
 		ok = false
 	}

@@ -1,8 +1,12 @@
 package engine
 
 import (
-	"github.com/office-server/office-server/office"
+	"context"
+	"encoding/json"
+	"fmt"
 	"sync"
+
+	"github.com/office-server/office-server/office"
 )
 
 // Subscription receives the office's events as they are appended, for the
@@ -10,15 +14,15 @@ import (
 // dropped (C is closed and Dropped reports true) rather than slowing the
 // office down.
 type Subscription struct {
-	o       *Router
+	o       *eventLog
 	c       chan office.Event
 	mu      sync.Mutex
 	closed  bool
 	dropped bool
 }
 
-// Subscribe returns a subscription with a queue of n events (64 when n <= 0).
-func (o *Router) Subscribe(n int) *Subscription {
+// subscribe returns a subscription with a queue of n events (64 when n <= 0).
+func (o *eventLog) subscribe(n int) *Subscription {
 	if n <= 0 {
 		n = 64
 	}
@@ -55,7 +59,7 @@ func (s *Subscription) end(dropped bool) {
 	}
 }
 
-func (o *Router) publish(ev office.Event) {
+func (o *eventLog) publish(ev office.Event) {
 	o.mu.Lock()
 	subs := make([]*Subscription, 0, len(o.subs))
 	for s := range o.subs {
@@ -76,4 +80,40 @@ func (o *Router) publish(ev office.Event) {
 			s.end(true)
 		}
 	}
+}
+
+// record appends an event the caller has nothing else to do with: its
+// failure is logged here (and counted by event), never dropped.
+func (o *eventLog) record(ctx context.Context, officeID, agentID, kind string, payload any, key string) {
+	if _, err := o.event(ctx, officeID, agentID, kind, payload, "", key); err != nil && ctx.Err() == nil {
+		o.log.Error("audit event not recorded", "office", officeID, "agent", agentID, "kind", kind, "err", err)
+	}
+}
+
+// failures returns how many events could not be appended to the
+// event log since New (the store refused them); cmd/office-server exports
+// it in /metrics.
+func (o *eventLog) failures() uint64 { return o.auditFailures.Load() }
+
+// event appends an event (deduplicated when key is set) and publishes it to
+// subscribers when it was inserted. A failure is counted (AuditFailures)
+// and returned.
+func (o *eventLog) event(ctx context.Context, officeID, agentID, kind string, payload any, raw, key string) (bool, error) {
+	var pj json.RawMessage
+	if payload != nil {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return false, fmt.Errorf("event %s: %w", kind, err)
+		}
+		pj = b
+	}
+	ev, inserted, err := o.store.AppendEvent(ctx, office.Event{OfficeID: officeID, AgentID: agentID, Kind: kind, Payload: pj, Raw: raw, DedupeKey: key})
+	if err != nil {
+		o.auditFailures.Add(1)
+		return false, fmt.Errorf("append event %s: %w", kind, err)
+	}
+	if inserted {
+		o.publish(ev)
+	}
+	return inserted, nil
 }

@@ -1,35 +1,56 @@
 package engine
 
 import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+
 	"github.com/office-server/office-server/office"
-	"slices"
-	"time"
+	"github.com/office-server/office-server/store/sqlite"
 )
 
 // What the external tests (package office_test) reach of the package's
 // internals. They are external because they wire the router through
 // agents.New, and agents imports office.
 
-// MemStore is the in-memory Store of the unit tests (fakes_test.go).
-type MemStore = memStore
-
-// NewMemStore returns an empty MemStore whose clock is now.
-func NewMemStore(now func() time.Time) *MemStore { return newMemStore(now) }
-
-// DropEvents removes from the event log the events drop picks; drop is
-// asked about each event from the newest to the oldest, with the store
-// locked (it must not call the store).
-func (s *memStore) DropEvents(drop func(office.Event) bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var kept []office.Event
-	for i := len(s.events) - 1; i >= 0; i-- {
-		if e := s.events[i]; !drop(e) {
-			kept = append(kept, e)
-		}
+// NewTestStore returns the embedded store in a file of its own
+// (newTestStore), and the file's path.
+func NewTestStore(t testing.TB) (*sqlite.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "office.db")
+	st, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	slices.Reverse(kept)
-	s.events = kept
+	t.Cleanup(func() { st.Close() })
+	return st, path
+}
+
+// DropNewestEvents deletes the newest n events of kind of an agent from the
+// embedded store's file at path, as if the server had died before it
+// recorded them.
+func DropNewestEvents(t testing.TB, path, kind, agentID string, n int) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	res, err := db.Exec(`delete from office_events where id in
+		(select id from office_events where kind = ? and agent_id = ? order by id desc limit ?)`, kind, agentID, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := res.RowsAffected(); got != int64(n) {
+		t.Fatalf("dropped %d %s events, want %d", got, kind, n)
+	}
+}
+
+// AllEvents returns every event of the store (of agentID when set),
+// oldest first.
+func AllEvents(t testing.TB, st office.Events, agentID ...string) []office.Event {
+	return allEvents(t, st, agentID...)
 }
 
 // CursorEvent is the kind of the event recording a transcript cursor.

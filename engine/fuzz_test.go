@@ -1,9 +1,10 @@
 package engine
 
 import (
-	"github.com/office-server/office-server/office"
 	"strings"
 	"testing"
+
+	"github.com/office-server/office-server/office"
 )
 
 // FuzzQuote: whatever another agent or a person wrote, the quoted form

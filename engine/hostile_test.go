@@ -3,11 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/office-server/office-server/office"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // TestCalleeErrorForwardedAsData: a callee's fatal ERROR whose message
@@ -83,7 +84,7 @@ func TestSyncOfficeRefusesBadNames(t *testing.T) {
 // data dir.
 func TestWorkspaceInsideDataDir(t *testing.T) {
 	base := t.TempDir()
-	r, err := New(Config{Store: newMemStore(time.Now), Sessions: newFakeSessions(), DataDir: base})
+	r, err := New(Config{Store: newTestStore(t), Sessions: newFakeSessions(), DataDir: base})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestInvalidBlockFloodBounded(t *testing.T) {
 	}
 	h.quiet("DEV", 100*time.Millisecond)
 	var invalid, summary int
-	for _, k := range h.st.eventKinds() {
+	for _, k := range eventKinds(t, h.st) {
 		switch k {
 		case "message.invalid":
 			invalid++
@@ -135,13 +136,11 @@ func TestInvalidBlockFloodBounded(t *testing.T) {
 	if invalid != maxInvalidEvents || summary != 1 {
 		t.Errorf("%d invalid events and %d summaries, want %d and 1", invalid, summary, maxInvalidEvents)
 	}
-	h.st.mu.Lock()
-	for _, e := range h.st.events {
+	for _, e := range allEvents(t, h.st) {
 		if e.Kind == "message.invalid.summary" && (!strings.Contains(string(e.Payload), `"invalid":100000`) || !strings.Contains(string(e.Payload), `"not_recorded_one_by_one":99990`)) {
 			t.Errorf("summary event: %s", e.Payload)
 		}
 	}
-	h.st.mu.Unlock()
 
 	h.say("DEV", askBlock)
 	eventually(t, "question", func() bool { return len(h.questions()) == 1 })

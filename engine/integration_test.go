@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"github.com/office-server/office-server/internal/agentstest"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/internal/agentstest"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"

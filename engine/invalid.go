@@ -3,11 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/office-server/office-server/office"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/office-server/office-server/office"
 
 	"github.com/office-server/office-server/protocol"
 )
@@ -38,7 +39,7 @@ type invalidTally struct {
 }
 
 // onInvalid records an invalid block within the window's bounds.
-func (o *Router) onInvalid(ctx context.Context, src source, tl *invalidTally, m protocol.Message) error {
+func (o *dispatcher) onInvalid(ctx context.Context, src source, tl *invalidTally, m protocol.Message) error {
 	what, why := "a block", "it could not be read"
 	if m.Invalid != nil {
 		what, why = string(m.Invalid.Kind), m.Invalid.Reason
@@ -67,7 +68,7 @@ func (o *Router) onInvalid(ctx context.Context, src source, tl *invalidTally, m 
 // or the window is over a minute old: the blocks not recorded one by one
 // become one event, and the agent gets one notice. key names the chunk
 // that closes the window (the summary's dedupe key).
-func (o *Router) flushInvalid(ctx context.Context, k agentKey, tl *invalidTally, turnEnd bool, key string) error {
+func (o *dispatcher) flushInvalid(ctx context.Context, k agentKey, tl *invalidTally, turnEnd bool, key string) error {
 	if tl.n == 0 || !turnEnd && o.now().Sub(tl.since) < invalidWindow {
 		return nil
 	}

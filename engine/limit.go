@@ -41,7 +41,7 @@ type blockTally struct {
 
 // admit reports whether message m may be acted on: within the window's
 // bound. A refused message is counted, not recorded.
-func (o *Router) admit(bt *blockTally, m protocol.Message) bool {
+func (o *dispatcher) admit(bt *blockTally, m protocol.Message) bool {
 	now := o.now()
 	if bt.n+bt.progress == 0 || now.Sub(bt.since) >= blockWindow {
 		bt.since, bt.n, bt.progress = now, 0, 0
@@ -69,7 +69,7 @@ func (o *Router) admit(bt *blockTally, m protocol.Message) bool {
 // flushRefused records and tells the refused blocks, if any, at turn end
 // or once the window is over. key names the chunk that flushes (the
 // summary's dedupe key).
-func (o *Router) flushRefused(ctx context.Context, k agentKey, bt *blockTally, turnEnd bool, key string) error {
+func (o *dispatcher) flushRefused(ctx context.Context, k agentKey, bt *blockTally, turnEnd bool, key string) error {
 	if bt.refused == 0 || !turnEnd && o.now().Sub(bt.since) < blockWindow {
 		return nil
 	}

@@ -33,7 +33,7 @@ func TestValidBlockFloodBounded(t *testing.T) {
 	}
 	count := func(kind string) int {
 		n := 0
-		for _, k := range h.st.eventKinds() {
+		for _, k := range eventKinds(t, h.st) {
 			if k == kind {
 				n++
 			}

@@ -8,14 +8,11 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"github.com/office-server/office-server/office"
 	"log/slog"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/office-server/office-server/office"
 
 	"github.com/google/uuid"
 
@@ -30,13 +27,17 @@ const (
 	DefaultDependencyTTL     = time.Hour
 	DefaultRetryBackoff      = 30 * time.Second
 	DefaultTick              = time.Second
-	// DefaultSweep is how often the store is swept for what expired
-	// (questions, dependencies, tasks past their timeout, parked proxy
-	// requests): four statements, so an idle server sweeps rarely; a
-	// deadline is met within this much.
-	DefaultSweep      = 15 * time.Second
-	DefaultInboxBytes = 1 << 20
-	DefaultProxyWait  = 30 * time.Minute
+	// DefaultSweep is how often the engine checks whether something
+	// expired (questions, dependencies, tasks past their timeout, parked
+	// proxy requests); a deadline is met within this much. It asks the
+	// store only when a known deadline has come (sweep.go).
+	DefaultSweep = 15 * time.Second
+	// DefaultSafetySweep is how often the store is asked about every kind
+	// of deadline anyway: three list queries, so an idle office costs
+	// about 0.6 requests a minute.
+	DefaultSafetySweep = 5 * time.Minute
+	DefaultInboxBytes  = 1 << 20
+	DefaultProxyWait   = 30 * time.Minute
 )
 
 // SessionSpec is what the office asks the session layer to run for an
@@ -120,10 +121,17 @@ type Config struct {
 	DependencyTTL     time.Duration // default 1 h
 	RetryBackoff      time.Duration // ERROR pause_and_retry; default 30 s
 	Tick              time.Duration // ERROR retries (in memory); default 1 s
-	// Sweep is how often the store is swept for expiries; default
+	// Sweep is how often the engine checks for expiries; default
 	// DefaultSweep, or Tick when only Tick is set (tests that shorten it).
-	Sweep      time.Duration
-	MaxContent int // forwarded content limit; default proxy.MaxContent
+	// A deadline is met within this much. The store is asked only about
+	// the kinds whose earliest known deadline has come (sweep.go).
+	Sweep time.Duration
+	// SafetySweep is how often the store is asked about every kind of
+	// deadline even when none is known to have come: the safety net for a
+	// row whose insertion the change feed did not report; default
+	// DefaultSafetySweep.
+	SafetySweep time.Duration
+	MaxContent  int // forwarded content limit; default proxy.MaxContent
 	// ProxyWait is how long a parked PROXY_REQUEST waits for a proxy before
 	// it times out (backed up to a file, a person asked, the requester
 	// told); default 30 min.
@@ -177,32 +185,24 @@ type StatusChange struct {
 }
 
 // Router is the routing core: it acts on every message the agents print and
-// feeds answers, results and tasks back into their terminals. What it
-// keeps per agent is on the agent's desk (desk.go); what is office-wide
-// here: the ERROR retries the ticker fires, the
-// event subscribers, and the queue of session statuses.
+// feeds answers, results and tasks back into their terminals. It owns the
+// desks (one per agent, desk.go) and every goroutine, and wires the parts
+// that do the work (parts.go); its exported methods are the engine's API.
 type Router struct {
-	cfg    Config
-	store  office.Store
-	sess   Sessions
-	log    *slog.Logger
-	now    func() time.Time
-	sealer *office.Sealer
+	*base
+	sess Sessions
 
-	mu         sync.Mutex
-	runCtx     context.Context // set by Run
-	desks      map[agentKey]*desk
-	retries    []retry
-	parkHint   parkHint // whether the ticker should look for parked proxy requests (proxywork.go)
-	subs       map[*Subscription]struct{}
-	statusQ    []StatusChange
-	statusWake chan struct{}
-	statusTurn chan struct{} // a token: held while statuses are written
-	wg         sync.WaitGroup
+	mu     sync.Mutex
+	runCtx context.Context // set by Run
+	desks  map[agentKey]*desk
+	wg     sync.WaitGroup
 
-	auditFailures atomic.Uint64 // events the store refused (AuditFailures)
-
-	perm permState // permission requests waiting, "allow for this session" answers
+	intake   *dispatcher
+	delivery *deliverer
+	status   *statusWriter
+	perms    *permissions
+	proxies  *proxyWork
+	sweep    *sweeper
 }
 
 type agentKey struct{ officeID, agentID string }
@@ -241,6 +241,7 @@ func New(cfg Config) (*Router, error) {
 		cfg.Sweep = cfg.Tick
 	}
 	def(&cfg.Sweep, DefaultSweep)
+	def(&cfg.SafetySweep, DefaultSafetySweep)
 	def(&cfg.Tick, DefaultTick)
 	def(&cfg.PermissionTimeout, DefaultPermissionTimeout)
 	def(&cfg.ProxyWait, DefaultProxyWait)
@@ -254,14 +255,8 @@ func New(cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Router{
-		cfg: cfg, store: cfg.Store, sess: cfg.Sessions, log: cfg.Logger, now: cfg.Now, sealer: sealer,
-		desks:      map[agentKey]*desk{},
-		subs:       map[*Subscription]struct{}{},
-		statusWake: make(chan struct{}, 1),
-		statusTurn: make(chan struct{}, 1),
-	}
-	r.perm.init()
+	r := &Router{sess: cfg.Sessions, desks: map[agentKey]*desk{}}
+	r.wire(cfg, sealer)
 	return r, nil
 }
 
@@ -297,15 +292,15 @@ func (o *Router) Run(ctx context.Context) error {
 	o.wg.Add(3)
 	go func() {
 		defer o.wg.Done()
-		o.ticker(ctx)
+		o.sweep.run(ctx)
 	}()
 	go func() {
 		defer o.wg.Done()
-		o.permissions(ctx)
+		o.perms.run(ctx)
 	}()
 	go func() {
 		defer o.wg.Done()
-		o.recordStatuses(ctx)
+		o.status.run(ctx)
 	}()
 	// Catch up on everything waiting in the store (the feed does too; the
 	// store's conditional transitions make doing it twice harmless).
@@ -331,7 +326,10 @@ func (o *Router) goLocked(f func(ctx context.Context)) bool {
 }
 
 func (o *Router) onChange(c office.Change) {
-	o.wakePermissions() // an answer to a permission question?
+	if o.sweep.noteChange(c) {
+		return // a pending row another process inserted: a deadline, nothing to deliver
+	}
+	o.perms.wake() // an answer to a permission question?
 	if c.AgentID != "" && c.OfficeID != "" {
 		o.kick(agentKey{c.OfficeID, c.AgentID})
 		return
@@ -375,7 +373,7 @@ func (o *Router) CatchUp(ctx context.Context, officeID string) {
 	for _, a := range agents {
 		o.kick(agentKey{a.OfficeID, a.ID})
 	}
-	o.parkHint.more() // its parked proxy requests, if any, are this server's now
+	o.sweep.forget() // its deadlines and parked proxy requests are this server's now
 }
 
 // TakeOffice is what this server does when it becomes officeID's owner
@@ -385,7 +383,7 @@ func (o *Router) CatchUp(ctx context.Context, officeID string) {
 // agent that was running when its last server stopped (status active).
 // Failures to start are logged: the agent stays as it is.
 func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []office.Agent, autostart bool) {
-	o.sweepPermissions(ctx, officeID, "")
+	o.perms.sweepPermissions(ctx, officeID, "")
 	o.CatchUp(ctx, officeID)
 	if !autostart {
 		return
@@ -411,21 +409,6 @@ func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []off
 			o.log.Warn("start agent", "agent", a.Name, "err", err)
 		}
 	}
-}
-
-func (o *Router) offices(ctx context.Context) ([]office.Office, error) {
-	all, err := o.store.ListOffices(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(all, func(of office.Office) bool { return !o.serves(of.ID) }), nil
-}
-
-func (o *Router) serves(officeID string) bool {
-	if o.cfg.Owns != nil && !o.cfg.Owns(officeID) {
-		return false
-	}
-	return len(o.cfg.OfficeIDs) == 0 || slices.Contains(o.cfg.OfficeIDs, officeID)
 }
 
 // source is the identity of the message being handled, passed to its
@@ -458,41 +441,72 @@ func (s source) subKey(what string) string {
 	return s.key + "#" + what
 }
 
-// record appends an event the caller has nothing else to do with: its
-// failure is logged here (and counted by event), never dropped.
-func (o *Router) record(ctx context.Context, officeID, agentID, kind string, payload any, key string) {
-	if _, err := o.event(ctx, officeID, agentID, kind, payload, "", key); err != nil && ctx.Err() == nil {
-		o.log.Error("audit event not recorded", "office", officeID, "agent", agentID, "kind", kind, "err", err)
-	}
+// wire makes the Router's parts and connects them.
+func (o *Router) wire(cfg Config, sealer *office.Sealer) {
+	ev := &eventLog{store: cfg.Store, log: cfg.Logger, subs: map[*Subscription]struct{}{}}
+	b := &base{cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now, eventLog: ev,
+		roster: &roster{cfg: cfg, store: cfg.Store, log: cfg.Logger},
+		notify: o.notify, kick: o.kick, desk: o.desk, running: o.running}
+	o.base = b
+	o.sweep = &sweeper{base: b, wake: make(chan struct{}, 1)}
+	o.perms = &permissions{base: b, sweep: o.sweep}
+	o.perms.init()
+	o.proxies = &proxyWork{base: b}
+	a := &asks{base: b, sweep: o.sweep}
+	o.status = &statusWriter{base: b, perms: o.perms, wake: make(chan struct{}, 1), turn: make(chan struct{}, 1)}
+	w := &work{base: b, sess: cfg.Sessions, asks: a, sweep: o.sweep, status: o.status}
+	o.status.work = w
+	o.intake = &dispatcher{base: b, asks: a, work: w, proxies: o.proxies}
+	o.delivery = &deliverer{base: b, sess: cfg.Sessions, sealer: sealer, asks: a, work: w, perms: o.perms, sweep: o.sweep}
+	o.sweep.perms, o.sweep.work, o.sweep.proxies = o.perms, w, o.proxies
+	o.proxies.asks, o.proxies.delivery = a, o.delivery
 }
+
+// HandleStatus takes a session status change (session.Options.OnStatus)
+// without blocking: the status writer records the session, wakes the
+// agent's delivery when it is ready, and fails the agent's open tasks when
+// its session failed for good.
+func (o *Router) HandleStatus(c StatusChange) { o.status.queue(c) }
+
+// FlushStatuses writes every session status change reported so far, after
+// the one being written now, with ctx; it returns ctx's error if ctx ends
+// first. The server calls it after stopping the sessions at shutdown and
+// before it ends Run's context, so that the final rows (stopped, pid 0) are
+// written with a context that is still alive, bounded by ctx (the shutdown
+// timeout).
+func (o *Router) FlushStatuses(ctx context.Context) error { return o.status.flush(ctx) }
+
+// HandlePermission takes an agent's permission request
+// (session.Options.OnPermission; it may block). A request an "allow for
+// this session" answer covers is allowed at once; any other becomes a
+// permission question, an office event, and waits for its answer. A
+// request that cannot be asked (the store fails, the office is not served
+// here) is denied with the reason, so the agent never waits in vain.
+func (o *Router) HandlePermission(req PermissionRequest) { o.perms.request(req) }
+
+// PermissionEnded is told that a request's hook went away before a
+// decision (session.Options.OnPermissionEnd): answered in the agent's
+// terminal, its question is cancelled; the agent ended, the question is
+// left for the sweep of the agent's next start.
+func (o *Router) PermissionEnded(officeID, agentID, id string, answered bool) {
+	o.perms.ended(officeID, agentID, id, answered)
+}
+
+// Subscribe returns a subscription to the office's events with a queue of
+// n events (64 when n <= 0).
+func (o *Router) Subscribe(n int) *Subscription { return o.eventLog.subscribe(n) }
 
 // AuditFailures returns how many events could not be appended to the
 // event log since New (the store refused them); cmd/office-server exports
 // it in /metrics.
-func (o *Router) AuditFailures() uint64 { return o.auditFailures.Load() }
+func (o *Router) AuditFailures() uint64 { return o.failures() }
 
-// event appends an event (deduplicated when key is set) and publishes it to
-// subscribers when it was inserted. A failure is counted (AuditFailures)
-// and returned.
-func (o *Router) event(ctx context.Context, officeID, agentID, kind string, payload any, raw, key string) (bool, error) {
-	var pj json.RawMessage
-	if payload != nil {
-		b, err := json.Marshal(payload)
-		if err != nil {
-			return false, fmt.Errorf("event %s: %w", kind, err)
-		}
-		pj = b
+// running returns Run's context, or nil when Run does not run.
+func (o *Router) running() context.Context {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.runCtx == nil || o.runCtx.Err() != nil {
+		return nil
 	}
-	ev, inserted, err := o.store.AppendEvent(ctx, office.Event{OfficeID: officeID, AgentID: agentID, Kind: kind, Payload: pj, Raw: raw, DedupeKey: key})
-	if err != nil {
-		o.auditFailures.Add(1)
-		return false, fmt.Errorf("append event %s: %w", kind, err)
-	}
-	if inserted {
-		o.publish(ev)
-	}
-	return inserted, nil
+	return o.runCtx
 }
-
-// workspace returns an agent's working directory (Workspace).
-func (o *Router) workspace(a office.Agent) string { return office.Workspace(o.cfg.DataDir, a) }

@@ -2,10 +2,11 @@ package engine
 
 import (
 	"context"
-	"github.com/office-server/office-server/office"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // While Config.Owns says another server runs the office, the router starts

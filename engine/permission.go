@@ -67,44 +67,48 @@ type grant struct {
 	rule         string
 }
 
-// permState is the router's permission state.
-type permState struct {
+// permissions holds the permission requests waiting for a person, and
+// the "allow for this session" answers.
+type permissions struct {
+	*base
+	sweep *sweeper
+
 	mu     sync.Mutex
 	live   map[string]livePerm  // by question ID
 	grants map[agentKey][]grant // allow for this session
-	wake   chan struct{}        // the decider's
+	wakeC  chan struct{}        // the decider's
 }
 
-func (p *permState) init() {
+func (p *permissions) init() {
 	p.live = map[string]livePerm{}
 	p.grants = map[agentKey][]grant{}
-	p.wake = make(chan struct{}, 1)
+	p.wakeC = make(chan struct{}, 1)
 }
 
-// wakePermissions makes the decider look at the waiting requests now.
-func (o *Router) wakePermissions() {
+// wake makes the decider look at the waiting requests now.
+func (o *permissions) wake() {
 	select {
-	case o.perm.wake <- struct{}{}:
+	case o.wakeC <- struct{}{}:
 	default:
 	}
 }
 
-// permissionTimeout is how long a's requests wait.
-func (o *Router) permissionTimeout(a office.Agent) time.Duration {
+// timeout is how long a's requests wait.
+func (o *permissions) timeout(a office.Agent) time.Duration {
 	if p := a.Launch.Permissions; p != nil && p.Timeout > 0 {
 		return p.Timeout
 	}
 	return o.cfg.PermissionTimeout
 }
 
-// HandlePermission takes an agent's permission request
+// request takes an agent's permission request
 // (session.Options.OnPermission; it may block). A request an "allow for
 // this session" answer covers is allowed at once; any other becomes a
 // permission question, an office event, and waits for its answer. A
 // request that cannot be asked (the store fails, the office is not
 // served here) is denied with the reason, so the agent never waits in
 // vain.
-func (o *Router) HandlePermission(req PermissionRequest) {
+func (o *permissions) request(req PermissionRequest) {
 	k := agentKey{req.OfficeID, req.AgentID}
 	deny := func(why string) {
 		o.decide(k, req.ID, PermissionDecision{Message: why})
@@ -127,7 +131,7 @@ func (o *Router) HandlePermission(req PermissionRequest) {
 	subject := toolSubject(req.Tool, req.Input)
 	lp := livePerm{
 		key: k, conversation: req.ConversationID, tool: req.Tool, subject: subject,
-		rule: sessionRule(req.Tool, subject, req.Suggestions), timeout: o.permissionTimeout(a),
+		rule: sessionRule(req.Tool, subject, req.Suggestions), timeout: o.timeout(a),
 	}
 	if r, ok := o.granted(k, req.ConversationID, req.Tool, subject); ok {
 		if o.decide(k, req.ID, PermissionDecision{Allow: true}) {
@@ -137,9 +141,9 @@ func (o *Router) HandlePermission(req PermissionRequest) {
 		}
 		return
 	}
-	o.perm.mu.Lock()
-	o.perm.live[req.ID] = lp
-	o.perm.mu.Unlock()
+	o.mu.Lock()
+	o.live[req.ID] = lp
+	o.mu.Unlock()
 	question, details := describePermission(a.Name, req.Tool, req.Input)
 	if lp.rule != "" {
 		details += "\n\n\"" + office.PermissionAllowSession + "\" allows " + lp.rule + " until this session ends."
@@ -159,11 +163,12 @@ func (o *Router) HandlePermission(req PermissionRequest) {
 		deny("The office could not record this request, so no one was asked. Try again later.")
 		return
 	}
+	o.sweep.questions.note(q.ExpiresAt)
 	o.record(ctx, a.OfficeID, a.ID, "permission.requested", map[string]any{
 		"question_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "question": question,
 		"expires_at": q.ExpiresAt, "session_rule": lp.rule,
 	}, "permission/"+req.ID)
-	o.wakePermissions() // answered already?
+	o.wake() // answered already?
 }
 
 // maxEventInput bounds the tool input kept in an event (a Write's content
@@ -179,13 +184,13 @@ func eventInput(raw json.RawMessage) any {
 	return cutRunes(strings.ToValidUTF8(strings.ReplaceAll(string(raw), `\u0000`, `\ufffd`), "\uFFFD"), maxEventInput/4)
 }
 
-// PermissionEnded is told that a request's hook went away before a
+// ended is told that a request's hook went away before a
 // decision (session.Options.OnPermissionEnd). Answered in the agent's
 // terminal: its question is cancelled, so nobody answers it in vain. The
 // agent ended (a crash, a stop): the question is left for the sweep of the
 // agent's next start (sweepAgentPermissions), which makes it final and
 // tells the resumed agent, as after a server restart.
-func (o *Router) PermissionEnded(officeID, agentID, id string, answered bool) {
+func (o *permissions) ended(officeID, agentID, id string, answered bool) {
 	ctx := o.running()
 	if !o.forget(id) || ctx == nil {
 		return
@@ -206,27 +211,17 @@ func (o *Router) PermissionEnded(officeID, agentID, id string, answered bool) {
 	}
 }
 
-// running returns Run's context, or nil when Run does not run.
-func (o *Router) running() context.Context {
+// forget drops a waiting request; false when it was not waiting.
+func (o *permissions) forget(id string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.runCtx == nil || o.runCtx.Err() != nil {
-		return nil
-	}
-	return o.runCtx
-}
-
-// forget drops a waiting request; false when it was not waiting.
-func (o *Router) forget(id string) bool {
-	o.perm.mu.Lock()
-	defer o.perm.mu.Unlock()
-	_, ok := o.perm.live[id]
-	delete(o.perm.live, id)
+	_, ok := o.live[id]
+	delete(o.live, id)
 	return ok
 }
 
 // decide sends d to the request's hook; false when it no longer waits.
-func (o *Router) decide(k agentKey, id string, d PermissionDecision) bool {
+func (o *permissions) decide(k agentKey, id string, d PermissionDecision) bool {
 	if o.cfg.Decider == nil {
 		return false
 	}
@@ -237,15 +232,15 @@ func (o *Router) decide(k agentKey, id string, d PermissionDecision) bool {
 	return true
 }
 
-// permissions is the decider's loop (owned by Run).
-func (o *Router) permissions(ctx context.Context) {
+// run is the decider's loop (owned by Run).
+func (o *permissions) run(ctx context.Context) {
 	t := time.NewTicker(o.cfg.Tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-o.perm.wake:
+		case <-o.wakeC:
 		case <-t.C:
 		}
 		o.decideWaiting(ctx)
@@ -255,13 +250,13 @@ func (o *Router) permissions(ctx context.Context) {
 // decideWaiting reads the question of every waiting request and sends the
 // decision of those that are final: answered (the answer), expired (a
 // deny saying so), cancelled (a deny).
-func (o *Router) decideWaiting(ctx context.Context) {
-	o.perm.mu.Lock()
-	ids := make([]string, 0, len(o.perm.live))
-	for id := range o.perm.live {
+func (o *permissions) decideWaiting(ctx context.Context) {
+	o.mu.Lock()
+	ids := make([]string, 0, len(o.live))
+	for id := range o.live {
 		ids = append(ids, id)
 	}
-	o.perm.mu.Unlock()
+	o.mu.Unlock()
 	for _, id := range ids {
 		q, err := o.store.GetQuestion(ctx, id)
 		if office.IsNotFound(err) {
@@ -273,19 +268,19 @@ func (o *Router) decideWaiting(ctx context.Context) {
 			}
 			continue
 		}
-		o.perm.mu.Lock()
-		lp, ok := o.perm.live[id]
-		o.perm.mu.Unlock()
+		o.mu.Lock()
+		lp, ok := o.live[id]
+		o.mu.Unlock()
 		if !ok || !o.serves(q.OfficeID) {
 			continue
 		}
 		switch q.Status {
 		case office.QuestionPending:
 			if !q.ExpiresAt.IsZero() && !o.now().Before(q.ExpiresAt) {
-				// Due: sweep now rather than at the next Sweep, so the
-				// timeout holds to the second (the sweep expires it and
-				// expiredPermission tells the agent).
-				o.expire(ctx)
+				// Due: expire the questions now rather than at the next
+				// Sweep, so the timeout holds to the second (the sweeper
+				// expires it and expiredPermission tells the agent).
+				o.sweep.expireQuestions(ctx, o.now())
 			}
 		case office.QuestionAnswered:
 			o.decideAnswered(ctx, q, lp)
@@ -306,7 +301,7 @@ func (o *Router) decideWaiting(ctx context.Context) {
 
 // decideAnswered sends a person's answer to the hook and marks the
 // question delivered.
-func (o *Router) decideAnswered(ctx context.Context, q office.Question, lp livePerm) {
+func (o *permissions) decideAnswered(ctx context.Context, q office.Question, lp livePerm) {
 	choice, reason := parsePermissionAnswer(q.Response)
 	d := PermissionDecision{Allow: choice != office.PermissionDeny}
 	if !d.Allow {
@@ -370,18 +365,18 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 }
 
 // grant remembers an "allow for this session" answer.
-func (o *Router) grant(k agentKey, conversation, rule string) {
-	o.perm.mu.Lock()
-	defer o.perm.mu.Unlock()
-	o.perm.grants[k] = append(o.perm.grants[k], grant{conversation, rule})
+func (o *permissions) grant(k agentKey, conversation, rule string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.grants[k] = append(o.grants[k], grant{conversation, rule})
 }
 
 // granted returns the rule of an "allow for this session" answer that
 // covers the call.
-func (o *Router) granted(k agentKey, conversation, tool, subject string) (string, bool) {
-	o.perm.mu.Lock()
-	defer o.perm.mu.Unlock()
-	for _, g := range o.perm.grants[k] {
+func (o *permissions) granted(k agentKey, conversation, tool, subject string) (string, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, g := range o.grants[k] {
 		if g.conversation == conversation && ruleCovers(g.rule, tool, subject) {
 			return g.rule, true
 		}
@@ -391,10 +386,10 @@ func (o *Router) granted(k agentKey, conversation, tool, subject string) (string
 
 // endGrants forgets the "allow for this session" answers of an agent
 // whose session ended.
-func (o *Router) endGrants(k agentKey) {
-	o.perm.mu.Lock()
-	defer o.perm.mu.Unlock()
-	delete(o.perm.grants, k)
+func (o *permissions) endGrants(k agentKey) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.grants, k)
 }
 
 // ruleCovers reports whether a permission rule ("Bash", "Bash(npm
@@ -562,12 +557,12 @@ func cutRunes(s string, n int) string {
 // waiting request is denied by the decider. One nobody waits for was left
 // by a server that stopped (and expired before the office was taken): the
 // agent is told, as sweepPermissions does.
-func (o *Router) expiredPermission(ctx context.Context, q office.Question) {
-	o.perm.mu.Lock()
-	_, live := o.perm.live[q.ID]
-	o.perm.mu.Unlock()
+func (o *permissions) expiredPermission(ctx context.Context, q office.Question) {
+	o.mu.Lock()
+	_, live := o.live[q.ID]
+	o.mu.Unlock()
 	if live {
-		o.wakePermissions()
+		o.wake()
 		return
 	}
 	o.record(ctx, q.OfficeID, q.AgentID, "permission.expired", map[string]string{"question_id": q.ID}, "")
@@ -592,7 +587,7 @@ func interruptedText(a office.Agent, q office.Question) string {
 // server ran) is marked delivered, and the agent is told the answer.
 // Claude Code, resumed, gives the model an "interrupted"
 // result for the call with the next prompt: this notice.
-func (o *Router) sweepPermissions(ctx context.Context, officeID, agentID string) {
+func (o *permissions) sweepPermissions(ctx context.Context, officeID, agentID string) {
 	qs, err := o.store.ListQuestions(ctx, office.QuestionFilter{OfficeID: officeID, AgentID: agentID, Status: []string{office.QuestionPending, office.QuestionAnswered}})
 	if err != nil {
 		o.log.Warn("permission: list open questions", "office", officeID, "err", err)
@@ -602,9 +597,9 @@ func (o *Router) sweepPermissions(ctx context.Context, officeID, agentID string)
 		if q.Category != office.QuestionPermission {
 			continue
 		}
-		o.perm.mu.Lock()
-		_, live := o.perm.live[q.ID]
-		o.perm.mu.Unlock()
+		o.mu.Lock()
+		_, live := o.live[q.ID]
+		o.mu.Unlock()
 		if live {
 			continue
 		}

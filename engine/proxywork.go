@@ -27,7 +27,7 @@ import (
 // rows too (proxy_tasks): they count in its load until the proxy or the
 // requester closes them with update_status.
 
-func (o *Router) onProxy(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+func (o *proxyWork) onProxy(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	if m.Proxy == nil {
 		return o.refuse(ctx, src, self, "PROXY_REQUEST", "it has no JSON body")
 	}
@@ -70,7 +70,7 @@ func (o *Router) onProxy(ctx context.Context, src source, self office.Agent, m p
 // the selector picks (assigned), or to the backup file and a person when no
 // proxy can ever take it; else it stays parked, and on the first attempt
 // the requester is told it waits and until when.
-func (o *Router) advanceProxy(ctx context.Context, requester office.Agent, row office.ProxyRequest, req proxy.ActionRequest, first bool) error {
+func (o *proxyWork) advanceProxy(ctx context.Context, requester office.Agent, row office.ProxyRequest, req proxy.ActionRequest, first bool) error {
 	reg, _, err := o.registry(ctx, row.OfficeID)
 	if err != nil {
 		return err
@@ -124,7 +124,7 @@ func (o *Router) advanceProxy(ctx context.Context, requester office.Agent, row o
 	if err != nil || !ok {
 		return err // !ok: another attempt (the ticker, another server) took it
 	}
-	o.ensureStarted(ctx, proxyAgent) // the request is typed when it is ready
+	o.delivery.ensureStarted(ctx, proxyAgent) // the request is typed when it is ready
 	resp := proxy.Response{Success: true, Proxy: proxyAgent.Name, Status: office.ProxyAssigned}
 	for _, t := range tasks {
 		resp.TaskIDs = append(resp.TaskIDs, t.ID)
@@ -180,7 +180,7 @@ func proxyTasks(requester office.Agent, row office.ProxyRequest, req proxy.Actio
 
 // respondProxy types a [PROXY_RESPONSE] into the requester: seed 004's
 // JSON with the office's additions (proxy.Response).
-func (o *Router) respondProxy(requester office.Agent, row office.ProxyRequest, resp proxy.Response) {
+func (o *proxyWork) respondProxy(requester office.Agent, row office.ProxyRequest, resp proxy.Response) {
 	resp.Requester, resp.RequestID = requester.Name, row.ID
 	if resp.TaskIDs == nil {
 		resp.TaskIDs = []string{}
@@ -193,7 +193,7 @@ func (o *Router) respondProxy(requester office.Agent, row office.ProxyRequest, r
 // its backup file, marked status (backed_up, or timed_out for a parked
 // request that waited too long), a person is asked to handle it by hand,
 // and the requester is told where the file is.
-func (o *Router) backupProxy(ctx context.Context, requester office.Agent, row office.ProxyRequest, req proxy.ActionRequest, status, why string) error {
+func (o *proxyWork) backupProxy(ctx context.Context, requester office.Agent, row office.ProxyRequest, req proxy.ActionRequest, status, why string) error {
 	var (
 		tasks []office.ProxyTask
 		path  string
@@ -238,7 +238,7 @@ func (o *Router) backupProxy(ctx context.Context, requester office.Agent, row of
 		Question: fmt.Sprintf("%s asked for %s, but no agent could act as its proxy (%s). Please handle it by hand; %s.", requester.Name, req.Action, why, where),
 		Context:  string(row.Payload),
 	}
-	_, err = o.ask(ctx, source{}, requester, q)
+	_, err = o.asks.ask(ctx, source{}, requester, q)
 	o.respondProxy(requester, row, resp) // the row says what became of it, even if the question failed
 	if err != nil {
 		return err
@@ -272,7 +272,7 @@ type backupTask struct {
 // <data dir>/<office>/.proxy-backup/<request id>.json. The directory
 // starts with a dot, which no agent name does, so it is never an agent's
 // workspace.
-func (o *Router) proxyBackupPath(officeID, requestID string) (string, error) {
+func (o *proxyWork) proxyBackupPath(officeID, requestID string) (string, error) {
 	base := o.cfg.DataDir
 	if base == "" {
 		base = "office-data" // as office.Workspace
@@ -288,7 +288,7 @@ func (o *Router) proxyBackupPath(officeID, requestID string) (string, error) {
 // writeProxyBackup writes the backup file (0600, in a 0700 directory;
 // written whole to a temporary file and renamed, so a reader never sees
 // half a file) and returns its absolute path.
-func (o *Router) writeProxyBackup(requester office.Agent, row office.ProxyRequest, tasks []office.ProxyTask, status, why string) (string, error) {
+func (o *proxyWork) writeProxyBackup(requester office.Agent, row office.ProxyRequest, tasks []office.ProxyTask, status, why string) (string, error) {
 	path, err := o.proxyBackupPath(row.OfficeID, row.ID)
 	if err != nil {
 		return "", err
@@ -327,7 +327,7 @@ func (o *Router) writeProxyBackup(requester office.Agent, row office.ProxyReques
 // updateProxyTask applies an update_status to a task the office holds:
 // only its requester or its proxy may change it; the other one is told.
 // done is false when the office holds no task with that ID.
-func (o *Router) updateProxyTask(ctx context.Context, src source, self office.Agent, req proxy.ActionRequest) (done bool, err error) {
+func (o *proxyWork) updateProxyTask(ctx context.Context, src source, self office.Agent, req proxy.ActionRequest) (done bool, err error) {
 	ts, err := o.store.ListProxyTasks(ctx, office.ProxyTaskFilter{OfficeID: self.OfficeID, ID: req.TaskID})
 	if err != nil {
 		return true, fmt.Errorf("list proxy tasks: %w", err)
@@ -389,7 +389,7 @@ func (o *Router) updateProxyTask(ctx context.Context, src source, self office.Ag
 // proxyTick carries every parked request of the offices this server runs
 // one step: timed out (backed up, a person asked, the requester told), or
 // handed to a proxy that is free now.
-func (o *Router) proxyTick(ctx context.Context, now time.Time) {
+func (o *proxyWork) proxyTick(ctx context.Context, now time.Time) {
 	gen, due := o.parkHint.check()
 	if !due {
 		return
@@ -424,7 +424,7 @@ func (o *Router) proxyTick(ctx context.Context, now time.Time) {
 	}
 }
 
-func (o *Router) proxyStep(ctx context.Context, now time.Time, row office.ProxyRequest) error {
+func (o *proxyWork) proxyStep(ctx context.Context, now time.Time, row office.ProxyRequest) error {
 	requester, err := o.store.GetAgent(ctx, row.RequesterAgentID)
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/office-server/office-server/office"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -13,6 +12,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/store/sqlite"
+
+	"github.com/office-server/office-server/office"
 )
 
 // clock is a settable test clock.
@@ -31,7 +34,7 @@ func (c *clock) Add(d time.Duration) {
 type harness struct {
 	t      *testing.T
 	r      *Router
-	st     *memStore
+	st     *sqlite.Store
 	ss     *fakeSessions
 	clk    *clock
 	office office.Office
@@ -44,8 +47,8 @@ type harness struct {
 
 func newHarness(t *testing.T, mutate func(*Config), agents ...office.Agent) *harness {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	h := &harness{t: t, clk: clk, st: newMemStore(clk.Now), ss: newFakeSessions(), agents: map[string]office.Agent{}, logs: &bytes.Buffer{}, used: map[string]bool{}}
+	clk := &clock{t: time.Now()}
+	h := &harness{t: t, clk: clk, st: newTestStore(t), ss: newFakeSessions(), agents: map[string]office.Agent{}, logs: &bytes.Buffer{}, used: map[string]bool{}}
 	h.logMu = &sync.Mutex{}
 	lw := writerFunc(func(p []byte) (int, error) { h.logMu.Lock(); defer h.logMu.Unlock(); return h.logs.Write(p) })
 	cfg := Config{Store: h.st, Sessions: h.ss, Now: clk.Now, Tick: 10 * time.Millisecond, DataDir: t.TempDir(),
@@ -182,12 +185,15 @@ func TestAskAnswerDelivered(t *testing.T) {
 	if q.QuestionType != office.QuestionSelection || q.Status != office.QuestionPending || len(q.Options) != 3 || q.AgentID != h.id("PO") {
 		t.Fatalf("question = %+v", q)
 	}
-	if got := q.ExpiresAt.Sub(h.clk.Now()); got != DefaultQuestionTTL {
+	// The store keeps microseconds.
+	if got := q.ExpiresAt.Sub(h.clk.Now()); got > DefaultQuestionTTL || got < DefaultQuestionTTL-time.Millisecond {
 		t.Errorf("expires in %v, want %v", got, DefaultQuestionTTL)
 	}
-	if s, _ := h.st.GetSessionByAgent(ctx, h.id("PO")); s.Status != office.SessionWaiting {
-		t.Errorf("session status %q, want waiting", s.Status)
-	}
+	// The session is marked waiting right after the question is stored.
+	eventually(t, "session waiting", func() bool {
+		s, _ := h.st.GetSessionByAgent(ctx, h.id("PO"))
+		return s.Status == office.SessionWaiting
+	})
 	// The same chunk again (a re-render, a restart) is not acted on again.
 	h.sayID("PO", chunk, "Let me ask.\n"+askBlock)
 	time.Sleep(50 * time.Millisecond)
@@ -467,7 +473,7 @@ func TestDependencyAPIKey(t *testing.T) {
 		}
 		return len(ds) == 1
 	})
-	if d.Status != office.DependencyPending || !d.Required || d.ExpiresAt.Sub(h.clk.Now()) != DefaultDependencyTTL {
+	if d.Status != office.DependencyPending || !d.Required || d.ExpiresAt.Sub(h.clk.Now()).Round(time.Millisecond) != DefaultDependencyTTL {
 		t.Fatalf("dependency = %+v", d)
 	}
 	if _, err := h.r.ProvideDependency(ctx, d.ID, "short"); office.ErrorCode(err) != office.EINVALID {
@@ -592,9 +598,9 @@ func TestPriorityWithinTurn(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run("DEV")
 	h.say("DEV", askBlock+"\n[ERROR]\ntype: recoverable\nmessage: m\nrecovery: pause_and_retry\n[/ERROR]\n=== PHASE 1 COMPLETE ===")
-	eventually(t, "events", func() bool { return len(h.st.eventKinds()) >= 3 })
+	eventually(t, "events", func() bool { return len(eventKinds(t, h.st)) >= 3 })
 	var msgs []string
-	for _, k := range h.st.eventKinds() {
+	for _, k := range eventKinds(t, h.st) {
 		if strings.HasPrefix(k, "message.") {
 			msgs = append(msgs, k)
 		}
@@ -897,9 +903,12 @@ func TestAgentLifecycleAndSync(t *testing.T) {
 
 // Run owns every goroutine it starts: when ctx ends they are all gone.
 func TestRunEndsItsGoroutines(t *testing.T) {
-	before := runtime.NumGoroutine()
 	clk := &clock{t: time.Now()}
-	st, ss := newMemStore(clk.Now), newFakeSessions()
+	st, ss := newTestStore(t), newFakeSessions()
+	if _, err := st.ListOffices(context.Background()); err != nil { // the store's own goroutines run from here on
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
 	r, err := New(Config{Store: st, Sessions: ss, Now: clk.Now, Tick: 5 * time.Millisecond, DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -917,7 +926,7 @@ func TestRunEndsItsGoroutines(t *testing.T) {
 		r.HandleText(Text{OfficeID: off.ID, AgentID: as[1].ID, ID: fmt.Sprint("c", i), Lines: []string{"[INVOKE:PO]", "x", "[/INVOKE:PO]", askBlock}, TurnEnd: true})
 	}
 	r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[0].ID, Status: office.SessionReady, PID: 1})
-	eventually(t, "work", func() bool { return len(st.eventKinds()) > 10 })
+	eventually(t, "work", func() bool { return len(eventKinds(t, st)) > 10 })
 	sub := r.Subscribe(1)
 	cancel()
 	<-done
@@ -981,7 +990,7 @@ func TestDeliverResultWithoutTarget(t *testing.T) {
 // slowStore blocks every event append until released: a database that
 // hangs.
 type slowStore struct {
-	*memStore
+	office.Store
 	release chan struct{}
 }
 
@@ -991,14 +1000,14 @@ func (s slowStore) AppendEvent(ctx context.Context, e office.Event) (office.Even
 	case <-ctx.Done():
 		return office.Event{}, false, ctx.Err()
 	}
-	return s.memStore.AppendEvent(ctx, e)
+	return s.Store.AppendEvent(ctx, e)
 }
 
 // The session layer's callbacks never wait for the database (docs/notes/engine.md: the
 // PTY reader never waits for a slow database): text and statuses are queued.
 func TestCallbacksNeverBlockOnTheStore(t *testing.T) {
 	clk := &clock{t: time.Now()}
-	st := slowStore{memStore: newMemStore(clk.Now), release: make(chan struct{})}
+	st := slowStore{Store: newTestStore(t), release: make(chan struct{})}
 	r, err := New(Config{Store: st, Sessions: newFakeSessions(), Now: clk.Now, DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -1059,7 +1068,7 @@ func TestTaskRetypedAfterRestart(t *testing.T) {
 // refusingStore refuses every event of one kind: the audit log is down for
 // it while the rows it records are written.
 type refusingStore struct {
-	*memStore
+	office.Store
 	kind string
 }
 
@@ -1067,7 +1076,7 @@ func (s refusingStore) AppendEvent(ctx context.Context, e office.Event) (office.
 	if e.Kind == s.kind {
 		return office.Event{}, false, fmt.Errorf("event log refused the write")
 	}
-	return s.memStore.AppendEvent(ctx, e)
+	return s.Store.AppendEvent(ctx, e)
 }
 
 // An event the store refuses is neither dropped silently nor fatal to what
@@ -1076,7 +1085,7 @@ func (s refusingStore) AppendEvent(ctx context.Context, e office.Event) (office.
 func TestAuditFailureLoggedAndCounted(t *testing.T) {
 	for _, kind := range []string{"question.answered", "question.delivered"} {
 		t.Run(kind, func(t *testing.T) {
-			h := newHarness(t, func(c *Config) { c.Store = refusingStore{memStore: c.Store.(*memStore), kind: kind} })
+			h := newHarness(t, func(c *Config) { c.Store = refusingStore{Store: c.Store, kind: kind} })
 			h.run("PO")
 			h.say("PO", askBlock)
 			eventually(t, "question", func() bool { return len(h.questions()) == 1 })

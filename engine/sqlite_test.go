@@ -2,10 +2,11 @@ package engine_test
 
 import (
 	"context"
-	"github.com/office-server/office-server/internal/agentstest"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/internal/agentstest"
 
 	"github.com/google/uuid"
 

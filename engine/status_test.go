@@ -2,10 +2,11 @@ package engine
 
 import (
 	"context"
-	"github.com/office-server/office-server/office"
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // At shutdown the server stops the sessions, then FlushStatuses, then ends
@@ -14,7 +15,7 @@ import (
 // StopAgent, a stop on request, makes the agent idle.
 func TestSessionRowsFinalAtShutdown(t *testing.T) {
 	clk := &clock{t: time.Now()}
-	st, ss := newMemStore(clk.Now), newFakeSessions()
+	st, ss := newTestStore(t), newFakeSessions()
 	r, err := New(Config{Store: st, Sessions: ss, Now: clk.Now, DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -213,11 +213,18 @@ type Change struct {
 	OfficeID string `json:"office_id"`
 	AgentID  string `json:"agent_id"`
 	Status   string `json:"status"`
+	// ExpiresAt is the deadline of a pending question or dependency
+	// request another process inserted (nil otherwise, or when the feed
+	// does not know it): the engine expires it then without polling.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
 // ChangeFeed tells the office about rows written by someone else: answers
 // (user_questions → answered), new user_messages, and dependency_requests
-// provided or rejected.
+// provided or rejected. A feed may also report pending questions and
+// dependency requests as they are inserted (Op INSERT, with ExpiresAt), so
+// that the engine knows their deadlines without polling; the catch-up does
+// not report them.
 type ChangeFeed interface {
 	// Watch calls fn for each change in the given offices (all when empty)
 	// until ctx ends, reconnecting with backoff when its connection drops.

@@ -172,6 +172,10 @@ func (r *Realtime) bindings(officeIDs []string) ([]binding, error) {
 		{Event: office.OpUpdate, Schema: r.o.Schema, Table: office.TableQuestions, Filter: filter},
 		{Event: office.OpInsert, Schema: r.o.Schema, Table: office.TableMessages, Filter: filter},
 		{Event: office.OpUpdate, Schema: r.o.Schema, Table: office.TableDependencies, Filter: filter},
+		// New pending rows, for their deadlines (office.Change.ExpiresAt):
+		// the engine expires them without polling.
+		{Event: office.OpInsert, Schema: r.o.Schema, Table: office.TableQuestions, Filter: filter},
+		{Event: office.OpInsert, Schema: r.o.Schema, Table: office.TableDependencies, Filter: filter},
 	}, nil
 }
 
@@ -646,7 +650,15 @@ func (r *Realtime) deliver(payload json.RawMessage, routes map[int64]binding, fn
 	rec := p.Data.Record
 	s := func(k string) string { v, _ := rec[k].(string); return v }
 	ch := office.Change{Table: b.Table, Op: op, ID: s("id"), OfficeID: s("office_id"), AgentID: s("agent_id"), Status: s("status")}
-	if ch.ID == "" || !awaiting(ch, rec) {
+	if ch.ID == "" {
+		return
+	}
+	if op == office.OpInsert && ch.Status == "pending" && (ch.Table == office.TableQuestions || ch.Table == office.TableDependencies) {
+		ch.ExpiresAt = recordTime(rec["expires_at"])
+		fn(ch)
+		return
+	}
+	if !awaiting(ch, rec) {
 		return
 	}
 	fn(ch)
@@ -693,6 +705,18 @@ func (r *Realtime) catchUp(ctx context.Context, officeIDs []string, fn func(offi
 	}
 	for _, d := range ds {
 		fn(office.Change{Table: office.TableDependencies, Op: office.OpCatchUp, ID: d.ID, OfficeID: d.OfficeID, AgentID: d.AgentID, Status: d.Status})
+	}
+	return nil
+}
+
+// recordTime decodes a timestamp of a change's record (RFC 3339, or
+// PostgreSQL's text form as wal2json writes it); nil when it cannot.
+func recordTime(v any) *time.Time {
+	s, _ := v.(string)
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999-07", "2006-01-02 15:04:05.999999-07:00", "2006-01-02T15:04:05.999999"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return &t
+		}
 	}
 	return nil
 }

@@ -196,8 +196,13 @@ func TestRealtimeDelivery(t *testing.T) {
 		if c.OfficeID != o.ID {
 			t.Errorf("change of another office reported: %+v", c)
 		}
-		if c.Table == office.TableDependencies && c.Status != office.DependencyProvided {
+		if c.Table == office.TableDependencies && c.Status != office.DependencyProvided && !(c.Op == office.OpInsert && c.Status == office.DependencyPending) {
 			t.Errorf("dependency change the office does not act on reported: %+v", c)
+		}
+		// A new pending row is reported with its deadline, for the
+		// engine's timers.
+		if c.ID == d.ID && c.Op == office.OpInsert && (c.ExpiresAt == nil || !c.ExpiresAt.Equal(d.ExpiresAt)) {
+			t.Errorf("new dependency request reported with expires_at %v, want %v", c.ExpiresAt, d.ExpiresAt)
 		}
 	}
 	if d := cmp.Diff(e.phx.Tokens(), []string{testKey}); d != "" {

@@ -303,8 +303,10 @@ func TestErrorCodes(t *testing.T) {
 }
 
 // TestFeedReportsOnlyWhatAwaitsTheOffice: the triggers notify for an answer,
-// a new message and a provided, rejected or expired dependency, and for
-// nothing else (a new or cancelled question, a delivery, an agent change).
+// a new message and a provided, rejected or expired dependency, for a new
+// pending question or dependency request (with its expires_at, for the
+// engine's timers), and for nothing else (a cancelled question, a
+// delivery, an agent change).
 func TestFeedReportsOnlyWhatAwaitsTheOffice(t *testing.T) {
 	s, _ := open(t, postgres.Options{})
 	ctx := t.Context()
@@ -378,14 +380,27 @@ func TestFeedReportsOnlyWhatAwaitsTheOffice(t *testing.T) {
 	defer feed.mu.Unlock()
 	var got []string
 	for _, c := range feed.seen {
-		got = append(got, c.Table+" "+c.Op+" "+c.ID+" "+c.Status)
+		line := c.Table + " " + c.Op + " " + c.ID + " " + c.Status
+		if c.ExpiresAt != nil {
+			line += " expires"
+		}
+		if c.ID == cancelled.ID && c.ExpiresAt != nil && !c.ExpiresAt.Equal(cancelled.ExpiresAt) {
+			t.Errorf("new question's expires_at in the notification = %v, want %v", c.ExpiresAt, cancelled.ExpiresAt)
+		}
+		got = append(got, line)
 	}
 	want := []string{
+		"user_questions INSERT " + cancelled.ID + " pending expires",
+		"user_questions INSERT " + answered.ID + " pending expires",
 		"user_questions UPDATE " + answered.ID + " answered",
 		"user_messages INSERT " + m.ID + " pending",
+		"dependency_requests INSERT " + provided.ID + " pending expires",
 		"dependency_requests UPDATE " + provided.ID + " provided",
+		"dependency_requests INSERT " + rejected.ID + " pending expires",
 		"dependency_requests UPDATE " + rejected.ID + " rejected",
+		"dependency_requests INSERT " + expired.ID + " pending expires",
 		"dependency_requests UPDATE " + expired.ID + " expired",
+		"user_questions INSERT " + last.ID + " pending expires",
 		"user_questions UPDATE " + last.ID + " answered",
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

@@ -59,8 +59,13 @@ func (s *Store) CreateQuestion(ctx context.Context, q office.Question) (office.Q
 	if err != nil {
 		return office.Question{}, s.fail(op, err)
 	}
-	if got.Status == office.QuestionAnswered {
+	switch got.Status {
+	case office.QuestionAnswered:
 		s.feed.publish(office.Change{Table: office.TableQuestions, Op: office.OpInsert, ID: got.ID, OfficeID: got.OfficeID, AgentID: got.AgentID, Status: got.Status})
+	case office.QuestionPending:
+		// Its deadline, for the engine's sweeper (office.Change.ExpiresAt).
+		at := got.ExpiresAt
+		s.feed.publish(office.Change{Table: office.TableQuestions, Op: office.OpInsert, ID: got.ID, OfficeID: got.OfficeID, AgentID: got.AgentID, Status: got.Status, ExpiresAt: &at})
 	}
 	return got, nil
 }

@@ -222,6 +222,11 @@ func (s *Store) CreateDependency(ctx context.Context, d office.DependencyRequest
 	}
 	if got.Status != office.DependencyPending && got.DeliveredAt == nil {
 		s.feed.publish(dependencyChange(office.OpInsert, got))
+	} else if got.Status == office.DependencyPending {
+		c := dependencyChange(office.OpInsert, got)
+		at := got.ExpiresAt
+		c.ExpiresAt = &at // its deadline, for the engine's sweeper
+		s.feed.publish(c)
 	}
 	return got, nil
 }

@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/proxy"
+)
+
+func (o *roster) ttl(ctx context.Context, officeID string) time.Duration {
+	if off, err := o.store.GetOffice(ctx, officeID); err == nil && off.QuestionTTL > 0 {
+		return off.QuestionTTL
+	}
+	return o.cfg.QuestionTTL
+}
+
+func (o *roster) sessionID(ctx context.Context, agentID string) string {
+	if s, err := o.store.GetSessionByAgent(ctx, agentID); err == nil {
+		return s.ID
+	}
+	return ""
+}
+
+// setSessionStatus records a session status the session layer does not
+// know about (waiting for a person).
+func (o *roster) setSessionStatus(ctx context.Context, a office.Agent, status string) {
+	rec, err := o.store.GetSessionByAgent(ctx, a.ID)
+	if err != nil {
+		rec = office.SessionRecord{OfficeID: a.OfficeID, AgentID: a.ID}
+	}
+	switch rec.Status {
+	case office.SessionNeedsAttention, office.SessionCrashed, office.SessionFailed, office.SessionStopped, office.SessionExited:
+		// The session layer's word (a dialog is up, the process is gone)
+		// is not overwritten by the office's view of the work.
+		return
+	}
+	rec.Status, rec.Detail = status, ""
+	if _, err := o.store.UpsertSession(ctx, rec); err != nil {
+		o.log.Warn("update session status", "agent", a.Name, "err", err)
+	}
+}
+
+// agents returns the office's agents.
+func (o *roster) agents(ctx context.Context, officeID string) ([]office.Agent, error) {
+	as, err := o.store.ListAgents(ctx, officeID)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return as, nil
+}
+
+// registry builds the proxy selector's snapshot: agents with their load
+// (open invocations they are the callee of, open proxy tasks they hold).
+func (o *roster) registry(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, error) {
+	reg, as, _, err := o.registryOpen(ctx, officeID)
+	return reg, as, err
+}
+
+// registryOpen is registry that also returns the office's open invocations.
+func (o *roster) registryOpen(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, []office.Invocation, error) {
+	var (
+		agents           []office.Agent
+		invs             []office.Invocation
+		tasks            []office.ProxyTask
+		errA, errI, errT error
+		wg               sync.WaitGroup
+	)
+	wg.Add(2)
+	go func() { // the reads are independent: one round trip, not three
+		defer wg.Done()
+		invs, errI = o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: officeID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
+	}()
+	go func() {
+		defer wg.Done()
+		tasks, errT = o.store.ListProxyTasks(ctx, office.ProxyTaskFilter{OfficeID: officeID, Status: office.ProxyTaskOpen})
+	}()
+	agents, errA = o.agents(ctx, officeID)
+	wg.Wait()
+	if errA != nil {
+		return nil, nil, nil, errA
+	}
+	if errI != nil {
+		return nil, nil, nil, fmt.Errorf("list invocations: %w", errI)
+	}
+	if errT != nil {
+		return nil, nil, nil, fmt.Errorf("list proxy tasks: %w", errT)
+	}
+	return registryFrom(agents, invs, tasks), agents, invs, nil
+}
+
+func (o *roster) offices(ctx context.Context) ([]office.Office, error) {
+	all, err := o.store.ListOffices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(of office.Office) bool { return !o.serves(of.ID) }), nil
+}
+
+func (o *roster) serves(officeID string) bool {
+	if o.cfg.Owns != nil && !o.cfg.Owns(officeID) {
+		return false
+	}
+	return len(o.cfg.OfficeIDs) == 0 || slices.Contains(o.cfg.OfficeIDs, officeID)
+}
+
+// workspace returns an agent's working directory (Workspace).
+func (o *roster) workspace(a office.Agent) string { return office.Workspace(o.cfg.DataDir, a) }
+
+// agentName returns the name of the agent with id, for the forms typed
+// into another agent; "" (logged) when it cannot be read.
+func (o *roster) agentName(ctx context.Context, id string) string {
+	a, err := o.store.GetAgent(ctx, id)
+	if err != nil && ctx.Err() == nil {
+		o.log.Warn("deliver: read the sender's name", "agent", id, "err", err)
+	}
+	return a.Name
+}

@@ -1,0 +1,230 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/office-server/office-server/office"
+)
+
+// queue takes a session status change (session.Options.OnStatus):
+// it records the session, wakes the agent's pump when it is ready, and
+// fails the agent's open tasks when its session failed for good.
+func (o *statusWriter) queue(c StatusChange) {
+	if c.Status == office.SessionStarting {
+		d := o.desk(agentKey{c.OfficeID, c.AgentID})
+		d.mu.Lock()
+		d.epoch = uuid.NewString()
+		d.mu.Unlock()
+	}
+	o.mu.Lock()
+	// Recorded by one goroutine, in order: OnStatus must not block.
+	o.q = append(o.q, c)
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run applies queued status changes in order until ctx ends.
+func (o *statusWriter) run(ctx context.Context) {
+	for {
+		select {
+		case o.turn <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		o.recordQueued(ctx)
+		<-o.turn
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.wake:
+		}
+	}
+}
+
+// flush writes every session status change reported so far, after
+// the one being written now, with ctx; it returns ctx's error if ctx ends
+// first. The server calls it after stopping the sessions at shutdown and
+// before it ends Run's context, so that the final rows (stopped, pid 0) are
+// written with a context that is still alive, bounded by ctx (the shutdown
+// timeout).
+func (o *statusWriter) flush(ctx context.Context) error {
+	select {
+	case o.turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-o.turn }()
+	o.recordQueued(ctx)
+	return ctx.Err()
+}
+
+// recordQueued records the queued status changes in order; the caller
+// holds statusTurn.
+func (o *statusWriter) recordQueued(ctx context.Context) {
+	o.mu.Lock()
+	q := o.q
+	o.q = nil
+	o.mu.Unlock()
+	for _, c := range q {
+		o.recordStatus(ctx, c)
+	}
+}
+
+func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
+	officeID, agentID, status := c.OfficeID, c.AgentID, c.Status
+	if !o.serves(officeID) {
+		// The office was taken over: its row is the new owner's now.
+		o.log.Debug("session status not recorded: office run by another server", "office", officeID, "agent", agentID, "status", status)
+		return
+	}
+	rec, err := o.store.GetSessionByAgent(ctx, agentID)
+	if err != nil {
+		rec = office.SessionRecord{OfficeID: officeID, AgentID: agentID}
+	}
+	if status == office.SessionStarting {
+		now := o.now()
+		rec.StartedAt = &now
+	}
+	if !(rec.Status == office.SessionWaiting && (status == office.SessionReady || status == office.SessionBusy)) {
+		rec.Status = status
+		rec.Detail = c.Detail
+	}
+	if status == office.SessionStarting || status == office.SessionReady || status == office.SessionBusy {
+		rec.Detail = c.Detail
+	}
+	rec.PID = c.PID // 0 once the process is gone (stopped, exited, crashed, failed)
+	rec.ExitCode = c.ExitCode
+	if _, err := o.store.UpsertSession(ctx, rec); err != nil {
+		o.log.Warn("record session status", "agent", agentID, "err", err)
+	}
+	k := agentKey{officeID, agentID}
+	o.onStatus(ctx, k, c)
+	payload := map[string]any{"pid": c.PID, "exit_code": c.ExitCode}
+	if c.Detail != "" {
+		payload["detail"] = c.Detail
+	}
+	if len(c.LastLines) > 0 {
+		payload["last_lines"] = c.LastLines
+	}
+	if _, err := o.event(ctx, officeID, agentID, "session."+status, payload, "", ""); err != nil {
+		o.log.Warn("record session event", "agent", agentID, "err", err)
+	}
+	o.kick(k)
+}
+
+// onStatus acts on a recorded status: a failed session fails the agent's
+// work, a crash is remembered (remind), an exit makes the agent idle, a
+// start or ready makes it active and re-queues or reminds of its tasks.
+func (o *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange) {
+	agentID, status := k.agentID, c.Status
+	switch status {
+	case office.SessionStopped, office.SessionExited, office.SessionFailed:
+		o.perms.endGrants(k) // "allow for this session" ends with it
+	case office.SessionStarting:
+		// A request the previous process left waiting is gone with it.
+		o.perms.sweepPermissions(ctx, k.officeID, k.agentID)
+	}
+	switch status {
+	case office.SessionFailed:
+		if err := o.store.SetAgentStatus(ctx, agentID, office.AgentFailed); err != nil {
+			o.log.Warn("record agent failed", "agent", agentID, "err", err)
+		}
+		if a, err := o.store.GetAgent(ctx, agentID); err == nil {
+			if err := o.work.failWork(ctx, a, "its session failed for good: "+c.Detail); err != nil {
+				o.log.Warn("fail work", "agent", a.Name, "err", err)
+			}
+		}
+	case office.SessionCrashed:
+		d := o.desk(k)
+		d.mu.Lock()
+		d.crashed = true
+		d.mu.Unlock()
+	case office.SessionExited:
+		// Not stopped: see (*Router).stopped.
+		if err := o.store.SetAgentStatus(ctx, agentID, office.AgentIdle); err != nil {
+			o.log.Warn("record agent idle", "agent", agentID, "err", err)
+		}
+	case office.SessionStarting, office.SessionReady:
+		a, err := o.store.GetAgent(ctx, agentID)
+		if err == nil && (a.Status == office.AgentIdle || a.Status == "") {
+			if err := o.store.SetAgentStatus(ctx, agentID, office.AgentActive); err != nil {
+				o.log.Warn("record agent active", "agent", agentID, "err", err)
+			}
+		}
+		if err == nil && status == office.SessionStarting && !c.Resumes {
+			o.requeue(ctx, a)
+		}
+		if err == nil && status == office.SessionReady {
+			d := o.desk(k)
+			d.mu.Lock()
+			was := d.crashed
+			d.crashed = false
+			d.mu.Unlock()
+			// A fresh conversation after a crash (nothing to resume) is
+			// given back what it had not received by the session itself.
+			if was && c.Resumed {
+				o.remind(ctx, a)
+			}
+		}
+	}
+}
+
+// remind tells an agent whose process crashed and came back with its
+// conversation resumed (Claude Code) which tasks it holds: the task is in
+// its conversation, but a resumed agent waits for a prompt.
+func (o *statusWriter) remind(ctx context.Context, a office.Agent) {
+	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationInProgress}})
+	if err != nil {
+		o.log.Warn("remind of tasks", "agent", a.Name, "err", err)
+		return
+	}
+	for _, inv := range invs {
+		caller, err := o.store.GetAgent(ctx, inv.CallerAgentID)
+		if err != nil {
+			continue
+		}
+		o.notify(a, fmt.Sprintf("Your process ended unexpectedly and was restarted; your conversation was resumed. You were working on task %s from %s. Continue it and deliver its result with a DELIVER_RESULT block naming %s.", inv.ID, caller.Name, caller.Name))
+		if _, err := o.event(ctx, a.OfficeID, a.ID, "invocation.reminded", map[string]string{"invocation_id": inv.ID}, "", ""); err != nil {
+			o.log.Warn("record reminder", "agent", a.Name, "err", err)
+		}
+	}
+}
+
+// requeue puts the tasks a new process of a cannot know about (in progress
+// in the process that died) back in its queue, so they are typed again.
+func (o *statusWriter) requeue(ctx context.Context, a office.Agent) {
+	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationInProgress}})
+	if err != nil {
+		o.log.Warn("requeue tasks", "agent", a.Name, "err", err)
+		return
+	}
+	for _, inv := range invs {
+		_, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{office.InvocationInProgress}, office.InvocationPending, office.InvocationPatch{})
+		if err != nil {
+			o.log.Warn("requeue task", "agent", a.Name, "invocation", inv.ID, "err", err)
+			continue
+		}
+		if ok {
+			o.record(ctx, a.OfficeID, a.ID, "invocation.requeued", map[string]string{"invocation_id": inv.ID}, "")
+		}
+	}
+}
+
+// stopped makes a, whose session was stopped on request, idle: after the
+// statuses reported before (a "ready" recorded later would make it active
+// again). An agent whose session the server stops for its own shutdown
+// stays active, so that the next start (or the next owner) runs it.
+func (o *statusWriter) stopped(ctx context.Context, a office.Agent) error {
+	if err := o.flush(ctx); err != nil {
+		return err
+	}
+	if a.Status == office.AgentDisabled || a.Status == office.AgentIdle {
+		return nil
+	}
+	return o.store.SetAgentStatus(ctx, a.ID, office.AgentIdle)
+}
