@@ -75,6 +75,32 @@ func (r Request) Has(s string) bool {
 	return contains(v, s)
 }
 
+// LastUserText returns the last text part of the user's turns (the CLI
+// sends its session context as an earlier part of the first turn).
+func (r Request) LastUserText() string {
+	var body struct {
+		Contents []struct {
+			Role  string `json:"role"`
+			Parts []struct {
+				Text string `json:"text"`
+			} `json:"parts"`
+		} `json:"contents"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	last := ""
+	for _, c := range body.Contents {
+		if c.Role != "user" {
+			continue
+		}
+		for _, p := range c.Parts {
+			if p.Text != "" {
+				last = p.Text
+			}
+		}
+	}
+	return last
+}
+
 // FunctionResponses returns the function responses the request carries
 // (the results of tools the CLI ran or refused), compacted JSON each.
 func (r Request) FunctionResponses() []string {
