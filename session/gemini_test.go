@@ -207,3 +207,43 @@ func TestGeminiTitle(t *testing.T) {
 		}
 	}
 }
+
+// TestGeminiRecordingCursor reads a chat recording as the driver does: a
+// record written again (same id) and a history "$set" repeating read
+// messages give nothing new; a new id inside a "$set" is new; after a
+// server restart the office's cursor (a turn end's ID) skips what was
+// acted on, and a cursor of another session skips nothing.
+func TestGeminiRecordingCursor(t *testing.T) {
+	const id = "00000000-0000-4000-8000-0000000ce112"
+	lines := []string{
+		`{"sessionId":"` + id + `","projectHash":"x","kind":"main"}`,
+		`{"$set":{"messages":[{"id":"ctx","type":"user","content":[{"text":"<session_context>"}]}]}}`,
+		`{"id":"u1","type":"user","content":[{"text":"first"}]}`,
+		`{"id":"g1","type":"gemini","content":"reply one\n[RESULT] a"}`,
+		`{"id":"g1","type":"gemini","content":"reply one\n[RESULT] a","tokens":{"input":1}}`,
+		`{"$set":{"messages":[{"id":"ctx","type":"user"},{"id":"u1","type":"user"},{"id":"g1","type":"gemini","content":"reply one\n[RESULT] a"}]}}`,
+		`{"id":"u2","type":"user","content":[{"text":"second"}]}`,
+		`{"$set":{"messages":[{"id":"u2","type":"user"},{"id":"g2","type":"gemini","content":"reply two"}]}}`,
+	}
+	read := func(after string, n int) []string {
+		d := &geminiDriver{s: &Session{key: Key{"o", "a"}}, id: id, seen: map[string]bool{}, after: after, skipping: strings.HasPrefix(after, id+"/")}
+		var got []string
+		for _, l := range lines[:n] {
+			for _, x := range d.entry([]byte(l)) {
+				got = append(got, x.ID+"="+strings.Join(x.Lines, "|"))
+			}
+		}
+		return got
+	}
+	if got := strings.Join(read("", len(lines)), " "); got != "g1=reply one|[RESULT] a g2=reply two" {
+		t.Errorf("read from the start: %s", got)
+	}
+	// The office recorded the cursor at the first turn's end (the last
+	// record then was g1's rewrite).
+	if got := strings.Join(read(id+"/g1", len(lines)), " "); got != "g2=reply two" {
+		t.Errorf("after the cursor: %s, want only the second reply", got)
+	}
+	if got := strings.Join(read("00000000-0000-4000-8000-000000000000/g1", len(lines)), " "); got != "g1=reply one|[RESULT] a g2=reply two" {
+		t.Errorf("a cursor of another session: %s, want everything", got)
+	}
+}
