@@ -106,6 +106,7 @@ agents:
 		<-exited
 		if t.Failed() {
 			t.Logf("server log:\n%s", stderr.String())
+			t.Logf("gemini: other requests %q", gsrv.Unknown())
 			for _, r := range gsrv.Requests() {
 				t.Logf("gemini request %d %s main=%v: %.200q", r.Seq, r.Path, r.Main, r.LastUserText())
 			}
