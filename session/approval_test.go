@@ -53,7 +53,7 @@ printf 'chose %s\nready> ' "$b"; read c`
 		{"Pick one of these?", "Options: 1. Yes is fine"},
 		{"1. Allow once", "no question above"},
 	} {
-		if got := approvalDialog(rows); got != "" {
+		if got := approvalDialog(rows, nil); got != "" {
 			t.Errorf("approvalDialog(%q) = %q, want none", rows, got)
 		}
 	}

@@ -45,6 +45,7 @@ type commandDriver struct {
 	typing    keyLine        // a person's keystrokes (locked)
 	turnEndAt time.Time      // the live area was last read (locked)
 	attn      bool           // needs_attention for an approval dialog (locked)
+	dialogAt  time.Time      // an approval dialog has been on screen since (locked)
 	textSeq   int            // worker-owned
 }
 
@@ -167,37 +168,43 @@ func (d *commandDriver) step(now time.Time, st Status) ([]Text, func()) {
 // Gemini CLI and Qwen Code draw it ("● 1. Allow once", "1. Yes, allow
 // once"); approvalQuestion the question above it.
 var (
-	approvalOption   = regexp.MustCompile(`^[\s│]*[●❯>]?\s*1\.\s+(Allow once|Yes, allow once|Yes)\b`)
+	approvalOption   = regexp.MustCompile(`^[\s│]*[●❯›>]?\s*1\.\s+(Allow once|Yes, allow once|Yes)\b`)
 	approvalQuestion = regexp.MustCompile(`\?\s*[│]?\s*$`)
 )
 
-// approvalDialog returns the text of a tool-approval dialog on a still
-// screen (a question, then a numbered first choice that allows), or "".
-func approvalDialog(rows []string) string {
-	for i, r := range rows {
+// approvalDialog returns the text of a tool-approval dialog on screen (a
+// question, then a numbered first choice that allows: the rows around
+// them, box edges trimmed), or "". A dialog with the prompt (prompt, when
+// not nil) below it was answered: its rows are history.
+func approvalDialog(rows []string, prompt *regexp.Regexp) string {
+	for i := len(rows) - 1; i >= 0; i-- {
+		r := rows[i]
+		if prompt != nil && strings.TrimSpace(r) != "" && prompt.MatchString(trimRight(r)) {
+			return ""
+		}
 		if !approvalOption.MatchString(r) {
 			continue
 		}
 		for j := i - 1; j >= 0 && j >= i-8; j-- {
-			if approvalQuestion.MatchString(strings.TrimRight(rows[j], " ")) {
-				if t := dialogText(rows[:min(len(rows), i+6)]); t != "" {
-					return t
-				}
-				var lines []string
-				for _, x := range rows[j:min(len(rows), i+4)] {
-					if x = strings.TrimSpace(strings.Trim(strings.TrimSpace(x), "│")); x != "" {
-						lines = append(lines, x)
-					}
-				}
-				return strings.Join(lines, "\n")
+			if !approvalQuestion.MatchString(strings.TrimRight(rows[j], " ")) {
+				continue
 			}
+			var lines []string
+			for _, x := range rows[max(0, j-3):min(len(rows), i+4)] {
+				x = strings.TrimSpace(strings.Trim(strings.TrimSpace(x), "│"))
+				if x != "" && !strings.HasPrefix(x, "╭") && !strings.HasPrefix(x, "╰") {
+					lines = append(lines, x)
+				}
+			}
+			return strings.Join(lines, "\n")
 		}
+		return ""
 	}
 	return ""
 }
 
-// approval puts a busy agent whose still screen shows a tool-approval
-// dialog in needs_attention, with the dialog's text (a person answers it
+// approval puts a busy agent whose screen has shown a tool-approval
+// dialog for the quiescence period in needs_attention, with the dialog's text (a person answers it
 // in the console's terminal), and back to busy once it is gone. Locked.
 func (d *commandDriver) approval(now time.Time, st Status) Status {
 	s := d.s
@@ -209,12 +216,17 @@ func (d *commandDriver) approval(now time.Time, st Status) Status {
 	if d.lines == nil || s.p == nil || (st != StatusBusy && st != StatusNeedsAttention) {
 		return st
 	}
-	if now.Sub(s.lastOutput) < s.spec.Quiescence {
-		return st
+	// A spinner may go on drawing under the dialog (Qwen Code's "Waiting
+	// for user confirmation"): the dialog, not the screen, has to stay
+	// for the quiescence period.
+	text := approvalDialog(d.lines.scr.Lines(), d.prompt)
+	if text == "" {
+		d.dialogAt = time.Time{}
+	} else if d.dialogAt.IsZero() {
+		d.dialogAt = now
 	}
-	text := approvalDialog(d.lines.scr.Lines())
 	switch {
-	case text != "" && st == StatusBusy:
+	case text != "" && st == StatusBusy && now.Sub(d.dialogAt) >= s.spec.Quiescence:
 		d.attn = true
 		s.info.Detail = text
 		s.log.Warn("agent needs attention", "dialog", text)

@@ -35,8 +35,8 @@ const DefaultKey = "sk-openaitest-0123456789"
 // Model is the model name the server lists and clients are told to use.
 const Model = "office-test-model"
 
-// Response is a scripted reply: text, then function calls (Responses
-// API only).
+// Response is a scripted reply: text, then function calls (streamed
+// replies).
 type Response struct {
 	Text   string
 	Calls  []Call
@@ -481,7 +481,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, req Request, resp 
 			return
 		}
 	}
-	last := chunk(map[string]any{}, "stop")
+	finish := "stop"
+	for i, c := range resp.Calls {
+		finish = "tool_calls"
+		d := map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": fmt.Sprintf("call_%d_%d", req.Seq, i), "type": "function",
+			"function": map[string]any{"name": c.Name, "arguments": c.Arguments}}}}
+		if !e.send("", chunk(d, nil)) {
+			return
+		}
+	}
+	last := chunk(map[string]any{}, finish)
 	last["usage"] = u
 	if !e.send("", last) {
 		return
