@@ -116,10 +116,14 @@ func (a *Sessions) Spec(s engine.SessionSpec) (session.Spec, error) {
 		if s.PermissionTimeout > 0 {
 			sp.PermissionHookTimeout = s.PermissionTimeout + time.Minute
 		}
-	case session.KindCodex:
-		// Its words come from its rollout file: resumable, with a cursor.
+	case session.KindCodex, session.KindGemini:
+		// Its words come from its rollout file (Codex) or chat recording
+		// (Gemini CLI): resumable, with a cursor.
 		sp.ConversationID, sp.Resume, sp.TranscriptAfter = s.ConversationID, s.Resume, s.TranscriptAfter
 		sp.AppendSystemPrompt = s.SystemPrompt
+		if s.PermissionTimeout > 0 {
+			sp.PermissionHookTimeout = s.PermissionTimeout + time.Minute // Codex's hook, as for Claude Code
+		}
 	case session.KindCommand:
 		// Taught through the CLI's instruction file where the session
 		// knows it (Qwen Code, Gemini CLI).

@@ -61,6 +61,9 @@ type codexDriver struct {
 	awaiting  bool        // typed text not yet seen as a user message (locked)
 	reEntered bool        // locked
 	warned    bool        // the missing rollout was logged
+
+	stateDir string        // the permission socket's directory (Options.Hook)
+	perm     *permListener // the PermissionRequest hook's socket
 }
 
 func newCodexDriver(s *Session) driver { return &codexDriver{s: s} }
@@ -100,10 +103,16 @@ func (d *codexDriver) launch(spec Spec) ([]string, []string, error) {
 	// two processes per CODEX_HOME left running under init after the
 	// session ended); without it the server runs inside the agent's own
 	// process tree.
-	args := append([]string{"--no-daemon", "--disable", "daemon_auto_start"}, spec.Args...)
+	flags := []string{"--no-daemon", "--disable", "daemon_auto_start"}
+	hook, err := d.permissionHook(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	flags = append(flags, hook...)
+	args := append(flags, spec.Args...)
 	d.resumed = false
 	if d.id != "" && (spec.Resume || d.file != "") && d.findByID() != "" {
-		args = append([]string{"--no-daemon", "--disable", "daemon_auto_start", "resume", d.id}, spec.Args...)
+		args = append(append(flags, "resume", d.id), spec.Args...)
 		d.resumed = true
 	}
 	env := buildEnv(spec, false)
@@ -243,7 +252,79 @@ func (d *codexDriver) resume(spec *Spec, asked *Spec) {
 	}
 }
 
-func (d *codexDriver) close() {}
+func (d *codexDriver) close() {
+	if d.perm != nil {
+		d.perm.close()
+		d.perm = nil
+	}
+	if d.stateDir != "" {
+		_ = os.RemoveAll(d.stateDir)
+		d.stateDir = ""
+	}
+}
+
+// permissionHook returns the flags that give Codex its PermissionRequest
+// hook (Codex 0.169 runs it before it would show an approval dialog, with
+// Claude Code's input and decision format: docs/notes/clis.md): this
+// server's executable (Options.Hook) handing the request to the session's
+// socket, as for Claude Code (permission.go). The hook is a config
+// override (-c), so the agent's own hooks.json and config.toml are left as
+// they are; --dangerously-bypass-hook-trust runs it without the trust
+// review Codex asks for hooks it has not seen (the office wrote it). None
+// without a hook command.
+func (d *codexDriver) permissionHook(spec Spec) ([]string, error) {
+	hook := d.s.m.opts.Hook
+	if len(hook) == 0 {
+		return nil, nil
+	}
+	if d.perm == nil {
+		dir, err := os.MkdirTemp("", "office-session-")
+		if err != nil {
+			return nil, fmt.Errorf("state directory: %w", err)
+		}
+		signals := filepath.Join(dir, "signals")
+		if err := os.WriteFile(signals, nil, 0o600); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("state directory: %w", err)
+		}
+		p, err := listenPermissions(d.s, dir, signals)
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		d.stateDir, d.perm = dir, p
+	}
+	argv := append(append([]string{}, hook...), "permission", d.perm.path)
+	for i, a := range argv {
+		argv[i] = shellQuote(a)
+	}
+	timeout := spec.PermissionHookTimeout
+	if timeout <= 0 {
+		timeout = DefaultPermissionHookTimeout
+	}
+	entry := fmt.Sprintf(`hooks.PermissionRequest=[{hooks=[{type="command",command=%s,timeout=%d}]}]`,
+		tomlString(strings.Join(argv, " ")), int(timeout.Seconds()))
+	return []string{"-c", entry, "--dangerously-bypass-hook-trust"}, nil
+}
+
+// tomlString quotes s as a TOML basic string.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\u%04X", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
 
 // step reads the rollout and decides the status: ready at start once Codex
 // said it is idle, its composer (›) is drawn and the screen is still; busy

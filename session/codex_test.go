@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -277,4 +278,146 @@ func TestCodexRolloutCursor(t *testing.T) {
 	if got := read("rollout-other:10"); len(got) != 3 {
 		t.Errorf("a cursor of another rollout: %d texts, want 3", len(got))
 	}
+}
+
+// TestCodexPermissionHook runs the real Codex (approval policy on-request;
+// the model asks to run its commands outside the sandbox) with its PermissionRequest hook
+// (this test binary, as the server's executable in production) and a
+// scripted model that asks to run shell commands: the request reaches
+// Options.OnPermission with the command; allow runs it and the model gets
+// its output; deny with a reason keeps it from running and the model
+// gets the reason.
+func TestCodexPermissionHook(t *testing.T) {
+	bin := testenv.CLIBin(t, "codex")
+	checkGoroutines(t)
+	srv := openaitest.New(t)
+	home := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "work")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.PrepareCodex(home, dir); err != nil {
+		t.Fatal(err)
+	}
+	srv.Reply(func(r openaitest.Request) openaitest.Response {
+		if outs := r.FunctionOutputs(); lastInputType(r.Body) == "function_call_output" {
+			return openaitest.Response{Text: "tool said: " + outs[len(outs)-1]}
+		}
+		u := r.LastUserText()
+		for _, c := range []string{"one", "two"} {
+			if strings.Contains(u, "run "+c) {
+				args, _ := json.Marshal(map[string]any{"cmd": "mkdir -p d-" + c + " && echo ran-" + c, "justification": "say " + c, "sandbox_permissions": "require_escalated"})
+				return openaitest.Response{Calls: []openaitest.Call{{Name: "exec_command", Arguments: string(args)}}}
+			}
+		}
+		return openaitest.Response{Text: "OK"}
+	})
+	pr := &permRecorder{poke: make(chan struct{}, 1)}
+	r := newRecorder()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newTestManager(t, r, pr.opts(Options{StopGrace: 2 * time.Second, Hook: []string{self, "hook"}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	key := Key{"office", "codex-perm"}
+	s, err := m.Start(ctx, key, Spec{
+		Kind: KindCodex, Command: bin, Dir: dir, Home: home, Env: srv.CodexEnv(home),
+		Args: []string{"--ask-for-approval", "on-request"}, Cols: 120, Rows: 40,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("screen:\n%s", strings.Join(s.Screen(), "\n"))
+			if rs := srv.MainRequests(); len(rs) > 0 {
+				t.Logf("tools offered: %s", toolNames(rs[0].Body))
+			}
+		}
+	}()
+	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	output := func(marker string) string {
+		t.Helper()
+		for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			for _, rq := range srv.MainRequests() {
+				for _, o := range rq.FunctionOutputs() {
+					if strings.Contains(o, marker) {
+						return o
+					}
+				}
+			}
+		}
+		t.Fatalf("no function output with %q reached the model", marker)
+		return ""
+	}
+
+	go func() { _ = s.Send(ctx, "please run one") }()
+	pr.wait(t, "the first request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 1 })
+	req := pr.reqs[0]
+	var in struct{ Command string }
+	_ = json.Unmarshal(req.Input, &in)
+	if !strings.Contains(in.Command, "mkdir -p d-one && echo ran-one") || req.Key != key {
+		t.Fatalf("request %+v (command %q), want the mkdir of one", req, in.Command)
+	}
+	t.Logf("Codex's request: tool %s, input %s", req.Tool, req.Input)
+	if err := m.DecidePermission(key, req.ID, PermissionDecision{Allow: true}); err != nil {
+		t.Fatal(err)
+	}
+	if out := output("ran-one"); !strings.Contains(out, "ran-one") {
+		t.Errorf("allowed: output %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "d-one")); err != nil {
+		t.Errorf("allowed command did not run: %v", err)
+	}
+	r.waitFor(t, "ready after one", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+
+	go func() { _ = s.Send(ctx, "please run two") }()
+	pr.wait(t, "the second request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 2 })
+	const reason = "Denied by Kim: not on Fridays (two refused)"
+	if err := m.DecidePermission(key, pr.reqs[1].ID, PermissionDecision{Message: reason}); err != nil {
+		t.Fatal(err)
+	}
+	if out := output("two refused"); !strings.Contains(out, reason) {
+		t.Errorf("denied: output %q, want the reason %q", out, reason)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "d-two")); err == nil {
+		t.Error("a denied command ran")
+	}
+	r.waitFor(t, "ready after two", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	if err := m.Stop(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lastInputType is the type of the last input item of a Responses API
+// request ("message", "function_call_output"…).
+func lastInputType(body []byte) string {
+	var b struct {
+		Input []struct {
+			Type string `json:"type"`
+		} `json:"input"`
+	}
+	_ = json.Unmarshal(body, &b)
+	if len(b.Input) == 0 {
+		return ""
+	}
+	return b.Input[len(b.Input)-1].Type
+}
+
+// toolNames lists the names of the tools a Responses API request offers.
+func toolNames(body []byte) string {
+	var b struct {
+		Tools []struct {
+			Name string `json:"name"`
+			Type string `json:"type"`
+		} `json:"tools"`
+	}
+	_ = json.Unmarshal(body, &b)
+	var out []string
+	for _, t := range b.Tools {
+		out = append(out, t.Type+":"+t.Name)
+	}
+	return strings.Join(out, " ")
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -43,6 +44,8 @@ type commandDriver struct {
 	prompt    *regexp.Regexp // Spec.PromptPattern (locked)
 	typing    keyLine        // a person's keystrokes (locked)
 	turnEndAt time.Time      // the live area was last read (locked)
+	attn      bool           // needs_attention for an approval dialog (locked)
+	dialogAt  time.Time      // an approval dialog has been on screen since (locked)
 	textSeq   int            // worker-owned
 }
 
@@ -158,10 +161,92 @@ func (d *commandDriver) step(now time.Time, st Status) ([]Text, func()) {
 	defer s.mu.Unlock()
 	texts := d.texts(now, st)
 	if len(texts) > 0 && texts[len(texts)-1].TurnEnd {
+		if d.attn {
+			d.attn, s.info.Detail = false, ""
+		}
 		report, _ := s.setStatusLocked(StatusReady)
 		return texts, report
 	}
+	if next := d.approval(now, st); next != st {
+		report, _ := s.setStatusLocked(next)
+		return texts, report
+	}
 	return texts, func() {}
+}
+
+// approvalOption is the first choice of a CLI's tool-approval dialog as
+// Gemini CLI and Qwen Code draw it ("● 1. Allow once", "1. Yes, allow
+// once"); approvalQuestion the question above it.
+var (
+	approvalOption   = regexp.MustCompile(`^[\s│]*[●❯›>]?\s*1\.\s+(Allow once|Yes, allow once|Yes)\b`)
+	approvalQuestion = regexp.MustCompile(`\?\s*[│]?\s*$`)
+)
+
+// approvalDialog returns the text of a tool-approval dialog on screen (a
+// question, then a numbered first choice that allows: the rows around
+// them, box edges trimmed), or "". A dialog with the prompt (prompt, when
+// not nil) below it was answered: its rows are history.
+func approvalDialog(rows []string, prompt *regexp.Regexp) string {
+	for i := len(rows) - 1; i >= 0; i-- {
+		r := rows[i]
+		if prompt != nil && strings.TrimSpace(r) != "" && prompt.MatchString(trimRight(r)) {
+			return ""
+		}
+		if !approvalOption.MatchString(r) {
+			continue
+		}
+		for j := i - 1; j >= 0 && j >= i-8; j-- {
+			if !approvalQuestion.MatchString(strings.TrimRight(rows[j], " ")) {
+				continue
+			}
+			var lines []string
+			for _, x := range rows[max(0, j-3):min(len(rows), i+4)] {
+				x = strings.TrimSpace(strings.Trim(strings.TrimSpace(x), "│"))
+				if x != "" && !strings.HasPrefix(x, "╭") && !strings.HasPrefix(x, "╰") {
+					lines = append(lines, x)
+				}
+			}
+			return strings.Join(lines, "\n")
+		}
+		return ""
+	}
+	return ""
+}
+
+// approval puts a busy agent whose screen has shown a tool-approval
+// dialog for the quiescence period in needs_attention, with the dialog's text (a person answers it
+// in the console's terminal), and back to busy once it is gone. Locked.
+func (d *commandDriver) approval(now time.Time, st Status) Status {
+	s := d.s
+	if d.attn && st != StatusNeedsAttention {
+		// Answered by keys (a line entered makes it busy) or gone.
+		d.attn = false
+		s.info.Detail = ""
+	}
+	if d.lines == nil || s.p == nil || (st != StatusBusy && st != StatusNeedsAttention) {
+		return st
+	}
+	// A spinner may go on drawing under the dialog (Qwen Code's "Waiting
+	// for user confirmation"): the dialog, not the screen, has to stay
+	// for the quiescence period.
+	text := approvalDialog(d.lines.scr.Lines(), d.prompt)
+	if text == "" {
+		d.dialogAt = time.Time{}
+	} else if d.dialogAt.IsZero() {
+		d.dialogAt = now
+	}
+	switch {
+	case text != "" && st == StatusBusy && now.Sub(d.dialogAt) >= s.spec.Quiescence:
+		d.attn = true
+		s.info.Detail = text
+		s.log.Warn("agent needs attention", "dialog", text)
+		return StatusNeedsAttention
+	case text == "" && st == StatusNeedsAttention:
+		d.attn = false
+		s.info.Detail = ""
+		return StatusBusy
+	}
+	return st
 }
 
 // texts reads the lines that scrolled off, and the live area when the turn

@@ -99,3 +99,61 @@ func TestQwenCommandAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestQwenApprovalDialog drives the real Qwen Code as a command agent whose
+// scripted model asks to run a shell command: its approval dialog puts
+// the agent in needs_attention with the command in the dialog's text;
+// Enter (its first choice, allow once) runs the command.
+func TestQwenApprovalDialog(t *testing.T) {
+	bin := testenv.CLIBin(t, "qwen")
+	checkGoroutines(t)
+	srv := openaitest.New(t)
+	srv.Side(openaitest.QwenSide)
+	home := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "work")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := openaitest.PrepareQwen(home); err != nil {
+		t.Fatal(err)
+	}
+	srv.Enqueue(openaitest.Response{Calls: []openaitest.Call{{Name: "run_shell_command", Arguments: `{"command":"mkdir -p made-by-qwen && echo qwen-ok","description":"make a folder"}`}}},
+		openaitest.Response{Text: "Done."})
+	r := newRecorder()
+	m := newTestManager(t, r, Options{StopGrace: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	key := Key{"office", "qwen-approval"}
+	s, err := m.Start(ctx, key, Spec{
+		Kind: KindCommand, Command: bin, Dir: dir, Home: home, Env: srv.QwenEnv(home),
+		PromptPattern: `Auto mode|Type your message|YOLO|shortcuts`, Quiescence: 1500 * time.Millisecond, Cols: 100, Rows: 30,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("screen:\n%s", strings.Join(s.Screen(), "\n"))
+		}
+	}()
+	r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	if err := s.Send(ctx, "make the folder"); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "needs attention", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusNeedsAttention })
+	if d := s.Info().Detail; !strings.Contains(d, "mkdir -p made-by-qwen") {
+		t.Errorf("detail %q, want the command", d)
+	} else {
+		t.Logf("needs_attention detail:\n%s", d)
+	}
+	if err := s.Input([]byte("\r")); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "ready after the command", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	if _, err := os.Stat(filepath.Join(dir, "made-by-qwen")); err != nil {
+		t.Errorf("the allowed command did not run: %v", err)
+	}
+	if err := m.Stop(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -35,12 +35,21 @@ const DefaultKey = "sk-openaitest-0123456789"
 // Model is the model name the server lists and clients are told to use.
 const Model = "office-test-model"
 
-// Response is a scripted reply.
+// Response is a scripted reply: text, then function calls (streamed
+// replies).
 type Response struct {
 	Text   string
+	Calls  []Call
 	Chunks []string      // the text deltas (default: pieces of about 40 bytes)
 	Delay  time.Duration // between events
 	Hold   <-chan struct{}
+}
+
+// Call is a function call the model makes: the tool's name and its
+// arguments (JSON).
+type Call struct {
+	Name      string
+	Arguments string
 }
 
 // Request is one model request the server received.
@@ -69,6 +78,25 @@ func (r Request) Has(s string) bool {
 		return strings.Contains(string(r.Body), s)
 	}
 	return contains(v, s)
+}
+
+// FunctionOutputs returns the outputs of function calls the request
+// carries (Responses API function_call_output items), as text.
+func (r Request) FunctionOutputs() []string {
+	var body struct {
+		Input []struct {
+			Type   string          `json:"type"`
+			Output json.RawMessage `json:"output"`
+		} `json:"input"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	var out []string
+	for _, in := range body.Input {
+		if in.Type == "function_call_output" {
+			out = append(out, contentText(in.Output))
+		}
+	}
+	return out
 }
 
 // LastUserText returns the text of the last user message: the last
@@ -390,28 +418,43 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, req Request, 
 	mid := fmt.Sprintf("msg_%d", req.Seq)
 	done := map[string]any{"type": "message", "id": mid, "role": "assistant", "status": "completed",
 		"content": []any{map[string]any{"type": "output_text", "text": resp.Text, "annotations": []any{}}}}
+	var items []any
+	if resp.Text != "" || len(resp.Calls) == 0 {
+		items = append(items, done)
+	}
+	for i, c := range resp.Calls {
+		items = append(items, map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_%d_%d", req.Seq, i),
+			"call_id": fmt.Sprintf("call_%d_%d", req.Seq, i), "name": c.Name, "arguments": c.Arguments, "status": "completed"})
+	}
 	if !req.Stream {
-		writeJSON(w, map[string]any{"id": id, "object": "response", "status": "completed", "model": req.Model, "output": []any{done}, "usage": usage})
+		writeJSON(w, map[string]any{"id": id, "object": "response", "status": "completed", "model": req.Model, "output": items, "usage": usage})
 		return
 	}
 	e := newSSE(w, r, resp.Delay)
 	if !e.send("response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": id, "object": "response", "status": "in_progress", "output": []any{}}}) {
 		return
 	}
-	if !e.send("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": 0,
-		"item": map[string]any{"type": "message", "id": mid, "role": "assistant", "status": "in_progress", "content": []any{}}}) {
-		return
-	}
-	for _, c := range resp.chunks() {
-		if !e.send("response.output_text.delta", map[string]any{"type": "response.output_text.delta", "item_id": mid, "output_index": 0, "content_index": 0, "delta": c}) {
+	for i, it := range items {
+		item := it.(map[string]any)
+		if item["type"] == "message" {
+			if !e.send("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": i,
+				"item": map[string]any{"type": "message", "id": mid, "role": "assistant", "status": "in_progress", "content": []any{}}}) {
+				return
+			}
+			for _, c := range resp.chunks() {
+				if !e.send("response.output_text.delta", map[string]any{"type": "response.output_text.delta", "item_id": mid, "output_index": i, "content_index": 0, "delta": c}) {
+					return
+				}
+			}
+		} else if !e.send("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": i, "item": item}) {
+			return
+		}
+		if !e.send("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": i, "item": item}) {
 			return
 		}
 	}
-	if !e.send("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": done}) {
-		return
-	}
 	e.send("response.completed", map[string]any{"type": "response.completed",
-		"response": map[string]any{"id": id, "object": "response", "status": "completed", "output": []any{done}, "usage": usage}})
+		"response": map[string]any{"id": id, "object": "response", "status": "completed", "output": items, "usage": usage}})
 }
 
 // chat answers Chat Completions: chat.completion.chunk events with the
@@ -438,7 +481,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, req Request, resp 
 			return
 		}
 	}
-	last := chunk(map[string]any{}, "stop")
+	finish := "stop"
+	for i, c := range resp.Calls {
+		finish = "tool_calls"
+		d := map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": fmt.Sprintf("call_%d_%d", req.Seq, i), "type": "function",
+			"function": map[string]any{"name": c.Name, "arguments": c.Arguments}}}}
+		if !e.send("", chunk(d, nil)) {
+			return
+		}
+	}
+	last := chunk(map[string]any{}, finish)
 	last["usage"] = u
 	if !e.send("", last) {
 		return

@@ -1,0 +1,249 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/office-server/office-server/internal/geminitest"
+	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/protocol"
+)
+
+// TestGeminiEndToEnd drives the real Gemini CLI (0.61.0, from npm) as a
+// gemini agent against a scripted Gemini API: the office's instructions
+// reach the first request through ~/.gemini/GEMINI.md (what the person
+// wrote there kept); a 90-line reply with one [ASK_USER], taller than the
+// 30-row terminal (the CLI clears and repaints its history), is read from
+// the chat recording exactly once and gives one question; a restart
+// resumes the conversation; a shell command the model asks for puts the
+// agent in needs_attention with the command in the dialog's text, and the
+// keys a person presses answer it (the command's output reaches the
+// model).
+func TestGeminiEndToEnd(t *testing.T) {
+	bin := testenv.CLIBin(t, "gemini")
+	checkGoroutines(t)
+	srv := geminitest.New(t)
+	home := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "work")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := geminitest.Prepare(home); err != nil {
+		t.Fatal(err)
+	}
+	md := filepath.Join(home, ".gemini", "GEMINI.md")
+	if err := os.WriteFile(md, []byte("USER-NOTE: 사람이 쓴 지시입니다.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("긴 답변입니다.\n")
+	for i := 1; i <= 60; i++ {
+		fmt.Fprintf(&b, "줄 %d %s — line %d of a long reply (%d).\n", i, strings.Repeat("가", i%7+1), i, i*i)
+	}
+	b.WriteString("[ASK_USER]\n질문: 배포를 진행할까요?\n타입: confirmation\n[/ASK_USER]\n")
+	for i := 1; i <= 30; i++ {
+		fmt.Fprintf(&b, "뒤 줄 %d — more of the long reply, %d.\n", i, i*7)
+	}
+	reply1 := b.String() + "끝."
+	reply2 := "알겠습니다.\n[RESULT] 완료"
+	srv.Enqueue(geminitest.Response{Text: reply1, Delay: 5 * time.Millisecond}, geminitest.Response{Text: reply2},
+		geminitest.Response{Calls: []geminitest.Call{{Name: "run_shell_command", Args: map[string]any{"command": "mkdir -p made-by-agent && echo office-perm-ok", "description": "make a folder"}}}},
+		geminitest.Response{Text: "명령을 실행했습니다."})
+
+	r := newRecorder()
+	m := newTestManager(t, r, Options{StopGrace: 2 * time.Second, RestartBackoff: 100 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+	defer cancel()
+	key := Key{"office", "gemini"}
+	spec := Spec{
+		Kind: KindGemini, Command: bin, Dir: dir, Home: home,
+		Env:                srv.Env(home),
+		AppendSystemPrompt: "OFFICE-INSTRUCTIONS: answer with protocol blocks such as [ASK_USER].",
+		ConversationID:     "00000000-0000-4000-8000-0000000ce111",
+		Cols:               100, Rows: 30,
+	}
+	s, err := m.Start(ctx, key, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	sctx, scancel := context.WithTimeout(ctx, 40*time.Second)
+	defer scancel()
+	if err := s.Send(sctx, "[OFFICE] Message from a person in the office:\n> 배포 전에 물어봐 주세요"); err != nil {
+		t.Fatalf("%v; info %+v; screen:\n%s", err, s.Info(), strings.Join(s.Screen(), "\n"))
+	}
+	r1, err := srv.WaitMain(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r1.Has("OFFICE-INSTRUCTIONS") || !r1.Has("USER-NOTE") {
+		t.Errorf("first request: office instructions %v, the person's note %v; want both", r1.Has("OFFICE-INSTRUCTIONS"), r1.Has("USER-NOTE"))
+	}
+	if got, _ := os.ReadFile(md); !strings.Contains(string(got), "USER-NOTE") {
+		t.Errorf("GEMINI.md lost what the person wrote:\n%s", got)
+	}
+	r.waitFor(t, "first turn", 90*time.Second, func(st []Status, ts []Text) bool {
+		return len(turns(ts)) >= 1 && lastStatus(st) == StatusReady
+	})
+	_, ts := r.snapshot()
+	if got := turns(ts)[0]; got != reply1 {
+		t.Errorf("first turn's text differs from the reply:\n got %.300q\nwant %.300q", got, reply1)
+		rec, _ := os.ReadFile(s.Info().Transcript)
+		t.Logf("chat recording:\n%.4000s", rec)
+	}
+	if asks := countAsks(ts); asks != 1 {
+		t.Errorf("%d ASK_USER messages from a long repainted reply with one, want 1", asks)
+	}
+	if s.Info().ConversationID != spec.ConversationID {
+		t.Errorf("conversation id %q, want the office's %q", s.Info().ConversationID, spec.ConversationID)
+	}
+
+	if err := s.Send(ctx, "네, 진행하세요"); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "second turn", 60*time.Second, func(st []Status, ts []Text) bool {
+		return len(turns(ts)) >= 2 && lastStatus(st) == StatusReady
+	})
+
+	if err := m.Restart(ctx, key, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "ready after restart", 90*time.Second, func(st []Status, _ []Text) bool {
+		return lastStatus(st) == StatusReady && countStatus(st, StatusStarting) == 2
+	})
+	if !s.Info().Resumed {
+		t.Error("restart did not resume the conversation")
+	}
+	if err := s.Send(ctx, "echo로 확인해 주세요"); err != nil {
+		t.Fatal(err)
+	}
+	r3, err := srv.WaitMain(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r3.Has("질문: 배포를 진행할까요?") || !r3.Has("[RESULT] 완료") {
+		t.Error("resumed conversation lacks the earlier replies")
+	}
+	// The model asked to run a command: the CLI's approval dialog.
+	r.waitFor(t, "needs attention", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusNeedsAttention })
+	if d := s.Info().Detail; !strings.Contains(d, "mkdir -p made-by-agent") {
+		t.Errorf("needs_attention detail %q, want the command", d)
+	} else {
+		t.Logf("needs_attention detail:\n%s", d)
+	}
+	if err := s.Input([]byte("\r")); err != nil { // "Allow once", the first choice
+		t.Fatal(err)
+	}
+	r4, err := srv.WaitMain(ctx, 4)
+	if err != nil {
+		t.Fatalf("%v; screen:\n%s", err, strings.Join(s.Screen(), "\n"))
+	}
+	if fr := strings.Join(r4.FunctionResponses(), "\n"); !strings.Contains(fr, "office-perm-ok") {
+		t.Errorf("the model got %q, want the command's output", fr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "made-by-agent")); err != nil {
+		t.Errorf("the allowed command did not run: %v", err)
+	}
+	r.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
+		return len(turns(ts)) >= 3 && lastStatus(st) == StatusReady
+	})
+	_, ts = r.snapshot()
+	seen := map[string]bool{}
+	for _, x := range ts {
+		if seen[x.ID] {
+			t.Errorf("text %s emitted twice", x.ID)
+		}
+		seen[x.ID] = true
+		if x.Source != FromTranscript {
+			t.Errorf("text %s from %v, want the chat recording", x.ID, x.Source)
+		}
+	}
+	if got := turns(ts); len(got) != 3 || got[1] != reply2 || got[2] != "명령을 실행했습니다." {
+		t.Errorf("turns: %q", got)
+	}
+	if err := m.Stop(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// countAsks parses the texts as the office does and counts ASK_USER
+// messages.
+func countAsks(ts []Text) int {
+	p := protocol.NewParser(protocol.Options{})
+	var n int
+	for _, x := range ts {
+		var msgs []protocol.Message
+		for _, l := range x.Lines {
+			msgs = append(msgs, p.Feed(l)...)
+		}
+		if x.TurnEnd {
+			msgs = append(msgs, p.Flush()...)
+		}
+		for _, m := range msgs {
+			if m.Kind == protocol.KindAskUser {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// TestGeminiTitle follows the terminal title through writes cut anywhere.
+func TestGeminiTitle(t *testing.T) {
+	out := "x\x1b]0;◇  Ready (work)\x07y\x1b]0;✦  Working… (work)\x1b\\z\x1b]0;✋  Action Required (work)\x07"
+	for size := 1; size <= len(out); size++ {
+		var cur string
+		var tail []byte
+		for off := 0; off < len(out); off += size {
+			cur, tail = oscTitle(cur, tail, []byte(out[off:min(off+size, len(out))]))
+		}
+		if cur != "✋  Action Required (work)" {
+			t.Fatalf("writes of %d: title %q", size, cur)
+		}
+	}
+}
+
+// TestGeminiRecordingCursor reads a chat recording as the driver does: a
+// record written again (same id) and a history "$set" repeating read
+// messages give nothing new; a new id inside a "$set" is new; after a
+// server restart the office's cursor (a turn end's ID) skips what was
+// acted on, and a cursor of another session skips nothing.
+func TestGeminiRecordingCursor(t *testing.T) {
+	const id = "00000000-0000-4000-8000-0000000ce112"
+	lines := []string{
+		`{"sessionId":"` + id + `","projectHash":"x","kind":"main"}`,
+		`{"$set":{"messages":[{"id":"ctx","type":"user","content":[{"text":"<session_context>"}]}]}}`,
+		`{"id":"u1","type":"user","content":[{"text":"first"}]}`,
+		`{"id":"g1","type":"gemini","content":"reply one\n[RESULT] a"}`,
+		`{"id":"g1","type":"gemini","content":"reply one\n[RESULT] a","tokens":{"input":1}}`,
+		`{"$set":{"messages":[{"id":"ctx","type":"user"},{"id":"u1","type":"user"},{"id":"g1","type":"gemini","content":"reply one\n[RESULT] a"}]}}`,
+		`{"id":"u2","type":"user","content":[{"text":"second"}]}`,
+		`{"$set":{"messages":[{"id":"u2","type":"user"},{"id":"g2","type":"gemini","content":"reply two"}]}}`,
+	}
+	read := func(after string, n int) []string {
+		d := &geminiDriver{s: &Session{key: Key{"o", "a"}}, id: id, seen: map[string]bool{}, after: after, skipping: strings.HasPrefix(after, id+"/")}
+		var got []string
+		for _, l := range lines[:n] {
+			for _, x := range d.entry([]byte(l)) {
+				got = append(got, x.ID+"="+strings.Join(x.Lines, "|"))
+			}
+		}
+		return got
+	}
+	if got := strings.Join(read("", len(lines)), " "); got != "g1=reply one|[RESULT] a g2=reply two" {
+		t.Errorf("read from the start: %s", got)
+	}
+	// The office recorded the cursor at the first turn's end (the last
+	// record then was g1's rewrite).
+	if got := strings.Join(read(id+"/g1", len(lines)), " "); got != "g2=reply two" {
+		t.Errorf("after the cursor: %s, want only the second reply", got)
+	}
+	if got := strings.Join(read("00000000-0000-4000-8000-000000000000/g1", len(lines)), " "); got != "g1=reply one|[RESULT] a g2=reply two" {
+		t.Errorf("a cursor of another session: %s, want everything", got)
+	}
+}
