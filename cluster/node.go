@@ -96,12 +96,17 @@ type job struct {
 	release  int64 // token to release after the drop; 0: none (lost, not handed over)
 }
 
+// NewNodeID returns a fresh random node name.
+func NewNodeID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 // New returns a node on pool. Nothing happens before Run.
 func New(pool *pgxpool.Pool, cfg Config) *Node {
 	if cfg.NodeID == "" {
-		b := make([]byte, 8)
-		_, _ = rand.Read(b)
-		cfg.NodeID = hex.EncodeToString(b)
+		cfg.NodeID = NewNodeID()
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = DefaultLease
@@ -117,6 +122,13 @@ func New(pool *pgxpool.Pool, cfg Config) *Node {
 		owned: map[string]lease{}, released: map[string]time.Time{},
 		jobs: make(chan job, 1<<16),
 	}
+}
+
+// SetAddr sets the address announced to other nodes; call it before Run.
+func (n *Node) SetAddr(addr string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cfg.Addr = addr
 }
 
 // ID returns the node's name in the database.
@@ -189,12 +201,10 @@ func (n *Node) Run(ctx context.Context, r Runner) error {
 func (n *Node) Drain(ctx context.Context) error {
 	n.mu.Lock()
 	n.draining = true
-	ids := slices.Sorted(maps.Keys(n.owned))
 	n.mu.Unlock()
 	if _, err := n.pool.Exec(ctx, `update office_cluster.nodes set draining = true where node_id = $1`, n.cfg.NodeID); err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
-	n.handOver(ids)
 	return nil
 }
 
@@ -224,7 +234,11 @@ func (n *Node) step(ctx context.Context, place bool) {
 	n.mu.Lock()
 	draining := n.draining
 	n.mu.Unlock()
-	if !place || draining {
+	if draining {
+		n.handOver(n.Owned()) // at its next step the next owner takes them
+		return
+	}
+	if !place {
 		return
 	}
 	v, err := n.view(qctx)

@@ -76,11 +76,36 @@ func (n *Node) view(ctx context.Context) (view, error) {
 	}); err != nil {
 		return v, err
 	}
-	v.fair = v.total
-	if k := len(v.nodes); k > 0 {
-		v.fair = (v.total + k - 1) / k
-	}
+	v.fair = fairShare(v.total, v.nodes)
 	return v, nil
+}
+
+// fairShare is what each node without a smaller capacity should run: the
+// total shared over the live nodes, after the nodes whose capacity is under
+// an even share took what they can (water-filling), rounded up.
+func fairShare(total int, nodes []nodeLoad) int {
+	caps := make([]int, 0, len(nodes))
+	for _, nl := range nodes {
+		if nl.capacity > 0 {
+			caps = append(caps, nl.capacity)
+		}
+	}
+	slices.Sort(caps)
+	k := len(nodes)
+	if k == 0 {
+		return total
+	}
+	for _, c := range caps {
+		if c*k >= total {
+			break
+		}
+		total -= c
+		k--
+	}
+	if k == 0 {
+		return total
+	}
+	return (total + k - 1) / k
 }
 
 // load returns the weight of the offices this node holds.

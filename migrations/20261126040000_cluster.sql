@@ -44,6 +44,7 @@ create table office_cluster.transcripts (
 -- now, on the database's clock. A node names itself on each of its
 -- connections (set office.node); connections that do not (the frontend,
 -- migrations, tools) are not fenced.
+-- +goose StatementBegin
 create function office_cluster.fence() returns trigger
 language plpgsql security definer set search_path = '' as $$
 declare
@@ -59,6 +60,7 @@ begin
   end if;
   return new;
 end $$;
+-- +goose StatementEnd
 revoke execute on function office_cluster.fence() from public;
 
 create trigger agent_sessions_fence before insert or update on public.agent_sessions

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/office-server/office-server/agents"
+	"github.com/office-server/office-server/cluster"
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/migrations"
 	"github.com/office-server/office-server/office"
@@ -77,7 +78,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("find own executable for builtin agents: %w", err)
 		}
 	}
-	store, feed, closeStore, err := m.openStore(ctx, log)
+	own := newOwner(c, log.With("part", "owner"))
+	store, feed, closeStore, err := m.openStore(ctx, log, own)
 	if err != nil {
 		return err
 	}
@@ -93,7 +95,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	own := newOwner(c, log.With("part", "owner"))
 	keeper, err := keeperArgv()
 	if err != nil {
 		return fmt.Errorf("find own executable for the agents' keeper: %w", err)
@@ -108,13 +109,17 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 
+	stateDir, err := filepath.Abs(filepath.Join(c.DataDir, "claude"))
+	if err != nil {
+		return fmt.Errorf("agents state dir: %w", err)
+	}
 	// Sessions, the office, the server.
 	router, sess, err := agents.New(engine.Config{
 		Store: store, Feed: feed, Logger: log.With("part", "office"),
 		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
 		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(),
 		ProxyWait: c.ProxyWait, ContentRules: rules,
-	}, agents.Options{AgentBin: c.AgentBin, StateDir: filepath.Join(c.DataDir, "claude")},
+	}, agents.Options{AgentBin: c.AgentBin, StateDir: stateDir, Wrap: own.wrap(stateDir)},
 		session.Options{Logger: log.With("part", "session"), Keeper: keeper, Hook: hook})
 	if err != nil {
 		return fmt.Errorf("office: %w", err)
@@ -139,6 +144,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.mu.Lock()
 	m.addr = ln.Addr()
 	m.mu.Unlock()
+	if own.node != nil {
+		addr := c.NodeAddr
+		if addr == "" {
+			addr = ln.Addr().String()
+		}
+		own.node.SetAddr(addr)
+	}
 	r := &running{log: log, router: router, srv: srv, mgr: sess.Manager(), hs: server.NewHTTPServer(srv.Handler(), log)}
 	r.start(ctx, ln)
 	m.announce(ln.Addr(), token, tokenCreated, log)
@@ -178,17 +190,21 @@ func (m *Main) adminToken(log *slog.Logger) (token string, created bool, err err
 
 // openStore opens the configured store and its change feed; closeStore
 // closes what was opened.
-func (m *Main) openStore(ctx context.Context, log *slog.Logger) (store office.Store, feed office.ChangeFeed, closeStore func() error, err error) {
+func (m *Main) openStore(ctx context.Context, log *slog.Logger, own *owner) (store office.Store, feed office.ChangeFeed, closeStore func() error, err error) {
 	c := m.Config
 	switch c.storeKind() {
 	case "postgres":
 		if _, err := migrations.ApplyURL(ctx, c.DatabaseURL); err != nil {
 			return nil, nil, nil, fmt.Errorf("migrate: %w", err)
 		}
-		pg, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{Logger: log})
+		// The server is a cluster node: its connections name it, so that
+		// the database refuses what it does for an office it lost.
+		node := cluster.NewNodeID()
+		pg, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{Logger: log, Node: node})
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("open postgres: %w", err)
 		}
+		own.attach(pg.Pool(), cluster.Config{NodeID: node, Capacity: c.Capacity, Lease: c.Lease, Renew: c.LeaseRenew})
 		return pg, pg, pg.Close, nil
 	case "supabase":
 		sb, err := supabase.New(c.SupabaseURL, c.SupabaseKey)
