@@ -36,8 +36,10 @@ const (
 
 // Config configures a node.
 type Config struct {
-	// NodeID names the node in the database; default: random, new on every
-	// start (a restarted server is a new node).
+	// NodeID names the node in the database; default: random. A node
+	// starts by taking back the leases its name holds (a restart after a
+	// crash resumes at once), so one name must never be used by two live
+	// processes: the serve command keeps it in its data directory, locked.
 	NodeID string
 	// Addr is where other nodes reach this node's HTTP server (for the
 	// console's terminal proxy).
@@ -174,6 +176,9 @@ func (n *Node) Run(ctx context.Context, r Runner) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); n.work(ctx, r) }()
+	if err := n.reclaim(ctx); err != nil && ctx.Err() == nil {
+		n.log.Warn("take back this node's leases", "err", err)
+	}
 	t := time.NewTicker(n.cfg.Renew)
 	watch := time.NewTicker(n.cfg.Lease / 20)
 	first := true
@@ -221,6 +226,38 @@ func (n *Node) announce(ctx context.Context) error {
 	return nil
 }
 
+// reclaim takes back the leases this node's name holds from its previous
+// run, expired or not, with new tokens.
+func (n *Node) reclaim(ctx context.Context) error {
+	sent := time.Now()
+	n.stats.Takes.Add(1)
+	rows, err := n.pool.Query(ctx, `
+		update office_cluster.leases set token = token + 1, expires_at = now() + make_interval(secs => $2), taken_at = now()
+		where node_id = $1 returning office_id::text, token`, n.cfg.NodeID, n.cfg.Lease.Seconds())
+	if err != nil {
+		return err
+	}
+	got := map[string]int64{}
+	var (
+		id  string
+		tok int64
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &tok}, func() error { got[id] = tok; return nil }); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.validUntil = sent.Add(n.cfg.Lease - n.margin())
+	for id, tok := range got {
+		n.owned[id] = lease{token: tok, weight: 1}
+	}
+	n.mu.Unlock()
+	for _, id := range slices.Sorted(maps.Keys(got)) {
+		n.log.Info("took back office after a restart", "office", id, "token", got[id])
+		n.jobs <- job{take: true, officeID: id}
+	}
+	return nil
+}
+
 // step renews, then (unless only renewing) takes and balances.
 func (n *Node) step(ctx context.Context, place bool) {
 	qctx, cancel := context.WithTimeout(ctx, n.cfg.Renew)
@@ -248,12 +285,26 @@ func (n *Node) step(ctx context.Context, place bool) {
 		}
 		return
 	}
+	n.reweigh(v)
 	if err := n.take(qctx, n.pick(v)); err != nil && ctx.Err() == nil {
 		n.log.Warn("take offices", "err", err)
 	}
 	if give := n.surplus(v); len(give) > 0 {
 		n.log.Info("giving offices to less loaded nodes", "offices", len(give), "fair_share", v.fair)
 		n.handOver(give)
+	}
+}
+
+// reweigh updates the weights of the offices held (agents added or
+// disabled since they were taken).
+func (n *Node) reweigh(v view) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, o := range v.offices {
+		if l, ok := n.owned[o.id]; ok {
+			l.weight = o.weight
+			n.owned[o.id] = l
+		}
 	}
 }
 
@@ -430,7 +481,11 @@ func (n *Node) take(ctx context.Context, want map[string]int) error {
 	}
 	n.mu.Unlock()
 	for _, id := range slices.Sorted(maps.Keys(got)) {
-		n.log.Info("running office", "office", id, "token", got[id])
+		if got[id] > 1 {
+			n.log.Info("took over office", "office", id, "token", got[id])
+		} else {
+			n.log.Info("running office", "office", id, "token", got[id])
+		}
 		n.jobs <- job{take: true, officeID: id}
 	}
 	return nil

@@ -197,15 +197,26 @@ func (m *Main) openStore(ctx context.Context, log *slog.Logger, own *owner) (sto
 		if _, err := migrations.ApplyURL(ctx, c.DatabaseURL); err != nil {
 			return nil, nil, nil, fmt.Errorf("migrate: %w", err)
 		}
-		// The server is a cluster node: its connections name it, so that
-		// the database refuses what it does for an office it lost.
-		node := cluster.NewNodeID()
+		// The server is a cluster node, named in its data directory (locked:
+		// one process per name), so that a restart takes its offices back
+		// at once. Its connections carry the name, so that the database
+		// refuses what it does for an office it lost.
+		lock, err := lockSQLite(filepath.Join(c.DataDir, "node"))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		node, _, err := secretFile(c.DataDir, "node-id", cluster.NewNodeID)
+		if err != nil {
+			lock.Close()
+			return nil, nil, nil, fmt.Errorf("node id: %w", err)
+		}
 		pg, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{Logger: log, Node: node})
 		if err != nil {
+			lock.Close()
 			return nil, nil, nil, fmt.Errorf("open postgres: %w", err)
 		}
 		own.attach(pg.Pool(), cluster.Config{NodeID: node, Capacity: c.Capacity, Lease: c.Lease, Renew: c.LeaseRenew})
-		return pg, pg, pg.Close, nil
+		return pg, pg, func() error { return errors.Join(pg.Close(), lock.Close()) }, nil
 	case "supabase":
 		sb, err := supabase.New(c.SupabaseURL, c.SupabaseKey)
 		if err != nil {
