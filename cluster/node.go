@@ -490,3 +490,20 @@ func (n *Node) take(ctx context.Context, want map[string]int) error {
 	}
 	return nil
 }
+
+// Owner returns the address of the node running officeID, or local when
+// that is this node or no live node runs it (server.Owners).
+func (n *Node) Owner(ctx context.Context, officeID string) (addr string, local bool) {
+	if n.Owns(officeID) {
+		return "", true
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := n.pool.QueryRow(ctx, `
+		select n.addr from office_cluster.leases l join office_cluster.nodes n on n.node_id = l.node_id
+		where l.office_id = $1 and l.expires_at > now() and l.node_id <> $2`, officeID, n.cfg.NodeID).Scan(&addr)
+	if err != nil || addr == "" {
+		return "", true
+	}
+	return addr, false
+}

@@ -28,10 +28,10 @@ func (s *Server) routes() {
 	api("DELETE /api/offices/{office}/agents/{agent}", s.deleteAgent)
 
 	api("GET /api/offices/{office}/sessions", s.listSessions)
-	api("POST /api/offices/{office}/agents/{agent}/start", s.sessionAction("start"))
-	api("POST /api/offices/{office}/agents/{agent}/stop", s.sessionAction("stop"))
-	api("POST /api/offices/{office}/agents/{agent}/restart", s.sessionAction("restart"))
-	api("POST /api/offices/{office}/agents/{agent}/input", s.sendInput)
+	api("POST /api/offices/{office}/agents/{agent}/start", s.forwarded(s.sessionAction("start")))
+	api("POST /api/offices/{office}/agents/{agent}/stop", s.forwarded(s.sessionAction("stop")))
+	api("POST /api/offices/{office}/agents/{agent}/restart", s.forwarded(s.sessionAction("restart")))
+	api("POST /api/offices/{office}/agents/{agent}/input", s.forwarded(s.sendInput))
 
 	api("GET /api/offices/{office}/questions", s.listQuestions)
 	api("GET /api/questions/{id}", s.getQuestion)
@@ -144,6 +144,9 @@ type agentView struct {
 	office.Agent
 	Session string `json:"session_status"`
 	Detail  string `json:"session_detail,omitempty"`
+	// Node is the address of the node that runs the agent's office, when
+	// that is another server (several on one database).
+	Node string `json:"node,omitempty"`
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
@@ -159,15 +162,26 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]agentView, 0, len(agents))
 	for _, a := range agents {
-		out = append(out, s.agentView(o.ID, a))
+		out = append(out, s.agentView(r.Context(), o.ID, a))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) agentView(officeID string, a office.Agent) agentView {
+func (s *Server) agentView(ctx context.Context, officeID string, a office.Agent) agentView {
 	v := agentView{Agent: a, Session: office.SessionStopped}
 	if t, ok := s.cfg.Terminals.Terminal(officeID, a.ID); ok {
 		v.Session, v.Detail = t.Status(), t.Detail()
+		return v
+	}
+	if s.cfg.Owners == nil {
+		return v
+	}
+	// Run by another node: its session row says how it is.
+	if addr, local := s.cfg.Owners.Owner(ctx, officeID); !local {
+		v.Node = addr
+		if rec, err := s.cfg.Store.GetSessionByAgent(ctx, a.ID); err == nil {
+			v.Session, v.Detail = rec.Status, rec.Detail
+		}
 	}
 	return v
 }
@@ -178,7 +192,7 @@ func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.agentView(o.ID, a))
+	writeJSON(w, http.StatusOK, s.agentView(r.Context(), o.ID, a))
 }
 
 func (s *Server) saveAgent(w http.ResponseWriter, r *http.Request) {
@@ -260,6 +274,7 @@ type sessionView struct {
 	office.SessionRecord
 	AgentName string `json:"agent_name"`
 	Live      bool   `json:"live"`
+	Node      string `json:"node,omitempty"` // the node running it, when another
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
@@ -282,9 +297,15 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	for _, a := range agents {
 		names[a.ID] = a.Name
 	}
+	var remote string
+	if s.cfg.Owners != nil {
+		if addr, local := s.cfg.Owners.Owner(r.Context(), o.ID); !local {
+			remote = addr
+		}
+	}
 	out := make([]sessionView, 0, len(recs))
 	for _, rec := range recs {
-		v := sessionView{SessionRecord: rec, AgentName: names[rec.AgentID]}
+		v := sessionView{SessionRecord: rec, AgentName: names[rec.AgentID], Node: remote}
 		if t, ok := s.cfg.Terminals.Terminal(o.ID, rec.AgentID); ok {
 			v.Live, v.Status, v.Detail = true, t.Status(), t.Detail()
 		}

@@ -128,11 +128,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Config{
+	scfg := server.Config{
 		Store: store, Office: serverOffice{r: router, store: store, sess: sess}, Terminals: terminals{sess.Manager()},
 		Feed: feed, Token: token, Logger: log.With("part", "http"), AuditFailures: router.AuditFailures,
 		EventPoll: eventPoll(c.storeKind()),
-	})
+	}
+	if own.node != nil {
+		scfg.Owners = own.node // terminals of agents on other nodes are proxied
+	}
+	srv, err := server.New(scfg)
 	if err != nil {
 		return err
 	}
