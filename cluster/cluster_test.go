@@ -220,6 +220,17 @@ func TestCapacityAndNewNode(t *testing.T) {
 	})
 	checkOnce(t, ids, a, b, c)
 	t.Logf("capacity 4, then two nodes without a limit: %d, %d, %d", a.rec.count(), b.rec.count(), c.rec.count())
+
+	// Draining hands b's offices to c (a is full) and takes none back.
+	if err := b.node.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "b's offices on c", func() bool { return b.rec.count() == 0 && c.rec.count() == 26 })
+	time.Sleep(3 * cfg.Renew)
+	if b.rec.count() != 0 {
+		t.Fatalf("a draining node took %d offices back", b.rec.count())
+	}
+	checkOnce(t, ids, a, c)
 }
 
 // TestFence: the database refuses what a node does for an office whose

@@ -50,6 +50,8 @@ func (s *Server) routes() {
 	api("GET /api/offices/{office}/events", s.listEvents)
 	api("GET /api/offices/{office}/events/stream", s.streamEvents)
 
+	api("POST /api/node/drain", s.drain)
+
 	m.HandleFunc("GET /ws/offices/{office}/agents/{agent}", s.console)
 
 	m.HandleFunc("GET /healthz", s.healthz)

@@ -15,6 +15,23 @@ type Owners interface {
 	// Owner returns the internal address (host:port) of the node running
 	// officeID, or local when that is this server or no node runs it.
 	Owner(ctx context.Context, officeID string) (addr string, local bool)
+	// Drain makes this node hand every office over to the others and
+	// take no more (POST /api/node/drain): before a planned stop.
+	Drain(ctx context.Context) error
+}
+
+// drain is POST /api/node/drain.
+func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Owners == nil {
+		writeError(w, office.Errorf(office.EINVALID, "this server runs alone (no shared PostgreSQL): nothing to hand over"))
+		return
+	}
+	if err := s.cfg.Owners.Drain(r.Context()); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.log.Info("draining: offices handed over to the other nodes")
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "draining"})
 }
 
 // forwardedHeader marks a request one node passed to another; it is never

@@ -86,6 +86,7 @@ func TestClusterFailover(t *testing.T) {
 		len(took), *clusterKills, took[0].Round(time.Millisecond), took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), failoverBound)
 	c.settle()
 	c.pausedOwner()
+	c.drain()
 	for _, n := range c.nodes {
 		if n.cmd.ProcessState == nil {
 			n.stop(t)
@@ -549,4 +550,30 @@ func (c *clusterRun) pausedOwner() {
 	if !strings.Contains(logs, "leases ran out") && !strings.Contains(logs, "office lost") {
 		t.Errorf("the woken node did not say it lost its offices")
 	}
+}
+
+// drain asks the owner of the Claude office, through the API, to hand its
+// offices over: they run on the other nodes within a renewal period or
+// two, not after a lease.
+func (c *clusterRun) drain() {
+	t := c.t
+	c.settle()
+	n := c.owner(c.claude)
+	var mine []string
+	for _, id := range append(slices.Clone(c.cmdIDs), c.claude) {
+		if c.owner(id) == n {
+			mine = append(mine, id)
+		}
+	}
+	began := time.Now()
+	if st := c.api(n, "POST", "/api/node/drain", nil, nil); st != http.StatusAccepted {
+		t.Fatalf("drain = %d", st)
+	}
+	for _, id := range mine {
+		waitUntil(t, 3*cluster.DefaultRenew+5*time.Second, "the drained node's office elsewhere", func() bool {
+			o := c.owner(id)
+			return o != nil && o != n && c.runningUnder(id, o)
+		})
+	}
+	t.Logf("drain: %d offices running on other nodes %v after the call", len(mine), time.Since(began).Round(time.Millisecond))
 }
