@@ -135,6 +135,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	if own.node != nil {
 		scfg.Owners = own.node // terminals of agents on other nodes are proxied
+		if c.AdminToken == "" {
+			log.Info("with several servers on this database, give them all the same OFFICE_ADMIN_TOKEN: a terminal opened on one server is passed to the server running its agent, which checks the token again")
+		}
 	}
 	srv, err := server.New(scfg)
 	if err != nil {
