@@ -179,17 +179,19 @@ func (n *Node) Run(ctx context.Context, r Runner) error {
 	if err := n.reclaim(ctx); err != nil && ctx.Err() == nil {
 		n.log.Warn("take back this node's leases", "err", err)
 	}
+	// A node alone places offices at once; one that has company waits a
+	// period first, to see the nodes that start with it.
+	alone := n.alone(ctx)
+	n.step(ctx, alone)
 	t := time.NewTicker(n.cfg.Renew)
 	watch := time.NewTicker(n.cfg.Lease / 20)
-	first := true
 	for ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
 		case <-watch.C:
 			n.expireLocally()
 		case <-t.C:
-			n.step(ctx, !first)
-			first = false // a first period to see the nodes that start with it
+			n.step(ctx, true)
 		}
 	}
 	t.Stop()
@@ -224,6 +226,14 @@ func (n *Node) announce(ctx context.Context) error {
 		return fmt.Errorf("announce node: %w", err)
 	}
 	return nil
+}
+
+// alone reports whether no other node has been seen within a lease.
+func (n *Node) alone(ctx context.Context) bool {
+	var others int
+	err := n.pool.QueryRow(ctx, `select count(*) from office_cluster.nodes where node_id <> $1 and heartbeat > now() - make_interval(secs => $2)`,
+		n.cfg.NodeID, n.cfg.Lease.Seconds()).Scan(&others)
+	return err == nil && others == 0
 }
 
 // reclaim takes back the leases this node's name holds from its previous
