@@ -332,3 +332,66 @@ func TestTranscriptTravels(t *testing.T) {
 		t.Fatalf("a complete local transcript was written again: %v, %v", again, err)
 	}
 }
+
+// TestCrashedNodeOffices: a node that stops renewing (its database
+// connections gone, nothing released) loses its offices to the others
+// within lease + renew, whatever their shares (offices of one and of two
+// agents, as in TestClusterFailover).
+func TestCrashedNodeOffices(t *testing.T) {
+	pool, ids := database(t, 4)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `insert into public.office_agents (office_id, name, role) select id, n, n from public.offices, unnest(array['a', 'b']) n where id = $1`, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids[1:] {
+		if _, err := pool.Exec(ctx, `insert into public.office_agents (office_id, name, role) values ($1, 'c', 'c')`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := cluster.Config{Lease: 2 * time.Second, Renew: 600 * time.Millisecond}
+	if testing.Verbose() {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	for round := range 6 {
+		var nodes []*runningNode
+		var pools []*pgxpool.Pool
+		for range 3 {
+			p, err := pgxpool.New(ctx, pool.Config().ConnString())
+			if err != nil {
+				t.Fatal(err)
+			}
+			pools = append(pools, p)
+			nodes = append(nodes, startNode(t, p, cfg))
+		}
+		waitFor(t, 20*time.Second, "placed", func() bool {
+			return nodes[0].rec.count()+nodes[1].rec.count()+nodes[2].rec.count() == 4 && nodes[0].rec.count() > 0 && nodes[1].rec.count() > 0 && nodes[2].rec.count() > 0
+		})
+		time.Sleep(3 * cfg.Renew)
+		victim := round % 3
+		lost := nodes[victim].rec.count()
+		pools[victim].Close() // crash: no renewal, no release
+		crashed := time.Now()
+		nodes[victim].stop()
+		var rest []*runningNode
+		for i, rn := range nodes {
+			if i != victim {
+				rest = append(rest, rn)
+			}
+		}
+		waitFor(t, 5*cfg.Lease, "the crashed node's offices elsewhere", func() bool { return rest[0].rec.count()+rest[1].rec.count() == 4 })
+		took := time.Since(crashed)
+		t.Logf("round %d: %d offices taken %v after the crash (bound %v)", round, lost, took.Round(time.Millisecond), cfg.Lease+cfg.Renew)
+		if took > cfg.Lease+2*cfg.Renew {
+			t.Errorf("round %d: taken after %v, want within %v", round, took, cfg.Lease+cfg.Renew)
+		}
+		for i, rn := range nodes {
+			if i != victim {
+				rn.stop()
+			}
+			pools[i].Close()
+		}
+		if _, err := pool.Exec(ctx, `delete from office_cluster.leases`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

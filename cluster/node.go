@@ -296,7 +296,9 @@ func (n *Node) step(ctx context.Context, place bool) {
 		return
 	}
 	n.reweigh(v)
-	if err := n.take(qctx, n.pick(v)); err != nil && ctx.Err() == nil {
+	want := n.pick(v)
+	n.log.Debug("placement", "fair_share", v.fair, "load", n.load(), "live_nodes", len(v.nodes), "taking", len(want))
+	if err := n.take(qctx, want); err != nil && ctx.Err() == nil {
 		n.log.Warn("take offices", "err", err)
 	}
 	if give := n.surplus(v); len(give) > 0 {

@@ -129,7 +129,11 @@ func newClusterRun(t *testing.T) *clusterRun {
 func (c *clusterRun) launchNode() *serverProc {
 	t := c.t
 	env := append(slices.Clone(c.env), "HOME="+t.TempDir())
-	n := launchServer(t, c.bin, env, "--data-dir", t.TempDir())
+	args := []string{"--data-dir", t.TempDir()}
+	if *clusterKills > 2 {
+		args = append(args, "--log-level", "debug") // the placement decisions, for a long run's outliers
+	}
+	n := launchServer(t, c.bin, env, args...)
 	n.waitHealthy(t)
 	waitUntil(t, 10*time.Second, "the node up", func() bool { return strings.Contains(n.stderr.String(), "cluster node up") })
 	c.nodes = append(c.nodes, n)
@@ -421,7 +425,7 @@ func (c *clusterRun) killOwner(withClaude bool) []time.Duration {
 	}
 	<-victim.exited
 	// Answers written while nobody runs the offices.
-	answers := map[string]string{}
+	answers := map[string][]string{}
 	survivor := c.live()[0]
 	for _, id := range moved {
 		for _, q := range c.pending(id) {
@@ -432,7 +436,7 @@ func (c *clusterRun) killOwner(withClaude bool) []time.Duration {
 			if st := c.api(survivor, "POST", "/api/questions/"+q+"/answer", map[string]any{"response": ans}, nil); st != 200 {
 				t.Fatalf("answer during failover: %d", st)
 			}
-			answers[id] = ans
+			answers[id] = append(answers[id], ans)
 		}
 	}
 	var took []time.Duration
@@ -449,15 +453,21 @@ func (c *clusterRun) killOwner(withClaude bool) []time.Duration {
 			t.Errorf("office %s ran again %v after the kill, want within %v", id, d, failoverBound)
 		}
 	}
-	for id, ans := range answers {
+	for id, all := range answers {
 		if id == c.claude {
 			c.checkResumed(before)
 			continue
 		}
-		waitUntil(t, 20*time.Second, "the answer typed", func() bool { return c.typed(id, ans) >= 1 })
-		time.Sleep(cluster.DefaultRenew)
-		if n := c.typed(id, ans); n != 1 {
-			t.Errorf("office %s: the answer given during the failover was typed %d times", id, n)
+		for _, ans := range all {
+			waitUntil(t, 20*time.Second, "the answer typed", func() bool { return c.typed(id, ans) >= 1 })
+		}
+	}
+	time.Sleep(cluster.DefaultRenew)
+	for id, all := range answers {
+		for _, ans := range all {
+			if n := c.typed(id, ans); id != c.claude && n != 1 {
+				t.Errorf("office %s: an answer given during the failover was typed %d times", id, n)
+			}
 		}
 	}
 	return took
@@ -504,7 +514,8 @@ func (c *clusterRun) pausedOwner() {
 	if err := c.db.QueryRow(context.Background(), `select pid from agent_sessions where office_id = $1`, id).Scan(&oldPID); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, "the office's question", func() bool { return len(c.pending(id)) == 1 })
+	// (A restarted agent asks again: there may be several; any will do.)
+	waitUntil(t, 20*time.Second, "the office's question", func() bool { return len(c.pending(id)) >= 1 })
 	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -516,7 +527,7 @@ func (c *clusterRun) pausedOwner() {
 			other = n
 		}
 	}
-	if st := c.api(other, "POST", "/api/questions/"+c.pending(id)[0]+"/answer", map[string]any{"response": ans}, nil); st != 200 {
+	if st := c.api(other, "POST", "/api/questions/"+c.pending(id)[0]+"/answer", map[string]any{"response": ans}, nil); st != http.StatusOK {
 		t.Fatalf("answer: %d", st)
 	}
 	var by *serverProc
