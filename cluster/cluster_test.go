@@ -348,11 +348,11 @@ func TestCrashedNodeOffices(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := cluster.Config{Lease: 2 * time.Second, Renew: 600 * time.Millisecond}
+	cfg := cluster.Config{Lease: 3 * time.Second, Renew: time.Second}
 	if testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	for round := range 6 {
+	for round := range 4 {
 		var nodes []*runningNode
 		var pools []*pgxpool.Pool
 		for range 3 {

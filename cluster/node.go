@@ -270,7 +270,9 @@ func (n *Node) reclaim(ctx context.Context) error {
 
 // step renews, then (unless only renewing) takes and balances.
 func (n *Node) step(ctx context.Context, place bool) {
-	qctx, cancel := context.WithTimeout(ctx, n.cfg.Renew)
+	// A slow database (a loaded machine) may take longer than a period: a
+	// renewal is still worth having until half the lease has gone by.
+	qctx, cancel := context.WithTimeout(ctx, n.cfg.Lease/2)
 	defer cancel()
 	if err := n.renew(qctx); err != nil {
 		if ctx.Err() == nil {
