@@ -395,3 +395,36 @@ func TestCrashedNodeOffices(t *testing.T) {
 		}
 	}
 }
+
+// TestLostSignalled: what acts for an office (a Send waiting for its
+// agent) is told as soon as the node sees the lease gone, and Owns says
+// so; an office never held is lost from the start.
+func TestLostSignalled(t *testing.T) {
+	pool, ids := database(t, 1)
+	cfg := cluster.Config{Lease: 3 * time.Second, Renew: 500 * time.Millisecond}
+	rn := startNode(t, pool, cfg)
+	waitFor(t, 10*time.Second, "the office taken", func() bool { return rn.rec.count() == 1 })
+	lost := rn.node.Lost(ids[0])
+	select {
+	case <-lost:
+		t.Fatal("lost while held")
+	default:
+	}
+	select {
+	case <-rn.node.Lost("00000000-0000-0000-0000-000000000000"):
+	default:
+		t.Fatal("an office never held is not lost")
+	}
+	if _, err := pool.Exec(context.Background(), `update office_cluster.leases set node_id = 'other', token = token + 1`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(3 * cfg.Renew):
+		t.Fatal("the loss was not signalled within a renewal")
+	}
+	if rn.node.Owns(ids[0]) {
+		t.Fatal("Owns after the loss")
+	}
+	waitFor(t, 5*time.Second, "the office dropped", func() bool { return rn.rec.count() == 0 })
+}

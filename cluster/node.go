@@ -67,6 +67,44 @@ type Runner interface {
 type lease struct {
 	token  int64
 	weight int
+	lost   chan struct{} // closed when the node stops holding it
+}
+
+// hold records a lease; n.mu must be held.
+func (n *Node) hold(id string, token int64, weight int) {
+	if old, ok := n.owned[id]; ok {
+		close(old.lost)
+	}
+	n.owned[id] = lease{token: token, weight: weight, lost: make(chan struct{})}
+}
+
+// unhold forgets a lease and signals its loss; n.mu must be held.
+func (n *Node) unhold(id string) {
+	if l, ok := n.owned[id]; ok {
+		close(l.lost)
+		delete(n.owned, id)
+	}
+}
+
+// unholdAll forgets every lease; n.mu must be held.
+func (n *Node) unholdAll() {
+	for id := range n.owned {
+		n.unhold(id)
+	}
+}
+
+// Lost returns a channel closed once this node no longer holds officeID
+// (closed already if it does not hold it now): what acts for the office,
+// such as typing into an agent, stops there.
+func (n *Node) Lost(officeID string) <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if l, ok := n.owned[officeID]; ok && time.Now().Before(n.validUntil) {
+		return l.lost
+	}
+	c := make(chan struct{})
+	close(c)
+	return c
 }
 
 // Node holds this server's leases. Run renews them; Owns says, from the
@@ -258,7 +296,7 @@ func (n *Node) reclaim(ctx context.Context) error {
 	n.mu.Lock()
 	n.validUntil = sent.Add(n.cfg.Lease - n.margin())
 	for id, tok := range got {
-		n.owned[id] = lease{token: tok, weight: 1}
+		n.hold(id, tok, 1)
 	}
 	n.mu.Unlock()
 	for _, id := range slices.Sorted(maps.Keys(got)) {
@@ -357,7 +395,7 @@ func (n *Node) renew(ctx context.Context) error {
 	for _, id := range ids {
 		if !slices.Contains(kept, id) {
 			if _, still := n.owned[id]; still {
-				delete(n.owned, id)
+				n.unhold(id)
 				lost = append(lost, id)
 			}
 		}
@@ -380,7 +418,7 @@ func (n *Node) expireLocally() {
 		return
 	}
 	ids := slices.Sorted(maps.Keys(n.owned))
-	clear(n.owned)
+	n.unholdAll()
 	n.mu.Unlock()
 	n.log.Error("leases ran out before they were renewed: stopping every office's agents", "offices", len(ids))
 	for _, id := range ids {
@@ -410,7 +448,7 @@ func (n *Node) handOver(ids []string) {
 	var give []job
 	for _, id := range ids {
 		if l, ok := n.owned[id]; ok {
-			delete(n.owned, id)
+			n.unhold(id)
 			n.released[id] = time.Now().Add(3 * n.cfg.Lease)
 			give = append(give, job{officeID: id, release: l.token})
 		}
@@ -445,7 +483,7 @@ func (n *Node) leave(ctx context.Context, r Runner) {
 	for id, l := range n.owned {
 		ids, tokens = append(ids, id), append(tokens, l.token)
 	}
-	clear(n.owned)
+	n.unholdAll()
 	n.mu.Unlock()
 	for _, id := range ids {
 		r.Drop(ctx, id)
@@ -491,7 +529,7 @@ func (n *Node) take(ctx context.Context, want map[string]int) error {
 	}
 	n.mu.Lock()
 	for id, tok := range got {
-		n.owned[id] = lease{token: tok, weight: want[id]}
+		n.hold(id, tok, want[id])
 	}
 	n.mu.Unlock()
 	for _, id := range slices.Sorted(maps.Keys(got)) {

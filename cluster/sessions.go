@@ -48,11 +48,22 @@ func (s *Sessions) Restart(ctx context.Context, spec engine.SessionSpec) error {
 	return s.Sessions.Restart(ctx, spec)
 }
 
-// Send types into the agent if this node holds its office.
+// Send types into the agent if this node holds its office. A Send waiting
+// for the agent to be ready is cancelled when the node loses the office.
 func (s *Sessions) Send(ctx context.Context, officeID, agentID, text string) error {
 	if err := s.owned(officeID); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lost := s.Node.Lost(officeID)
+	go func() {
+		select {
+		case <-lost:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	return s.Sessions.Send(ctx, officeID, agentID, text)
 }
 
