@@ -428,3 +428,45 @@ func TestLostSignalled(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "the office dropped", func() bool { return rn.rec.count() == 0 })
 }
+
+// quietRecorder is a recorder whose offices end their turns only when
+// told (cluster.Quieter).
+type quietRecorder struct {
+	*recorder
+	turnEnds chan struct{}
+}
+
+func (q quietRecorder) Quiet(ctx context.Context, _ string) {
+	select {
+	case <-q.turnEnds:
+	case <-ctx.Done():
+	}
+}
+
+// TestHandOverWaitsForTheTurn: a draining node keeps the lease of an
+// office whose agent is in its turn (nothing new is done for it: Owns is
+// false, and no other node runs it), and hands it over once the turn ends.
+func TestHandOverWaitsForTheTurn(t *testing.T) {
+	pool, ids := database(t, 1)
+	cfg := cluster.Config{Lease: 2 * time.Second, Renew: 300 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &runningNode{node: cluster.New(pool, cfg), rec: &recorder{running: map[string]bool{}}, cancel: cancel, done: make(chan struct{})}
+	q := quietRecorder{recorder: a.rec, turnEnds: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		_ = a.node.Run(ctx, q)
+	}()
+	t.Cleanup(a.stop)
+	waitFor(t, 10*time.Second, "a runs the office", func() bool { return a.rec.count() == 1 })
+	b := startNode(t, pool, cfg)
+	if err := a.node.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "Owns false while draining", func() bool { return !a.node.Owns(ids[0]) })
+	time.Sleep(2 * cfg.Lease) // longer than a lease: a keeps renewing it
+	if b.rec.count() != 0 || a.rec.count() != 1 {
+		t.Fatalf("the office moved during its agent's turn (a %d, b %d)", a.rec.count(), b.rec.count())
+	}
+	close(q.turnEnds)
+	waitFor(t, 5*time.Second, "the office on b", func() bool { return b.rec.count() == 1 && a.rec.count() == 0 })
+}

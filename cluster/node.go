@@ -34,6 +34,10 @@ const (
 	DefaultRenew = 3 * time.Second
 )
 
+// QuietLimit bounds how long a hand-over waits for the office's agents to
+// end their turns before it stops them.
+const QuietLimit = 2 * time.Minute
+
 // Config configures a node.
 type Config struct {
 	// NodeID names the node in the database; default: random. A node
@@ -63,16 +67,24 @@ type Runner interface {
 	Drop(ctx context.Context, officeID string)
 }
 
+// Quieter is a Runner that can wait for an office's agents to end their
+// turns before a hand-over drops them (no turn is cut short). The node
+// keeps the lease meanwhile; nothing new is delivered (Owns is false).
+type Quieter interface {
+	Quiet(ctx context.Context, officeID string)
+}
+
 // lease is an office this node holds.
 type lease struct {
-	token  int64
-	weight int
-	lost   chan struct{} // closed when the node stops holding it
+	token   int64
+	weight  int
+	lost    chan struct{} // closed when the node stops holding it
+	leaving bool          // being handed over: renewed, but not acted for
 }
 
 // hold records a lease; n.mu must be held.
 func (n *Node) hold(id string, token int64, weight int) {
-	if old, ok := n.owned[id]; ok {
+	if old, ok := n.owned[id]; ok && old.lost != nil {
 		close(old.lost)
 	}
 	n.owned[id] = lease{token: token, weight: weight, lost: make(chan struct{})}
@@ -81,7 +93,9 @@ func (n *Node) hold(id string, token int64, weight int) {
 // unhold forgets a lease and signals its loss; n.mu must be held.
 func (n *Node) unhold(id string) {
 	if l, ok := n.owned[id]; ok {
-		close(l.lost)
+		if l.lost != nil {
+			close(l.lost)
+		}
 		delete(n.owned, id)
 	}
 }
@@ -99,7 +113,7 @@ func (n *Node) unholdAll() {
 func (n *Node) Lost(officeID string) <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if l, ok := n.owned[officeID]; ok && time.Now().Before(n.validUntil) {
+	if l, ok := n.owned[officeID]; ok && !l.leaving && time.Now().Before(n.validUntil) {
 		return l.lost
 	}
 	c := make(chan struct{})
@@ -189,8 +203,8 @@ func (n *Node) margin() time.Duration { return n.cfg.Lease / 10 }
 func (n *Node) Owns(officeID string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	_, ok := n.owned[officeID]
-	return ok && time.Now().Before(n.validUntil)
+	l, ok := n.owned[officeID]
+	return ok && !l.leaving && time.Now().Before(n.validUntil)
 }
 
 // Owned returns the offices this node holds, sorted.
@@ -435,10 +449,33 @@ func (n *Node) work(ctx context.Context, r Runner) {
 			}
 			continue
 		}
-		r.Drop(context.WithoutCancel(ctx), j.officeID)
-		if j.release != 0 {
-			n.release(context.WithoutCancel(ctx), []string{j.officeID}, []int64{j.release})
+		if j.release == 0 { // lost: stop at once
+			r.Drop(context.WithoutCancel(ctx), j.officeID)
+			continue
 		}
+		n.handOff(ctx, r, j)
+	}
+}
+
+// handOff ends a hand-over: the office's agents finish their turns (if r
+// can tell, within QuietLimit), stop, and the lease is released, if it is
+// still this node's.
+func (n *Node) handOff(ctx context.Context, r Runner, j job) {
+	if q, ok := r.(Quieter); ok && ctx.Err() == nil {
+		qctx, cancel := context.WithTimeout(ctx, QuietLimit)
+		q.Quiet(qctx, j.officeID)
+		cancel()
+	}
+	r.Drop(context.WithoutCancel(ctx), j.officeID)
+	n.mu.Lock()
+	l, ok := n.owned[j.officeID]
+	still := ok && l.token == j.release
+	if still {
+		n.unhold(j.officeID)
+	}
+	n.mu.Unlock()
+	if still {
+		n.release(context.WithoutCancel(ctx), []string{j.officeID}, []int64{j.release})
 	}
 }
 
@@ -447,8 +484,12 @@ func (n *Node) handOver(ids []string) {
 	n.mu.Lock()
 	var give []job
 	for _, id := range ids {
-		if l, ok := n.owned[id]; ok {
-			n.unhold(id)
+		if l, ok := n.owned[id]; ok && !l.leaving {
+			l.leaving = true
+			n.owned[id] = l
+			close(l.lost) // what waits to act for it stops
+			l.lost = nil
+			n.owned[id] = l
 			n.released[id] = time.Now().Add(3 * n.cfg.Lease)
 			give = append(give, job{officeID: id, release: l.token})
 		}

@@ -167,8 +167,10 @@ func (n *Node) surplus(v view) []string {
 	var mine []held
 	load := 0
 	for id, l := range n.owned {
-		mine = append(mine, held{id, l.weight})
-		load += l.weight
+		if !l.leaving { // already on its way out
+			mine = append(mine, held{id, l.weight})
+			load += l.weight
+		}
 	}
 	n.mu.Unlock()
 	slices.SortFunc(mine, func(a, b held) int { return a.weight - b.weight })

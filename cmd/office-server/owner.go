@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/office-server/office-server/cluster"
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/store/rostercache"
 )
 
@@ -160,6 +162,32 @@ func (r officeRunner) Drop(ctx context.Context, officeID string) {
 	if r.transcripts != nil {
 		r.transcripts.Forget(ctx, officeID)
 	}
+}
+
+// Quiet is cluster.Quieter's: it waits until none of the office's agents
+// is in the middle of a turn (or ctx ends), so that a hand-over cuts no
+// turn short. Nothing new is delivered meanwhile: the office is no longer
+// this server's to act for.
+func (r officeRunner) Quiet(ctx context.Context, officeID string) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for r.busy(officeID) {
+		select {
+		case <-ctx.Done():
+			r.log.Warn("handing an office over with an agent still in its turn", "office", officeID)
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r officeRunner) busy(officeID string) bool {
+	for _, s := range r.sess.Manager().List() {
+		if s.Key().OfficeID == officeID && s.Status() == session.StatusBusy {
+			return true
+		}
+	}
+	return false
 }
 
 func (r officeRunner) take(ctx context.Context, officeID string) {
