@@ -134,7 +134,8 @@ type Node struct {
 	released   map[string]time.Time // offices given away; not taken back before then
 	draining   bool
 
-	jobs chan job // to the runner, in order
+	jobs chan job      // to the runner, in order
+	wake chan struct{} // a step now (Drain)
 
 	stats Stats
 }
@@ -174,7 +175,7 @@ func New(pool *pgxpool.Pool, cfg Config) *Node {
 	return &Node{
 		cfg: cfg, pool: pool, log: cfg.Logger.With("node", cfg.NodeID),
 		owned: map[string]lease{}, released: map[string]time.Time{},
-		jobs: make(chan job, 1<<16),
+		jobs: make(chan job, 1<<16), wake: make(chan struct{}, 1),
 	}
 }
 
@@ -244,6 +245,8 @@ func (n *Node) Run(ctx context.Context, r Runner) error {
 			n.expireLocally()
 		case <-t.C:
 			n.step(ctx, true)
+		case <-n.wake:
+			n.step(ctx, true)
 		}
 	}
 	t.Stop()
@@ -263,6 +266,10 @@ func (n *Node) Drain(ctx context.Context) error {
 	n.mu.Unlock()
 	if _, err := n.pool.Exec(ctx, `update office_cluster.nodes set draining = true where node_id = $1`, n.cfg.NodeID); err != nil {
 		return fmt.Errorf("drain: %w", err)
+	}
+	select {
+	case n.wake <- struct{}{}: // hand over now, not at the next period
+	default:
 	}
 	return nil
 }

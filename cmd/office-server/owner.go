@@ -114,6 +114,30 @@ func (w *owner) wrap(stateDir string) func(engine.Sessions) engine.Sessions {
 	}
 }
 
+// drain hands this node's offices over (their agents end their turns
+// first) and returns once it holds none, or when ctx ends. Without a node
+// it does nothing.
+func (w *owner) drain(ctx context.Context) {
+	if w.node == nil {
+		return
+	}
+	if err := w.node.Drain(ctx); err != nil {
+		w.log.Warn("drain", "err", err)
+		return
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for len(w.node.Owned()) > 0 {
+		select {
+		case <-ctx.Done():
+			w.log.Warn("shutting down before every office was handed over", "left", len(w.node.Owned()))
+			return
+		case <-t.C:
+		}
+	}
+	w.log.Info("offices handed over")
+}
+
 // run takes the offices this server may run, starting their agents with r,
 // until ctx ends. On a node it renews its leases and places offices
 // (cluster.Node.Run); when ctx ends it releases them: end ctx only after

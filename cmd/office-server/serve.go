@@ -158,7 +158,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 		own.node.SetAddr(addr)
 	}
-	r := &running{log: log, router: router, srv: srv, mgr: sess.Manager(), hs: server.NewHTTPServer(srv.Handler(), log)}
+	r := &running{log: log, router: router, srv: srv, mgr: sess.Manager(), hs: server.NewHTTPServer(srv.Handler(), log), drain: own.drain}
 	r.start(ctx, ln)
 	m.announce(ln.Addr(), token, tokenCreated, log)
 	// The offices this server runs, and their agents (owner.go). It
@@ -326,6 +326,9 @@ type running struct {
 	srv    *server.Server
 	mgr    *session.Manager
 	hs     *http.Server
+	// drain, when set, hands the offices over before the shutdown (a
+	// cluster node): their agents end their turns first.
+	drain func(ctx context.Context)
 
 	runCtx context.Context
 	cancel context.CancelFunc
@@ -387,6 +390,11 @@ func (r *running) wait(ctx context.Context, timeout time.Duration) error {
 	r.log.Info("shutting down", "timeout", timeout)
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer scancel()
+	if r.drain != nil && runErr == nil {
+		dctx, dcancel := context.WithTimeout(sctx, timeout/2)
+		r.drain(dctx)
+		dcancel()
+	}
 	r.srv.Close() // viewers and event streams: hijacked or long-lived, not ended by Shutdown
 	if err := r.hs.Shutdown(sctx); err != nil {
 		r.log.Warn("http shutdown", "err", err)
