@@ -295,6 +295,17 @@ func (n *Node) alone(ctx context.Context) bool {
 	return err == nil && others == 0
 }
 
+// HasPeer reports whether another node, seen within a lease and not
+// draining, could take this node's offices. A node alone has nobody to
+// hand its offices to: on shutdown it stops its agents itself.
+func (n *Node) HasPeer(ctx context.Context) bool {
+	var others int
+	err := n.pool.QueryRow(ctx, `select count(*) from office_cluster.nodes
+		where node_id <> $1 and heartbeat > now() - make_interval(secs => $2) and not draining`,
+		n.cfg.NodeID, n.cfg.Lease.Seconds()).Scan(&others)
+	return err == nil && others > 0
+}
+
 // reclaim takes back the leases this node's name holds from its previous
 // run, expired or not, with new tokens.
 func (n *Node) reclaim(ctx context.Context) error {

@@ -115,10 +115,15 @@ func (w *owner) wrap(stateDir string) func(engine.Sessions) engine.Sessions {
 }
 
 // drain hands this node's offices over (their agents end their turns
-// first) and returns once it holds none, or when ctx ends. Without a node
-// it does nothing.
+// first) and returns once it holds none, or when ctx ends. Without a node,
+// or when no other node could take the offices, it does nothing: the
+// shutdown stops the agents here and marks them stopped.
 func (w *owner) drain(ctx context.Context) {
 	if w.node == nil {
+		return
+	}
+	if !w.node.HasPeer(ctx) {
+		w.log.Info("no other node to hand the offices to: stopping their agents here")
 		return
 	}
 	if err := w.node.Drain(ctx); err != nil {
