@@ -14,8 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/office-server/office-server/cluster"
+	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/migrations"
+	"github.com/office-server/office-server/office"
 )
 
 // recorder is a cluster.Runner that records which offices run here.
@@ -469,4 +471,60 @@ func TestHandOverWaitsForTheTurn(t *testing.T) {
 	}
 	close(q.turnEnds)
 	waitFor(t, 5*time.Second, "the office on b", func() bool { return b.rec.count() == 1 && a.rec.count() == 0 })
+}
+
+// started records the agents the wrapped sessions were asked to start.
+type started struct {
+	engine.Sessions
+	mu  sync.Mutex
+	ids []string
+}
+
+func (s *started) Start(_ context.Context, spec engine.SessionSpec) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ids = append(s.ids, spec.AgentID)
+	return nil
+}
+
+// TestMissingWorkingFolder: an agent that ran before, whose launch.dir is
+// missing on the node that takes its office, is not started in an empty
+// folder: its session is marked stopped with the reason. A first start
+// (no conversation yet) goes ahead.
+func TestMissingWorkingFolder(t *testing.T) {
+	pool, ids := database(t, 1)
+	rn := startNode(t, pool, cluster.Config{NodeID: "alone", Lease: 2 * time.Second, Renew: 500 * time.Millisecond})
+	waitFor(t, 5*time.Second, "the office leased", func() bool { return rn.node.Owns(ids[0]) })
+	var reported []engine.StatusChange
+	inner := &started{}
+	s := &cluster.Sessions{Sessions: inner, Node: rn.node, Transcripts: cluster.NewTranscripts(pool, nil),
+		Report: func(c engine.StatusChange) { reported = append(reported, c) }}
+	dir := filepath.Join(t.TempDir(), "volume", "dev")
+	spec := engine.SessionSpec{OfficeID: ids[0], AgentID: "a1", Launch: office.LaunchSpec{Kind: "command", Dir: dir}, Dir: dir, ConversationID: "c1", Resume: true}
+
+	err := s.Start(context.Background(), spec)
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("resume with the folder missing: %v, want an error naming the folder", err)
+	}
+	if len(reported) != 1 || reported[0].Status != office.SessionStopped || !strings.Contains(reported[0].Detail, dir) {
+		t.Fatalf("reported %+v, want one stopped status naming the folder", reported)
+	}
+	if len(inner.ids) != 0 {
+		t.Fatalf("started %v in a missing folder", inner.ids)
+	}
+
+	spec.Resume = false // a first start: the folder is the agent's to create
+	if err := s.Start(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec.Resume = true // the volume is there now
+	if err := s.Start(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if len(inner.ids) != 2 || len(reported) != 1 {
+		t.Fatalf("started %d times and reported %d, want 2 and 1", len(inner.ids), len(reported))
+	}
 }

@@ -2,6 +2,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -23,6 +26,9 @@ type Sessions struct {
 	// StateDir is agents.Options.StateDir: where each Claude Code agent's
 	// configuration directory, and so its transcripts, are.
 	StateDir string
+	// Report, if set, records a status for an agent not started here (the
+	// router's HandleStatus): a missing working folder.
+	Report func(engine.StatusChange)
 }
 
 func (s *Sessions) owned(officeID string) error {
@@ -73,6 +79,9 @@ func (s *Sessions) prepare(ctx context.Context, spec engine.SessionSpec) error {
 	if err := s.owned(spec.OfficeID); err != nil {
 		return err
 	}
+	if err := s.folder(spec); err != nil {
+		return err
+	}
 	kind := spec.Launch.Kind
 	if (kind != "" && kind != session.KindClaude) || spec.ConversationID == "" || s.StateDir == "" {
 		return nil
@@ -108,4 +117,25 @@ func workDir(dir string) string {
 		return real
 	}
 	return abs
+}
+
+// folder refuses to resume an agent whose working folder, one the operator
+// named (launch.dir), is missing on this node: the agent ran before, so the
+// folder is on another machine's disk, or the shared volume is not mounted
+// here. Starting it in a new empty folder would lose its work silently; the
+// agent's session is marked stopped with the reason instead. A first start
+// (no conversation yet) creates the folder as on a single server.
+func (s *Sessions) folder(spec engine.SessionSpec) error {
+	if !spec.Resume || spec.Launch.Dir == "" {
+		return nil
+	}
+	_, err := os.Stat(spec.Dir)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	msg := fmt.Sprintf("working folder %s is missing on node %s: mount the shared volume (or clone the agent's repository) at that path, then start the agent", spec.Dir, s.Node.ID())
+	if s.Report != nil {
+		s.Report(engine.StatusChange{OfficeID: spec.OfficeID, AgentID: spec.AgentID, Status: office.SessionStopped, Detail: msg})
+	}
+	return office.Errorf(office.EUNAVAILABLE, "%s", msg)
 }

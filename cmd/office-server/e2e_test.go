@@ -207,11 +207,15 @@ func launchServer(t *testing.T, bin string, env []string, args ...string) *serve
 	cmd.Env = append(append(os.Environ(), "OFFICE_ADMIN_TOKEN=", "DATABASE_URL=", "SUPABASE_URL="), env...)
 	p := &serverProc{cmd: cmd, base: "http://" + addr, stdout: &lockedBuf{}, stderr: &lockedBuf{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	// Its own process group, killed whole by the cleanup; and killed with
+	// the test binary should that die first (a timeout), so that no server
+	// outlives its test (its agents end with it: the keeper's life pipe).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { p.err = cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.exited })
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-p.exited })
 	return p
 }
 

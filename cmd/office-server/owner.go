@@ -21,6 +21,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -75,6 +76,9 @@ type owner struct {
 	log         *slog.Logger
 	node        *cluster.Node        // nil: every office is this server's
 	transcripts *cluster.Transcripts // with node
+	// router records the statuses of agents the node refuses to start
+	// (cluster.Sessions.Report); set once the router exists.
+	router atomic.Pointer[engine.Router]
 }
 
 // newOwner returns the owner for c's store, warning where nothing protects
@@ -110,7 +114,12 @@ func (w *owner) wrap(stateDir string) func(engine.Sessions) engine.Sessions {
 		return nil
 	}
 	return func(s engine.Sessions) engine.Sessions {
-		return &cluster.Sessions{Sessions: s, Node: w.node, Transcripts: w.transcripts, StateDir: stateDir}
+		report := func(c engine.StatusChange) {
+			if r := w.router.Load(); r != nil {
+				r.HandleStatus(c)
+			}
+		}
+		return &cluster.Sessions{Sessions: s, Node: w.node, Transcripts: w.transcripts, StateDir: stateDir, Report: report}
 	}
 }
 

@@ -124,6 +124,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("office: %w", err)
 	}
+	own.router.Store(router)
 	declared, err := m.syncOffice(ctx, router, log)
 	if err != nil {
 		return err
