@@ -47,6 +47,8 @@ func (s *Server) routes() {
 	api("POST /api/dependencies/{id}/provide", s.provideDependency)
 	api("POST /api/dependencies/{id}/reject", s.rejectDependency)
 
+	s.memberRoutes(api)
+
 	api("GET /api/offices/{office}/events", s.listEvents)
 	api("GET /api/offices/{office}/events/stream", s.streamEvents)
 

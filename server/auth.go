@@ -94,6 +94,10 @@ func httpStatus(code string) int {
 		return http.StatusServiceUnavailable
 	case codeTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case codeGone:
+		return http.StatusGone
+	case codeNotImplemented:
+		return http.StatusNotImplemented
 	default:
 		return http.StatusInternalServerError
 	}

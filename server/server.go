@@ -94,6 +94,13 @@ type Config struct {
 	Terminals Terminals
 	Feed      Feed // optional: nil means no external change feed (embedded store)
 
+	// Members manages the offices' members for the admin API and the
+	// member endpoints (members.go); nil when the store has none (SQLite).
+	Members office.Members
+	// MemberTokens verifies the Supabase access tokens of members calling
+	// the member endpoints; nil when the project's JWT secret is not set.
+	MemberTokens MemberTokens
+
 	// Token is the admin token; every API and console request must carry it.
 	Token string
 	// Origins is the exact allow-list of Origin values for WebSocket

@@ -84,7 +84,7 @@ func officeCode(e *APIError) string {
 	switch {
 	case e.Code == "23505": // unique_violation → 409
 		return office.ECONFLICT
-	case e.Code == "PGRST116": // .single() with 0 or >1 rows → 406
+	case e.Code == "PGRST116", e.Code == "PT404": // .single() with 0 or >1 rows → 406; a function's "not found"
 		return office.ENOTFOUND
 	case e.Code == "23503", e.Code == "23502", e.Code == "23514", e.Code == "22P02", strings.HasPrefix(e.Code, "22"):
 		// foreign key (409), not null, check, bad input syntax (400)

@@ -39,6 +39,9 @@ type Store struct {
 	// AppendEvent then inserts and treats a 23505 as a duplicate.
 	noOnConflict atomic.Bool
 	now          func() time.Time
+	// restURL and key serve the calls postgrest-go cannot make with a
+	// context and the answer's status (functions: members.go).
+	restURL, key string
 }
 
 // New returns a Store for the Supabase project at projectURL (e.g.
@@ -50,7 +53,8 @@ func New(projectURL, key string) (*Store, error) {
 	if projectURL == "" || key == "" {
 		return nil, office.Errorf(office.EINVALID, "supabase: project URL and key are required")
 	}
-	rest, err := postgrest.NewClientWithError(strings.TrimRight(projectURL, "/")+restPath, "public", map[string]string{
+	restURL := strings.TrimRight(projectURL, "/") + restPath
+	rest, err := postgrest.NewClientWithError(restURL, "public", map[string]string{
 		"apikey":        key,
 		"Authorization": "Bearer " + key,
 	})
@@ -58,7 +62,7 @@ func New(projectURL, key string) (*Store, error) {
 		return nil, office.Errorf(office.EINVALID, "supabase: project URL: %v", err)
 	}
 	rest.Transport.Parent = transport{base: http.DefaultTransport}
-	return &Store{rest: rest, now: time.Now}, nil
+	return &Store{rest: rest, now: time.Now, restURL: restURL, key: key}, nil
 }
 
 var _ office.Store = (*Store)(nil)

@@ -35,6 +35,7 @@ type serveConfig struct {
 	SupabaseKey     string
 	AdminToken      string
 	SecretsKey      string
+	JWTSecret       string // SUPABASE_JWT_SECRET: verifies members' tokens (server/members.go)
 	OfficeFile      string
 	Origins         []string
 	LogLevel        slog.Level
@@ -98,6 +99,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	c.SupabaseKey = getenv("SUPABASE_SERVICE_ROLE_KEY")
 	c.AdminToken = getenv("OFFICE_ADMIN_TOKEN")
 	c.SecretsKey = getenv("OFFICE_SECRETS_KEY")
+	c.JWTSecret = getenv("SUPABASE_JWT_SECRET")
 	for _, o := range strings.Split(*origins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			c.Origins = append(c.Origins, o)

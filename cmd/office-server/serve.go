@@ -90,6 +90,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}()
 	// Rosters from memory: the engine and the API read them on every
 	// delivery and start (store/rostercache).
+	members, _ := store.(office.Members) // PostgreSQL and Supabase; SQLite has no members
 	store = rostercache.New(store, 0)
 	secretsKey, err := m.secretsKey(log)
 	if err != nil {
@@ -139,6 +140,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		if c.AdminToken == "" {
 			log.Info("with several servers on this database, give them all the same OFFICE_ADMIN_TOKEN: a terminal opened on one server is passed to the server running its agent, which checks the token again")
 		}
+	}
+	scfg.Members = members
+	if v := supabase.NewMemberTokens(c.JWTSecret); v != nil {
+		scfg.MemberTokens = v
 	}
 	srv, err := server.New(scfg)
 	if err != nil {

@@ -39,7 +39,10 @@ func startSupabaseMainWith(t *testing.T, p *supabasetest.Project, officeFile str
 	t.Setenv("SUPABASE_SERVICE_ROLE_KEY", p.Key)
 	t.Setenv("DATABASE_URL", "")
 	t.Setenv("OFFICE_ADMIN_TOKEN", "")
-	t.Setenv("OFFICE_SECRETS_KEY", "")
+	t.Setenv("OFFICE_SECRETS_KEY", testSecretsKey)
+	// The project's JWT secret: members call the server's member
+	// endpoints with their own access tokens (server/members.go).
+	t.Setenv("SUPABASE_JWT_SECRET", string(supabasetest.JWTSecret))
 	dir := t.TempDir()
 	cfg, err := parseServeConfig([]string{"--data-dir", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0",
 		"--office", officeFile, "--shutdown-timeout", "10s"},
@@ -297,6 +300,12 @@ func TestSupabaseJS(t *testing.T) {
 		values ($1, $2, 'package', 'realtime library', now() + interval '1 hour') returning id::text`, officeB, agentB)
 	depKey := must(`insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
 		values ($1, $2, 'api_key', 'OPENAI_API_KEY', now() + interval '1 hour') returning id::text`, officeB, agentB)
+	depSecret := must(`insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
+		values ($1, $2, 'api_key', 'DEPLOY_KEY', now() + interval '1 hour') returning id::text`, officeB, agentB)
+	depEnv := must(`insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
+		values ($1, $2, 'env_variable', 'REGION', now() + interval '1 hour') returning id::text`, officeB, agentB)
+	depLate := must(`insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
+		values ($1, $2, 'api_key', 'LATE_KEY', now() - interval '1 minute') returning id::text`, officeB, agentB)
 	if got := must(`select coalesce(launch_spec #>> '{env,DEPLOY_TOKEN}', '') from public.office_agents where office_id = $1 and name = 'po'`, officeA); got != canary {
 		t.Fatalf("po's launch_spec env DEPLOY_TOKEN = %q; want the office file's secret", got)
 	}
@@ -357,7 +366,8 @@ func TestSupabaseJS(t *testing.T) {
 	cmd.Env = append(os.Environ(), "SUPABASE_URL="+p.URL, "ANON_KEY="+p.AnonKey,
 		"TOKEN_A="+a.Token, "USER_A="+a.ID, "TOKEN_B="+b.Token, "USER_B="+b.ID,
 		"OFFICE_A="+officeA, "OFFICE_B="+officeB, "CANARY="+canary, "READABLE="+string(readableJSON), "PUBLISHED="+strings.Join(published, ","),
-		"EXPIRED_B="+expiredB, "DEP_PKG_B="+depPkg, "DEP_KEY_B="+depKey)
+		"EXPIRED_B="+expiredB, "DEP_PKG_B="+depPkg, "DEP_KEY_B="+depKey,
+		"SERVER_URL="+r.base, "DEP_SECRET_B="+depSecret, "DEP_ENV_B="+depEnv, "DEP_LATE_B="+depLate)
 	out, err := cmd.CombinedOutput()
 	stopTouch()
 	<-touched
@@ -365,8 +375,8 @@ func TestSupabaseJS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("supabase-js suite failed: %v", err)
 	}
-	if !strings.Contains(string(out), "1..20") {
-		t.Errorf("supabase-js suite did not run its 20 checks")
+	if !strings.Contains(string(out), "1..22") {
+		t.Errorf("supabase-js suite did not run its 22 checks")
 	}
 	// The provided value is stored in the office's sealed form, which the
 	// server opens (office.Sealer: 'P' and the text for a value in clear).
@@ -378,6 +388,10 @@ func TestSupabaseJS(t *testing.T) {
 	if v, err := none.Open(sealed); err != nil || v != "socket.io" {
 		t.Errorf("provided value opens to %q, %v; want socket.io", v, err)
 	}
+	// The secret member B gave the server is stored encrypted under the
+	// server's key, never in clear.
+	checkSealedSecret(t, conn, depSecret, "sk-live-member-b-0123456789")
+	adminManagesMembers(t, r, p, officeA, a, b)
 }
 
 // demoOfficeWithScout writes examples/demo-office.yaml with a secret in

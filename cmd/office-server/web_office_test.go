@@ -28,7 +28,10 @@ import (
 // with an option button, and sees the invocation po gives dev appear in
 // the page, then dev's result and po's next question: the page never
 // polls, so they came over Realtime. Then they provide scout's package
-// and send scout a message in the page, and both reach scout.
+// and send scout a message in the page, and both reach scout; answer a
+// text question of scout's in the page's text box; and give
+// scout's api key in the page, which goes to the office server's member
+// endpoint (another origin, with the member's token) and is stored sealed.
 func TestWebOfficePage(t *testing.T) {
 	bin := testenv.Chromium(t)
 	root := testenv.RepoRoot()
@@ -69,6 +72,7 @@ func TestWebOfficePage(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS(`#url`), p.URL),
 		chromedp.SetValue(chromedp.CSS(`#anon`), p.AnonKey),
 		chromedp.SetValue(chromedp.CSS(`#token`), member.Token),
+		chromedp.SetValue(chromedp.CSS(`#server`), r.base),
 		chromedp.Click(chromedp.CSS(`#signin-form button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#agents tr[data-name="po"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#agents tr[data-name="dev"]`)),
@@ -184,4 +188,51 @@ func TestWebOfficePage(t *testing.T) {
 	}
 	waitRow("the message delivered to scout", `select exists (select 1 from user_messages
 		where office_id = $1 and content = 'hello scout' and user_id = $2 and status = 'delivered')`, officeID, member.ID)
+
+	// A text question (scout's, written as the office writes one):
+	// answered in the page's text box; an empty answer to a required
+	// question is refused with why, and the question stays.
+	var textQ string
+	if err := conn.QueryRow(context.Background(), `insert into user_questions (office_id, agent_id, question, question_type, required, expires_at)
+		select office_id, id, 'Which colour?', 'text', true, now() + interval '1 hour' from office_agents
+		where office_id = $1 and name = 'scout' returning id::text`, officeID).Scan(&textQ); err != nil {
+		t.Fatal(err)
+	}
+	textBox := fmt.Sprintf(`#questions .question[data-id=%q]`, textQ)
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.CSS(textBox+` input.text`)),
+		chromedp.Click(chromedp.CSS(textBox+` button.answer`)),
+	); err != nil {
+		t.Fatalf("answer scout's text question empty: %v", err)
+	}
+	waitText(textBox+` .error`, "the refusal of an empty answer", "empty")
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(textBox+` input.text`), "teal blue"),
+		chromedp.Click(chromedp.CSS(textBox+` button.answer`)),
+		chromedp.WaitNotPresent(chromedp.CSS(textBox)),
+	); err != nil {
+		t.Fatalf("answer scout's text question in the page: %v", err)
+	}
+	waitRow("the text answer delivered to scout", `select exists (select 1 from user_questions
+		where id = $1 and response = 'teal blue' and answered_by = $2 and status = 'delivered')`, textQ, member.ID)
+
+	// A secret scout asks for, given in the page: it goes to the office
+	// server (another origin: CORS) with the member's token, and is
+	// stored sealed under the server's key.
+	var depKey string
+	if err := conn.QueryRow(context.Background(), `insert into dependency_requests (office_id, agent_id, type, name, description, expires_at)
+		select office_id, id, 'api_key', 'DEPLOY_KEY', 'scout deploys', now() + interval '1 hour' from office_agents
+		where office_id = $1 and name = 'scout' returning id::text`, officeID).Scan(&depKey); err != nil {
+		t.Fatal(err)
+	}
+	secretBox := fmt.Sprintf(`#deps .question[data-id=%q]`, depKey)
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.CSS(secretBox+` input[type=password]`)),
+		chromedp.SetValue(chromedp.CSS(secretBox+` input`), "sk-web-office-secret-42"),
+		chromedp.Click(chromedp.CSS(secretBox+` button.provide`)),
+		chromedp.WaitNotPresent(chromedp.CSS(secretBox)),
+	); err != nil {
+		t.Fatalf("provide scout's api key in the page: %v", err)
+	}
+	checkSealedSecret(t, conn, depKey, "sk-web-office-secret-42")
 }

@@ -22,11 +22,13 @@ let sb = null       // the supabase-js client
 let office = null   // the office shown
 let channel = null  // its one Realtime channel
 let names = {}      // agent id → name
+let member = null   // { token, server }: for the office server's member endpoint
 
 // signIn makes the client with the member's access token (what
 // supabase.auth.signIn… gives a real page), joins any office that invited
 // this user, and lists the user's offices.
-async function signIn(url, anonKey, token) {
+async function signIn(url, anonKey, token, server) {
+  member = { token, server: server.replace(/\/+$/, '') }
   sb = supabase.createClient(url, anonKey, {
     auth: { persistSession: false, autoRefreshToken: false },
     accessToken: async () => token,
@@ -138,11 +140,13 @@ async function loadDeps() {
   if (data.length === 0) return $('deps').replaceChildren(el('p', { class: 'muted' }, 'None.'))
   $('deps').replaceChildren(...data.map((d) => {
     const errBox = el('div', { class: 'error' })
-    const input = el('input', { placeholder: d.type === 'api_key' || d.type === 'env_variable' ? 'secret: give it through the server' : 'value' })
+    const secret = d.type === 'api_key' || d.type === 'env_variable'
+    const input = el('input', secret ? { type: 'password', placeholder: 'secret (sealed by the office server)' } : { placeholder: 'value' })
     const provide = el('button', { type: 'button', class: 'provide' }, 'Provide')
     const reject = el('button', { type: 'button', class: 'reject' }, 'Reject')
     provide.onclick = async () => {
-      const { error } = await sb.rpc('provide_dependency', { dependency_id: d.id, value: input.value })
+      const error = secret ? await provideSecret(d.id, input.value)
+        : (await sb.rpc('provide_dependency', { dependency_id: d.id, value: input.value })).error
       fail(errBox, error)
       if (!error) later(loadDeps)
     }
@@ -155,6 +159,26 @@ async function loadDeps() {
       el('div', { class: 'ask' }, `${names[d.agent_id] ?? 'agent'} needs ${d.type} ${d.name}${d.required ? ' (required)' : ''}`),
       d.description ? el('div', { class: 'muted' }, d.description) : '', input, provide, reject, errBox)
   }))
+}
+
+// provideSecret gives a secret to the office server, which checks the
+// member's token and membership and encrypts the value before it is
+// stored; the database never sees it in clear (docs/frontend.md, "Secrets
+// go through the server"). Returns the error, or null.
+async function provideSecret(id, value) {
+  if (!member.server) return { message: 'Secrets go through the office server: sign in again with its URL.' }
+  try {
+    const res = await fetch(`${member.server}/api/member/dependencies/${encodeURIComponent(id)}/provide`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${member.token}` },
+      body: JSON.stringify({ value }),
+    })
+    if (res.ok) return null
+    const body = await res.json().catch(() => ({}))
+    return { code: String(res.status), message: body.error?.message ?? res.statusText }
+  } catch (e) {
+    return { message: `office server: ${e.message}` }
+  }
 }
 
 async function loadInvocations() {
@@ -182,7 +206,7 @@ async function loadResults() {
 $('signin-form').onsubmit = async (ev) => {
   ev.preventDefault()
   try {
-    await signIn($('url').value.trim(), $('anon').value.trim(), $('token').value.trim())
+    await signIn($('url').value.trim(), $('anon').value.trim(), $('token').value.trim(), $('server').value.trim())
   } catch (e) {
     fail($('signin-error'), e)
   }

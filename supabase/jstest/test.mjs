@@ -9,7 +9,9 @@
 //   stores in office_agents.launch_spec),
 //   READABLE (JSON: table → the columns a member may select, read from the
 //   database's grants), PUBLISHED (the tables in supabase_realtime), EXPIRED_B (a question of office B past its expiry),
-//   DEP_PKG_B, DEP_KEY_B (pending package and api_key requests of office B).
+//   DEP_PKG_B, DEP_KEY_B (pending package and api_key requests of office B),
+//   SERVER_URL (the office server), DEP_SECRET_B, DEP_ENV_B (pending api_key
+//   and env_variable requests of office B), DEP_LATE_B (an expired one).
 // Prints one line per check; exits 1 at the first failure. The contract
 // it checks is docs/frontend.md.
 import { createClient } from '@supabase/supabase-js'
@@ -318,6 +320,72 @@ await check('member A provides scout\'s package (rpc provide_dependency) and the
     const { data } = await a.from('dependency_requests').select('status, delivered_at').eq('id', dep.id).single()
     return data.status === 'provided' && data.delivered_at
   }, 30000)
+})
+
+await check('secrets go through the server: member B provides an api_key and rejects an env_variable with their token; A 404, anon 401, again 409, expired 410', async () => {
+  const server = env('SERVER_URL')
+  const call = async (token, id, action, body) => {
+    const res = await fetch(`${server}/api/member/dependencies/${id}/${action}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify(body),
+    })
+    return { status: res.status, body: await res.json() }
+  }
+  const secret = 'sk-live-member-b-0123456789', id = env('DEP_SECRET_B')
+  for (const [who, token, want] of [['no token', null, 401], ['the anon key', anonKey, 401], ['member A', env('TOKEN_A'), 404]]) {
+    const r = await call(token, id, 'provide', { value: secret })
+    assert.equal(r.status, want, `${who}: ${JSON.stringify(r)}`)
+    assert.ok(r.body.error.message, `${who}: a message says why`)
+  }
+  const bad = await call(env('TOKEN_B'), id, 'provide', { value: '' })
+  assert.equal(bad.status, 400, JSON.stringify(bad))
+  const ok = await call(env('TOKEN_B'), id, 'provide', { value: secret })
+  assert.equal(ok.status, 200, JSON.stringify(ok))
+  assert.equal(ok.body.status, 'provided')
+  assert.ok(!JSON.stringify(ok.body).includes(secret), 'the answer does not carry the value')
+  const again = await call(env('TOKEN_B'), id, 'provide', { value: secret })
+  assert.equal(again.status, 409, JSON.stringify(again))
+  const late = await call(env('TOKEN_B'), env('DEP_LATE_B'), 'provide', { value: secret })
+  assert.equal(late.status, 410, JSON.stringify(late))
+  const rej = await call(env('TOKEN_B'), env('DEP_ENV_B'), 'reject', { reason: 'no region yet' })
+  assert.equal(rej.status, 200, JSON.stringify(rej))
+  const { data: rows, error } = await b.from('dependency_requests').select('id, status, rejection_reason')
+    .in('id', [id, env('DEP_ENV_B')]).order('name')
+  assert.equal(error, null)
+  assert.deepEqual(rows.map((r) => [r.status, r.rejection_reason ?? null]), [['provided', null], ['rejected', 'no region yet']])
+  const v = await b.from('dependency_requests').select('value').eq('id', id)
+  assert.equal(v.status, 403, 'the sealed value is not readable either')
+})
+
+await check('anon is refused every write and function of the contract (401 42501); member B every one on office A (404 or 403)', async () => {
+  const scout = agents.find((x) => x.name === 'scout')
+  const { data: deps } = await a.from('dependency_requests').select('id').eq('office_id', officeA).eq('agent_id', scout.id)
+  assert.ok(deps.length > 0, 'office A has a dependency request')
+  const depA = deps[0].id
+  const calls = {
+    'insert user_messages': (c) => c.from('user_messages').insert({ office_id: officeA, agent_id: scout.id, content: 'x' }),
+    answer_question: (c) => c.rpc('answer_question', { question_id: question.id, response: 'x' }),
+    provide_dependency: (c) => c.rpc('provide_dependency', { dependency_id: depA, value: 'left-pad' }),
+    reject_dependency: (c) => c.rpc('reject_dependency', { dependency_id: depA, reason: 'x' }),
+    add_office_member: (c) => c.rpc('add_office_member', { office_id: officeA, email: 'x@example.com' }),
+    list_office_members: (c) => c.rpc('list_office_members', { office_id: officeA }),
+    remove_office_member: (c) => c.rpc('remove_office_member', { office_id: officeA, user_id: userA }),
+    'insert office_members': (c) => c.from('office_members').insert({ office_id: officeA, user_id: userB }),
+    'read office_invitations': async (c) => {
+      const r = await c.from('office_invitations').select('email').eq('office_id', officeA)
+      return r.status === 200 && r.data.length === 0 ? { status: 404, error: { code: 'empty' } } : r
+    },
+  }
+  for (const [name, call] of Object.entries(calls)) {
+    const r = await call(anon)
+    assert.equal(r.status, 401, `anon ${name}: ${JSON.stringify(r)}`)
+    assert.equal(r.error.code, '42501', `anon ${name}`)
+    const rb = await call(b)
+    assert.ok([403, 404].includes(rb.status), `member B ${name} on office A: ${JSON.stringify(rb)}`)
+  }
+  const anonAccept = await anon.rpc('accept_office_invitations')
+  assert.equal(anonAccept.status, 401)
 })
 
 await a.removeAllChannels(); await a2.removeAllChannels(); await b.removeAllChannels(); await anon.removeAllChannels()
