@@ -33,10 +33,10 @@ func (s *Server) routes() {
 	api("DELETE /api/offices/{office}/agents/{agent}", s.deleteAgent)
 
 	api("GET /api/offices/{office}/sessions", s.listSessions)
-	api("POST /api/offices/{office}/agents/{agent}/start", s.sessionAction("start"))
-	api("POST /api/offices/{office}/agents/{agent}/stop", s.sessionAction("stop"))
-	api("POST /api/offices/{office}/agents/{agent}/restart", s.sessionAction("restart"))
-	api("POST /api/offices/{office}/agents/{agent}/input", s.sendInput)
+	api("POST /api/offices/{office}/agents/{agent}/start", s.forwarded(s.sessionAction("start")))
+	api("POST /api/offices/{office}/agents/{agent}/stop", s.forwarded(s.sessionAction("stop")))
+	api("POST /api/offices/{office}/agents/{agent}/restart", s.forwarded(s.sessionAction("restart")))
+	api("POST /api/offices/{office}/agents/{agent}/input", s.forwarded(s.sendInput))
 
 	api("GET /api/offices/{office}/questions", s.listQuestions)
 	api("GET /api/questions/{id}", s.getQuestion)
@@ -56,6 +56,8 @@ func (s *Server) routes() {
 
 	api("GET /api/offices/{office}/events", s.listEvents)
 	api("GET /api/offices/{office}/events/stream", s.streamEvents)
+
+	api("POST /api/node/drain", s.drain)
 
 	m.HandleFunc("GET /ws/offices/{office}/agents/{agent}", s.console)
 
@@ -158,6 +160,9 @@ type agentView struct {
 	Since   *time.Time `json:"session_since,omitempty"`
 	Cols    int        `json:"cols,omitempty"`
 	Rows    int        `json:"rows,omitempty"`
+	// Node is the address of the node that runs the agent's office, when
+	// that is another server (several on one database).
+	Node string `json:"node,omitempty"`
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
@@ -174,7 +179,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	recs := s.sessionRecords(r.Context(), o.ID)
 	out := make([]agentView, 0, len(agents))
 	for _, a := range agents {
-		out = append(out, s.agentView(o.ID, a, recs[a.ID]))
+		out = append(out, s.agentView(r.Context(), o.ID, a, recs[a.ID]))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -197,13 +202,21 @@ func (s *Server) sessionRecords(ctx context.Context, officeID string) map[string
 // agentView is the agent with its live terminal's status, or, when it has
 // none, the last status its session row recorded (crashed, failed, exited
 // keep their reason), else stopped.
-func (s *Server) agentView(officeID string, a office.Agent, rec office.SessionRecord) agentView {
+func (s *Server) agentView(ctx context.Context, officeID string, a office.Agent, rec office.SessionRecord) agentView {
 	v := agentView{Agent: a, Launch: launchOut(a.Launch), Session: office.SessionStopped}
 	if t, ok := s.cfg.Terminals.Terminal(officeID, a.ID); ok {
 		v.Session, v.Detail = t.Status(), t.Detail()
 		v.Cols, v.Rows = t.Size()
-	} else if rec.Status != "" {
-		v.Session, v.Detail = rec.Status, rec.Detail
+	} else {
+		// Run by another node: its session row says how it is.
+		if s.cfg.Owners != nil {
+			if addr, local := s.cfg.Owners.Owner(ctx, officeID); !local {
+				v.Node = addr
+			}
+		}
+		if rec.Status != "" {
+			v.Session, v.Detail = rec.Status, rec.Detail
+		}
 	}
 	since := s.statusSince(officeID+"/"+a.ID, v.Session, rec)
 	v.Since = &since
@@ -238,7 +251,7 @@ func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.agentView(o.ID, a, s.sessionRecords(r.Context(), o.ID)[a.ID]))
+	writeJSON(w, http.StatusOK, s.agentView(r.Context(), o.ID, a, s.sessionRecords(r.Context(), o.ID)[a.ID]))
 }
 
 // saveAgent creates an agent (POST) or replaces the one the path names
@@ -361,7 +374,7 @@ func (s *Server) storeAgent(w http.ResponseWriter, r *http.Request, o office.Off
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.agentView(o.ID, a, s.sessionRecords(r.Context(), o.ID)[a.ID]))
+	writeJSON(w, http.StatusOK, s.agentView(r.Context(), o.ID, a, s.sessionRecords(r.Context(), o.ID)[a.ID]))
 }
 
 // noRoute answers a request no route takes: 405 with Allow when the path
@@ -404,6 +417,7 @@ type sessionView struct {
 	office.SessionRecord
 	AgentName string `json:"agent_name"`
 	Live      bool   `json:"live"`
+	Node      string `json:"node,omitempty"` // the node running it, when another
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
@@ -426,9 +440,15 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	for _, a := range agents {
 		names[a.ID] = a.Name
 	}
+	var remote string
+	if s.cfg.Owners != nil {
+		if addr, local := s.cfg.Owners.Owner(r.Context(), o.ID); !local {
+			remote = addr
+		}
+	}
 	out := make([]sessionView, 0, len(recs))
 	for _, rec := range recs {
-		v := sessionView{SessionRecord: rec, AgentName: names[rec.AgentID]}
+		v := sessionView{SessionRecord: rec, AgentName: names[rec.AgentID], Node: remote}
 		if t, ok := s.cfg.Terminals.Terminal(o.ID, rec.AgentID); ok {
 			v.Live, v.Status, v.Detail = true, t.Status(), t.Detail()
 		}

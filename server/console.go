@@ -113,6 +113,9 @@ func (s *Server) console(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if s.forward(w, r, o.ID) {
+		return // another node runs the office
+	}
 	term, ok := s.cfg.Terminals.Terminal(o.ID, a.ID)
 	if !ok {
 		writeError(w, office.Errorf(office.ENOTFOUND, "agent %q has no running session", a.Name))

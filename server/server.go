@@ -146,6 +146,10 @@ type Config struct {
 	PingInterval time.Duration
 	// EventPoll is how often the event tail polls the store (default 250ms).
 	EventPoll time.Duration
+	// Owners, if set (several servers on one database), says which node
+	// runs an office: an agent's terminal and session actions are passed
+	// to it (forward.go).
+	Owners Owners
 	// AuditFailures, if set, counts the events the office could not append
 	// to the event log; /metrics exports it as office_audit_failures_total.
 	AuditFailures func() uint64

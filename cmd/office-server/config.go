@@ -13,12 +13,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/office-server/office-server/agents"
+	"github.com/office-server/office-server/cluster"
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/proxy"
@@ -50,6 +52,13 @@ type serveConfig struct {
 	ContentRules string
 	AgentBin     string // executable for "builtin" agents; default: this one
 	NoAutostart  bool
+	// With PostgreSQL, the server is a cluster node (docs/notes/cluster.md):
+	// NodeAddr is where other nodes reach its HTTP server (default: the
+	// listen address), Capacity how many agents it may run (0: no limit),
+	// Lease and LeaseRenew the lease's length and renewal period.
+	NodeAddr          string
+	Capacity          int
+	Lease, LeaseRenew time.Duration
 }
 
 // parseServeConfig reads flags from args over the environment (getenv).
@@ -77,6 +86,10 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	fs.StringVar(&c.ContentRules, "content-rules", getenv("OFFICE_CONTENT_RULES"), "file of content rules for proxy requests, added to the built-in ones (env OFFICE_CONTENT_RULES)")
 	fs.StringVar(&c.AgentBin, "agent-bin", getenv("OFFICE_AGENT_BIN"), "executable for builtin agents (default: this executable)")
 	fs.BoolVar(&c.NoAutostart, "no-autostart", false, "do not start the agents' sessions at start")
+	fs.StringVar(&c.NodeAddr, "node-addr", getenv("OFFICE_NODE_ADDR"), "with PostgreSQL: host:port where the other servers reach this one, for the console's terminals (env OFFICE_NODE_ADDR; default: the listen address)")
+	capacity := fs.String("capacity", env("OFFICE_CAPACITY", "0"), "with PostgreSQL: how many agents this server may run; 0: no limit (env OFFICE_CAPACITY)")
+	fs.DurationVar(&c.Lease, "lease", cluster.DefaultLease, "with PostgreSQL: how long an office stays this server's unrenewed; a server that stops loses its offices within lease + lease-renew")
+	fs.DurationVar(&c.LeaseRenew, "lease-renew", cluster.DefaultRenew, "with PostgreSQL: how often the leases are renewed and offices placed")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -92,6 +105,14 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		if o = strings.TrimSpace(o); o != "" {
 			c.Origins = append(c.Origins, o)
 		}
+	}
+	n, err := strconv.Atoi(*capacity)
+	if err != nil || n < 0 {
+		return c, fmt.Errorf("capacity %q: want a number of agents, 0 for no limit", *capacity)
+	}
+	c.Capacity = n
+	if c.LeaseRenew <= 0 || c.Lease < 2*c.LeaseRenew {
+		return c, fmt.Errorf("lease %v with renewal every %v: the lease must last at least two renewals", c.Lease, c.LeaseRenew)
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return c, fmt.Errorf("log level %q: want debug, info, warn or error", *level)

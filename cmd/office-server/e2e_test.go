@@ -67,7 +67,7 @@ func TestRunCommandEndToEnd(t *testing.T) {
 	if st := api("GET", "/readyz", "", nil); st != 200 {
 		t.Fatalf("/readyz = %d", st)
 	}
-	var offices []struct{ ID, Name string }
+	var offices []office.Office
 	api("GET", "/api/offices", "", &offices)
 	if len(offices) != 1 || offices[0].Name != "Demo office" {
 		t.Fatalf("offices = %+v", offices)
@@ -207,12 +207,15 @@ func launchServer(t *testing.T, bin string, env []string, args ...string) *serve
 	cmd.Env = append(append(os.Environ(), "OFFICE_ADMIN_TOKEN=", "DATABASE_URL=", "SUPABASE_URL="), env...)
 	p := &serverProc{cmd: cmd, base: "http://" + addr, stdout: &lockedBuf{}, stderr: &lockedBuf{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // a killed test leaves no server behind
+	// Its own process group, killed whole by the cleanup; and killed with
+	// the test binary should that die first (a timeout), so that no server
+	// outlives its test (its agents end with it: the keeper's life pipe).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { p.err = cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.exited })
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-p.exited })
 	return p
 }
 

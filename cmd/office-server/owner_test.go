@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/office-server/office-server/cluster"
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/store/postgres"
@@ -66,10 +67,10 @@ func TestTwoServersSQLite(t *testing.T) {
 }
 
 // TestTwoServersPostgres runs the built binary twice on one PostgreSQL
-// database: the second waits for the office (and says so) and runs none
-// of its agents; when the first is killed (SIGKILL) the second takes the
-// office over and its agents run again; after the second's SIGTERM the
-// session rows are final.
+// database: the second runs none of the office's agents while the first
+// holds its lease; when the first is killed (SIGKILL) the second takes the
+// office over once the lease ran out (within lease + renew) and its agents
+// run again; after the second's SIGTERM the session rows are final.
 func TestTwoServersPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -88,24 +89,19 @@ func TestTwoServersPostgres(t *testing.T) {
 
 	second := launchServer(t, bin, env, "--office", "examples/demo-office.yaml", "--data-dir", t.TempDir())
 	second.waitHealthy(t)
-	waitUntil(t, 10*time.Second, "the second server's waiting line", func() bool {
-		return strings.Contains(second.stderr.String(), "is run by another server (")
+	waitUntil(t, 10*time.Second, "the second node up", func() bool {
+		return strings.Contains(second.stderr.String(), "cluster node up")
 	})
-	for _, l := range strings.Split(second.stderr.String(), "\n") {
-		if strings.Contains(l, "is run by another server") {
-			t.Logf("second server: %s", l)
-		}
-	}
-	time.Sleep(3 * ownerPoll) // it polls, and must keep waiting
+	time.Sleep(3 * cluster.DefaultRenew) // it places offices, and must leave this one
 	o.check(t, first)
 	if logs := second.stderr.String(); strings.Contains(logs, "took over office") || strings.Contains(logs, "running office") {
 		t.Fatalf("the second server took the office while the first ran; logs:\n%s", logs)
 	}
 
 	// The owner dies without a word, at a random point of the second's
-	// poll cycle: the second takes over.
+	// renewal cycle: the second takes over once the lease ran out.
 	old := o.rows(t)
-	time.Sleep(rand.N(ownerPoll))
+	time.Sleep(rand.N(cluster.DefaultRenew))
 	killed := time.Now()
 	if err := first.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -124,9 +120,9 @@ func TestTwoServersPostgres(t *testing.T) {
 	running := time.Since(killed)
 	waitUntil(t, 30*time.Second, "po's question under the second server", func() bool { return len(o.questions(t)) == 2 })
 	asked := time.Since(killed)
-	t.Logf("after SIGKILL of the owner: office taken in %v, agents running in %v, po asked again in %v (poll %v)",
-		took.Round(time.Millisecond), running.Round(time.Millisecond), asked.Round(time.Millisecond), ownerPoll)
-	if limit := ownerPoll + 3*time.Second; took > limit {
+	t.Logf("after SIGKILL of the owner: office taken in %v, agents running in %v, po asked again in %v (lease %v, renew %v)",
+		took.Round(time.Millisecond), running.Round(time.Millisecond), asked.Round(time.Millisecond), cluster.DefaultLease, cluster.DefaultRenew)
+	if limit := cluster.DefaultLease + cluster.DefaultRenew + 2*time.Second; took > limit {
 		t.Errorf("the office was taken %v after the owner died, want within %v", took, limit)
 	}
 	for name, r := range old {
@@ -160,11 +156,11 @@ func TestOfficeHandoverOnSIGTERM(t *testing.T) {
 	o := waitOffice(t, st, first)
 	second := launchServer(t, bin, env, "--office", "examples/demo-office.yaml", "--data-dir", t.TempDir())
 	second.waitHealthy(t)
-	waitUntil(t, 10*time.Second, "the second server's waiting line", func() bool {
-		return strings.Contains(second.stderr.String(), "is run by another server (")
+	waitUntil(t, 10*time.Second, "the second node up", func() bool {
+		return strings.Contains(second.stderr.String(), "cluster node up")
 	})
 
-	time.Sleep(rand.N(ownerPoll)) // a random point of the second's poll cycle
+	time.Sleep(rand.N(cluster.DefaultRenew)) // a random point of the second's renewal cycle
 	stopped := time.Now()
 	first.stop(t)
 	waitUntil(t, 30*time.Second, "the take-over", func() bool { return strings.Contains(second.stderr.String(), "took over office") })
@@ -178,8 +174,11 @@ func TestOfficeHandoverOnSIGTERM(t *testing.T) {
 		return true
 	}
 	waitUntil(t, 30*time.Second, "the agents under the second server", mine)
-	t.Logf("after SIGTERM of the owner: office taken in %v, agents running in %v (poll %v)", took.Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond), ownerPoll)
-	time.Sleep(ownerPoll)
+	t.Logf("after SIGTERM of the owner: office taken in %v, agents running in %v (renew %v)", took.Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond), cluster.DefaultRenew)
+	if limit := 2*cluster.DefaultRenew + 5*time.Second; took > limit {
+		t.Errorf("the office was taken %v after SIGTERM, want within %v: a stopping server hands its offices over", took, limit)
+	}
+	time.Sleep(cluster.DefaultRenew)
 	if !mine() {
 		t.Errorf("session rows changed under the second server: %+v", o.rows(t))
 	}
@@ -187,12 +186,12 @@ func TestOfficeHandoverOnSIGTERM(t *testing.T) {
 	o.final(t)
 }
 
-// TestServerLosesOfficeLock kills the connection that holds a server's
-// office lock. When nobody took the office meanwhile the server locks it
-// again and its agents run on; when someone did (here the test itself), it
-// stops the office's agents, waits, and takes the office back once the
-// lock is free.
-func TestServerLosesOfficeLock(t *testing.T) {
+// TestServerLosesOfficeLease takes a running server's lease away in the
+// database (as a node that took the office over would): the server stops
+// the office's agents at its next renewal and writes nothing more for the
+// office (the database would refuse it); once the lease is free again it
+// takes the office back and its agents run again.
+func TestServerLosesOfficeLease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -212,37 +211,12 @@ func TestServerLosesOfficeLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
-	lockBackend := func() int {
-		t.Helper()
-		var pid int
-		if err := conn.QueryRow(ctx, "select pid from pg_stat_activity where application_name like 'office-server %pid=' || $1::text", strconv.Itoa(srv.cmd.Process.Pid)).Scan(&pid); err != nil {
-			t.Fatalf("the server's lock connection: %v", err)
-		}
-		return pid
-	}
-	terminate := func(pid int) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, "select pg_terminate_backend($1)", pid); err != nil {
-			t.Fatal(err)
-		}
-	}
 
-	// Nobody takes the office: the server locks it again, agents untouched.
 	before := o.rows(t)
-	terminate(lockBackend())
-	waitUntil(t, 10*time.Second, "the lock taken again", func() bool { return strings.Contains(srv.stderr.String(), "office lock taken again") })
-	for name, r := range o.rows(t) {
-		if r.PID != before[name].PID || parentPID(r.PID) != srv.cmd.Process.Pid {
-			t.Errorf("%s: pid %d, was %d: the agent was restarted", name, r.PID, before[name].PID)
-		}
-	}
-
-	// Someone takes the lock as soon as the server's connection dies.
-	terminate(lockBackend())
-	if _, err := conn.Exec(ctx, "select pg_advisory_lock($1)", officeLockKey(o.id)); err != nil {
+	if _, err := conn.Exec(ctx, `update office_cluster.leases set node_id = 'thief', token = token + 1, expires_at = now() + interval '1 hour' where office_id = $1`, o.id); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "the server to give the office up", func() bool { return strings.Contains(srv.stderr.String(), "office lost: stopping its agents") })
+	waitUntil(t, 2*cluster.DefaultRenew+2*time.Second, "the server to give the office up", func() bool { return strings.Contains(srv.stderr.String(), "office lost") })
 	waitUntil(t, 10*time.Second, "the agents to stop", func() bool {
 		for _, r := range before {
 			if parentPID(r.PID) == srv.cmd.Process.Pid {
@@ -251,8 +225,7 @@ func TestServerLosesOfficeLock(t *testing.T) {
 		}
 		return true
 	})
-	waitUntil(t, 10*time.Second, "the server to wait", func() bool { return strings.Contains(srv.stderr.String(), "is run by another server (") })
-	time.Sleep(2 * ownerPoll)
+	time.Sleep(2 * cluster.DefaultRenew)
 	if qs := o.questions(t); len(qs) != 1 {
 		t.Errorf("po asked %d questions while the office was not the server's, want 1", len(qs))
 	}
@@ -262,8 +235,8 @@ func TestServerLosesOfficeLock(t *testing.T) {
 		}
 	}
 
-	// The lock is free again: the server takes the office back.
-	if _, err := conn.Exec(ctx, "select pg_advisory_unlock($1)", officeLockKey(o.id)); err != nil {
+	// The lease is free again: the server takes the office back.
+	if _, err := conn.Exec(ctx, `update office_cluster.leases set expires_at = now() where office_id = $1`, o.id); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 10*time.Second, "the office taken back", func() bool { return strings.Contains(srv.stderr.String(), "took over office") })
@@ -278,11 +251,6 @@ func TestServerLosesOfficeLock(t *testing.T) {
 	})
 	srv.stop(t)
 	o.final(t)
-	for _, l := range strings.Split(srv.stderr.String(), "\n") {
-		if strings.Contains(l, "part=owner") {
-			t.Log(l)
-		}
-	}
 }
 
 // watchedOffice is the demo office as a test reads it from the store.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/office-server/office-server/agents"
+	"github.com/office-server/office-server/cluster"
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/migrations"
 	"github.com/office-server/office-server/office"
@@ -77,7 +78,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("find own executable for builtin agents: %w", err)
 		}
 	}
-	store, feed, closeStore, err := m.openStore(ctx, log)
+	own := newOwner(c, log.With("part", "owner"))
+	store, feed, closeStore, err := m.openStore(ctx, log, own)
 	if err != nil {
 		return err
 	}
@@ -94,7 +96,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	own := newOwner(c, log.With("part", "owner"))
 	keeper, err := keeperArgv()
 	if err != nil {
 		return fmt.Errorf("find own executable for the agents' keeper: %w", err)
@@ -109,17 +110,22 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 
+	stateDir, err := filepath.Abs(filepath.Join(c.DataDir, "claude"))
+	if err != nil {
+		return fmt.Errorf("agents state dir: %w", err)
+	}
 	// Sessions, the office, the server.
 	router, sess, err := agents.New(engine.Config{
 		Store: store, Feed: feed, Logger: log.With("part", "office"),
 		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
 		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(),
 		ProxyWait: c.ProxyWait, ContentRules: rules,
-	}, agents.Options{AgentBin: c.AgentBin, StateDir: filepath.Join(c.DataDir, "claude")},
+	}, agents.Options{AgentBin: c.AgentBin, StateDir: stateDir, Wrap: own.wrap(stateDir)},
 		session.Options{Logger: log.With("part", "session"), Keeper: keeper, Hook: hook})
 	if err != nil {
 		return fmt.Errorf("office: %w", err)
 	}
+	own.router.Store(router)
 	declared, err := m.syncOffice(ctx, router, log)
 	if err != nil {
 		return err
@@ -128,6 +134,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Store: store, Office: serverOffice{r: router, store: store, sess: sess}, Terminals: terminals{sess.Manager()},
 		Feed: feed, Token: token, Logger: log.With("part", "http"), AuditFailures: router.AuditFailures,
 		EventPoll: eventPoll(c.storeKind()),
+	}
+	if own.node != nil {
+		scfg.Owners = own.node // terminals of agents on other nodes are proxied
+		if c.AdminToken == "" {
+			log.Info("with several servers on this database, give them all the same OFFICE_ADMIN_TOKEN: a terminal opened on one server is passed to the server running its agent, which checks the token again")
+		}
 	}
 	scfg.Members = members
 	if v := supabase.NewMemberTokens(c.JWTSecret); v != nil {
@@ -145,7 +157,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.mu.Lock()
 	m.addr = ln.Addr()
 	m.mu.Unlock()
-	r := &running{log: log, router: router, srv: srv, mgr: sess.Manager(), hs: server.NewHTTPServer(srv.Handler(), log)}
+	if own.node != nil {
+		addr := c.NodeAddr
+		if addr == "" {
+			addr = ln.Addr().String()
+		}
+		own.node.SetAddr(addr)
+	}
+	r := &running{log: log, router: router, srv: srv, mgr: sess.Manager(), hs: server.NewHTTPServer(srv.Handler(), log), drain: own.drain}
 	r.start(ctx, ln)
 	m.announce(ln.Addr(), token, tokenCreated, log)
 	// The offices this server runs, and their agents (owner.go). It
@@ -184,18 +203,33 @@ func (m *Main) adminToken(log *slog.Logger) (token string, created bool, err err
 
 // openStore opens the configured store and its change feed; closeStore
 // closes what was opened.
-func (m *Main) openStore(ctx context.Context, log *slog.Logger) (store office.Store, feed office.ChangeFeed, closeStore func() error, err error) {
+func (m *Main) openStore(ctx context.Context, log *slog.Logger, own *owner) (store office.Store, feed office.ChangeFeed, closeStore func() error, err error) {
 	c := m.Config
 	switch c.storeKind() {
 	case "postgres":
 		if _, err := migrations.ApplyURL(ctx, c.DatabaseURL); err != nil {
 			return nil, nil, nil, fmt.Errorf("migrate: %w", err)
 		}
-		pg, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{Logger: log})
+		// The server is a cluster node, named in its data directory (locked:
+		// one process per name), so that a restart takes its offices back
+		// at once. Its connections carry the name, so that the database
+		// refuses what it does for an office it lost.
+		lock, err := lockSQLite(filepath.Join(c.DataDir, "node"))
 		if err != nil {
+			return nil, nil, nil, err
+		}
+		node, _, err := secretFile(c.DataDir, "node-id", cluster.NewNodeID)
+		if err != nil {
+			lock.Close()
+			return nil, nil, nil, fmt.Errorf("node id: %w", err)
+		}
+		pg, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{Logger: log, Node: node})
+		if err != nil {
+			lock.Close()
 			return nil, nil, nil, fmt.Errorf("open postgres: %w", err)
 		}
-		return pg, pg, pg.Close, nil
+		own.attach(pg.Pool(), cluster.Config{NodeID: node, Capacity: c.Capacity, Lease: c.Lease, Renew: c.LeaseRenew})
+		return pg, pg, func() error { return errors.Join(pg.Close(), lock.Close()) }, nil
 	case "supabase":
 		sb, err := supabase.New(c.SupabaseURL, c.SupabaseKey)
 		if err != nil {
@@ -302,6 +336,9 @@ type running struct {
 	srv    *server.Server
 	mgr    *session.Manager
 	hs     *http.Server
+	// drain, when set, hands the offices over before the shutdown (a
+	// cluster node): their agents end their turns first.
+	drain func(ctx context.Context)
 
 	runCtx context.Context
 	cancel context.CancelFunc
@@ -363,6 +400,11 @@ func (r *running) wait(ctx context.Context, timeout time.Duration) error {
 	r.log.Info("shutting down", "timeout", timeout)
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer scancel()
+	if r.drain != nil && runErr == nil {
+		dctx, dcancel := context.WithTimeout(sctx, timeout/2)
+		r.drain(dctx)
+		dcancel()
+	}
 	r.srv.Close() // viewers and event streams: hijacked or long-lived, not ended by Shutdown
 	if err := r.hs.Shutdown(sctx); err != nil {
 		r.log.Warn("http shutdown", "err", err)

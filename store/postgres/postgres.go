@@ -53,6 +53,12 @@ type Options struct {
 	// checks its connection with a query (default 15s), so a connection
 	// that died silently is noticed.
 	PingInterval time.Duration
+	// Node, when set, names this server on every pooled connection
+	// (the office.node setting): the database then refuses its writes that
+	// act for an office it does not hold the lease of (migration
+	// 20261126040000_cluster, docs/notes/cluster.md). It needs sessions of
+	// its own, as LISTEN does: a direct connection or a session pooler.
+	Node string
 }
 
 // Store is an office.Store and office.ChangeFeed on a pgx pool. Its methods
@@ -107,6 +113,12 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
+	}
+	if node := opts.Node; node != "" {
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "select set_config('office.node', $1, false)", node)
+			return err
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

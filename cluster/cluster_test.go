@@ -1,0 +1,530 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/office-server/office-server/cluster"
+	"github.com/office-server/office-server/engine"
+	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/migrations"
+	"github.com/office-server/office-server/office"
+)
+
+// recorder is a cluster.Runner that records which offices run here.
+type recorder struct {
+	mu      sync.Mutex
+	running map[string]bool
+	takes   int
+}
+
+func (r *recorder) Take(_ context.Context, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running[id] = true
+	r.takes++
+}
+
+func (r *recorder) Drop(_ context.Context, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.running, id)
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.running)
+}
+
+func (r *recorder) has(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running[id]
+}
+
+// database returns a migrated database with n offices and a pool on it.
+func database(t *testing.T, n int) (*pgxpool.Pool, []string) {
+	t.Helper()
+	ctx := context.Background()
+	url := testenv.NewDatabase(t)
+	if _, err := migrations.ApplyURL(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var ids []string
+	err = pool.QueryRow(ctx, `
+		with o as (insert into public.offices (name) select 'office ' || i from generate_series(1, $1) i returning id)
+		select array_agg(id::text) from o`, n).Scan(&ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, ids
+}
+
+type runningNode struct {
+	node   *cluster.Node
+	rec    *recorder
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startNode(t *testing.T, pool *pgxpool.Pool, cfg cluster.Config) *runningNode {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rn := &runningNode{node: cluster.New(pool, cfg), rec: &recorder{running: map[string]bool{}}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(rn.done)
+		if err := rn.node.Run(ctx, rn.rec); err != nil {
+			t.Error(err)
+		}
+	}()
+	t.Cleanup(func() { rn.stop() })
+	return rn
+}
+
+func (rn *runningNode) stop() {
+	rn.cancel()
+	<-rn.done
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkOnce fails unless every office runs on exactly one node.
+func checkOnce(t *testing.T, ids []string, nodes ...*runningNode) {
+	t.Helper()
+	for _, id := range ids {
+		n := 0
+		for _, rn := range nodes {
+			if rn.rec.has(id) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("office %s runs on %d nodes", id, n)
+		}
+	}
+}
+
+// TestThousandOfficesOnThreeNodes is the load test: 1,000 offices, three
+// nodes started together. Every office runs on exactly one node, the
+// shares are fair, and the lease renewals cost one statement per node per
+// period, whatever the number of offices: it states the writes per second.
+// A stopped node's offices go to the two others at once (released).
+func TestThousandOfficesOnThreeNodes(t *testing.T) {
+	pool, ids := database(t, 1000)
+	cfg := cluster.Config{Lease: 2 * time.Second, Renew: 500 * time.Millisecond}
+	var nodes []*runningNode
+	for range 3 {
+		nodes = append(nodes, startNode(t, pool, cfg))
+	}
+	total := func() int { return nodes[0].rec.count() + nodes[1].rec.count() + nodes[2].rec.count() }
+	waitFor(t, 30*time.Second, "1,000 offices placed, fairly", func() bool {
+		for _, rn := range nodes {
+			if c := rn.rec.count(); c < 330 || c > 340 {
+				return false
+			}
+		}
+		return total() == 1000
+	})
+	checkOnce(t, ids, nodes...)
+
+	// Steady state: count the statements and the rows written.
+	ctx := context.Background()
+	var before, after [3]int64
+	var upd0, upd1 int64
+	rowsUpdated := func() int64 {
+		var n int64
+		if err := pool.QueryRow(ctx, `select pg_stat_get_tuples_updated('office_cluster.leases'::regclass) + pg_stat_get_xact_tuples_updated('office_cluster.leases'::regclass)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i, rn := range nodes {
+		before[i] = rn.node.Stats().Renewals.Load() + rn.node.Stats().Takes.Load() + rn.node.Stats().Releases.Load()
+	}
+	upd0 = rowsUpdated()
+	const span = 5 * time.Second
+	time.Sleep(span)
+	for i, rn := range nodes {
+		after[i] = rn.node.Stats().Renewals.Load() + rn.node.Stats().Takes.Load() + rn.node.Stats().Releases.Load()
+	}
+	time.Sleep(time.Second) // statistics reach the collector late
+	upd1 = rowsUpdated()
+	var stmts int64
+	for i := range nodes {
+		stmts += after[i] - before[i]
+	}
+	perSec := float64(stmts) / span.Seconds()
+	want := 3 / cfg.Renew.Seconds()
+	t.Logf("1,000 offices on 3 nodes, renewal every %v: %.1f lease-writing statements/s (want %.1f: one per node per period), about %.0f lease rows updated/s",
+		cfg.Renew, perSec, want, float64(upd1-upd0)/span.Seconds())
+	if perSec > want*1.3 {
+		t.Errorf("%.1f lease statements/s, want about %.1f", perSec, want)
+	}
+	checkOnce(t, ids, nodes...)
+
+	// A node that stops hands its offices over: the others run them
+	// within a period or two, not after the lease.
+	had := nodes[2].rec.count()
+	stopped := time.Now()
+	nodes[2].stop()
+	waitFor(t, 10*time.Second, "the stopped node's offices on the others", func() bool {
+		return nodes[0].rec.count()+nodes[1].rec.count() == 1000
+	})
+	t.Logf("node stopped (SIGTERM path): its %d offices running on the others after %v", had, time.Since(stopped).Round(time.Millisecond))
+	checkOnce(t, ids, nodes[0], nodes[1])
+}
+
+// TestCapacityAndNewNode: a node takes no more agents than its capacity;
+// a node that comes later gets a fair share from the others.
+func TestCapacityAndNewNode(t *testing.T) {
+	pool, ids := database(t, 30)
+	cfg := cluster.Config{Lease: 2 * time.Second, Renew: 300 * time.Millisecond}
+	small := cfg
+	small.Capacity = 4
+	a := startNode(t, pool, small)
+	waitFor(t, 10*time.Second, "the small node full", func() bool { return a.rec.count() == 4 })
+	time.Sleep(2 * cfg.Lease)
+	if c := a.rec.count(); c != 4 {
+		t.Fatalf("a node of capacity 4 runs %d one-agent offices", c)
+	}
+	b := startNode(t, pool, cfg)
+	waitFor(t, 10*time.Second, "every office placed", func() bool { return a.rec.count()+b.rec.count() == 30 })
+	c := startNode(t, pool, cfg)
+	waitFor(t, 20*time.Second, "the new node's share", func() bool {
+		return c.rec.count() == 13 && b.rec.count() == 13 && a.rec.count() == 4
+	})
+	checkOnce(t, ids, a, b, c)
+	t.Logf("capacity 4, then two nodes without a limit: %d, %d, %d", a.rec.count(), b.rec.count(), c.rec.count())
+
+	// Draining hands b's offices to c (a is full) and takes none back.
+	if err := b.node.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "b's offices on c", func() bool { return b.rec.count() == 0 && c.rec.count() == 26 })
+	time.Sleep(3 * cfg.Renew)
+	if b.rec.count() != 0 {
+		t.Fatalf("a draining node took %d offices back", b.rec.count())
+	}
+	checkOnce(t, ids, a, c)
+}
+
+// TestFence: the database refuses what a node does for an office whose
+// lease it does not hold (a session row, a delivery), and accepts it from
+// the holder.
+func TestFence(t *testing.T) {
+	pool, ids := database(t, 1)
+	ctx := context.Background()
+	office := ids[0]
+	var agent string
+	if err := pool.QueryRow(ctx, `insert into public.office_agents (office_id, name, role) values ($1, 'po', 'po') returning id::text`, office).Scan(&agent); err != nil {
+		t.Fatal(err)
+	}
+	write := func(node string) error {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, `select set_config('office.node', $1, true)`, node); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `insert into public.agent_sessions (office_id, agent_id, node, status) values ($1, $2, $3, 'starting')
+			on conflict (agent_id) do update set node = excluded.node`, office, agent, node); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}
+	if _, err := pool.Exec(ctx, `insert into office_cluster.leases (office_id, node_id, expires_at) values ($1, 'a', now() + interval '1 hour')`, office); err != nil {
+		t.Fatal(err)
+	}
+	if err := write("a"); err != nil {
+		t.Fatalf("the holder's write was refused: %v", err)
+	}
+	err := write("b")
+	if err == nil || !strings.Contains(err.Error(), "fenced") {
+		t.Fatalf("another node's write: %v, want fenced", err)
+	}
+	t.Logf("refused: %v", err)
+	if _, err := pool.Exec(ctx, `update office_cluster.leases set expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := write("a"); err == nil {
+		t.Fatal("the holder of an expired lease could still write")
+	}
+	if err := write(""); err != nil {
+		t.Fatalf("an unnamed connection (the frontend, a tool) was fenced: %v", err)
+	}
+}
+
+// TestTranscriptTravels: a transcript followed on one node is in the
+// database line by line, and restored on another where it is missing.
+func TestTranscriptTravels(t *testing.T) {
+	pool, ids := database(t, 1)
+	ctx := context.Background()
+	var agent string
+	if err := pool.QueryRow(ctx, `insert into public.office_agents (office_id, name, role) values ($1, 'dev', 'dev') returning id::text`, ids[0]).Scan(&agent); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(t.TempDir(), "projects", "a", "conv.jsonl")
+	if err := os.MkdirAll(filepath.Dir(old), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tr := cluster.NewTranscripts(pool, nil)
+	tr.Follow(ids[0], agent, "conv", old)
+	var want strings.Builder
+	f, err := os.Create(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		line := fmt.Sprintf(`{"type":"user","n":%d,"text":"질문 %d"}`, i, i)
+		want.WriteString(line + "\n")
+		if _, err := f.WriteString(line + "\n"); err != nil {
+			t.Fatal(err)
+		}
+		tr.Sync(ctx, "")
+	}
+	if _, err := f.WriteString(`{"partial":`); err != nil { // not yet a line
+		t.Fatal(err)
+	}
+	f.Close()
+	tr.Forget(ctx, ids[0])
+
+	tr2 := cluster.NewTranscripts(pool, nil)
+	fresh := filepath.Join(t.TempDir(), "projects", "b", "conv.jsonl")
+	restored, err := tr2.Restore(ctx, agent, "conv", fresh)
+	if err != nil || !restored {
+		t.Fatalf("restore: %v, %v", restored, err)
+	}
+	got, err := os.ReadFile(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want.String() {
+		t.Fatalf("restored transcript:\n%s\nwant:\n%s", got, want.String())
+	}
+	if again, err := tr2.Restore(ctx, agent, "conv", fresh); err != nil || again {
+		t.Fatalf("a complete local transcript was written again: %v, %v", again, err)
+	}
+}
+
+// TestCrashedNodeOffices: a node that stops renewing (its database
+// connections gone, nothing released) loses its offices to the others
+// within lease + renew, whatever their shares (offices of one and of two
+// agents, as in TestClusterFailover).
+func TestCrashedNodeOffices(t *testing.T) {
+	pool, ids := database(t, 4)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `insert into public.office_agents (office_id, name, role) select id, n, n from public.offices, unnest(array['a', 'b']) n where id = $1`, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids[1:] {
+		if _, err := pool.Exec(ctx, `insert into public.office_agents (office_id, name, role) values ($1, 'c', 'c')`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := cluster.Config{Lease: 3 * time.Second, Renew: time.Second}
+	if testing.Verbose() {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	for round := range 4 {
+		var nodes []*runningNode
+		var pools []*pgxpool.Pool
+		for range 3 {
+			p, err := pgxpool.New(ctx, pool.Config().ConnString())
+			if err != nil {
+				t.Fatal(err)
+			}
+			pools = append(pools, p)
+			nodes = append(nodes, startNode(t, p, cfg))
+		}
+		waitFor(t, 20*time.Second, "placed", func() bool {
+			return nodes[0].rec.count()+nodes[1].rec.count()+nodes[2].rec.count() == 4 && nodes[0].rec.count() > 0 && nodes[1].rec.count() > 0 && nodes[2].rec.count() > 0
+		})
+		time.Sleep(3 * cfg.Renew)
+		victim := round % 3
+		lost := nodes[victim].rec.count()
+		pools[victim].Close() // crash: no renewal, no release
+		crashed := time.Now()
+		nodes[victim].stop()
+		var rest []*runningNode
+		for i, rn := range nodes {
+			if i != victim {
+				rest = append(rest, rn)
+			}
+		}
+		waitFor(t, 5*cfg.Lease, "the crashed node's offices elsewhere", func() bool { return rest[0].rec.count()+rest[1].rec.count() == 4 })
+		took := time.Since(crashed)
+		t.Logf("round %d: %d offices taken %v after the crash (bound %v)", round, lost, took.Round(time.Millisecond), cfg.Lease+cfg.Renew)
+		if took > cfg.Lease+2*cfg.Renew {
+			t.Errorf("round %d: taken after %v, want within %v", round, took, cfg.Lease+cfg.Renew)
+		}
+		for i, rn := range nodes {
+			if i != victim {
+				rn.stop()
+			}
+			pools[i].Close()
+		}
+		if _, err := pool.Exec(ctx, `delete from office_cluster.leases`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestLostSignalled: what acts for an office (a Send waiting for its
+// agent) is told as soon as the node sees the lease gone, and Owns says
+// so; an office never held is lost from the start.
+func TestLostSignalled(t *testing.T) {
+	pool, ids := database(t, 1)
+	cfg := cluster.Config{Lease: 3 * time.Second, Renew: 500 * time.Millisecond}
+	rn := startNode(t, pool, cfg)
+	waitFor(t, 10*time.Second, "the office taken", func() bool { return rn.rec.count() == 1 })
+	lost := rn.node.Lost(ids[0])
+	select {
+	case <-lost:
+		t.Fatal("lost while held")
+	default:
+	}
+	select {
+	case <-rn.node.Lost("00000000-0000-0000-0000-000000000000"):
+	default:
+		t.Fatal("an office never held is not lost")
+	}
+	if _, err := pool.Exec(context.Background(), `update office_cluster.leases set node_id = 'other', token = token + 1`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(3 * cfg.Renew):
+		t.Fatal("the loss was not signalled within a renewal")
+	}
+	if rn.node.Owns(ids[0]) {
+		t.Fatal("Owns after the loss")
+	}
+	waitFor(t, 5*time.Second, "the office dropped", func() bool { return rn.rec.count() == 0 })
+}
+
+// quietRecorder is a recorder whose offices end their turns only when
+// told (cluster.Quieter).
+type quietRecorder struct {
+	*recorder
+	turnEnds chan struct{}
+}
+
+func (q quietRecorder) Quiet(ctx context.Context, _ string) {
+	select {
+	case <-q.turnEnds:
+	case <-ctx.Done():
+	}
+}
+
+// TestHandOverWaitsForTheTurn: a draining node keeps the lease of an
+// office whose agent is in its turn (nothing new is done for it: Owns is
+// false, and no other node runs it), and hands it over once the turn ends.
+func TestHandOverWaitsForTheTurn(t *testing.T) {
+	pool, ids := database(t, 1)
+	cfg := cluster.Config{Lease: 2 * time.Second, Renew: 300 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &runningNode{node: cluster.New(pool, cfg), rec: &recorder{running: map[string]bool{}}, cancel: cancel, done: make(chan struct{})}
+	q := quietRecorder{recorder: a.rec, turnEnds: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		_ = a.node.Run(ctx, q)
+	}()
+	t.Cleanup(a.stop)
+	waitFor(t, 10*time.Second, "a runs the office", func() bool { return a.rec.count() == 1 })
+	b := startNode(t, pool, cfg)
+	if err := a.node.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "Owns false while draining", func() bool { return !a.node.Owns(ids[0]) })
+	time.Sleep(2 * cfg.Lease) // longer than a lease: a keeps renewing it
+	if b.rec.count() != 0 || a.rec.count() != 1 {
+		t.Fatalf("the office moved during its agent's turn (a %d, b %d)", a.rec.count(), b.rec.count())
+	}
+	close(q.turnEnds)
+	waitFor(t, 5*time.Second, "the office on b", func() bool { return b.rec.count() == 1 && a.rec.count() == 0 })
+}
+
+// started records the agents the wrapped sessions were asked to start.
+type started struct {
+	engine.Sessions
+	mu  sync.Mutex
+	ids []string
+}
+
+func (s *started) Start(_ context.Context, spec engine.SessionSpec) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ids = append(s.ids, spec.AgentID)
+	return nil
+}
+
+// TestMissingWorkingFolder: an agent that ran before, whose launch.dir is
+// missing on the node that takes its office, is not started in an empty
+// folder: its session is marked stopped with the reason. A first start
+// (no conversation yet) goes ahead.
+func TestMissingWorkingFolder(t *testing.T) {
+	pool, ids := database(t, 1)
+	rn := startNode(t, pool, cluster.Config{NodeID: "alone", Lease: 2 * time.Second, Renew: 500 * time.Millisecond})
+	waitFor(t, 5*time.Second, "the office leased", func() bool { return rn.node.Owns(ids[0]) })
+	var reported []engine.StatusChange
+	inner := &started{}
+	s := &cluster.Sessions{Sessions: inner, Node: rn.node, Transcripts: cluster.NewTranscripts(pool, nil),
+		Report: func(c engine.StatusChange) { reported = append(reported, c) }}
+	dir := filepath.Join(t.TempDir(), "volume", "dev")
+	spec := engine.SessionSpec{OfficeID: ids[0], AgentID: "a1", Launch: office.LaunchSpec{Kind: "command", Dir: dir}, Dir: dir, ConversationID: "c1", Resume: true}
+
+	err := s.Start(context.Background(), spec)
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("resume with the folder missing: %v, want an error naming the folder", err)
+	}
+	if len(reported) != 1 || reported[0].Status != office.SessionStopped || !strings.Contains(reported[0].Detail, dir) {
+		t.Fatalf("reported %+v, want one stopped status naming the folder", reported)
+	}
+	if len(inner.ids) != 0 {
+		t.Fatalf("started %v in a missing folder", inner.ids)
+	}
+
+	spec.Resume = false // a first start: the folder is the agent's to create
+	if err := s.Start(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec.Resume = true // the volume is there now
+	if err := s.Start(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if len(inner.ids) != 2 || len(reported) != 1 {
+		t.Fatalf("started %d times and reported %d, want 2 and 1", len(inner.ids), len(reported))
+	}
+}
