@@ -67,7 +67,7 @@ func TestRunCommandEndToEnd(t *testing.T) {
 	if st := api("GET", "/readyz", "", nil); st != 200 {
 		t.Fatalf("/readyz = %d", st)
 	}
-	var offices []office.Office
+	var offices []struct{ ID, Name string }
 	api("GET", "/api/offices", "", &offices)
 	if len(offices) != 1 || offices[0].Name != "Demo office" {
 		t.Fatalf("offices = %+v", offices)

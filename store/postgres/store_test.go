@@ -140,7 +140,7 @@ func TestMemberAnswerReachesFeed(t *testing.T) {
 		}
 	}
 	asMember(`select public.answer_question($1, 'yes')`, q.ID)
-	got := feed.wait(t, "the member's answer", func(c office.Change) bool { return c.ID == q.ID })
+	got := feed.wait(t, "the member's answer", func(c office.Change) bool { return c.ID == q.ID && c.Op == office.OpUpdate })
 	want := office.Change{Table: office.TableQuestions, Op: office.OpUpdate, ID: q.ID, OfficeID: o.ID, AgentID: a.ID, Status: office.QuestionAnswered}
 	if got != want {
 		t.Errorf("change %+v; want %+v", got, want)
@@ -375,7 +375,7 @@ func TestFeedReportsOnlyWhatAwaitsTheOffice(t *testing.T) {
 	_, ok, err = s.AnswerQuestion(ctx, last.ID, "yes", "")
 	must(ok, err)
 
-	feed.wait(t, "the last answer", func(c office.Change) bool { return c.ID == last.ID })
+	feed.wait(t, "the last answer", func(c office.Change) bool { return c.ID == last.ID && c.Op == office.OpUpdate })
 	feed.mu.Lock()
 	defer feed.mu.Unlock()
 	var got []string

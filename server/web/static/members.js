@@ -23,6 +23,8 @@
 
   function cell(text) { const td = document.createElement('td'); td.textContent = text; return td; }
 
+  // The form shows once an office is chosen and its members are listed
+  // (index.html starts it hidden), so nothing is added to no office.
   async function load() {
     if (!officeSel.value) return;
     let list;
@@ -57,6 +59,7 @@
 
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
+    if (!officeSel.value) { say('choose an office first'); return; }
     const who = form.querySelector('#memberwho').value.trim();
     const role = form.querySelector('#memberrole').value;
     const body = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(who) ? { user_id: who, role } : { email: who, role };
