@@ -446,53 +446,15 @@ func parseBracketList(s string) ([]string, string) {
 			i++ // an empty item, e.g. a trailing comma
 			continue
 		case '"':
-			j := i + 1
-			for j < len(s) && s[j] != '"' {
-				if s[j] == '\\' {
-					j++
-				}
-				j++
+			var msg string
+			if item, i, msg = parseDoubleQuoted(s, i); msg != "" {
+				return nil, msg
 			}
-			if j >= len(s) {
-				return nil, "unterminated \" string"
-			}
-			if q := s[i+1 : j]; plainJSONString(q) {
-				// What json.Unmarshal would give, without it.
-				item = q
-				i = j + 1
-				break
-			}
-			var u string // its own variable: &u escapes, item need not
-			if err := json.Unmarshal([]byte(s[i:j+1]), &u); err != nil {
-				return nil, fmt.Sprintf("bad string %s", s[i:j+1])
-			}
-			item = u
-			i = j + 1
 		case '\'':
-			j := i + 1
-			for j < len(s) && s[j] != '\'' && s[j] != '\\' {
-				j++
+			var msg string
+			if item, i, msg = parseSingleQuoted(s, i); msg != "" {
+				return nil, msg
 			}
-			if j < len(s) && s[j] == '\'' {
-				// No escapes: the item is the text between the quotes.
-				item = s[i+1 : j]
-				i = j + 1
-				break
-			}
-			var b strings.Builder
-			j = i + 1
-			for j < len(s) && s[j] != '\'' {
-				if s[j] == '\\' && j+1 < len(s) {
-					j++
-				}
-				b.WriteByte(s[j])
-				j++
-			}
-			if j >= len(s) {
-				return nil, "unterminated ' string"
-			}
-			item = b.String()
-			i = j + 1
 		default:
 			j := i
 			for j < len(s) && s[j] != ',' && s[j] != ']' {
@@ -523,6 +485,57 @@ func parseBracketList(s string) ([]string, string) {
 			return nil, fmt.Sprintf("expected ',' or ']' after %q", item)
 		}
 	}
+}
+
+// parseDoubleQuoted reads the "…" string (JSON) that starts at s[i]: its
+// value and the index just past it, or a message saying why it is not one.
+func parseDoubleQuoted(s string, i int) (item string, next int, msg string) {
+	j := i + 1
+	for j < len(s) && s[j] != '"' {
+		if s[j] == '\\' {
+			j++
+		}
+		j++
+	}
+	if j >= len(s) {
+		return "", 0, "unterminated \" string"
+	}
+	if q := s[i+1 : j]; plainJSONString(q) {
+		// What json.Unmarshal would give, without it.
+		return q, j + 1, ""
+	}
+	var u string
+	if err := json.Unmarshal([]byte(s[i:j+1]), &u); err != nil {
+		return "", 0, fmt.Sprintf("bad string %s", s[i:j+1])
+	}
+	return u, j + 1, ""
+}
+
+// parseSingleQuoted reads the '…' string that starts at s[i], a backslash
+// taking the next byte as it is: its value and the index just past it, or a
+// message when it is unterminated.
+func parseSingleQuoted(s string, i int) (item string, next int, msg string) {
+	j := i + 1
+	for j < len(s) && s[j] != '\'' && s[j] != '\\' {
+		j++
+	}
+	if j < len(s) && s[j] == '\'' {
+		// No escapes: the item is the text between the quotes.
+		return s[i+1 : j], j + 1, ""
+	}
+	var b strings.Builder
+	j = i + 1
+	for j < len(s) && s[j] != '\'' {
+		if s[j] == '\\' && j+1 < len(s) {
+			j++
+		}
+		b.WriteByte(s[j])
+		j++
+	}
+	if j >= len(s) {
+		return "", 0, "unterminated ' string"
+	}
+	return b.String(), j + 1, ""
 }
 
 // decodeInvoke decodes [INVOKE:Agent]: free text is the task; a context

@@ -297,6 +297,14 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 		out = appendMsg(out, p.oversized())
 		return out, true
 	}
+	return p.addBlockLine(b, line, out), true
+}
+
+// addBlockLine adds line to the open block b: to its raw text, and, less
+// decoration and a closing tag, to its body (a blank line before a closing
+// tag is left out). A closing tag on the line ends the block, its message
+// appended to out.
+func (p *Parser) addBlockLine(b *block, line string, out []Message) []Message {
 	rawStart := p.addRaw(b, line)
 	body, closed := line, false
 	if strings.IndexByte(line, '[') >= 0 && strings.Contains(line, "[/") {
@@ -321,7 +329,7 @@ func (p *Parser) feedBlock(line string, out []Message) (_ []Message, done bool) 
 			out = appendMsg(out, m)
 		}
 	}
-	return out, true
+	return out
 }
 
 // oversized reports the open block as invalid because it outgrew the limit,

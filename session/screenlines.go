@@ -178,6 +178,22 @@ func (x *screenLines) typed(text string) {
 // prompt). The pending echo is forgotten: whatever was not echoed by now
 // will not be.
 func (x *screenLines) turnEnd(skipLast func(string) bool) {
+	rows := x.liveRows()
+	if len(rows) > 0 {
+		x.cleared(rows[0].Clears)
+	}
+	a := x.paint
+	if a == nil {
+		rows, a = x.alignSinceRead(rows)
+	}
+	lines, lasts := groupLines(x.partial, rows)
+	x.dispatchLive(a, lines, lasts, skipLast)
+	x.markRead()
+}
+
+// liveRows returns the screen's rows without a TUI's scroll bar, trailing
+// blank rows left out.
+func (x *screenLines) liveRows() []screen.Row {
 	rows := x.scr.Rows()
 	for i := range rows {
 		rows[i].Text = x.unscroll(rows[i])
@@ -185,52 +201,58 @@ func (x *screenLines) turnEnd(skipLast func(string) bool) {
 	for len(rows) > 0 && strings.TrimSpace(rows[len(rows)-1].Text) == "" {
 		rows = rows[:len(rows)-1]
 	}
-	if len(rows) > 0 {
-		x.cleared(rows[0].Clears)
+	return rows
+}
+
+// alignSinceRead is turnEnd's start when the screen was not cleared since
+// the last read: it drops the rows of rows read then (consumed, and still
+// showing the same) and returns the rest with the alignment to read them
+// by, anchored where the document's new lines begin when that is known.
+func (x *screenLines) alignSinceRead(rows []screen.Row) ([]screen.Row, *alignment) {
+	// No clear since the last read: rows still where they were then,
+	// with what they showed then, were read (consumed). The others
+	// may show lines of the last read moved up (a program scrolling
+	// inside the alternate screen) unless the screen scrolled since
+	// (then everything below the consumed rows is new).
+	k, old := 0, 0
+	for k < len(rows) && k < len(x.consumed) && x.consumed[k] == strings.TrimRight(rows[k].Text, " ") && len(x.partial) == 0 {
+		if !rows[k].Wrapped && lineKey(x.consumed[k]) != 0 {
+			old++ // a line (of the document) ends on this row
+		}
+		k++
 	}
-	a := x.paint
-	if a == nil {
-		// No clear since the last read: rows still where they were then,
-		// with what they showed then, were read (consumed). The others
-		// may show lines of the last read moved up (a program scrolling
-		// inside the alternate screen) unless the screen scrolled since
-		// (then everything below the consumed rows is new).
-		k, old := 0, 0
-		for k < len(rows) && k < len(x.consumed) && x.consumed[k] == strings.TrimRight(rows[k].Text, " ") && len(x.partial) == 0 {
-			if !rows[k].Wrapped && lineKey(x.consumed[k]) != 0 {
-				old++ // a line (of the document) ends on this row
-			}
-			k++
-		}
-		// A line the terminal wrapped is read whole: one whose rows
-		// continue past the consumed ones is read again from its first
-		// row (it was not whole at the last read).
-		for k > 0 && k < len(rows) && rows[k-1].Wrapped {
-			k--
-		}
-		rows = rows[k:]
-		minJ := x.live
-		if x.scrolled {
-			minJ = len(x.doc.keys)
-		}
-		a = newAlignment(&x.doc, minJ, x.skipRows())
-		switch {
-		case x.scrolled:
-			a.anchorAt(len(x.doc.keys), nil)
-		case old > 0 || !x.altScreen():
-			// On the main screen, with neither a clear nor a scroll since
-			// the last read, lines do not move: the rows below those read
-			// then are new, whatever they say. Searching the document by
-			// content here took a line printed again (a reply's closing
-			// tag and the prompt after it, the same answer typed twice)
-			// for the old one and read everything after it a second time.
-			a.anchorAt(min(x.live+old, len(x.doc.keys)), nil)
-		}
+	// A line the terminal wrapped is read whole: one whose rows
+	// continue past the consumed ones is read again from its first
+	// row (it was not whole at the last read).
+	for k > 0 && k < len(rows) && rows[k-1].Wrapped {
+		k--
 	}
-	// Group the rows into lines: a line ends at a row that was not wrapped.
-	// The first may continue rows that already scrolled off (partial).
-	group := append([]string(nil), x.partial...)
-	var lines, lasts []string
+	rows = rows[k:]
+	minJ := x.live
+	if x.scrolled {
+		minJ = len(x.doc.keys)
+	}
+	a := newAlignment(&x.doc, minJ, x.skipRows())
+	switch {
+	case x.scrolled:
+		a.anchorAt(len(x.doc.keys), nil)
+	case old > 0 || !x.altScreen():
+		// On the main screen, with neither a clear nor a scroll since
+		// the last read, lines do not move: the rows below those read
+		// then are new, whatever they say. Searching the document by
+		// content here took a line printed again (a reply's closing
+		// tag and the prompt after it, the same answer typed twice)
+		// for the old one and read everything after it a second time.
+		a.anchorAt(min(x.live+old, len(x.doc.keys)), nil)
+	}
+	return rows, a
+}
+
+// groupLines groups rows into lines: a line ends at a row that was not
+// wrapped (or at the last row). The first may continue rows that already
+// scrolled off (partial). lasts holds each line's last row.
+func groupLines(partial []string, rows []screen.Row) (lines, lasts []string) {
+	group := append([]string(nil), partial...)
 	for i, r := range rows {
 		group = append(group, r.Text)
 		if r.Wrapped && i < len(rows)-1 {
@@ -240,6 +262,12 @@ func (x *screenLines) turnEnd(skipLast func(string) bool) {
 		lasts = append(lasts, group[len(group)-1])
 		group = group[:0]
 	}
+	return lines, lasts
+}
+
+// dispatchLive feeds the live lines through alignment a and dispatches the
+// new ones; the last line is left out when skipLast reports it (the prompt).
+func (x *screenLines) dispatchLive(a *alignment, lines, lasts []string, skipLast func(string) bool) {
 	for i, l := range lines {
 		a.feed(l, func(s string) {
 			if i == len(lines)-1 && s == l && skipLast != nil && skipLast(s) {
@@ -255,6 +283,12 @@ func (x *screenLines) turnEnd(skipLast func(string) bool) {
 		}
 		x.dispatch(s, s)
 	})
+}
+
+// markRead records the screen as read: its rows are the consumed ones, the
+// live area begins where their lines begin in the document, and the paint,
+// partial rows, scroll and pending echo are forgotten.
+func (x *screenLines) markRead() {
 	x.paint = nil
 	x.partial = x.partial[:0]
 	x.consumed = x.consumed[:0]

@@ -71,71 +71,91 @@ func Generate(ctx context.Context, conn *pgx.Conn) (string, error) {
 	}
 	sort.Strings(names)
 	for _, t := range names {
-		cols := tables[t]
-		fmt.Fprintf(&b, "      %s: {\n", t)
-		b.WriteString("        Row: {\n")
-		for _, c := range cols {
-			fmt.Fprintf(&b, "          %s: %s\n", c.name, tsType(c.typ, c.nullable))
-		}
-		b.WriteString("        }\n        Insert: {\n")
-		for _, c := range cols {
-			opt := ""
-			if c.nullable || c.hasDefault || c.generated {
-				opt = "?"
-			}
-			fmt.Fprintf(&b, "          %s%s: %s\n", c.name, opt, tsType(c.typ, c.nullable))
-		}
-		b.WriteString("        }\n        Update: {\n")
-		for _, c := range cols {
-			fmt.Fprintf(&b, "          %s?: %s\n", c.name, tsType(c.typ, c.nullable))
-		}
-		b.WriteString("        }\n        Relationships: [")
-		rs := rels[t]
-		if len(rs) == 0 {
-			b.WriteString("]\n")
-		} else {
-			b.WriteString("\n")
-			for _, r := range rs {
-				fmt.Fprintf(&b, "          {\n            foreignKeyName: %q\n            columns: [%s]\n            isOneToOne: %t\n            referencedRelation: %q\n            referencedColumns: [%s]\n          },\n",
-					r.name, quoteList(r.cols), r.oneToOne, r.table, quoteList(r.refs))
-			}
-			b.WriteString("        ]\n")
-		}
-		b.WriteString("      }\n")
+		writeTable(&b, t, tables[t], rels[t])
 	}
 	b.WriteString("    }\n    Views: {\n      [_ in never]: never\n    }\n    Functions: {\n")
 	for _, f := range fns {
-		fmt.Fprintf(&b, "      %s: {\n        Args: ", f.name)
-		if len(f.args) == 0 {
-			b.WriteString("never\n")
-		} else {
-			b.WriteString("{\n")
-			for _, a := range f.args {
-				opt := ""
-				if a.hasDefault {
-					opt = "?"
-				}
-				fmt.Fprintf(&b, "          %s%s: %s\n", a.name, opt, tsType(a.typ, false))
-			}
-			b.WriteString("        }\n")
-		}
-		b.WriteString("        Returns: ")
-		if f.rowReturn {
-			b.WriteString("{\n")
-			for _, c := range f.rowCols {
-				fmt.Fprintf(&b, "          %s: %s\n", c.name, tsType(c.typ, true))
-			}
-			b.WriteString("        }")
-		} else {
-			b.WriteString(tsType(f.returns, false))
-		}
-		if f.setOf {
-			b.WriteString("[]")
-		}
-		b.WriteString("\n      }\n")
+		writeFunction(&b, f)
 	}
 	b.WriteString("    }\n    Enums: {\n      [_ in never]: never\n    }\n    CompositeTypes: {\n      [_ in never]: never\n    }\n  }\n}\n")
 	b.WriteString(helpers)
+	writeMemberColumns(&b, names, tables)
+	return b.String(), nil
+}
+
+// writeTable writes table t's entry of Tables: its Row, Insert (optional
+// where nullable, defaulted or generated), Update (all optional) and the
+// Relationships of its foreign keys rs.
+func writeTable(b *strings.Builder, t string, cols []column, rs []relationship) {
+	fmt.Fprintf(b, "      %s: {\n", t)
+	b.WriteString("        Row: {\n")
+	for _, c := range cols {
+		fmt.Fprintf(b, "          %s: %s\n", c.name, tsType(c.typ, c.nullable))
+	}
+	b.WriteString("        }\n        Insert: {\n")
+	for _, c := range cols {
+		opt := ""
+		if c.nullable || c.hasDefault || c.generated {
+			opt = "?"
+		}
+		fmt.Fprintf(b, "          %s%s: %s\n", c.name, opt, tsType(c.typ, c.nullable))
+	}
+	b.WriteString("        }\n        Update: {\n")
+	for _, c := range cols {
+		fmt.Fprintf(b, "          %s?: %s\n", c.name, tsType(c.typ, c.nullable))
+	}
+	b.WriteString("        }\n        Relationships: [")
+	if len(rs) == 0 {
+		b.WriteString("]\n")
+	} else {
+		b.WriteString("\n")
+		for _, r := range rs {
+			fmt.Fprintf(b, "          {\n            foreignKeyName: %q\n            columns: [%s]\n            isOneToOne: %t\n            referencedRelation: %q\n            referencedColumns: [%s]\n          },\n",
+				r.name, quoteList(r.cols), r.oneToOne, r.table, quoteList(r.refs))
+		}
+		b.WriteString("        ]\n")
+	}
+	b.WriteString("      }\n")
+}
+
+// writeFunction writes f's entry of Functions: its Args (never when it
+// takes none; optional where defaulted) and Returns (a row's columns, all
+// nullable, or a scalar; an array when it returns a set).
+func writeFunction(b *strings.Builder, f function) {
+	fmt.Fprintf(b, "      %s: {\n        Args: ", f.name)
+	if len(f.args) == 0 {
+		b.WriteString("never\n")
+	} else {
+		b.WriteString("{\n")
+		for _, a := range f.args {
+			opt := ""
+			if a.hasDefault {
+				opt = "?"
+			}
+			fmt.Fprintf(b, "          %s%s: %s\n", a.name, opt, tsType(a.typ, false))
+		}
+		b.WriteString("        }\n")
+	}
+	b.WriteString("        Returns: ")
+	if f.rowReturn {
+		b.WriteString("{\n")
+		for _, c := range f.rowCols {
+			fmt.Fprintf(b, "          %s: %s\n", c.name, tsType(c.typ, true))
+		}
+		b.WriteString("        }")
+	} else {
+		b.WriteString(tsType(f.returns, false))
+	}
+	if f.setOf {
+		b.WriteString("[]")
+	}
+	b.WriteString("\n      }\n")
+}
+
+// writeMemberColumns writes the MemberColumns type: for each of the tables
+// (in the order of names), the union of the columns a member may select, or
+// never.
+func writeMemberColumns(b *strings.Builder, names []string, tables map[string][]column) {
 	b.WriteString("\n// The columns a signed-in member (role authenticated) may select, per\n// table: select only these (select('*') is refused where a column is\n// missing, docs/frontend.md).\nexport type MemberColumns = {\n")
 	for _, t := range names {
 		var cs []string
@@ -147,10 +167,9 @@ func Generate(ctx context.Context, conn *pgx.Conn) (string, error) {
 		if len(cs) == 0 {
 			cs = []string{"never"}
 		}
-		fmt.Fprintf(&b, "  %s: %s\n", t, strings.Join(cs, " | "))
+		fmt.Fprintf(b, "  %s: %s\n", t, strings.Join(cs, " | "))
 	}
 	b.WriteString("}\n")
-	return b.String(), nil
 }
 
 func quoteList(ss []string) string {
@@ -250,6 +269,10 @@ func readRelationships(ctx context.Context, conn *pgx.Conn) (map[string][]relati
 	return out, rows.Err()
 }
 
+// readFunctions reads the functions of schema public the authenticated
+// role may execute (not triggers), in name order, with their arguments and
+// what they return; a composite return type's columns are read from its
+// relation.
 func readFunctions(ctx context.Context, conn *pgx.Conn) ([]function, error) {
 	rows, err := conn.Query(ctx, `
 		select p.proname::text, coalesce(p.proargnames::text[], '{}'), coalesce(p.proargmodes::text[], '{}'),
@@ -265,47 +288,12 @@ func readFunctions(ctx context.Context, conn *pgx.Conn) ([]function, error) {
 	if err != nil {
 		return nil, err
 	}
-	type raw struct {
-		f      function
-		relid  uint32
-		outCol []param
-	}
-	var rs []raw
+	var rs []rawFunction
 	for rows.Next() {
-		var names, modes, types []string
-		var ndef int
-		var typtype string
-		var x raw
-		if err := rows.Scan(&x.f.name, &names, &modes, &types, &ndef, &x.f.setOf, &x.f.returns, &typtype, &x.relid); err != nil {
+		x, err := scanFunction(rows)
+		if err != nil {
 			rows.Close()
 			return nil, err
-		}
-		for i, typ := range types {
-			mode, name := "i", ""
-			if i < len(modes) {
-				mode = modes[i]
-			}
-			if i < len(names) {
-				name = names[i]
-			}
-			switch mode {
-			case "i", "b", "v":
-				x.f.args = append(x.f.args, param{name: name, typ: typ})
-			}
-			if mode == "o" || mode == "b" || mode == "t" {
-				x.outCol = append(x.outCol, param{name: name, typ: typ})
-			}
-		}
-		for i := len(x.f.args) - ndef; i < len(x.f.args); i++ {
-			if i >= 0 {
-				x.f.args[i].hasDefault = true
-			}
-		}
-		switch {
-		case len(x.outCol) > 0 && x.f.returns == "record":
-			x.f.rowReturn, x.f.rowCols = true, x.outCol
-		case typtype == "c":
-			x.f.rowReturn = true
 		}
 		rs = append(rs, x)
 	}
@@ -316,27 +304,83 @@ func readFunctions(ctx context.Context, conn *pgx.Conn) ([]function, error) {
 	out := make([]function, 0, len(rs))
 	for _, x := range rs {
 		if x.f.rowReturn && x.f.rowCols == nil {
-			cols, err := conn.Query(ctx, `select a.attname::text, t.typname::text from pg_attribute a join pg_type t on t.oid = a.atttypid
-				where a.attrelid = $1 and a.attnum > 0 and not a.attisdropped order by a.attnum`, x.relid)
+			x.f.rowCols, err = readRowColumns(ctx, conn, x.relid)
 			if err != nil {
-				return nil, err
-			}
-			for cols.Next() {
-				var p param
-				if err := cols.Scan(&p.name, &p.typ); err != nil {
-					cols.Close()
-					return nil, err
-				}
-				x.f.rowCols = append(x.f.rowCols, p)
-			}
-			cols.Close()
-			if err := cols.Err(); err != nil {
 				return nil, err
 			}
 		}
 		out = append(out, x.f)
 	}
 	return out, nil
+}
+
+// rawFunction is a function as its pg_proc row gives it: relid is the
+// relation of a composite return type, whose columns are read afterwards.
+type rawFunction struct {
+	f     function
+	relid uint32
+}
+
+// scanFunction scans one row of readFunctions' query: the input arguments
+// (the last ones defaulted), and a row return from OUT/TABLE columns
+// (returns record) or a composite type (columns to be read from relid).
+func scanFunction(rows pgx.Rows) (rawFunction, error) {
+	var names, modes, types []string
+	var ndef int
+	var typtype string
+	var x rawFunction
+	var outCol []param
+	if err := rows.Scan(&x.f.name, &names, &modes, &types, &ndef, &x.f.setOf, &x.f.returns, &typtype, &x.relid); err != nil {
+		return x, err
+	}
+	for i, typ := range types {
+		mode, name := "i", ""
+		if i < len(modes) {
+			mode = modes[i]
+		}
+		if i < len(names) {
+			name = names[i]
+		}
+		switch mode {
+		case "i", "b", "v":
+			x.f.args = append(x.f.args, param{name: name, typ: typ})
+		}
+		if mode == "o" || mode == "b" || mode == "t" {
+			outCol = append(outCol, param{name: name, typ: typ})
+		}
+	}
+	for i := len(x.f.args) - ndef; i < len(x.f.args); i++ {
+		if i >= 0 {
+			x.f.args[i].hasDefault = true
+		}
+	}
+	switch {
+	case len(outCol) > 0 && x.f.returns == "record":
+		x.f.rowReturn, x.f.rowCols = true, outCol
+	case typtype == "c":
+		x.f.rowReturn = true
+	}
+	return x, nil
+}
+
+// readRowColumns reads the columns of relation relid (a composite type's),
+// in order.
+func readRowColumns(ctx context.Context, conn *pgx.Conn, relid uint32) ([]param, error) {
+	cols, err := conn.Query(ctx, `select a.attname::text, t.typname::text from pg_attribute a join pg_type t on t.oid = a.atttypid
+				where a.attrelid = $1 and a.attnum > 0 and not a.attisdropped order by a.attnum`, relid)
+	if err != nil {
+		return nil, err
+	}
+	defer cols.Close()
+	var out []param
+	for cols.Next() {
+		var p param
+		if err := cols.Scan(&p.name, &p.typ); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, cols.Err()
 }
 
 const header = `// Generated by migrations/tstypes from the migrated database (migrations/):

@@ -123,8 +123,17 @@ func testAgents(t *testing.T, fx *fixture) {
 		t.Errorf("UpsertAgent(update) = role %q status %q; want updated", a2.Role, a2.Status)
 	}
 
+	testAgentNameConflicts(t, fx)
+	testAgentListStatusDelete(t, fx, a)
+}
+
+// testAgentNameConflicts: renaming or creating an agent with a name another
+// agent holds in another case is ECONFLICT and leaves both agents as they
+// were; names that are not plain words are EINVALID.
+func testAgentNameConflicts(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
 	// The name of another agent (other case) on this agent's ID: ECONFLICT.
-	_, err = s.UpsertAgent(ctx, office.Agent{ID: fx.b.ID, OfficeID: fx.office.ID, Name: strings.ToLower(fx.a.Name)})
+	_, err := s.UpsertAgent(ctx, office.Agent{ID: fx.b.ID, OfficeID: fx.office.ID, Name: strings.ToLower(fx.a.Name)})
 	wantCode(t, "UpsertAgent renaming Reviewer to another agent's name in another case", err, office.ECONFLICT)
 	if got, err := s.GetAgent(ctx, fx.b.ID); err != nil || got.Name != fx.b.Name {
 		t.Errorf("after the conflicting rename, agent %s = %q, %v; want unchanged %q", fx.b.ID, got.Name, err, fx.b.Name)
@@ -150,6 +159,14 @@ func testAgents(t *testing.T, fx *fixture) {
 		wantCode(t, fmt.Sprintf("UpsertAgent(rename to %q)", bad), err, office.EINVALID)
 	}
 
+}
+
+// testAgentListStatusDelete: a caller-chosen ID is kept, names are unique per
+// office only, ListAgents lists the office's agents (a is the one
+// testAgents made), and SetAgentStatus and DeleteAgent change one agent and
+// report ENOTFOUND for a missing one.
+func testAgentListStatusDelete(t *testing.T, fx *fixture, a office.Agent) {
+	s, ctx := fx.s, fx.ctx
 	// A caller-chosen ID is kept.
 	id := uuid.NewString()
 	c, err := s.UpsertAgent(ctx, office.Agent{ID: id, OfficeID: fx.office.ID, Name: "Tester"})
@@ -179,7 +196,7 @@ func testAgents(t *testing.T, fx *fixture) {
 	if err := s.SetAgentStatus(ctx, fx.a.ID, office.AgentDisabled); err != nil {
 		t.Fatalf("SetAgentStatus: %v", err)
 	}
-	got, err = s.GetAgent(ctx, fx.a.ID)
+	got, err := s.GetAgent(ctx, fx.a.ID)
 	if err != nil {
 		t.Fatalf("GetAgent: %v", err)
 	}
@@ -422,6 +439,16 @@ func testQuestionLifecycle(t *testing.T, fx *fixture) {
 		t.Errorf("ExpiresAt = %v; want exactly %v (microsecond precision)", got.ExpiresAt, exp)
 	}
 
+	testQuestionAnswer(t, fx, q)
+	testQuestionDelivery(t, fx, q)
+	testAnsweredOldestFirst(t, fx)
+}
+
+// testQuestionAnswer: the pending question q cannot be marked delivered; its
+// first answer is stored with the time, and a second answer is refused and
+// changes nothing.
+func testQuestionAnswer(t *testing.T, fx *fixture, q office.Question) {
+	s, ctx := fx.s, fx.ctx
 	ok, err := s.MarkQuestionDelivered(ctx, q.ID)
 	wantNotOK(t, "MarkQuestionDelivered(pending)", ok, err)
 
@@ -436,14 +463,20 @@ func testQuestionLifecycle(t *testing.T, fx *fixture) {
 	}
 	_, ok, err = s.AnswerQuestion(ctx, q.ID, "SQLite", "")
 	wantNotOK(t, "AnswerQuestion(answered)", ok, err)
-	got, err = s.GetQuestion(ctx, q.ID)
+	got, err := s.GetQuestion(ctx, q.ID)
 	if err != nil {
 		t.Fatalf("GetQuestion: %v", err)
 	}
 	if got.Response != "Postgres" || got.Status != office.QuestionAnswered {
 		t.Errorf("after a second answer, question = %q/%q; want the first answer kept (answered/Postgres)", got.Status, got.Response)
 	}
+}
 
+// testQuestionDelivery: the answered question q is listed as due for its
+// office and agent only; once marked delivered (exactly once) it is no
+// longer listed and cannot be answered again.
+func testQuestionDelivery(t *testing.T, fx *fixture, q office.Question) {
+	s, ctx := fx.s, fx.ctx
 	for _, tc := range []struct {
 		due  office.Due
 		want bool
@@ -464,11 +497,11 @@ func testQuestionLifecycle(t *testing.T, fx *fixture) {
 		}
 	}
 
-	ok, err = s.MarkQuestionDelivered(ctx, q.ID)
+	ok, err := s.MarkQuestionDelivered(ctx, q.ID)
 	wantOK(t, "MarkQuestionDelivered(answered)", ok, err)
 	ok, err = s.MarkQuestionDelivered(ctx, q.ID)
 	wantNotOK(t, "MarkQuestionDelivered(delivered)", ok, err)
-	got, err = s.GetQuestion(ctx, q.ID)
+	got, err := s.GetQuestion(ctx, q.ID)
 	if err != nil {
 		t.Fatalf("GetQuestion: %v", err)
 	}
@@ -485,8 +518,12 @@ func testQuestionLifecycle(t *testing.T, fx *fixture) {
 	}
 	_, ok, err = s.AnswerQuestion(ctx, q.ID, "again", "")
 	wantNotOK(t, "AnswerQuestion(delivered)", ok, err)
+}
 
-	// Oldest first.
+// testAnsweredOldestFirst: questions created with CreatedAt set keep it, and
+// ListAnsweredUndelivered lists answered ones oldest first.
+func testAnsweredOldestFirst(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
 	base := now().Add(-time.Hour)
 	var order []string
 	for i := range 3 {
@@ -499,7 +536,7 @@ func testQuestionLifecycle(t *testing.T, fx *fixture) {
 		}
 		order = append(order, q.ID)
 	}
-	list, err = s.ListAnsweredUndelivered(ctx, office.Due{OfficeIDs: []string{fx.office.ID}})
+	list, err := s.ListAnsweredUndelivered(ctx, office.Due{OfficeIDs: []string{fx.office.ID}})
 	if err != nil {
 		t.Fatalf("ListAnsweredUndelivered: %v", err)
 	}
@@ -740,19 +777,36 @@ func testInvocations(t *testing.T, fx *fixture) {
 		t.Errorf("child invocation = parent %q depth %d; want %q 2", child.ParentInvocationID, child.Depth, inv1.ID)
 	}
 
+	testInvocationProgress(t, fx, inv1, inv2, back)
+	testInvocationEndings(t, fx, inv2)
+}
+
+// wantOpenInvocation checks that FindOpenInvocation from caller to callee
+// finds want, the oldest open one, or ENOTFOUND when want is "".
+func wantOpenInvocation(t *testing.T, fx *fixture, caller, callee, want string) {
+	t.Helper()
+	got, err := fx.s.FindOpenInvocation(fx.ctx, fx.office.ID, caller, callee)
+	if want == "" {
+		wantCode(t, "FindOpenInvocation with none open", err, office.ENOTFOUND)
+		return
+	}
+	if err != nil {
+		t.Fatalf("FindOpenInvocation: %v", err)
+	}
+	if got.ID != want {
+		t.Errorf("FindOpenInvocation = %s (%q); want %s (the oldest open one from caller to callee)", got.ID, got.Reason, want)
+	}
+}
+
+// testInvocationProgress: inv1 goes pending → in_progress (once) →
+// completed with a result, keeping its times; while it is open it is the one
+// FindOpenInvocation finds from a to b, then inv2 is; back is the open one
+// from b to a.
+func testInvocationProgress(t *testing.T, fx *fixture, inv1, inv2, back office.Invocation) {
+	s, ctx := fx.s, fx.ctx
 	find := func(caller, callee, want string) {
 		t.Helper()
-		got, err := s.FindOpenInvocation(ctx, fx.office.ID, caller, callee)
-		if want == "" {
-			wantCode(t, "FindOpenInvocation with none open", err, office.ENOTFOUND)
-			return
-		}
-		if err != nil {
-			t.Fatalf("FindOpenInvocation: %v", err)
-		}
-		if got.ID != want {
-			t.Errorf("FindOpenInvocation = %s (%q); want %s (the oldest open one from caller to callee)", got.ID, got.Reason, want)
-		}
+		wantOpenInvocation(t, fx, caller, callee, want)
 	}
 	find(fx.a.ID, fx.b.ID, inv1.ID)
 	find(fx.b.ID, fx.a.ID, back.ID)
@@ -784,7 +838,14 @@ func testInvocations(t *testing.T, fx *fixture) {
 		t.Errorf("StartedAt lost on completion")
 	}
 	find(fx.a.ID, fx.b.ID, inv2.ID)
+}
 
+// testInvocationEndings: an invocation may end failed, cancelled or rejected
+// straight from pending; a rejected one may name no callee, a pending one
+// must; once inv2 has failed no open one is left from a to b, and a later
+// transition is refused and changes nothing.
+func testInvocationEndings(t *testing.T, fx *fixture, inv2 office.Invocation) {
+	s, ctx := fx.s, fx.ctx
 	for _, to := range []string{office.InvocationFailed, office.InvocationCancelled, office.InvocationRejected} {
 		inv, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: fx.b.ID, CalleeAgentID: fx.b.ID, Reason: to})
 		if err != nil {
@@ -813,12 +874,12 @@ func testInvocations(t *testing.T, fx *fixture) {
 	if _, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: fx.a.ID, Reason: "r"}); office.ErrorCode(err) != office.EINVALID {
 		t.Errorf("CreateInvocation(pending, no callee) = %v; want EINVALID", err)
 	}
-	_, ok, err = s.TransitionInvocation(ctx, inv2.ID, []string{office.InvocationPending}, office.InvocationFailed, office.InvocationPatch{Error: "boom"})
+	_, ok, err := s.TransitionInvocation(ctx, inv2.ID, []string{office.InvocationPending}, office.InvocationFailed, office.InvocationPatch{Error: "boom"})
 	wantOK(t, "TransitionInvocation(inv2 → failed)", ok, err)
-	find(fx.a.ID, fx.b.ID, "")
+	wantOpenInvocation(t, fx, fx.a.ID, fx.b.ID, "")
 	_, ok, err = s.TransitionInvocation(ctx, inv2.ID, []string{office.InvocationPending, office.InvocationInProgress}, office.InvocationCompleted, office.InvocationPatch{})
 	wantNotOK(t, "TransitionInvocation(failed → completed)", ok, err)
-	got, err = s.GetInvocation(ctx, inv2.ID)
+	got, err := s.GetInvocation(ctx, inv2.ID)
 	if err != nil || got.Status != office.InvocationFailed || got.Error != "boom" {
 		t.Errorf("inv2 after a refused transition: %q %q %v; want failed boom", got.Status, got.Error, err)
 	}
@@ -975,6 +1036,17 @@ func testDependencies(t *testing.T, fx *fixture) {
 	ok, err := s.MarkDependencyDelivered(ctx, d1.ID)
 	wantNotOK(t, "MarkDependencyDelivered(pending)", ok, err)
 
+	testDependencyProvide(t, fx, d1)
+	d2, d3, d4 := testDependencyRejectAndLarge(t, fx, base)
+	testDependencyDelivery(t, fx, d1, d2, d3, d4)
+	testDependencyFilters(t, fx, d1, d2, d3, d4)
+}
+
+// testDependencyProvide: the pending dependency d1 is provided with opaque
+// bytes, stored exactly; a second provide or a reject is refused and
+// changes nothing.
+func testDependencyProvide(t *testing.T, fx *fixture, d1 office.DependencyRequest) {
+	s, ctx := fx.s, fx.ctx
 	// Opaque bytes: NULs, invalid UTF-8, high bytes, and a large value.
 	value := []byte{0x00, 0xff, 0xfe, 'k', 0x00, 0x80, '\'', '"', '\\', 0x1b}
 	prov, ok, err := s.ProvideDependency(ctx, d1.ID, value)
@@ -986,7 +1058,7 @@ func testDependencies(t *testing.T, fx *fixture) {
 	if prov.DeliveredAt != nil {
 		t.Errorf("DeliveredAt set by ProvideDependency: %v", prov.DeliveredAt)
 	}
-	got, err = s.GetDependency(ctx, d1.ID)
+	got, err := s.GetDependency(ctx, d1.ID)
 	if err != nil {
 		t.Fatalf("GetDependency: %v", err)
 	}
@@ -1000,8 +1072,14 @@ func testDependencies(t *testing.T, fx *fixture) {
 	if got, _ := s.GetDependency(ctx, d1.ID); !bytes.Equal(got.Value, value) {
 		t.Errorf("value changed by a refused transition: %x", got.Value)
 	}
+}
 
-	d2 := fx.dependency(t, func(d *office.DependencyRequest) {
+// testDependencyRejectAndLarge makes three more dependencies, created a
+// minute apart after base: d2 rejected (once, and then not providable), d3
+// provided with 64 KiB that round-trips, d4 left pending.
+func testDependencyRejectAndLarge(t *testing.T, fx *fixture, base time.Time) (d2, d3, d4 office.DependencyRequest) {
+	s, ctx := fx.s, fx.ctx
+	d2 = fx.dependency(t, func(d *office.DependencyRequest) {
 		d.CreatedAt = base.Add(time.Minute)
 		d.Type = "env"
 		d.Name = "REGION"
@@ -1020,7 +1098,7 @@ func testDependencies(t *testing.T, fx *fixture) {
 	for i := range big {
 		big[i] = byte(i*7 + i>>8)
 	}
-	d3 := fx.dependency(t, func(d *office.DependencyRequest) {
+	d3 = fx.dependency(t, func(d *office.DependencyRequest) {
 		d.CreatedAt = base.Add(2 * time.Minute)
 		d.Type = "file"
 		d.Name = "cert.pem"
@@ -1031,8 +1109,16 @@ func testDependencies(t *testing.T, fx *fixture) {
 	if got, err := s.GetDependency(ctx, d3.ID); err != nil || !bytes.Equal(got.Value, big) {
 		t.Errorf("64 KiB value did not round-trip (len %d, err %v)", len(got.Value), err)
 	}
-	d4 := fx.dependency(t, func(d *office.DependencyRequest) { d.CreatedAt = base.Add(3 * time.Minute) }) // stays pending
+	d4 = fx.dependency(t, func(d *office.DependencyRequest) { d.CreatedAt = base.Add(3 * time.Minute) }) // stays pending
+	return d2, d3, d4
+}
 
+// testDependencyDelivery: provided, rejected (and expired) dependencies that
+// are not yet delivered are listed oldest first for their office and agent;
+// each is marked delivered once, a pending one not at all, and delivery
+// keeps the status.
+func testDependencyDelivery(t *testing.T, fx *fixture, d1, d2, d3, d4 office.DependencyRequest) {
+	s, ctx := fx.s, fx.ctx
 	undelivered := func(due office.Due, want []string) {
 		t.Helper()
 		list, err := s.ListUndeliveredDependencies(ctx, due)
@@ -1047,7 +1133,7 @@ func testDependencies(t *testing.T, fx *fixture) {
 	undelivered(office.Due{OfficeIDs: []string{uuid.NewString()}}, nil)
 	undelivered(office.Due{OfficeIDs: []string{fx.office.ID}, AgentID: d1.AgentID}, []string{d1.ID, d2.ID, d3.ID})
 	undelivered(office.Due{AgentID: uuid.NewString()}, nil)
-	ok, err = s.MarkDependencyDelivered(ctx, d1.ID)
+	ok, err := s.MarkDependencyDelivered(ctx, d1.ID)
 	wantOK(t, "MarkDependencyDelivered(provided)", ok, err)
 	ok, err = s.MarkDependencyDelivered(ctx, d1.ID)
 	wantNotOK(t, "MarkDependencyDelivered(delivered)", ok, err)
@@ -1056,7 +1142,7 @@ func testDependencies(t *testing.T, fx *fixture) {
 	ok, err = s.MarkDependencyDelivered(ctx, d4.ID)
 	wantNotOK(t, "MarkDependencyDelivered(pending)", ok, err)
 	undelivered(office.Due{OfficeIDs: []string{fx.office.ID}}, []string{d3.ID})
-	got, err = s.GetDependency(ctx, d1.ID)
+	got, err := s.GetDependency(ctx, d1.ID)
 	if err != nil {
 		t.Fatalf("GetDependency: %v", err)
 	}
@@ -1064,7 +1150,12 @@ func testDependencies(t *testing.T, fx *fixture) {
 	if got.Status != office.DependencyProvided {
 		t.Errorf("status after MarkDependencyDelivered = %q; want it to stay provided", got.Status)
 	}
+}
 
+// testDependencyFilters: ListDependencies filters by office, status and
+// agent, and honours Limit.
+func testDependencyFilters(t *testing.T, fx *fixture, d1, d2, d3, d4 office.DependencyRequest) {
+	s, ctx := fx.s, fx.ctx
 	for _, tc := range []struct {
 		name string
 		f    office.DependencyFilter
@@ -1185,6 +1276,14 @@ func testEvents(t *testing.T, fx *fixture) {
 	if d := diff(list, mine, fx.opts()); d != "" {
 		t.Errorf("ListEvents(office) (-got +want, oldest first):\n%s", d)
 	}
+	testEventListing(t, fx, mine, eo)
+}
+
+// testEventListing: the office's events mine page by AfterID and Limit in
+// order, filter by agent, and with no office given ListEvents returns every
+// office's, eo (another office's) among them.
+func testEventListing(t *testing.T, fx *fixture, mine []office.Event, eo office.Event) {
+	s, ctx := fx.s, fx.ctx
 	// Paging.
 	var paged []office.Event
 	after := int64(0)

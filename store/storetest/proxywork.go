@@ -49,6 +49,15 @@ func testProxyWork(t *testing.T, fx *fixture) {
 		t.Fatalf("ListProxyRequests(parked) = %+v, %v", parked, err)
 	}
 
+	testProxyRace(t, fx, r)
+	testProxyTaskStatus(t, fx, r)
+	testProxyBackedUp(t, fx, payload, exp)
+	testProxyTaskConflict(t, fx, payload, exp)
+}
+
+// testProxyRace: of eight racing transitions of the parked request r to
+// assigned exactly one wins, and the request keeps its reason.
+func testProxyRace(t *testing.T, fx *fixture, r office.ProxyRequest) {
 	// Racing transitions: exactly one wins, and the tasks are created once.
 	tasks := []office.ProxyTask{
 		{ID: "d-aaa111", ProxyAgentID: fx.b.ID, Content: "API 엔드포인트 구현", Priority: "high"},
@@ -77,10 +86,16 @@ func testProxyWork(t *testing.T, fx *fixture) {
 	if wins != 1 {
 		t.Fatalf("%d transitions won, want 1", wins)
 	}
-	got, _ = fx.s.GetProxyRequest(fx.ctx, r.ID)
+	got, _ := fx.s.GetProxyRequest(fx.ctx, r.ID)
 	if got.Status != office.ProxyAssigned || got.Reason != "Reviewer is busy" {
 		t.Fatalf("after transition: %+v", got)
 	}
+}
+
+// testProxyTaskStatus: the assigned request r's two tasks were created once,
+// open for the proxy; a task's status changes by (office, id) only, and the
+// proxy's open tasks and a task by ID are listed.
+func testProxyTaskStatus(t *testing.T, fx *fixture, r office.ProxyRequest) {
 	open, err := fx.s.ListProxyTasks(fx.ctx, office.ProxyTaskFilter{OfficeID: fx.office.ID, ProxyAgentID: fx.b.ID, Status: office.ProxyTaskOpen})
 	if err != nil || len(open) != 2 {
 		t.Fatalf("open tasks of the proxy = %+v, %v; want 2", open, err)
@@ -109,6 +124,11 @@ func testProxyWork(t *testing.T, fx *fixture) {
 	if err != nil || len(byID) != 1 {
 		t.Fatalf("ListProxyTasks(ID) = %+v, %v", byID, err)
 	}
+}
+
+// testProxyBackedUp: a request with no proxy moves from parked to backed up
+// with its file, once, leaving nothing parked in the office.
+func testProxyBackedUp(t *testing.T, fx *fixture, payload json.RawMessage, exp time.Time) {
 	// A backed-up request: no proxy, a file.
 	r2, err := fx.s.CreateProxyRequest(fx.ctx, office.ProxyRequest{OfficeID: fx.office.ID, RequesterAgentID: fx.a.ID,
 		Action: "create_plan", Payload: payload, ExpiresAt: exp})
@@ -126,6 +146,11 @@ func testProxyWork(t *testing.T, fx *fixture) {
 	if parked, _ := fx.s.ListProxyRequests(fx.ctx, office.ProxyRequestFilter{OfficeID: fx.office.ID, Status: []string{office.ProxyParked}}); len(parked) != 0 {
 		t.Fatalf("parked left: %+v", parked)
 	}
+}
+
+// testProxyTaskConflict: a transition whose tasks reuse a task ID taken in
+// the office is ECONFLICT; the request stays parked with no task of its own.
+func testProxyTaskConflict(t *testing.T, fx *fixture, payload json.RawMessage, exp time.Time) {
 	// A task ID taken in the office: ECONFLICT, and the request stays
 	// where it was, with no task of its own.
 	r3, err := fx.s.CreateProxyRequest(fx.ctx, office.ProxyRequest{OfficeID: fx.office.ID, RequesterAgentID: fx.a.ID,
@@ -133,7 +158,7 @@ func testProxyWork(t *testing.T, fx *fixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ok, err = fx.s.TransitionProxyRequest(fx.ctx, r3.ID, []string{office.ProxyParked}, office.ProxyAssigned,
+	_, ok, err := fx.s.TransitionProxyRequest(fx.ctx, r3.ID, []string{office.ProxyParked}, office.ProxyAssigned,
 		office.ProxyRequestPatch{ProxyAgentID: fx.b.ID, Tasks: []office.ProxyTask{{ID: "d-new444", ProxyAgentID: fx.b.ID, Content: "n"}, {ID: "d-bbb222", ProxyAgentID: fx.b.ID, Content: "dup"}}})
 	if office.ErrorCode(err) != office.ECONFLICT || ok {
 		t.Fatalf("transition with a taken task ID: ok %v, err %v; want ECONFLICT", ok, err)
