@@ -451,170 +451,251 @@ func (r *Realtime) session(ctx context.Context, want []binding, officeIDs []stri
 		return false, err
 	}
 	defer c.close()
+	ch := &channel{r: r, c: c, topic: "realtime:" + r.o.Topic, want: want, officeIDs: officeIDs, fn: fn, token: token}
+	err = ch.run(ctx)
+	return ch.subscribed, err
+}
 
-	topic := "realtime:" + r.o.Topic
-	joinRef, err := c.send(ctx, topic, "phx_join", map[string]any{
-		"config": map[string]any{
-			"broadcast":        map[string]any{"ack": false, "self": false},
-			"presence":         map[string]any{"key": "", "enabled": false},
-			"postgres_changes": want,
-			"private":          false,
-		},
-		"access_token": token,
-	})
-	if err != nil {
-		return false, err
+// phase is how far a channel has got: joining (phx_join sent, no reply
+// yet), subscribing (joined, awaiting "Subscribed to PostgreSQL"), live
+// (subscribed and caught up).
+type phase int
+
+const (
+	joining phase = iota
+	subscribing
+	live
+)
+
+// channel is the state of one connection's Phoenix channel, driven by
+// run's loop: each event (a frame, a timer) is one method.
+type channel struct {
+	r         *Realtime
+	c         *conn
+	topic     string
+	want      []binding
+	officeIDs []string
+	fn        func(office.Change)
+	token     string // the access token the channel last sent
+
+	joinRef    string
+	phase      phase
+	routes     map[int64]binding // subscription id → binding; nil until joined
+	deadline   *time.Timer       // for the join reply, then for the subscription
+	pendingHB  int64             // ref of the heartbeat awaiting its reply; 0: none
+	subscribed bool              // got as far as delivering live changes
+}
+
+// run joins and then handles frames and timers until the connection or
+// the channel ends or ctx does; it returns why.
+func (ch *channel) run(ctx context.Context) error {
+	o := &ch.r.o
+	if err := ch.join(ctx); err != nil {
+		return err
 	}
-
-	const (
-		joining = iota
-		subscribing
-		live
-	)
-	phase := joining
-	var routes map[int64]binding
-	deadline := time.NewTimer(r.o.JoinTimeout)
-	defer deadline.Stop()
-	hb := time.NewTicker(r.o.Heartbeat)
+	ch.deadline = time.NewTimer(o.JoinTimeout)
+	defer ch.deadline.Stop()
+	hb := time.NewTicker(o.Heartbeat)
 	defer hb.Stop()
-	refresh := time.NewTicker(r.o.TokenRefresh)
+	refresh := time.NewTicker(o.TokenRefresh)
 	defer refresh.Stop()
-	pendingHB := int64(0) // ref of the heartbeat awaiting its reply; 0: none
 	var periodic <-chan time.Time
-	if r.o.CatchUpEvery > 0 {
-		tk := time.NewTicker(r.o.CatchUpEvery)
+	if o.CatchUpEvery > 0 {
+		tk := time.NewTicker(o.CatchUpEvery)
 		defer tk.Stop()
 		periodic = tk.C
 	}
-
 	for {
+		var err error
 		select {
 		case <-ctx.Done():
-			// A courtesy leave, bounded: the socket closes right after.
-			leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			c.send(leaveCtx, topic, "phx_leave", map[string]any{})
-			cancel()
-			return subscribed, ctx.Err()
-		case err := <-c.readErr:
-			return subscribed, fmt.Errorf("realtime read: %w", err)
-		case <-c.writerDone:
-			return subscribed, errWriterGone
-		case <-deadline.C:
-			if phase == joining {
-				return subscribed, fmt.Errorf("realtime: no join reply within %s", r.o.JoinTimeout)
-			}
-			return subscribed, fmt.Errorf("realtime: not subscribed to PostgreSQL within %s", r.o.JoinTimeout)
+			ch.leave(ctx)
+			return ctx.Err()
+		case rerr := <-ch.c.readErr:
+			return fmt.Errorf("realtime read: %w", rerr)
+		case <-ch.c.writerDone:
+			return errWriterGone
+		case <-ch.deadline.C:
+			return ch.timedOut()
 		case <-hb.C:
-			if pendingHB != 0 && c.hbAck.Load() < pendingHB {
-				return subscribed, fmt.Errorf("realtime: heartbeat %d unanswered after %s", pendingHB, r.o.Heartbeat)
-			}
-			ref, err := c.send(ctx, "phoenix", "heartbeat", map[string]any{})
-			if err != nil {
-				return subscribed, err
-			}
-			pendingHB, _ = strconv.ParseInt(ref, 10, 64)
+			err = ch.heartbeat(ctx)
 		case <-periodic:
-			if phase != live {
-				continue
-			}
-			if err := r.catchUp(ctx, officeIDs, fn); err != nil {
-				return subscribed, err
+			if ch.phase == live {
+				err = ch.r.catchUp(ctx, ch.officeIDs, ch.fn)
 			}
 		case <-refresh.C:
-			if r.o.AccessToken == nil || phase == joining {
-				continue
-			}
-			t, err := r.token(ctx)
-			if err != nil {
-				r.log.Warn("realtime: token refresh failed", "err", err)
-				continue
-			}
-			if t != token {
-				token = t
-				if _, err := c.send(ctx, topic, "access_token", map[string]any{"access_token": t}); err != nil {
-					return subscribed, err
-				}
-			}
-		case m := <-c.in:
-			if m.Topic != topic {
-				continue
-			}
-			switch m.Event {
-			case "phx_reply":
-				if m.ref() != joinRef || phase != joining {
-					continue
-				}
-				var rep reply
-				if err := json.Unmarshal(m.Payload, &rep); err != nil {
-					return subscribed, fmt.Errorf("realtime: join reply: %w", err)
-				}
-				if rep.Status != "ok" {
-					return subscribed, &ServerError{Event: "phx_reply", Reason: rep.Response.Reason}
-				}
-				routes = map[int64]binding{}
-				for _, w := range want {
-					found := false
-					for _, got := range rep.Response.PostgresChanges {
-						if got.binding == w {
-							routes[got.ID] = w
-							found = true
-						}
-					}
-					if !found {
-						return subscribed, fmt.Errorf("realtime: join reply lacks the subscription %+v", w)
-					}
-				}
-				phase = subscribing
-				deadline.Reset(r.o.JoinTimeout)
-			case "system":
-				var sp systemPayload
-				if err := json.Unmarshal(m.Payload, &sp); err != nil {
-					return subscribed, fmt.Errorf("realtime: system message: %w", err)
-				}
-				switch {
-				case sp.Status == "ok" && sp.Extension == "postgres_changes" && phase != joining:
-					// Every "Subscribed to PostgreSQL" catches up, live or not:
-					// Realtime sends it again after its change capture
-					// restarted or a new token, and what changed before it may
-					// never come.
-					deadline.Stop()
-					if err := r.catchUp(ctx, officeIDs, fn); err != nil {
-						return subscribed, err
-					}
-					phase, subscribed = live, true
-					r.mu.Lock()
-					// Not on a socket already known lost: the Subscribed
-					// frame may have been queued before the loss.
-					r.connected.Store(!c.lost)
-					r.mu.Unlock()
-					r.log.Info("realtime subscribed and caught up", "topic", topic)
-				case sp.Status != "ok" && sp.Extension == "postgres_changes":
-					// Realtime retries the subscription itself; changes may be
-					// lost until it succeeds, so the feed is not trusted until
-					// the next "Subscribed to PostgreSQL", which catches up again.
-					r.log.Warn("realtime: postgres_changes subscription failed", "message", sp.Message)
-					if phase == live {
-						phase = subscribing
-						r.connected.Store(false)
-						deadline.Reset(r.o.JoinTimeout)
-					}
-				case sp.Status != "ok":
-					// The channel is shutting down (expired token, rate limit…);
-					// phx_close follows.
-					return subscribed, &ServerError{Event: "system", Reason: sp.Message}
-				}
-			case "phx_error":
-				return subscribed, &ServerError{Event: "phx_error"}
-			case "phx_close":
-				return subscribed, &ServerError{Event: "phx_close"}
-			case "postgres_changes":
-				if routes == nil {
-					continue
-				}
-				r.deliver(m.Payload, routes, fn)
-			}
+			err = ch.refreshToken(ctx)
+		case m := <-ch.c.in:
+			err = ch.handle(ctx, m)
+		}
+		if err != nil {
+			return err
 		}
 	}
+}
+
+// join sends phx_join with the wanted postgres_changes bindings.
+func (ch *channel) join(ctx context.Context) error {
+	ref, err := ch.c.send(ctx, ch.topic, "phx_join", map[string]any{
+		"config": map[string]any{
+			"broadcast":        map[string]any{"ack": false, "self": false},
+			"presence":         map[string]any{"key": "", "enabled": false},
+			"postgres_changes": ch.want,
+			"private":          false,
+		},
+		"access_token": ch.token,
+	})
+	ch.joinRef = ref
+	return err
+}
+
+// leave sends a courtesy phx_leave, bounded: the socket closes right after.
+func (ch *channel) leave(ctx context.Context) {
+	leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	ch.c.send(leaveCtx, ch.topic, "phx_leave", map[string]any{})
+	cancel()
+}
+
+// timedOut is the error for a deadline passed in the current phase.
+func (ch *channel) timedOut() error {
+	if ch.phase == joining {
+		return fmt.Errorf("realtime: no join reply within %s", ch.r.o.JoinTimeout)
+	}
+	return fmt.Errorf("realtime: not subscribed to PostgreSQL within %s", ch.r.o.JoinTimeout)
+}
+
+// heartbeat fails when the previous heartbeat is still unanswered, and
+// otherwise sends the next.
+func (ch *channel) heartbeat(ctx context.Context) error {
+	if ch.pendingHB != 0 && ch.c.hbAck.Load() < ch.pendingHB {
+		return fmt.Errorf("realtime: heartbeat %d unanswered after %s", ch.pendingHB, ch.r.o.Heartbeat)
+	}
+	ref, err := ch.c.send(ctx, "phoenix", "heartbeat", map[string]any{})
+	if err != nil {
+		return err
+	}
+	ch.pendingHB, _ = strconv.ParseInt(ref, 10, 64)
+	return nil
+}
+
+// refreshToken asks for the access token again once joined and pushes it
+// to the channel when it changed. A failed refresh is logged, not fatal:
+// the current token may still be good.
+func (ch *channel) refreshToken(ctx context.Context) error {
+	if ch.r.o.AccessToken == nil || ch.phase == joining {
+		return nil
+	}
+	t, err := ch.r.token(ctx)
+	if err != nil {
+		ch.r.log.Warn("realtime: token refresh failed", "err", err)
+		return nil
+	}
+	if t == ch.token {
+		return nil
+	}
+	ch.token = t
+	_, err = ch.c.send(ctx, ch.topic, "access_token", map[string]any{"access_token": t})
+	return err
+}
+
+// handle acts on one message from the server; frames of other topics are
+// ignored. It returns an error when the channel ends.
+func (ch *channel) handle(ctx context.Context, m message) error {
+	if m.Topic != ch.topic {
+		return nil
+	}
+	switch m.Event {
+	case "phx_reply":
+		if m.ref() != ch.joinRef || ch.phase != joining {
+			return nil
+		}
+		return ch.joined(m.Payload)
+	case "system":
+		return ch.system(ctx, m.Payload)
+	case "phx_error":
+		return &ServerError{Event: "phx_error"}
+	case "phx_close":
+		return &ServerError{Event: "phx_close"}
+	case "postgres_changes":
+		if ch.routes != nil {
+			ch.r.deliver(m.Payload, ch.routes, ch.fn)
+		}
+	}
+	return nil
+}
+
+// joined takes the join reply: a refusal is a ServerError; an acceptance
+// must confirm every wanted binding, whose subscription ids route the
+// changes to come.
+func (ch *channel) joined(payload json.RawMessage) error {
+	var rep reply
+	if err := json.Unmarshal(payload, &rep); err != nil {
+		return fmt.Errorf("realtime: join reply: %w", err)
+	}
+	if rep.Status != "ok" {
+		return &ServerError{Event: "phx_reply", Reason: rep.Response.Reason}
+	}
+	routes := map[int64]binding{}
+	for _, w := range ch.want {
+		found := false
+		for _, got := range rep.Response.PostgresChanges {
+			if got.binding == w {
+				routes[got.ID] = w
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("realtime: join reply lacks the subscription %+v", w)
+		}
+	}
+	ch.routes = routes
+	ch.phase = subscribing
+	ch.deadline.Reset(ch.r.o.JoinTimeout)
+	return nil
+}
+
+// system takes a system message: the postgres_changes subscription made
+// (catch up, go live), failed (not live until the next), or the channel
+// shutting down (a ServerError).
+func (ch *channel) system(ctx context.Context, payload json.RawMessage) error {
+	r := ch.r
+	var sp systemPayload
+	if err := json.Unmarshal(payload, &sp); err != nil {
+		return fmt.Errorf("realtime: system message: %w", err)
+	}
+	switch {
+	case sp.Status == "ok" && sp.Extension == "postgres_changes" && ch.phase != joining:
+		// Every "Subscribed to PostgreSQL" catches up, live or not:
+		// Realtime sends it again after its change capture
+		// restarted or a new token, and what changed before it may
+		// never come.
+		ch.deadline.Stop()
+		if err := r.catchUp(ctx, ch.officeIDs, ch.fn); err != nil {
+			return err
+		}
+		ch.phase, ch.subscribed = live, true
+		r.mu.Lock()
+		// Not on a socket already known lost: the Subscribed
+		// frame may have been queued before the loss.
+		r.connected.Store(!ch.c.lost)
+		r.mu.Unlock()
+		r.log.Info("realtime subscribed and caught up", "topic", ch.topic)
+	case sp.Status != "ok" && sp.Extension == "postgres_changes":
+		// Realtime retries the subscription itself; changes may be
+		// lost until it succeeds, so the feed is not trusted until
+		// the next "Subscribed to PostgreSQL", which catches up again.
+		r.log.Warn("realtime: postgres_changes subscription failed", "message", sp.Message)
+		if ch.phase == live {
+			ch.phase = subscribing
+			r.connected.Store(false)
+			ch.deadline.Reset(r.o.JoinTimeout)
+		}
+	case sp.Status != "ok":
+		// The channel is shutting down (expired token, rate limit…);
+		// phx_close follows.
+		return &ServerError{Event: "system", Reason: sp.Message}
+	}
+	return nil
 }
 
 // deliver decodes a postgres_changes payload and calls fn when it is a row

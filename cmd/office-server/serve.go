@@ -61,22 +61,17 @@ func (m *Main) Addr() net.Addr {
 // what each part does is in its package (the store's, engine's, agents',
 // server's).
 func (m *Main) Run(ctx context.Context) (err error) {
-	c := m.Config
 	log := m.logger()
-	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
-		return fmt.Errorf("create data dir: %w", err)
-	}
-	if st, err := os.Stat(c.DataDir); err == nil && st.Mode().Perm()&0o066 != 0 {
-		log.Warn("the data dir is readable or writable by other users (it holds the admin token and the database): chmod 700 it", "dir", c.DataDir, "mode", st.Mode().Perm().String())
+	if err := m.prepareDataDir(log); err != nil {
+		return err
 	}
 	token, tokenCreated, err := m.adminToken(log)
 	if err != nil {
 		return err
 	}
-	if c.AgentBin == "" {
-		if c.AgentBin, err = os.Executable(); err != nil {
-			return fmt.Errorf("find own executable for builtin agents: %w", err)
-		}
+	c, err := m.resolvedConfig()
+	if err != nil {
+		return err
 	}
 	own := newOwner(c, log.With("part", "owner"))
 	store, feed, closeStore, err := m.openStore(ctx, log, own)
@@ -92,29 +87,88 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// delivery and start (store/rostercache).
 	members, _ := store.(office.Members) // PostgreSQL and Supabase; SQLite has no members
 	store = rostercache.New(store, 0)
-	secretsKey, err := m.secretsKey(log)
+	// Sessions, the office, the server.
+	router, sess, err := m.newOffice(c, log, store, feed, own)
 	if err != nil {
 		return err
+	}
+	own.router.Store(router)
+	declared, err := m.syncOffice(ctx, router, log)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(serverConfig(c, log, store, feed, router, sess, own, members, token))
+	if err != nil {
+		return err
+	}
+	ln, err := m.listen(c, srv, own)
+	if err != nil {
+		return err
+	}
+	r := &running{log: log, router: router, srv: srv, mgr: sess.Manager(), hs: server.NewHTTPServer(srv.Handler(), log), drain: own.drain}
+	r.start(ctx, ln)
+	m.announce(ln.Addr(), token, tokenCreated, log)
+	// The offices this server runs, and their agents (owner.go). It
+	// releases the offices when the run ends, after the final statuses.
+	r.goRun(func(ctx context.Context) {
+		own.run(ctx, officeRunner{router: router, store: store, sess: sess, declared: declared, autostart: !c.NoAutostart, log: log})
+	})
+	return r.wait(ctx, c.ShutdownTimeout)
+}
+
+// prepareDataDir creates the data directory (mode 0700) and warns when
+// other users can read or write an existing one. It fails only when the
+// directory cannot be created.
+func (m *Main) prepareDataDir(log *slog.Logger) error {
+	dir := m.Config.DataDir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	if st, err := os.Stat(dir); err == nil && st.Mode().Perm()&0o066 != 0 {
+		log.Warn("the data dir is readable or writable by other users (it holds the admin token and the database): chmod 700 it", "dir", dir, "mode", st.Mode().Perm().String())
+	}
+	return nil
+}
+
+// resolvedConfig returns a copy of Config with the defaults that need the
+// environment filled in: AgentBin, when unset, is this executable (the
+// builtin agents). It fails when the executable cannot be found.
+func (m *Main) resolvedConfig() (serveConfig, error) {
+	c := m.Config
+	if c.AgentBin == "" {
+		bin, err := os.Executable()
+		if err != nil {
+			return c, fmt.Errorf("find own executable for builtin agents: %w", err)
+		}
+		c.AgentBin = bin
+	}
+	return c, nil
+}
+
+// newOffice builds the office (engine router) and the agents' sessions on
+// store and feed, with the secrets key, the keeper and hook commands and
+// the content rules c names. It fails when any of them cannot be had.
+func (m *Main) newOffice(c serveConfig, log *slog.Logger, store office.Store, feed office.ChangeFeed, own *owner) (*engine.Router, *agents.Sessions, error) {
+	secretsKey, err := m.secretsKey(log)
+	if err != nil {
+		return nil, nil, err
 	}
 	keeper, err := keeperArgv()
 	if err != nil {
-		return fmt.Errorf("find own executable for the agents' keeper: %w", err)
+		return nil, nil, fmt.Errorf("find own executable for the agents' keeper: %w", err)
 	}
 	hook, err := hookArgv()
 	if err != nil {
-		return fmt.Errorf("find own executable for the agents' permission hook: %w", err)
+		return nil, nil, fmt.Errorf("find own executable for the agents' permission hook: %w", err)
 	}
-
 	rules, err := contentRules(c.ContentRules)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-
 	stateDir, err := filepath.Abs(filepath.Join(c.DataDir, "claude"))
 	if err != nil {
-		return fmt.Errorf("agents state dir: %w", err)
+		return nil, nil, fmt.Errorf("agents state dir: %w", err)
 	}
-	// Sessions, the office, the server.
 	router, sess, err := agents.New(engine.Config{
 		Store: store, Feed: feed, Logger: log.With("part", "office"),
 		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
@@ -123,13 +177,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}, agents.Options{AgentBin: c.AgentBin, StateDir: stateDir, Wrap: own.wrap(stateDir)},
 		session.Options{Logger: log.With("part", "session"), Keeper: keeper, Hook: hook})
 	if err != nil {
-		return fmt.Errorf("office: %w", err)
+		return nil, nil, fmt.Errorf("office: %w", err)
 	}
-	own.router.Store(router)
-	declared, err := m.syncOffice(ctx, router, log)
-	if err != nil {
-		return err
-	}
+	return router, sess, nil
+}
+
+// serverConfig is the HTTP server's configuration: the API over store and
+// router, terminals over sess, and, on a cluster node, terminals of other
+// nodes' agents proxied to them. members is nil where the store has no
+// members (SQLite).
+func serverConfig(c serveConfig, log *slog.Logger, store office.Store, feed office.ChangeFeed, router *engine.Router, sess *agents.Sessions, own *owner, members office.Members, token string) server.Config {
 	scfg := server.Config{
 		Store: store, Office: serverOffice{r: router, store: store, sess: sess}, Terminals: terminals{sess.Manager()},
 		Feed: feed, Token: token, Logger: log.With("part", "http"), AuditFailures: router.AuditFailures,
@@ -145,13 +202,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if v := supabase.NewMemberTokens(c.JWTSecret); v != nil {
 		scfg.MemberTokens = v
 	}
-	srv, err := server.New(scfg)
-	if err != nil {
-		return err
-	}
+	return scfg
+}
+
+// listen opens c.Addr, allows srv the listener's own origins and c's, and
+// records the address (Addr; on a cluster node, the node's address unless
+// c.NodeAddr names another). It fails when the address cannot be bound.
+func (m *Main) listen(c serveConfig, srv *server.Server, own *owner) (net.Listener, error) {
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", c.Addr, err)
+		return nil, fmt.Errorf("listen %s: %w", c.Addr, err)
 	}
 	srv.SetOrigins(append(server.OwnOrigins(ln.Addr()), c.Origins...))
 	m.mu.Lock()
@@ -164,15 +224,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 		own.node.SetAddr(addr)
 	}
-	r := &running{log: log, router: router, srv: srv, mgr: sess.Manager(), hs: server.NewHTTPServer(srv.Handler(), log), drain: own.drain}
-	r.start(ctx, ln)
-	m.announce(ln.Addr(), token, tokenCreated, log)
-	// The offices this server runs, and their agents (owner.go). It
-	// releases the offices when the run ends, after the final statuses.
-	r.goRun(func(ctx context.Context) {
-		own.run(ctx, officeRunner{router: router, store: store, sess: sess, declared: declared, autostart: !c.NoAutostart, log: log})
-	})
-	return r.wait(ctx, c.ShutdownTimeout)
+	return ln, nil
 }
 
 func (m *Main) logger() *slog.Logger {

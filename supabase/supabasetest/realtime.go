@@ -336,14 +336,17 @@ func parseFilter(s string) ([]rtFilter, error) {
 	return out, nil
 }
 
+// joinPayload is what the stand-in reads of a phx_join.
+type joinPayload struct {
+	Config struct {
+		PostgresChanges []map[string]any `json:"postgres_changes"`
+	} `json:"config"`
+	AccessToken string `json:"access_token"`
+}
+
 // join answers a phx_join; false when the socket is to be closed.
 func (p *Phoenix) join(c *phxConn, m frame) bool {
-	var pl struct {
-		Config struct {
-			PostgresChanges []map[string]any `json:"postgres_changes"`
-		} `json:"config"`
-		AccessToken string `json:"access_token"`
-	}
+	var pl joinPayload
 	if err := json.Unmarshal(m.Payload, &pl); err != nil {
 		p.t.Errorf("realtime stand-in: bad join payload %s", m.Payload)
 		return false
@@ -353,16 +356,7 @@ func (p *Phoenix) join(c *phxConn, m frame) bool {
 	if token == "" || strings.HasPrefix(token, "sb_") {
 		token = c.token // assign_access_token: the socket's key
 	}
-	p.mu.Lock()
-	p.tokens = append(p.tokens, pl.AccessToken)
-	p.joinTokens = append(p.joinTokens, pl.AccessToken)
-	p.joinTimes = append(p.joinTimes, time.Now())
-	var reason string
-	if len(p.joinErrors) > 0 {
-		reason, p.joinErrors = p.joinErrors[0], p.joinErrors[1:]
-	}
-	badIDs := p.badIDs
-	p.mu.Unlock()
+	reason, badIDs := p.recordJoin(pl.AccessToken)
 	var claims map[string]any
 	var role string
 	if reason == "" {
@@ -374,9 +368,50 @@ func (p *Phoenix) join(c *phxConn, m frame) bool {
 	if m.Topic == "realtime:" || !strings.HasPrefix(m.Topic, "realtime:") {
 		reason = "TopicNameRequired: You must provide a topic name"
 	}
-	var subs []phxSub
-	var resp []map[string]any
-	for _, b := range pl.Config.PostgresChanges {
+	subs, resp, subsReason := joinSubs(pl.Config.PostgresChanges, badIDs)
+	if reason == "" {
+		reason = subsReason
+	}
+	if reason != "" {
+		time.Sleep(p.JoinErrorDelay) // join_error: Process.sleep(channel_error_backoff_ms())
+		c.send(m.Topic, "phx_reply", map[string]any{"status": "error", "response": map[string]any{"reason": reason}}, m.Ref, m.JoinRef)
+		// A join rate limit also disconnects the socket.
+		return !strings.HasPrefix(reason, "ClientJoinRateLimitReached")
+	}
+	p.mu.Lock()
+	c.topic, c.joinRef, c.subs, c.role, c.claims, c.token = m.Topic, m.JoinRef, subs, role, claims, token
+	if c.joinRef == "" {
+		c.joinRef = m.Ref // serializer 1.0.0 has no join_ref
+	}
+	p.mu.Unlock()
+	c.send(m.Topic, "phx_reply", map[string]any{"status": "ok", "response": map[string]any{"postgres_changes": resp}}, m.Ref, m.JoinRef)
+	if len(subs) > 0 {
+		p.subscribeLater(c)
+	}
+	return true
+}
+
+// recordJoin notes a join's token and time, and returns the reason the
+// join is to be refused with (FailJoins; "" for none) and whether its
+// reply is to carry other subscriptions (MismatchIDs).
+func (p *Phoenix) recordJoin(token string) (reason string, badIDs bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tokens = append(p.tokens, token)
+	p.joinTokens = append(p.joinTokens, token)
+	p.joinTimes = append(p.joinTimes, time.Now())
+	if len(p.joinErrors) > 0 {
+		reason, p.joinErrors = p.joinErrors[0], p.joinErrors[1:]
+	}
+	return reason, p.badIDs
+}
+
+// joinSubs makes a subscription of each postgres_changes binding of a
+// join, and the bindings the join reply carries (each with its id; with
+// badIDs, another table). reason is why the join is refused: the first
+// malformed filter; "" when none is.
+func joinSubs(bindings []map[string]any, badIDs bool) (subs []phxSub, resp []map[string]any, reason string) {
+	for _, b := range bindings {
 		str := func(k string) string { s, _ := b[k].(string); return s }
 		s := phxSub{id: rand.Int64N(1 << 27), event: str("event"), schema: str("schema"), table: str("table")}
 		if s.schema == "" {
@@ -400,26 +435,10 @@ func (p *Phoenix) join(c *phxConn, m frame) bool {
 		}
 		resp = append(resp, rb)
 	}
-	if reason != "" {
-		time.Sleep(p.JoinErrorDelay) // join_error: Process.sleep(channel_error_backoff_ms())
-		c.send(m.Topic, "phx_reply", map[string]any{"status": "error", "response": map[string]any{"reason": reason}}, m.Ref, m.JoinRef)
-		// A join rate limit also disconnects the socket.
-		return !strings.HasPrefix(reason, "ClientJoinRateLimitReached")
-	}
 	if resp == nil {
 		resp = []map[string]any{}
 	}
-	p.mu.Lock()
-	c.topic, c.joinRef, c.subs, c.role, c.claims, c.token = m.Topic, m.JoinRef, subs, role, claims, token
-	if c.joinRef == "" {
-		c.joinRef = m.Ref // serializer 1.0.0 has no join_ref
-	}
-	p.mu.Unlock()
-	c.send(m.Topic, "phx_reply", map[string]any{"status": "ok", "response": map[string]any{"postgres_changes": resp}}, m.Ref, m.JoinRef)
-	if len(subs) > 0 {
-		p.subscribeLater(c)
-	}
-	return true
+	return subs, resp, reason
 }
 
 // subscribeLater confirms the subscription asynchronously, as the
@@ -710,7 +729,6 @@ func (p *Phoenix) poll(conn *pgx.Conn, slot string) {
 		cancel()
 	}()
 	defer conn.Close(context.WithoutCancel(ctx))
-	const maxChanges = 100 // poll_max_changes
 	wait := time.Duration(0)
 	for {
 		select {
@@ -718,76 +736,91 @@ func (p *Phoenix) poll(conn *pgx.Conn, slot string) {
 			return
 		case <-time.After(wait):
 		}
-		var actions, tables string
-		// list_changes: the publication decides the tables and actions.
-		err := conn.QueryRow(ctx, `
+		var ok bool
+		if wait, ok = p.pollOnce(ctx, conn, slot); !ok {
+			return
+		}
+	}
+}
+
+// pollOnce reads the slot's next changes and dispatches them, and returns
+// the wait until the next poll as ReplicationPoller chooses it; false when
+// polling is to stop (an error, reported unless ctx ended).
+func (p *Phoenix) pollOnce(ctx context.Context, conn *pgx.Conn, slot string) (wait time.Duration, ok bool) {
+	var actions, tables string
+	// list_changes: the publication decides the tables and actions.
+	err := conn.QueryRow(ctx, `
 			select concat_ws(',', case when bool_or(pubinsert) then 'insert' end,
 			                      case when bool_or(pubupdate) then 'update' end,
 			                      case when bool_or(pubdelete) then 'delete' end),
 			       coalesce(string_agg(format('%s.%s', quote_ident(schemaname), quote_ident(tablename)), ','), '')
 			from pg_publication pp left join pg_publication_tables ppt on pp.pubname = ppt.pubname
 			where pp.pubname = 'supabase_realtime'`).Scan(&actions, &tables)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.t.Errorf("realtime stand-in: read publication: %v", err)
+		}
+		return 0, false
+	}
+	if tables == "" {
+		return 5 * p.PollInterval, true
+	}
+	p.polls.Add(1)
+	changes, err := p.readSlot(ctx, conn, slot, actions, tables)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.t.Errorf("realtime stand-in: read slot: %v", err)
+		}
+		return 0, false
+	}
+	processed := 0
+	for _, ch := range changes {
+		n, err := p.dispatch(ctx, ch)
 		if err != nil {
 			if ctx.Err() == nil {
-				p.t.Errorf("realtime stand-in: read publication: %v", err)
+				p.t.Errorf("realtime stand-in: %s.%s: %v", ch.Schema, ch.Table, err)
 			}
-			return
+			return 0, false
 		}
-		if tables == "" {
-			wait = 5 * p.PollInterval
-			continue
-		}
-		p.polls.Add(1)
-		rows, err := conn.Query(ctx, `select data from pg_logical_slot_get_changes($1, null, $2,
+		processed += n
+	}
+	switch {
+	case processed > 0:
+		return 0, true
+	case len(changes) > 0:
+		return p.PollInterval + time.Duration(50+rand.IntN(51))*time.Millisecond, true
+	default:
+		return 5 * p.PollInterval, true // @idle_multiplier
+	}
+}
+
+// readSlot takes up to poll_max_changes changes of tables and actions
+// from the slot (pg_logical_slot_get_changes with wal2json format 2). A
+// row wal2json wrote that cannot be decoded fails the test and is skipped.
+func (p *Phoenix) readSlot(ctx context.Context, conn *pgx.Conn, slot, actions, tables string) ([]w2jChange, error) {
+	const maxChanges = 100 // poll_max_changes
+	rows, err := conn.Query(ctx, `select data from pg_logical_slot_get_changes($1, null, $2,
 			'include-pk', 'true', 'include-transaction', 'false', 'include-timestamp', 'true',
 			'include-type-oids', 'true', 'format-version', '2', 'actions', $3, 'add-tables', $4)`,
-			slot, maxChanges, actions, tables)
-		if err != nil {
-			if ctx.Err() == nil {
-				p.t.Errorf("realtime stand-in: read slot: %v", err)
-			}
-			return
-		}
-		var changes []w2jChange
-		for rows.Next() {
-			var data string
-			if err := rows.Scan(&data); err != nil {
-				break
-			}
-			var ch w2jChange
-			if err := json.Unmarshal([]byte(data), &ch); err != nil {
-				p.t.Errorf("realtime stand-in: wal2json row %q: %v", data, err)
-				continue
-			}
-			changes = append(changes, ch)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			if ctx.Err() == nil {
-				p.t.Errorf("realtime stand-in: read slot: %v", err)
-			}
-			return
-		}
-		processed := 0
-		for _, ch := range changes {
-			n, err := p.dispatch(ctx, ch)
-			if err != nil {
-				if ctx.Err() == nil {
-					p.t.Errorf("realtime stand-in: %s.%s: %v", ch.Schema, ch.Table, err)
-				}
-				return
-			}
-			processed += n
-		}
-		switch {
-		case processed > 0:
-			wait = 0
-		case len(changes) > 0:
-			wait = p.PollInterval + time.Duration(50+rand.IntN(51))*time.Millisecond
-		default:
-			wait = 5 * p.PollInterval // @idle_multiplier
-		}
+		slot, maxChanges, actions, tables)
+	if err != nil {
+		return nil, err
 	}
+	var changes []w2jChange
+	for rows.Next() {
+		var data string
+		if err := rows.Scan(&data); err != nil {
+			break
+		}
+		var ch w2jChange
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			p.t.Errorf("realtime stand-in: wal2json row %q: %v", data, err)
+			continue
+		}
+		changes = append(changes, ch)
+	}
+	rows.Close()
+	return changes, rows.Err()
 }
 
 type target struct {
@@ -807,13 +840,49 @@ func (p *Phoenix) dispatch(ctx context.Context, ch w2jChange) (int, error) {
 	if action == "" {
 		return 0, nil
 	}
+	targets := p.targets(ch, action)
+	if len(targets) == 0 {
+		return 0, nil
+	}
+	rc, err := p.cast(ctx, ch, action)
+	if err != nil {
+		return 0, err
+	}
+	sent := 0
+	byRole := map[string][]*target{}
+	for _, tg := range targets {
+		byRole[tg.role] = append(byRole[tg.role], tg)
+	}
+	roles := make([]string, 0, len(byRole))
+	for r := range byRole {
+		roles = append(roles, r)
+	}
+	sort.Strings(roles)
+	for _, role := range roles {
+		data, errored, err := p.roleData(ctx, rc, role)
+		if err != nil {
+			return sent, err
+		}
+		n, err := p.sendTo(ctx, rc, role, data, errored, byRole[role])
+		sent += n
+		if err != nil {
+			return sent, err
+		}
+	}
+	return sent, nil
+}
+
+// targets returns the subscribed connections with subscriptions matching
+// ch's table and action, each with those subscriptions; none while
+// LoseChanges is on or DropChanges has changes left to drop.
+func (p *Phoenix) targets(ch w2jChange, action string) []*target {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.lose || p.dropNext > 0 {
 		if !p.lose {
 			p.dropNext--
 		}
-		p.mu.Unlock()
-		return 0, nil
+		return nil
 	}
 	var targets []*target
 	for c := range p.conns {
@@ -830,117 +899,133 @@ func (p *Phoenix) dispatch(ctx context.Context, ch w2jChange) (int, error) {
 			targets = append(targets, tg)
 		}
 	}
-	p.mu.Unlock()
-	if len(targets) == 0 {
-		return 0, nil
+	return targets
+}
+
+// castChange is a change being dispatched: the wal2json row, its action,
+// its table (entity, whether it has row-level security, its primary key)
+// and its record and old record cast to JSON.
+type castChange struct {
+	ch       w2jChange
+	action   string
+	entity   string
+	rls      bool
+	isPK     map[string]bool
+	rec, old map[string]json.RawMessage
+}
+
+// cast reads ch's table's row-level security and casts its values.
+func (p *Phoenix) cast(ctx context.Context, ch w2jChange, action string) (*castChange, error) {
+	rc := &castChange{ch: ch, action: action, entity: pgx.Identifier{ch.Schema, ch.Table}.Sanitize(), isPK: map[string]bool{}}
+	if err := p.pool.QueryRow(ctx, `select relrowsecurity from pg_class where oid = $1::regclass`, rc.entity).Scan(&rc.rls); err != nil {
+		return nil, err
 	}
-	entity := pgx.Identifier{ch.Schema, ch.Table}.Sanitize()
-	var rls bool
-	if err := p.pool.QueryRow(ctx, `select relrowsecurity from pg_class where oid = $1::regclass`, entity).Scan(&rls); err != nil {
-		return 0, err
-	}
-	isPK := map[string]bool{}
 	for _, c := range ch.PK {
-		isPK[c.Name] = true
+		rc.isPK[c.Name] = true
 	}
-	// Values as JSON of their column types (realtime.cast).
-	typed := func(cols []w2jColumn) (map[string]json.RawMessage, error) {
-		out := map[string]json.RawMessage{}
-		for _, c := range cols {
-			var v json.RawMessage
-			if err := p.pool.QueryRow(ctx, `select realtime.standin_cast($1, $2::oid::regtype)`, c.text(), c.TypeOID).Scan(&v); err != nil {
-				return nil, err
-			}
-			out[c.Name] = v
+	var err error
+	if rc.rec, err = p.typed(ctx, ch.Columns); err != nil {
+		return nil, err
+	}
+	if rc.old, err = p.typed(ctx, ch.Identity); err != nil {
+		return nil, err
+	}
+	return rc, nil
+}
+
+// typed returns the columns' values as JSON of their column types
+// (realtime.cast).
+func (p *Phoenix) typed(ctx context.Context, cols []w2jColumn) (map[string]json.RawMessage, error) {
+	out := map[string]json.RawMessage{}
+	for _, c := range cols {
+		var v json.RawMessage
+		if err := p.pool.QueryRow(ctx, `select realtime.standin_cast($1, $2::oid::regtype)`, c.text(), c.TypeOID).Scan(&v); err != nil {
+			return nil, err
 		}
-		return out, nil
+		out[c.Name] = v
 	}
-	rec, err := typed(ch.Columns)
-	if err != nil {
-		return 0, err
-	}
-	old, err := typed(ch.Identity)
-	if err != nil {
-		return 0, err
-	}
-	sent := 0
-	byRole := map[string][]*target{}
-	for _, tg := range targets {
-		byRole[tg.role] = append(byRole[tg.role], tg)
-	}
-	roles := make([]string, 0, len(byRole))
-	for r := range byRole {
-		roles = append(roles, r)
-	}
-	sort.Strings(roles)
-	for _, role := range roles {
-		// has_column_privilege per column, once per role.
-		selectable := map[string]bool{}
-		var colsJSON json.RawMessage
-		err := p.pool.QueryRow(ctx, `
+	return out, nil
+}
+
+// roleData is the change's data as role sees it: only the columns it may
+// select, or errors (no primary key, or one role may not select) in place
+// of the record; errored reports the latter.
+func (p *Phoenix) roleData(ctx context.Context, rc *castChange, role string) (data map[string]any, errored bool, err error) {
+	ch, action := rc.ch, rc.action
+	// has_column_privilege per column, once per role.
+	selectable := map[string]bool{}
+	var colsJSON json.RawMessage
+	err = p.pool.QueryRow(ctx, `
 			select coalesce(jsonb_agg(jsonb_build_object('name', a.attname, 'type', t.typname) order by a.attnum), '[]')
 			from pg_attribute a join pg_type t on t.oid = a.atttypid
 			where a.attrelid = $2::regclass and a.attnum > 0 and not a.attisdropped
-			  and has_column_privilege($1, $2::regclass, a.attname, 'SELECT')`, role, entity).Scan(&colsJSON)
-		if err != nil {
-			return sent, err
-		}
-		var cols []struct{ Name string }
-		json.Unmarshal(colsJSON, &cols)
-		for _, c := range cols {
-			selectable[c.Name] = true
-		}
-		errs := any(nil)
-		pkOK := len(ch.PK) > 0
-		for _, c := range ch.PK {
-			pkOK = pkOK && selectable[c.Name]
-		}
-		data := map[string]any{"schema": ch.Schema, "table": ch.Table, "type": action}
-		if action != "DELETE" && len(ch.PK) == 0 {
-			errs = []string{"Error 400: Bad Request, no primary key"}
-		} else if action != "DELETE" && !pkOK {
-			errs = []string{"Error 401: Unauthorized"}
-		} else {
-			ts, _ := time.Parse("2006-01-02 15:04:05.999999-07", ch.Timestamp)
-			data["commit_timestamp"] = ts.UTC().Format("2006-01-02T15:04:05.000Z")
-			data["columns"] = colsJSON
-			pick := func(m map[string]json.RawMessage, pkOnly bool) map[string]json.RawMessage {
-				out := map[string]json.RawMessage{}
-				for k, v := range m {
-					if selectable[k] && (!pkOnly || isPK[k]) {
-						out[k] = v
-					}
-				}
-				return out
-			}
-			switch action {
-			case "INSERT", "UPDATE":
-				data["record"] = pick(rec, false)
-				if action == "UPDATE" {
-					data["old_record"] = pick(old, false)
-				}
-			case "DELETE":
-				data["old_record"] = pick(old, rls) // with RLS, deletes carry the key only
-			}
-		}
-		data["errors"] = errs
-		for _, tg := range byRole[role] {
-			for _, s := range tg.subs {
-				ok, err := p.visible(ctx, ch, action, rls, role, tg.claims, s, errs != nil)
-				if err != nil {
-					return sent, err
-				}
-				if ok {
-					tg.ids = append(tg.ids, s.id)
+			  and has_column_privilege($1, $2::regclass, a.attname, 'SELECT')`, role, rc.entity).Scan(&colsJSON)
+	if err != nil {
+		return nil, false, err
+	}
+	var cols []struct{ Name string }
+	json.Unmarshal(colsJSON, &cols)
+	for _, c := range cols {
+		selectable[c.Name] = true
+	}
+	errs := any(nil)
+	pkOK := len(ch.PK) > 0
+	for _, c := range ch.PK {
+		pkOK = pkOK && selectable[c.Name]
+	}
+	data = map[string]any{"schema": ch.Schema, "table": ch.Table, "type": action}
+	if action != "DELETE" && len(ch.PK) == 0 {
+		errs = []string{"Error 400: Bad Request, no primary key"}
+	} else if action != "DELETE" && !pkOK {
+		errs = []string{"Error 401: Unauthorized"}
+	} else {
+		ts, _ := time.Parse("2006-01-02 15:04:05.999999-07", ch.Timestamp)
+		data["commit_timestamp"] = ts.UTC().Format("2006-01-02T15:04:05.000Z")
+		data["columns"] = colsJSON
+		pick := func(m map[string]json.RawMessage, pkOnly bool) map[string]json.RawMessage {
+			out := map[string]json.RawMessage{}
+			for k, v := range m {
+				if selectable[k] && (!pkOnly || rc.isPK[k]) {
+					out[k] = v
 				}
 			}
-			if len(tg.ids) == 0 {
-				continue
-			}
-			tg.c.send(tg.topic, "postgres_changes", map[string]any{"ids": tg.ids, "data": data}, "", tg.jr)
-			p.delivered.Add(1)
-			sent++
+			return out
 		}
+		switch action {
+		case "INSERT", "UPDATE":
+			data["record"] = pick(rc.rec, false)
+			if action == "UPDATE" {
+				data["old_record"] = pick(rc.old, false)
+			}
+		case "DELETE":
+			data["old_record"] = pick(rc.old, rc.rls) // with RLS, deletes carry the key only
+		}
+	}
+	data["errors"] = errs
+	return data, errs != nil, nil
+}
+
+// sendTo sends data to each of role's targets whose subscriptions the
+// change is visible to, with the ids of those subscriptions, and returns
+// how many it sent.
+func (p *Phoenix) sendTo(ctx context.Context, rc *castChange, role string, data map[string]any, errored bool, targets []*target) (int, error) {
+	sent := 0
+	for _, tg := range targets {
+		for _, s := range tg.subs {
+			ok, err := p.visible(ctx, rc.ch, rc.action, rc.rls, role, tg.claims, s, errored)
+			if err != nil {
+				return sent, err
+			}
+			if ok {
+				tg.ids = append(tg.ids, s.id)
+			}
+		}
+		if len(tg.ids) == 0 {
+			continue
+		}
+		tg.c.send(tg.topic, "postgres_changes", map[string]any{"ids": tg.ids, "data": data}, "", tg.jr)
+		p.delivered.Add(1)
+		sent++
 	}
 	return sent, nil
 }

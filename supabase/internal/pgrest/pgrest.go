@@ -663,6 +663,9 @@ func (sc *schemaCache) unique(table string, cols []string) bool {
 	return false
 }
 
+// parse reads a request for /rest/v1/<table>: the table (from the schema
+// cache), the Prefer and Accept headers, and the query's filters, order,
+// range and select. A bad request is an *apiError with PostgREST's code.
 func (s *Server) parse(r *http.Request) (*request, error) {
 	table := strings.Trim(strings.TrimPrefix(r.URL.Path, "/rest/v1"), "/")
 	if table == "" || strings.Contains(table, "/") {
@@ -687,57 +690,14 @@ func (s *Server) parse(r *http.Request) (*request, error) {
 	var items []selectItem
 	for key, vals := range r.URL.Query() {
 		for _, v := range vals {
-			switch key {
-			case "select":
+			if key == "select" {
 				if items, err = parseSelect(v); err != nil {
 					return nil, err
 				}
-			case "order":
-				for _, term := range strings.Split(v, ",") {
-					parts := strings.Split(term, ".")
-					id, err := q.ident(parts[0])
-					if err != nil {
-						return nil, err
-					}
-					o := id
-					for _, p := range parts[1:] {
-						switch p {
-						case "asc", "desc":
-							o += " " + p
-						case "nullsfirst":
-							o += " nulls first"
-						case "nullslast":
-							o += " nulls last"
-						default:
-							return nil, badRequest("PGRST100", "failed to parse order (%s)", term)
-						}
-					}
-					q.order = append(q.order, o)
-				}
-			case "limit", "offset":
-				n, err := strconv.Atoi(v)
-				if err != nil || n < 0 {
-					return nil, badRequest("PGRST100", "failed to parse %s (%s)", key, v)
-				}
-				if key == "limit" {
-					q.limit = n
-				} else {
-					q.offset = n
-				}
-			case "on_conflict", "columns", "apikey":
-				// used by the write handlers, or the gateway's
-			case "or", "and":
-				c, err := q.logic(key, v)
-				if err != nil {
-					return nil, err
-				}
-				q.where = append(q.where, c)
-			default:
-				c, err := q.condition(key, v)
-				if err != nil {
-					return nil, err
-				}
-				q.where = append(q.where, c)
+				continue
+			}
+			if err := q.param(key, v); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -745,6 +705,66 @@ func (s *Server) parse(r *http.Request) (*request, error) {
 		return nil, err
 	}
 	return q, nil
+}
+
+// param adds one query parameter other than select to q: order, limit,
+// offset, a logic tree (or, and) or a column filter.
+func (q *request) param(key, v string) error {
+	switch key {
+	case "order":
+		return q.orderBy(v)
+	case "limit", "offset":
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return badRequest("PGRST100", "failed to parse %s (%s)", key, v)
+		}
+		if key == "limit" {
+			q.limit = n
+		} else {
+			q.offset = n
+		}
+	case "on_conflict", "columns", "apikey":
+		// used by the write handlers, or the gateway's
+	case "or", "and":
+		c, err := q.logic(key, v)
+		if err != nil {
+			return err
+		}
+		q.where = append(q.where, c)
+	default:
+		c, err := q.condition(key, v)
+		if err != nil {
+			return err
+		}
+		q.where = append(q.where, c)
+	}
+	return nil
+}
+
+// orderBy adds the terms of an order parameter (col.desc.nullslast,…).
+func (q *request) orderBy(v string) error {
+	for _, term := range strings.Split(v, ",") {
+		parts := strings.Split(term, ".")
+		id, err := q.ident(parts[0])
+		if err != nil {
+			return err
+		}
+		o := id
+		for _, p := range parts[1:] {
+			switch p {
+			case "asc", "desc":
+				o += " " + p
+			case "nullsfirst":
+				o += " nulls first"
+			case "nullslast":
+				o += " nulls last"
+			default:
+				return badRequest("PGRST100", "failed to parse order (%s)", term)
+			}
+		}
+		q.order = append(q.order, o)
+	}
+	return nil
 }
 
 func (q *request) whereSQL() string {
@@ -897,31 +917,23 @@ func (s *Server) get(ctx context.Context, tx pgx.Tx, q *request) (result, error)
 	return result{status: status, body: b, contentRange: cr}, nil
 }
 
+// write runs an INSERT, UPDATE or DELETE (op) of q in tx and returns its
+// response: the rows when Prefer return=representation, else only the
+// status and Content-Range.
 func (s *Server) write(ctx context.Context, tx pgx.Tx, r *http.Request, q *request, op string) (result, error) {
-	tbl := pgx.Identifier{s.schema, q.table}.Sanitize() + " as " + pgx.Identifier{q.table}.Sanitize()
 	var payload []byte
 	var keys []string
 	if op != "DELETE" {
 		var err error
-		payload, err = io.ReadAll(io.LimitReader(r.Body, 16<<20))
-		if err != nil {
-			return result{}, badRequest("PGRST102", "Empty or invalid json")
-		}
-		keys, err = bodyKeys(payload)
-		if err != nil {
+		if payload, keys, err = q.body(r); err != nil {
 			return result{}, err
-		}
-		for _, k := range keys {
-			if _, err := q.ident(k); err != nil {
-				return result{}, &apiError{status: http.StatusBadRequest, code: "PGRST204",
-					message: fmt.Sprintf("Could not find the '%s' column of '%s' in the schema cache", k, q.table)}
-			}
 		}
 	}
 	quoted := make([]string, len(keys))
 	for i, k := range keys {
 		quoted[i] = pgx.Identifier{k}.Sanitize()
 	}
+	tbl := pgx.Identifier{s.schema, q.table}.Sanitize() + " as " + pgx.Identifier{q.table}.Sanitize()
 	rowType := pgx.Identifier{s.schema, q.table}.Sanitize()
 	var sql string
 	switch op {
@@ -929,31 +941,11 @@ func (s *Server) write(ctx context.Context, tx pgx.Tx, r *http.Request, q *reque
 		p := q.arg(string(payload))
 		sql = fmt.Sprintf("insert into %s (%s) select %s from json_populate_recordset(null::%s, case when json_typeof(%s::json) = 'array' then %s::json else json_build_array(%s::json) end) _b",
 			tbl, strings.Join(quoted, ", "), strings.Join(quoted, ", "), rowType, p, p, p)
-		if oc := r.URL.Query().Get("on_conflict"); oc != "" || q.prefer["resolution"] != "" {
-			var target []string
-			for _, c := range strings.Split(oc, ",") {
-				if c == "" {
-					continue
-				}
-				if _, err := q.ident(c); err != nil {
-					return result{}, err
-				}
-				target = append(target, pgx.Identifier{c}.Sanitize())
-			}
-			if len(target) == 0 {
-				target = []string{`"id"`} // the primary key, as PostgREST defaults to
-			}
-			switch q.prefer["resolution"] {
-			case "ignore-duplicates":
-				sql += fmt.Sprintf(" on conflict (%s) do nothing", strings.Join(target, ", "))
-			case "merge-duplicates":
-				var set []string
-				for _, c := range quoted {
-					set = append(set, fmt.Sprintf("%s = excluded.%s", c, c))
-				}
-				sql += fmt.Sprintf(" on conflict (%s) do update set %s", strings.Join(target, ", "), strings.Join(set, ", "))
-			}
+		conflict, err := q.onConflict(r, quoted)
+		if err != nil {
+			return result{}, err
 		}
+		sql += conflict
 	case "UPDATE":
 		if len(keys) == 0 {
 			return result{status: http.StatusOK, body: []byte("[]")}, nil
@@ -967,6 +959,68 @@ func (s *Server) write(ctx context.Context, tx pgx.Tx, r *http.Request, q *reque
 	case "DELETE":
 		sql = fmt.Sprintf("delete from %s%s", tbl, q.whereSQL())
 	}
+	return q.exec(ctx, tx, sql, op)
+}
+
+// body reads a write's JSON body (an object or an array of objects, at
+// most 16 MiB) and the columns it names, each of which must be q's
+// table's.
+func (q *request) body(r *http.Request) (payload []byte, keys []string, err error) {
+	payload, err = io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	if err != nil {
+		return nil, nil, badRequest("PGRST102", "Empty or invalid json")
+	}
+	keys, err = bodyKeys(payload)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, k := range keys {
+		if _, err := q.ident(k); err != nil {
+			return nil, nil, &apiError{status: http.StatusBadRequest, code: "PGRST204",
+				message: fmt.Sprintf("Could not find the '%s' column of '%s' in the schema cache", k, q.table)}
+		}
+	}
+	return payload, keys, nil
+}
+
+// onConflict is an INSERT's "on conflict" clause for the on_conflict
+// parameter and Prefer resolution (ignore- or merge-duplicates) of the
+// quoted columns; "" when there is none.
+func (q *request) onConflict(r *http.Request, quoted []string) (string, error) {
+	oc := r.URL.Query().Get("on_conflict")
+	if oc == "" && q.prefer["resolution"] == "" {
+		return "", nil
+	}
+	var target []string
+	for _, c := range strings.Split(oc, ",") {
+		if c == "" {
+			continue
+		}
+		if _, err := q.ident(c); err != nil {
+			return "", err
+		}
+		target = append(target, pgx.Identifier{c}.Sanitize())
+	}
+	if len(target) == 0 {
+		target = []string{`"id"`} // the primary key, as PostgREST defaults to
+	}
+	switch q.prefer["resolution"] {
+	case "ignore-duplicates":
+		return fmt.Sprintf(" on conflict (%s) do nothing", strings.Join(target, ", ")), nil
+	case "merge-duplicates":
+		var set []string
+		for _, c := range quoted {
+			set = append(set, fmt.Sprintf("%s = excluded.%s", c, c))
+		}
+		return fmt.Sprintf(" on conflict (%s) do update set %s", strings.Join(target, ", "), strings.Join(set, ", ")), nil
+	}
+	return "", nil
+}
+
+// exec runs a write's sql in tx and builds the response of op: the rows
+// (selected as q asks) when Prefer return=representation, and the single
+// object when Accept asks for one (more or fewer rows roll it back).
+func (q *request) exec(ctx context.Context, tx pgx.Tx, sql, op string) (result, error) {
 	repr := q.prefer["return"] == "representation"
 	var rows []json.RawMessage
 	var n int
@@ -998,6 +1052,13 @@ func (s *Server) write(ctx context.Context, tx pgx.Tx, r *http.Request, q *reque
 			out = b
 		}
 	}
+	return writeResult(op, repr, rows, n, out), nil
+}
+
+// writeResult is the response to a write of n rows: 201 for INSERT (with
+// Content-Range */*), else 200, or 204 without representation; out, when
+// set, is the body (the single object), else rows.
+func writeResult(op string, repr bool, rows []json.RawMessage, n int, out []byte) result {
 	cr, _ := contentRange(0, n, 0, false)
 	if op == "INSERT" {
 		cr = "*/*"
@@ -1010,12 +1071,12 @@ func (s *Server) write(ctx context.Context, tx pgx.Tx, r *http.Request, q *reque
 		if op != "INSERT" {
 			status = http.StatusNoContent
 		}
-		return result{status: status, contentRange: cr}, nil
+		return result{status: status, contentRange: cr}
 	}
 	if out == nil {
 		out, _ = json.Marshal(rows)
 	}
-	return result{status: status, body: out, contentRange: cr}, nil
+	return result{status: status, body: out, contentRange: cr}
 }
 
 // bodyKeys returns the union of the keys of a JSON object or array of
