@@ -1,0 +1,79 @@
+// Package codeshape checks the shape rules of CONVENTIONS and issue 11 on
+// the whole repository: no function outside tests longer than 80 lines
+// (one big switch table excepted, by name), no interface with more than 12
+// methods.
+package codeshape
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/office-server/office-server/internal/testenv"
+)
+
+const (
+	maxFuncLines    = 80
+	maxIfaceMethods = 12
+)
+
+// switchTables are the functions that are one big switch over escape
+// sequences: splitting them would scatter a table that reads best whole.
+var switchTables = map[string]bool{
+	"protocol/ansistrip/ansistrip.go sequence": true,
+	"session/screen/csi.go csi":                true,
+}
+
+func TestShape(t *testing.T) {
+	root := testenv.RepoRoot()
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); n == "node_modules" || n == "testdata" || strings.HasPrefix(n, ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		checkFile(t, fset, filepath.ToSlash(rel), f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkFile reports the file's functions and interfaces over the limits.
+func checkFile(t *testing.T, fset *token.FileSet, rel string, f *ast.File) {
+	t.Helper()
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch x := n.(type) {
+		case *ast.FuncDecl:
+			if x.Body == nil || switchTables[rel+" "+x.Name.Name] {
+				return true
+			}
+			if l := fset.Position(x.End()).Line - fset.Position(x.Pos()).Line + 1; l > maxFuncLines {
+				t.Errorf("%s: func %s is %d lines (at most %d)", rel, x.Name.Name, l, maxFuncLines)
+			}
+		case *ast.TypeSpec:
+			if it, ok := x.Type.(*ast.InterfaceType); ok && it.Methods.NumFields() > maxIfaceMethods {
+				t.Errorf("%s: interface %s has %d methods (at most %d)", rel, x.Name.Name, it.Methods.NumFields(), maxIfaceMethods)
+			}
+		}
+		return true
+	})
+}
