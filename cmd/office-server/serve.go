@@ -483,13 +483,16 @@ func (r *running) wait(ctx context.Context, timeout time.Duration) error {
 }
 
 // eventPoll is how often the server's event tail reads the store when
-// nothing wakes it. The office's own events wake it at once (below), and
-// over Supabase's REST API only this server writes events (one server per
-// project), so the poll there is a slow safety net: each read is a request
-// to the hosted project. Other stores keep the server's default.
+// nothing wakes it. The office's own events wake it at once (wakeEvents),
+// so the poll is only for events other processes write: on the embedded
+// store and over Supabase's REST API (one server per project) nobody else
+// writes them, so the poll is a slow safety net (over Supabase each read is
+// a request to the hosted project); on PostgreSQL other nodes write the
+// events of the offices they run, which this node's console shows within
+// a second.
 func eventPoll(storeKind string) time.Duration {
-	if storeKind == "supabase" {
-		return 30 * time.Second
+	if storeKind == "postgres" {
+		return time.Second
 	}
-	return 0
+	return 30 * time.Second
 }
