@@ -49,12 +49,12 @@ type claudeDriver struct {
 	c *claudeState // worker-owned
 
 	// locked
-	term        screenModel // the screen, for readiness and dialogs
-	attnFrom    Status      // the status a dialog interrupted (needs_attention)
-	turnEnded   bool        // the transcript said end_turn since the last input
-	awaitSubmit bool        // typed; UserPromptSubmit not seen yet
-	reEntered   bool        // Enter was repeated for this input
-	screenSeen  time.Time   // lastOutput when the screen was last read still
+	termView              // the screen, for readiness and dialogs (locked)
+	attnFrom    Status    // the status a dialog interrupted (needs_attention)
+	turnEnded   bool      // the transcript said end_turn since the last input
+	awaitSubmit bool      // typed; UserPromptSubmit not seen yet
+	reEntered   bool      // Enter was repeated for this input
+	screenSeen  time.Time // lastOutput when the screen was last read still
 
 	prompts []string // worker-owned: user entries the last step read
 }
@@ -104,19 +104,6 @@ func (d *claudeDriver) output(p []byte) {
 	if d.term != nil {
 		_, _ = d.term.Write(p)
 		_ = d.term.TakeScrolledRows() // only the visible rows matter
-	}
-}
-
-func (d *claudeDriver) screen() []string {
-	if d.term == nil {
-		return nil
-	}
-	return d.term.Lines()
-}
-
-func (d *claudeDriver) resize(cols, rows int) {
-	if d.term != nil {
-		d.term.Resize(cols, rows)
 	}
 }
 

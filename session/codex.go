@@ -52,15 +52,15 @@ type codexDriver struct {
 	launched time.Time
 	resumed  bool
 
-	term      screenModel // for readiness (locked)
-	state     string      // Codex's last OSC 7501 state: idle, working, done (locked)
-	oscTail   []byte      // the end of the last output, for a sequence split across writes (locked)
-	prompts   []string    // user messages read since the last step
-	turnEnded bool        // locked
-	typedAt   time.Time   // locked
-	awaiting  bool        // typed text not yet seen as a user message (locked)
-	reEntered bool        // locked
-	warned    bool        // the missing rollout was logged
+	termView            // the screen, for readiness and dialogs (locked)
+	state     string    // Codex's last OSC 7501 state: idle, working, done (locked)
+	oscTail   []byte    // the end of the last output, for a sequence split across writes (locked)
+	prompts   []string  // user messages read since the last step
+	turnEnded bool      // locked
+	typedAt   time.Time // locked
+	awaiting  bool      // typed text not yet seen as a user message (locked)
+	reEntered bool      // locked
+	warned    bool      // the missing rollout was logged
 
 	stateDir string        // the permission socket's directory (Options.Hook)
 	perm     *permListener // the PermissionRequest hook's socket
@@ -188,36 +188,7 @@ var codexOSC = []byte("\x1b]7501;state=")
 // codexState returns the last state Codex announced in p (or cur), and
 // the tail of p to prepend to the next output.
 func codexState(cur string, tail, p []byte) (string, []byte) {
-	buf := append(tail, p...)
-	for {
-		i := bytes.Index(buf, codexOSC)
-		if i < 0 {
-			break
-		}
-		rest := buf[i+len(codexOSC):]
-		j := bytes.IndexAny(rest, ":\x07\x1b")
-		if j < 0 {
-			// Cut off: keep it for the next output.
-			return cur, append([]byte(nil), buf[i:min(len(buf), i+64)]...)
-		}
-		cur = string(rest[:j])
-		buf = rest[j:]
-	}
-	n := min(len(buf), len(codexOSC)-1)
-	return cur, append([]byte(nil), buf[len(buf)-n:]...)
-}
-
-func (d *codexDriver) screen() []string {
-	if d.term == nil {
-		return nil
-	}
-	return d.term.Lines()
-}
-
-func (d *codexDriver) resize(cols, rows int) {
-	if d.term != nil {
-		d.term.Resize(cols, rows)
-	}
+	return lastOSC(codexOSC, ":\x07\x1b", 64, cur, tail, p)
 }
 
 // flush: the rollout holds every word.

@@ -65,17 +65,17 @@ type geminiDriver struct {
 	lastRec  string          // the id of the last message record read
 	resumed  bool
 
-	term      screenModel // locked
-	title     string      // the terminal title it set last (locked)
-	oscTail   []byte      // locked
-	prompts   []string    // user records read since the last step
-	replied   bool        // a model record was read since the prompt was typed (locked)
-	gotReply  bool        // a model record was read by the last poll (worker-owned)
-	working   bool        // the title said it worked since the prompt was typed (locked)
-	typedAt   time.Time   // locked
-	awaiting  bool        // typed text not yet seen as a user record (locked)
-	reEntered bool        // locked
-	attnFrom  Status      // the status to return to when the dialog is gone (locked)
+	termView            // the screen, for readiness and dialogs (locked)
+	title     string    // the terminal title it set last (locked)
+	oscTail   []byte    // locked
+	prompts   []string  // user records read since the last step
+	replied   bool      // a model record was read since the prompt was typed (locked)
+	gotReply  bool      // a model record was read by the last poll (worker-owned)
+	working   bool      // the title said it worked since the prompt was typed (locked)
+	typedAt   time.Time // locked
+	awaiting  bool      // typed text not yet seen as a user record (locked)
+	reEntered bool      // locked
+	attnFrom  Status    // the status to return to when the dialog is gone (locked)
 }
 
 func newGeminiDriver(s *Session) driver { return &geminiDriver{s: s} }
@@ -156,35 +156,7 @@ var oscTitleStart = []byte("\x1b]0;")
 // oscTitle returns the last title set in p (or cur), and the tail of p to
 // prepend to the next output.
 func oscTitle(cur string, tail, p []byte) (string, []byte) {
-	buf := append(tail, p...)
-	for {
-		i := bytes.Index(buf, oscTitleStart)
-		if i < 0 {
-			break
-		}
-		rest := buf[i+len(oscTitleStart):]
-		j := bytes.IndexAny(rest, "\x07\x1b")
-		if j < 0 {
-			return cur, append([]byte(nil), buf[i:min(len(buf), i+512)]...)
-		}
-		cur = string(rest[:j])
-		buf = rest[j:]
-	}
-	n := min(len(buf), len(oscTitleStart)-1)
-	return cur, append([]byte(nil), buf[len(buf)-n:]...)
-}
-
-func (d *geminiDriver) screen() []string {
-	if d.term == nil {
-		return nil
-	}
-	return d.term.Lines()
-}
-
-func (d *geminiDriver) resize(cols, rows int) {
-	if d.term != nil {
-		d.term.Resize(cols, rows)
-	}
+	return lastOSC(oscTitleStart, "\x07\x1b", 512, cur, tail, p)
 }
 
 // flush: the recording holds every word.
