@@ -252,7 +252,9 @@ func (d *drive) idle(ctx context.Context, be *backend) {
 	tree0, _ := treeCPU(pid)
 	var tx0 int64 = -1
 	if be.txCount != nil {
-		tx0, _ = be.txCount(ctx)
+		if n, err := be.txCount(ctx); err == nil {
+			tx0 = n
+		}
 	}
 	t0 := time.Now()
 	var tx int64 = -1
@@ -266,7 +268,11 @@ func (d *drive) idle(ctx context.Context, be *backend) {
 	el := time.Since(t0)
 	if be.txCount != nil && tx0 >= 0 {
 		if tx1, err := be.txCount(ctx); err == nil {
-			tx = tx1 - tx0 - 1 // the driver's own second look
+			// Less the driver's own first look. PostgreSQL 15's backends
+			// publish their counts at most once a second (and an idle one
+			// after up to 10 s), so a short window can read 0 or less:
+			// nothing published yet, not "unknown".
+			tx = max(tx1-tx0-1, 0)
 		}
 	}
 	d.res.IdleCPU = float64(cpu1-cpu0) / float64(el)
