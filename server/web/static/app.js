@@ -403,6 +403,7 @@ function describe(ev) {
     case 'question.answered': return `a person answered ${who}'s question`;
     case 'question.expired': return `${who}'s question expired${p.default ? ` (default "${p.default}" used)` : ''}`;
     case 'question.answer_invalid': return `an answer to ${who} was refused: ${p.reason}`;
+    case 'question.cancelled': return `${who}'s question "${short(p.question, 80)}" was cancelled: ${p.reason}`;
     case 'invocation.created': return `${p.caller} gave ${p.callee} a task`;
     case 'invocation.completed': return `${who}'s task was completed`;
     case 'invocation.failed': return `a task of ${who} failed: ${p.reason}`;
