@@ -220,6 +220,18 @@ func browserConsole(t *testing.T, bin string, width, height int, suffix string) 
 		t.Fatalf("history or results: %v", err)
 	}
 	screenshot("console.png")
+	// Restarted from its row, po starts over and asks its first question
+	// again: the question the old process left is cancelled, and the
+	// history says why.
+	left := r.waitQuestion(t, officeID, office.QuestionPending, 20*time.Second)
+	click(`tr.agent[data-name="po"] button.restart`)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.Search(`//ol[@id="events"]/li[@data-kind="question.cancelled"][contains(.,"po asked the same question again (question ")]`))); err != nil {
+		t.Fatalf("the cancelled question's reason is not in the history: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitNotPresent(chromedp.CSS(`#attention form.question[data-id="`+left.ID+`"]`))); err != nil {
+		t.Fatalf("the cancelled question is still listed: %v", err)
+	}
+	checkCount(1) // the new question only
 	// Bookkeeping is hidden by default; the history filters by agent.
 	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#events li[data-kind="message.delivered"], #events li[data-kind="question.delivered"], #events li[data-kind^="transcript."]').length`))
 	if err != nil || hidden != 0 {
