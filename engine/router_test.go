@@ -348,6 +348,35 @@ func TestSameQuestionAgainSupersedes(t *testing.T) {
 	}
 }
 
+// A question asked again whose row was written by a process that died
+// before it cancelled the earlier copy: the replayed message cancels it.
+func TestSameQuestionAgainAfterCrashWindow(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run("PO")
+	ctx := context.Background()
+	h.say("PO", askBlock)
+	eventually(t, "question", func() bool { return len(h.questions(office.QuestionPending)) == 1 })
+	first := h.questions()[0]
+	// The "previous process" recorded the message and its row, and died.
+	if _, _, err := h.st.AppendEvent(ctx, office.Event{OfficeID: h.office.ID, AgentID: h.id("PO"), Kind: "message.ask_user", DedupeKey: "entry-9#0"}); err != nil {
+		t.Fatal(err)
+	}
+	src := source{officeID: h.office.ID, agentID: h.id("PO"), key: "entry-9#0"}
+	if _, err := h.st.CreateQuestion(ctx, office.Question{ID: src.rowID("question/"), OfficeID: h.office.ID, AgentID: h.id("PO"),
+		QuestionType: office.QuestionSelection, Question: first.Question, Options: first.Options, Status: office.QuestionPending,
+		ExpiresAt: h.clk.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	h.sayID("PO", "entry-9", askBlock)
+	eventually(t, "the first copy cancelled", func() bool {
+		q, _ := h.st.GetQuestion(ctx, first.ID)
+		return q.Status == office.QuestionCancelled
+	})
+	if qs := h.questions(office.QuestionPending); len(qs) != 1 || qs[0].ID != src.rowID("question/") {
+		t.Errorf("pending %+v, want the replayed message's question only", qs)
+	}
+}
+
 func TestQuestionExpires(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run("PO")
