@@ -250,7 +250,8 @@ func FuzzWrite(f *testing.F) {
 				t.Fatalf("cursor %d,%d outside %dx%d", x, y, c, r)
 			}
 			s.LogicalLines()
-			// A skip mark only ever sits in a row's last column.
+			// A skip mark only ever sits in a row's last column; no
+			// cell is written past a row's used columns.
 			skipMarks(t, s.main)
 			if s.alt != nil {
 				skipMarks(t, s.alt)
@@ -348,7 +349,15 @@ func skipMarks(t *testing.T, b *buffer) []string {
 	t.Helper()
 	var out []string
 	for y, r := range b.rows {
+		if r.used < 0 || r.used > len(r.cells) {
+			t.Errorf("row %d: used %d of %d cells", y, r.used, len(r.cells))
+		}
 		for x, c := range r.cells {
+			// What a reflow moves: nothing is written past the used
+			// columns (a blank skipped column may be).
+			if x >= r.used && c.r != 0 {
+				t.Errorf("row %d column %d: %q written past the used columns (%d)", y, x, c.r, r.used)
+			}
 			if c.kind != kindSkip {
 				continue
 			}
