@@ -3,7 +3,7 @@ package screen
 // A reflow wraps the main screen's lines anew for a new width, as tmux
 // (3.3a, grid_reflow) and most terminals do, so that text a program wrote
 // for the old width is neither cut nor left short (docs/notes/screen.md,
-// "Resize"). A line is a run of rows joined by autowrap (Row.Wrapped); its
+// "Reflow at a resize"). A line is a run of rows joined by autowrap (Row.Wrapped); its
 // cells are each row's used columns. The line is laid out again from its
 // first cell, a new row starting where the next character does not fit (a
 // wide one that would straddle the edge moves whole to the next row and
@@ -139,8 +139,6 @@ func (s *Screen) reflowLines() (lines []reflowLine, curLine, curCell int) {
 			}
 			l.cells = append(l.cells, c)
 		}
-		// A wide rune cut by an earlier narrowing (its second half
-		// gone) would be left dangling: the layout places it whole.
 		open = r.wrapped
 		if !open {
 			lines = append(lines, l)
