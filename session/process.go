@@ -57,17 +57,11 @@ func (s *Session) launch() error {
 		err = keep(cmd, s.m.opts.Keeper, s.m.opts.StopGrace, cred)
 	}
 	if err != nil {
-		s.mu.Lock()
-		s.info.Err = err.Error()
-		s.mu.Unlock()
-		return fmt.Errorf("launch %s: %w", spec.Command, err)
+		return s.launchFailed(spec, err)
 	}
-	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(spec.Cols), Rows: uint16(spec.Rows)})
+	ptmx, err := s.m.startPTY(cmd, &pty.Winsize{Cols: uint16(spec.Cols), Rows: uint16(spec.Rows)})
 	if err != nil {
-		s.mu.Lock()
-		s.info.Err = err.Error()
-		s.mu.Unlock()
-		return fmt.Errorf("launch %s: %w", spec.Command, err)
+		return s.launchFailed(spec, ptyError(err))
 	}
 	ptmx = pollablePTY(ptmx)
 	p := &proc{cmd: cmd, pty: ptmx, exited: make(chan struct{}), readerDone: make(chan struct{}), started: time.Now()}
@@ -96,6 +90,16 @@ func (s *Session) launch() error {
 		s.poke()
 	}()
 	return nil
+}
+
+// launchFailed records why the process could not start (Info.Err and
+// Detail, which its next status report carries) and returns err.
+func (s *Session) launchFailed(spec Spec, err error) error {
+	s.mu.Lock()
+	s.info.Err = err.Error()
+	s.info.Detail = cutText(err.Error(), maxDialogText)
+	s.mu.Unlock()
+	return fmt.Errorf("launch %s: %w", spec.Command, err)
 }
 
 // read copies the PTY's output to the scrollback, the viewers and the
