@@ -131,7 +131,7 @@ func TestEnterWaitsForItsOwnText(t *testing.T) {
 		want int
 	}{
 		{"empty box, the same ending above it", screen("❯ "), 0},
-		{"the text in the box", screen("❯ "+next), 1},
+		{"the text in the box", screen("❯ " + next), 1},
 		{"the text wrapped in the box", screen("❯ message number", "  xxxxxxxxxxxxxx end"), 1},
 		{"a paste's placeholder in the box", screen("❯ [Pasted text #1 +20 lines]"), 1},
 		{"no box drawn", history, 0},
