@@ -55,6 +55,7 @@ type geminiDriver struct {
 	s *Session
 
 	home     string // the agent's HOME
+	dir      string // the agent's working directory
 	id       string // the session id (--session-id)
 	file     string // the chat recording, once found
 	off      int64
@@ -76,6 +77,7 @@ type geminiDriver struct {
 	awaiting  bool      // typed text not yet seen as a user record (locked)
 	reEntered bool      // locked
 	attnFrom  Status    // the status to return to when the dialog is gone (locked)
+	watch     dirWatch  // the recording's directory (worker-owned)
 }
 
 func newGeminiDriver(s *Session) driver { return &geminiDriver{s: s} }
@@ -114,6 +116,7 @@ func (d *geminiDriver) launch(spec Spec) ([]string, []string, error) {
 		d.after = spec.TranscriptAfter
 		d.skipping = strings.HasPrefix(d.after, id+"/")
 	}
+	d.dir = spec.Dir
 	d.resumed = false
 	var args []string
 	if f := d.findByID(); f != "" && geminiHasTurn(f) {
@@ -190,7 +193,63 @@ func (d *geminiDriver) resume(spec *Spec, asked *Spec) {
 	}
 }
 
-func (d *geminiDriver) close() {}
+func (d *geminiDriver) close() { d.watch.stop() }
+
+// follow finds the chat recording and has its directory watched. The CLI
+// makes it at start, in tmp/<project>/chats, the project's short name
+// being in ~/.gemini/projects.json; until that names the agent's folder,
+// ~/.gemini is watched (where projects.json is written). Worker-owned.
+func (d *geminiDriver) follow() {
+	if d.file == "" {
+		d.file = d.findByID()
+	}
+	if d.file != "" {
+		d.watch.follow(d.s, filepath.Dir(d.file))
+		return
+	}
+	dir := filepath.Join(d.home, ".gemini")
+	if short := geminiProject(dir, d.dir); short != "" {
+		dir = filepath.Join(dir, "tmp", short, "chats")
+	}
+	d.watch.follow(d.s, dir)
+}
+
+// geminiProject returns the short name projects.json in gemini gives the
+// folder dir, or "".
+func geminiProject(gemini, dir string) string {
+	b, err := os.ReadFile(filepath.Join(gemini, "projects.json"))
+	if err != nil {
+		return ""
+	}
+	var p struct {
+		Projects map[string]string `json:"projects"`
+	}
+	if json.Unmarshal(b, &p) != nil {
+		return ""
+	}
+	if short, ok := p.Projects[dir]; ok {
+		return short
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		return p.Projects[real]
+	}
+	return ""
+}
+
+// idleWake: a ready Gemini CLI is looked at when its recording's directory
+// (or where it is to be made) changes or it writes to its terminal (its
+// title says its state); typed
+// text not yet recorded is given its Enter again once geminiAckTimeout is
+// over. Without a watch, every pollIdle. Locked.
+func (d *geminiDriver) idleWake() time.Duration {
+	if d.awaiting && !d.reEntered && d.s.p != nil {
+		return untilDue(time.Now(), d.typedAt.Add(geminiAckTimeout+time.Millisecond))
+	}
+	if d.watch.ok {
+		return 0
+	}
+	return pollIdle
+}
 
 // Gemini CLI's title marks (its dynamic window title).
 const (
@@ -206,6 +265,7 @@ func (d *geminiDriver) step(now time.Time, st Status) ([]Text, func()) {
 	s := d.s
 	var texts []Text
 	d.prompts = d.prompts[:0]
+	d.follow()
 	if s.m.opts.Paused == nil || !s.m.opts.Paused(s.key) {
 		var err error
 		if texts, err = d.poll(); err != nil {
