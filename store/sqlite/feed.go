@@ -253,8 +253,9 @@ func (s *Store) catchUp(ctx context.Context, officeIDs []string, fn func(office.
 //
 // last is the data_version read when the store opened: commits by others
 // before that are older than any Watch, whose first catch-up covers them.
-func (s *Store) watchOtherWriters(ctx context.Context, last int64) {
-	changed := fileChanges(s.path, ctx.Done())
+//
+// changed is fileChanges' channel for the database's files, or nil.
+func (s *Store) watchOtherWriters(ctx context.Context, last int64, changed <-chan struct{}) {
 	every := pollInterval
 	if changed != nil {
 		every = notifiedPoll

@@ -128,7 +128,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Store{path: abs, w: w, r: r, ws: newStmts(w), rs: newStmts(r), feed: newFeed(), stop: stop}
-	s.wg.Go(func() { s.watchOtherWriters(runCtx, version) })
+	// The file watch starts here, not in the goroutine: its goroutines
+	// exist once Open returns (a caller counting goroutines sees them all).
+	changed := fileChanges(abs, runCtx.Done())
+	s.wg.Go(func() { s.watchOtherWriters(runCtx, version, changed) })
 	return s, nil
 }
 
