@@ -90,7 +90,7 @@ func TestKeeperKeepsTheExit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.waitFor(t, "crashed", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusCrashed })
+			r.waitFor(t, "crashed", 15*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusCrashed })
 			if got := s.Info().ExitCode; got != want {
 				t.Errorf("exit code %d, want %d", got, want)
 			}
