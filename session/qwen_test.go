@@ -319,3 +319,76 @@ func TestQwenEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestQwenRecordingCursor reads a Qwen Code chat recording (records as
+// 0.24.4 writes them, shortened) as the driver does: the assistant
+// records' text parts are the words (thoughts, tool calls, the empty-reply
+// placeholder and system records are not); user records without a subtype
+// are prompts; after a server restart the office's cursor (a turn end's
+// ID) skips what was acted on, and a cursor of another session skips
+// nothing. The recording is found by the session id, and only one that
+// holds a record is resumed.
+func TestQwenRecordingCursor(t *testing.T) {
+	const id = "00000000-0000-4000-8000-00000000a112"
+	lines := []string{
+		`{"uuid":"u1","parentUuid":null,"sessionId":"` + id + `","type":"user","provenance":"real_user","message":{"role":"user","parts":[{"text":"첫 질문"}]}}`,
+		`{"uuid":"s1","parentUuid":"u1","type":"system","subtype":"attribution_snapshot","systemPayload":{}}`,
+		`{"uuid":"s2","parentUuid":"s1","type":"system","subtype":"ui_telemetry","systemPayload":{"uiEvent":{"response_text":"not the words"}}}`,
+		`{"uuid":"a1","parentUuid":"s2","type":"assistant","message":{"role":"model","parts":[{"text":"생각 중","thought":true},{"text":"답 하나\n[RESULT] a"}]}}`,
+		`{"uuid":"a2","parentUuid":"a1","type":"assistant","message":{"role":"model","parts":[{"functionCall":{"name":"run_shell_command","args":{}}}]}}`,
+		`{"uuid":"t1","parentUuid":"a2","type":"tool_result","message":{"role":"user","parts":[{"functionResponse":{"name":"run_shell_command"}}]}}`,
+		`{"uuid":"a3","parentUuid":"t1","type":"assistant","message":{"role":"model","parts":[{"text":"(empty content)"}]}}`,
+		`{"uuid":"n1","parentUuid":"a3","type":"user","subtype":"notification","message":{"role":"user","parts":[{"text":"background done"}]}}`,
+		`{"uuid":"u2","parentUuid":"n1","type":"user","message":{"role":"user","parts":[{"text":"둘째"}]}}`,
+		`{"uuid":"a4","parentUuid":"u2","type":"assistant","message":{"role":"model","parts":[{"text":"답 "},{"text":"둘"}]}}`,
+	}
+	read := func(after string) (texts, prompts []string) {
+		d := &chatDriver{s: &Session{key: Key{"o", "a"}}, cli: qwenCLI, id: id, seen: map[string]bool{}, after: after, skipping: strings.HasPrefix(after, id+"/")}
+		for _, l := range lines {
+			for _, x := range d.entry([]byte(l)) {
+				texts = append(texts, x.ID+"="+strings.Join(x.Lines, "|"))
+			}
+		}
+		return texts, d.prompts
+	}
+	texts, prompts := read("")
+	if got := strings.Join(texts, " "); got != "a1=답 하나|[RESULT] a a4=답 둘" {
+		t.Errorf("read from the start: %s", got)
+	}
+	if got := strings.Join(prompts, ","); got != "첫 질문,둘째" {
+		t.Errorf("prompts %q", got)
+	}
+	// The office recorded the cursor at the first turn's end (its last
+	// record then was the empty reply).
+	if texts, _ := read(id + "/a3"); strings.Join(texts, " ") != "a4=답 둘" {
+		t.Errorf("after the cursor: %q, want only the second reply", texts)
+	}
+	if texts, _ := read("00000000-0000-4000-8000-000000000000/a3"); len(texts) != 2 {
+		t.Errorf("a cursor of another session: %q, want everything", texts)
+	}
+
+	root := t.TempDir()
+	chats := filepath.Join(root, "projects", "-tmp-work", "chats")
+	if err := os.MkdirAll(chats, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if f := qwenFind(root, id); f != "" {
+		t.Errorf("found %q before any recording", f)
+	}
+	path := filepath.Join(chats, id+".jsonl")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if qwenFind(root, id) != path || qwenHasRecord(path) {
+		t.Errorf("an empty recording: found %q, resumable %v; want found, not resumable", qwenFind(root, id), qwenHasRecord(path))
+	}
+	if err := os.WriteFile(path, []byte(lines[0]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !qwenHasRecord(path) {
+		t.Error("a recording with a record is not resumable")
+	}
+	if qwenFind(root, "../x") != "" || qwenFind(root, "*") != "" {
+		t.Error("an id that is a path or a pattern found a file")
+	}
+}
