@@ -184,8 +184,9 @@ func TestQwenApprovalDialog(t *testing.T) {
 // person wrote there kept); a 90-line Korean reply with one [ASK_USER],
 // taller than the 30-row terminal (Ink clears and repaints its history),
 // is read from the chat recording exactly once, word for word, and gives
-// one question; a restart resumes the conversation (the next request
-// carries the earlier replies) and reads nothing twice.
+// one question; after a restart of the server (a new manager, the
+// office's cursor at the last turn end) the conversation is resumed (the
+// next request carries the earlier replies) and nothing is read twice.
 func TestQwenEndToEnd(t *testing.T) {
 	bin := testenv.CLIBin(t, "qwen")
 	checkGoroutines(t)
@@ -218,7 +219,7 @@ func TestQwenEndToEnd(t *testing.T) {
 	srv.Enqueue(openaitest.Response{Text: reply1, Delay: 5 * time.Millisecond}, openaitest.Response{Text: reply2}, openaitest.Response{Text: reply3})
 
 	r := newRecorder()
-	m := newTestManager(t, r, Options{StopGrace: 2 * time.Second, RestartBackoff: 100 * time.Millisecond})
+	m := newTestManager(t, r, Options{StopGrace: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
 	key := Key{"office", "qwen"}
@@ -233,10 +234,11 @@ func TestQwenEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cur := s // the session shown when the test fails
 	defer func() {
 		if t.Failed() {
-			t.Logf("info %+v; screen:\n%s", s.Info(), strings.Join(s.Screen(), "\n"))
-			rec, _ := os.ReadFile(s.Info().Transcript)
+			t.Logf("info %+v; screen:\n%s", cur.Info(), strings.Join(cur.Screen(), "\n"))
+			rec, _ := os.ReadFile(cur.Info().Transcript)
 			t.Logf("chat recording:\n%s", rec)
 			for _, q := range srv.Requests() {
 				t.Logf("model request %d main=%v: %.100q", q.Seq, q.Main, q.LastUserText())
@@ -279,16 +281,29 @@ func TestQwenEndToEnd(t *testing.T) {
 		return len(turns(ts)) >= 2 && lastStatus(st) == StatusReady
 	})
 
-	if err := m.Restart(ctx, key, nil); err != nil {
+	// The server restarts: a new manager; the office's cursor is the
+	// second turn's end.
+	_, ts = r.snapshot()
+	last := ts[len(ts)-1]
+	if !last.TurnEnd {
+		t.Fatalf("last text %+v, want the turn end", last)
+	}
+	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready after restart", 60*time.Second, func(st []Status, _ []Text) bool {
-		return lastStatus(st) == StatusReady && countStatus(st, StatusStarting) == 2
-	})
-	if !s.Info().Resumed {
-		t.Error("restart did not resume the conversation")
+	r2 := newRecorder()
+	m2 := newTestManager(t, r2, Options{StopGrace: 2 * time.Second})
+	spec.TranscriptAfter = last.ID
+	s2, err := m2.Start(ctx, key, spec)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := s.Send(ctx, "계속해 주세요"); err != nil {
+	cur = s2
+	r2.waitFor(t, "ready after the server's restart", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	if !s2.Info().Resumed {
+		t.Error("the restart did not resume the conversation")
+	}
+	if err := s2.Send(ctx, "계속해 주세요"); err != nil {
 		t.Fatal(err)
 	}
 	r3, err := srv.WaitMain(ctx, 3)
@@ -298,12 +313,12 @@ func TestQwenEndToEnd(t *testing.T) {
 	if !r3.Has("질문: 배포를 진행할까요?") || !r3.Has("[RESULT] 완료") {
 		t.Error("resumed conversation lacks the earlier replies")
 	}
-	r.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 3 && lastStatus(st) == StatusReady
+	r2.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
+		return len(turns(ts)) >= 1 && lastStatus(st) == StatusReady
 	})
-	_, ts = r.snapshot()
+	_, ts2 := r2.snapshot()
 	seen := map[string]bool{}
-	for _, x := range ts {
+	for _, x := range append(ts, ts2...) {
 		if seen[x.ID] {
 			t.Errorf("text %s emitted twice", x.ID)
 		}
@@ -312,10 +327,13 @@ func TestQwenEndToEnd(t *testing.T) {
 			t.Errorf("text %s from %v, want the chat recording", x.ID, x.Source)
 		}
 	}
-	if got := turns(ts); len(got) != 3 || got[1] != reply2 || got[2] != reply3 {
-		t.Errorf("turns: %q", got)
+	if got := turns(ts); len(got) != 2 || got[1] != reply2 {
+		t.Errorf("turns before the restart: %q", got)
 	}
-	if err := m.Stop(ctx, key); err != nil {
+	if got := turns(ts2); len(got) != 1 || got[0] != reply3 {
+		t.Errorf("turns after the restart: %q, want only the new reply (nothing read again)", got)
+	}
+	if err := m2.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}
 }
