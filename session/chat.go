@@ -1,10 +1,7 @@
 package session
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,11 +91,9 @@ type chatDriver struct {
 	s   *Session
 	cli *chatCLI
 
-	root     string // where its recordings are
-	id       string // the session id (--session-id)
-	file     string // the chat recording, once found
-	off      int64
-	partial  []byte
+	root     string          // where its recordings are
+	id       string          // the session id (--session-id)
+	tail     jsonlTail       // the chat recording (its path once found)
 	after    string          // resume cursor (a turn end's ID)
 	skipping bool            // records up to the cursor were acted on
 	seen     map[string]bool // record ids read (a record written again is not new)
@@ -148,7 +143,7 @@ func (d *chatDriver) launch(spec Spec) ([]string, []string, error) {
 		id = uuid.NewString()
 	}
 	if root := d.cli.root(spec); d.root != root || d.id != id {
-		d.root, d.id, d.file, d.off, d.partial = root, id, "", 0, nil
+		d.root, d.id, d.tail = root, id, jsonlTail{}
 		d.seen, d.lastRec = map[string]bool{}, ""
 		d.after = spec.TranscriptAfter
 		d.skipping = strings.HasPrefix(d.after, id+"/")
@@ -172,7 +167,7 @@ func (d *chatDriver) started(spec Spec, info *Info) {
 	d.awaiting, d.reEntered, d.working, d.replied = false, false, false, false
 	info.Resumes = true
 	info.ConversationID = d.id
-	info.Transcript = d.file
+	info.Transcript = d.tail.path
 	info.Resumed = d.resumed
 }
 
@@ -254,7 +249,7 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 	if d.gotReply {
 		d.replied, d.gotReply = true, false
 	}
-	s.info.ConversationID, s.info.Transcript = d.id, d.file
+	s.info.ConversationID, s.info.Transcript = d.id, d.tail.path
 	quiet := !s.lastOutput.IsZero() && now.Sub(s.lastOutput) >= s.spec.Quiescence
 	title := d.cli.state(d.title)
 	switch {
@@ -276,7 +271,7 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 		next = StatusReady
 	case next == StatusBusy && ready && !d.awaiting && (d.working || d.replied):
 		if !d.replied {
-			s.log.Warn("turn ended with no reply recorded", "recording", d.file)
+			s.log.Warn("turn ended with no reply recorded", "recording", d.tail.path)
 		}
 		next = StatusReady
 		texts = append(texts, Text{Key: s.key, ID: d.id + "/" + d.lastRec, Source: FromTranscript, TurnEnd: true})
@@ -345,52 +340,24 @@ func (d *chatDriver) attention(now time.Time, cur Status) Status {
 	return StatusNeedsAttention
 }
 
-// maxChatRead bounds one poll's read of the recording.
-const maxChatRead = 4 << 20
-
-// poll reads the recording's new complete lines.
+// poll reads the recording's new complete lines (jsonlTail: at most
+// maxTranscriptRead a poll, a line longer than maxTranscriptLine skipped).
+// A recording written anew from its start is read again: the ids already
+// read are not new.
 func (d *chatDriver) poll() ([]Text, error) {
-	if d.file == "" {
-		if d.file = d.cli.find(d.root, d.id); d.file == "" {
+	if d.tail.path == "" {
+		if d.tail.path = d.cli.find(d.root, d.id); d.tail.path == "" {
 			return nil, nil
 		}
 	}
-	f, err := os.Open(d.file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() < d.off {
-		d.off, d.partial = 0, nil // rewritten: read again (ids already read are skipped)
-	}
-	if fi.Size() == d.off {
-		return nil, nil
-	}
-	buf := make([]byte, min(fi.Size()-d.off, maxChatRead))
-	n, err := f.ReadAt(buf, d.off)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	data := append(d.partial, buf[:n]...)
-	d.off += int64(n)
-	d.partial = nil
 	var texts []Text
-	for {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			d.partial = append([]byte(nil), data...)
-			break
-		}
-		texts = append(texts, d.entry(data[:i])...)
-		data = data[i+1:]
+	read, err := d.tail.read(func() {}, func(line []byte) { texts = append(texts, d.entry(line)...) })
+	if err != nil {
+		return nil, err
 	}
-	if int64(n) == maxChatRead {
+	if d.tail.more {
 		d.s.poke()
-	} else if d.skipping {
+	} else if read && d.skipping {
 		// The cursor is not in the file: everything in it counts as
 		// acted on, later records are new (never act twice).
 		d.skipping = false
