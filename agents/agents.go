@@ -225,14 +225,17 @@ func (a *Sessions) Restart(ctx context.Context, s engine.SessionSpec) error {
 	return launchErr(a.m.Restart(ctx, key, &sp))
 }
 
-// launchErr turns a launch failure (exec: not found, permission denied)
-// into an error the API shows with its reason.
+// launchErr turns a launch failure (exec: not found, permission denied;
+// no pseudo-terminal left, which is the machine's state, not the
+// request's fault) into an error the API shows with its reason.
 func launchErr(err error) error {
 	var pe *os.PathError
 	var ee *exec.Error
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, session.ErrNoPTY):
+		return office.Errorf(office.EUNAVAILABLE, "%v", err)
 	case errors.As(err, &pe), errors.As(err, &ee):
 		return office.Errorf(office.EINVALID, "%v", err)
 	}

@@ -23,7 +23,8 @@ import (
 // office meanwhile does not bypass the backoff), each crash records its
 // exit code and the last lines of its screen as an event, the sessions
 // row and the session's Info; and a start that cannot launch answers with
-// the reason, not an internal error.
+// the reason, not an internal error, and its session row is failed with
+// the reason.
 func TestCrashBackoffAndReason(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -72,6 +73,17 @@ func TestCrashBackoffAndReason(t *testing.T) {
 	err = r.StartAgent(ctx, as[1].ID)
 	if office.ErrorCode(err) != office.EINVALID || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("start of a missing command: %v (code %s), want EINVALID with the reason", err, office.ErrorCode(err))
+	}
+	// Its session row says so too (as for no pseudo-terminal left).
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		rec, err := st.GetSessionByAgent(ctx, as[1].ID)
+		if err == nil && rec.Status == office.SessionFailed && strings.Contains(rec.Detail, "no such file") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("session row of the agent that could not start: %+v, %v; want failed with the reason", rec, err)
+			break
+		}
 	}
 
 	if err := r.StartAgent(ctx, as[0].ID); err != nil {

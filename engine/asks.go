@@ -43,9 +43,15 @@ func (o *asks) ask(ctx context.Context, src source, a office.Agent, q office.Que
 	if q.ID == "" {
 		q.ID = src.rowID("question/" + q.Category)
 	}
+	id := q.ID
 	q, err := o.store.CreateQuestion(ctx, q)
 	if office.IsConflict(err) {
-		return q, nil // asked already (a replayed message)
+		// Asked already (a replayed message): what it superseded may not
+		// have been cancelled yet (a crash in between).
+		if was, err := o.store.GetQuestion(ctx, id); err == nil {
+			o.supersede(ctx, src, a, was)
+		}
+		return q, nil
 	}
 	if err != nil {
 		return q, fmt.Errorf("create question: %w", err)
@@ -53,7 +59,40 @@ func (o *asks) ask(ctx context.Context, src source, a office.Agent, q office.Que
 	o.sweep.questions.note(q.ExpiresAt)
 	o.setSessionStatus(ctx, a, office.SessionWaiting)
 	_, err = o.event(ctx, a.OfficeID, a.ID, "question.created", map[string]any{"question_id": q.ID, "question": q.Question, "type": q.QuestionType, "options": q.Options, "expires_at": q.ExpiresAt}, "", src.subKey("question/"+q.Category))
+	o.supersede(ctx, src, a, q)
 	return q, err
+}
+
+// supersede cancels the questions still pending that agent a asked before
+// q with the same words: an agent that asks again waits for the new
+// question only (a restarted agent that starts over asks its first
+// question again), so a person sees it once, and no answer goes to a
+// question nobody waits for. An answered question keeps its answer and is
+// delivered as usual. Each cancelled question gets a question.cancelled
+// event with the reason.
+func (o *asks) supersede(ctx context.Context, src source, a office.Agent, q office.Question) {
+	qs, err := o.store.ListQuestions(ctx, office.QuestionFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{office.QuestionPending}})
+	if err != nil {
+		o.log.Warn("list questions asked before", "agent", a.Name, "err", err)
+		return
+	}
+	for _, old := range qs {
+		if old.ID == q.ID || old.Category != q.Category || old.CreatedAt.After(q.CreatedAt) ||
+			strings.TrimSpace(old.Question) != strings.TrimSpace(q.Question) {
+			continue
+		}
+		ok, err := o.store.CancelPendingQuestion(ctx, old.ID)
+		if err != nil {
+			o.log.Warn("cancel superseded question", "question", old.ID, "err", err)
+			continue
+		}
+		if ok {
+			o.record(ctx, a.OfficeID, a.ID, "question.cancelled", map[string]string{
+				"question_id": old.ID, "question": old.Question, "superseded_by": q.ID,
+				"reason": fmt.Sprintf("%s asked the same question again (question %s); only the new one is waited for", a.Name, q.ID),
+			}, src.subKey("supersede/"+old.ID))
+		}
+	}
 }
 
 func (o *asks) onDependency(ctx context.Context, src source, self office.Agent, m protocol.Message) error {

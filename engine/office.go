@@ -137,7 +137,7 @@ type Config struct {
 	// told); default 30 min.
 	ProxyWait time.Duration
 	// ContentRules screen what a PROXY_REQUEST asks a proxy to record
-	// (proxy.ActionRequest.Screen); nil: proxy.DefaultRules.
+	// (proxy.ActionRequest.Screen); nil: proxy.DefaultRules().
 	ContentRules []proxy.Rule
 	// InboxBytes bounds each session's text waiting to be parsed and acted
 	// on (a slow or hung store holds the reader up). Beyond it, screen

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/office-server/office-server/store/sqlite"
 
 	"github.com/office-server/office-server/office"
@@ -92,6 +94,15 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func (h *harness) id(name string) string { return h.agents[name].ID }
+
+func (h *harness) agentName(id string) string {
+	for n, a := range h.agents {
+		if a.ID == id {
+			return n
+		}
+	}
+	return id
+}
 
 // run marks an agent's session running.
 func (h *harness) run(name string) { h.ss.setRunning(h.id(name), true) }
@@ -269,6 +280,101 @@ func TestAnswerDeliveredWhenSessionBack(t *testing.T) {
 	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionReady, PID: 42})
 	h.typed("PO", "> email")
 	h.quiet("PO", 100*time.Millisecond)
+}
+
+// An agent that asks the same question again (a restarted agent that
+// starts over) waits for the new one only: its earlier copy, still
+// pending, is cancelled with the reason in the history. Other questions,
+// another agent's, and an answered copy (its answer is delivered) stay.
+func TestSameQuestionAgainSupersedes(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run("PO")
+	ctx := context.Background()
+	other := "[ASK_USER]\nquestion: Which database?\n[/ASK_USER]"
+	h.say("PO", askBlock)
+	h.say("PO", other)
+	h.say("DEV", askBlock)
+	eventually(t, "three questions", func() bool { return len(h.questions(office.QuestionPending)) == 3 })
+	var first office.Question
+	for _, q := range h.questions() {
+		if q.AgentID == h.id("PO") && q.Question == "Which login method?" {
+			first = q
+		}
+	}
+	// A person answers "Which database?" while PO's process is down.
+	h.ss.setRunning(h.id("PO"), false)
+	for _, q := range h.questions() {
+		if q.Question == "Which database?" {
+			if _, err := h.r.AnswerQuestion(ctx, q.ID, "SQLite", "u1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A new process starts over and asks both again.
+	h.run("PO")
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionStarting, PID: 43})
+	again := h.say("PO", "[ASK_USER]\nquestion: Which login method?  \ncontext: asked again\n[/ASK_USER]\n"+other)
+	eventually(t, "the first copy cancelled", func() bool {
+		q, _ := h.st.GetQuestion(ctx, first.ID)
+		return q.Status == office.QuestionCancelled
+	})
+	h.typed("PO", "> SQLite") // the answered copy keeps its answer
+	pending := map[string]int{}
+	for _, q := range h.questions(office.QuestionPending) {
+		pending[h.agentName(q.AgentID)+": "+q.Question]++
+	}
+	want := map[string]int{"PO: Which login method?": 1, "PO: Which database?": 1, "DEV: Which login method?": 1}
+	if d := cmp.Diff(pending, want); d != "" {
+		t.Errorf("pending questions (-got +want):\n%s", d)
+	}
+	if _, err := h.r.AnswerQuestion(ctx, first.ID, "email", "u1"); office.ErrorCode(err) != office.ECONFLICT {
+		t.Errorf("answer to the cancelled copy: %v, want ECONFLICT", err)
+	}
+	// The same words read again (a re-render, a restart): nothing new.
+	h.sayID("PO", again, "[ASK_USER]\nquestion: Which login method?\n[/ASK_USER]\n"+other)
+	time.Sleep(100 * time.Millisecond)
+	evs, err := h.st.ListEvents(ctx, office.EventFilter{OfficeID: h.office.ID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cancelled []string
+	for _, ev := range evs {
+		if ev.Kind == "question.cancelled" {
+			cancelled = append(cancelled, string(ev.Payload))
+		}
+	}
+	if len(cancelled) != 1 || !strings.Contains(cancelled[0], first.ID) || !strings.Contains(cancelled[0], "PO asked the same question again") {
+		t.Errorf("question.cancelled events %q, want one for %s with the reason", cancelled, first.ID)
+	}
+}
+
+// A question asked again whose row was written by a process that died
+// before it cancelled the earlier copy: the replayed message cancels it.
+func TestSameQuestionAgainAfterCrashWindow(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run("PO")
+	ctx := context.Background()
+	h.say("PO", askBlock)
+	eventually(t, "question", func() bool { return len(h.questions(office.QuestionPending)) == 1 })
+	first := h.questions()[0]
+	// The "previous process" recorded the message and its row, and died.
+	if _, _, err := h.st.AppendEvent(ctx, office.Event{OfficeID: h.office.ID, AgentID: h.id("PO"), Kind: "message.ask_user", DedupeKey: "entry-9#0"}); err != nil {
+		t.Fatal(err)
+	}
+	src := source{officeID: h.office.ID, agentID: h.id("PO"), key: "entry-9#0"}
+	if _, err := h.st.CreateQuestion(ctx, office.Question{ID: src.rowID("question/"), OfficeID: h.office.ID, AgentID: h.id("PO"),
+		QuestionType: office.QuestionSelection, Question: first.Question, Options: first.Options, Status: office.QuestionPending,
+		ExpiresAt: h.clk.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	h.sayID("PO", "entry-9", askBlock)
+	eventually(t, "the first copy cancelled", func() bool {
+		q, _ := h.st.GetQuestion(ctx, first.ID)
+		return q.Status == office.QuestionCancelled
+	})
+	if qs := h.questions(office.QuestionPending); len(qs) != 1 || qs[0].ID != src.rowID("question/") {
+		t.Errorf("pending %+v, want the replayed message's question only", qs)
+	}
 }
 
 func TestQuestionExpires(t *testing.T) {

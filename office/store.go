@@ -72,6 +72,9 @@ type Questions interface {
 	ExpireQuestions(ctx context.Context, now time.Time) ([]Question, error)
 	// CancelQuestion: pending or answered → cancelled.
 	CancelQuestion(ctx context.Context, id string) (ok bool, err error)
+	// CancelPendingQuestion: pending → cancelled; an answered question
+	// keeps its answer (ok=false).
+	CancelPendingQuestion(ctx context.Context, id string) (ok bool, err error)
 	// ListAnsweredUndelivered: status answered, due as d says.
 	ListAnsweredUndelivered(ctx context.Context, d Due) ([]Question, error)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Rule is one content rule: text it matches is refused (docs/notes/office.md,
@@ -41,8 +42,13 @@ func (r Rule) what() string {
 //go:embed content_rules.txt
 var defaultRulesText string
 
-// DefaultRules are the built-in rules, read from content_rules.txt.
-var DefaultRules = mustRules(defaultRulesText)
+// DefaultRules returns the built-in rules, read from content_rules.txt.
+// They are compiled on first use, not at start: every agent's keeper is
+// this program too, and compiled at init they were a tenth of its
+// private memory (issue 17).
+func DefaultRules() []Rule { return defaultRules() }
+
+var defaultRules = sync.OnceValue(func() []Rule { return mustRules(defaultRulesText) })
 
 func mustRules(text string) []Rule {
 	rs, err := ParseRules(nil, text)
@@ -132,7 +138,7 @@ func CheckContent(s, where string, rules []Rule) error {
 // status metadata) against rules; nil rules mean DefaultRules.
 func (r ActionRequest) Screen(rules []Rule) error {
 	if rules == nil {
-		rules = DefaultRules
+		rules = DefaultRules()
 	}
 	for i, t := range r.Tasks {
 		text := strings.Join(append([]string{t.Content, t.EstimatedTime}, t.Dependencies...), "\n")

@@ -109,7 +109,7 @@ func TestContentRules(t *testing.T) {
 		{"리뷰어에게 죽어버려 라고 전해", "toxic.threat"},
 	}
 	for _, tt := range tests {
-		err := CheckContent(tt.text, "task 1", DefaultRules)
+		err := CheckContent(tt.text, "task 1", DefaultRules())
 		if tt.rule == "" {
 			if err != nil {
 				t.Errorf("%q refused: %v", tt.text, err)
@@ -145,7 +145,7 @@ func TestScreen(t *testing.T) {
 }
 
 func TestParseRules(t *testing.T) {
-	rs, err := ParseRules(DefaultRules, "# ours\ncommand.rm-root  \\bnuke\\b\ncustom.codename  (?i)project\\s+x\n!personal.ssn\n")
+	rs, err := ParseRules(DefaultRules(), "# ours\ncommand.rm-root  \\bnuke\\b\ncustom.codename  (?i)project\\s+x\n!personal.ssn\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestParseRules(t *testing.T) {
 		t.Errorf("rule turned off still applies: %v", err)
 	}
 	for _, bad := range []string{"noclass (x)", "a.b", "a.b (", "!nope.none"} {
-		if _, err := ParseRules(DefaultRules, "\n"+bad); err == nil || !strings.Contains(err.Error(), "line 2") {
+		if _, err := ParseRules(DefaultRules(), "\n"+bad); err == nil || !strings.Contains(err.Error(), "line 2") {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
@@ -176,7 +176,7 @@ func FuzzParseRules(f *testing.F) {
 	f.Add("command.x  rm\n!command.x\n")
 	f.Add("a.b (\n")
 	f.Fuzz(func(t *testing.T, text string) {
-		rs, err := ParseRules(DefaultRules, text)
+		rs, err := ParseRules(DefaultRules(), text)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "line ") {
 				t.Fatalf("error without a line: %v", err)

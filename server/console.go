@@ -23,7 +23,7 @@ import (
 //	0x05  c→s   RESUME   send OUTPUT again
 //	0x06  c→s   TAKE     ask for control (granted when nobody else holds it)
 //	0x07  c→s   RELEASE  give control back
-//	0x08  s→c   STATUS   JSON {"control":"none|you|other","viewers":N,"session":"ready","cols":N,"rows":N,"note":"..."}
+//	0x08  s→c   STATUS   JSON {"control":"none|you|other","viewers":N,"session":"ready","detail":"...","cols":N,"rows":N,"note":"..."}
 //	0x09  s→c   RESET    clear the terminal: a fresh replay follows (skip-ahead)
 //
 // The first frame is a STATUS, before any output: it carries the session's
@@ -58,6 +58,7 @@ type ConsoleStatus struct {
 	Control string `json:"control"` // none, you, other
 	Viewers int    `json:"viewers"`
 	Session string `json:"session"`
+	Detail  string `json:"detail,omitempty"` // why the session is in its status (Terminal.Detail)
 	Cols    int    `json:"cols"`
 	Rows    int    `json:"rows"`
 	Note    string `json:"note,omitempty"`
@@ -183,7 +184,7 @@ func (c *consoleConn) closeWith(code int, reason string) {
 func (c *consoleConn) status() ConsoleStatus {
 	s := c.s
 	s.mu.Lock()
-	st := ConsoleStatus{Control: "none", Session: c.term.Status()}
+	st := ConsoleStatus{Control: "none", Session: c.term.Status(), Detail: c.term.Detail()}
 	st.Cols, st.Rows = c.term.Size()
 	if holder, ok := s.controls[c.key]; ok {
 		st.Control = "other"

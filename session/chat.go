@@ -37,6 +37,9 @@ type chatCLI struct {
 	state func(title string) chatState
 	// dialog returns the text of the tool-approval dialog on screen.
 	dialog func(rows []string) string
+	// watchDir is the directory to watch while the recording is not found
+	// yet: where it will be made, or where what names it is written.
+	watchDir func(root, dir string) string
 }
 
 // chatRecord is one record of a chat recording, as the driver needs it.
@@ -92,6 +95,7 @@ type chatDriver struct {
 	cli *chatCLI
 
 	root     string          // where its recordings are
+	dir      string          // the agent's working directory
 	id       string          // the session id (--session-id)
 	tail     jsonlTail       // the chat recording (its path once found)
 	after    string          // resume cursor (a turn end's ID)
@@ -112,6 +116,7 @@ type chatDriver struct {
 	reEntered bool      // locked
 	attnFrom  Status    // the status to return to when the dialog is gone (locked)
 	actionAt  time.Time // the title has said an approval waits since (locked)
+	watch     dirWatch  // the recording's directory (worker-owned)
 }
 
 // agentHome is the agent's HOME: from its environment, the spec, or the
@@ -148,6 +153,7 @@ func (d *chatDriver) launch(spec Spec) ([]string, []string, error) {
 		d.after = spec.TranscriptAfter
 		d.skipping = strings.HasPrefix(d.after, id+"/")
 	}
+	d.dir = spec.Dir
 	d.resumed = false
 	var args []string
 	if f := d.cli.find(d.root, d.id); f != "" && d.cli.resumable(f) {
@@ -224,7 +230,34 @@ func (d *chatDriver) resume(spec *Spec, asked *Spec) {
 	}
 }
 
-func (d *chatDriver) close() {}
+func (d *chatDriver) close() { d.watch.stop() }
+
+// follow finds the chat recording and has its directory watched; until
+// it is found, the directory the CLI says (watchDir). Worker-owned.
+func (d *chatDriver) follow() {
+	if d.tail.path == "" {
+		d.tail.path = d.cli.find(d.root, d.id)
+	}
+	if d.tail.path != "" {
+		d.watch.follow(d.s, filepath.Dir(d.tail.path))
+		return
+	}
+	d.watch.follow(d.s, d.cli.watchDir(d.root, d.dir))
+}
+
+// idleWake: a ready CLI is looked at when its recording's directory (or
+// where it is to be made) changes or it writes to its terminal (its title
+// says its state); typed text not yet recorded is given its Enter again
+// once chatAckTimeout is over. Without a watch, every pollIdle. Locked.
+func (d *chatDriver) idleWake() time.Duration {
+	if d.awaiting && !d.reEntered && d.s.p != nil {
+		return untilDue(time.Now(), d.typedAt.Add(chatAckTimeout+time.Millisecond))
+	}
+	if d.watch.ok {
+		return 0
+	}
+	return pollIdle
+}
 
 // step reads the recording and decides the status from the title: ready
 // at start once the title is idle, the screen still and the composer
@@ -235,6 +268,7 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 	s := d.s
 	var texts []Text
 	d.prompts = d.prompts[:0]
+	d.follow()
 	if s.m.opts.Paused == nil || !s.m.opts.Paused(s.key) {
 		var err error
 		if texts, err = d.poll(); err != nil {

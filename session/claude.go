@@ -185,8 +185,7 @@ type claudeState struct {
 	resolved  time.Time
 	resumed   bool          // the last launch resumed the conversation (--resume)
 	perm      *permListener // the PermissionRequest hook's socket (Options.Hook)
-	watched   string        // the transcript's directory, watched (worker-owned)
-	unwatch   []func()      // ends the watches on the state and transcript directories
+	watch     dirWatch      // the state and transcript directories (worker-owned)
 }
 
 // Hook signals written to the signals file, one per line.
@@ -251,7 +250,7 @@ func newClaudeState(spec Spec, old *claudeState) (*claudeState, error) {
 }
 
 func (c *claudeState) cleanup() {
-	c.stopWatching()
+	c.watch.stop()
 	if c.perm != nil {
 		c.perm.close()
 		c.perm = nil
@@ -474,55 +473,39 @@ func (d *claudeDriver) step(now time.Time, st Status) ([]Text, func()) {
 	return texts, report
 }
 
-// watch has the hooks' signals file and the transcript watched, so that
-// an idle session wakes when they change instead of polling them: once the
-// transcript exists, and again when its path changes. Worker-owned.
+// watch has the hooks' signals file and the transcript's directory
+// watched (dirWatch), so that an idle session wakes when they change
+// instead of polling them; the transcript's directory, or its nearest
+// ancestor, before Claude Code makes it at the first prompt. Worker-owned.
 func (d *claudeDriver) watch() {
-	c := d.c
-	dir := filepath.Dir(c.tr.path)
-	if c.watched == dir {
-		return
-	}
-	w := d.s.m.fileWatcher()
-	if w == nil || statErr(c.tr.path) != nil {
-		return
-	}
-	c.stopWatching()
-	for _, p := range []string{c.stateDir, dir} {
-		stop, err := w.watch(d.s, p)
-		if err != nil {
-			c.stopWatching()
-			return
-		}
-		c.unwatch = append(c.unwatch, stop)
-	}
-	c.watched = dir
-	d.s.poke() // whatever changed before the watches
+	d.c.watch.follow(d.s, d.c.stateDir, filepath.Dir(d.c.tr.path))
 }
 
 // idleWake: a ready Claude Code whose files are watched is looked at when
-// they change or it writes to its terminal; until its transcript exists,
-// every pollIdle. Time alone moves two things on, so they set a timer: a
-// screen that changed is read once it is still (a dialog drawn or gone:
-// output wakes the worker, but before the screen has settled), and typed
-// text not yet submitted is given its Enter again after submitTimeout.
-// Locked.
+// they change or it writes to its terminal. Time alone moves two things
+// on, so they set a timer for when they are due: a screen that changed is
+// read once it has been still for the quiescence period (a dialog drawn
+// or gone: output wakes the worker, but before the screen has settled),
+// and typed text not yet submitted is given its Enter again after
+// submitTimeout. Locked.
 func (d *claudeDriver) idleWake() time.Duration {
 	s := d.s
-	if s.p != nil && (s.lastOutput.After(d.screenSeen) && d.term != nil || d.awaitSubmit && !d.reEntered) {
-		return pollBusy
+	var due time.Time
+	if s.p != nil && d.term != nil && s.lastOutput.After(d.screenSeen) {
+		due = s.lastOutput.Add(s.spec.Quiescence)
 	}
-	if d.c != nil && d.c.watched != "" && d.c.watched == filepath.Dir(d.c.tr.path) {
+	if s.p != nil && d.awaitSubmit && !d.reEntered {
+		if at := s.inputAt.Add(submitTimeout + time.Millisecond); due.IsZero() || at.Before(due) {
+			due = at
+		}
+	}
+	if !due.IsZero() {
+		return untilDue(time.Now(), due)
+	}
+	if d.c != nil && d.c.watch.ok {
 		return 0
 	}
 	return pollIdle
-}
-
-func (c *claudeState) stopWatching() {
-	for _, f := range c.unwatch {
-		f()
-	}
-	c.unwatch, c.watched = nil, ""
 }
 
 // read returns the new transcript entries and hook signals. While the

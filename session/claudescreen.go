@@ -151,3 +151,21 @@ func lastLines(rows []string, n int) []string {
 	}
 	return out
 }
+
+// inputRows returns the rows of Claude Code's prompt box, where text typed
+// into it shows: from the "❯" row right under a rule down to the rule
+// below it (the box grows with its text); none when no box is drawn. The
+// prompts above it in the history start with "❯" too, never under a rule.
+// Locked.
+func (d *claudeDriver) inputRows(rows []string) []string {
+	for i := len(rows) - 1; i > 0; i-- {
+		if strings.HasPrefix(strings.TrimSpace(rows[i]), "❯") && isRule(rows[i-1]) {
+			end := i + 1
+			for end < len(rows) && !isRule(rows[end]) {
+				end++
+			}
+			return rows[i:end]
+		}
+	}
+	return nil
+}

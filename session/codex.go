@@ -64,6 +64,7 @@ type codexDriver struct {
 
 	stateDir string        // the permission socket's directory (Options.Hook)
 	perm     *permListener // the PermissionRequest hook's socket
+	watch    dirWatch      // the rollout's directory (worker-owned)
 }
 
 func newCodexDriver(s *Session) driver { return &codexDriver{s: s} }
@@ -223,7 +224,36 @@ func (d *codexDriver) resume(spec *Spec, asked *Spec) {
 	}
 }
 
+// follow has the rollout's directory watched: the file's once found;
+// before, today's (Codex makes sessions/YYYY/MM/DD and the file in it at
+// the first prompt) and its month's, which sees a day made in another
+// time zone. A directory not made yet is stood in for by its nearest
+// ancestor (dirWatch). Worker-owned.
+func (d *codexDriver) follow() {
+	if d.file != "" {
+		d.watch.follow(d.s, filepath.Dir(d.file))
+		return
+	}
+	day := filepath.Join(d.home, "sessions", time.Now().Format("2006/01/02"))
+	d.watch.follow(d.s, day, filepath.Dir(day))
+}
+
+// idleWake: a ready Codex is looked at when its rollout's directory
+// changes or it writes to its terminal; typed text not yet seen in the
+// rollout is given its Enter again once codexAckTimeout is over. Without a
+// file watcher, every pollIdle. Locked.
+func (d *codexDriver) idleWake() time.Duration {
+	if d.awaiting && !d.reEntered && d.s.p != nil {
+		return untilDue(time.Now(), d.typedAt.Add(codexAckTimeout+time.Millisecond))
+	}
+	if d.watch.ok {
+		return 0
+	}
+	return pollIdle
+}
+
 func (d *codexDriver) close() {
+	d.watch.stop()
 	if d.perm != nil {
 		d.perm.close()
 		d.perm = nil
@@ -304,6 +334,7 @@ func (d *codexDriver) step(now time.Time, st Status) ([]Text, func()) {
 	s := d.s
 	var texts []Text
 	d.prompts = d.prompts[:0]
+	d.follow()
 	if s.m.opts.Paused == nil || !s.m.opts.Paused(s.key) {
 		var err error
 		if texts, err = d.poll(); err != nil {

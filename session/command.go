@@ -140,12 +140,26 @@ func (d *commandDriver) received(now time.Time, a *pendingAck) (bool, error) {
 
 // idleWake: a ready CLI is only read again when it writes (the reader
 // wakes the worker), except output nobody asked for behind a prompt
-// pattern, read once it has settled.
+// pattern, read once it has been still for the quiescence period: a timer
+// for then, none after (a screen that did not end with the prompt then
+// waits for more output). Locked.
 func (d *commandDriver) idleWake() time.Duration {
-	if d.prompt != nil && d.s.lastOutput.After(d.turnEndAt) {
-		return pollIdle
+	s := d.s
+	if d.prompt == nil || !s.lastOutput.After(d.turnEndAt) || s.p == nil {
+		return 0
 	}
-	return 0
+	now, q := time.Now(), s.spec.Quiescence
+	due := s.lastOutput.Add(q)
+	if at := s.p.started.Add(q); at.After(due) {
+		due = at
+	}
+	if !s.inputAt.IsZero() && !s.lastOutput.After(s.inputAt) && s.inputAt.Add(10*q).After(due) {
+		due = s.inputAt.Add(10 * q) // keys typed and not echoed yet (texts)
+	}
+	if now.After(due) {
+		return 0
+	}
+	return untilDue(now, due)
 }
 
 // resume: a CLI restarts blank; nothing to carry over.

@@ -107,3 +107,41 @@ func TestClaudeEnterWhenLanded(t *testing.T) {
 	slices.Sort(d)
 	t.Logf("text written → Enter over %d prompts: p50 %v, max %v", len(d), d[len(d)/2], d[len(d)-1])
 }
+
+// TestEnterWaitsForItsOwnText: the sign that typed text has landed is that
+// text in the program's input box (Claude Code's prompt box), or shown once
+// more than before the typing (programs without a known box) — not the
+// same ending already on screen from an earlier prompt, as the office's
+// prompts often end alike. Taking the history for the sign sent Enter on
+// the first output after the typing (TestClaudeEnterWhenLanded's prompts
+// 13 to 20 end alike; under a load average of 250 one Enter came before
+// Claude Code had read the text, which it then took as a paste).
+func TestEnterWaitsForItsOwnText(t *testing.T) {
+	rule := strings.Repeat("─", 60)
+	earlier, next := "message number xxxxxxxxxxxxx end", "message number xxxxxxxxxxxxxx end"
+	tail := landTail(next)
+	history := []string{"❯ " + earlier, "● OK", "✻ Cooked for 0s · done 12:56 AM"}
+	screen := func(box ...string) []string {
+		return slices.Concat(history, []string{rule}, box, []string{rule, "  ⏵⏵ auto mode on (shift+tab to cycle)"})
+	}
+	d := &claudeDriver{}
+	for _, tc := range []struct {
+		name string
+		rows []string
+		want int
+	}{
+		{"empty box, the same ending above it", screen("❯ "), 0},
+		{"the text in the box", screen("❯ " + next), 1},
+		{"the text wrapped in the box", screen("❯ message number", "  xxxxxxxxxxxxxx end"), 1},
+		{"a paste's placeholder in the box", screen("❯ [Pasted text #1 +20 lines]"), 1},
+		{"no box drawn", history, 0},
+	} {
+		if got := landMarks(d.inputRows(tc.rows), tail); got != tc.want {
+			t.Errorf("%s: %d signs in the box, want %d", tc.name, got, tc.want)
+		}
+	}
+	// Without a known box the count must grow: the echo, not the history.
+	if base, echoed := landMarks(history, tail), landMarks(append(slices.Clone(history), "> "+next), tail); base != 1 || echoed != 2 {
+		t.Errorf("whole screen: %d before the echo, %d after; want 1, 2", base, echoed)
+	}
+}

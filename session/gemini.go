@@ -43,6 +43,41 @@ var geminiCLI = &chatCLI{
 	decode:    geminiDecode,
 	state:     geminiState,
 	dialog:    dialogText,
+	watchDir:  geminiWatchDir,
+}
+
+// geminiWatchDir: the CLI makes the recording at start, in
+// tmp/<project>/chats, the project's short name being in
+// ~/.gemini/projects.json; until that names the agent's folder, ~/.gemini
+// is watched (where projects.json is written).
+func geminiWatchDir(root, dir string) string {
+	gemini := filepath.Dir(root)
+	if short := geminiProject(gemini, dir); short != "" {
+		return filepath.Join(root, short, "chats")
+	}
+	return gemini
+}
+
+// geminiProject returns the short name projects.json in gemini gives the
+// folder dir, or "".
+func geminiProject(gemini, dir string) string {
+	b, err := os.ReadFile(filepath.Join(gemini, "projects.json"))
+	if err != nil {
+		return ""
+	}
+	var p struct {
+		Projects map[string]string `json:"projects"`
+	}
+	if json.Unmarshal(b, &p) != nil {
+		return ""
+	}
+	if short, ok := p.Projects[dir]; ok {
+		return short
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		return p.Projects[real]
+	}
+	return ""
 }
 
 // Gemini CLI's title marks (its dynamic window title).

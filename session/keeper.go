@@ -22,6 +22,10 @@ import (
 // or when the server dies — which it learns from a pipe whose only write
 // end the server holds (EOF: the kernel closed it with the server).
 
+// keeperUnset, as the keeper's --gomaxprocs, removes GOMAXPROCS from the
+// agent's environment.
+const keeperUnset = "unset"
+
 // keeperFD is the keeper's descriptor for the read end of the server's
 // life pipe (the first of exec.Cmd.ExtraFiles).
 const keeperFD = 3
@@ -37,8 +41,8 @@ var (
 )
 
 // keep makes cmd run under the keeper named by argv (Options.Keeper), if
-// any: `argv... --grace D [--uid U --gid G --groups g,h] -- command
-// args...`, with the read end of the server's life pipe as descriptor 3.
+// any: `argv... --grace D [--uid U --gid G --groups g,h] --gomaxprocs V
+// -- command args...`, with the read end of the server's life pipe as descriptor 3.
 // cred, if set, is the agent's user: the keeper stays the server's (so the
 // agent cannot end it and escape) and starts the agent as cred; without a
 // keeper, cmd itself runs as cred.
@@ -69,6 +73,20 @@ func keep(cmd *exec.Cmd, argv []string, grace time.Duration, cred *syscall.Crede
 		return fmt.Errorf("keeper pipe: %w", lifeErr)
 	}
 	args := append(append([]string{}, argv[1:]...), "--grace", grace.String())
+	// The keeper has one thing at a time to do: started with GOMAXPROCS=1
+	// its Go runtime takes 0.2 MB less private memory (measured: 1.98 →
+	// 1.76 MB a keeper). The agent gets the value it was given, or none
+	// (--gomaxprocs).
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	agent, ok := lookup(env, "GOMAXPROCS")
+	if !ok {
+		agent = keeperUnset
+	}
+	cmd.Env = setEnv(env, "GOMAXPROCS", "1")
+	args = append(args, "--gomaxprocs", agent)
 	if cred != nil {
 		groups := make([]string, len(cred.Groups))
 		for i, g := range cred.Groups {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,7 +32,8 @@ const KeeperSupported = true
 //     SIGKILL): SIGTERM to the tree, SIGKILL after the grace period.
 //
 // With --uid (and --gid, --groups) the command runs as that user while the
-// keeper stays the server's, out of the agent's reach.
+// keeper stays the server's, out of the agent's reach. With --gomaxprocs it
+// gets that GOMAXPROCS ("unset": none) instead of the keeper's.
 //
 // stderr gets the reason when the command cannot start (exit code 127).
 func RunKeeper(args []string, stderr io.Writer) int {
@@ -88,6 +90,7 @@ func parseKeeper(args []string, stderr io.Writer) (*keeper, int) {
 	uid := fs.Int("uid", -1, "run the command as this user id")
 	gid := fs.Int("gid", -1, "with this group id")
 	groups := fs.String("groups", "", "and these supplementary group ids, comma-separated")
+	procs := fs.String("gomaxprocs", "", `the command's GOMAXPROCS ("`+keeperUnset+`": none), when the keeper's own is not for it`)
 	if err := fs.Parse(args); err != nil {
 		return nil, 2
 	}
@@ -97,6 +100,13 @@ func parseKeeper(args []string, stderr io.Writer) (*keeper, int) {
 	}
 	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	switch *procs {
+	case "":
+	case keeperUnset:
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
+	default:
+		cmd.Env = setEnv(os.Environ(), "GOMAXPROCS", *procs)
+	}
 	// A keeper killed outright (SIGKILL) cannot end the tree: the agent
 	// at least goes with it, rather than running on beside the session's
 	// next process.

@@ -4,8 +4,10 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -103,6 +105,41 @@ func TestKeeperMissingCommand(t *testing.T) {
 	_, err := m.Start(context.Background(), Key{"o", "a"}, Spec{Kind: KindCommand, Command: "/nonexistent/agent-cli", Env: []string{keeperEnv}})
 	if err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("start of a missing command: %v, want the reason", err)
+	}
+}
+
+// TestKeeperGOMAXPROCS: the keeper runs with GOMAXPROCS=1 (less memory),
+// and the agent under it with the GOMAXPROCS it was given, or none.
+func TestKeeperGOMAXPROCS(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "") // set or not where the test runs: the spec says
+	os.Unsetenv("GOMAXPROCS")
+	for _, tc := range []struct{ env, want string }{{"", "none"}, {"GOMAXPROCS=3", "3"}} {
+		t.Run(tc.want, func(t *testing.T) {
+			r := newRecorder()
+			m := newTestManager(t, r, Options{Keeper: []string{os.Args[0]}})
+			out := filepath.Join(t.TempDir(), "env")
+			env := []string{keeperEnv}
+			if tc.env != "" {
+				env = append(env, tc.env)
+			}
+			s, err := m.Start(context.Background(), Key{"o", "a"}, Spec{Kind: KindCommand, Command: script(t, `echo "${GOMAXPROCS-none}" > `+out+`.tmp; mv `+out+`.tmp `+out+`; exec sleep 100`), Env: env})
+			if err != nil {
+				t.Fatal(err)
+			}
+			keeper, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", s.Info().PID))
+			if !slices.Contains(strings.Split(string(keeper), "\x00"), "GOMAXPROCS=1") {
+				t.Errorf("the keeper's environment lacks GOMAXPROCS=1: %q", keeper)
+			}
+			var got []byte
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if got, err = os.ReadFile(out); err == nil {
+					break
+				}
+			}
+			if strings.TrimSpace(string(got)) != tc.want {
+				t.Errorf("the agent's GOMAXPROCS: %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 

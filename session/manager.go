@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/exec"
 	"sync"
 	"time"
+
+	"github.com/creack/pty"
 )
 
 // Manager owns the sessions: one per Key.
@@ -19,6 +23,10 @@ type Manager struct {
 
 	watchOnce sync.Once
 	watcher   *fileWatcher // nil where files cannot be watched
+
+	// startPTY starts a command in a new PTY (pty.StartWithSize; tests
+	// make it fail).
+	startPTY func(*exec.Cmd, *pty.Winsize) (*os.File, error)
 }
 
 // fileWatcher returns the manager's file watcher, started on first use;
@@ -64,12 +72,13 @@ func NewManager(opts Options) *Manager {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{opts: opts, sessions: make(map[Key]*Session)}
+	return &Manager{opts: opts, sessions: make(map[Key]*Session), startPTY: pty.StartWithSize}
 }
 
 // Start starts a session for key. It fails with ErrExists if one is running
 // (a session whose agent exited or failed is replaced), or when the first
-// launch fails (the command cannot be started).
+// launch fails (the command cannot be started, ErrNoPTY): then the status
+// reported is failed, with the reason as Info.Err and Detail.
 func (m *Manager) Start(ctx context.Context, key Key, spec Spec) (*Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -108,6 +117,9 @@ func (m *Manager) Start(ctx context.Context, key Key, spec Spec) (*Session, erro
 		delete(m.sessions, key)
 		m.mu.Unlock()
 		s.cleanup()
+		// Whoever follows the statuses learns why: the agent did not
+		// start (no pseudo-terminal left, the command not found).
+		s.setStatus(StatusFailed)
 		return nil, fmt.Errorf("start session %s: %w", key, err)
 	}
 	go s.run()

@@ -57,17 +57,11 @@ func (s *Session) launch() error {
 		err = keep(cmd, s.m.opts.Keeper, s.m.opts.StopGrace, cred)
 	}
 	if err != nil {
-		s.mu.Lock()
-		s.info.Err = err.Error()
-		s.mu.Unlock()
-		return fmt.Errorf("launch %s: %w", spec.Command, err)
+		return s.launchFailed(spec, err)
 	}
-	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(spec.Cols), Rows: uint16(spec.Rows)})
+	ptmx, err := s.m.startPTY(cmd, &pty.Winsize{Cols: uint16(spec.Cols), Rows: uint16(spec.Rows)})
 	if err != nil {
-		s.mu.Lock()
-		s.info.Err = err.Error()
-		s.mu.Unlock()
-		return fmt.Errorf("launch %s: %w", spec.Command, err)
+		return s.launchFailed(spec, ptyError(err))
 	}
 	ptmx = pollablePTY(ptmx)
 	p := &proc{cmd: cmd, pty: ptmx, exited: make(chan struct{}), readerDone: make(chan struct{}), started: time.Now()}
@@ -98,6 +92,16 @@ func (s *Session) launch() error {
 	return nil
 }
 
+// launchFailed records why the process could not start (Info.Err and
+// Detail, which its next status report carries) and returns err.
+func (s *Session) launchFailed(spec Spec, err error) error {
+	s.mu.Lock()
+	s.info.Err = err.Error()
+	s.info.Detail = cutText(err.Error(), maxDialogText)
+	s.mu.Unlock()
+	return fmt.Errorf("launch %s: %w", spec.Command, err)
+}
+
 // read copies the PTY's output to the scrollback, the viewers and the
 // screen. It never waits for a consumer.
 func (s *Session) read(p *proc) {
@@ -106,6 +110,7 @@ func (s *Session) read(p *proc) {
 	for {
 		n, err := p.pty.Read(buf)
 		if n > 0 {
+			s.outputs.Add(1)
 			chunk := make([]byte, n)
 			copy(chunk, buf[:n])
 			s.broadcast(chunk)
@@ -165,6 +170,7 @@ func (s *Session) run() {
 	defer close(s.done)
 	tick := time.NewTimer(pollBusy)
 	defer tick.Stop()
+	paused := s.m.opts.Paused
 	for {
 		var exited chan struct{}
 		s.mu.Lock()
@@ -173,8 +179,10 @@ func (s *Session) run() {
 		}
 		// Poll often while something is expected (start-up, a turn, queued
 		// input, typed text not yet acknowledged); an idle session wakes
-		// only when its driver asks (output, Send and exits wake it at
-		// once).
+		// only when its driver asks (output, Send, exits and the files it
+		// watches wake it at once). While the consumer is behind
+		// (Options.Paused) the files are left unread: look again later,
+		// nothing else says when it has caught up.
 		d := pollIdle
 		if st := s.info.Status; st == StatusStarting || st == StatusBusy || len(s.sendQ) > 0 || s.ack != nil {
 			d = pollBusy
@@ -182,6 +190,9 @@ func (s *Session) run() {
 			d = w.idleWake()
 		}
 		s.mu.Unlock()
+		if d == 0 && paused != nil && paused(s.key) {
+			d = pollIdle
+		}
 		if d > 0 {
 			tick.Reset(d)
 		} else {
@@ -199,6 +210,7 @@ func (s *Session) run() {
 			}
 		case <-s.wake:
 		case <-tick.C:
+			s.timerWakes.Add(1)
 		}
 		s.step()
 	}
@@ -206,8 +218,8 @@ func (s *Session) run() {
 
 // idleWaker is a driver that knows how soon an idle session (ready,
 // nothing queued) must look again; 0: not until something happens (output,
-// Send, an exit or a control request wake the worker). Drivers without it
-// look every pollIdle.
+// Send, an exit, a control request or a watched file wake the worker).
+// Drivers without it look every pollIdle. Locked.
 type idleWaker interface {
 	idleWake() time.Duration // locked
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // KindQwen runs Qwen Code and reads its words from the chat it records,
@@ -48,6 +49,26 @@ var qwenCLI = &chatCLI{
 	decode:       qwenDecode,
 	state:        qwenState,
 	dialog:       func(rows []string) string { return approvalDialog(rows, nil) },
+	watchDir:     qwenWatchDir,
+}
+
+// qwenWatchDir is where the recording of the agent's folder dir is made
+// (at the first prompt): projects/<dir, every UTF-16 unit but ASCII
+// letters and digits turned to '-'>/chats under root; the nearest
+// existing ancestor is watched until it is made.
+func qwenWatchDir(root, dir string) string {
+	var b strings.Builder
+	for _, r := range dir {
+		switch {
+		case r < 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r)):
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			b.WriteString("--")
+		default:
+			b.WriteByte('-')
+		}
+	}
+	return filepath.Join(root, "projects", b.String(), "chats")
 }
 
 // qwenDir is Qwen Code's own directory: $QWEN_HOME, or ~/.qwen.

@@ -110,38 +110,61 @@ func questions(msgs []protocol.Message) []string {
 }
 
 // TestRepaintCaptures replays real captures of TUI agents that paint their
-// history again (docs/notes/screen.md, "Repaints"): each [ASK_USER] the
-// agent printed comes out exactly once, in order, the same block printed
-// again in a later turn on purpose included, whatever the write sizes.
+// history again (docs/notes/screen.md, "Repaints"): each block the agent
+// printed comes out exactly once, in order, with its fields, the same
+// block printed again in a later turn on purpose included, whatever the
+// write sizes.
 func TestRepaintCaptures(t *testing.T) {
 	const q = "배포를 진행할까요? 이 질문은 화면 폭보다 길어서 프로그램이 스스로 줄을 바꿔 그립니다 — 결제 모듈과 로그인 모듈을 함께 올립니다."
+	const task = "로그인 화면을 만들어 주세요. 이 작업 설명은 길어서 화면 폭을 넘고 프로그램이 줄을 바꿔 그립니다 — 결제 화면과 같은 모양으로."
+	ask := string(protocol.KindAskUser)
 	tests := []struct {
-		name string
-		want int // ASK_USER messages
+		name  string
+		kinds []string // the messages, in order
 	}{
 		// Qwen Code 0.24.4 (Ink): the history is painted again after
 		// ESC[2J ESC[3J ESC[H on every frame once the reply is taller than
-		// the screen. Two turns, each with the block: two questions.
-		{"qwen_repaint", 3},
-		// Codex 0.169.0 on the alternate screen: turn 2's block scrolled
-		// out of the viewport before the turn ended, so the screen shows
-		// only turn 1's (the limit docs/notes/screen.md states; Codex's
-		// rollout file has both).
-		{"codex_repaint", 3},
+		// the screen. Three turns, each with the block: three questions.
+		{"qwen_repaint", []string{ask, ask, ask}},
+		// Codex 0.169.0 on the alternate screen, scrolling its history
+		// inside it.
+		{"codex_repaint", []string{ask, ask, ask}},
+		// Gemini CLI 0.61.0 (Ink, the main screen): three replies taller
+		// than the screen, cleared (ED 2, ED 3) and painted again on every
+		// frame, resized in the middle of the first. The old position-only
+		// path (before the screen document) read this capture as 142
+		// ASK_USER and 98 INVOKE messages.
+		{"gemini_repaint", []string{"INVOKE", ask, ask, ask}},
+		// Gemini CLI 0.61.0: a long reply, a resize after it that the CLI
+		// does not answer with a repaint (the terminal reflows the history:
+		// the screen model must not cut the question's rows), two short
+		// replies below it.
+		{"gemini_resize", []string{"INVOKE", ask, ask, ask}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := loadCapture(t, tt.name)
 			for _, size := range []int{1 << 20, 4093, 517, 61} {
-				got := questions(replayCapture(c, size))
-				if len(got) != tt.want {
-					t.Fatalf("writes of %d: %d questions, want %d: %q", size, len(got), tt.want, got)
+				msgs := replayCapture(c, size)
+				var kinds []string
+				for _, m := range msgs {
+					kinds = append(kinds, string(m.Kind))
 				}
-				for i, g := range got {
-					// The TUI broke the long question itself: the same
-					// words, with its line break.
-					if strings.Join(strings.Fields(g), " ") != q {
-						t.Errorf("writes of %d: question %d = %q", size, i, g)
+				if strings.Join(kinds, " ") != strings.Join(tt.kinds, " ") {
+					t.Fatalf("writes of %d: messages %v, want %v", size, kinds, tt.kinds)
+				}
+				for i, m := range msgs {
+					switch {
+					case m.Question != nil:
+						// The TUI broke the long question itself: the
+						// same words, with its line break.
+						if strings.Join(strings.Fields(m.Question.Question), " ") != q || m.Question.Type != "confirmation" {
+							t.Errorf("writes of %d: message %d: question %q, type %q", size, i, m.Question.Question, m.Question.Type)
+						}
+					case m.Invoke != nil:
+						if m.Target != "개발자" || strings.Join(strings.Fields(m.Invoke.Task), " ") != task || m.Invoke.Context != "이슈 #13" {
+							t.Errorf("writes of %d: message %d: invoke %q: %q, context %q", size, i, m.Target, m.Invoke.Task, m.Invoke.Context)
+						}
 					}
 				}
 			}

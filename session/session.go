@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -273,6 +274,11 @@ type Session struct {
 	// worker-owned
 	ack     *pendingAck
 	restart <-chan time.Time
+
+	// Counters the tests read: the worker's wakes by its timer (no
+	// event; an idle session has none, issue 17) and the PTY's reads.
+	timerWakes atomic.Int64
+	outputs    atomic.Int64
 }
 
 func newSession(m *Manager, key Key, spec Spec) *Session {

@@ -173,11 +173,15 @@ func (s *Session) typeText(p *proc, text string, paste bool) error {
 	default:
 		body = replaceNewlines(text, "\r")
 	}
+	tail := landTail(text)
+	s.mu.Lock()
+	base := s.landMarksLocked(tail)
+	s.mu.Unlock()
 	wrote := time.Now()
 	if err := write(body); err != nil {
 		return err
 	}
-	if err := s.awaitLanded(p, text, wrote); err != nil {
+	if err := s.awaitLanded(p, tail, base, wrote); err != nil {
 		return err
 	}
 	return write("\r")
@@ -187,19 +191,22 @@ func (s *Session) typeText(p *proc, text string, paste bool) error {
 // so that the Enter that follows submits it rather than joining it (a TUI
 // that reads a burst of keys as a paste takes an Enter in the same burst
 // for a line break). The exact signal is the program's own redraw: output
-// after the write whose screen shows the text's tail (or Claude Code's
-// "[Pasted text" placeholder for a long paste). Options.EnterDelay bounds
-// the wait for programs that show nothing (no echo).
+// after the write that shows the text's tail (or Claude Code's "[Pasted
+// text" placeholder for a long paste) once more than the base count from
+// before the write — in the input box where the driver knows it. The text
+// is often on screen already (an earlier prompt ending the same way, as the
+// office's do, in the history above the box): seeing it there is no sign,
+// and an Enter sent on it under load came too early. Options.EnterDelay
+// bounds the wait for programs that show nothing (no echo).
 //
 // The reader goroutine keeps the screen current while the worker waits
 // here; it pokes the worker's wake channel on every chunk.
-func (s *Session) awaitLanded(p *proc, text string, wrote time.Time) error {
-	tail := landTail(text)
+func (s *Session) awaitLanded(p *proc, tail string, base int, wrote time.Time) error {
 	bound := time.NewTimer(s.m.opts.EnterDelay)
 	defer bound.Stop()
 	for {
 		s.mu.Lock()
-		landed := s.p == p && s.lastOutput.After(wrote) && screenHas(s.drv.screen(), tail)
+		landed := s.p == p && s.lastOutput.After(wrote) && s.landMarksLocked(tail) > base
 		s.mu.Unlock()
 		if landed {
 			s.log.Debug("enter", "after", time.Since(wrote), "landed", true)
@@ -216,6 +223,26 @@ func (s *Session) awaitLanded(p *proc, text string, wrote time.Time) error {
 	}
 }
 
+// inputBox is a driver that knows which rows of its screen are its input
+// box (Claude Code's prompt box). Locked.
+type inputBox interface {
+	inputRows(rows []string) []string
+}
+
+// landMarksLocked counts the signs on screen that a text with this tail
+// was taken: in the driver's input box when it has one, else on the whole
+// screen. Locked.
+func (s *Session) landMarksLocked(tail string) int {
+	if s.drv == nil {
+		return 0
+	}
+	rows := s.drv.screen()
+	if b, ok := s.drv.(inputBox); ok {
+		rows = b.inputRows(rows)
+	}
+	return landMarks(rows, tail)
+}
+
 // landTail is what of text a program shows once it took it: the last 16
 // non-space characters (screens wrap and indent, so spaces are not
 // compared).
@@ -227,19 +254,21 @@ func landTail(text string) string {
 	return string(r)
 }
 
-// screenHas reports whether the screen rows, joined without their spaces,
-// contain tail, or show Claude Code's placeholder for a pasted text.
-func screenHas(rows []string, tail string) bool {
+// landMarks counts, in rows joined without their spaces, the occurrences
+// of tail and of Claude Code's placeholder for a pasted text.
+func landMarks(rows []string, tail string) int {
 	var b strings.Builder
+	n := 0
 	for _, r := range rows {
-		if strings.Contains(r, "[Pasted text") {
-			return true
-		}
+		n += strings.Count(r, "[Pasted text")
 		for _, f := range strings.Fields(r) {
 			b.WriteString(f)
 		}
 	}
-	return tail != "" && strings.Contains(b.String(), tail)
+	if tail != "" {
+		n += strings.Count(b.String(), tail)
+	}
+	return n
 }
 
 // Input writes raw keystrokes from the console's controlling viewer. A line

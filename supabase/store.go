@@ -651,6 +651,19 @@ func (s *Store) CancelQuestion(ctx context.Context, id string) (bool, error) {
 	return len(rows) == 1, err
 }
 
+// CancelPendingQuestion implements office.Store; see its contract in office/store.go.
+func (s *Store) CancelPendingQuestion(ctx context.Context, id string) (bool, error) {
+	if !validID(id) {
+		return false, nil
+	}
+	rows, err := patch[office.Question](ctx, s, "cancel pending question", "user_questions",
+		map[string]any{"status": office.QuestionCancelled, "updated_at": s.stamp()},
+		func(f *postgrest.FilterBuilder) *postgrest.FilterBuilder {
+			return f.Eq("id", id).Eq("status", office.QuestionPending)
+		})
+	return len(rows) == 1, err
+}
+
 // ListAnsweredUndelivered implements office.Store; see its contract in office/store.go.
 func (s *Store) ListAnsweredUndelivered(ctx context.Context, d office.Due) ([]office.Question, error) {
 	if d.AgentID != "" && !validID(d.AgentID) {

@@ -133,6 +133,7 @@ func browserConsole(t *testing.T, bin string, width, height int, suffix string) 
 		t.Fatalf("take control: %v", err)
 	}
 	typeLine("hello-from-the-browser")
+	sameStatus(t, ctx, "echo", "waiting for input") // working, then ready again
 	termHas("echo: hello-from-the-browser")
 
 	// po asked a question: it is first on the page, counted in the header
@@ -220,6 +221,18 @@ func browserConsole(t *testing.T, bin string, width, height int, suffix string) 
 		t.Fatalf("history or results: %v", err)
 	}
 	screenshot("console.png")
+	// Restarted from its row, po starts over and asks its first question
+	// again: the question the old process left is cancelled, and the
+	// history says why.
+	left := r.waitQuestion(t, officeID, office.QuestionPending, 20*time.Second)
+	click(`tr.agent[data-name="po"] button.restart`)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.Search(`//ol[@id="events"]/li[@data-kind="question.cancelled"][contains(.,"po asked the same question again (question ")]`))); err != nil {
+		t.Fatalf("the cancelled question's reason is not in the history: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitNotPresent(chromedp.CSS(`#attention form.question[data-id="`+left.ID+`"]`))); err != nil {
+		t.Fatalf("the cancelled question is still listed: %v", err)
+	}
+	checkCount(1) // the new question only
 	// Bookkeeping is hidden by default; the history filters by agent.
 	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#events li[data-kind="message.delivered"], #events li[data-kind="question.delivered"], #events li[data-kind^="transcript."]').length`))
 	if err != nil || hidden != 0 {
@@ -257,4 +270,31 @@ func browserConsole(t *testing.T, bin string, width, height int, suffix string) 
 	typeLine("typed-in-plain-view")
 	termHas("echo: typed-in-plain-view")
 	screenshot("console-plain.png")
+}
+
+// sameStatus reads, every 20 ms, the status the open terminal's header
+// shows and the one the agent's row in the table shows: they must be the
+// same at every moment (one source). It watches until the status has
+// changed and settled on until (so that a change was seen being shown),
+// or fails after 20 s.
+func sameStatus(t *testing.T, ctx context.Context, agent, until string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[document.querySelector('#termstatus').textContent.split(' · ')[0],
+			document.querySelector('tr.agent[data-name="`+agent+`"] .pill').textContent]`))
+		if err != nil {
+			t.Fatalf("read statuses: %v", err)
+		}
+		if got[0] != got[1] {
+			t.Fatalf("%s's terminal header says %q while its row says %q", agent, got[0], got[1])
+		}
+		seen[got[0]] = true
+		if len(seen) > 1 && got[0] == until {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s's status did not change and settle on %q within 20 s (seen %v)", agent, until, seen)
+		}
+	}
 }

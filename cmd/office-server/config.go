@@ -282,13 +282,13 @@ func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, erro
 // cannot be read or holds a bad rule stops the server with the line.
 func contentRules(file string) ([]proxy.Rule, error) {
 	if file == "" {
-		return proxy.DefaultRules, nil
+		return proxy.DefaultRules(), nil
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("content rules: %w", err)
 	}
-	rules, err := proxy.ParseRules(proxy.DefaultRules, string(b))
+	rules, err := proxy.ParseRules(proxy.DefaultRules(), string(b))
 	if err != nil {
 		return nil, fmt.Errorf("content rules %s: %w", file, err)
 	}

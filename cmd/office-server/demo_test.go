@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -59,5 +60,57 @@ func TestDemoLoopStaysClean(t *testing.T) {
 	}
 	if dev := r.replay(t, oid, "dev"); !strings.Contains(dev, "dev: I work on tasks other agents give me") {
 		t.Errorf("dev never answered the person's words:\n%s", dev)
+	}
+
+	// The operator restarts po while its fourth question waits: the new
+	// process starts over and asks again; the old question is cancelled,
+	// with the reason in the history, and one question is pending.
+	old := r.waitQuestion(t, oid, office.QuestionPending, 20*time.Second)
+	post("/api/offices/"+oid+"/agents/"+r.agentID(t, oid, "po")+"/restart", "")
+	deadline := time.Now().Add(20 * time.Second)
+	var pending []office.Question
+	for {
+		r.get(t, "/api/offices/"+oid+"/questions?status=pending", &pending)
+		var was office.Question
+		r.get(t, "/api/questions/"+old.ID, &was)
+		if len(pending) == 1 && pending[0].ID != old.ID && was.Status == office.QuestionCancelled {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after po's restart: old question %s, %d pending %+v; want it cancelled and one new question:\n%s", was.Status, len(pending), pending, r.replay(t, oid, "po"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var evs []office.Event
+	r.get(t, "/api/offices/"+oid+"/events?limit=1000", &evs)
+	var reason string
+	for _, ev := range evs {
+		if ev.Kind == "question.cancelled" && strings.Contains(string(ev.Payload), old.ID) {
+			var p struct{ Reason string }
+			_ = json.Unmarshal(ev.Payload, &p)
+			reason = p.Reason
+		}
+	}
+	if !strings.Contains(reason, "po asked the same question again") {
+		t.Errorf("the cancelled question's event gives the reason %q", reason)
+	}
+	// The loop goes on from the new question.
+	post("/api/questions/"+pending[0].ID+"/answer", `{"response":"`+pending[0].Options[0]+`"}`)
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		var results []office.Result
+		r.get(t, "/api/offices/"+oid+"/results", &results)
+		if len(results) == 4 {
+			break
+		}
+		if len(results) > 4 || time.Now().After(deadline) {
+			t.Fatalf("after the restart: %d results, want 4:\n%s", len(results), r.replay(t, oid, "po"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var last []office.Question
+	r.get(t, "/api/offices/"+oid+"/questions?status=pending", &last)
+	if len(last) > 1 {
+		t.Errorf("%d pending questions after the round, want at most one", len(last))
 	}
 }

@@ -11,7 +11,9 @@
 //	      waits for the answer, gives the developer the task ([INVOKE:dev]),
 //	      waits for the result, completes the phase, and starts over. While
 //	      it waits for one thing, anything else (a result, a notice, another
-//	      agent's words) is acknowledged and not taken for it.
+//	      agent's words) is acknowledged and not taken for it. A restarted
+//	      po starts over at round 1; its question, the same words, makes
+//	      the office cancel the one the old process left pending.
 //	dev   waits for a task ("[OFFICE] Task <id> from <agent>"), prints its
 //	      steps, and delivers the result to the agent that gave the task
 //	      ([DELIVER_RESULT:<agent>]). Anything else it is told gets a

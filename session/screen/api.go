@@ -185,11 +185,16 @@ func (s *Screen) Size() (cols, rows int) {
 }
 
 // Resize changes the screen to cols x rows (each at least 1, at most
-// MaxCols x MaxRows), as a terminal
-// window does: rows are cut or padded on the right (no reflow: the program
-// redraws after SIGWINCH), and when the screen gets shorter than the cursor
-// row, rows from the top scroll off (into TakeScrolled on the main screen)
-// so the cursor's row stays visible. Scroll margins are reset.
+// MaxCols x MaxRows), as a terminal window does. When the screen gets
+// shorter than the cursor row, rows from the top scroll off (into
+// TakeScrolled on the main screen) so the cursor's row stays visible. A
+// new width reflows the main screen's lines as tmux and most terminals do
+// (see reflow): a line wider than the screen is wrapped onto more rows
+// rather than cut, rows the terminal wrapped are joined again when there
+// is room, the rows that no longer fit scroll off the top, and the cursor
+// stays on its character. The alternate screen is cut or padded on the
+// right (a full-screen program redraws after SIGWINCH). Scroll margins are
+// reset.
 func (s *Screen) Resize(cols, rows int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -198,6 +203,9 @@ func (s *Screen) Resize(cols, rows int) {
 		return
 	}
 	s.clears++
+	// The main screen's lines are wrapped anew to the new width (below),
+	// as terminals that reflow do; the alternate screen is cut or padded.
+	reflow := cols != s.cols && !s.altActive
 	// Rows first, at the old width, so scrolled rows render as they were.
 	if s.altActive {
 		s.resizeRows(s.alt, &s.y, rows, false)
@@ -205,7 +213,16 @@ func (s *Screen) Resize(cols, rows int) {
 		s.resizeRows(s.main, &y, rows, true)
 		s.main.saved.y = y
 	} else {
-		s.resizeRows(s.main, &s.y, rows, true)
+		if reflow {
+			// Only the rows below the cursor go now; the rows above
+			// that no longer fit scroll off after the reflow, at the
+			// new width (tmux reflows them in its history).
+			if k := min(len(s.main.rows)-rows, len(s.main.rows)-1-s.y); k > 0 {
+				s.main.rows = s.main.rows[:len(s.main.rows)-k]
+			}
+		} else {
+			s.resizeRows(s.main, &s.y, rows, true)
+		}
 		if s.alt != nil {
 			y := s.alt.saved.y
 			s.resizeRows(s.alt, &y, rows, false)
@@ -213,6 +230,10 @@ func (s *Screen) Resize(cols, rows int) {
 		}
 	}
 	s.rows = rows
+	x, y, wrapNext := min(s.x, cols-1), min(s.y, rows-1), false
+	if reflow {
+		x, y, wrapNext = s.reflow(cols)
+	}
 	for _, b := range []*buffer{s.main, s.alt} {
 		if b == nil {
 			continue
@@ -230,8 +251,7 @@ func (s *Screen) Resize(cols, rows int) {
 	s.tabs = tabs
 	s.cols = cols
 	s.top, s.bot = 0, rows-1
-	s.x, s.y = min(s.x, cols-1), min(s.y, rows-1)
-	s.wrapNext = false
+	s.x, s.y, s.wrapNext = x, y, wrapNext
 }
 
 // resizeRows makes b rows tall; when *y would fall off the bottom, the rows
@@ -256,6 +276,7 @@ func resizeCols(r *row, cols int) {
 	if cols < len(r.cells) {
 		r.cells = r.cells[:cols]
 		r.end = min(r.end, cols)
+		r.used = min(r.used, cols)
 		if r.cells[cols-1].kind == kindWide {
 			r.cells[cols-1] = cell{}
 		}

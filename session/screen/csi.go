@@ -154,6 +154,7 @@ func (s *Screen) esc(cmd ansi.Cmd) {
 					s.cur.rows[y].cells[x] = cell{r: 'E'}
 				}
 				s.cur.rows[y].end = s.cols
+				s.cur.rows[y].used = s.cols
 				s.cur.rows[y].comb = nil
 			}
 		}

@@ -65,33 +65,125 @@ func trimEmpty(ls []string) []string {
 	return ls
 }
 
+// eraseSaved is ED 3, the erase of the saved lines (the scrollback).
+var eraseSaved = []byte("\x1b[3J")
+
 // replay renders data through a Screen, resizing where meta says, writing
-// at most chunk bytes at a time (0: everything at once).
+// at most chunk bytes at a time (0: everything at once). The rows the model
+// lets scroll off are final (a reader has taken them), while a terminal's
+// history changes: it loses its rows at ED 3 (Ink programs clear it before
+// painting their history again) and tmux reflows it at a resize. So that
+// the rendering compares with tmux's, the scrolled rows are kept here as a
+// history that does both (history).
 func replay(data []byte, meta captureMeta, chunk int) rendering {
 	s := New(meta.Cols, meta.Rows)
-	var r rendering
+	var h history
 	write := func(p []byte) {
 		for len(p) > 0 {
-			n := len(p)
-			if chunk > 0 && chunk < n {
-				n = chunk
+			// Up to the end of the next ED 3, in writes of chunk.
+			part := p
+			if i := bytes.Index(p, eraseSaved); i >= 0 {
+				part = p[:i+len(eraseSaved)]
 			}
-			s.Write(p[:n])
-			p = p[n:]
+			p = p[len(part):]
+			for q := part; len(q) > 0; {
+				n := len(q)
+				if chunk > 0 && chunk < n {
+					n = chunk
+				}
+				s.Write(q[:n])
+				q = q[n:]
+			}
+			h.take(s)
+			if bytes.HasSuffix(part, eraseSaved) {
+				h = nil
+			}
 		}
-		r.Scrolled = append(r.Scrolled, s.TakeScrolled()...)
 	}
 	off := 0
 	for _, ev := range meta.Resizes {
 		write(data[off:ev.Offset])
 		off = ev.Offset
+		if c, _ := s.Size(); c != ev.Cols && !s.AltScreen() {
+			h = h.reflow(ev.Cols)
+		}
 		s.Resize(ev.Cols, ev.Rows)
+		h.take(s)
 	}
 	write(data[off:])
-	r.Scrolled = append(r.Scrolled, s.TakeScrolled()...)
+	var r rendering
+	for _, hr := range h {
+		r.Scrolled = append(r.Scrolled, hr.show())
+	}
 	r.Screen = trimEmpty(s.Lines())
 	r.X, r.Y = s.Cursor()
 	return r
+}
+
+// history is a terminal's history as tmux keeps it: the rows scrolled off
+// the top, each with its text, wrap flag and used columns.
+type history []scrolledRow
+
+// take moves the rows that scrolled off s into h.
+func (h *history) take(s *Screen) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*h = append(*h, s.scrolled...)
+	s.scrolled = nil
+}
+
+// show renders a history row as TakeScrolled does.
+func (r scrolledRow) show() string {
+	if r.Wrapped {
+		return strings.TrimRight(r.Text+r.skipped, " ")
+	}
+	return r.Text
+}
+
+// reflow wraps the history's lines anew at cols columns, as tmux does
+// (and as the model does with its screen, reflow.go): a line's text is
+// its rows' text with the last row's blanks up to its used columns,
+// laid out again from its start, a wide rune that does not fit moving
+// whole to the next row; a blank row after a wrapped one stays a row.
+func (h history) reflow(cols int) history {
+	var out history
+	var line []rune
+	lastWrapped := false
+	flush := func() {
+		row, w := []rune(nil), 0
+		for _, r := range line {
+			rw := widths.RuneWidth(r)
+			if w+rw > cols && w > 0 {
+				out = append(out, scrolledRow{Row: Row{Text: string(row), Wrapped: true}, used: w})
+				row, w = nil, 0
+			}
+			row = append(row, r)
+			w += rw
+		}
+		out = append(out, scrolledRow{Row: Row{Text: strings.TrimRight(string(row), " "), Wrapped: lastWrapped}, used: w})
+		line = nil
+	}
+	open := false
+	for _, r := range h {
+		if open && r.used == 0 && !r.Wrapped {
+			flush()
+		}
+		text := r.Text
+		if r.Wrapped {
+			text += r.skipped
+		} else if pad := r.used - widths.StringWidth(text); pad > 0 {
+			text += strings.Repeat(" ", pad)
+		}
+		line = append(line, []rune(text)...)
+		open, lastWrapped = r.Wrapped, r.Wrapped
+		if !open {
+			flush()
+		}
+	}
+	if open {
+		flush()
+	}
+	return out
 }
 
 func loadCapture(t testing.TB, name string) ([]byte, captureMeta) {

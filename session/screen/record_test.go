@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/office-server/office-server/internal/anthropictest"
+	"github.com/office-server/office-server/internal/geminitest"
 	"github.com/office-server/office-server/internal/openaitest"
 	"github.com/office-server/office-server/internal/testenv"
 )
@@ -371,6 +372,8 @@ done`)
 	t.Run("claude_resize", func(t *testing.T) { recordClaude(t, "claude_resize", true) })
 	t.Run("qwen_repaint", func(t *testing.T) { recordCLI(t, "qwen_repaint", "qwen") })
 	t.Run("codex_repaint", func(t *testing.T) { recordCLI(t, "codex_repaint", "codex") })
+	t.Run("gemini_repaint", func(t *testing.T) { recordGemini(t, "gemini_repaint", true) })
+	t.Run("gemini_resize", func(t *testing.T) { recordGemini(t, "gemini_resize", false) })
 }
 
 // cliReply is the scripted model's answer in the repaint captures: a few
@@ -466,6 +469,97 @@ func recordCLI(t *testing.T, name, cli string) {
 		t.Logf("request %d main=%v tools=%d stream=%v system=%.60q last=%s", q.Seq, q.Main, q.Tools, q.Stream, q.System, last)
 	}
 	r.save(name, cli+" against openaitest: three replies with the same [ASK_USER] block (Korean, a wide line), resized 100x30 → 80x24 after the first")
+}
+
+// geminiReply is the scripted Gemini reply of turn n in the gemini_repaint
+// capture: taller than the screen (so the CLI clears the screen and its
+// scrollback and paints the history again), Korean lines, lines wider than
+// the screen (the CLI wraps them at word boundaries), and the same
+// [ASK_USER] block every turn (printed again on purpose); turn 1 also has
+// an [INVOKE] block. The lines differ from each other (the CLI cuts a reply
+// of identical lines as a loop).
+func geminiReply(turn int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "턴 %d의 긴 답변입니다.\n", turn)
+	for i := 1; i <= 18; i++ {
+		fmt.Fprintf(&b, "줄 %d.%d %s — line %d of a long reply (%d).\n", turn, i, strings.Repeat("가", i%7+1), i, i*i+turn)
+		if i%6 == 0 {
+			fmt.Fprintf(&b, "넓은 줄 %d.%d: 이 줄은 화면 폭보다 길어서 프로그램이 단어 경계에서 스스로 줄을 바꿉니다 — a line wider than the screen, number %d.\n", turn, i, i)
+		}
+	}
+	if turn == 1 {
+		b.WriteString("[INVOKE:개발자]\n로그인 화면을 만들어 주세요. 이 작업 설명은 길어서 화면 폭을 넘고 프로그램이 줄을 바꿔 그립니다 — 결제 화면과 같은 모양으로.\ncontext: 이슈 #13\n[/INVOKE]\n")
+	}
+	b.WriteString("[ASK_USER]\n질문: 배포를 진행할까요? 이 질문은 화면 폭보다 길어서 프로그램이 스스로 줄을 바꿔 그립니다 — 결제 모듈과 로그인 모듈을 함께 올립니다.\n타입: confirmation\n[/ASK_USER]\n")
+	for i := 1; i <= 8; i++ {
+		fmt.Fprintf(&b, "뒤 줄 %d.%d — more of the long reply, %d.\n", turn, i, i*7+turn)
+	}
+	fmt.Fprintf(&b, "턴 %d 끝.", turn)
+	return b.String()
+}
+
+// recordGemini records the real Gemini CLI against geminitest, 100x30:
+// three turns of long replies (taller than the screen), resized to 80x24 in
+// the middle of the first reply (mid); or a long reply, a resize to 80x24
+// after it, and two short replies (not mid).
+func recordGemini(t *testing.T, name string, mid bool) {
+	bin := testenv.CLIBin(t, "gemini")
+	srv := geminitest.New(t)
+	dir := "/tmp/office-screen-capture"
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	home := t.TempDir()
+	if err := geminitest.Prepare(home); err != nil {
+		t.Fatal(err)
+	}
+	for turn := 1; turn <= 3; turn++ {
+		reply := geminiReply(turn)
+		if turn > 1 && !mid {
+			// Short: the screen is not cleared again, so what the
+			// resize left of the first reply stays in the history.
+			reply = cliReply(turn)
+		}
+		srv.Enqueue(geminitest.Response{Text: reply, Chunks: splitEvery(reply, 60), Delay: 80 * time.Millisecond})
+	}
+	r := startRecorder(t, 100, 30, dir, srv.Env(home), bin, "--session-id", "00000000-0000-4000-8000-00000000ca9e")
+	r.waitFor("Type your message")
+	r.quiet(2 * time.Second)
+	for turn := 1; turn <= 3; turn++ {
+		r.typeKeys(fmt.Sprintf("turn %d: please answer", turn))
+		time.Sleep(500 * time.Millisecond)
+		for try := 0; ; try++ {
+			r.typeKeys("\r")
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := srv.WaitMain(ctx, turn)
+			cancel()
+			if err == nil {
+				break
+			}
+			if try == 5 {
+				t.Fatalf("%v\n%q", err, r.output())
+			}
+		}
+		if turn == 1 && mid {
+			// In the middle of the reply: after its second wide line
+			// (the Korean words are drawn a syllable at a time).
+			r.waitFor("number 12.")
+			r.resize(80, 24)
+		}
+		r.quiet(5 * time.Second)
+		r.turnEnd()
+		if turn == 1 && !mid {
+			r.resize(80, 24)
+			r.quiet(2 * time.Second)
+		}
+	}
+	what := "three long replies (taller than the screen: cleared and painted again) with the same [ASK_USER] block (Korean, wide lines), an [INVOKE] in the first; resized 100x30 → 80x24 in the middle of the first reply"
+	if !mid {
+		what = "a long reply (taller than the screen: cleared and painted again) with an [INVOKE] and an [ASK_USER] block (Korean, wide lines), resized 100x30 → 80x24 after it (the CLI does not paint its history again: the terminal reflows it), then two short replies with the same [ASK_USER] block"
+	}
+	r.save(name, "Gemini CLI 0.61.0 against geminitest: "+what)
 }
 
 // claudeReply is the scripted model's answer in the Claude Code captures: a

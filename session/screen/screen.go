@@ -83,6 +83,12 @@ type row struct {
 	// end bounds the written cells: every cell from end on is blank, so
 	// rendering skips the blank tail of a row without looking at it.
 	end int
+	// used is how many columns of the row the program wrote, blanks it
+	// printed included, as a terminal that reflows its lines counts them
+	// (tmux's "cells used"): printing extends it, an erase of the whole
+	// row resets it, an erase of a part leaves it. A reflow after a resize
+	// moves the first used columns of each row (reflow.go).
+	used int
 }
 
 func newRow(cols int) *row { return &row{cells: make([]cell, cols)} }
@@ -92,6 +98,7 @@ func (r *row) clear() {
 	r.comb = nil
 	r.wrapped = false
 	r.end = 0
+	r.used = 0
 }
 
 // text renders the row: blanks as spaces, the second column of a wide rune
@@ -436,6 +443,7 @@ func (s *Screen) print(r rune) {
 		rw.cells[s.x] = cell{r: r}
 	}
 	rw.end = max(rw.end, s.x+w)
+	rw.used = max(rw.used, s.x+w)
 	if rw.comb != nil {
 		delete(rw.comb, s.x)
 	}
@@ -475,6 +483,7 @@ func (s *Screen) printASCII(run []byte) {
 			cells[k] = cell{r: rune(b)}
 		}
 		rw.end = max(rw.end, s.x+n)
+		rw.used = max(rw.used, s.x+n)
 		if rw.comb != nil {
 			for k := s.x; k < s.x+n; k++ {
 				delete(rw.comb, k)
@@ -553,6 +562,14 @@ func (s *Screen) erase(y, from, to int) {
 	}
 	if to == s.cols {
 		rw.wrapped = false
+		if from == 0 {
+			// The whole row: nothing of it is left, and the row above
+			// no longer continues into it (tmux does the same).
+			rw.used = 0
+			if y > 0 {
+				s.cur.rows[y-1].wrapped = false
+			}
+		}
 	}
 }
 
@@ -682,12 +699,13 @@ func (s *Screen) spare(n int) []*row {
 type scrolledRow struct {
 	Row
 	skipped string
+	used    int // the row's used columns (see row.used)
 }
 
 // pushScrolled renders r onto the scrolled-off list.
 func (s *Screen) pushScrolled(r *row) {
 	s.buf = r.render(s.buf, !r.wrapped)
-	sr := scrolledRow{Row: Row{Text: string(s.buf), Wrapped: r.wrapped, Clears: s.clears}}
+	sr := scrolledRow{Row: Row{Text: string(s.buf), Wrapped: r.wrapped, Clears: s.clears}, used: r.used}
 	if last := len(r.cells) - 1; r.wrapped && r.cells[last].kind == kindSkip && r.cells[last].r != 0 {
 		// What an earlier draw left in the skipped column (rare).
 		sr.skipped = string(r.cells[last].r)
@@ -722,6 +740,9 @@ func (s *Screen) insertBlanks(n int) {
 	copy(rw.cells[s.x+n:], rw.cells[s.x:s.cols-n])
 	clear(rw.cells[s.x : s.x+n])
 	rw.end = min(rw.end+n, s.cols)
+	if s.x+n < s.cols {
+		rw.used = s.cols // the moved cells reach the edge (as tmux counts them)
+	}
 	s.shiftComb(rw, s.x, n)
 }
 
@@ -736,6 +757,11 @@ func (s *Screen) deleteChars(n int) {
 	s.fixWide(rw, s.x+n-1)
 	copy(rw.cells[s.x:], rw.cells[s.x+n:])
 	clear(rw.cells[s.cols-n:])
+	if s.x+n < s.cols {
+		rw.used = max(rw.used, s.cols-n) // the moved cells, as tmux counts them
+	} else if s.x == 0 {
+		rw.used = 0 // the whole row
+	}
 	unskip(rw, s.cols-1-n) // a skip mark moved off the last column
 	s.shiftComb(rw, s.x, -n)
 }

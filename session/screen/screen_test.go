@@ -124,30 +124,79 @@ func TestTakeScrolledFinalAndLimit(t *testing.T) {
 	}
 }
 
+// TestResize: a narrower screen wraps the lines anew (reflow), the rows
+// that no longer fit scroll off, and the cursor stays on its character; a
+// wider one joins wrapped rows again. The expected text of the shrink is
+// what tmux 3.3a shows for the same bytes and resize (checked with
+// tmuxRender); on the grow tmux also pulls "3" and the first half of the
+// Korean line back from its history, while rows scrolled off here are
+// final, so the joined line stands alone at the top.
 func TestResize(t *testing.T) {
 	s := New(10, 4)
 	s.Write([]byte("1\r\n2\r\n3\r\n한글한글한"))
 	s.Resize(5, 2)
-	if diff := cmp.Diff(s.TakeScrolled(), []string{"1", "2"}); diff != "" {
+	if diff := cmp.Diff(s.TakeScrolled(), []string{"1", "2", "3", "한글"}); diff != "" {
 		t.Errorf("scrolled by shrink (-got +want):\n%s", diff)
 	}
-	// The wide rune cut at column 5 is blanked, not halved.
-	if diff := cmp.Diff(s.Lines(), []string{"3", "한글"}); diff != "" {
+	// The Korean line, wrapped anew at 5 columns: a wide rune does not
+	// fit in the fifth column of each row.
+	if diff := cmp.Diff(s.Lines(), []string{"한글", "한"}); diff != "" {
 		t.Errorf("lines (-got +want):\n%s", diff)
 	}
-	if x, y := s.Cursor(); x != 4 || y != 1 {
-		t.Errorf("cursor %d,%d", x, y)
+	if x, y := s.Cursor(); x != 2 || y != 1 {
+		t.Errorf("cursor %d,%d, want 2,1 (the end of the line)", x, y)
 	}
 	s.Resize(12, 3)
+	if diff := cmp.Diff(s.Lines(), []string{"한글한", "", ""}); diff != "" {
+		t.Errorf("lines after grow (-got +want):\n%s", diff)
+	}
 	s.Write([]byte("\r\nabcdefghijkl"))
-	if diff := cmp.Diff(s.Lines(), []string{"3", "한글", "abcdefghijkl"}); diff != "" {
+	if diff := cmp.Diff(s.Lines(), []string{"한글한", "abcdefghijkl", ""}); diff != "" {
 		t.Errorf("lines after grow (-got +want):\n%s", diff)
 	}
 	// Tab stops extend to the new width.
 	s.Write([]byte("\r\x1b[K\t\tx"))
 	// 12 columns: the only stop is at 8, the second tab goes to the last column.
-	if got, want := s.Lines()[2], strings.Repeat(" ", 11)+"x"; got != want {
+	if got, want := s.Lines()[1], strings.Repeat(" ", 11)+"x"; got != want {
 		t.Errorf("tabbed line %q, want %q", got, want)
+	}
+}
+
+// TestReflow follows tmux 3.3a's reflow (the expected text is what tmux
+// shows for the same bytes and resize, checked with tmuxRender): the
+// cursor stays on its character, a blank row after a wrapped one (its
+// continuation erased) stays a row, the alternate screen is not reflowed.
+func TestReflow(t *testing.T) {
+	tests := []struct {
+		name           string
+		in, then       string
+		cols, rows     int
+		scrolled, want []string
+		x, y           int
+	}{
+		{name: "cursor in the middle", in: "0123456789abcdefghij\x1b[1;4H", then: "Q", cols: 6, rows: 5,
+			scrolled: []string{"012345", "6789ab"}, want: []string{"Qdefgh", "ij", "", "", ""}, x: 1, y: 0},
+		{name: "blank after a wrapped row", in: "0123456789abcde\r\n\r\nxy\x1b[2;1H\x1b[2K\x1b[4;1H", then: "Q", cols: 6, rows: 6,
+			scrolled: []string{"012345"}, want: []string{"6789", "", "", "Qy", "", ""}, x: 1, y: 3},
+		{name: "alternate screen", in: "\x1b[?1049h0123456789abc", then: "Q", cols: 6, rows: 5,
+			want: []string{"012345", "abcQ", "", "", ""}, x: 4, y: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(10, tt.rows)
+			s.Write([]byte(tt.in))
+			s.Resize(tt.cols, tt.rows)
+			s.Write([]byte(tt.then))
+			if diff := cmp.Diff(s.TakeScrolled(), tt.scrolled); diff != "" {
+				t.Errorf("scrolled (-got +want):\n%s", diff)
+			}
+			if diff := cmp.Diff(s.Lines(), tt.want); diff != "" {
+				t.Errorf("lines (-got +want):\n%s", diff)
+			}
+			if x, y := s.Cursor(); x != tt.x || y != tt.y {
+				t.Errorf("cursor %d,%d, want %d,%d", x, y, tt.x, tt.y)
+			}
+		})
 	}
 }
 
@@ -201,7 +250,8 @@ func FuzzWrite(f *testing.F) {
 				t.Fatalf("cursor %d,%d outside %dx%d", x, y, c, r)
 			}
 			s.LogicalLines()
-			// A skip mark only ever sits in a row's last column.
+			// A skip mark only ever sits in a row's last column; no
+			// cell is written past a row's used columns.
 			skipMarks(t, s.main)
 			if s.alt != nil {
 				skipMarks(t, s.alt)
@@ -299,7 +349,15 @@ func skipMarks(t *testing.T, b *buffer) []string {
 	t.Helper()
 	var out []string
 	for y, r := range b.rows {
+		if r.used < 0 || r.used > len(r.cells) {
+			t.Errorf("row %d: used %d of %d cells", y, r.used, len(r.cells))
+		}
 		for x, c := range r.cells {
+			// What a reflow moves: nothing is written past the used
+			// columns (a blank skipped column may be).
+			if x >= r.used && c.r != 0 {
+				t.Errorf("row %d column %d: %q written past the used columns (%d)", y, x, c.r, r.used)
+			}
 			if c.kind != kindSkip {
 				continue
 			}
@@ -416,8 +474,11 @@ func TestWideWrapSkipState(t *testing.T) {
 		{name: "IL above", then: "\x1b[1;1H\x1b[2L", want: "", lines: []string{"", "", "abcdefgh", "가나"}, marks: []string{"2,9"}},
 		{name: "DL above", then: "\x1b[4;1Hx\x1b[1;1H\x1b[L\x1b[M", want: "abcdefgh 가나", lines: []string{"abcdefgh", "가나", "", ""}, marks: []string{"0,9"}},
 		{name: "alternate screen and back", then: "\x1b[?1049h0123456789\x1b[1;10H한\x1b[?1049l", want: "abcdefgh 가나", lines: []string{"abcdefgh", "가나", "", ""}, marks: []string{"0,9"}},
-		{name: "wider", cols: 12, want: "abcdefgh", lines: []string{"abcdefgh", "가나", "", ""}},
-		{name: "narrower", cols: 9, want: "abcdefgh", lines: []string{"abcdefgh", "가나", "", ""}},
+		// A resize wraps the line anew (as tmux shows it): wider, 나 does
+		// not fit in the last column and skips it; narrower, the space
+		// ends the first row.
+		{name: "wider", cols: 12, want: "abcdefgh 가나", lines: []string{"abcdefgh 가", "나", "", ""}, marks: []string{"0,11"}},
+		{name: "narrower", cols: 9, want: "abcdefgh 가나", lines: []string{"abcdefgh", "가나", "", ""}},
 		{name: "RIS", then: "\x1bc", want: "", lines: []string{"", "", "", ""}},
 	}
 	for _, tt := range tests {

@@ -14,6 +14,7 @@ var (
 	tmuxDiff    = flag.Int("tmuxdiff", 0, "render this many random escape-sequence programs in tmux and in the model, and compare")
 	tmuxDiffOps = flag.String("tmuxdiffops", "", "comma-separated op numbers to draw from (default all)")
 	tmuxDiffLen = flag.Int("tmuxdifflen", 60, "ops per program")
+	tmuxDiffRes = flag.Bool("tmuxdiffresize", false, "resize each program's screen in its middle to a narrower one (the reflow)")
 )
 
 // randomProgram writes a random mix of the text and sequences the model
@@ -101,7 +102,7 @@ func randomProgram(r *rand.Rand, cols, rows int) []byte {
 
 // TestDiffTmux compares the model with tmux on random programs:
 //
-//	go test ./session/screen -run TestDiffTmux -v -tmuxdiff 40 [-tmuxdiffops 0,6,11,17] [-tmuxdifflen 20]
+//	go test ./session/screen -run TestDiffTmux -v -tmuxdiff 40 [-tmuxdiffops 0,6,11,17] [-tmuxdifflen 20] [-tmuxdiffresize]
 //
 // It found real bugs (ICH before a wide rune, TAB and pending wrap, a wide
 // rune wrapping at the last column). The differences it still reports are
@@ -123,6 +124,11 @@ func TestDiffTmux(t *testing.T) {
 		cols, rows := 8+r.IntN(20), 3+r.IntN(8)
 		data := randomProgram(r, cols, rows)
 		meta := captureMeta{Cols: cols, Rows: rows}
+		if *tmuxDiffRes {
+			// Narrower (and perhaps shorter): a wider screen would have
+			// tmux pull rows back from its history (a known difference).
+			meta.Resizes = []resizeEvent{{Offset: len(data) / 2, Cols: max(4, cols/2+r.IntN(cols/2)), Rows: max(2, rows-r.IntN(3))}}
+		}
 		want, err := tmuxRender(data, meta)
 		if err != nil {
 			t.Fatal(err)

@@ -121,6 +121,16 @@ func (s *Store) CancelQuestion(ctx context.Context, id string) (bool, error) {
 		where id = $1 and status in ('pending', 'answered')`, id)
 }
 
+// CancelPendingQuestion moves a pending question to cancelled, once; an
+// answered one is left as it is.
+func (s *Store) CancelPendingQuestion(ctx context.Context, id string) (bool, error) {
+	if !isUUID(id) {
+		return false, nil
+	}
+	return s.exec(ctx, "cancel pending question", `update user_questions set status = 'cancelled'
+		where id = $1 and status = 'pending'`, id)
+}
+
 // ListAnsweredUndelivered returns the answered questions due as d says,
 // oldest first.
 func (s *Store) ListAnsweredUndelivered(ctx context.Context, d office.Due) ([]office.Question, error) {

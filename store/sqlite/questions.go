@@ -147,6 +147,15 @@ func (s *Store) CancelQuestion(ctx context.Context, id string) (bool, error) {
 		now, id)
 }
 
+// CancelPendingQuestion moves a pending question to cancelled; an answered
+// one is left as it is.
+func (s *Store) CancelPendingQuestion(ctx context.Context, id string) (bool, error) {
+	_, now := nowTS()
+	return s.transition(ctx, "cancel pending question",
+		`update user_questions set status = 'cancelled', updated_at = ? where id = ? and status = 'pending'`,
+		now, id)
+}
+
 // ListAnsweredUndelivered returns answered questions due as d says, oldest
 // first.
 func (s *Store) ListAnsweredUndelivered(ctx context.Context, d office.Due) ([]office.Question, error) {

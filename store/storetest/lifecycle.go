@@ -391,6 +391,8 @@ func testNotFound(t *testing.T, fx *fixture) {
 	wantNotOKMissing(t, "MarkQuestionDelivered", ok, err)
 	ok, err = s.CancelQuestion(ctx, missing)
 	wantNotOKMissing(t, "CancelQuestion", ok, err)
+	ok, err = s.CancelPendingQuestion(ctx, missing)
+	wantNotOKMissing(t, "CancelPendingQuestion", ok, err)
 	ok, err = s.MarkUserMessageDelivered(ctx, missing)
 	wantNotOKMissing(t, "MarkUserMessageDelivered", ok, err)
 	_, ok, err = s.TransitionInvocation(ctx, missing, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{})
@@ -588,6 +590,24 @@ func testQuestionCancel(t *testing.T, fx *fixture) {
 	wantNotOK(t, "CancelQuestion(expired)", ok, err)
 	_, ok, err = s.AnswerQuestion(ctx, e.ID, "late", "")
 	wantNotOK(t, "AnswerQuestion(expired)", ok, err)
+
+	// Pending only: an answer given first is kept.
+	p2 := fx.question(t)
+	ok, err = s.CancelPendingQuestion(ctx, p2.ID)
+	wantOK(t, "CancelPendingQuestion(pending)", ok, err)
+	if got, _ := s.GetQuestion(ctx, p2.ID); got.Status != office.QuestionCancelled {
+		t.Errorf("status after CancelPendingQuestion = %q; want cancelled", got.Status)
+	}
+	ok, err = s.CancelPendingQuestion(ctx, p2.ID)
+	wantNotOK(t, "CancelPendingQuestion(cancelled)", ok, err)
+	a2 := fx.answered(t)
+	ok, err = s.CancelPendingQuestion(ctx, a2.ID)
+	wantNotOK(t, "CancelPendingQuestion(answered)", ok, err)
+	if got, _ := s.GetQuestion(ctx, a2.ID); got.Status != office.QuestionAnswered || got.Response == "" {
+		t.Errorf("answered question after CancelPendingQuestion: status %q, response %q; want answered, kept", got.Status, got.Response)
+	}
+	ok, err = s.CancelPendingQuestion(ctx, e.ID)
+	wantNotOK(t, "CancelPendingQuestion(expired)", ok, err)
 }
 
 func testQuestionExpiry(t *testing.T, fx *fixture) {

@@ -144,6 +144,7 @@ async function refresh() {
       api('GET', `/api/offices/${o}/invocations?limit=100`),
       api('GET', `/api/offices/${o}/results?limit=50`),
     ]);
+    liveStatus(agents);
     Object.assign(state, { agents, questions, deps, invs, results });
     setText($('#agentserror'), '');
     render();
@@ -153,6 +154,7 @@ async function refresh() {
 function render() {
   renderNeeds();
   renderAgents();
+  renderTermStatus();
   renderCalls();
   renderResults();
   renderAgentFilter();
@@ -282,6 +284,46 @@ function agentCard(a) {
 
 // ---- agents ----
 
+// One status per agent, shown by its row, the needs-you list and its
+// terminal's header alike. It comes from the agents list, except for the
+// agent whose terminal is open: its STATUS frames (sent within 250 ms of a
+// change, from the same session) are newer than any list, so they set the
+// status (termStatus) and a list read meanwhile does not undo them.
+function liveStatus(agents) {
+  const t = state.term;
+  if (!t || !t.st) return;
+  const a = agents.find((x) => x.id === t.agent.id);
+  if (!a || a.session_status === t.st.session) return;
+  a.session_status = t.st.session;
+  a.session_detail = t.st.detail || '';
+  a.session_since = t.since;
+}
+
+// termStatus takes the open terminal's STATUS frame as its agent's status.
+function termStatus(t, st) {
+  const a = agentById(t.agent.id);
+  if (!t.st || t.st.session !== st.session) {
+    t.since = a && a.session_status === st.session ? a.session_since : new Date().toISOString();
+  }
+  t.st = st;
+  if (a && (a.session_status !== st.session || (a.session_detail || '') !== (st.detail || ''))) {
+    a.session_status = st.session;
+    a.session_detail = st.detail || '';
+    a.session_since = t.since;
+    render();
+  } else renderTermStatus();
+}
+
+function renderTermStatus() {
+  const t = state.term;
+  if (!t || !t.st) return;
+  const st = t.st;
+  const a = agentById(t.agent.id);
+  const session = a ? a.session_status : st.session;
+  setText($('#termstatus'), `${statusLabel(session)} · ${st.cols}×${st.rows} · ${st.viewers} viewer(s) · ${st.control === 'you' ? 'you have control' : st.control === 'other' ? 'another viewer has control' : 'read-only'}`);
+  $('#termbar').dataset.session = session;
+}
+
 const statusLabels = {
   ready: 'waiting for input', busy: 'working', waiting: 'waiting for a result', needs_attention: 'needs attention',
   starting: 'starting', stopped: 'stopped', exited: 'exited', crashed: 'crashed', failed: 'failed to start',
@@ -403,6 +445,7 @@ function describe(ev) {
     case 'question.answered': return `a person answered ${who}'s question`;
     case 'question.expired': return `${who}'s question expired${p.default ? ` (default "${p.default}" used)` : ''}`;
     case 'question.answer_invalid': return `an answer to ${who} was refused: ${p.reason}`;
+    case 'question.cancelled': return `${who}'s question "${short(p.question, 80)}" was cancelled: ${p.reason}`;
     case 'invocation.created': return `${p.caller} gave ${p.callee} a task`;
     case 'invocation.completed': return `${who}'s task was completed`;
     case 'invocation.failed': return `a task of ${who} failed: ${p.reason}`;
@@ -538,6 +581,7 @@ class TermView {
     ws.onmessage = (m) => this.onFrame(new Uint8Array(m.data));
     ws.onclose = (e) => {
       this.setControl('none');
+      this.st = null; // the agents list is the status source again
       if (this.closed) return;
       setText($('#termstatus'), `disconnected${e.reason ? ': ' + e.reason : ''}; reconnecting`);
       setTimeout(() => { if (!this.closed) this.connect(); }, 1500);
@@ -578,8 +622,7 @@ class TermView {
   status(st) {
     const was = this.control;
     this.setControl(st.control);
-    setText($('#termstatus'), `${statusLabel(st.session)} · ${st.cols}×${st.rows} · ${st.viewers} viewer(s) · ${st.control === 'you' ? 'you have control' : st.control === 'other' ? 'another viewer has control' : 'read-only'}`);
-    $('#termbar').dataset.session = st.session;
+    termStatus(this, st);
     if (st.note) note(st.note);
     if (this.xterm && st.cols > 0 && st.rows > 0 && (st.cols !== this.xterm.cols || st.rows !== this.xterm.rows)) {
       // In order with the output: what came before is drawn at the old size.

@@ -1,0 +1,109 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The test binary is also slowBox, a program slow to take its input,
+// when started with slowBoxEnv.
+const slowBoxEnv = "SESSION_TEST_SLOWBOX=1"
+
+func init() {
+	if os.Getenv("SESSION_TEST_SLOWBOX") == "1" {
+		os.Exit(slowBox())
+	}
+}
+
+// slowBox stands in for a TUI under load: its screen already shows an
+// earlier prompt ending like the next one; when keys come it redraws
+// something else at once (a status line), and takes them 300 ms later. An
+// Enter that came before it took the text is read in the same burst, as
+// a line break of a paste ("joined:"); one after, as the line's end
+// ("got:").
+func slowBox() int {
+	t, err := unix.IoctlGetTermios(0, unix.TCGETS)
+	if err != nil {
+		return 1
+	}
+	t.Lflag &^= unix.ICANON | unix.ECHO | unix.ISIG | unix.IEXTEN
+	t.Iflag &^= unix.ICRNL | unix.IXON
+	if err := unix.IoctlSetTermios(0, unix.TCSETS, t); err != nil {
+		return 1
+	}
+	os.Stdout.WriteString("> message number xxxxxxxxxxxxx end\r\ngot: message number xxxxxxxxxxxxx end\r\n> ")
+	var line []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := os.Stdin.Read(buf)
+		if err != nil {
+			return 0
+		}
+		in := append([]byte(nil), buf[:n]...)
+		if len(line) == 0 {
+			os.Stdout.WriteString("\x1b7\x1b[1;70H*\x1b8") // a status line, at once
+			time.Sleep(300 * time.Millisecond)
+			for {
+				fds := []unix.PollFd{{Fd: 0, Events: unix.POLLIN}}
+				if k, _ := unix.Poll(fds, 0); k <= 0 {
+					break
+				}
+				n, err := os.Stdin.Read(buf)
+				if err != nil {
+					return 0
+				}
+				in = append(in, buf[:n]...)
+			}
+		}
+		text, _, enter := bytes.Cut(in, []byte("\r"))
+		switch {
+		case enter && len(line) == 0 && len(text) > 0:
+			os.Stdout.WriteString(string(text) + "\r\njoined: " + string(text) + "\r\n> ")
+		case enter:
+			line = append(line, text...)
+			os.Stdout.WriteString("\r\ngot: " + string(line) + "\r\n> ")
+			line = nil
+		default:
+			line = append(line, text...)
+			os.Stdout.Write(text) // the echo: the text has landed
+		}
+	}
+}
+
+// TestEnterAfterTheEchoNotTheHistory: typed into a program whose screen
+// shows an earlier prompt ending the same way, and which redraws something
+// else before it takes the keys (a TUI under load), the text gets its
+// Enter only once the program has echoed it, so it is submitted as a line,
+// not joined to the text as a paste's line break. Sending Enter on the
+// first output with the ending anywhere on screen failed here every time.
+func TestEnterAfterTheEchoNotTheHistory(t *testing.T) {
+	checkGoroutines(t)
+	r := newRecorder()
+	m := newTestManager(t, r, Options{EnterDelay: 3 * time.Second})
+	s, err := m.Start(context.Background(), Key{"o", "slow"}, Spec{Kind: KindCommand, Command: os.Args[0], Env: []string{slowBoxEnv}, PromptPattern: `^>$`, Quiescence: 100 * time.Millisecond, Cols: 80, Rows: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	if err := s.Send(context.Background(), "message number xxxxxxxxxxxxxx end"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		screen := strings.Join(s.Screen(), "\n")
+		if strings.Contains(screen, "joined:") {
+			t.Fatalf("Enter came before the program took the text:\n%s", screen)
+		}
+		if strings.Contains(screen, "got: message number xxxxxxxxxxxxxx end") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the line never came:\n%s", screen)
+		}
+	}
+}
