@@ -116,9 +116,9 @@ func (a *Sessions) Spec(s engine.SessionSpec) (session.Spec, error) {
 		if s.PermissionTimeout > 0 {
 			sp.PermissionHookTimeout = s.PermissionTimeout + time.Minute
 		}
-	case session.KindCodex, session.KindGemini:
+	case session.KindCodex, session.KindGemini, session.KindQwen:
 		// Its words come from its rollout file (Codex) or chat recording
-		// (Gemini CLI): resumable, with a cursor.
+		// (Gemini CLI, Qwen Code): resumable, with a cursor.
 		sp.ConversationID, sp.Resume, sp.TranscriptAfter = s.ConversationID, s.Resume, s.TranscriptAfter
 		sp.AppendSystemPrompt = s.SystemPrompt
 		if s.PermissionTimeout > 0 {
@@ -126,7 +126,7 @@ func (a *Sessions) Spec(s engine.SessionSpec) (session.Spec, error) {
 		}
 	case session.KindCommand:
 		// Taught through the CLI's instruction file where the session
-		// knows it (Qwen Code, Gemini CLI).
+		// knows it (Qwen Code, Gemini CLI run as command agents).
 		sp.AppendSystemPrompt = s.SystemPrompt
 	}
 	if _, err := session.Check(sp); err != nil {

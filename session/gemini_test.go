@@ -226,7 +226,7 @@ func TestGeminiRecordingCursor(t *testing.T) {
 		`{"$set":{"messages":[{"id":"u2","type":"user"},{"id":"g2","type":"gemini","content":"reply two"}]}}`,
 	}
 	read := func(after string, n int) []string {
-		d := &geminiDriver{s: &Session{key: Key{"o", "a"}}, id: id, seen: map[string]bool{}, after: after, skipping: strings.HasPrefix(after, id+"/")}
+		d := &chatDriver{s: &Session{key: Key{"o", "a"}}, cli: geminiCLI, id: id, seen: map[string]bool{}, after: after, skipping: strings.HasPrefix(after, id+"/")}
 		var got []string
 		for _, l := range lines[:n] {
 			for _, x := range d.entry([]byte(l)) {

@@ -75,12 +75,13 @@ const noticeBound = 150 * time.Millisecond
 // happening, is woken by no timer (issue 17: idle is free), before its
 // first prompt and after a turn; and what its agent writes to its
 // transcript meanwhile is still read within milliseconds, because the file
-// is watched. Codex and the Gemini CLI are the real ones.
+// is watched. Codex, the Gemini CLI and Qwen Code are the real ones.
 func TestIdleSessionsSetNoTimer(t *testing.T) {
 	t.Run("command", testIdleCommand)
 	t.Run("claude", testIdleClaude)
 	t.Run("codex", testIdleCodex)
 	t.Run("gemini", testIdleGemini)
+	t.Run("qwen", testIdleQwen)
 }
 
 // testIdleCommand: a screen agent whose prompt row holds what a person
@@ -189,6 +190,40 @@ func testIdleGemini(t *testing.T) {
 	r.waitFor(t, "turn", 60*time.Second, func(st []Status, ts []Text) bool { return len(turns(ts)) == 1 && lastStatus(st) == StatusReady })
 	expectSleeps(t, s, "after a turn")
 	at := appendLine(t, s.Info().Transcript, fmt.Sprintf(`{"id":"late-%d","type":"gemini","content":"late words"}`, time.Now().UnixNano()))
+	if d := waitLine(t, r, "late words", at); d > noticeBound {
+		t.Errorf("a record written while idle was read after %v, want under %v", d, noticeBound)
+	}
+}
+
+func testIdleQwen(t *testing.T) {
+	bin := testenv.CLIBin(t, "qwen")
+	checkGoroutines(t)
+	srv := openaitest.New(t)
+	srv.Side(openaitest.QwenSide)
+	home := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "work")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := openaitest.PrepareQwen(home); err != nil {
+		t.Fatal(err)
+	}
+	srv.Enqueue(openaitest.Response{Text: "first reply"})
+	r := newRecorder()
+	m := newTestManager(t, r, Options{StopGrace: 2 * time.Second})
+	ctx := context.Background()
+	s, err := m.Start(ctx, Key{"o", "qwen"}, Spec{Kind: KindQwen, Command: bin, Dir: dir, Home: home, Env: srv.QwenEnv(home), Cols: 100, Rows: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	expectSleeps(t, s, "before the first prompt")
+	if err := s.Send(ctx, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "turn", 60*time.Second, func(st []Status, ts []Text) bool { return len(turns(ts)) == 1 && lastStatus(st) == StatusReady })
+	expectSleeps(t, s, "after a turn")
+	at := appendLine(t, s.Info().Transcript, fmt.Sprintf(`{"uuid":"late-%d","type":"assistant","message":{"role":"model","parts":[{"text":"late words"}]}}`, time.Now().UnixNano()))
 	if d := waitLine(t, r, "late words", at); d > noticeBound {
 		t.Errorf("a record written while idle was read after %v, want under %v", d, noticeBound)
 	}

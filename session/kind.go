@@ -65,14 +65,15 @@ type kind struct {
 }
 
 // kinds is the registry of agent kinds: each has its strategy in its own
-// file (claude.go, command.go, builtin.go, codex.go, gemini.go). A new kind is a new file and a
-// line here.
+// file (claude.go, command.go, builtin.go, codex.go, gemini.go, qwen.go).
+// A new kind is a new file and a line here.
 var kinds = map[string]kind{
 	KindClaude:  {check: checkClaude, driver: newClaudeDriver},
 	KindCommand: {check: checkCommand, driver: newCommandDriver},
 	KindBuiltin: {check: checkBuiltin, driver: newBuiltinDriver},
 	KindCodex:   {check: checkCodex, driver: newCodexDriver},
 	KindGemini:  {check: checkGemini, driver: newGeminiDriver},
+	KindQwen:    {check: checkQwen, driver: newQwenDriver},
 }
 
 // Kinds returns the names of the agent kinds a session runs, sorted.

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,10 +101,12 @@ func TestQwenCommandAgent(t *testing.T) {
 	}
 }
 
-// TestQwenApprovalDialog drives the real Qwen Code as a command agent whose
-// scripted model asks to run a shell command: its approval dialog puts
-// the agent in needs_attention with the command in the dialog's text;
-// Enter (its first choice, allow once) runs the command.
+// TestQwenApprovalDialog drives the real Qwen Code as a qwen agent whose
+// scripted model asks to run a shell command: its approval dialog (its
+// title says a confirmation waits) puts the agent in needs_attention with
+// the command in the dialog's text; Enter (its first choice, allow once)
+// runs the command, and the turn ends with the model's reply to its
+// output, read from the chat recording.
 func TestQwenApprovalDialog(t *testing.T) {
 	bin := testenv.CLIBin(t, "qwen")
 	checkGoroutines(t)
@@ -117,16 +120,25 @@ func TestQwenApprovalDialog(t *testing.T) {
 	if err := openaitest.PrepareQwen(home); err != nil {
 		t.Fatal(err)
 	}
-	srv.Enqueue(openaitest.Response{Calls: []openaitest.Call{{Name: "run_shell_command", Arguments: `{"command":"mkdir -p made-by-qwen && echo qwen-ok","description":"make a folder"}`}}},
-		openaitest.Response{Text: "Done."})
+	// Its Auto mode asks a classifier first (its own system prompt, one
+	// tool): an answer that breaks the classifier's schema leaves the call
+	// unclassified, and Qwen Code asks the person.
+	srv.Reply(func(r openaitest.Request) openaitest.Response {
+		switch {
+		case strings.HasPrefix(r.System, "You are a security classifier"):
+			return openaitest.Response{Calls: []openaitest.Call{{Name: "respond_in_schema", Arguments: `{"shouldBlock":"unsure"}`}}}
+		case strings.Contains(strings.Join(r.FunctionOutputs(), "\n"), "qwen-ok"):
+			return openaitest.Response{Text: "폴더를 만들었습니다."}
+		}
+		return openaitest.Response{Calls: []openaitest.Call{{Name: "run_shell_command", Arguments: `{"command":"mkdir -p made-by-qwen && echo qwen-ok","description":"make a folder"}`}}}
+	})
 	r := newRecorder()
 	m := newTestManager(t, r, Options{StopGrace: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	key := Key{"office", "qwen-approval"}
 	s, err := m.Start(ctx, key, Spec{
-		Kind: KindCommand, Command: bin, Dir: dir, Home: home, Env: srv.QwenEnv(home),
-		PromptPattern: `Auto mode|Type your message|YOLO|shortcuts`, Quiescence: 1500 * time.Millisecond, Cols: 100, Rows: 30,
+		Kind: KindQwen, Command: bin, Dir: dir, Home: home, Env: srv.QwenEnv(home), Cols: 100, Rows: 30,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +146,9 @@ func TestQwenApprovalDialog(t *testing.T) {
 	defer func() {
 		if t.Failed() {
 			t.Logf("screen:\n%s", strings.Join(s.Screen(), "\n"))
+			for _, q := range srv.Requests() {
+				t.Logf("model request %d main=%v tools=%d: %.80q / %.200q", q.Seq, q.Main, q.Tools, q.System, q.LastUserText())
+			}
 		}
 	}()
 	r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
@@ -149,11 +164,249 @@ func TestQwenApprovalDialog(t *testing.T) {
 	if err := s.Input([]byte("\r")); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready after the command", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready after the command", 60*time.Second, func(st []Status, ts []Text) bool {
+		return lastStatus(st) == StatusReady && len(turns(ts)) == 1
+	})
 	if _, err := os.Stat(filepath.Join(dir, "made-by-qwen")); err != nil {
 		t.Errorf("the allowed command did not run: %v", err)
 	}
+	if _, ts := r.snapshot(); turns(ts)[0] != "폴더를 만들었습니다." {
+		t.Errorf("turn %q, want the model's reply to the command's output", turns(ts)[0])
+	}
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestQwenEndToEnd drives the real Qwen Code (0.24.4, from npm) as a qwen
+// agent against a scripted Chat Completions API: the office's
+// instructions reach the first request through ~/.qwen/QWEN.md (what the
+// person wrote there kept); a 90-line Korean reply with one [ASK_USER],
+// taller than the 30-row terminal (Ink clears and repaints its history),
+// is read from the chat recording exactly once, word for word, and gives
+// one question; after a restart of the server (a new manager, the
+// office's cursor at the last turn end) the conversation is resumed (the
+// next request carries the earlier replies) and nothing is read twice.
+func TestQwenEndToEnd(t *testing.T) {
+	bin := testenv.CLIBin(t, "qwen")
+	checkGoroutines(t)
+	srv := openaitest.New(t)
+	srv.Side(openaitest.QwenSide)
+	home := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "work")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := openaitest.PrepareQwen(home); err != nil {
+		t.Fatal(err)
+	}
+	md := filepath.Join(home, ".qwen", "QWEN.md")
+	if err := os.WriteFile(md, []byte("USER-NOTE: 사람이 쓴 지시입니다.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("긴 답변입니다.\n")
+	for i := 1; i <= 60; i++ {
+		fmt.Fprintf(&b, "줄 %d %s — line %d of a long reply (%d).\n", i, strings.Repeat("가", i%7+1), i, i*i)
+	}
+	b.WriteString("[ASK_USER]\n질문: 배포를 진행할까요?\n타입: confirmation\n[/ASK_USER]\n")
+	for i := 1; i <= 30; i++ {
+		fmt.Fprintf(&b, "뒤 줄 %d — more of the long reply, %d.\n", i, i*7)
+	}
+	reply1 := b.String() + "끝."
+	reply2 := "알겠습니다.\n[RESULT] 완료"
+	reply3 := "이어서 진행합니다."
+	srv.Enqueue(openaitest.Response{Text: reply1, Delay: 5 * time.Millisecond}, openaitest.Response{Text: reply2}, openaitest.Response{Text: reply3})
+
+	r := newRecorder()
+	m := newTestManager(t, r, Options{StopGrace: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+	defer cancel()
+	key := Key{"office", "qwen"}
+	spec := Spec{
+		Kind: KindQwen, Command: bin, Dir: dir, Home: home,
+		Env:                srv.QwenEnv(home),
+		AppendSystemPrompt: "OFFICE-INSTRUCTIONS: answer with protocol blocks such as [ASK_USER].",
+		ConversationID:     "00000000-0000-4000-8000-00000000a111",
+		Cols:               100, Rows: 30,
+	}
+	s, err := m.Start(ctx, key, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := s // the session shown when the test fails
+	defer func() {
+		if t.Failed() {
+			t.Logf("info %+v; screen:\n%s", cur.Info(), strings.Join(cur.Screen(), "\n"))
+			rec, _ := os.ReadFile(cur.Info().Transcript)
+			t.Logf("chat recording:\n%s", rec)
+			for _, q := range srv.Requests() {
+				t.Logf("model request %d main=%v: %.100q", q.Seq, q.Main, q.LastUserText())
+			}
+		}
+	}()
+	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	if err := s.Send(ctx, "[OFFICE] Message from a person in the office:\n> 배포 전에 물어봐 주세요"); err != nil {
+		t.Fatal(err)
+	}
+	r1, err := srv.WaitMain(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r1.Has("OFFICE-INSTRUCTIONS") || !r1.Has("USER-NOTE") {
+		t.Errorf("first request: office instructions %v, the person's note %v; want both", r1.Has("OFFICE-INSTRUCTIONS"), r1.Has("USER-NOTE"))
+	}
+	if got, _ := os.ReadFile(md); !strings.Contains(string(got), "USER-NOTE") {
+		t.Errorf("QWEN.md lost what the person wrote:\n%s", got)
+	}
+	r.waitFor(t, "first turn", 60*time.Second, func(st []Status, ts []Text) bool {
+		return len(turns(ts)) >= 1 && lastStatus(st) == StatusReady
+	})
+	_, ts := r.snapshot()
+	if got := turns(ts)[0]; got != reply1 {
+		t.Errorf("first turn's text differs from the reply:\n got %.300q\nwant %.300q", got, reply1)
+	}
+	if asks := countAsks(ts); asks != 1 {
+		t.Errorf("%d ASK_USER messages from a long repainted reply with one, want 1", asks)
+	}
+	info := s.Info()
+	if info.ConversationID != spec.ConversationID || filepath.Base(info.Transcript) != spec.ConversationID+".jsonl" {
+		t.Errorf("conversation %q in %q, want the office's id %q", info.ConversationID, info.Transcript, spec.ConversationID)
+	}
+
+	if err := s.Send(ctx, "네, 진행하세요"); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "second turn", 60*time.Second, func(st []Status, ts []Text) bool {
+		return len(turns(ts)) >= 2 && lastStatus(st) == StatusReady
+	})
+
+	// The server restarts: a new manager; the office's cursor is the
+	// second turn's end.
+	_, ts = r.snapshot()
+	last := ts[len(ts)-1]
+	if !last.TurnEnd {
+		t.Fatalf("last text %+v, want the turn end", last)
+	}
+	if err := m.Stop(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	r2 := newRecorder()
+	m2 := newTestManager(t, r2, Options{StopGrace: 2 * time.Second})
+	spec.TranscriptAfter = last.ID
+	s2, err := m2.Start(ctx, key, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur = s2
+	r2.waitFor(t, "ready after the server's restart", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	if !s2.Info().Resumed {
+		t.Error("the restart did not resume the conversation")
+	}
+	if err := s2.Send(ctx, "계속해 주세요"); err != nil {
+		t.Fatal(err)
+	}
+	r3, err := srv.WaitMain(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r3.Has("질문: 배포를 진행할까요?") || !r3.Has("[RESULT] 완료") {
+		t.Error("resumed conversation lacks the earlier replies")
+	}
+	r2.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
+		return len(turns(ts)) >= 1 && lastStatus(st) == StatusReady
+	})
+	_, ts2 := r2.snapshot()
+	seen := map[string]bool{}
+	for _, x := range append(ts, ts2...) {
+		if seen[x.ID] {
+			t.Errorf("text %s emitted twice", x.ID)
+		}
+		seen[x.ID] = true
+		if x.Source != FromTranscript {
+			t.Errorf("text %s from %v, want the chat recording", x.ID, x.Source)
+		}
+	}
+	if got := turns(ts); len(got) != 2 || got[1] != reply2 {
+		t.Errorf("turns before the restart: %q", got)
+	}
+	if got := turns(ts2); len(got) != 1 || got[0] != reply3 {
+		t.Errorf("turns after the restart: %q, want only the new reply (nothing read again)", got)
+	}
+	if err := m2.Stop(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestQwenRecordingCursor reads a Qwen Code chat recording (records as
+// 0.24.4 writes them, shortened) as the driver does: the assistant
+// records' text parts are the words (thoughts, tool calls, the empty-reply
+// placeholder and system records are not); user records without a subtype
+// are prompts; after a server restart the office's cursor (a turn end's
+// ID) skips what was acted on, and a cursor of another session skips
+// nothing. The recording is found by the session id, and only one that
+// holds a record is resumed.
+func TestQwenRecordingCursor(t *testing.T) {
+	const id = "00000000-0000-4000-8000-00000000a112"
+	lines := []string{
+		`{"uuid":"u1","parentUuid":null,"sessionId":"` + id + `","type":"user","provenance":"real_user","message":{"role":"user","parts":[{"text":"첫 질문"}]}}`,
+		`{"uuid":"s1","parentUuid":"u1","type":"system","subtype":"attribution_snapshot","systemPayload":{}}`,
+		`{"uuid":"s2","parentUuid":"s1","type":"system","subtype":"ui_telemetry","systemPayload":{"uiEvent":{"response_text":"not the words"}}}`,
+		`{"uuid":"a1","parentUuid":"s2","type":"assistant","message":{"role":"model","parts":[{"text":"생각 중","thought":true},{"text":"답 하나\n[RESULT] a"}]}}`,
+		`{"uuid":"a2","parentUuid":"a1","type":"assistant","message":{"role":"model","parts":[{"functionCall":{"name":"run_shell_command","args":{}}}]}}`,
+		`{"uuid":"t1","parentUuid":"a2","type":"tool_result","message":{"role":"user","parts":[{"functionResponse":{"name":"run_shell_command"}}]}}`,
+		`{"uuid":"a3","parentUuid":"t1","type":"assistant","message":{"role":"model","parts":[{"text":"(empty content)"}]}}`,
+		`{"uuid":"n1","parentUuid":"a3","type":"user","subtype":"notification","message":{"role":"user","parts":[{"text":"background done"}]}}`,
+		`{"uuid":"u2","parentUuid":"n1","type":"user","message":{"role":"user","parts":[{"text":"둘째"}]}}`,
+		`{"uuid":"a4","parentUuid":"u2","type":"assistant","message":{"role":"model","parts":[{"text":"답 "},{"text":"둘"}]}}`,
+	}
+	read := func(after string) (texts, prompts []string) {
+		d := &chatDriver{s: &Session{key: Key{"o", "a"}}, cli: qwenCLI, id: id, seen: map[string]bool{}, after: after, skipping: strings.HasPrefix(after, id+"/")}
+		for _, l := range lines {
+			for _, x := range d.entry([]byte(l)) {
+				texts = append(texts, x.ID+"="+strings.Join(x.Lines, "|"))
+			}
+		}
+		return texts, d.prompts
+	}
+	texts, prompts := read("")
+	if got := strings.Join(texts, " "); got != "a1=답 하나|[RESULT] a a4=답 둘" {
+		t.Errorf("read from the start: %s", got)
+	}
+	if got := strings.Join(prompts, ","); got != "첫 질문,둘째" {
+		t.Errorf("prompts %q", got)
+	}
+	// The office recorded the cursor at the first turn's end (its last
+	// record then was the empty reply).
+	if texts, _ := read(id + "/a3"); strings.Join(texts, " ") != "a4=답 둘" {
+		t.Errorf("after the cursor: %q, want only the second reply", texts)
+	}
+	if texts, _ := read("00000000-0000-4000-8000-000000000000/a3"); len(texts) != 2 {
+		t.Errorf("a cursor of another session: %q, want everything", texts)
+	}
+
+	root := t.TempDir()
+	chats := filepath.Join(root, "projects", "-tmp-work", "chats")
+	if err := os.MkdirAll(chats, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if f := qwenFind(root, id); f != "" {
+		t.Errorf("found %q before any recording", f)
+	}
+	path := filepath.Join(chats, id+".jsonl")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if qwenFind(root, id) != path || qwenHasRecord(path) {
+		t.Errorf("an empty recording: found %q, resumable %v; want found, not resumable", qwenFind(root, id), qwenHasRecord(path))
+	}
+	if err := os.WriteFile(path, []byte(lines[0]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !qwenHasRecord(path) {
+		t.Error("a recording with a record is not resumable")
+	}
+	if qwenFind(root, "../x") != "" || qwenFind(root, "*") != "" {
+		t.Error("an id that is a path or a pattern found a file")
 	}
 }

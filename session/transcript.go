@@ -70,27 +70,36 @@ type contentBlock struct {
 	Text string `json:"text"`
 }
 
-// transcript follows a Claude Code JSONL transcript as it grows: it reads
-// complete lines only (a partial last line waits for its newline), tolerates
-// the file not existing yet, and skips entries up to a cursor uuid.
-type transcript struct {
+// jsonlTail follows a JSONL file as it grows: it reads complete lines only
+// (a partial last line waits for its newline), at most maxTranscriptRead a
+// poll, tolerates the file not existing yet, and skips a line longer than
+// maxTranscriptLine (counted), so memory stays bounded whatever the file
+// holds. Claude Code's transcript and the chat recordings of Gemini CLI
+// and Qwen Code (chat.go) are read with it.
+type jsonlTail struct {
 	path    string
 	off     int64
 	partial []byte // the start of a line whose newline has not come yet
 	// discarding: the current line grew past maxTranscriptLine; its
 	// bytes are skipped up to its newline.
 	discarding bool
-	after      string // skip entries until this uuid has been seen
-	skip       bool
-	lastID     string
-	bad        int // lines that were not JSON (counted, skipped)
 	long       int // lines over maxTranscriptLine (counted, skipped)
+	// more: the last read stopped before the end of the file.
+	more bool
+}
+
+// transcript follows a Claude Code JSONL transcript: the assistant entries
+// of its main chain, from after a cursor uuid.
+type transcript struct {
+	jsonlTail
+	after  string // skip entries until this uuid has been seen
+	skip   bool
+	lastID string
+	bad    int // lines that were not JSON (counted, skipped)
 	// cursorMissing: the cursor was not found when catching up.
 	cursorMissing bool
 	// open: text was emitted since the last turn end.
 	open bool
-	// more: the last poll stopped before the end of the file.
-	more bool
 	// prompts: text of the user entries (prompts typed in) since the last
 	// takePrompts, the acknowledgement that typed text was received.
 	prompts []string
@@ -124,60 +133,30 @@ const stopSuffix = "/stop"
 
 func newTranscript(path, after string) *transcript {
 	after = strings.TrimSuffix(after, stopSuffix)
-	return &transcript{path: path, after: after, skip: after != ""}
+	return &transcript{jsonlTail: jsonlTail{path: path}, after: after, skip: after != ""}
 }
 
 // poll reads what was appended since the last call and returns the texts of
 // new main-chain assistant entries, in order.
 func (t *transcript) poll(key Key) ([]Text, error) {
-	// Stat first: most polls find nothing new, and a stat is cheaper than
-	// an open.
-	st, err := os.Stat(t.path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("stat transcript: %w", err)
-	}
-	if st.Size() == t.off {
-		return nil, nil
-	}
-	f, err := os.Open(t.path)
-	if err != nil {
-		return nil, fmt.Errorf("open transcript: %w", err)
-	}
-	defer f.Close()
-	if st, err = f.Stat(); err != nil {
-		return nil, fmt.Errorf("stat transcript: %w", err)
-	}
-	if st.Size() < t.off {
-		// Truncated or replaced: start over; the cursor (lastID) keeps us
-		// from emitting entries twice.
-		t.off, t.partial, t.discarding = 0, nil, false
+	var out []Text
+	restart := func() {
+		// Truncated or replaced: the cursor (lastID) keeps us from
+		// emitting entries twice.
 		if t.lastID != "" {
 			t.after, t.skip = t.lastID, true
 		}
 	}
-	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("seek transcript: %w", err)
+	read, err := t.read(restart, func(line []byte) {
+		if txt, ok := t.entry(key, line); ok {
+			out = append(out, txt)
+			t.open = !txt.TurnEnd
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("transcript: %w", err)
 	}
-	// At most maxTranscriptRead per poll, so memory stays bounded however
-	// far behind the follower is (it was paused, or the server restarted
-	// on a long transcript); more reports that the rest is waiting.
-	n := min(st.Size()-t.off, maxTranscriptRead)
-	// The read buffer is shared by all followers (an idle session keeps
-	// none); nothing read is kept beyond this poll but in t.partial.
-	bp := readBufs.Get().(*[]byte)
-	defer readBufs.Put(bp)
-	got, err := io.ReadFull(f, (*bp)[:n])
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return nil, fmt.Errorf("read transcript: %w", err)
-	}
-	data := (*bp)[:got]
-	t.off += int64(got)
-	t.more = t.off < st.Size()
-	out := t.lines(key, data)
-	if t.skip && !t.more {
+	if read && t.skip && !t.more {
 		// The cursor is not in the file as it was when we caught up: it
 		// belongs to another conversation, or the file was replaced. What
 		// was there counts as consumed (never act twice); what is
@@ -188,10 +167,59 @@ func (t *transcript) poll(key Key) ([]Text, error) {
 	return out, nil
 }
 
-// lines decodes the complete lines of data, after what t holds of a line
+// read reads what was appended since the last call and calls line with
+// each complete line, in order; it reports whether anything was read. A
+// file shorter than what was read (truncated or replaced) is read again
+// from its start, after restart is called.
+func (t *jsonlTail) read(restart func(), line func([]byte)) (bool, error) {
+	// Stat first: most polls find nothing new, and a stat is cheaper than
+	// an open.
+	st, err := os.Stat(t.path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return false, fmt.Errorf("stat: %w", err)
+	}
+	if st.Size() == t.off {
+		return false, nil
+	}
+	f, err := os.Open(t.path)
+	if err != nil {
+		return false, fmt.Errorf("open: %w", err)
+	}
+	defer f.Close()
+	if st, err = f.Stat(); err != nil {
+		return false, fmt.Errorf("stat: %w", err)
+	}
+	if st.Size() < t.off {
+		t.off, t.partial, t.discarding = 0, nil, false
+		restart()
+	}
+	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
+		return false, fmt.Errorf("seek: %w", err)
+	}
+	// At most maxTranscriptRead per poll, so memory stays bounded however
+	// far behind the follower is (it was paused, or the server restarted
+	// on a long file); more reports that the rest is waiting.
+	n := min(st.Size()-t.off, maxTranscriptRead)
+	// The read buffer is shared by all followers (an idle session keeps
+	// none); nothing read is kept beyond this poll but in t.partial.
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	got, err := io.ReadFull(f, (*bp)[:n])
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return false, fmt.Errorf("read: %w", err)
+	}
+	t.off += int64(got)
+	t.more = t.off < st.Size()
+	t.lines((*bp)[:got], line)
+	return true, nil
+}
+
+// lines passes on the complete lines of data, after what t holds of a line
 // read before, and keeps the start of the last line if it is incomplete.
-func (t *transcript) lines(key Key, data []byte) []Text {
-	var out []Text
+func (t *jsonlTail) lines(data []byte, line func([]byte)) {
 	for len(data) > 0 {
 		// Only the new bytes are searched for a newline; a partial line
 		// grows by appending (amortised), never by recopying.
@@ -200,31 +228,27 @@ func (t *transcript) lines(key Key, data []byte) []Text {
 			t.hold(data)
 			break
 		}
-		line := data[:i]
+		l := data[:i]
 		data = data[i+1:]
 		if t.discarding {
 			t.discarding = false
 			continue
 		}
 		if len(t.partial) > 0 {
-			if len(t.partial)+len(line) > maxTranscriptLine {
+			if len(t.partial)+len(l) > maxTranscriptLine {
 				t.skipLong()
 				continue
 			}
-			t.grow(line)
-			line, t.partial = t.partial, nil
+			t.grow(l)
+			l, t.partial = t.partial, nil
 		}
-		if txt, ok := t.entry(key, line); ok {
-			out = append(out, txt)
-			t.open = !txt.TurnEnd
-		}
+		line(l)
 	}
-	return out
 }
 
 // hold keeps the start of a line whose newline has not been read, or
 // starts discarding it once it is over maxTranscriptLine.
-func (t *transcript) hold(p []byte) {
+func (t *jsonlTail) hold(p []byte) {
 	switch {
 	case t.discarding:
 	case len(t.partial)+len(p) > maxTranscriptLine:
@@ -237,7 +261,7 @@ func (t *transcript) hold(p []byte) {
 
 // grow appends p to the partial line, doubling its buffer (never past
 // maxTranscriptLine) so that a long line costs O(its length) in copies.
-func (t *transcript) grow(p []byte) {
+func (t *jsonlTail) grow(p []byte) {
 	if need := len(t.partial) + len(p); need > cap(t.partial) {
 		nb := make([]byte, len(t.partial), min(max(need, 2*cap(t.partial), 64<<10), maxTranscriptLine))
 		copy(nb, t.partial)
@@ -247,7 +271,7 @@ func (t *transcript) grow(p []byte) {
 }
 
 // skipLong drops the line being held and counts it.
-func (t *transcript) skipLong() {
+func (t *jsonlTail) skipLong() {
 	t.partial = nil
 	t.long++
 }

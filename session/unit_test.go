@@ -263,7 +263,7 @@ func TestScreenLinesCapture(t *testing.T) {
 // TestCheck covers the registry of kinds: defaults filled in per kind, and
 // a clear error for what a kind cannot run.
 func TestCheck(t *testing.T) {
-	if got, want := Kinds(), []string{KindBuiltin, KindClaude, KindCodex, KindCommand, KindGemini}; !slices.Equal(got, want) {
+	if got, want := Kinds(), []string{KindBuiltin, KindClaude, KindCodex, KindCommand, KindGemini, KindQwen}; !slices.Equal(got, want) {
 		t.Errorf("Kinds() = %v, want %v", got, want)
 	}
 	tests := []struct {
@@ -276,7 +276,9 @@ func TestCheck(t *testing.T) {
 		{"command", Spec{Kind: KindCommand, Command: "sh", Cols: 80, Rows: 24}, Spec{Kind: KindCommand, Command: "sh", Quiescence: 500 * time.Millisecond, Cols: 80, Rows: 24}, ""},
 		{"builtin prompt", Spec{Kind: KindBuiltin, Command: "/bin/office-server", Script: "po"}, Spec{Kind: KindBuiltin, Command: "/bin/office-server", Script: "po", PromptPattern: BuiltinPrompt, Quiescence: 500 * time.Millisecond, Cols: 200, Rows: 50}, ""},
 		{"codex", Spec{Kind: KindCodex}, Spec{Kind: KindCodex, Command: "codex", Quiescence: 500 * time.Millisecond, Cols: 200, Rows: 50}, ""},
-		{"unknown kind", Spec{Kind: "docker"}, Spec{}, `unknown kind "docker" (known: builtin, claude, codex, command, gemini)`},
+		{"qwen", Spec{Kind: KindQwen}, Spec{Kind: KindQwen, Command: "qwen", Quiescence: 1500 * time.Millisecond, Cols: 200, Rows: 50}, ""},
+		{"qwen id", Spec{Kind: KindQwen, ConversationID: "not-a-uuid"}, Spec{}, `conversation id "not-a-uuid": not a UUID`},
+		{"unknown kind", Spec{Kind: "docker"}, Spec{}, `unknown kind "docker" (known: builtin, claude, codex, command, gemini, qwen)`},
 		{"command without command", Spec{Kind: KindCommand}, Spec{}, "kind command needs a command"},
 		{"builtin without script", Spec{Kind: KindBuiltin, Command: "x"}, Spec{}, "kind builtin needs a script"},
 		{"builtin without executable", Spec{Kind: KindBuiltin, Script: "po"}, Spec{}, "kind builtin needs the server's executable (Command)"},

@@ -24,12 +24,12 @@ import (
 
 // TestServeCodexAndQwen runs the built `office-server serve` on PostgreSQL
 // with an office of a real Codex agent (kind codex, po) and a real Qwen
-// Code agent (kind command, dev), their model a scripted OpenAI-compatible
+// Code agent (kind qwen, dev), their model a scripted OpenAI-compatible
 // server: each model's first request carries the office's instructions;
 // po's reply to a person's message is far taller than its screen and holds
 // one [ASK_USER] — one question row; the member's answer reaches po once,
-// po's INVOKE reaches dev once, dev's result (read off Qwen Code's screen)
-// reaches po once.
+// po's INVOKE reaches dev once, dev's result (read from Qwen Code's chat
+// recording) reaches po once.
 func TestServeCodexAndQwen(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs Codex and Qwen Code")
@@ -80,10 +80,9 @@ agents:
     role: Developer
     allowed_actions: [deliver_result]
     launch:
-      kind: command
+      kind: qwen
       command: %q
       dir: %q
-      prompt_pattern: 'Type your message|Auto mode'
       env: {HOME: %q, OPENAI_API_KEY: %q, OPENAI_BASE_URL: %q, OPENAI_MODEL: %q}
 `, codex, dirs[0], filepath.Join(codexHome, ".codex"), srv.Key, qwen, dirs[1], qwenHome, srv.Key, srv.URL, openaitest.Model)
 	if err := os.WriteFile(officeFile, []byte(yaml), 0o600); err != nil {
@@ -214,6 +213,15 @@ agents:
 				break
 			}
 		}
+	}
+	// dev's words came from its chat recording, named by the office's
+	// conversation id, and the office recorded a resume cursor there.
+	var devConv string
+	var cursors int
+	_ = db.QueryRow(ctx, `select s.agent_session_id from agent_sessions s join office_agents a on a.id = s.agent_id where a.office_id = $1 and a.name = 'dev'`, officeID).Scan(&devConv)
+	_ = db.QueryRow(ctx, `select count(*) from office_events where office_id = $1 and kind = 'transcript.cursor' and payload->>'conversation_id' = $2`, officeID, devConv).Scan(&cursors)
+	if m, _ := filepath.Glob(filepath.Join(qwenHome, ".qwen", "projects", "*", "chats", devConv+".jsonl")); devConv == "" || len(m) != 1 || cursors == 0 {
+		t.Errorf("dev's conversation %q: recordings %q, %d cursors; want its chat recording and a cursor in it", devConv, m, cursors)
 	}
 	var questions, invocations int
 	var invStatus string

@@ -81,19 +81,29 @@ func (r Request) Has(s string) bool {
 }
 
 // FunctionOutputs returns the outputs of function calls the request
-// carries (Responses API function_call_output items), as text.
+// carries (Responses API function_call_output items, Chat Completions
+// "tool" messages), as text.
 func (r Request) FunctionOutputs() []string {
 	var body struct {
 		Input []struct {
 			Type   string          `json:"type"`
 			Output json.RawMessage `json:"output"`
 		} `json:"input"`
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
 	}
 	_ = json.Unmarshal(r.Body, &body)
 	var out []string
 	for _, in := range body.Input {
 		if in.Type == "function_call_output" {
 			out = append(out, contentText(in.Output))
+		}
+	}
+	for _, m := range body.Messages {
+		if m.Role == "tool" {
+			out = append(out, contentText(m.Content))
 		}
 	}
 	return out

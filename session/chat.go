@@ -1,0 +1,441 @@
+package session
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// The chat driver follows a CLI agent of the Gemini CLI family (Gemini
+// CLI, Qwen Code): a TUI on the main screen that records its chat as JSONL
+// (one record a line, each with an id), takes the office's conversation
+// id as its session id (--session-id) and resumes it (--resume <id>),
+// reads its standing instructions from a file in its home, and tells its
+// state in its terminal title (idle, working, waiting for a tool
+// approval). A chatCLI holds what differs between them.
+
+// chatCLI describes one CLI the chat driver runs.
+type chatCLI struct {
+	kind string // its launch kind
+	name string // for logs
+	// instructions is its global instructions file for spec.
+	instructions func(spec Spec) string
+	// root is where its recordings are found for spec.
+	root func(spec Spec) string
+	// find returns the recording of session id under root, or "".
+	find func(root, id string) string
+	// resumable reports whether a recording holds a conversation that
+	// --resume loads.
+	resumable func(path string) bool
+	// decode returns the records of one line of a recording.
+	decode func(line []byte) []chatRecord
+	// state reads its terminal title.
+	state func(title string) chatState
+	// dialog returns the text of the tool-approval dialog on screen.
+	dialog func(rows []string) string
+	// watchDir is the directory to watch while the recording is not found
+	// yet: where it will be made, or where what names it is written.
+	watchDir func(root, dir string) string
+}
+
+// chatRecord is one record of a chat recording, as the driver needs it.
+type chatRecord struct {
+	id   string
+	kind chatKind
+	text string
+}
+
+// chatKind is what a record is to the office.
+type chatKind int
+
+const (
+	chatOther  chatKind = iota
+	chatPrompt          // a prompt the CLI got (the acknowledgement of typed text)
+	chatReply           // the model's words (text may be empty: a tool call)
+)
+
+// chatState is what a CLI's terminal title says.
+type chatState int
+
+const (
+	chatUnknown chatState = iota // no title yet
+	chatIdle
+	chatWorking
+	chatAction // a tool-approval dialog waits for a person
+)
+
+// chatAckTimeout: a prompt typed into the CLI shows up as a prompt record
+// within this, or its Enter was lost (pressed once more).
+const chatAckTimeout = 3 * time.Second
+
+// checkChat fills in the defaults of a chat kind's spec: its command, and
+// how long its screen must be still before it counts as ready.
+func checkChat(spec *Spec, command string, quiet time.Duration) error {
+	if spec.Command == "" {
+		spec.Command = command
+	}
+	if spec.Quiescence <= 0 {
+		spec.Quiescence = quiet
+	}
+	if spec.ConversationID != "" {
+		if _, err := uuid.Parse(spec.ConversationID); err != nil {
+			return fmt.Errorf("conversation id %q: not a UUID", spec.ConversationID)
+		}
+	}
+	return nil
+}
+
+// chatDriver follows a session of a chatCLI.
+type chatDriver struct {
+	s   *Session
+	cli *chatCLI
+
+	root     string          // where its recordings are
+	dir      string          // the agent's working directory
+	id       string          // the session id (--session-id)
+	tail     jsonlTail       // the chat recording (its path once found)
+	after    string          // resume cursor (a turn end's ID)
+	skipping bool            // records up to the cursor were acted on
+	seen     map[string]bool // record ids read (a record written again is not new)
+	lastRec  string          // the id of the last record read
+	resumed  bool
+
+	termView            // the screen, for readiness and dialogs (locked)
+	title     string    // the terminal title it set last (locked)
+	oscTail   []byte    // locked
+	prompts   []string  // prompt records read since the last step
+	replied   bool      // a reply record was read since the prompt was typed (locked)
+	gotReply  bool      // a reply record was read by the last poll (worker-owned)
+	working   bool      // the title said it worked since the prompt was typed (locked)
+	typedAt   time.Time // locked
+	awaiting  bool      // typed text not yet seen as a prompt record (locked)
+	reEntered bool      // locked
+	attnFrom  Status    // the status to return to when the dialog is gone (locked)
+	actionAt  time.Time // the title has said an approval waits since (locked)
+	watch     dirWatch  // the recording's directory (worker-owned)
+}
+
+// agentHome is the agent's HOME: from its environment, the spec, or the
+// server's.
+func agentHome(spec Spec) string {
+	if h, ok := lookup(spec.Env, "HOME"); ok && h != "" {
+		return h
+	}
+	if spec.Home != "" {
+		return spec.Home
+	}
+	return os.Getenv("HOME")
+}
+
+func (d *chatDriver) launch(spec Spec) ([]string, []string, error) {
+	home := agentHome(spec)
+	md := d.cli.instructions(spec)
+	if err := os.MkdirAll(filepath.Dir(md), 0o700); err != nil {
+		return nil, nil, fmt.Errorf("%s home: %w", d.cli.name, err)
+	}
+	if err := writeInstructions(md, spec.AppendSystemPrompt); err != nil {
+		return nil, nil, fmt.Errorf("%s instructions: %w", d.cli.name, err)
+	}
+	id := spec.ConversationID
+	if id == "" {
+		id = d.id
+	}
+	if id == "" {
+		id = uuid.NewString()
+	}
+	if root := d.cli.root(spec); d.root != root || d.id != id {
+		d.root, d.id, d.tail = root, id, jsonlTail{}
+		d.seen, d.lastRec = map[string]bool{}, ""
+		d.after = spec.TranscriptAfter
+		d.skipping = strings.HasPrefix(d.after, id+"/")
+	}
+	d.dir = spec.Dir
+	d.resumed = false
+	var args []string
+	if f := d.cli.find(d.root, d.id); f != "" && d.cli.resumable(f) {
+		args = []string{"--resume", id}
+		d.resumed = true
+	} else {
+		args = []string{"--session-id", id}
+	}
+	args = append(args, spec.Args...)
+	env := setEnv(buildEnv(spec, false), "HOME", home)
+	return args, env, nil
+}
+
+func (d *chatDriver) started(spec Spec, info *Info) {
+	d.term = newScreen(spec.Cols, spec.Rows)
+	d.title, d.oscTail = "", nil
+	d.awaiting, d.reEntered, d.working, d.replied = false, false, false, false
+	info.Resumes = true
+	info.ConversationID = d.id
+	info.Transcript = d.tail.path
+	info.Resumed = d.resumed
+}
+
+func (d *chatDriver) output(p []byte) {
+	if d.term != nil {
+		_, _ = d.term.Write(p)
+		_ = d.term.TakeScrolledRows()
+	}
+	d.title, d.oscTail = oscTitle(d.title, d.oscTail, p)
+	if d.awaiting || d.s.info.Status == StatusBusy {
+		if st := d.cli.state(d.title); st == chatWorking || st == chatAction {
+			d.working = true
+		}
+	}
+}
+
+// oscTitleStart starts a terminal title: ESC ] 0 ; title BEL (or ST).
+var oscTitleStart = []byte("\x1b]0;")
+
+// oscTitle returns the last title set in p (or cur), and the tail of p to
+// prepend to the next output.
+func oscTitle(cur string, tail, p []byte) (string, []byte) {
+	return lastOSC(oscTitleStart, "\x07\x1b", 512, cur, tail, p)
+}
+
+// flush: the recording holds every word.
+func (d *chatDriver) flush() []Text { return nil }
+
+func (d *chatDriver) typed(string) {
+	d.awaiting, d.reEntered, d.working, d.replied = true, false, false, false
+	d.typedAt = time.Now()
+}
+
+func (d *chatDriver) keys([]byte) bool { return false }
+
+// received: the CLI records the prompt it got.
+func (d *chatDriver) received(now time.Time, a *pendingAck) (bool, error) {
+	for _, p := range d.prompts {
+		if samePrompt(p, a.r.text) {
+			return true, nil
+		}
+	}
+	if now.Sub(a.typedAt) <= 10*chatAckTimeout {
+		return false, nil
+	}
+	return true, ErrNotReceived
+}
+
+// resume continues the conversation, unless the restart asked for another.
+func (d *chatDriver) resume(spec *Spec, asked *Spec) {
+	if d.id != "" && spec.Kind == d.cli.kind && (asked == nil || asked.ConversationID == "" || asked.ConversationID == d.id) {
+		spec.ConversationID = d.id
+		spec.Resume = true
+	}
+}
+
+func (d *chatDriver) close() { d.watch.stop() }
+
+// follow finds the chat recording and has its directory watched; until
+// it is found, the directory the CLI says (watchDir). Worker-owned.
+func (d *chatDriver) follow() {
+	if d.tail.path == "" {
+		d.tail.path = d.cli.find(d.root, d.id)
+	}
+	if d.tail.path != "" {
+		d.watch.follow(d.s, filepath.Dir(d.tail.path))
+		return
+	}
+	d.watch.follow(d.s, d.cli.watchDir(d.root, d.dir))
+}
+
+// idleWake: a ready CLI is looked at when its recording's directory (or
+// where it is to be made) changes or it writes to its terminal (its title
+// says its state); typed text not yet recorded is given its Enter again
+// once chatAckTimeout is over. Without a watch, every pollIdle. Locked.
+func (d *chatDriver) idleWake() time.Duration {
+	if d.awaiting && !d.reEntered && d.s.p != nil {
+		return untilDue(time.Now(), d.typedAt.Add(chatAckTimeout+time.Millisecond))
+	}
+	if d.watch.ok {
+		return 0
+	}
+	return pollIdle
+}
+
+// step reads the recording and decides the status from the title: ready
+// at start once the title is idle, the screen still and the composer
+// drawn; busy once typed; ready at a turn's end (idle again after it
+// worked, the prompt recorded); needs_attention while a tool approval
+// waits.
+func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
+	s := d.s
+	var texts []Text
+	d.prompts = d.prompts[:0]
+	d.follow()
+	if s.m.opts.Paused == nil || !s.m.opts.Paused(s.key) {
+		var err error
+		if texts, err = d.poll(); err != nil {
+			s.log.Warn(d.cli.name+" chat recording", "err", err)
+		}
+	}
+	s.mu.Lock()
+	next := st
+	if len(d.prompts) > 0 {
+		d.awaiting = false
+	}
+	if d.gotReply {
+		d.replied, d.gotReply = true, false
+	}
+	s.info.ConversationID, s.info.Transcript = d.id, d.tail.path
+	quiet := !s.lastOutput.IsZero() && now.Sub(s.lastOutput) >= s.spec.Quiescence
+	title := d.cli.state(d.title)
+	switch {
+	case title == chatAction:
+		next = d.attention(now, next)
+	case next == StatusNeedsAttention:
+		next = d.attnFrom
+		s.info.Detail = ""
+	}
+	if title != chatAction {
+		d.actionAt = time.Time{}
+	}
+	ready := title == chatIdle && quiet && d.term != nil
+	switch {
+	case next == StatusStarting && ready && chatComposer(d.term.Lines()):
+		// The title says idle before the composer takes input (text
+		// typed then is lost, or its paste never ends and the Enter
+		// becomes a line break): its placeholder is drawn once it does.
+		next = StatusReady
+	case next == StatusBusy && ready && !d.awaiting && (d.working || d.replied):
+		if !d.replied {
+			s.log.Warn("turn ended with no reply recorded", "recording", d.tail.path)
+		}
+		next = StatusReady
+		texts = append(texts, Text{Key: s.key, ID: d.id + "/" + d.lastRec, Source: FromTranscript, TurnEnd: true})
+		d.working, d.replied = false, false
+	}
+	var reEnter *proc
+	if d.awaiting && !d.reEntered && s.p != nil && now.Sub(d.typedAt) > chatAckTimeout {
+		d.reEntered, reEnter = true, s.p
+	}
+	report := func() {}
+	if next != st {
+		report, _ = s.setStatusLocked(next)
+	}
+	s.mu.Unlock()
+	if reEnter != nil {
+		s.log.Warn("prompt not submitted; pressing Enter again")
+		_ = reEnter.pty.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if _, err := reEnter.pty.Write([]byte("\r")); err != nil {
+			s.log.Warn("press Enter again", "err", err)
+		}
+	}
+	return texts, report
+}
+
+// chatComposer reports whether the empty composer of a Gemini CLI or Qwen
+// Code (its placeholder, "Type your message or @path/to/file") is on
+// screen.
+func chatComposer(rows []string) bool {
+	for _, r := range rows {
+		if strings.Contains(r, "Type your message") {
+			return true
+		}
+	}
+	return false
+}
+
+// dialogWait bounds how long a title that says an approval waits may go
+// without the dialog drawn before the agent needs attention anyway.
+const dialogWait = 2 * time.Second
+
+// attention moves the session to needs_attention with the approval
+// dialog's text, once the dialog is drawn (the title may say so first).
+// Locked.
+func (d *chatDriver) attention(now time.Time, cur Status) Status {
+	s := d.s
+	if d.actionAt.IsZero() {
+		d.actionAt = now
+	}
+	var text string
+	if d.term != nil {
+		text = d.cli.dialog(d.term.Lines())
+	}
+	if cur != StatusNeedsAttention {
+		if text == "" && now.Sub(d.actionAt) < dialogWait {
+			return cur
+		}
+		d.attnFrom = cur
+		if cur == StatusReady || cur == StatusStarting {
+			d.attnFrom = StatusBusy
+		}
+	}
+	if text != "" && text != s.info.Detail {
+		s.info.Detail = text
+		s.log.Warn("agent needs attention", "dialog", text)
+	}
+	return StatusNeedsAttention
+}
+
+// poll reads the recording's new complete lines (jsonlTail: at most
+// maxTranscriptRead a poll, a line longer than maxTranscriptLine skipped).
+// A recording written anew from its start is read again: the ids already
+// read are not new.
+func (d *chatDriver) poll() ([]Text, error) {
+	if d.tail.path == "" {
+		if d.tail.path = d.cli.find(d.root, d.id); d.tail.path == "" {
+			return nil, nil
+		}
+	}
+	var texts []Text
+	read, err := d.tail.read(func() {}, func(line []byte) { texts = append(texts, d.entry(line)...) })
+	if err != nil {
+		return nil, err
+	}
+	if d.tail.more {
+		d.s.poke()
+	} else if read && d.skipping {
+		// The cursor is not in the file: everything in it counts as
+		// acted on, later records are new (never act twice).
+		d.skipping = false
+	}
+	return texts, nil
+}
+
+// entry takes the records of one line of the recording.
+func (d *chatDriver) entry(line []byte) []Text {
+	var out []Text
+	for _, r := range d.cli.decode(line) {
+		if t, ok := d.record(r); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// record takes one record: a prompt the CLI got, the model's words, or
+// something else (its id still moves the cursor); each id once.
+func (d *chatDriver) record(r chatRecord) (Text, bool) {
+	if r.id == "" {
+		return Text{}, false
+	}
+	old := d.seen[r.id]
+	d.seen[r.id] = true
+	d.lastRec = r.id
+	if d.skipping {
+		if d.id+"/"+r.id == d.after {
+			d.skipping = false
+		}
+		return Text{}, false
+	}
+	if old {
+		return Text{}, false
+	}
+	switch r.kind {
+	case chatPrompt:
+		d.prompts = append(d.prompts, r.text)
+	case chatReply:
+		d.gotReply = true
+		if r.text != "" {
+			return Text{Key: d.s.key, Lines: strings.Split(r.text, "\n"), ID: r.id, Source: FromTranscript}, true
+		}
+	}
+	return Text{}, false
+}
