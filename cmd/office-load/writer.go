@@ -25,6 +25,7 @@ import (
 type writer interface {
 	office.Roster
 	office.Questions
+	office.Invocations
 	Close() error
 }
 
