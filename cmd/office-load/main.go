@@ -53,7 +53,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	self, _ := os.Executable()
 	ns := fs.String("n", "10,200,1000", "agent counts, comma-separated")
-	stores := fs.String("stores", "sqlite,postgres", "stores: sqlite, postgres")
+	stores := fs.String("stores", "sqlite,postgres", "stores: sqlite, postgres, supabase (the server's Supabase mode against the repository's stand-in project, over PostgreSQL)")
 	c := config{}
 	fs.StringVar(&c.Server, "server", filepath.Join(filepath.Dir(self), "office-server"), "the office-server binary")
 	fs.StringVar(&c.AgentBin, "agent-bin", self, "the program run as the load agent (`<bin> agent`)")
