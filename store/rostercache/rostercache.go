@@ -115,18 +115,19 @@ func (c *Store) SetAgentStatus(ctx context.Context, id, status string) error {
 	c.gen++ // a read begun before the write finished is not cached
 	if e := c.offices[c.owner[id]]; e != nil {
 		if i, ok := e.at[id]; ok {
-			e.agents[i].Status = status
-			e.derived = nil
+			e.agents[i].Status = status // Derived's values stay: see there
 		}
 	}
 	return nil
 }
 
 // Derived returns build's value for the office's roster, made once per
-// cached roster and dropped with any change to it (what every agent's
-// start would otherwise compute from the whole roster: its system
-// prompt's list of agents). build must not keep or change the slice;
-// it runs under the cache's lock.
+// cached roster and dropped when an agent is saved or deleted or the entry
+// expires (what every agent's start would otherwise compute from the whole
+// roster: its system prompt's list of agents). A status change keeps it:
+// every start changes a status, and rebuilding then would make start-up
+// quadratic again; so a value must not depend on agents' statuses. build
+// must not keep or change the slice; it runs under the cache's lock.
 func (c *Store) Derived(ctx context.Context, officeID, key string, build func([]office.Agent) any) (any, error) {
 	for range 2 {
 		c.mu.Lock()
