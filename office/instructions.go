@@ -21,7 +21,7 @@ func Instructions(o Office, self Agent, roster []Agent) string {
 // a sort and a format of every agent.
 func (r *RosterText) Instructions(o Office, self Agent) string {
 	var b strings.Builder
-	b.Grow(r.size + 8192)
+	b.Grow(r.size + 8<<10)
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 
 	w("# You work in the office %q\n\n", o.Name)
@@ -30,7 +30,6 @@ func (r *RosterText) Instructions(o Office, self Agent) string {
 		w(", the office's %s", self.Role)
 	}
 	w(". Other agents and the people running the office talk to you through this terminal; you talk to them by printing the protocol blocks below as plain text in your reply (not in a code block, not inside a tool call).\n\n")
-
 	r.write(&b, self)
 	w("\nWhere a block names an agent you may write its name (any case), its role or a capability; the office then picks a suitable agent.\n")
 	if len(self.AllowedActions) > 0 && !slices.Contains(self.AllowedActions, "*") {
