@@ -275,6 +275,8 @@ func (d *drive) sessionCount(ctx context.Context) (int, string, error) {
 // agents'), memory, goroutines, threads, database transactions.
 func (d *drive) idle(ctx context.Context, be *backend) {
 	time.Sleep(d.c.Settle) // let the start-up's last turns settle
+	prof := d.stage("idle")
+	defer prof.end()
 	pid := d.srv.pid()
 	cpu0, _ := procCPU(pid)
 	tree0, _ := treeCPU(pid)
