@@ -173,3 +173,43 @@ func TestDerived(t *testing.T) {
 		t.Errorf("after the TTL: %v then %v, want 1 then 2", v1, v2)
 	}
 }
+
+// TestStaleRosterReadOnce: once the roster is older than the TTL, many
+// GetAgent calls read the roster again once instead of asking the store
+// for each agent.
+func TestStaleRosterReadOnce(t *testing.T) {
+	ctx := context.Background()
+	raw := &counting{Store: openSQLite(t)}
+	c := rostercache.New(raw, 50*time.Millisecond)
+	off, err := c.UpsertOffice(ctx, office.Office{Name: "stale"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, name := range []string{"a", "b", "c", "d"} {
+		a, err := c.UpsertAgent(ctx, office.Agent{OfficeID: off.ID, Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, a.ID)
+	}
+	if _, err := c.ListAgents(ctx, off.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(60 * time.Millisecond)
+	lists, gets := raw.lists.Load(), raw.gets.Load()
+	for range 25 {
+		for _, id := range ids {
+			if a, err := c.GetAgent(ctx, id); err != nil || a.ID != id {
+				t.Fatalf("GetAgent(%s) = %s, %v", id, a.ID, err)
+			}
+		}
+	}
+	if l, g := raw.lists.Load()-lists, raw.gets.Load()-gets; l != 1 || g != 0 {
+		t.Errorf("100 GetAgent on a stale roster: %d roster reads and %d agent reads reached the store, want 1 and 0", l, g)
+	}
+	// An agent the cache does not know is the store's to find.
+	if _, err := c.GetAgent(ctx, "00000000-0000-0000-0000-000000000000"); !office.IsNotFound(err) {
+		t.Errorf("unknown agent: %v, want not found", err)
+	}
+}
