@@ -86,29 +86,21 @@ func (c *Store) ListAgents(ctx context.Context, officeID string) ([]office.Agent
 	return as, nil
 }
 
-// GetAgent returns the agent from its office's cached roster. A stale
-// roster of a known office is read again first: one read of the roster
-// per TTL while the office is busy, not a query per call (a burst's
-// deliveries each read their agent). Otherwise it asks the store.
+// GetAgent returns the agent from its office's cached roster when that is
+// fresh, else from the store.
 func (c *Store) GetAgent(ctx context.Context, id string) (office.Agent, error) {
-	for try := 0; ; try++ {
-		c.mu.Lock()
-		off, known := c.owner[id]
-		if e := c.offices[off]; known && e != nil && c.now().Sub(e.loadedAt) < c.ttl {
+	c.mu.Lock()
+	if off, ok := c.owner[id]; ok {
+		if e := c.offices[off]; e != nil && c.now().Sub(e.loadedAt) < c.ttl {
 			if i, ok := e.at[id]; ok {
 				a := e.agents[i]
 				c.mu.Unlock()
 				return a, nil
 			}
 		}
-		c.mu.Unlock()
-		if !known || try > 0 {
-			return c.Store.GetAgent(ctx, id)
-		}
-		if _, err := c.ListAgents(ctx, off); err != nil {
-			return office.Agent{}, err
-		}
 	}
+	c.mu.Unlock()
+	return c.Store.GetAgent(ctx, id)
 }
 
 // SetAgentStatus writes the status and applies it to the cached roster.
