@@ -129,31 +129,36 @@ func (c *Store) SetAgentStatus(ctx context.Context, id, status string) error {
 // quadratic again; so a value must not depend on agents' statuses. build
 // must not keep or change the slice; it runs under the cache's lock.
 func (c *Store) Derived(ctx context.Context, officeID, key string, build func([]office.Agent) any) (any, error) {
-	for range 2 {
-		c.mu.Lock()
-		if e, ok := c.offices[officeID]; ok && c.now().Sub(e.loadedAt) < c.ttl {
-			defer c.mu.Unlock()
-			v, ok := e.derived[key]
-			if !ok {
-				v = build(e.agents)
-				if e.derived == nil {
-					e.derived = map[string]any{}
-				}
-				e.derived[key] = v
-			}
-			return v, nil
-		}
-		c.mu.Unlock()
-		if _, err := c.ListAgents(ctx, officeID); err != nil {
-			return nil, err
-		}
+	if v, ok := c.derived(officeID, key, build); ok {
+		return v, nil
 	}
-	// A write raced each read: build from a read of our own, uncached.
-	as, err := c.Store.ListAgents(ctx, officeID)
+	as, err := c.ListAgents(ctx, officeID) // cached unless a write raced it
 	if err != nil {
 		return nil, err
 	}
-	return build(as), nil
+	if v, ok := c.derived(officeID, key, build); ok {
+		return v, nil
+	}
+	return build(as), nil // one read per call at worst, as without the cache
+}
+
+// derived is Derived from a fresh entry; false when there is none.
+func (c *Store) derived(officeID, key string, build func([]office.Agent) any) (any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.offices[officeID]
+	if !ok || c.now().Sub(e.loadedAt) >= c.ttl {
+		return nil, false
+	}
+	v, ok := e.derived[key]
+	if !ok {
+		v = build(e.agents)
+		if e.derived == nil {
+			e.derived = map[string]any{}
+		}
+		e.derived[key] = v
+	}
+	return v, true
 }
 
 // UpsertAgent saves the agent; its office's roster is read again next time
