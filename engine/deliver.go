@@ -320,13 +320,13 @@ func (o *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpe
 	if err != nil {
 		return SessionSpec{}, fmt.Errorf("get office: %w", err)
 	}
-	roster, err := o.agents(ctx, a.OfficeID)
+	roster, err := o.rosterText(ctx, a.OfficeID)
 	if err != nil {
 		return SessionSpec{}, err
 	}
 	spec := SessionSpec{
 		OfficeID: a.OfficeID, AgentID: a.ID, Launch: a.Launch, Dir: o.workspace(a),
-		SystemPrompt: office.Instructions(off, a, roster), PermissionTimeout: o.perms.timeout(a),
+		SystemPrompt: roster.Instructions(off, a), PermissionTimeout: o.perms.timeout(a),
 	}
 	deps, err := o.store.ListDependencies(ctx, office.DependencyFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{office.DependencyProvided}})
 	if err != nil {

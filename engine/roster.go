@@ -53,6 +53,31 @@ func (o *roster) agents(ctx context.Context, officeID string) ([]office.Agent, e
 	return as, nil
 }
 
+// rosterMemo is a store that keeps values derived from an office's roster
+// as long as the roster is unchanged (store/rostercache).
+type rosterMemo interface {
+	Derived(ctx context.Context, officeID, key string, build func([]office.Agent) any) (any, error)
+}
+
+// rosterText returns the office's roster as the instructions list it:
+// rendered once per roster where the store keeps it (an agent's start
+// then costs a copy of it, not a sort and format of the whole office),
+// else from a read.
+func (o *roster) rosterText(ctx context.Context, officeID string) (*office.RosterText, error) {
+	if m, ok := o.store.(rosterMemo); ok {
+		v, err := m.Derived(ctx, officeID, "engine.rosterText", func(as []office.Agent) any { return office.NewRosterText(as) })
+		if err != nil {
+			return nil, fmt.Errorf("list agents: %w", err)
+		}
+		return v.(*office.RosterText), nil
+	}
+	as, err := o.agents(ctx, officeID)
+	if err != nil {
+		return nil, err
+	}
+	return office.NewRosterText(as), nil
+}
+
 // registry builds the proxy selector's snapshot: agents with their load
 // (open invocations they are the callee of, open proxy tasks they hold).
 func (o *roster) registry(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, error) {

@@ -13,7 +13,15 @@ import (
 // golden-tested and the same across restarts (a resumed conversation sees
 // the same prompt).
 func Instructions(o Office, self Agent, roster []Agent) string {
+	return NewRosterText(roster).Instructions(o, self)
+}
+
+// Instructions is Instructions with the roster rendered already: each
+// agent's start in a large office costs a copy of the roster's text, not
+// a sort and a format of every agent.
+func (r *RosterText) Instructions(o Office, self Agent) string {
 	var b strings.Builder
+	b.Grow(r.size + 8<<10)
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 
 	w("# You work in the office %q\n\n", o.Name)
@@ -22,8 +30,7 @@ func Instructions(o Office, self Agent, roster []Agent) string {
 		w(", the office's %s", self.Role)
 	}
 	w(". Other agents and the people running the office talk to you through this terminal; you talk to them by printing the protocol blocks below as plain text in your reply (not in a code block, not inside a tool call).\n\n")
-
-	writeRoster(w, self, roster)
+	r.write(&b, self)
 	w("\nWhere a block names an agent you may write its name (any case), its role or a capability; the office then picks a suitable agent.\n")
 	if len(self.AllowedActions) > 0 && !slices.Contains(self.AllowedActions, "*") {
 		w("You may use only these actions: %s.\n", strings.Join(self.AllowedActions, ", "))
@@ -93,16 +100,29 @@ STEP_COMPLETE
 	return b.String()
 }
 
-// writeRoster writes the office's agents, by name, with self marked.
-func writeRoster(w func(string, ...any), self Agent, roster []Agent) {
+// RosterText is the office's agents as the instructions list them, by
+// name, rendered once for a roster and shared by every agent's
+// instructions. It is read-only once made.
+type RosterText struct {
+	lines []rosterLine
+	size  int
+}
+
+// rosterLine is one agent's line: name, then the rest, so "(you)" can go
+// between them.
+type rosterLine struct {
+	id, agentName string
+	name, rest    string
+}
+
+// NewRosterText renders roster (in name order).
+func NewRosterText(roster []Agent) *RosterText {
 	others := slices.Clone(roster)
 	slices.SortFunc(others, func(a, b Agent) int { return strings.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)) })
-	w("## The office\n\n")
+	r := &RosterText{lines: make([]rosterLine, 0, len(others))}
+	var b strings.Builder
 	for _, a := range others {
-		me := ""
-		if a.ID == self.ID || strings.EqualFold(a.Name, self.Name) {
-			me = " (you)"
-		}
+		b.Reset()
 		role := a.Role
 		if role == "" {
 			role = "agent"
@@ -111,10 +131,26 @@ func writeRoster(w func(string, ...any), self Agent, roster []Agent) {
 		if len(a.Capabilities) > 0 {
 			caps = strings.Join(a.Capabilities, ", ")
 		}
-		w("- %s%s — %s; capabilities: %s", a.Name, me, role, caps)
+		fmt.Fprintf(&b, " — %s; capabilities: %s", role, caps)
 		if len(a.Expertise) > 0 {
-			w("; expert in: %s", strings.Join(a.Expertise, ", "))
+			fmt.Fprintf(&b, "; expert in: %s", strings.Join(a.Expertise, ", "))
 		}
-		w("\n")
+		b.WriteString("\n")
+		l := rosterLine{id: a.ID, agentName: a.Name, name: "- " + a.Name, rest: b.String()}
+		r.size += len(l.name) + len(l.rest)
+		r.lines = append(r.lines, l)
+	}
+	return r
+}
+
+// write writes the roster section with self marked.
+func (r *RosterText) write(b *strings.Builder, self Agent) {
+	b.WriteString("## The office\n\n")
+	for _, l := range r.lines {
+		b.WriteString(l.name)
+		if l.id == self.ID || strings.EqualFold(l.agentName, self.Name) {
+			b.WriteString(" (you)")
+		}
+		b.WriteString(l.rest)
 	}
 }

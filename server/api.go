@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +59,11 @@ func (s *Server) routes() {
 	api("GET /api/offices/{office}/events/stream", s.streamEvents)
 
 	api("POST /api/node/drain", s.drain)
+
+	// Go's profiles (CPU, heap, goroutines…), for the load driver and
+	// operators: behind the admin token like the API.
+	api("GET /debug/pprof/", pprof.Index)
+	api("GET /debug/pprof/profile", pprof.Profile)
 
 	m.HandleFunc("GET /ws/offices/{office}/agents/{agent}", s.console)
 

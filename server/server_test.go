@@ -26,6 +26,8 @@ func TestAPIAuth(t *testing.T) {
 		{"page no token", "GET", "/", "", 401},
 		{"health is open", "GET", "/healthz", "", 200},
 		{"metrics are open", "GET", "/metrics", "", 200},
+		{"profiles need the token", "GET", "/debug/pprof/goroutine?debug=1", "", 401},
+		{"profiles with the token", "GET", "/debug/pprof/goroutine?debug=1", testToken, 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

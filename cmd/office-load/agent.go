@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -20,10 +21,15 @@ import (
 // sees when the office's text has arrived whole and when Enter followed,
 // and sends both times to the driver (a datagram on SOCK):
 //
-//	<name> <text arrived, unix ns> <Enter, unix ns> <early: 1 if Enter came with the text>
+//	<name> <text arrived, unix ns> <Enter, unix ns> <early: 1 if Enter came with the text> <what: answer, task, result, other>
 //
 // It echoes what it is typed, as a CLI's prompt does: that is what the
 // server waits for before it presses Enter.
+//
+// An answer "invoke <agent>" makes it give that agent a task instead of
+// asking again: it prints an [INVOKE:<agent>] block and reports when
+// (`printed <name> <agent> <unix ns>`). Given a task, it delivers a result
+// to the caller ([DELIVER_RESULT]); given the result, it asks again.
 func agentMain(args []string, stdin io.Reader, stdout io.Writer) int {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	name := fs.String("name", "", "the agent's name")
@@ -134,22 +140,51 @@ func (a *loadAgent) echo(p []byte) {
 	io.WriteString(a.out, strings.ReplaceAll(s, "\n", "\r\n"))
 }
 
+// What the office types, as the load agent tells it apart.
+var (
+	invokeAnswer = regexp.MustCompile(`\binvoke (a[0-9]+)\b`)
+	taskFrom     = regexp.MustCompile(`Task \S+ from (\S+):`)
+)
+
 // enter submits the typed text: the times go to the driver, the agent
-// answers and asks again.
+// replies: asks again, gives a task, or delivers a task's result.
 func (a *loadAgent) enter(now time.Time, early bool) {
 	if len(a.text) == 0 {
 		return
+	}
+	text := string(a.text)
+	what := "other"
+	switch {
+	case strings.Contains(text, "Answer to question"):
+		what = "answer"
+	case taskFrom.MatchString(text):
+		what = "task"
+	case strings.Contains(text, "Result from"):
+		what = "result"
 	}
 	if a.rep != nil {
 		e := 0
 		if early {
 			e = 1
 		}
-		fmt.Fprintf(a.rep, "%s %d %d %d", a.name, a.landed.UnixNano(), now.UnixNano(), e)
+		fmt.Fprintf(a.rep, "%s %d %d %d %s", a.name, a.landed.UnixNano(), now.UnixNano(), e, what)
 	}
 	a.text = a.text[:0]
 	io.WriteString(a.out, "\r\nok\r\n")
-	a.ask()
+	switch m := invokeAnswer.FindStringSubmatch(text); {
+	case what == "answer" && m != nil:
+		block := fmt.Sprintf("[INVOKE:%s]\r\nLoad task from %s: reply with a result.\r\n[/INVOKE:%s]\r\n> ", m[1], a.name, m[1])
+		printed := time.Now()
+		io.WriteString(a.out, block)
+		if a.rep != nil {
+			fmt.Fprintf(a.rep, "printed %s %s %d", a.name, m[1], printed.UnixNano())
+		}
+	case what == "task":
+		caller := taskFrom.FindStringSubmatch(text)[1]
+		fmt.Fprintf(a.out, "[DELIVER_RESULT:%s]\r\ntype: message\r\ncontent: Load task done by %s.\r\n[/DELIVER_RESULT:%s]\r\n> ", caller, a.name, caller)
+	default:
+		a.ask()
+	}
 }
 
 // partialSuffix is the length of the longest suffix of b that is a proper

@@ -24,9 +24,9 @@ func TestMain(m *testing.M) {
 }
 
 // TestDriverTable runs the driver on the built server with 3 agents on
-// each store and checks the table: one row per run, every column filled
-// with a plausible number, every answer typed and entered once, none
-// early.
+// each store (Supabase: the stand-in project) and checks the table: one row per run, every column filled
+// with a plausible number, every answer and task typed and entered once,
+// none early.
 func TestDriverTable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -42,24 +42,24 @@ func TestDriverTable(t *testing.T) {
 	var out, errs bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	err := Main(ctx, []string{"-server", bin, "-agent-bin", self, "-n", "3", "-stores", "sqlite,postgres",
-		"-answers", "6", "-idle", "1s", "-database-url", base, "-dir", t.TempDir()}, &out, &errs)
+	err := Main(ctx, []string{"-server", bin, "-agent-bin", self, "-n", "3", "-stores", "sqlite,postgres,supabase",
+		"-answers", "6", "-invokes", "4", "-idle", "1s", "-database-url", base, "-dir", t.TempDir()}, &out, &errs)
 	if err != nil {
 		t.Fatalf("driver: %v\n%s", err, errs.String())
 	}
 	t.Logf("\n%s", out.String())
 	var rows [][]string
 	for _, l := range strings.Split(out.String(), "\n") {
-		if strings.HasPrefix(l, "| sqlite") || strings.HasPrefix(l, "| postgres") {
+		if strings.HasPrefix(l, "| sqlite") || strings.HasPrefix(l, "| postgres") || strings.HasPrefix(l, "| supabase") {
 			f := strings.Split(strings.Trim(l, "| "), " | ")
-			if len(f) != 14 {
-				t.Fatalf("row has %d columns, want 14: %q", len(f), l)
+			if len(f) != 16 {
+				t.Fatalf("row has %d columns, want 16: %q", len(f), l)
 			}
 			rows = append(rows, f)
 		}
 	}
-	if len(rows) != 2 {
-		t.Fatalf("%d rows, want 2:\n%s", len(rows), out.String())
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3:\n%s", len(rows), out.String())
 	}
 	num := regexp.MustCompile(`[0-9.]+`)
 	ms := func(s string) []float64 {
@@ -74,22 +74,54 @@ func TestDriverTable(t *testing.T) {
 		if r[1] != "3 (load agent)" || !strings.HasSuffix(r[2], "s") || strings.Contains(r[2], "of") {
 			t.Errorf("%s: agents %q, ready %q", r[0], r[1], r[2])
 		}
-		for _, col := range []int{7, 8, 12} { // p50 / p99 pairs
+		for _, col := range []int{7, 8, 12, 13, 14} { // p50 / p99 pairs
 			v := ms(r[col])
 			if len(v) != 2 || v[0] <= 0 || v[0] > v[1] || v[1] > 5000 {
 				t.Errorf("%s: column %d = %q, want 0 < p50 ≤ p99 < 5 s", r[0], col, r[col])
 			}
 		}
-		if r[9] != "0 of 9" {
-			t.Errorf("%s: early Enters %q, want 0 of 9 (6 answers and a burst of 3)", r[0], r[9])
+		if r[9] != "0 of 13" {
+			t.Errorf("%s: early Enters %q, want 0 of 13 (6 answers, 4 tasks and a burst of 3)", r[0], r[9])
 		}
 		for _, col := range []int{4, 5, 6, 10} { // RSS, goroutines, threads, burst rate
 			if v := ms(r[col]); len(v) == 0 || v[0] <= 0 {
 				t.Errorf("%s: column %d = %q, want > 0", r[0], col, r[col])
 			}
 		}
-		if v := ms(r[13]); len(v) != 1 {
-			t.Errorf("%s: DB tx/s idle = %q, want a number", r[0], r[13])
+		// The office's part of an INVOKE is within the whole.
+		if whole, part := ms(r[13]), ms(r[14]); len(whole) == 2 && len(part) == 2 && part[0] > whole[0] {
+			t.Errorf("%s: invocation row → Enter p50 %v ms over INVOKE printed → Enter p50 %v ms", r[0], part[0], whole[0])
+		}
+		// Not measured over Supabase: the stand-in's own WAL polls would count.
+		if v := ms(r[15]); r[0] != "supabase" && len(v) != 1 || r[0] == "supabase" && r[15] != "—" {
+			t.Errorf("%s: DB tx/s idle = %q, want a number (— for supabase)", r[0], r[15])
+		}
+	}
+}
+
+// TestScaling: the median row of three runs, and the per-agent start-up
+// cost and CPU per message between sizes, with the runs' range.
+func TestScaling(t *testing.T) {
+	mk := func(n int, ready, cpu time.Duration, early int) result {
+		return result{Store: "sqlite", N: n, Started: n, Ready: ready, BurstCPU: cpu, BurstRate: 100, BurstN: n, Answered: 10, Early: early}
+	}
+	runs := map[[2]string][]result{
+		{"sqlite", "10"}:   {mk(10, 500*time.Millisecond, 500*time.Microsecond, 0), mk(10, 400*time.Millisecond, 400*time.Microsecond, 1), mk(10, 600*time.Millisecond, 600*time.Microsecond, 0)},
+		{"sqlite", "1000"}: {mk(1000, 10400*time.Millisecond, 700*time.Microsecond, 0), mk(1000, 8400*time.Millisecond, 500*time.Microsecond, 0), mk(1000, 9400*time.Millisecond, 600*time.Microsecond, 0)},
+	}
+	lo, hi := median(runs[[2]string{"sqlite", "10"}]), median(runs[[2]string{"sqlite", "1000"}])
+	if lo.Ready != 500*time.Millisecond || lo.BurstCPU != 500*time.Microsecond || lo.Early != 1 || lo.Answered != 30 {
+		t.Errorf("median of 10: ready %v, CPU/msg %v, early %d, answered %d; want 500ms, 500µs, 1 (summed), 30 (summed)", lo.Ready, lo.BurstCPU, lo.Early, lo.Answered)
+	}
+	var out bytes.Buffer
+	printScaling(&out, []result{lo, hi}, runs)
+	// (9.4 s − 0.5 s) / 990 agents = 8.99 ms; runs pairwise: 9.9/990, 8.0/990, 8.8/990.
+	for _, want := range []string{
+		"sqlite: start-up per extra agent 10→1000 8.99 ms (runs 8.08–10.00); ",
+		"server CPU per burst message 10: 0.500 ms (runs 0.40–0.60), 1000: 0.600 ms (runs 0.50–0.70) (×1.20 from 10 to 1000)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("scaling lines lack %q:\n%s", want, out.String())
 		}
 	}
 }

@@ -5,9 +5,12 @@
 // process, as a frontend's backend or a script), and prints a table: time
 // until every agent is ready, CPU at idle (the server's, and its keepers'
 // and agents'), RSS, goroutines, threads, answer committed → text in the
-// agent's PTY and → Enter (p50/p99, one at a time), a burst of N answers
-// (messages per second, server CPU per message, commit → Enter), and the
-// database's transactions per second at idle.
+// agent's PTY and → Enter (p50/p99, one at a time), INVOKE printed by one
+// agent → the task entered in another (p50/p99, one at a time), a burst
+// of N answers (messages per second, server CPU per message, commit →
+// Enter), and the database's transactions per second at idle. After the
+// table it prints what one more agent costs between sizes. With -repeat
+// each row is the median of several runs.
 //
 //	go build -o bin/ ./cmd/office-server ./cmd/office-load
 //	bin/office-load -n 10,200,1000 -stores sqlite,postgres
@@ -50,40 +53,62 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	self, _ := os.Executable()
 	ns := fs.String("n", "10,200,1000", "agent counts, comma-separated")
-	stores := fs.String("stores", "sqlite,postgres", "stores: sqlite, postgres")
+	stores := fs.String("stores", "sqlite,postgres", "stores: sqlite, postgres, supabase (the server's Supabase mode against the repository's stand-in project, over PostgreSQL)")
 	c := config{}
 	fs.StringVar(&c.Server, "server", filepath.Join(filepath.Dir(self), "office-server"), "the office-server binary")
 	fs.StringVar(&c.AgentBin, "agent-bin", self, "the program run as the load agent (`<bin> agent`)")
 	fs.StringVar(&c.Command, "agent", "", "a trivial agent command instead of the load agent (e.g. cat)")
 	fs.StringVar(&c.BaseURL, "database-url", envOr("DATABASE_URL_TEST", "postgres://office:office@127.0.0.1:5432/office_test?sslmode=disable"), "PostgreSQL server (a database of its own is created per run)")
 	fs.IntVar(&c.Answers, "answers", 100, "answers timed one at a time")
+	fs.IntVar(&c.Invokes, "invokes", 100, "INVOKEs timed one at a time (printed → the task entered in an idle target)")
 	fs.DurationVar(&c.Idle, "idle", 20*time.Second, "idle window")
 	fs.DurationVar(&c.Settle, "settle", 2*time.Second, "pause between start-up and the idle window")
 	fs.DurationVar(&c.Ready, "ready-timeout", 10*time.Minute, "bound on start-up")
 	fs.StringVar(&c.Dir, "dir", "", "scratch directory (default: the system's)")
+	fs.StringVar(&c.Profile, "profile", "", "write the server's CPU profiles of start-up, the idle window and the burst to this directory (1 s pieces: go tool pprof DIR/sqlite-1000-startup-*)")
+	repeat := fs.Int("repeat", 1, "runs of each store and size; the table gives each column's median, the upper one for an even count (runs interleaved: every size once, then again)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if _, err := os.Stat(c.Server); err != nil {
 		return fmt.Errorf("office-server binary: %w (build it: go build -o bin/ ./cmd/office-server ./cmd/office-load)", err)
 	}
-	var results []result
-	for _, st := range strings.Split(*stores, ",") {
-		for _, f := range strings.Split(*ns, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n <= 0 {
-				return fmt.Errorf("bad -n %q", f)
+	if *repeat < 1 {
+		return fmt.Errorf("bad -repeat %d", *repeat)
+	}
+	var sizes []int
+	for _, f := range strings.Split(*ns, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("bad -n %q", f)
+		}
+		sizes = append(sizes, n)
+	}
+	runs := map[[2]string][]result{}
+	var order [][2]string
+	for rep := range *repeat {
+		for _, st := range strings.Split(*stores, ",") {
+			for _, n := range sizes {
+				c.Store, c.N, c.Rep = strings.TrimSpace(st), n, rep+1
+				fmt.Fprintf(stderr, "office-load: %s, %d agents (run %d of %d)…\n", c.Store, n, rep+1, *repeat)
+				r, err := run(ctx, c)
+				if err != nil {
+					return fmt.Errorf("%s, %d agents: %w", c.Store, n, err)
+				}
+				k := [2]string{c.Store, strconv.Itoa(n)}
+				if rep == 0 {
+					order = append(order, k)
+				}
+				runs[k] = append(runs[k], r)
 			}
-			c.Store, c.N = strings.TrimSpace(st), n
-			fmt.Fprintf(stderr, "office-load: %s, %d agents…\n", c.Store, n)
-			r, err := run(ctx, c)
-			if err != nil {
-				return fmt.Errorf("%s, %d agents: %w", c.Store, n, err)
-			}
-			results = append(results, r)
 		}
 	}
-	printTable(stdout, results)
+	var results []result
+	for _, k := range order {
+		results = append(results, median(runs[k]))
+	}
+	printTable(stdout, results, *repeat)
+	printScaling(stdout, results, runs)
 	return nil
 }
 
@@ -95,15 +120,19 @@ func envOr(k, def string) string {
 }
 
 // printTable prints results as a Markdown table, with the machine.
-func printTable(w io.Writer, rs []result) {
-	fmt.Fprintf(w, "machine: %s, %d cores (%s/%s); kernel PTY limit %s\n\n", cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, ptyLine())
-	fmt.Fprintln(w, "| store | agents | ready | idle CPU server / keepers+agents | RSS | goroutines | threads | commit → typed p50/p99 | commit → Enter p50/p99 | Enter early | burst msg/s | CPU/msg | burst Enter p50/p99 | DB tx/s idle |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+func printTable(w io.Writer, rs []result, repeat int) {
+	fmt.Fprintf(w, "machine: %s, %d cores (%s/%s); kernel PTY limit %s\n", cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, ptyLine())
+	if repeat > 1 {
+		fmt.Fprintf(w, "each row: the median of %d runs per column (Enter early: the sum)\n", repeat)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| store | agents | ready | idle CPU server / keepers+agents | RSS | goroutines | threads | commit → typed p50/p99 | commit → Enter p50/p99 | Enter early | burst msg/s | CPU/msg | burst Enter p50/p99 | INVOKE printed → task Enter p50/p99 | invocation row → task Enter p50/p99 | DB tx/s idle |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
-		fmt.Fprintf(w, "| %s | %d (%s) | %s | %.2f%% / %.2f%% | %.0f MB | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(w, "| %s | %d (%s) | %s | %.2f%% / %.2f%% | %.0f MB | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.Store, r.N, r.Agents, readyText(r), 100*r.IdleCPU, 100*r.IdleTreeCPU, r.RSSMB, r.Goroutines, r.Threads,
 			pair(r.Typed, r.Answered), pair(r.Enter, r.Answered), earlyText(r), rateText(r.BurstRate), msText(r.BurstCPU, r.BurstRate > 0),
-			pair(r.BurstEnter, r.BurstN), txText(r.IdleTx))
+			pair(r.BurstEnter, r.BurstN), pair(r.Invoke, r.Invoked), pair(r.InvokeRow, r.Invoked), txText(r.IdleTx))
 	}
 	for _, r := range rs {
 		if r.Note != "" {
@@ -138,7 +167,7 @@ func earlyText(r result) string {
 	if r.Answered == 0 {
 		return "—"
 	}
-	return fmt.Sprintf("%d of %d", r.Early, r.Answered+r.BurstN)
+	return fmt.Sprintf("%d of %d", r.Early, r.Answered+r.BurstN+r.Invoked)
 }
 
 func rateText(v float64) string {

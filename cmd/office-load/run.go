@@ -25,10 +25,13 @@ type config struct {
 	BaseURL  string        // PostgreSQL maintenance database
 	N        int           // agents
 	Answers  int           // answers measured one at a time
+	Invokes  int           // INVOKEs measured one at a time
 	Idle     time.Duration // idle window
 	Settle   time.Duration // pause between start-up and the idle window
 	Ready    time.Duration // bound on start-up
 	Dir      string        // scratch directory
+	Profile  string        // directory for CPU profiles, or ""
+	Rep      int           // which run of this store and size (1, 2…)
 }
 
 // result is one row of the table.
@@ -46,14 +49,20 @@ type result struct {
 	BurstRate            float64       // messages per second
 	BurstCPU             time.Duration // server CPU per message
 	BurstEnter           [2]time.Duration
+	Invoke               [2]time.Duration // p50, p99 INVOKE printed → task typed and Enter pressed in the target
+	InvokeRow            [2]time.Duration // p50, p99 invocation row created → the same Enter
+	Invoked              int
 	IdleTx               float64 // database transactions per second at idle, -1 unknown
 	PTYMax, PTYUsed      int
 	Note                 string
 }
 
-// report is what a load agent says after an Enter.
+// report is what a load agent says after an Enter (what: answer, task,
+// result, other), or when it printed an INVOKE (what: printed; target
+// the agent it named, enter the time it printed).
 type report struct {
-	name          string
+	name, what    string
+	target        string
 	landed, enter time.Time
 	early         bool
 }
@@ -63,6 +72,11 @@ func run(ctx context.Context, c config) (res result, err error) {
 	res = result{Store: c.Store, N: c.N, Agents: "load agent", IdleTx: -1}
 	if c.Command != "" {
 		res.Agents = c.Command
+	}
+	if c.Profile != "" {
+		if err := os.MkdirAll(c.Profile, 0o755); err != nil {
+			return res, err
+		}
 	}
 	dir, err := os.MkdirTemp(c.Dir, "office-load-")
 	if err != nil {
@@ -92,18 +106,27 @@ func run(ctx context.Context, c config) (res result, err error) {
 	if err := srv.waitHealthy(ctx, 60*time.Second); err != nil {
 		return res, err
 	}
+	stage := func(name string) *profiler {
+		return srv.profile(ctx, c.Profile, fmt.Sprintf("%s-%d-r%d-%s", c.Store, c.N, c.Rep, name))
+	}
+	prof := stage("startup")
 	w, err := be.open(ctx)
 	if err != nil {
 		return res, fmt.Errorf("open the store as another process: %w", err)
 	}
 	defer w.Close()
-	d := &drive{c: c, srv: srv, w: w, reports: reports, res: &res}
-	if err := d.startUp(ctx, t0); err != nil {
+	d := &drive{c: c, srv: srv, w: w, reports: reports, res: &res, stage: stage}
+	err = d.startUp(ctx, t0)
+	prof.end()
+	if err != nil {
 		return res, err
 	}
 	d.idle(ctx, be)
 	if c.Command == "" && res.Started == c.N {
 		if err := d.answers(ctx); err != nil {
+			return res, err
+		}
+		if err := d.invokes(ctx); err != nil {
 			return res, err
 		}
 		if err := d.burst(ctx); err != nil {
@@ -140,7 +163,11 @@ func listenReports(path string, n int) (<-chan report, string, func(), error) {
 
 func parseReport(s string) (report, bool) {
 	f := strings.Fields(s)
-	if len(f) != 4 {
+	if len(f) == 4 && f[0] == "printed" {
+		at, err := strconv.ParseInt(f[3], 10, 64)
+		return report{what: "printed", name: f[1], target: f[2], enter: time.Unix(0, at)}, err == nil
+	}
+	if len(f) != 5 {
 		return report{}, false
 	}
 	l, err1 := strconv.ParseInt(f[1], 10, 64)
@@ -148,7 +175,7 @@ func parseReport(s string) (report, bool) {
 	if err1 != nil || err2 != nil {
 		return report{}, false
 	}
-	return report{name: f[0], landed: time.Unix(0, l), enter: time.Unix(0, e), early: f[3] == "1"}, true
+	return report{name: f[0], landed: time.Unix(0, l), enter: time.Unix(0, e), early: f[3] == "1", what: f[4]}, true
 }
 
 // drive is one run's measuring side.
@@ -159,6 +186,7 @@ type drive struct {
 	reports  <-chan report
 	res      *result
 	officeID string
+	stage    func(name string) *profiler // starts a CPU profile, or nil
 }
 
 // startUp waits until every agent is ready: the load agent has asked its
@@ -172,7 +200,7 @@ func (d *drive) startUp(ctx context.Context, t0 time.Time) error {
 	deadline := time.Now().Add(d.c.Ready)
 	last, lastAt := -1, time.Now()
 	for {
-		n, detail, err := d.readyCount(ctx)
+		n, err := d.readyCount(ctx)
 		if err != nil {
 			return err
 		}
@@ -188,6 +216,7 @@ func (d *drive) startUp(ctx context.Context, t0 time.Time) error {
 		// (a limit was hit).
 		if time.Now().After(deadline) || time.Since(lastAt) > 60*time.Second {
 			d.res.Ready = time.Since(t0)
+			_, detail, _ := d.sessionCount(ctx)
 			d.res.PTYMax, d.res.PTYUsed = ptyLimit()
 			d.res.Note = fmt.Sprintf("%d of %d agents ready after %s; %s; server log ends: %s", n, d.c.N, d.res.Ready.Round(time.Second), detail, lastLines(d.srv.logs.String(), 5))
 			return nil
@@ -204,24 +233,23 @@ func (d *drive) startUp(ctx context.Context, t0 time.Time) error {
 	return nil
 }
 
-// readyCount counts ready agents; detail says what the others are doing.
-func (d *drive) readyCount(ctx context.Context) (int, string, error) {
+// readyCount counts ready agents: load agents with a question pending
+// (read from the driver's own store connection, not the server's API, so
+// the count costs the server nothing), or sessions ready.
+func (d *drive) readyCount(ctx context.Context) (int, error) {
 	if d.c.Command == "" {
 		qs, err := d.w.ListQuestions(ctx, office.QuestionFilter{OfficeID: d.officeID, Status: []string{office.QuestionPending}})
 		if err != nil {
-			return 0, "", err
+			return 0, err
 		}
 		seen := map[string]bool{}
 		for _, q := range qs {
 			seen[q.AgentID] = true
 		}
-		if len(seen) == d.c.N {
-			return len(seen), "", nil
-		}
-		_, detail, err := d.sessionCount(ctx)
-		return len(seen), detail, err
+		return len(seen), nil
 	}
-	return d.sessionCount(ctx)
+	n, _, err := d.sessionCount(ctx)
+	return n, err
 }
 
 // sessionCount counts agents whose session is ready, from the API, and
@@ -247,6 +275,8 @@ func (d *drive) sessionCount(ctx context.Context) (int, string, error) {
 // agents'), memory, goroutines, threads, database transactions.
 func (d *drive) idle(ctx context.Context, be *backend) {
 	time.Sleep(d.c.Settle) // let the start-up's last turns settle
+	prof := d.stage("idle")
+	defer prof.end()
 	pid := d.srv.pid()
 	cpu0, _ := procCPU(pid)
 	tree0, _ := treeCPU(pid)
@@ -365,6 +395,8 @@ func (d *drive) burst(ctx context.Context) error {
 		return errors.New("burst: no agent is waiting for an answer")
 	}
 	time.Sleep(time.Second) // the last questions' turns settle
+	prof := d.stage("burst")
+	defer prof.end()
 	pid := d.srv.pid()
 	cpu0, _ := procCPU(pid)
 	t0 := time.Now()

@@ -209,3 +209,45 @@ func writeOffice(path string, n int, agentBin, command, sock string) error {
 }
 
 func agentName(i int) string { return fmt.Sprintf("a%05d", i+1) }
+
+// profiler records the server's CPU profile in 1 s pieces (Go profiles
+// one window at a time) until stopped: DIR/<store>-<n>-<stage>-<k>.pprof,
+// which go tool pprof reads together.
+type profiler struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+// profile starts recording stage into dir; nil when dir is "".
+func (p *serverProc) profile(ctx context.Context, dir, stage string) *profiler {
+	if dir == "" {
+		return nil
+	}
+	pr := &profiler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(pr.done)
+		for k := 1; ; k++ {
+			var body string
+			if err := p.get(ctx, "/debug/pprof/profile?seconds=1", &body); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%03d.pprof", stage, k)), []byte(body), 0o644)
+			}
+			select {
+			case <-pr.stop:
+				return
+			case <-ctx.Done():
+				return
+			default:
+			}
+		}
+	}()
+	return pr
+}
+
+// end stops recording after the current piece.
+func (pr *profiler) end() {
+	if pr == nil {
+		return
+	}
+	close(pr.stop)
+	<-pr.done
+}

@@ -25,12 +25,14 @@ import (
 type writer interface {
 	office.Roster
 	office.Questions
+	office.Invocations
 	Close() error
 }
 
 // backend is one store the driver runs the server on.
 type backend struct {
-	kind    string   // sqlite, postgres
+	kind    string   // sqlite, postgres, supabase
+	dbURL   string   // the run's PostgreSQL database (postgres, supabase)
 	env     []string // for the server
 	open    func(ctx context.Context) (writer, error)
 	txCount func(ctx context.Context) (int64, error) // transactions so far (postgres), or nil
@@ -50,8 +52,10 @@ func newBackend(ctx context.Context, kind, dataDir, baseURL string) (*backend, e
 		}, nil
 	case "postgres":
 		return newPostgres(ctx, baseURL)
+	case "supabase":
+		return newSupabase(ctx, baseURL)
 	}
-	return nil, fmt.Errorf("unknown store %q (sqlite, postgres)", kind)
+	return nil, fmt.Errorf("unknown store %q (sqlite, postgres, supabase)", kind)
 }
 
 // newPostgres creates a database of its own on the server at baseURL.
@@ -74,8 +78,9 @@ func newPostgres(ctx context.Context, baseURL string) (*backend, error) {
 	u.Path = "/" + name
 	dbURL := u.String()
 	return &backend{
-		kind: "postgres",
-		env:  []string{"DATABASE_URL=" + dbURL, "SUPABASE_URL="},
+		kind:  "postgres",
+		dbURL: dbURL,
+		env:   []string{"DATABASE_URL=" + dbURL, "SUPABASE_URL="},
 		open: func(ctx context.Context) (writer, error) {
 			return postgres.Open(ctx, dbURL, postgres.Options{MaxConns: 8})
 		},

@@ -4,7 +4,8 @@
 // auth.uid() defined as Supabase defines it, Supabase's default privileges
 // on schema public and the supabase_realtime publication. It is not part of
 // the production migrations (package migrations embeds only its own
-// directory's files) and only tests import it.
+// directory's files) and only tests and the load driver (cmd/office-load)
+// import it.
 package supabasetest
 
 import (

@@ -36,7 +36,17 @@ type Store struct {
 
 type entry struct {
 	agents   []office.Agent
+	at       map[string]int // agent ID → index in agents
 	loadedAt time.Time
+	derived  map[string]any // Derived's values, dropped with any change
+}
+
+func newEntry(as []office.Agent, now time.Time) *entry {
+	e := &entry{agents: as, at: make(map[string]int, len(as)), loadedAt: now}
+	for i, a := range as {
+		e.at[a.ID] = i
+	}
+	return e
 }
 
 // New returns st with its roster cached for at most ttl (DefaultTTL when
@@ -69,7 +79,7 @@ func (c *Store) ListAgents(ctx context.Context, officeID string) ([]office.Agent
 		return as, nil // a write raced the read: not cached
 	}
 	c.drop(officeID)
-	c.offices[officeID] = &entry{agents: slices.Clone(as), loadedAt: c.now()}
+	c.offices[officeID] = newEntry(slices.Clone(as), c.now())
 	for _, a := range as {
 		c.owner[a.ID] = officeID
 	}
@@ -82,11 +92,10 @@ func (c *Store) GetAgent(ctx context.Context, id string) (office.Agent, error) {
 	c.mu.Lock()
 	if off, ok := c.owner[id]; ok {
 		if e := c.offices[off]; e != nil && c.now().Sub(e.loadedAt) < c.ttl {
-			for _, a := range e.agents {
-				if a.ID == id {
-					c.mu.Unlock()
-					return a, nil
-				}
+			if i, ok := e.at[id]; ok {
+				a := e.agents[i]
+				c.mu.Unlock()
+				return a, nil
 			}
 		}
 	}
@@ -105,13 +114,51 @@ func (c *Store) SetAgentStatus(ctx context.Context, id, status string) error {
 	defer c.mu.Unlock()
 	c.gen++ // a read begun before the write finished is not cached
 	if e := c.offices[c.owner[id]]; e != nil {
-		for i := range e.agents {
-			if e.agents[i].ID == id {
-				e.agents[i].Status = status
-			}
+		if i, ok := e.at[id]; ok {
+			e.agents[i].Status = status // Derived's values stay: see there
 		}
 	}
 	return nil
+}
+
+// Derived returns build's value for the office's roster, made once per
+// cached roster and dropped when an agent is saved or deleted or the entry
+// expires (what every agent's start would otherwise compute from the whole
+// roster: its system prompt's list of agents). A status change keeps it:
+// every start changes a status, and rebuilding then would make start-up
+// quadratic again; so a value must not depend on agents' statuses. build
+// must not keep or change the slice; it runs under the cache's lock.
+func (c *Store) Derived(ctx context.Context, officeID, key string, build func([]office.Agent) any) (any, error) {
+	if v, ok := c.derived(officeID, key, build); ok {
+		return v, nil
+	}
+	as, err := c.ListAgents(ctx, officeID) // cached unless a write raced it
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := c.derived(officeID, key, build); ok {
+		return v, nil
+	}
+	return build(as), nil // one read per call at worst, as without the cache
+}
+
+// derived is Derived from a fresh entry; false when there is none.
+func (c *Store) derived(officeID, key string, build func([]office.Agent) any) (any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.offices[officeID]
+	if !ok || c.now().Sub(e.loadedAt) >= c.ttl {
+		return nil, false
+	}
+	v, ok := e.derived[key]
+	if !ok {
+		v = build(e.agents)
+		if e.derived == nil {
+			e.derived = map[string]any{}
+		}
+		e.derived[key] = v
+	}
+	return v, true
 }
 
 // UpsertAgent saves the agent; its office's roster is read again next time

@@ -112,3 +112,64 @@ func TestReadsServedFromMemory(t *testing.T) {
 		t.Errorf("after the TTL the cache still says %s", got.Status)
 	}
 }
+
+// TestDerived: a value derived from the roster is built once for many
+// reads and status changes (every agent's start makes one), and built
+// again after an agent is saved and after the TTL.
+func TestDerived(t *testing.T) {
+	ctx := context.Background()
+	raw := &counting{Store: openSQLite(t)}
+	c := rostercache.New(raw, time.Hour)
+	off, err := c.UpsertOffice(ctx, office.Office{Name: "derived"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(name string) office.Agent {
+		a, err := c.UpsertAgent(ctx, office.Agent{OfficeID: off.ID, Name: name, Status: office.AgentIdle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	a := add("alpha")
+	builds := 0
+	names := func() string {
+		v, err := c.Derived(ctx, off.ID, "names", func(as []office.Agent) any {
+			builds++
+			s := ""
+			for _, a := range as {
+				s += a.Name + " "
+			}
+			return s
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(string)
+	}
+	for range 100 {
+		if got := names(); got != "alpha " {
+			t.Fatalf("derived %q", got)
+		}
+	}
+	if builds != 1 {
+		t.Errorf("built %d times for 100 reads, want 1", builds)
+	}
+	if err := c.SetAgentStatus(ctx, a.ID, office.AgentActive); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); got != "alpha " || builds != 1 {
+		t.Errorf("after a status change: %q after %d builds, want the same value after 1", got, builds)
+	}
+	add("beta")
+	if got := names(); got != "alpha beta " || builds != 2 {
+		t.Errorf("after a new agent: %q after %d builds, want both after 2", got, builds)
+	}
+	short := rostercache.New(raw, 50*time.Millisecond)
+	v1, _ := short.Derived(ctx, off.ID, "k", func([]office.Agent) any { return 1 })
+	time.Sleep(60 * time.Millisecond)
+	v2, _ := short.Derived(ctx, off.ID, "k", func([]office.Agent) any { return 2 })
+	if v1 != 1 || v2 != 2 {
+		t.Errorf("after the TTL: %v then %v, want 1 then 2", v1, v2)
+	}
+}

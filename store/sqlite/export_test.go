@@ -1,6 +1,12 @@
 package sqlite
 
-import "time"
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/office-server/office-server/office"
+)
 
 // KillFeedForTest makes the feed lose every change from now on, as a dropped
 // connection would, and after down makes every watcher catch up, as a
@@ -21,4 +27,24 @@ func SetMaxQueueForTest(n int) func() {
 	old := maxQueue
 	maxQueue = n
 	return func() { maxQueue = old }
+}
+
+// AnsweredPlanForTest returns SQLite's plan for ListAnsweredUndelivered(d).
+func (s *Store) AnsweredPlanForTest(ctx context.Context, d office.Due) (string, error) {
+	q, args := answeredQuery(d)
+	rows, err := s.r.QueryContext(ctx, "explain query plan "+q, args...)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			return "", err
+		}
+		plan = append(plan, detail)
+	}
+	return strings.Join(plan, "; "), rows.Err()
 }

@@ -82,7 +82,7 @@ func (s *Store) GetQuestion(ctx context.Context, id string) (office.Question, er
 // ListQuestions returns the questions f selects, oldest first.
 func (s *Store) ListQuestions(ctx context.Context, f office.QuestionFilter) ([]office.Question, error) {
 	var w where
-	w.eq("office_id", f.OfficeID)
+	w.eq(officeCol(f.AgentID != ""), f.OfficeID)
 	w.eq("agent_id", f.AgentID)
 	w.in("status", f.Status)
 	rows, err := s.rs.query(ctx, `select `+questionCols+` from user_questions`+w.String()+` order by created_at, rowid`+limit(f.Limit), w.args...)
@@ -159,10 +159,15 @@ func (s *Store) CancelPendingQuestion(ctx context.Context, id string) (bool, err
 // ListAnsweredUndelivered returns answered questions due as d says, oldest
 // first.
 func (s *Store) ListAnsweredUndelivered(ctx context.Context, d office.Due) ([]office.Question, error) {
-	w := due("status = 'answered'", d)
-	rows, err := s.rs.query(ctx, `select `+questionCols+` from user_questions`+w.String()+` order by created_at, rowid`, w.args...)
+	q, args := answeredQuery(d)
+	rows, err := s.rs.query(ctx, q, args...)
 	out, err := collect(rows, err, scanQuestion)
 	return out, s.fail("list answered questions", err)
+}
+
+func answeredQuery(d office.Due) (string, []any) {
+	w := due("status = 'answered'", d)
+	return `select ` + questionCols + ` from user_questions` + w.String() + ` order by created_at, rowid`, w.args
 }
 
 const messageCols = `id, office_id, agent_id, coalesce(user_id, ''), content, status, delivered_at, created_at, updated_at`

@@ -780,3 +780,33 @@ func TestUpgradeToRejectedInvocations(t *testing.T) {
 		t.Errorf("invocation to a deleted agent: %v; want ENOTFOUND (on delete cascade)", err)
 	}
 }
+
+// TestDueByAgentUsesTheAgentsIndex: one agent's answered questions are
+// read through an index on the agent, not the office's (office_id,
+// status, …) index, which reads every answered question of the office:
+// a burst of N answers would cost O(N²) (measured at 1,000 agents: 28%
+// of the burst's CPU). Without statistics SQLite's planner picks the
+// office's index unless told otherwise.
+func TestDueByAgentUsesTheAgentsIndex(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "office.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	plan, err := s.AnsweredPlanForTest(ctx, office.Due{OfficeIDs: []string{"o1"}, AgentID: "a1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "user_questions_agent_status_idx (agent_id=?") {
+		t.Errorf("one agent's answered questions: plan %q, want the agent's index", plan)
+	}
+	// The whole office's (the catch-up) still goes by office.
+	plan, err = s.AnsweredPlanForTest(ctx, office.Due{OfficeIDs: []string{"o1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plan, "SCAN user_questions") {
+		t.Errorf("the office's answered questions: plan %q, want an index", plan)
+	}
+}

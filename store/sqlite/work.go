@@ -56,7 +56,7 @@ func (s *Store) GetInvocation(ctx context.Context, id string) (office.Invocation
 // ListInvocations returns the invocations f selects, oldest first.
 func (s *Store) ListInvocations(ctx context.Context, f office.InvocationFilter) ([]office.Invocation, error) {
 	var w where
-	w.eq("office_id", f.OfficeID)
+	w.eq(officeCol(f.CalleeAgentID != ""), f.OfficeID)
 	if f.AgentID != "" {
 		w.add("(caller_agent_id = ? or callee_agent_id = ?)", f.AgentID, f.AgentID)
 	}
@@ -158,7 +158,7 @@ func (s *Store) GetResult(ctx context.Context, id string) (office.Result, error)
 // ListResults returns the results f selects, oldest first.
 func (s *Store) ListResults(ctx context.Context, f office.ResultFilter) ([]office.Result, error) {
 	var w where
-	w.eq("office_id", f.OfficeID)
+	w.eq(officeCol(f.ToAgentID != ""), f.OfficeID)
 	w.eq("to_agent_id", f.ToAgentID)
 	w.eq("invocation_id", f.InvocationID)
 	w.in("status", f.Status)
@@ -243,7 +243,7 @@ func (s *Store) GetDependency(ctx context.Context, id string) (office.Dependency
 // ListDependencies returns the requests f selects, oldest first.
 func (s *Store) ListDependencies(ctx context.Context, f office.DependencyFilter) ([]office.DependencyRequest, error) {
 	var w where
-	w.eq("office_id", f.OfficeID)
+	w.eq(officeCol(f.AgentID != ""), f.OfficeID)
 	w.eq("agent_id", f.AgentID)
 	w.in("status", f.Status)
 	rows, err := s.rs.query(ctx, `select `+dependencyCols+` from dependency_requests`+w.String()+` order by created_at, rowid`+limit(f.Limit), w.args...)

@@ -1,9 +1,10 @@
-// Package supabasetest runs a stand-in Supabase project for tests: the REST
-// API (PostgREST's, by supabase/internal/pgrest over a real PostgreSQL,
-// under the request's role) and Realtime (a Phoenix-protocol server that
-// reads the database's WAL through wal2json and sends each change to the
-// subscribers whose role may see it), on one httptest server. Point the
-// server or a supabase.Store at Project.URL with Project.Key.
+// Package supabasetest runs a stand-in Supabase project for tests and the
+// load driver (cmd/office-load): the REST API (PostgREST's, by
+// supabase/internal/pgrest over a real PostgreSQL, under the request's
+// role) and Realtime (a Phoenix-protocol server that reads the database's
+// WAL through wal2json and sends each change to the subscribers whose role
+// may see it), on one httptest server. Point the server or a
+// supabase.Store at Project.URL with Project.Key.
 package supabasetest
 
 import (
