@@ -463,13 +463,7 @@ func (d *claudeDriver) step(now time.Time, st Status) ([]Text, func()) {
 		report, _ = s.setStatusLocked(next)
 	}
 	s.mu.Unlock()
-	if reEnter != nil {
-		s.log.Warn("prompt not submitted; pressing Enter again")
-		_ = reEnter.pty.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		if _, err := reEnter.pty.Write([]byte("\r")); err != nil {
-			s.log.Warn("press Enter again", "err", err)
-		}
-	}
+	s.pressEnterAgain(reEnter)
 	return texts, report
 }
 

@@ -293,3 +293,17 @@ func (s *Session) Input(p []byte) error {
 	}
 	return nil
 }
+
+// pressEnterAgain presses Enter once more in p, for a prompt the program
+// has not taken as submitted within its time (p nil: nothing to do). Not
+// locked: the write may wait on a program that reads slowly.
+func (s *Session) pressEnterAgain(p *proc) {
+	if p == nil {
+		return
+	}
+	s.log.Warn("prompt not submitted; pressing Enter again")
+	_ = p.pty.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := p.pty.Write([]byte("\r")); err != nil {
+		s.log.Warn("press Enter again", "err", err)
+	}
+}
