@@ -46,8 +46,13 @@ type commandDriver struct {
 	turnEndAt time.Time      // the live area was last read (locked)
 	attn      bool           // needs_attention for an approval dialog (locked)
 	dialogAt  time.Time      // an approval dialog has been on screen since (locked)
+	probed    time.Time      // the output after which readingTerminal was asked (locked)
 	textSeq   int            // worker-owned
 }
+
+// probeAfter: readingTerminal is asked once, this long after the last
+// output (time for the program to get from writing its prompt to reading).
+const probeAfter = 5 * time.Millisecond
 
 func newCommandDriver(s *Session) driver { return &commandDriver{s: s} }
 
@@ -138,6 +143,16 @@ func (d *commandDriver) received(now time.Time, a *pendingAck) (bool, error) {
 	return lastOut.After(a.typedAt) || now.Sub(a.typedAt) > silentAck, nil
 }
 
+// probeWake is when the worker must look to ask readingTerminal about the
+// last output (0: asked already, or no prompt pattern). Locked.
+func (d *commandDriver) probeWake(now time.Time) time.Duration {
+	s := d.s
+	if d.prompt == nil || d.lines == nil || s.p == nil || !s.lastOutput.After(d.probed) {
+		return 0
+	}
+	return untilDue(now, s.lastOutput.Add(probeAfter))
+}
+
 // idleWake: a ready CLI is only read again when it writes (the reader
 // wakes the worker), except output nobody asked for behind a prompt
 // pattern, read once it has been still for the quiescence period: a timer
@@ -157,9 +172,21 @@ func (d *commandDriver) idleWake() time.Duration {
 		due = s.inputAt.Add(10 * q) // keys typed and not echoed yet (texts)
 	}
 	if now.After(due) {
-		return 0
+		return d.probeWake(now)
+	}
+	if p := d.probeWake(now); p > 0 && p < untilDue(now, due) {
+		return p
 	}
 	return untilDue(now, due)
+}
+
+// keeperPID is the keeper's pid when the agent runs under one, else 0.
+// Locked.
+func (d *commandDriver) keeperPID() int {
+	if len(d.s.m.opts.Keeper) == 0 {
+		return 0
+	}
+	return d.s.p.cmd.Process.Pid
 }
 
 // resume: a CLI restarts blank; nothing to carry over.
@@ -274,6 +301,12 @@ func (d *commandDriver) texts(now time.Time, st Status) []Text {
 	if l, lost := d.lines.take(); len(l) > 0 || lost > 0 {
 		texts = append(texts, d.newText(l, lost, false))
 	}
+	// Once after each output, shortly after it: may the prompt on screen
+	// be taken at once (the program waits for a line)?
+	probe := false
+	if d.prompt != nil && s.lastOutput.After(d.probed) && now.Sub(s.lastOutput) >= probeAfter {
+		d.probed, probe = s.lastOutput, true
+	}
 	switch st {
 	case StatusStarting, StatusBusy:
 	case StatusReady:
@@ -287,7 +320,8 @@ func (d *commandDriver) texts(now time.Time, st Status) []Text {
 		return texts
 	}
 	q := s.spec.Quiescence
-	if now.Sub(s.lastOutput) < q || now.Sub(s.p.started) < q {
+	settled := now.Sub(s.lastOutput) >= q && now.Sub(s.p.started) >= q
+	if !settled && !probe {
 		return texts
 	}
 	// After typing, wait for the program to react (its echo at least),
@@ -309,6 +343,9 @@ func (d *commandDriver) texts(now time.Time, st Status) []Text {
 			return texts
 		}
 		skip = d.prompt.MatchString
+	}
+	if !settled && !readingTerminal(s.p.pty, d.keeperPID()) {
+		return texts
 	}
 	d.lines.turnEnd(skip)
 	d.turnEndAt = now
