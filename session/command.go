@@ -15,7 +15,9 @@ import (
 // screen (screenlines.go): lines that scroll off are final at once, the
 // visible rows are read at turn end. A turn ends when the screen has been
 // still for Spec.Quiescence (and, with Spec.PromptPattern, shows the
-// prompt). Typed text is acknowledged by any output after it.
+// prompt), or, with the prompt shown, as soon as the program is seen
+// asleep reading its terminal (readingTerminal, Linux). Typed text is
+// acknowledged by any output after it.
 const KindCommand = "command"
 
 // silentAck: a CLI that prints nothing after a line was typed (no echo, no
@@ -46,13 +48,25 @@ type commandDriver struct {
 	turnEndAt time.Time      // the live area was last read (locked)
 	attn      bool           // needs_attention for an approval dialog (locked)
 	dialogAt  time.Time      // an approval dialog has been on screen since (locked)
-	probed    time.Time      // the output after which readingTerminal was asked (locked)
+	probeOut  time.Time      // the output after which readingTerminal was asked (locked)
+	probes    int            // how many times (of probeAfter), after probeOut (locked)
 	textSeq   int            // worker-owned
 }
 
-// probeAfter: readingTerminal is asked once, this long after the last
-// output (time for the program to get from writing its prompt to reading).
-const probeAfter = 5 * time.Millisecond
+// probeAfter: readingTerminal is asked at most at these times after the
+// last output (time for the program to get from writing its prompt to
+// reading; a program seen busy at the first look, by its own threads or
+// a descheduled read, gets two more), then not until the next output.
+var probeAfter = [...]time.Duration{5 * time.Millisecond, 25 * time.Millisecond, 60 * time.Millisecond}
+
+// probesDone is how many of probeAfter were asked for the last output.
+// Locked.
+func (d *commandDriver) probesDone() int {
+	if d.s.lastOutput.Equal(d.probeOut) {
+		return d.probes
+	}
+	return 0
+}
 
 func newCommandDriver(s *Session) driver { return &commandDriver{s: s} }
 
@@ -147,17 +161,19 @@ func (d *commandDriver) received(now time.Time, a *pendingAck) (bool, error) {
 // last output (0: asked already, or no prompt pattern). Locked.
 func (d *commandDriver) probeWake(now time.Time) time.Duration {
 	s := d.s
-	if d.prompt == nil || d.lines == nil || s.p == nil || !s.lastOutput.After(d.probed) {
+	n := d.probesDone()
+	if d.prompt == nil || d.lines == nil || s.p == nil || s.lastOutput.IsZero() || n >= len(probeAfter) {
 		return 0
 	}
-	return untilDue(now, s.lastOutput.Add(probeAfter))
+	return untilDue(now, s.lastOutput.Add(probeAfter[n]))
 }
 
 // idleWake: a ready CLI is only read again when it writes (the reader
 // wakes the worker), except output nobody asked for behind a prompt
 // pattern, read once it has been still for the quiescence period: a timer
 // for then, none after (a screen that did not end with the prompt then
-// waits for more output). Locked.
+// waits for more output), and one for the readingTerminal look shortly
+// after the output. Locked.
 func (d *commandDriver) idleWake() time.Duration {
 	s := d.s
 	if d.prompt == nil || !s.lastOutput.After(d.turnEndAt) || s.p == nil {
@@ -301,11 +317,14 @@ func (d *commandDriver) texts(now time.Time, st Status) []Text {
 	if l, lost := d.lines.take(); len(l) > 0 || lost > 0 {
 		texts = append(texts, d.newText(l, lost, false))
 	}
-	// Once after each output, shortly after it: may the prompt on screen
-	// be taken at once (the program waits for a line)?
+	// At most a few times after each output, shortly after it: may the
+	// prompt on screen be taken at once (the program waits for a line)?
 	probe := false
-	if d.prompt != nil && s.lastOutput.After(d.probed) && now.Sub(s.lastOutput) >= probeAfter {
-		d.probed, probe = s.lastOutput, true
+	if n := d.probesDone(); d.prompt != nil && !s.lastOutput.IsZero() && n < len(probeAfter) && now.Sub(s.lastOutput) >= probeAfter[n] {
+		for n < len(probeAfter) && now.Sub(s.lastOutput) >= probeAfter[n] {
+			n++
+		}
+		d.probeOut, d.probes, probe = s.lastOutput, n, true
 	}
 	switch st {
 	case StatusStarting, StatusBusy:
