@@ -50,6 +50,7 @@ type commandDriver struct {
 	dialogAt  time.Time      // an approval dialog has been on screen since (locked)
 	probeOut  time.Time      // the output after which readingTerminal was asked (locked)
 	probes    int            // how many times (of probeAfter), after probeOut (locked)
+	agentPID  int            // the keeper's child, once readingTerminal found it (locked)
 	textSeq   int            // worker-owned
 }
 
@@ -117,6 +118,7 @@ func (d *commandDriver) started(spec Spec, _ *Info) {
 		d.prompt = regexp.MustCompile(spec.PromptPattern) // checked by checkCommand
 	}
 	d.typing = keyLine{}
+	d.agentPID = 0
 }
 
 func (d *commandDriver) output(p []byte) { d.lines.write(p) }
@@ -363,7 +365,7 @@ func (d *commandDriver) texts(now time.Time, st Status) []Text {
 		}
 		skip = d.prompt.MatchString
 	}
-	if !settled && !readingTerminal(s.p.pty, d.keeperPID()) {
+	if !settled && !readingTerminal(s.p.pty, d.keeperPID(), &d.agentPID) {
 		return texts
 	}
 	d.lines.turnEnd(skip)

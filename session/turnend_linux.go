@@ -25,11 +25,11 @@ const maxProbeThreads = 64
 // readingTerminal reports whether the agent is asleep waiting for a line
 // from its terminal: the leader of the terminal's foreground process group
 // (below the keeper, keeper's pid, when that is the leader: its only
-// child) has every thread asleep (state S) and one of them in a read of
+// child, remembered in *child) has every thread asleep (state S) and one of them in a read of
 // this terminal (/proc/PID/task/TID/syscall: read or readv on a
 // descriptor that is the terminal). Any doubt (an error, an unknown
 // architecture, another user's process) is false.
-func readingTerminal(ptmx *os.File, keeper int) bool {
+func readingTerminal(ptmx *os.File, keeper int, child *int) bool {
 	if len(readSyscalls) == 0 {
 		return false
 	}
@@ -50,7 +50,10 @@ func readingTerminal(ptmx *os.File, keeper int) bool {
 		return false
 	}
 	if pgrp == keeper {
-		if pgrp = onlyChild(pgrp); pgrp <= 0 {
+		if *child <= 0 {
+			*child = onlyChild(keeper)
+		}
+		if pgrp = *child; pgrp <= 0 {
 			return false
 		}
 	}
