@@ -15,7 +15,9 @@ import (
 // screen (screenlines.go): lines that scroll off are final at once, the
 // visible rows are read at turn end. A turn ends when the screen has been
 // still for Spec.Quiescence (and, with Spec.PromptPattern, shows the
-// prompt). Typed text is acknowledged by any output after it.
+// prompt), or, with the prompt shown, as soon as the program is seen
+// asleep reading its terminal (readingTerminal, Linux). Typed text is
+// acknowledged by any output after it.
 const KindCommand = "command"
 
 // silentAck: a CLI that prints nothing after a line was typed (no echo, no
@@ -46,7 +48,25 @@ type commandDriver struct {
 	turnEndAt time.Time      // the live area was last read (locked)
 	attn      bool           // needs_attention for an approval dialog (locked)
 	dialogAt  time.Time      // an approval dialog has been on screen since (locked)
+	probeOut  time.Time      // the output after which readingTerminal was asked (locked)
+	probes    int            // how many times (of probeAfter), after probeOut (locked)
+	agentPID  int            // the keeper's child, once readingTerminal found it (locked)
 	textSeq   int            // worker-owned
+}
+
+// probeAfter: readingTerminal is asked at most at these times after the
+// last output (time for the program to get from writing its prompt to
+// reading; a program seen busy at the first look, by its own threads or
+// a descheduled read, gets two more), then not until the next output.
+var probeAfter = [...]time.Duration{5 * time.Millisecond, 25 * time.Millisecond, 60 * time.Millisecond}
+
+// probesDone is how many of probeAfter were asked for the last output.
+// Locked.
+func (d *commandDriver) probesDone() int {
+	if d.s.lastOutput.Equal(d.probeOut) {
+		return d.probes
+	}
+	return 0
 }
 
 func newCommandDriver(s *Session) driver { return &commandDriver{s: s} }
@@ -98,6 +118,7 @@ func (d *commandDriver) started(spec Spec, _ *Info) {
 		d.prompt = regexp.MustCompile(spec.PromptPattern) // checked by checkCommand
 	}
 	d.typing = keyLine{}
+	d.agentPID = 0
 }
 
 func (d *commandDriver) output(p []byte) { d.lines.write(p) }
@@ -138,11 +159,23 @@ func (d *commandDriver) received(now time.Time, a *pendingAck) (bool, error) {
 	return lastOut.After(a.typedAt) || now.Sub(a.typedAt) > silentAck, nil
 }
 
+// probeWake is when the worker must look to ask readingTerminal about the
+// last output (0: asked already, or no prompt pattern). Locked.
+func (d *commandDriver) probeWake(now time.Time) time.Duration {
+	s := d.s
+	n := d.probesDone()
+	if d.prompt == nil || d.lines == nil || s.p == nil || s.lastOutput.IsZero() || n >= len(probeAfter) {
+		return 0
+	}
+	return untilDue(now, s.lastOutput.Add(probeAfter[n]))
+}
+
 // idleWake: a ready CLI is only read again when it writes (the reader
 // wakes the worker), except output nobody asked for behind a prompt
 // pattern, read once it has been still for the quiescence period: a timer
 // for then, none after (a screen that did not end with the prompt then
-// waits for more output). Locked.
+// waits for more output), and one for the readingTerminal look shortly
+// after the output. Locked.
 func (d *commandDriver) idleWake() time.Duration {
 	s := d.s
 	if d.prompt == nil || !s.lastOutput.After(d.turnEndAt) || s.p == nil {
@@ -157,9 +190,21 @@ func (d *commandDriver) idleWake() time.Duration {
 		due = s.inputAt.Add(10 * q) // keys typed and not echoed yet (texts)
 	}
 	if now.After(due) {
-		return 0
+		return d.probeWake(now)
+	}
+	if p := d.probeWake(now); p > 0 && p < untilDue(now, due) {
+		return p
 	}
 	return untilDue(now, due)
+}
+
+// keeperPID is the keeper's pid when the agent runs under one, else 0.
+// Locked.
+func (d *commandDriver) keeperPID() int {
+	if len(d.s.m.opts.Keeper) == 0 {
+		return 0
+	}
+	return d.s.p.cmd.Process.Pid
 }
 
 // resume: a CLI restarts blank; nothing to carry over.
@@ -274,6 +319,15 @@ func (d *commandDriver) texts(now time.Time, st Status) []Text {
 	if l, lost := d.lines.take(); len(l) > 0 || lost > 0 {
 		texts = append(texts, d.newText(l, lost, false))
 	}
+	// At most a few times after each output, shortly after it: may the
+	// prompt on screen be taken at once (the program waits for a line)?
+	probe := false
+	if n := d.probesDone(); d.prompt != nil && !s.lastOutput.IsZero() && n < len(probeAfter) && now.Sub(s.lastOutput) >= probeAfter[n] {
+		for n < len(probeAfter) && now.Sub(s.lastOutput) >= probeAfter[n] {
+			n++
+		}
+		d.probeOut, d.probes, probe = s.lastOutput, n, true
+	}
 	switch st {
 	case StatusStarting, StatusBusy:
 	case StatusReady:
@@ -287,7 +341,8 @@ func (d *commandDriver) texts(now time.Time, st Status) []Text {
 		return texts
 	}
 	q := s.spec.Quiescence
-	if now.Sub(s.lastOutput) < q || now.Sub(s.p.started) < q {
+	settled := now.Sub(s.lastOutput) >= q && now.Sub(s.p.started) >= q
+	if !settled && !probe {
 		return texts
 	}
 	// After typing, wait for the program to react (its echo at least),
@@ -309,6 +364,9 @@ func (d *commandDriver) texts(now time.Time, st Status) []Text {
 			return texts
 		}
 		skip = d.prompt.MatchString
+	}
+	if !settled && !readingTerminal(s.p.pty, d.keeperPID(), &d.agentPID) {
+		return texts
 	}
 	d.lines.turnEnd(skip)
 	d.turnEndAt = now

@@ -186,6 +186,11 @@ func (s *Session) run() {
 		d := pollIdle
 		if st := s.info.Status; st == StatusStarting || st == StatusBusy || len(s.sendQ) > 0 || s.ack != nil {
 			d = pollBusy
+			if w, ok := s.drv.(probeWaker); ok {
+				if p := w.probeWake(time.Now()); p > 0 {
+					d = min(d, p)
+				}
+			}
 		} else if w, ok := s.drv.(idleWaker); ok {
 			d = w.idleWake()
 		}
@@ -222,6 +227,12 @@ func (s *Session) run() {
 // Drivers without it look every pollIdle. Locked.
 type idleWaker interface {
 	idleWake() time.Duration // locked
+}
+
+// probeWaker is a driver that may need to look sooner than pollBusy while
+// busy (0: no need).
+type probeWaker interface {
+	probeWake(now time.Time) time.Duration // locked
 }
 
 // Worker poll intervals: hooks and the transcript are files.
