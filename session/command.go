@@ -351,12 +351,13 @@ func (d *commandDriver) texts(now time.Time, st Status) []Text {
 		return texts
 	}
 	var skip func(string) bool
+	lastRow := -1
 	if d.prompt != nil {
 		last := ""
 		rows := d.lines.scr.Lines()
 		for i := len(rows) - 1; i >= 0; i-- {
 			if r := trimRight(rows[i]); r != "" {
-				last = r
+				last, lastRow = r, i
 				break
 			}
 		}
@@ -365,7 +366,7 @@ func (d *commandDriver) texts(now time.Time, st Status) []Text {
 		}
 		skip = d.prompt.MatchString
 	}
-	if !settled && !readingTerminal(s.p.pty, d.keeperPID(), &d.agentPID) {
+	if !settled && (!lineInput(d.lines.scr, lastRow) || !readingTerminal(s.p.pty, d.keeperPID(), &d.agentPID)) {
 		return texts
 	}
 	d.lines.turnEnd(skip)
@@ -452,4 +453,23 @@ func (k *keyLine) feed(p []byte, x *screenLines) bool {
 		}
 	}
 	return entered
+}
+
+// lineInput reports whether the screen looks like a program waiting for a
+// line at its prompt: the main screen (a full-screen program on the
+// alternate screen, such as a Go TUI, keeps a thread reading its terminal
+// while it streams), the cursor shown and on the prompt's row. Only then is
+// readingTerminal's answer taken as the turn's end before the quiescence
+// period.
+func lineInput(scr screenModel, promptRow int) bool {
+	v, ok := scr.(interface {
+		AltScreen() bool
+		CursorVisible() bool
+		Cursor() (x, y int)
+	})
+	if !ok || promptRow < 0 || v.AltScreen() || !v.CursorVisible() {
+		return false
+	}
+	_, y := v.Cursor()
+	return y == promptRow
 }

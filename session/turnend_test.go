@@ -90,3 +90,27 @@ done
 		t.Errorf("turn %q ended before the work was done (after %v)", got, time.Since(sent))
 	}
 }
+
+// TestPromptReadOnAltScreenWaits: a full-screen program (the alternate
+// screen, as Go TUIs keep a thread reading their terminal while they
+// stream) asleep in a read under its prompt is not taken as done: the
+// quiescence period decides.
+func TestPromptReadOnAltScreenWaits(t *testing.T) {
+	checkGoroutines(t)
+	r := newRecorder()
+	m := newTestManager(t, r, Options{})
+	const q = 1500 * time.Millisecond
+	body := `printf '\033[?1049h\033[H> '
+while IFS= read -r line; do
+  printf 'got: %s\r\n> ' "$line"
+done
+`
+	start := time.Now()
+	if _, err := m.Start(context.Background(), Key{"o", "a"}, Spec{Kind: KindCommand, Command: script(t, body), PromptPattern: `^>$`, Quiescence: q, Cols: 80, Rows: 10}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	if d := time.Since(start); d < q {
+		t.Errorf("ready after %v on the alternate screen, want the quiescence period %v", d, q)
+	}
+}
