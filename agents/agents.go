@@ -234,7 +234,7 @@ func launchErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, session.ErrNoPTY):
+	case errors.Is(err, session.ErrNoPTY), errors.Is(err, session.ErrNoProcess):
 		return office.Errorf(office.EUNAVAILABLE, "%v", err)
 	case errors.As(err, &pe), errors.As(err, &ee):
 		return office.Errorf(office.EINVALID, "%v", err)

@@ -17,3 +17,10 @@ func TestLaunchErrNoPTY(t *testing.T) {
 		t.Errorf("launchErr: %v (code %s), want EUNAVAILABLE", err, office.ErrorCode(err))
 	}
 }
+
+func TestLaunchErrNoProcess(t *testing.T) {
+	err := launchErr(fmt.Errorf("start session o/a: %w", session.ErrNoProcess))
+	if office.ErrorCode(err) != office.EUNAVAILABLE {
+		t.Errorf("launchErr: %v (code %s), want EUNAVAILABLE", err, office.ErrorCode(err))
+	}
+}

@@ -77,7 +77,7 @@ func NewManager(opts Options) *Manager {
 
 // Start starts a session for key. It fails with ErrExists if one is running
 // (a session whose agent exited or failed is replaced), or when the first
-// launch fails (the command cannot be started, ErrNoPTY): then the status
+// launch fails (the command cannot be started, ErrNoPTY, ErrNoProcess): then the status
 // reported is failed, with the reason as Info.Err and Detail.
 func (m *Manager) Start(ctx context.Context, key Key, spec Spec) (*Session, error) {
 	if err := ctx.Err(); err != nil {

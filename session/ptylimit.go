@@ -15,14 +15,16 @@ import (
 // agents are not concerned.
 var ErrNoPTY = errors.New("no pseudo-terminal left")
 
-// ptyLimitError is ErrNoPTY with the figures that explain it.
-type ptyLimitError struct {
-	msg string
-	err error // the open's own error
+// limitError is ErrNoPTY or ErrNoProcess (kind) with the figures that
+// explain it.
+type limitError struct {
+	msg  string
+	kind error
+	err  error // the open's or the fork's own error
 }
 
-func (e *ptyLimitError) Error() string   { return e.msg }
-func (e *ptyLimitError) Unwrap() []error { return []error{ErrNoPTY, e.err} }
+func (e *limitError) Error() string   { return e.msg }
+func (e *limitError) Unwrap() []error { return []error{e.kind, e.err} }
 
 // The kernel's PTY figures (Documentation/filesystems/devpts.rst): max
 // is the limit for the whole system, nr how many are in use; a /dev/pts
@@ -33,14 +35,53 @@ const (
 	ptyReserveFile = "/proc/sys/kernel/pty/reserve"
 )
 
-// ptyError returns err, from opening a PTY, as ErrNoPTY saying which limit
-// was reached when it is the kernel's "no space" (ENOSPC); other errors as
-// they are.
+// ErrNoProcess: the system could not make the agent's process (fork
+// failed with EAGAIN): a limit on processes or threads was reached.
+var ErrNoProcess = errors.New("no process left")
+
+// ptyError returns err, from opening a PTY and starting the agent in it,
+// as ErrNoPTY saying which limit was reached when it is the kernel's "no
+// space" (ENOSPC), as ErrNoProcess when fork found no process left
+// (EAGAIN); other errors as they are.
 func ptyError(err error) error {
-	if !errors.Is(err, syscall.ENOSPC) {
-		return err
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		return &limitError{msg: ptyLimitText(readProcInt(ptyMaxFile), readProcInt(ptyNrFile), readProcInt(ptyReserveFile), devptsMax()), kind: ErrNoPTY, err: err}
+	case errors.Is(err, syscall.EAGAIN):
+		var lim syscall.Rlimit
+		nproc := -1
+		if syscall.Getrlimit(rlimitNproc, &lim) == nil && lim.Cur < 1<<31 {
+			nproc = int(lim.Cur)
+		}
+		return &limitError{msg: procLimitText(readProcInt(pidMaxFile), readProcInt(threadsMaxFile), nproc), kind: ErrNoProcess, err: err}
 	}
-	return &ptyLimitError{msg: ptyLimitText(readProcInt(ptyMaxFile), readProcInt(ptyNrFile), readProcInt(ptyReserveFile), devptsMax()), err: err}
+	return err
+}
+
+// The kernel's process figures: every thread takes a pid below pid_max.
+const (
+	pidMaxFile     = "/proc/sys/kernel/pid_max"
+	threadsMaxFile = "/proc/sys/kernel/threads-max"
+	rlimitNproc    = 6 // RLIMIT_NPROC (asm-generic/resource.h)
+)
+
+// procLimitText says which limits may have left no process for the agent
+// (a figure below 0 is unknown).
+func procLimitText(pidMax, threadsMax, nproc int) string {
+	var b strings.Builder
+	b.WriteString(ErrNoProcess.Error())
+	b.WriteString(" (fork: resource temporarily unavailable): the system's processes and threads have reached a limit")
+	if pidMax >= 0 {
+		fmt.Fprintf(&b, "; every thread takes a pid below %d (%s)", pidMax, pidMaxFile)
+	}
+	if threadsMax >= 0 {
+		fmt.Fprintf(&b, "; at most %d threads (%s)", threadsMax, threadsMaxFile)
+	}
+	if nproc >= 0 {
+		fmt.Fprintf(&b, "; this user may run %d (ulimit -u)", nproc)
+	}
+	b.WriteString(". Each agent is its program and a keeper process of a few threads. Stop agents or raise the limit (sysctl kernel.pid_max, ulimit -u)")
+	return b.String()
 }
 
 // ptyLimitText says which limit left no PTY: the kernel's (max, with nr in
