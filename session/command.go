@@ -123,6 +123,20 @@ func (d *commandDriver) started(spec Spec, _ *Info) {
 
 func (d *commandDriver) output(p []byte) { d.lines.write(p) }
 
+// watchLanding and landedOff: see landWatcher. Locked.
+func (d *commandDriver) watchLanding(tail string) {
+	if d.lines != nil {
+		d.lines.watchLanding(tail)
+	}
+}
+
+func (d *commandDriver) landedOff() int {
+	if d.lines == nil {
+		return 0
+	}
+	return d.lines.landedOff()
+}
+
 func (d *commandDriver) screen() []string {
 	if d.lines == nil {
 		return nil
@@ -366,7 +380,9 @@ func (d *commandDriver) texts(now time.Time, st Status) []Text {
 		}
 		skip = d.prompt.MatchString
 	}
-	if !settled && (!lineInput(d.lines.scr, lastRow) || !readingTerminal(s.p.pty, d.keeperPID(), &d.agentPID)) {
+	// Not while a person has a line half typed at the prompt (the
+	// console): the program reads it then too, and the turn goes on.
+	if !settled && (len(d.typing.line) > 0 || !lineInput(d.lines.scr, lastRow) || !readingTerminal(s.p.pty, d.keeperPID(), &d.agentPID)) {
 		return texts
 	}
 	d.lines.turnEnd(skip)

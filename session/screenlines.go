@@ -57,7 +57,20 @@ type screenLines struct {
 	out      []string   // lines waiting to be dispatched
 	outBytes int
 	lost     int // lines dropped because out was full (not yet reported)
+
+	// landTail is the tail of the text typed last, while its landing is
+	// watched (typing.go); landOff counts its occurrences in lines that
+	// scrolled off since: an echo that pushed the previous prompt (ending
+	// the same way) off a full screen still counts as one more.
+	landTail string
+	landOff  int
 }
+
+// watchLanding starts counting tail in the lines that scroll off.
+func (x *screenLines) watchLanding(tail string) { x.landTail, x.landOff = tail, 0 }
+
+// landedOff is how often the watched tail scrolled off since watchLanding.
+func (x *screenLines) landedOff() int { return x.landOff }
 
 // altScreen reports whether the program shows its alternate screen, where
 // a TUI may scroll its history without the rows leaving the top.
@@ -94,6 +107,9 @@ func (x *screenLines) write(p []byte) {
 		x.cleared(r.Clears)
 		x.scrolled = true
 		r.Text = x.unscroll(r)
+		if x.landTail != "" { // by row: a tail wrapped across two is not seen (the bound applies)
+			x.landOff += strings.Count(strings.Join(strings.Fields(r.Text), ""), x.landTail)
+		}
 		t := strings.TrimRight(r.Text, " ")
 		if len(x.consumed) > 0 {
 			c := x.consumed[0]

@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -104,6 +105,43 @@ func TestEnterAfterTheEchoNotTheHistory(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the line never came:\n%s", screen)
+		}
+	}
+}
+
+// TestEnterOnAFullScreen: on a full screen the echo of a typed line
+// pushes the previous one, ending the same way, off the top, so the
+// ending is on screen as often as before: what scrolled off counts too,
+// and Enter comes on the echo, not after the EnterDelay bound (3 s here;
+// each line took it before).
+func TestEnterOnAFullScreen(t *testing.T) {
+	checkGoroutines(t)
+	r := newRecorder()
+	m := newTestManager(t, r, Options{EnterDelay: 3 * time.Second})
+	body := `printf '> '
+while IFS= read -r line; do
+  printf 'got: %s\n> ' "$line"
+done
+`
+	s, err := m.Start(context.Background(), Key{"o", "full"}, Spec{Kind: KindCommand, Command: script(t, body), PromptPattern: `^>`, Quiescence: 100 * time.Millisecond, Cols: 80, Rows: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	for i := range 6 {
+		line := fmt.Sprintf("end of message %d, the same ending as all the others", i)
+		began := time.Now()
+		if err := s.Send(context.Background(), "message\nits second line\nits third line\n"+line); err != nil {
+			t.Fatal(err)
+		}
+		for !strings.Contains(strings.Join(s.Screen(), "\n"), "got: "+line) {
+			if time.Since(began) > 10*time.Second {
+				t.Fatalf("line %d never came:\n%s", i, strings.Join(s.Screen(), "\n"))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if d := time.Since(began); d > 1500*time.Millisecond {
+			t.Errorf("line %d: Enter after %v, want on the echo (the bound is 3 s)", i, d.Round(time.Millisecond))
 		}
 	}
 }

@@ -175,6 +175,9 @@ func (s *Session) typeText(p *proc, text string, paste bool) error {
 	}
 	tail := landTail(text)
 	s.mu.Lock()
+	if w, ok := s.drv.(landWatcher); ok {
+		w.watchLanding(tail)
+	}
 	base := s.landMarksLocked(tail)
 	s.mu.Unlock()
 	wrote := time.Now()
@@ -229,9 +232,17 @@ type inputBox interface {
 	inputRows(rows []string) []string
 }
 
+// landWatcher is a driver that also counts a typed text's tail in the
+// lines that scroll off its screen (a command agent's full screen pushes
+// the previous prompt, ending alike, off the top as the echo comes).
+type landWatcher interface {
+	watchLanding(tail string)
+	landedOff() int
+}
+
 // landMarksLocked counts the signs on screen that a text with this tail
 // was taken: in the driver's input box when it has one, else on the whole
-// screen. Locked.
+// screen and in what scrolled off it since the count began. Locked.
 func (s *Session) landMarksLocked(tail string) int {
 	if s.drv == nil {
 		return 0
@@ -240,7 +251,11 @@ func (s *Session) landMarksLocked(tail string) int {
 	if b, ok := s.drv.(inputBox); ok {
 		rows = b.inputRows(rows)
 	}
-	return landMarks(rows, tail)
+	n := landMarks(rows, tail)
+	if w, ok := s.drv.(landWatcher); ok {
+		n += w.landedOff()
+	}
+	return n
 }
 
 // landTail is what of text a program shows once it took it: the last 16
