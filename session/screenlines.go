@@ -62,12 +62,31 @@ type screenLines struct {
 	// watched (typing.go); landOff counts its occurrences in lines that
 	// scrolled off since: an echo that pushed the previous prompt (ending
 	// the same way) off a full screen still counts as one more.
-	landTail string
-	landOff  int
+	landTail  string
+	landOff   int
+	landCarry string // the end of the rows that scrolled off, spaces removed, shorter than landTail
 }
 
 // watchLanding starts counting tail in the lines that scroll off.
-func (x *screenLines) watchLanding(tail string) { x.landTail, x.landOff = tail, 0 }
+func (x *screenLines) watchLanding(tail string) {
+	x.landTail, x.landOff, x.landCarry = tail, 0, ""
+}
+
+// countLanding counts the watched tail in a row that scrolled off, joined
+// without spaces to the rows before it (as the screen's own count joins
+// its rows: the tail may span two).
+func (x *screenLines) countLanding(row string) {
+	if x.landTail == "" {
+		return
+	}
+	j := x.landCarry + strings.Join(strings.Fields(row), "")
+	x.landOff += strings.Count(j, x.landTail) // the carry is too short to hold one
+	keep := len(x.landTail) - 1
+	for keep > 0 && keep < len(j) && !isRuneStart(j, len(j)-keep) {
+		keep--
+	}
+	x.landCarry = j[len(j)-min(keep, len(j)):]
+}
 
 // landedOff is how often the watched tail scrolled off since watchLanding.
 func (x *screenLines) landedOff() int { return x.landOff }
@@ -107,9 +126,7 @@ func (x *screenLines) write(p []byte) {
 		x.cleared(r.Clears)
 		x.scrolled = true
 		r.Text = x.unscroll(r)
-		if x.landTail != "" { // by row: a tail wrapped across two is not seen (the bound applies)
-			x.landOff += strings.Count(strings.Join(strings.Fields(r.Text), ""), x.landTail)
-		}
+		x.countLanding(r.Text)
 		t := strings.TrimRight(r.Text, " ")
 		if len(x.consumed) > 0 {
 			c := x.consumed[0]
