@@ -274,13 +274,15 @@ func browserConsole(t *testing.T, bin string, width, height int, suffix string) 
 
 // sameStatus reads, every 20 ms, the status the open terminal's header
 // shows and the one the agent's row in the table shows: they must be the
-// same at every moment (one source). It watches until the status has
-// changed and settled on until (so that a change was seen being shown),
-// or fails after 20 s.
+// same at every moment (one source). It watches for at least a second and
+// until the status has settled on until, or fails after 20 s. (A builtin
+// agent's turn now ends within milliseconds of its prompt, so its working
+// state may come and go between two looks.)
 func sameStatus(t *testing.T, ctx context.Context, agent, until string) {
 	t.Helper()
 	seen := map[string]bool{}
-	for end := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	began := time.Now()
+	for end := began.Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[document.querySelector('#termstatus').textContent.split(' · ')[0],
 			document.querySelector('tr.agent[data-name="`+agent+`"] .pill').textContent]`))
 		if err != nil {
@@ -290,11 +292,11 @@ func sameStatus(t *testing.T, ctx context.Context, agent, until string) {
 			t.Fatalf("%s's terminal header says %q while its row says %q", agent, got[0], got[1])
 		}
 		seen[got[0]] = true
-		if len(seen) > 1 && got[0] == until {
+		if time.Since(began) > time.Second && got[0] == until {
 			return
 		}
 		if time.Now().After(end) {
-			t.Fatalf("%s's status did not change and settle on %q within 20 s (seen %v)", agent, until, seen)
+			t.Fatalf("%s's status did not settle on %q within 20 s (seen %v)", agent, until, seen)
 		}
 	}
 }

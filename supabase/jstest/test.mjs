@@ -288,7 +288,9 @@ await check('no secret reaches a member: every readable column of every table, a
 })
 
 await check('member A watches invocations live: the one po gave dev after the answer', async () => {
-  const inv = await until('an invocation over Realtime', async () => everything.find((p) => p.table === 'agent_invocations' && p.eventType === 'INSERT' && p.new?.id), 90000)
+  // po's, by its caller: scout's rejected INVOKE:ghost may come first.
+  const po = agents.find((x) => x.name === 'po')
+  const inv = await until('po\'s invocation over Realtime', async () => everything.find((p) => p.table === 'agent_invocations' && p.eventType === 'INSERT' && p.new?.caller_agent_id === po.id), 90000)
   assert.equal(inv.new.office_id, officeA)
   assert.ok(inv.new.reason.toLowerCase().includes(question.options[0].toLowerCase()), `the task carries the answer: ${inv.new.reason}`)
 })
