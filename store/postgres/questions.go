@@ -23,7 +23,7 @@ func scanQuestion(r pgx.Row) (office.Question, error) {
 }
 
 // defaultQuestionTTL is how long a question waits when neither it nor its
-// office says (DESIGN: 5 minutes).
+// office says (5 minutes, as engine.Config.QuestionTTL; docs/notes/office.md).
 const defaultQuestionTTL = 5 * time.Minute
 
 // CreateQuestion stores a question. Empty QuestionType is text, empty
