@@ -66,6 +66,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&c.Ready, "ready-timeout", 10*time.Minute, "bound on start-up")
 	fs.StringVar(&c.Dir, "dir", "", "scratch directory (default: the system's)")
 	fs.StringVar(&c.Profile, "profile", "", "write the server's CPU profiles of start-up, the idle window and the burst to this directory (1 s pieces: go tool pprof DIR/sqlite-1000-startup-*)")
+	fs.StringVar(&c.Logs, "server-log", "", "keep the server's log of each run, at debug level, in this directory (DIR/sqlite-10-r1.log)")
 	repeat := fs.Int("repeat", 1, "runs of each store and size; the table gives each column's median, the upper one for an even count (runs interleaved: every size once, then again)")
 	if err := fs.Parse(args); err != nil {
 		return err
