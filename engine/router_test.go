@@ -226,6 +226,45 @@ func TestAskAnswerDelivered(t *testing.T) {
 	if _, err := h.r.AnswerQuestion(ctx, q.ID, "email", "u1"); office.ErrorCode(err) != office.ECONFLICT {
 		t.Errorf("second answer: %v, want ECONFLICT", err)
 	}
+	// Answered, the agent works on the answer: the session's next status
+	// ends `waiting`.
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionBusy, PID: 42})
+	eventually(t, "session busy after the answer", func() bool {
+		s, _ := h.st.GetSessionByAgent(ctx, h.id("PO"))
+		return s.Status == office.SessionBusy
+	})
+}
+
+// TestWaitingWhileAQuestionIsPending: the session's ready and busy do not
+// end `waiting` while a question is pending.
+func TestWaitingWhileAQuestionIsPending(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run("PO")
+	ctx := context.Background()
+	h.say("PO", askBlock)
+	eventually(t, "session waiting", func() bool {
+		s, _ := h.st.GetSessionByAgent(ctx, h.id("PO"))
+		return s.Status == office.SessionWaiting
+	})
+	for _, st := range []string{office.SessionBusy, office.SessionReady} {
+		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: st, PID: 42})
+	}
+	time.Sleep(100 * time.Millisecond)
+	if s, _ := h.st.GetSessionByAgent(ctx, h.id("PO")); s.Status != office.SessionWaiting {
+		t.Errorf("session %q with a question pending, want waiting", s.Status)
+	}
+	// A question that ends without an answer to deliver (cancelled here,
+	// as a person may from the console) leaves nothing to wait for: the
+	// session's next status is recorded (it stayed waiting for ever).
+	q := h.questions()[0]
+	if _, err := h.st.CancelQuestion(ctx, q.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionReady, PID: 42})
+	eventually(t, "session ready", func() bool {
+		s, _ := h.st.GetSessionByAgent(ctx, h.id("PO"))
+		return s.Status == office.SessionReady
+	})
 }
 
 func TestConfirmationAnswer(t *testing.T) {

@@ -90,7 +90,7 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 		now := o.now()
 		rec.StartedAt = &now
 	}
-	if !(rec.Status == office.SessionWaiting && (status == office.SessionReady || status == office.SessionBusy)) {
+	if !(rec.Status == office.SessionWaiting && (status == office.SessionReady || status == office.SessionBusy) && o.waitsForAPerson(ctx, agentID)) {
 		rec.Status = status
 		rec.Detail = c.Detail
 	}
@@ -115,6 +115,19 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 		o.log.Warn("record session event", "agent", agentID, "err", err)
 	}
 	o.kick(k)
+}
+
+// waitsForAPerson reports whether the agent has a question or dependency
+// request still pending: its session row stays `waiting` through the
+// session's ready and busy until a person answered (a failed read keeps it
+// waiting too). Asked only while the row says waiting.
+func (o *statusWriter) waitsForAPerson(ctx context.Context, agentID string) bool {
+	qs, err := o.store.ListQuestions(ctx, office.QuestionFilter{AgentID: agentID, Status: []string{office.QuestionPending}, Limit: 1})
+	if err != nil || len(qs) > 0 {
+		return true
+	}
+	ds, err := o.store.ListDependencies(ctx, office.DependencyFilter{AgentID: agentID, Status: []string{office.DependencyPending}, Limit: 1})
+	return err != nil || len(ds) > 0
 }
 
 // onStatus acts on a recorded status: a failed session fails the agent's
