@@ -334,7 +334,7 @@ await check('member A provides scout\'s package (rpc provide_dependency) and the
   }, 30000)
 })
 
-await check('secrets go through the server: member B provides an api_key and rejects an env_variable with their token; A 404, anon 401, again 409, expired 410', async () => {
+await check('secrets go through the server: member B provides an api_key and rejects an env_variable with their token; A 404, anon key and no token 401 (provide and reject), again 409, expired 410', async () => {
   const server = env('SERVER_URL')
   const call = async (token, id, action, body) => {
     const res = await fetch(`${server}/api/member/dependencies/${id}/${action}`, {
@@ -346,9 +346,11 @@ await check('secrets go through the server: member B provides an api_key and rej
   }
   const secret = 'sk-live-member-b-0123456789', id = env('DEP_SECRET_B')
   for (const [who, token, want] of [['no token', null, 401], ['the anon key', anonKey, 401], ['member A', env('TOKEN_A'), 404]]) {
-    const r = await call(token, id, 'provide', { value: secret })
-    assert.equal(r.status, want, `${who}: ${JSON.stringify(r)}`)
-    assert.ok(r.body.error.message, `${who}: a message says why`)
+    for (const [action, body] of [['provide', { value: secret }], ['reject', { reason: 'not yours' }]]) {
+      const r = await call(token, id, action, body)
+      assert.equal(r.status, want, `${who} ${action}: ${JSON.stringify(r)}`)
+      assert.ok(r.body.error.message, `${who} ${action}: a message says why`)
+    }
   }
   const bad = await call(env('TOKEN_B'), id, 'provide', { value: '' })
   assert.equal(bad.status, 400, JSON.stringify(bad))
