@@ -11,7 +11,8 @@
 //   database's grants), PUBLISHED (the tables in supabase_realtime), EXPIRED_B (a question of office B past its expiry),
 //   DEP_PKG_B, DEP_KEY_B (pending package and api_key requests of office B),
 //   SERVER_URL (the office server), DEP_SECRET_B, DEP_ENV_B (pending api_key
-//   and env_variable requests of office B), DEP_LATE_B (an expired one).
+//   and env_variable requests of office B), DEP_LATE_B (an expired one),
+//   TOKEN_NEW, USER_NEW (newcomer@example.com, who signs up once invited).
 // Prints one line per check; exits 1 at the first failure. The contract
 // it checks is docs/frontend.md.
 import { createClient } from '@supabase/supabase-js'
@@ -424,6 +425,24 @@ await check('every published table sent member A changes, each with only the col
   const seenTables = [...new Set(everything.map((p) => p.table))].sort()
   const errored = (evs) => evs.filter((p) => p.errors?.length).length
   console.log(`# live changes seen by member A: ${everything.length} (${errored(everything)} with errors) on ${seenTables.join(', ')}; by member B: ${allB.events.length}; by anon: ${allAnon.events.length} (${errored(allAnon.events)} with errors, none with a row)`)
+})
+
+await check('an invited user signs up and joins: accept_office_invitations returns office A; they read it and are listed; again joins nothing', async () => {
+  const n = client(env('TOKEN_NEW'))
+  const joined = await until('the newcomer joined', async () => {
+    const { data, error } = await n.rpc('accept_office_invitations')
+    assert.equal(error, null, JSON.stringify(error))
+    return data.length > 0 && data
+  }, 30000)
+  assert.deepEqual(joined, [officeA])
+  const { data: offices } = await n.from('offices').select('id')
+  assert.deepEqual(offices.map((o) => o.id), [officeA])
+  const { data: members } = await a.rpc('list_office_members', { office_id: officeA })
+  assert.deepEqual(members.filter((m) => m.user_id === env('USER_NEW')).map((m) => [m.email, m.role]), [['newcomer@example.com', 'member']])
+  const { data: invites } = await a.from('office_invitations').select('email').eq('office_id', officeA)
+  assert.deepEqual(invites, [], 'the invitation is used up')
+  const again = await n.rpc('accept_office_invitations')
+  assert.deepEqual([again.error, again.data], [null, []])
 })
 
 await a.removeAllChannels(); await allA.c.removeAllChannels(); await allB.c.removeAllChannels(); await allAnon.c.removeAllChannels(); await b.removeAllChannels(); await anon.removeAllChannels()
