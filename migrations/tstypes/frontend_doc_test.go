@@ -19,7 +19,7 @@ import (
 // TestFrontendDocMatchesDatabase reads docs/frontend.md's lists against
 // the catalog of a migrated database, so that the contract cannot drift
 // from the migrations: the tables a member reads and the columns readable
-// and not (the grants), the table writes a member may make (insert and
+// and not (the grants), every status value (the check constraints), the table writes a member may make (insert and
 // update columns, delete), the functions a member may call (name and
 // arguments), and which tables are live over Realtime and with which
 // replica identity (the supabase_realtime publication), including the
@@ -36,6 +36,7 @@ func TestFrontendDocMatchesDatabase(t *testing.T) {
 	cat := readCatalog(ctx, t, conn)
 
 	t.Run("reads", func(t *testing.T) { checkReads(t, section(t, doc, "## What a member reads"), cat) })
+	t.Run("statuses", func(t *testing.T) { checkStatuses(t, section(t, doc, "### Statuses and how they move"), cat) })
 	does := section(t, doc, "## What a member does")
 	t.Run("writes", func(t *testing.T) { checkWrites(t, tableAfter(t, does, "all the table writes a member may make"), cat) })
 	t.Run("functions", func(t *testing.T) { checkFunctions(t, tableAfter(t, does, "all the functions a member may call"), cat) })
@@ -49,14 +50,15 @@ type catalog struct {
 	insert    map[string][]string
 	update    map[string][]string
 	del       map[string]bool
-	functions []string          // "name(arg, arg)": executable by authenticated, not triggers
-	identity  map[string]string // published table → relreplident (f full, d default)
+	functions []string            // "name(arg, arg)": executable by authenticated, not triggers
+	identity  map[string]string   // published table → relreplident (f full, d default)
+	statuses  map[string][]string // table → the values its status column's check allows
 }
 
 func readCatalog(ctx context.Context, t *testing.T, conn *pgx.Conn) catalog {
 	t.Helper()
 	c := catalog{cols: map[string][]string{}, read: map[string][]string{}, insert: map[string][]string{},
-		update: map[string][]string{}, del: map[string]bool{}, identity: map[string]string{}}
+		update: map[string][]string{}, del: map[string]bool{}, identity: map[string]string{}, statuses: map[string][]string{}}
 	rows, err := conn.Query(ctx, `select c.relname::text, a.attname::text,
 		       has_column_privilege('authenticated', c.oid, a.attname, 'SELECT'),
 		       has_column_privilege('authenticated', c.oid, a.attname, 'INSERT'),
@@ -122,7 +124,36 @@ func readCatalog(ctx context.Context, t *testing.T, conn *pgx.Conn) catalog {
 	if len(c.identity) == 0 {
 		t.Fatal("no table in the supabase_realtime publication")
 	}
+	c.statuses = readStatuses(ctx, t, conn)
 	return c
+}
+
+// readStatuses returns, per table, the values allowed by the check
+// constraint on its status column alone.
+func readStatuses(ctx context.Context, t *testing.T, conn *pgx.Conn) map[string][]string {
+	t.Helper()
+	rows, err := conn.Query(ctx, `select c.relname::text, pg_get_constraintdef(con.oid)
+		from pg_constraint con join pg_class c on c.oid = con.conrelid join pg_namespace n on n.oid = c.relnamespace
+		join pg_attribute a on a.attrelid = c.oid and a.attname = 'status'
+		where n.nspname = 'public' and con.contype = 'c' and con.conkey = array[a.attnum]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	value := regexp.MustCompile(`'(\w+)'::text`)
+	for rows.Next() {
+		var tbl, def string
+		if err := rows.Scan(&tbl, &def); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range value.FindAllStringSubmatch(def, -1) {
+			out[tbl] = append(out[tbl], m[1])
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // section returns the text from the heading to the next heading of the
@@ -241,6 +272,35 @@ func checkReads(t *testing.T, text string, cat catalog) {
 		sameSet(t, tbl+" columns not readable", names(r[2]), hidden)
 	}
 	sameSet(t, "tables a member reads", tables, sortedKeys(cat.read))
+}
+
+// checkStatuses: every table a member reads that has a status column has
+// a paragraph "**`table.status`**", which names each value the column's
+// check allows.
+func checkStatuses(t *testing.T, text string, cat catalog) {
+	paragraphs := map[string]string{}
+	for _, p := range strings.Split(text, "\n\n") {
+		if m := regexp.MustCompile("^\\*\\*`(\\w+)\\.status`\\*\\*").FindStringSubmatch(p); m != nil {
+			paragraphs[m[1]] = p
+		}
+	}
+	var withStatus []string
+	for tbl := range cat.read {
+		if slices.Contains(cat.read[tbl], "status") {
+			withStatus = append(withStatus, tbl)
+		}
+	}
+	sameSet(t, "tables whose statuses are described", sortedKeys(paragraphs), withStatus)
+	for tbl, p := range paragraphs {
+		if len(cat.statuses[tbl]) == 0 {
+			t.Errorf("%s.status: no check constraint lists its values", tbl)
+		}
+		for _, v := range cat.statuses[tbl] {
+			if !strings.Contains(p, "`"+v+"`") {
+				t.Errorf("%s.status %q: allowed by the database, not described in docs/frontend.md", tbl, v)
+			}
+		}
+	}
 }
 
 // checkWrites: the table of table writes is every insert, update and
