@@ -975,14 +975,18 @@ func TestAnswerSanitised(t *testing.T) {
 	}
 }
 
-// When every agent for the target is down, the caller is told and a person
-// is asked (the end of the fallback chain).
+// When every agent for the target is down, the caller is told, the
+// refusal is stored, and a person is asked (the end of the fallback chain).
 func TestInvokeAllDownAsksUser(t *testing.T) {
 	h := newHarness(t, nil, office.Agent{Name: "PO"}, office.Agent{Name: "DEV", Role: "developer", Status: office.AgentDisabled})
 	h.run("PO")
 	h.say("PO", "[INVOKE:developer]\nbuild it\n[/INVOKE:developer]")
 	if got := h.typed("PO", "rejected"); !strings.Contains(got, "no agent can take it") {
 		t.Errorf("told %q", got)
+	}
+	// The refusal is stored with why, for members to read.
+	if is := h.invocations(office.InvocationRejected); len(is) != 1 || is[0].Reason != "build it" || !strings.Contains(is[0].Error, "no agent can take it") {
+		t.Errorf("rejected invocations %+v; want one with the task and why", is)
 	}
 	eventually(t, "a question for a person", func() bool { return len(h.questions()) == 1 })
 	if q := h.questions()[0]; q.Category != "routing" || !strings.Contains(q.Question, "developer") {

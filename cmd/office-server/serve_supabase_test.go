@@ -310,10 +310,12 @@ func TestSupabaseJS(t *testing.T) {
 	if got := must(`select coalesce(launch_spec #>> '{env,DEPLOY_TOKEN}', '') from public.office_agents where office_id = $1 and name = 'po'`, officeA); got != canary {
 		t.Fatalf("po's launch_spec env DEPLOY_TOKEN = %q; want the office file's secret", got)
 	}
-	// The columns a member may read, from the grants themselves.
+	// The columns a member may read, from the grants themselves: every
+	// column of every table and view of the public schema, so a new one is
+	// checked without naming it here.
 	readable := map[string][]string{}
 	rows, err := conn.Query(ctx, `select c.table_name::text, c.column_name::text from information_schema.columns c
-		where c.table_schema = 'public' and c.table_name in (select tablename from pg_tables where schemaname = 'public')
+		where c.table_schema = 'public'
 		  and has_column_privilege('authenticated', format('public.%I', c.table_name), c.column_name, 'SELECT')
 		order by c.table_name, c.ordinal_position`)
 	if err != nil {
@@ -339,6 +341,13 @@ func TestSupabaseJS(t *testing.T) {
 	a := p.MemberOf(t, officeA, "a@example.com")
 	must(`update public.office_members set role = 'owner' where user_id = $1 returning role`, a.ID)
 	b := p.MemberOf(t, officeB, "b@example.com")
+	// newcomer@example.com has no account when member A invites them
+	// (check 16); they sign up once invited (the loop below adds their
+	// auth.users row) and join with their own token (check 24).
+	newcomerID := uuid.NewString()
+	now := time.Now().Unix()
+	newcomerToken := supabasetest.Sign(map[string]any{"sub": newcomerID, "aud": "authenticated", "role": "authenticated",
+		"email": "newcomer@example.com", "iat": now, "exp": now + 3600})
 
 	// The agents' rows change while the suite watches (as when the server
 	// records a status): each UPDATE carries the row over Realtime.
@@ -353,6 +362,8 @@ func TestSupabaseJS(t *testing.T) {
 		defer c.Close(context.WithoutCancel(touchCtx))
 		for touchCtx.Err() == nil {
 			c.Exec(touchCtx, `update public.office_agents set updated_at = now() where office_id = $1`, officeA)
+			c.Exec(touchCtx, `insert into auth.users (id, email, aud, role) select $1, 'newcomer@example.com', 'authenticated', 'authenticated'
+				where exists (select 1 from public.office_invitations where email = 'newcomer@example.com') on conflict do nothing`, newcomerID)
 			select {
 			case <-touchCtx.Done():
 			case <-time.After(500 * time.Millisecond):
@@ -368,7 +379,7 @@ func TestSupabaseJS(t *testing.T) {
 		"TOKEN_A="+a.Token, "USER_A="+a.ID, "TOKEN_B="+b.Token, "USER_B="+b.ID,
 		"OFFICE_A="+officeA, "OFFICE_B="+officeB, "CANARY="+canary, "READABLE="+string(readableJSON), "PUBLISHED="+strings.Join(published, ","),
 		"EXPIRED_B="+expiredB, "DEP_PKG_B="+depPkg, "DEP_KEY_B="+depKey,
-		"SERVER_URL="+r.base, "DEP_SECRET_B="+depSecret, "DEP_ENV_B="+depEnv, "DEP_LATE_B="+depLate)
+		"SERVER_URL="+r.base, "TOKEN_NEW="+newcomerToken, "USER_NEW="+newcomerID, "DEP_SECRET_B="+depSecret, "DEP_ENV_B="+depEnv, "DEP_LATE_B="+depLate)
 	out, err := cmd.CombinedOutput()
 	stopTouch()
 	<-touched
@@ -376,8 +387,8 @@ func TestSupabaseJS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("supabase-js suite failed: %v", err)
 	}
-	if !strings.Contains(string(out), "1..22") {
-		t.Errorf("supabase-js suite did not run its 22 checks")
+	if !strings.Contains(string(out), "1..24") {
+		t.Errorf("supabase-js suite did not run its 24 checks")
 	}
 	// The provided value is stored in the office's sealed form, which the
 	// server opens (office.Sealer: 'P' and the text for a value in clear).
