@@ -90,23 +90,11 @@ func (r *claudeRun) run(ctx context.Context, stderr io.Writer) (res claudeResult
 	}
 	defer closeSock()
 	r.reports = reports
-	dataDir, home := filepath.Join(dir, "data"), filepath.Join(dir, "home")
-	for _, d := range []string{home, filepath.Join(dir, "c0")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return res, err
-		}
-	}
-	officeFile := filepath.Join(dir, "office.yaml")
-	if err := writeOffice(officeFile, 1, r.c.AgentBin, "", sock); err != nil {
-		return res, err
-	}
-	f, err := os.OpenFile(officeFile, os.O_APPEND|os.O_WRONLY, 0)
+	dataDir := filepath.Join(dir, "data")
+	officeFile, env, err := r.prepare(dir, sock, model)
 	if err != nil {
 		return res, err
 	}
-	fmt.Fprintf(f, "  - name: c0\n    role: Caller\n    allowed_actions: [invoke, ask_user]\n    launch: {kind: claude, command: %q, dir: %q}\n", r.bin, filepath.Join(dir, "c0"))
-	f.Close()
-	env := append([]string{"DATABASE_URL=", "SUPABASE_URL="}, model.Env(home)...)
 	logFile := ""
 	if r.c.Logs != "" {
 		if err := os.MkdirAll(r.c.Logs, 0o755); err != nil {
@@ -140,6 +128,36 @@ func (r *claudeRun) run(ctx context.Context, stderr io.Writer) (res claudeResult
 	if err != nil {
 		return res, err
 	}
+	return r.timings(res, entered, written, printed)
+}
+
+// prepare writes the office file (one load agent, and c0, the Claude Code
+// caller) into dir and returns it with the server's environment.
+func (r *claudeRun) prepare(dir, sock string, model *anthropictest.Server) (string, []string, error) {
+	home := filepath.Join(dir, "home")
+	for _, d := range []string{home, filepath.Join(dir, "c0")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return "", nil, err
+		}
+	}
+	officeFile := filepath.Join(dir, "office.yaml")
+	if err := writeOffice(officeFile, 1, r.c.AgentBin, "", sock); err != nil {
+		return "", nil, err
+	}
+	f, err := os.OpenFile(officeFile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	fmt.Fprintf(f, "  - name: c0\n    role: Caller\n    allowed_actions: [invoke, ask_user]\n    launch: {kind: claude, command: %q, dir: %q}\n", r.bin, filepath.Join(dir, "c0"))
+	if err := f.Close(); err != nil {
+		return "", nil, err
+	}
+	return officeFile, append([]string{"DATABASE_URL=", "SUPABASE_URL="}, model.Env(home)...), nil
+}
+
+// timings pairs each task's Enter with its line's timestamp and with when
+// the line was in the file.
+func (r *claudeRun) timings(res claudeResult, entered, written, printed map[int]time.Time) (claudeResult, error) {
 	var took, fromWrite []time.Duration
 	for k, at := range entered {
 		p, ok1 := printed[k]

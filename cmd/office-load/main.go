@@ -118,15 +118,21 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		printScaling(stdout, results, runs)
 	}
 	if *claudeN > 0 {
-		cr, err := (&claudeRun{c: c, bin: *claudeBin, n: *claudeN}).run(ctx, stderr)
-		if err != nil {
-			return fmt.Errorf("claude caller: %w", err)
-		}
-		fmt.Fprintf(stdout, "\nClaude Code caller (%s, embedded store), %d INVOKEs → task Enter in an idle load agent:\n"+
-			"- from the INVOKE line's timestamp in its transcript: p50 %.2f ms, p99 %.2f ms\n"+
-			"- from the line being in the transcript file (read every 2 ms): p50 %.2f ms, p99 %.2f ms\n",
-			cr.Version, cr.N, ms(cr.Invoke[0]), ms(cr.Invoke[1]), ms(cr.FromWrite[0]), ms(cr.FromWrite[1]))
+		return claudeLine(ctx, &claudeRun{c: c, bin: *claudeBin, n: *claudeN}, stdout, stderr)
 	}
+	return nil
+}
+
+// claudeLine runs the Claude Code caller and prints its figures.
+func claudeLine(ctx context.Context, r *claudeRun, stdout, stderr io.Writer) error {
+	cr, err := r.run(ctx, stderr)
+	if err != nil {
+		return fmt.Errorf("claude caller: %w", err)
+	}
+	fmt.Fprintf(stdout, "\nClaude Code caller (%s, embedded store), %d INVOKEs → task Enter in an idle load agent:\n"+
+		"- from the INVOKE line's timestamp in its transcript: p50 %.2f ms, p99 %.2f ms\n"+
+		"- from the line being in the transcript file (read every 2 ms): p50 %.2f ms, p99 %.2f ms\n",
+		cr.Version, cr.N, ms(cr.Invoke[0]), ms(cr.Invoke[1]), ms(cr.FromWrite[0]), ms(cr.FromWrite[1]))
 	return nil
 }
 
