@@ -528,3 +528,39 @@ func TestMissingWorkingFolder(t *testing.T) {
 		t.Fatalf("started %d times and reported %d, want 2 and 1", len(inner.ids), len(reported))
 	}
 }
+
+// TestKindNotCarriedSaid: a Codex (Gemini CLI, Qwen Code) agent resumed on a
+// node is said, once, not to carry its conversation from another node;
+// a Claude Code or command agent is not.
+func TestKindNotCarriedSaid(t *testing.T) {
+	pool, ids := database(t, 1)
+	var logs strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logs}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rn := startNode(t, pool, cluster.Config{NodeID: "alone", Lease: 2 * time.Second, Renew: 500 * time.Millisecond, Logger: logger})
+	waitFor(t, 5*time.Second, "the office leased", func() bool { return rn.node.Owns(ids[0]) })
+	s := &cluster.Sessions{Sessions: &started{}, Node: rn.node, Transcripts: cluster.NewTranscripts(pool, nil)}
+	for _, kind := range []string{"codex", "codex", "command"} {
+		spec := engine.SessionSpec{OfficeID: ids[0], AgentID: kind, Launch: office.LaunchSpec{Kind: kind}, Dir: t.TempDir(), ConversationID: "c1", Resume: true}
+		if err := s.Start(context.Background(), spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	got := logs.String()
+	mu.Unlock()
+	if n := strings.Count(got, "not carried between nodes"); n != 1 || !strings.Contains(got, "kind=codex") {
+		t.Errorf("said %d times (want once, for the codex agent):\n%s", n, got)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
