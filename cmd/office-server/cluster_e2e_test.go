@@ -658,10 +658,10 @@ func (c *clusterRun) drain() {
 	}
 }
 
-// spread describes durations: min, median, max.
+// spread describes durations: min, median, 90th percentile, max.
 func spread(ds []time.Duration) string {
 	ds = slices.Clone(ds)
 	slices.Sort(ds)
 	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
-	return fmt.Sprintf("min %v, median %v, max %v", r(ds[0]), r(ds[len(ds)/2]), r(ds[len(ds)-1]))
+	return fmt.Sprintf("min %v, median %v, p90 %v, max %v", r(ds[0]), r(ds[len(ds)/2]), r(ds[(len(ds)-1)*9/10]), r(ds[len(ds)-1]))
 }
