@@ -564,3 +564,52 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestCutOffNodeStopsFirst: a node that can no longer reach the database
+// (a network partition, not a crash: it keeps running) gives its offices
+// up on its own clock before their leases run out on the database's, so
+// the node that takes them over never runs them at the same time.
+func TestCutOffNodeStopsFirst(t *testing.T) {
+	pool, ids := database(t, 2)
+	ctx := context.Background()
+	cfg := cluster.Config{Lease: 3 * time.Second, Renew: 500 * time.Millisecond}
+	cut, err := pgxpool.New(ctx, pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startNode(t, cut, cfg)
+	waitFor(t, 10*time.Second, "a runs both offices", func() bool { return a.rec.count() == 2 })
+	b := startNode(t, pool, cfg)
+	time.Sleep(3 * cfg.Renew) // b is known, a keeps its offices (a fair share of 1 each moves one)
+	type seen struct{ aGaveUp, bTook time.Time }
+	at := map[string]*seen{}
+	for _, id := range ids {
+		if a.rec.has(id) {
+			at[id] = &seen{}
+		}
+	}
+	if len(at) == 0 {
+		t.Fatal("a runs no office")
+	}
+	cut.Close() // a's renewals fail from now on
+	cutAt := time.Now()
+	waitFor(t, 3*cfg.Lease, "b runs a's offices", func() bool {
+		done := true
+		for id, s := range at {
+			if s.aGaveUp.IsZero() && !a.node.Owns(id) && !a.rec.has(id) {
+				s.aGaveUp = time.Now()
+			}
+			if s.bTook.IsZero() && b.rec.has(id) {
+				s.bTook = time.Now()
+			}
+			done = done && !s.bTook.IsZero()
+		}
+		return done
+	})
+	for id, s := range at {
+		t.Logf("office %s: a gave it up %v after the cut, b ran it %v after", id, s.aGaveUp.Sub(cutAt).Round(time.Millisecond), s.bTook.Sub(cutAt).Round(time.Millisecond))
+		if s.aGaveUp.IsZero() || !s.aGaveUp.Before(s.bTook) {
+			t.Errorf("office %s: b ran it while a still did (a gave up at %v, b took at %v after the cut)", id, s.aGaveUp.Sub(cutAt), s.bTook.Sub(cutAt))
+		}
+	}
+}
