@@ -1180,21 +1180,28 @@ func TestCallbacksNeverBlockOnTheStore(t *testing.T) {
 }
 
 // A CLI that starts blank after a restart gets its in-progress task typed
-// again; Claude Code, which resumes its conversation, does not.
+// again; Claude Code, which resumes its conversation, does not. A kind
+// that keeps conversations but started a new one (CX: its conversation is
+// on the node that ran it before) gets its task typed again too.
 func TestTaskRetypedAfterRestart(t *testing.T) {
-	h := newHarness(t, nil, office.Agent{Name: "PO"}, office.Agent{Name: "DEV", Launch: office.LaunchSpec{Kind: "command", Command: "dev.sh"}}, office.Agent{Name: "CC"})
+	h := newHarness(t, nil, office.Agent{Name: "PO"}, office.Agent{Name: "DEV", Launch: office.LaunchSpec{Kind: "command", Command: "dev.sh"}}, office.Agent{Name: "CC"},
+		office.Agent{Name: "CX", Launch: office.LaunchSpec{Kind: "command", Command: "cx.sh"}})
 	h.run("PO")
 	h.say("PO", "[INVOKE:DEV]\nwork\n[/INVOKE:DEV]")
 	h.typed("DEV", "> work")
 	h.say("PO", "[INVOKE:CC]\nthink\n[/INVOKE:CC]")
 	h.typed("CC", "> think")
-	eventually(t, "in progress", func() bool { return len(h.invocations(office.InvocationInProgress)) == 2 })
-	for _, n := range []string{"DEV", "CC"} {
+	h.say("PO", "[INVOKE:CX]\nreview\n[/INVOKE:CX]")
+	h.typed("CX", "> review")
+	eventually(t, "in progress", func() bool { return len(h.invocations(office.InvocationInProgress)) == 3 })
+	for _, n := range []string{"DEV", "CC", "CX"} {
+		resumes := n != "DEV"
 		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionCrashed, PID: 1})
-		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionStarting, PID: 2, Resumes: n == "CC"})
-		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionReady, PID: 2, Resumes: n == "CC", Resumed: n == "CC"})
+		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionStarting, PID: 2, Resumes: resumes, Resumed: n == "CC"})
+		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionReady, PID: 2, Resumes: resumes, Resumed: n == "CC"})
 	}
 	h.typed("DEV", "> work")
+	h.typed("CX", "> review")
 	// Claude Code is reminded of its task instead, and only once.
 	h.typed("CC", "your conversation was resumed")
 	h.quiet("CC", 150*time.Millisecond)
@@ -1209,8 +1216,8 @@ func TestTaskRetypedAfterRestart(t *testing.T) {
 	if tasks != 1 {
 		t.Errorf("task typed into CC %d times, want once (before the crash)", tasks)
 	}
-	if n := len(h.invocations(office.InvocationInProgress)); n != 2 {
-		t.Errorf("%d in progress, want 2", n)
+	if n := len(h.invocations(office.InvocationInProgress)); n != 3 {
+		t.Errorf("%d in progress, want 3", n)
 	}
 }
 

@@ -169,7 +169,10 @@ func (o *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange)
 				o.log.Warn("record agent active", "agent", agentID, "err", err)
 			}
 		}
-		if err == nil && status == office.SessionStarting && !c.Resumes {
+		// A process that did not resume a conversation (a kind without
+		// one, or one whose conversation is not on this machine: the
+		// office moved to another node) knows nothing of its tasks.
+		if err == nil && status == office.SessionStarting && !(c.Resumes && c.Resumed) {
 			o.requeue(ctx, a)
 		}
 		if err == nil && status == office.SessionReady {
@@ -209,7 +212,8 @@ func (o *statusWriter) remind(ctx context.Context, a office.Agent) {
 }
 
 // requeue puts the tasks a new process of a cannot know about (in progress
-// in the process that died) back in its queue, so they are typed again.
+// in the process that died, or in a conversation left on another node)
+// back in its queue, so they are typed again.
 func (o *statusWriter) requeue(ctx context.Context, a office.Agent) {
 	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationInProgress}})
 	if err != nil {
