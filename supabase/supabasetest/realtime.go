@@ -73,6 +73,7 @@ type Phoenix struct {
 	dropNext int
 
 	silentHeartbeats atomic.Bool
+	firstUnanswered  atomic.Int64 // unix ns of the first heartbeat left unanswered; 0: none
 	joins            atomic.Int32
 	polls            atomic.Int64
 	delivered        atomic.Int64
@@ -223,6 +224,8 @@ func (p *Phoenix) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case m.Topic == "phoenix" && m.Event == "heartbeat":
 			if !p.silentHeartbeats.Load() {
 				c.send("phoenix", "phx_reply", map[string]any{"status": "ok", "response": map[string]any{}}, m.Ref, "")
+			} else {
+				p.firstUnanswered.CompareAndSwap(0, time.Now().UnixNano())
 			}
 		case m.Event == "phx_join":
 			if !p.join(c, m) {
@@ -655,8 +658,23 @@ func (p *Phoenix) MismatchIDs(on bool) {
 	p.badIDs = on
 }
 
-// SilentHeartbeats stops (or resumes) answering heartbeats.
-func (p *Phoenix) SilentHeartbeats(on bool) { p.silentHeartbeats.Store(on) }
+// SilentHeartbeats stops (or resumes) answering heartbeats. Turning it on
+// clears FirstUnanswered.
+func (p *Phoenix) SilentHeartbeats(on bool) {
+	if on {
+		p.firstUnanswered.Store(0)
+	}
+	p.silentHeartbeats.Store(on)
+}
+
+// FirstUnanswered returns when the first heartbeat was left unanswered
+// since SilentHeartbeats(true); the zero time if none was.
+func (p *Phoenix) FirstUnanswered() time.Time {
+	if ns := p.firstUnanswered.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
 
 // Joins returns how many joins the stand-in has received.
 func (p *Phoenix) Joins() int { return int(p.joins.Load()) }
