@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -185,4 +186,83 @@ func (s *rawSocket) read(t *testing.T) rawMsg {
 		t.Fatal(fmt.Errorf("event of %s: %w", data, err))
 	}
 	return m
+}
+
+// TestRealtimeJoins: any valid project JWT joins (the service-role key, a
+// member's access token) and is then "Subscribed to PostgreSQL"; a token
+// without role or exp, an expired one, one signed with another secret, one
+// that is not a JWT and a bare "realtime:" topic are refused with Realtime's reasons, each only
+// after JoinErrorDelay (as join_error sleeps channel_error_backoff_ms); a
+// malformed filter joins, and then its subscription fails with a system
+// error (cdc_rls.ex :malformed_subscription_params).
+func TestRealtimeJoins(t *testing.T) {
+	p := supabasetest.New(t)
+	p.Realtime.JoinErrorDelay = 300 * time.Millisecond
+	member := p.NewMember(t, "joins@example.com")
+	binding := map[string]any{"event": "*", "schema": "public", "table": "user_questions"}
+	tests := []struct {
+		name, token, topic string
+		filter             string
+		reason             string // "" joins
+	}{
+		{"service-role key", p.Key, "realtime:a", "", ""},
+		{"member token", member.Token, "realtime:a", "", ""},
+		{"no exp", supabasetest.Sign(map[string]any{"role": "authenticated", "sub": member.ID}), "realtime:a", "", "InvalidJWTToken: Fields `role` and `exp` are required in JWT"},
+		{"expired", supabasetest.Sign(map[string]any{"role": "authenticated", "exp": time.Now().Add(-time.Minute).Unix()}), "realtime:a", "", "InvalidJWTToken: Token has expired"},
+		{"other secret", p.Key[:strings.LastIndex(p.Key, ".")+1] + "c2lnbmF0dXJl", "realtime:a", "", "JwtSignatureError: Failed to validate JWT signature"},
+		{"not a JWT", "not-a-jwt", "realtime:a", "", "MalformedJWT: The token provided is not a valid JWT"},
+		{"bad filter", p.Key, "realtime:a", "status=nope.x", ""},
+		{"no topic name", p.Key, "realtime:", "", "TopicNameRequired"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			u := strings.Replace(p.URL, "http", "ws", 1) + "/realtime/v1/websocket?" + url.Values{"apikey": {p.AnonKey}, "vsn": {"2.0.0"}}.Encode()
+			ws, _, err := websocket.DefaultDialer.Dial(u, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.Close()
+			s := &rawSocket{ws: ws, v2: true}
+			b := maps.Clone(binding)
+			if tc.filter != "" {
+				b["filter"] = tc.filter
+			}
+			payload := map[string]any{"config": map[string]any{"postgres_changes": []any{b}}, "access_token": tc.token}
+			start := time.Now()
+			if err := ws.WriteJSON([]any{"1", "1", tc.topic, "phx_join", payload}); err != nil {
+				t.Fatal(err)
+			}
+			m := s.read(t)
+			took := time.Since(start)
+			var r struct {
+				Status   string
+				Response struct{ Reason string }
+			}
+			if err := json.Unmarshal(m.Payload, &r); err != nil || m.Event != "phx_reply" {
+				t.Fatalf("reply %s %s: %v", m.Event, m.Payload, err)
+			}
+			if tc.reason == "" {
+				if r.Status != "ok" {
+					t.Fatalf("refused: %s", m.Payload)
+				}
+				m = s.read(t)
+				var sys struct{ Extension, Status, Message string }
+				json.Unmarshal(m.Payload, &sys)
+				want := []string{"postgres_changes", "ok", "Subscribed to PostgreSQL"}
+				if tc.filter != "" {
+					want = []string{"postgres_changes", "error", `Error parsing ` + "`filter`" + ` params: ["nope", "x"]`}
+				}
+				if got := []string{sys.Extension, sys.Status, sys.Message}; m.Event != "system" || !slices.Equal(got, want) {
+					t.Errorf("after the join: %s %s; want system %q", m.Event, m.Payload, want)
+				}
+				return
+			}
+			if r.Status != "error" || !strings.HasPrefix(r.Response.Reason, tc.reason) {
+				t.Errorf("reply %s; want error %q…", m.Payload, tc.reason)
+			}
+			if took < 300*time.Millisecond {
+				t.Errorf("refused after %v; want no sooner than JoinErrorDelay (300 ms)", took)
+			}
+		})
+	}
 }
