@@ -333,6 +333,13 @@ await check('member A provides scout\'s package (rpc provide_dependency) and the
     const { data } = await a.from('dependency_requests').select('status, delivered_at').eq('id', dep.id).single()
     return data.status === 'provided' && data.delivered_at
   }, 30000)
+  // The value is in the WAL (wal2json ignores the publication's column
+  // list); Realtime leaves it out because member A may not select it.
+  await until('the provided change over Realtime', async () =>
+    everything.some((p) => p.table === 'dependency_requests' && p.new?.id === dep.id && p.new?.status === 'provided'), 30000)
+  const withValue = everything.filter((p) => p.table === 'dependency_requests' &&
+    ('value' in (p.new ?? {}) || 'value' in (p.old ?? {}) || JSON.stringify(p).includes('6c6566742d706164'))) // hex of left-pad
+  assert.deepEqual(withValue, [], 'a live dependency_requests change carried value')
 })
 
 await check('secrets go through the server: member B provides an api_key and rejects an env_variable with their token; A 404, anon key and no token 401 (provide and reject), again 409, expired 410', async () => {
