@@ -40,6 +40,9 @@ type chatCLI struct {
 	// watchDir is the directory to watch while the recording is not found
 	// yet: where it will be made, or where what names it is written.
 	watchDir func(root, dir string) string
+	// prepare, if set, adds to the environment what keeps a start-up
+	// dialog away (folder trust), leaving the person's files alone.
+	prepare func(spec Spec, env []string) []string
 }
 
 // chatRecord is one record of a chat recording, as the driver needs it.
@@ -116,7 +119,8 @@ type chatDriver struct {
 	reEntered bool      // locked
 	attnFrom  Status    // the status to return to when the dialog is gone (locked)
 	actionAt  time.Time // the title has said an approval waits since (locked)
-	watch     dirWatch  // the recording's directory (worker-owned)
+	start     startDialog
+	watch     dirWatch // the recording's directory (worker-owned)
 }
 
 // agentHome is the agent's HOME: from its environment, the spec, or the
@@ -164,6 +168,9 @@ func (d *chatDriver) launch(spec Spec) ([]string, []string, error) {
 	}
 	args = append(args, spec.Args...)
 	env := setEnv(buildEnv(spec, false), "HOME", home)
+	if d.cli.prepare != nil {
+		env = d.cli.prepare(spec, env)
+	}
 	return args, env, nil
 }
 
@@ -171,6 +178,7 @@ func (d *chatDriver) started(spec Spec, info *Info) {
 	d.term = newScreen(spec.Cols, spec.Rows)
 	d.title, d.oscTail = "", nil
 	d.awaiting, d.reEntered, d.working, d.replied = false, false, false, false
+	d.start = startDialog{}
 	info.Resumes = true
 	info.ConversationID = d.id
 	info.Transcript = d.tail.path
@@ -289,7 +297,7 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 	switch {
 	case title == chatAction:
 		next = d.attention(now, next)
-	case next == StatusNeedsAttention:
+	case next == StatusNeedsAttention && !d.start.up:
 		next = d.attnFrom
 		s.info.Detail = ""
 	}
@@ -310,6 +318,18 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 		next = StatusReady
 		texts = append(texts, Text{Key: s.key, ID: d.id + "/" + d.lastRec, Source: FromTranscript, TurnEnd: true})
 		d.working, d.replied = false, false
+	}
+	if d.term != nil && s.p != nil && (next == StatusStarting || d.start.up) {
+		// An auth choice, a folder-trust question, a key to enter or
+		// any other choice before the composer is drawn.
+		var text string
+		if rows := d.term.Lines(); !chatComposer(rows) {
+			text = choiceText(rows)
+			if box := dialogText(rows); text == "" && strings.Contains(box, "Enter") {
+				text = box // an input box: "(Press Enter to submit, Esc to cancel…)"
+			}
+		}
+		next = d.start.step(s, now, next, text)
 	}
 	var reEnter *proc
 	if d.awaiting && !d.reEntered && s.p != nil && now.Sub(d.typedAt) > chatAckTimeout {

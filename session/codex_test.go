@@ -16,7 +16,10 @@ import (
 )
 
 // TestCodexEndToEnd drives the real Codex CLI (0.169.0, from npm) against a
-// scripted Responses API: the office's instructions are in the model's
+// scripted Responses API, from a HOME holding only the person's provider
+// settings and a folder that is a git checkout (no trust dialog: the
+// office trusts the agent's folder; config.toml keeps what the person
+// wrote and gets no trust entry): the office's instructions are in the model's
 // first request, beside what the person wrote in Codex's AGENTS.md (kept);
 // a reply far taller than the terminal, with one [ASK_USER], reaches the
 // parser exactly as the model sent it, as one question; a restart resumes
@@ -30,9 +33,14 @@ func TestCodexEndToEnd(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.PrepareCodex(home, dir); err != nil {
+	// A new user's HOME: only their provider settings. The folder is a
+	// git checkout, where Codex asks whether to trust it; the office
+	// trusts it for the agent without writing the person's config.toml.
+	gitCheckout(t, dir)
+	if err := srv.PrepareCodex(home); err != nil {
 		t.Fatal(err)
 	}
+	config := readPersonFile(t, filepath.Join(home, ".codex", "config.toml"))
 	agentsMD := filepath.Join(home, ".codex", "AGENTS.md")
 	if err := os.WriteFile(agentsMD, []byte("USER-NOTE: 사람이 쓴 지시입니다.\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -166,6 +174,7 @@ func TestCodexEndToEnd(t *testing.T) {
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}
+	config.kept(t, "[projects", "trust_level", "check_for_update")
 	// Nothing Codex started outlives the agent (its shared app server
 	// would, without --no-daemon).
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
@@ -296,7 +305,7 @@ func TestCodexPermissionHook(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.PrepareCodex(home, dir); err != nil {
+	if err := srv.PrepareCodex(home); err != nil {
 		t.Fatal(err)
 	}
 	srv.Reply(func(r openaitest.Request) openaitest.Response {

@@ -44,6 +44,20 @@ var geminiCLI = &chatCLI{
 	state:     geminiState,
 	dialog:    dialogText,
 	watchDir:  geminiWatchDir,
+	prepare:   geminiTrust,
+}
+
+// geminiTrust trusts the agent's own folder: GEMINI_CLI_TRUST_WORKSPACE=true
+// makes Gemini CLI 0.61 take its workspace (the folder it runs in) as
+// trusted without asking "Do you trust the files in this folder?" (its
+// folder trust is on by default) and without writing the answer to
+// ~/.gemini/trustedFolders.json (docs/notes/clis.md). A value the agent's
+// own environment gives (say "false") is kept.
+func geminiTrust(spec Spec, env []string) []string {
+	if _, ok := lookup(spec.Env, "GEMINI_CLI_TRUST_WORKSPACE"); ok {
+		return env
+	}
+	return setEnv(env, "GEMINI_CLI_TRUST_WORKSPACE", "true")
 }
 
 // geminiWatchDir: the CLI makes the recording at start, in
