@@ -245,3 +245,57 @@ func waitDetail(t *testing.T, s *Session, want string, d time.Duration) {
 	}
 	t.Fatalf("no needs_attention with %q: %+v", want, s.Info())
 }
+
+// TestCodexSignIn starts the real Codex CLI (0.169.0) from an empty HOME:
+// no provider and no login, so it shows its sign-in screen, which the
+// office does not answer for a person. The agent shows needs_attention
+// with the screen's text, and nothing is typed into it.
+func TestCodexSignIn(t *testing.T) {
+	bin := testenv.CLIBin(t, "codex")
+	checkGoroutines(t)
+	home := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "work")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := newRecorder()
+	m := newTestManager(t, r, Options{StopGrace: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	key := Key{"office", "codex-sign-in"}
+	s, err := m.Start(ctx, key, Spec{Kind: KindCodex, Command: bin, Dir: dir, Home: home, Env: []string{"HOME=" + home}, Cols: 100, Rows: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("info %+v; screen:\n%s", s.Info(), strings.Join(s.Screen(), "\n"))
+		}
+	}()
+	r.waitFor(t, "needs_attention", 40*time.Second, func(st []Status, _ []Text) bool {
+		return lastStatus(st) == StatusNeedsAttention
+	})
+	for _, want := range []string{"Sign in with ChatGPT", "Sign in another way"} {
+		if d := s.Info().Detail; !strings.Contains(d, want) {
+			t.Errorf("detail lacks %q:\n%s", want, d)
+		}
+	}
+	sent := make(chan error, 1)
+	sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
+	defer scancel()
+	go func() { sent <- s.Send(sctx, "NOT-TYPED") }()
+	if err := <-sent; err == nil {
+		t.Error("a message was typed into the sign-in screen")
+	}
+	for _, row := range s.Screen() {
+		if strings.Contains(row, "NOT-TYPED") {
+			t.Errorf("the message shows on the sign-in screen: %q", row)
+		}
+	}
+	if st := s.Info().Status; st != StatusNeedsAttention {
+		t.Errorf("status %s after the message, want needs_attention", st)
+	}
+	if err := m.Stop(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+}
