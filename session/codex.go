@@ -18,9 +18,10 @@ import (
 // (docs/notes/clis.md): each assistant message is a response_item line,
 // each turn ends with an event_msg task_complete line. Identities are the
 // rollout file's name and the line's byte offset, stable across restarts
-// (the file only grows). The office's instructions reach it as its global
-// instructions file, $CODEX_HOME/AGENTS.md, in a section of their own; a
-// restart resumes the conversation (`codex resume <id>`).
+// (the file only grows). The office's instructions reach it as its
+// developer_instructions, a config override on its command line (nothing
+// written to $CODEX_HOME); a restart resumes the conversation (`codex
+// resume <id>`).
 const KindCodex = "codex"
 
 // codexAckTimeout: a prompt typed into Codex shows up as a user message in
@@ -91,7 +92,9 @@ func (d *codexDriver) launch(spec Spec) ([]string, []string, error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("codex home: %w", err)
 	}
-	if err := writeInstructions(filepath.Join(home, "AGENTS.md"), spec.AppendSystemPrompt); err != nil {
+	// The instructions go as a config override (below); a section an
+	// earlier version of the office wrote into AGENTS.md is removed.
+	if err := writeInstructions(filepath.Join(home, "AGENTS.md"), ""); err != nil {
 		return nil, nil, fmt.Errorf("codex instructions: %w", err)
 	}
 	if d.home != home || d.dir != spec.Dir {
@@ -107,6 +110,9 @@ func (d *codexDriver) launch(spec Spec) ([]string, []string, error) {
 	// process tree.
 	flags := []string{"--no-daemon", "--disable", "daemon_auto_start"}
 	flags = append(flags, codexPrepare(spec.Dir)...)
+	if spec.AppendSystemPrompt != "" {
+		flags = append(flags, "-c", "developer_instructions="+tomlString(spec.AppendSystemPrompt))
+	}
 	hook, err := d.permissionHook(spec)
 	if err != nil {
 		return nil, nil, err

@@ -19,8 +19,9 @@ import (
 // scripted Responses API, from a HOME holding only the person's provider
 // settings and a folder that is a git checkout (no trust dialog: the
 // office trusts the agent's folder; config.toml keeps what the person
-// wrote and gets no trust entry): the office's instructions are in the model's
-// first request, beside what the person wrote in Codex's AGENTS.md (kept);
+// wrote and gets no trust entry): the office's instructions are in the
+// model's first request once (a -c override), and once in the first after the resume,
+// beside what the person wrote in Codex's AGENTS.md (byte-identical after);
 // a reply far taller than the terminal, with one [ASK_USER], reaches the
 // parser exactly as the model sent it, as one question; a restart resumes
 // the conversation and emits nothing twice.
@@ -45,6 +46,7 @@ func TestCodexEndToEnd(t *testing.T) {
 	if err := os.WriteFile(agentsMD, []byte("USER-NOTE: 사람이 쓴 지시입니다.\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	agentsFile := readPersonFile(t, agentsMD)
 
 	var b strings.Builder
 	b.WriteString("긴 답변입니다.\n")
@@ -91,9 +93,7 @@ func TestCodexEndToEnd(t *testing.T) {
 	if !r1.Has("OFFICE-INSTRUCTIONS") || !r1.Has("USER-NOTE") {
 		t.Errorf("first request: office instructions %v, the person's note %v; want both", r1.Has("OFFICE-INSTRUCTIONS"), r1.Has("USER-NOTE"))
 	}
-	if md, _ := os.ReadFile(agentsMD); !strings.Contains(string(md), "USER-NOTE") {
-		t.Errorf("AGENTS.md lost what the person wrote:\n%s", md)
-	}
+	agentsFile.same(t) // the instructions go as a -c override, not into the person's AGENTS.md
 	r.waitFor(t, "first turn", 60*time.Second, func(st []Status, ts []Text) bool {
 		return len(turns(ts)) >= 1 && lastStatus(st) == StatusReady
 	})
@@ -153,6 +153,9 @@ func TestCodexEndToEnd(t *testing.T) {
 	}
 	if !r3.Has("질문: 배포를 진행할까요?") || !r3.Has("[RESULT] 완료") {
 		t.Error("resumed conversation lacks the earlier replies")
+	}
+	if n1, n3 := strings.Count(string(r1.Body), "OFFICE-INSTRUCTIONS"), strings.Count(string(r3.Body), "OFFICE-INSTRUCTIONS"); n1 != 1 || n3 != 1 {
+		t.Errorf("the office's instructions %d times in the first request, %d after the resume; want once each", n1, n3)
 	}
 	r.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
 		return len(turns(ts)) >= 3 && lastStatus(st) == StatusReady

@@ -255,6 +255,7 @@ agents:
 		}
 	}
 	codexConfig.kept(t, "[projects", "trust_level")
+	absent(t, filepath.Join(codexHome, ".codex", "AGENTS.md")) // the instructions go as a -c override
 	noSecurity(t, filepath.Join(qwenHome, ".qwen", "settings.json"))
 }
 

@@ -78,3 +78,11 @@ func noSecurity(t *testing.T, path string) {
 		t.Errorf("%s holds a security section: %s", path, b)
 	}
 }
+
+// absent checks the office made no file at path (the person had none).
+func absent(t *testing.T, path string) {
+	t.Helper()
+	if b, err := os.ReadFile(path); err == nil {
+		t.Errorf("%s was written:\n%s", path, b)
+	}
+}

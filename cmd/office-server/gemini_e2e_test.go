@@ -229,6 +229,8 @@ agents:
 	}
 	geminiSettings.same(t)
 	codexConfig.kept(t, "[projects", "trust_level")
+	absent(t, filepath.Join(codexHome, ".codex", "AGENTS.md")) // the instructions go as a -c override
+
 	time.Sleep(3 * time.Second) // anything acted on twice would show by now
 	var questions, perms int
 	_ = db.QueryRow(ctx, `select count(*) filter (where coalesce(category, '') <> 'permission'), count(*) filter (where category = 'permission') from user_questions where office_id = $1`, officeID).Scan(&questions, &perms)

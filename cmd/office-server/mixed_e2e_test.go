@@ -201,6 +201,7 @@ agents:
 	o.p.stop(t)
 	geminiSettings.same(t)
 	codexConfig.kept(t, "[projects", "trust_level")
+	absent(t, filepath.Join(codexHome, ".codex", "AGENTS.md")) // the instructions go as a -c override
 }
 
 // liveOffice is `office-server serve` run by a test on a PostgreSQL
