@@ -611,7 +611,8 @@ func interruptedText(a office.Agent, q office.Question) string {
 // down with it (the agents' keepers end them), and an agent that crashed
 // or was stopped took its hook along, so those requests are gone. Called
 // when the office is taken, before its agents start, and when an agent's
-// session starts. Each is cancelled, only while still pending (a person's
+// session starts. One whose timeout passed meanwhile is expired (the
+// sweeper's expiredPermission tells the agent); any other is cancelled, only while still pending (a person's
 // answer given in the same instant wins, and is told as below), and the
 // agent is told it was not approved: Claude Code, resumed, gives the
 // model an "interrupted" result for the call with the next prompt, and
@@ -624,8 +625,13 @@ func (o *permissions) sweepPermissions(ctx context.Context, officeID, agentID st
 		o.log.Warn("permission: list open questions", "office", officeID, "err", err)
 		return
 	}
+	due := false
 	for _, q := range qs {
 		if q.Category != office.QuestionPermission || o.waiting(q.ID) {
+			continue
+		}
+		if !q.ExpiresAt.IsZero() && !o.now().Before(q.ExpiresAt) {
+			due = true // its timeout passed meanwhile: expired, not cancelled (expiredPermission tells the agent)
 			continue
 		}
 		ok, err := o.store.CancelPendingQuestion(ctx, q.ID)
@@ -643,6 +649,9 @@ func (o *permissions) sweepPermissions(ctx context.Context, officeID, agentID st
 		}
 		o.record(ctx, a.OfficeID, a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "reason": "the agent or the office server stopped while the request waited"}, "")
 		o.notify(a, interruptedText(a, q))
+	}
+	if due {
+		o.sweep.expireQuestions(ctx, o.now())
 	}
 }
 

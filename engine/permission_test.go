@@ -170,16 +170,18 @@ func TestPermissionSweep(t *testing.T) {
 	h.run("PO")
 	ctx := context.Background()
 	eventually(t, "Run", func() bool { return h.r.running() != nil })
-	mk := func(cmd string) string {
+	mkAt := func(cmd string, exp time.Time) string {
 		q, err := h.st.CreateQuestion(ctx, office.Question{OfficeID: h.office.ID, AgentID: h.id("PO"), Category: office.QuestionPermission,
 			QuestionType: office.QuestionSelection, Question: "PO wants to run a command: " + cmd, Options: office.PermissionOptions(),
-			Status: office.QuestionPending, ExpiresAt: h.clk.Now().Add(time.Hour)})
+			Status: office.QuestionPending, ExpiresAt: exp})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return q.ID
 	}
+	mk := func(cmd string) string { return mkAt(cmd, h.clk.Now().Add(time.Hour)) }
 	pending, answered := mk("make a"), mk("make b")
+	overdue := mkAt("make f", h.clk.Now().Add(-time.Second)) // its timeout passed while no server ran
 	if _, _, err := h.st.AnswerQuestion(ctx, answered, "deny: use make c", "user-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +190,10 @@ func TestPermissionSweep(t *testing.T) {
 		t.Errorf("pending question left by a stopped server is %s, want cancelled", q.Status)
 	}
 	h.typed("PO", "(to run a command: make a) was interrupted")
+	h.typed("PO", "(to run a command: make f) was interrupted")
+	if q, _ := h.st.GetQuestion(ctx, overdue); q.Status != office.QuestionExpired {
+		t.Errorf("a request whose timeout passed while no server ran is %s, want expired", q.Status)
+	}
 	h.typed("PO", "a person denied it: use make c")
 	eventually(t, "the answered question delivered", func() bool {
 		q, _ := h.st.GetQuestion(ctx, answered)
