@@ -236,6 +236,17 @@ func (o *deliverer) deliverInterruptedAnswer(ctx context.Context, v *delivery, q
 	if text == "" {
 		return true // its hook waits: the decider answers it
 	}
+	// Read again after the look at the waiting hooks: the decider forgets
+	// a request only once it marked it delivered, so a question still
+	// answered now is one no hook of this server decides.
+	now, err := o.store.GetQuestion(ctx, q.ID)
+	if err != nil {
+		o.retryErr("read permission question", err)
+		return false
+	}
+	if now.Status != office.QuestionAnswered {
+		return true
+	}
 	if !v.send(ctx, text) {
 		return false
 	}

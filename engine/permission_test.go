@@ -407,3 +407,52 @@ func TestPermissionSweepRace(t *testing.T) {
 		t.Errorf("told %d times, want once: %q", n, h.ss.typed[h.id("PO")])
 	}
 }
+
+// staleAnswered is a store whose list of answered questions is read while
+// the permission decider delivers them (its mark is slow): it returns the
+// rows as they were, once the decider is done.
+type staleAnswered struct{ office.Store }
+
+func (s staleAnswered) MarkQuestionDelivered(ctx context.Context, id string) (bool, error) {
+	time.Sleep(100 * time.Millisecond)
+	return s.Store.MarkQuestionDelivered(ctx, id)
+}
+
+func (s staleAnswered) ListAnsweredUndelivered(ctx context.Context, d office.Due) ([]office.Question, error) {
+	qs, err := s.Store.ListAnsweredUndelivered(ctx, d)
+	for _, q := range qs {
+		if q.Category != office.QuestionPermission {
+			continue
+		}
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			if g, _ := s.Store.GetQuestion(ctx, q.ID); g.Status != office.QuestionAnswered {
+				time.Sleep(50 * time.Millisecond) // the decider forgets the request
+				break
+			}
+		}
+	}
+	return qs, err
+}
+
+// TestPermissionAnswerNotTypedWhenDecided: the delivery round reads an
+// answered permission question while the decider sends it to its waiting
+// hook; the round must not take it for one whose hook is gone and type it.
+func TestPermissionAnswerNotTypedWhenDecided(t *testing.T) {
+	dec := newFakeDecider()
+	h := newHarness(t, func(c *Config) { c.Decider = dec; c.Store = staleAnswered{c.Store} })
+	h.run("PO")
+	ctx := context.Background()
+	eventually(t, "Run", func() bool { return h.r.running() != nil })
+	id := h.request(dec, "PO", "conv-1", "make build")
+	if _, err := h.r.AnswerQuestion(ctx, id, "allow once", "user-1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the allow", func() bool { return len(dec.got(id)) == 1 })
+	eventually(t, "delivered", func() bool { q, _ := h.st.GetQuestion(ctx, id); return q.Status == office.QuestionDelivered })
+	h.quiet("PO", 300*time.Millisecond)
+	h.ss.mu.Lock()
+	defer h.ss.mu.Unlock()
+	for _, s := range h.ss.typed[h.id("PO")] {
+		t.Errorf("typed into the agent for a permission request its hook got: %q", s)
+	}
+}
