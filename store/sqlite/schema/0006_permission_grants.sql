@@ -1,4 +1,4 @@
--- migrations/20261127000000_permission_grants.sql in SQLite's terms:
+-- migrations/20261128000000_permission_grants.sql in SQLite's terms:
 -- "allow for this session" answers, kept across restarts.
 
 create table permission_grants (
