@@ -135,10 +135,12 @@ func (o *statusWriter) waitsForAPerson(ctx context.Context, agentID string) bool
 // start or ready makes it active and re-queues or reminds of its tasks.
 func (o *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange) {
 	agentID, status := k.agentID, c.Status
-	switch status {
-	case office.SessionStopped, office.SessionExited, office.SessionFailed:
-		o.perms.endGrants(k) // "allow for this session" ends with it
-	case office.SessionStarting:
+	if status == office.SessionStarting {
+		if !c.Resumed {
+			// A fresh conversation: "allow for this session" ends with the
+			// one before it. A resumed one keeps its grants.
+			o.perms.endGrants(ctx, k)
+		}
 		// A request the previous process left waiting is gone with it.
 		o.perms.sweepPermissions(ctx, k.officeID, k.agentID)
 	}

@@ -36,6 +36,7 @@ type Store interface {
 	Dependencies
 	Events
 	ProxyWork
+	PermissionGrants
 }
 
 // Roster is the offices and their agents.
