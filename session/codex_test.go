@@ -37,16 +37,16 @@ func TestCodexEndToEnd(t *testing.T) {
 	// A new user's HOME: only their provider settings. The folder is a
 	// git checkout, where Codex asks whether to trust it; the office
 	// trusts it for the agent without writing the person's config.toml.
-	gitCheckout(t, dir)
+	testenv.GitInit(t, dir)
 	if err := srv.PrepareCodex(home); err != nil {
 		t.Fatal(err)
 	}
-	config := readPersonFile(t, filepath.Join(home, ".codex", "config.toml"))
+	config := testenv.ReadPersonFile(t, filepath.Join(home, ".codex", "config.toml"))
 	agentsMD := filepath.Join(home, ".codex", "AGENTS.md")
 	if err := os.WriteFile(agentsMD, []byte("USER-NOTE: 사람이 쓴 지시입니다.\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	agentsFile := readPersonFile(t, agentsMD)
+	agentsFile := testenv.ReadPersonFile(t, agentsMD)
 
 	var b strings.Builder
 	b.WriteString("긴 답변입니다.\n")
@@ -93,7 +93,7 @@ func TestCodexEndToEnd(t *testing.T) {
 	if !r1.Has("OFFICE-INSTRUCTIONS") || !r1.Has("USER-NOTE") {
 		t.Errorf("first request: office instructions %v, the person's note %v; want both", r1.Has("OFFICE-INSTRUCTIONS"), r1.Has("USER-NOTE"))
 	}
-	agentsFile.same(t) // the instructions go as a -c override, not into the person's AGENTS.md
+	agentsFile.Same(t) // the instructions go as a -c override, not into the person's AGENTS.md
 	r.waitFor(t, "first turn", 60*time.Second, func(st []Status, ts []Text) bool {
 		return len(turns(ts)) >= 1 && lastStatus(st) == StatusReady
 	})
@@ -177,7 +177,7 @@ func TestCodexEndToEnd(t *testing.T) {
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	config.kept(t, "[projects", "trust_level", "check_for_update")
+	config.Kept(t, "[projects", "trust_level", "check_for_update")
 	// Nothing Codex started outlives the agent (its shared app server
 	// would, without --no-daemon).
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {

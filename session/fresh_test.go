@@ -1,10 +1,8 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,55 +11,6 @@ import (
 	"github.com/office-server/office-server/internal/geminitest"
 	"github.com/office-server/office-server/internal/testenv"
 )
-
-// gitCheckout makes dir a git checkout, as an agent's folder often is
-// (Codex asks whether to trust a folder only in one).
-func gitCheckout(t *testing.T, dir string) {
-	t.Helper()
-	if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v: %s", err, out)
-	}
-}
-
-// personFile is a file of a person's own CLI configuration, read before
-// an agent runs, to check afterwards that the office wrote nothing into it.
-type personFile struct {
-	path   string
-	before []byte
-}
-
-func readPersonFile(t *testing.T, path string) personFile {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return personFile{path, b}
-}
-
-// same checks the file's bytes are as before.
-func (f personFile) same(t *testing.T) {
-	t.Helper()
-	if b, err := os.ReadFile(f.path); err != nil || !bytes.Equal(b, f.before) {
-		t.Errorf("%s changed (err %v):\nbefore %q\nafter  %q", f.path, err, f.before, b)
-	}
-}
-
-// kept checks the file still starts with its bytes from before and holds
-// none of bad: for a CLI that appends notes of its own to it (Codex adds
-// "[tui] screen_reader_detection_done" and the like).
-func (f personFile) kept(t *testing.T, bad ...string) {
-	t.Helper()
-	b, err := os.ReadFile(f.path)
-	if err != nil || !bytes.HasPrefix(b, f.before) {
-		t.Errorf("%s lost what the person wrote (err %v):\nbefore %q\nafter  %q", f.path, err, f.before, b)
-	}
-	for _, s := range bad {
-		if bytes.Contains(b, []byte(s)) {
-			t.Errorf("%s now holds %q:\n%s", f.path, s, b)
-		}
-	}
-}
 
 // TestGeminiAuthDialog starts the real Gemini CLI (0.61.0) from a HOME
 // where its key is in the environment but no auth type was ever chosen, as
@@ -222,7 +171,7 @@ func TestCodexPrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gitCheckout(t, root)
+	testenv.GitInit(t, root)
 	dir := filepath.Join(root, "sub")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func TestGeminiEndToEnd(t *testing.T) {
 	if err := geminitest.Prepare(home); err != nil {
 		t.Fatal(err)
 	}
-	settings := readPersonFile(t, filepath.Join(home, ".gemini", "settings.json"))
+	settings := testenv.ReadPersonFile(t, filepath.Join(home, ".gemini", "settings.json"))
 	md := filepath.Join(home, ".gemini", "GEMINI.md")
 	if err := os.WriteFile(md, []byte("USER-NOTE: 사람이 쓴 지시입니다.\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestGeminiEndToEnd(t *testing.T) {
 	if got := turns(ts); len(got) != 3 || got[1] != reply2 || got[2] != "명령을 실행했습니다." {
 		t.Errorf("turns: %q", got)
 	}
-	settings.same(t)
+	settings.Same(t)
 	if _, err := os.Stat(filepath.Join(home, ".gemini", "trustedFolders.json")); err == nil {
 		t.Error("a trust answer was written to ~/.gemini/trustedFolders.json")
 	}

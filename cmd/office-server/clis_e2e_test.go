@@ -70,8 +70,8 @@ func TestServeCodexAndQwen(t *testing.T) {
 	if err := openaitest.PrepareQwen(qwenHome); err != nil {
 		t.Fatal(err)
 	}
-	gitCheckout(t, dirs[0]) // po's folder: Codex would ask whether to trust it
-	codexConfig := readPersonFile(t, filepath.Join(codexHome, ".codex", "config.toml"))
+	testenv.GitInit(t, dirs[0]) // po's folder: Codex would ask whether to trust it
+	codexConfig := testenv.ReadPersonFile(t, filepath.Join(codexHome, ".codex", "config.toml"))
 	officeFile := filepath.Join(t.TempDir(), "office.yaml")
 	yaml := fmt.Sprintf(`office:
   name: CLI office
@@ -254,7 +254,7 @@ agents:
 			t.Errorf("processes left running from %s: %q", dir, left)
 		}
 	}
-	codexConfig.kept(t, "[projects", "trust_level")
+	codexConfig.Kept(t, "[projects", "trust_level")
 	absent(t, filepath.Join(codexHome, ".codex", "AGENTS.md")) // the instructions go as a -c override
 	noSecurity(t, filepath.Join(qwenHome, ".qwen", "settings.json"))
 }

@@ -70,9 +70,9 @@ func TestServeGeminiAndCodexPermission(t *testing.T) {
 	if err := osrv.PrepareCodex(codexHome); err != nil {
 		t.Fatal(err)
 	}
-	gitCheckout(t, dirs[1]) // ops's folder: Codex would ask whether to trust it
-	geminiSettings := readPersonFile(t, filepath.Join(geminiHome, ".gemini", "settings.json"))
-	codexConfig := readPersonFile(t, filepath.Join(codexHome, ".codex", "config.toml"))
+	testenv.GitInit(t, dirs[1]) // ops's folder: Codex would ask whether to trust it
+	geminiSettings := testenv.ReadPersonFile(t, filepath.Join(geminiHome, ".gemini", "settings.json"))
+	codexConfig := testenv.ReadPersonFile(t, filepath.Join(codexHome, ".codex", "config.toml"))
 	officeFile := filepath.Join(t.TempDir(), "office.yaml")
 	yaml := fmt.Sprintf(`office:
   name: Gemini and Codex office
@@ -227,8 +227,8 @@ agents:
 	if _, err := os.Stat(filepath.Join(dirs[1], "checked")); err != nil {
 		t.Errorf("the allowed command did not run: %v", err)
 	}
-	geminiSettings.same(t)
-	codexConfig.kept(t, "[projects", "trust_level")
+	geminiSettings.Same(t)
+	codexConfig.Kept(t, "[projects", "trust_level")
 	absent(t, filepath.Join(codexHome, ".codex", "AGENTS.md")) // the instructions go as a -c override
 
 	time.Sleep(3 * time.Second) // anything acted on twice would show by now

@@ -73,9 +73,9 @@ func TestServeClaudeCodexGemini(t *testing.T) {
 	if err := geminitest.Prepare(geminiHome); err != nil {
 		t.Fatal(err)
 	}
-	gitCheckout(t, dirs[1]) // dev's folder: Codex would ask whether to trust it
-	geminiSettings := readPersonFile(t, filepath.Join(geminiHome, ".gemini", "settings.json"))
-	codexConfig := readPersonFile(t, filepath.Join(codexHome, ".codex", "config.toml"))
+	testenv.GitInit(t, dirs[1]) // dev's folder: Codex would ask whether to trust it
+	geminiSettings := testenv.ReadPersonFile(t, filepath.Join(geminiHome, ".gemini", "settings.json"))
+	codexConfig := testenv.ReadPersonFile(t, filepath.Join(codexHome, ".codex", "config.toml"))
 	o := startLiveOffice(t, bin, fmt.Sprintf(`office:
   name: Three CLIs
 agents:
@@ -199,8 +199,8 @@ agents:
 		t.Errorf("%d questions, %d results, invocations %q; want 1, 2, %q", questions, results, invs, want)
 	}
 	o.p.stop(t)
-	geminiSettings.same(t)
-	codexConfig.kept(t, "[projects", "trust_level")
+	geminiSettings.Same(t)
+	codexConfig.Kept(t, "[projects", "trust_level")
 	absent(t, filepath.Join(codexHome, ".codex", "AGENTS.md")) // the instructions go as a -c override
 }
 
