@@ -67,9 +67,18 @@ func readClaudeScreen(rows []string) (view claudeView, text string) {
 			break
 		}
 	}
+	return viewDialog, plainRows(rows[top:], strings.TrimSpace)
+}
+
+// maxDialogText bounds the dialog text kept for people (Info.Detail).
+const maxDialogText = 2000
+
+// plainRows is a dialog's text for people: its rows, each made plain by
+// clean, without blank rows and rules, at most maxDialogText long.
+func plainRows(rows []string, clean func(string) string) string {
 	var b strings.Builder
-	for _, r := range rows[top:] {
-		t := strings.TrimSpace(r)
+	for _, r := range rows {
+		t := clean(r)
 		if t == "" || isRule(r) {
 			continue
 		}
@@ -81,11 +90,8 @@ func readClaudeScreen(rows []string) (view claudeView, text string) {
 			break
 		}
 	}
-	return viewDialog, cutText(b.String(), maxDialogText)
+	return cutText(b.String(), maxDialogText)
 }
-
-// maxDialogText bounds the dialog text kept for people (Info.Detail).
-const maxDialogText = 2000
 
 // isRule reports whether row is a horizontal rule: at least 10 box-drawing
 // horizontal lines and nothing else but spaces.

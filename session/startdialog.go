@@ -95,19 +95,7 @@ func choiceText(rows []string) string {
 			break
 		}
 	}
-	var b strings.Builder
-	for _, r := range rows[top:end] {
-		t := strings.TrimSpace(strings.Trim(strings.TrimSpace(r), "│╭╮─"))
-		if t == "" || isRule(r) {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(t)
-		if b.Len() > maxDialogText {
-			break
-		}
-	}
-	return cutText(b.String(), maxDialogText)
+	return plainRows(rows[top:end], func(r string) string {
+		return strings.TrimSpace(strings.Trim(strings.TrimSpace(r), "│╭╮─"))
+	})
 }
