@@ -197,7 +197,13 @@ func TestKeeperAddsNoProcess(t *testing.T) {
 		if strings.TrimSpace(string(got)) != want {
 			t.Errorf("agent %d's GOMAXPROCS: %q, want %q", i, got, want)
 		}
-		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); filepath.Base(exe) != "sleep" {
+		var exe string
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if exe, _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); filepath.Base(exe) == "sleep" {
+				break
+			}
+		}
+		if filepath.Base(exe) != "sleep" {
 			t.Errorf("agent %d: the session's process %d is %s, not the agent (sleep)", i, pid, exe)
 		}
 		if kids := treeOf([]int{pid}); len(kids) != 0 {

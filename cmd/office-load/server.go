@@ -43,8 +43,8 @@ func startServer(bin, officeFile, dataDir string, env []string) (*serverProc, er
 	p := &serverProc{cmd: cmd, base: "http://" + addr, token: token, logs: &tailBuf{max: 64 << 10}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = io.Discard, p.logs
 	// The driver killed outright (SIGKILL, a test's timeout) takes the
-	// server with it; its keepers end their agents when its life pipe
-	// closes. Without this a killed run leaves N agents running.
+	// server with it; the keeper's watchdog ends its agents when its
+	// socket closes. Without this a killed run leaves N agents running.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
@@ -106,6 +106,23 @@ func (p *serverProc) get(ctx context.Context, path string, v any) error {
 	return json.Unmarshal(b, v)
 }
 
+// post sends an empty POST to the API and returns the status and body
+// (0 and the error when there is no answer).
+func (p *serverProc) post(ctx context.Context, path string) (int, string) {
+	req, err := http.NewRequestWithContext(ctx, "POST", p.base+path, nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 4<<10))
+	return res.StatusCode, string(bytes.TrimSpace(b))
+}
+
 // waitHealthy waits for /healthz.
 func (p *serverProc) waitHealthy(ctx context.Context, d time.Duration) error {
 	deadline := time.Now().Add(d)
@@ -147,6 +164,7 @@ func (p *serverProc) metric(ctx context.Context, name string) float64 {
 type agentStatus struct {
 	Name    string `json:"name"`
 	Session string `json:"session_status"`
+	Detail  string `json:"session_detail"`
 }
 
 // officeID returns the id of the server's only office.
