@@ -24,9 +24,9 @@ import (
 //     grandchild) becomes its child, so the whole tree stays below it.
 //     With `user:` it changes to the agent's user before the exec.
 //   - The server is a child subreaper too. When an agent ends, what is
-//     left of its tree becomes the server's child; any such child outside
-//     the server's own session that is no agent (reaper.sweep) is killed,
-//     with its descendants, and reaped.
+//     left of its tree becomes the server's child, outside the server's
+//     own session: reaper.sweep kills it, with its descendants, and reaps
+//     it.
 //   - One watchdog per server (`keeper watch`) is told every agent's pid
 //     with a copy of its terminal's master, over a socket whose other end
 //     only the server holds. When the server dies, even by SIGKILL, the

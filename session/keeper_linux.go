@@ -162,7 +162,7 @@ func keeperRunWatch(sock int) int {
 
 // reaper is this process's side of the keeper: the agents it started, the
 // sweep of what ended agents leave behind, and the watchdog.
-var reaper = &reaperState{agents: map[int]*os.File{}}
+var reaper = &reaperState{agents: map[int]*os.File{}, spared: map[int]bool{}, leftover: map[int]bool{}}
 
 type reaperState struct {
 	once sync.Once
@@ -171,10 +171,13 @@ type reaperState struct {
 	mu     sync.Mutex
 	on     bool             // this process is a child subreaper and sweeps
 	sid    int              // this process's session: its own children
-	agents map[int]*os.File // every session's process, started and not yet waited for: its terminal
-	watch  *os.File         // our end of the watchdog's socket (nil: none running)
-	argv   []string         // the keeper's command line
-	log    *slog.Logger
+	agents map[int]*os.File // every session's process, started and not yet forgotten (ended): its terminal
+	// Children outside our session: agents' leftovers being killed, and
+	// others, spared (see sweep).
+	spared, leftover map[int]bool
+	watch            *os.File // our end of the watchdog's socket (nil: none running)
+	argv             []string // the keeper's command line
+	log              *slog.Logger
 }
 
 // enable makes this process a child subreaper that sweeps what agents
@@ -319,11 +322,14 @@ func (r *reaperState) ended(pid int) {
 	r.tellLocked('-', pid, nil)
 }
 
-// sweep kills and reaps what ended agents left: every child of this
-// process outside its own session that is no agent's process (the
-// server's own helpers share its session; an agent and its tree are in
-// sessions of their own, and while an agent lives its orphans are its
-// children, not ours).
+// sweep kills and reaps what ended agents left. An agent and its tree are
+// in sessions of their own (this process's own helpers share its session),
+// and while an agent lives its orphans are its children, not ours; when
+// it ends, what is left becomes our child before the agent can be waited
+// for. So a new child outside our session is an agent's leftover when its
+// session is an agent's or when an agent has ended and is not yet
+// forgotten (ended); any other (a daemon of some other child of ours, in a
+// program that embeds the manager) is spared, and never touched.
 func (r *reaperState) sweep() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -331,6 +337,8 @@ func (r *reaperState) sweep() {
 		return
 	}
 	var left []int
+	present := map[int]bool{}
+	dying := -1 // whether an agent has ended: not looked at yet
 	for _, pid := range childrenOf(os.Getpid()) {
 		if _, ok := r.agents[pid]; ok {
 			continue
@@ -339,18 +347,51 @@ func (r *reaperState) sweep() {
 		if err != nil || len(f) < 4 {
 			continue
 		}
-		if sid, _ := strconv.Atoi(f[3]); sid == r.sid {
+		sid, _ := strconv.Atoi(f[3])
+		if sid == r.sid {
 			continue
 		}
-		if f[0] == "Z" {
-			_, _ = syscall.Wait4(pid, nil, syscall.WNOHANG, nil)
-			continue
+		present[pid] = true
+		switch {
+		case r.spared[pid]:
+		case r.leftover[pid] || r.agents[sid] != nil || r.agentEnded(&dying):
+			if f[0] == "Z" {
+				_, _ = syscall.Wait4(pid, nil, syscall.WNOHANG, nil)
+				delete(r.leftover, pid)
+				continue
+			}
+			r.leftover[pid] = true
+			left = append(left, pid)
+		default:
+			r.spared[pid] = true
 		}
-		left = append(left, pid)
+	}
+	for _, set := range []map[int]bool{r.spared, r.leftover} {
+		for pid := range set {
+			if !present[pid] {
+				delete(set, pid)
+			}
+		}
 	}
 	if len(left) > 0 {
 		freezeKill(left) // their ends bring SIGCHLD, and the next sweep reaps them
 	}
+}
+
+// agentEnded reports whether an agent's process has ended and is not yet
+// forgotten (a zombie, or waited for and not yet ended), looking once
+// per sweep (*dying: -1 not yet, 0 no, 1 yes).
+func (r *reaperState) agentEnded(dying *int) bool {
+	if *dying < 0 {
+		*dying = 0
+		for pid := range r.agents {
+			if _, state, err := procStat(pid); err != nil || state == 'Z' {
+				*dying = 1
+				break
+			}
+		}
+	}
+	return *dying == 1
 }
 
 // freezeKill kills roots and every descendant: first SIGSTOP to each, round

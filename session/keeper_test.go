@@ -131,6 +131,38 @@ while IFS= read -r l; do printf '> '; done
 	}
 }
 
+// TestKeeperSparesOtherDaemons: a program that runs agents under the keeper
+// (and so is a child subreaper) and starts a daemon of its own, outside
+// any agent (tmux's server, say), keeps it: only what ended agents leave
+// is swept.
+func TestKeeperSparesOtherDaemons(t *testing.T) {
+	m := newTestManager(t, newRecorder(), Options{Keeper: testKeeper})
+	if _, err := m.Start(context.Background(), Key{"o", "a"}, Spec{Kind: KindCommand, Command: script(t, "exec sleep 100")}); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	daemon := `setsid sh -c 'echo $$ > ` + pidFile + `.tmp; mv ` + pidFile + `.tmp ` + pidFile + `; exec sleep 1000' </dev/null >/dev/null 2>&1 &`
+	if err := exec.Command("sh", "-c", daemon).Run(); err != nil {
+		t.Fatal(err)
+	}
+	pid := waitPidFile(t, pidFile)
+	t.Cleanup(func() { _ = killPid(pid) })
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ppid, _, err := procStat(pid); err == nil && ppid == os.Getpid() {
+			break // an orphan, ours
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon did not become this process's child")
+		}
+	}
+	reaper.sweep()
+	_ = exec.Command("true").Run() // a SIGCHLD: another sweep
+	time.Sleep(300 * time.Millisecond)
+	if !running(pid) {
+		t.Error("the program's own daemon was killed as an agent's leftover")
+	}
+}
+
 // TestKeeperKeepsTheExit: under the keeper, an agent's exit code and death
 // by a signal reach the session as they did without it.
 func TestKeeperKeepsTheExit(t *testing.T) {

@@ -94,11 +94,11 @@ func (s *Session) launch() error {
 	go func() {
 		pid := cmd.Process.Pid
 		_ = awaitExit(pid) // parked on the poller; else Wait blocks
-		// What the agent left is this process's child by now: end it
-		// before the agent is waited for (a server that exits then would
-		// leave it to the watchdog, which knows only agents).
-		reaper.sweep()
 		p.waitErr = cmd.Wait()
+		// What the agent left is this process's child by now: end it
+		// before the agent is forgotten (then the sweep would no longer
+		// know it for an agent's, and the watchdog never did).
+		reaper.sweep()
 		reaper.ended(pid)
 		close(p.exited)
 		s.poke()
