@@ -46,6 +46,9 @@ func RunKeeper(args []string, stderr io.Writer) int {
 	return 2
 }
 
+// watchdogStall is how long a message to the watchdog may wait.
+var watchdogStall = 5 * time.Second
+
 // prSetChildSubreaper is PR_SET_CHILD_SUBREAPER (linux/prctl.h).
 const prSetChildSubreaper = 36
 
@@ -176,6 +179,7 @@ type reaperState struct {
 	// others, spared (see sweep).
 	spared, leftover map[int]bool
 	watch            *os.File // our end of the watchdog's socket (nil: none running)
+	watchPid         int      // the watchdog's process
 	argv             []string // the keeper's command line
 	log              *slog.Logger
 }
@@ -234,7 +238,7 @@ func (r *reaperState) startWatchLocked() error {
 		pw.Close()
 		return fmt.Errorf("start the watchdog: %w", ptyError(err))
 	}
-	r.watch = pw
+	r.watch, r.watchPid = pw, cmd.Process.Pid
 	for pid, master := range r.agents {
 		r.tellLocked('+', pid, master)
 	}
@@ -286,9 +290,18 @@ func (r *reaperState) tellLocked(op byte, pid int, master *os.File) {
 		if err != nil {
 			return
 		}
-		_ = rc.Write(func(fd uintptr) bool {
+		// A watchdog that reads nothing for this long is stuck (stopped,
+		// say): it is killed and another one started (awaitWatchdog),
+		// rather than every agent's start waiting on it.
+		_ = r.watch.SetWriteDeadline(time.Now().Add(watchdogStall))
+		err = rc.Write(func(fd uintptr) bool {
 			return unix.Sendmsg(int(fd), msg, oob, nil, unix.MSG_NOSIGNAL) != unix.EAGAIN
 		})
+		if errors.Is(err, os.ErrDeadlineExceeded) && r.watchPid > 0 {
+			r.log.Error("the agents' watchdog reads nothing; killing it", "pid", r.watchPid)
+			_ = syscall.Kill(r.watchPid, syscall.SIGKILL)
+			r.watchPid = 0
+		}
 	}
 	if master == nil {
 		send(nil)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -160,6 +161,63 @@ func TestKeeperSparesOtherDaemons(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if !running(pid) {
 		t.Error("the program's own daemon was killed as an agent's leftover")
+	}
+}
+
+// TestKeeperStuckWatchdog: a watchdog that reads nothing (stopped) holds
+// the server up for at most watchdogStall once its socket is full (else
+// every agent's start would wait for ever); it is then killed and another
+// one started.
+func TestKeeperStuckWatchdog(t *testing.T) {
+	m := newTestManager(t, newRecorder(), Options{Keeper: testKeeper})
+	if _, err := m.Start(context.Background(), Key{"o", "a"}, Spec{Kind: KindCommand, Command: script(t, "exec sleep 100")}); err != nil {
+		t.Fatal(err)
+	}
+	reaper.mu.Lock() // watchdogStall is read under it
+	stuck, stall := reaper.watchPid, watchdogStall
+	watchdogStall = 300 * time.Millisecond
+	reaper.mu.Unlock()
+	defer func() {
+		reaper.mu.Lock()
+		watchdogStall = stall
+		reaper.mu.Unlock()
+	}()
+	if err := syscall.Kill(stuck, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(stuck, syscall.SIGKILL) })
+	// Agents' ends, of no agent: enough to fill the socket's buffer.
+	t0 := time.Now()
+	reaper.mu.Lock()
+	for range 20000 {
+		if reaper.watchPid != stuck {
+			break
+		}
+		reaper.tellLocked('-', 1, nil)
+	}
+	killed := reaper.watchPid != stuck
+	reaper.mu.Unlock()
+	if !killed {
+		t.Fatal("20,000 messages to a stopped watchdog, and it was not replaced")
+	}
+	if took := time.Since(t0); took > watchdogStall+2*time.Second {
+		t.Errorf("the server waited %s for a stopped watchdog", took)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		reaper.mu.Lock()
+		now := reaper.watchPid
+		reaper.mu.Unlock()
+		if now != 0 && now != stuck && running(now) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new watchdog after the stuck one (%d)", stuck)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if running(stuck) {
+		t.Error("the stuck watchdog still runs")
 	}
 }
 
