@@ -528,3 +528,88 @@ func TestMissingWorkingFolder(t *testing.T) {
 		t.Fatalf("started %d times and reported %d, want 2 and 1", len(inner.ids), len(reported))
 	}
 }
+
+// TestKindNotCarriedSaid: a Codex (Gemini CLI, Qwen Code) agent resumed on a
+// node is said, once, not to carry its conversation from another node;
+// a Claude Code or command agent is not.
+func TestKindNotCarriedSaid(t *testing.T) {
+	pool, ids := database(t, 1)
+	var logs strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logs}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rn := startNode(t, pool, cluster.Config{NodeID: "alone", Lease: 2 * time.Second, Renew: 500 * time.Millisecond, Logger: logger})
+	waitFor(t, 5*time.Second, "the office leased", func() bool { return rn.node.Owns(ids[0]) })
+	s := &cluster.Sessions{Sessions: &started{}, Node: rn.node, Transcripts: cluster.NewTranscripts(pool, nil)}
+	for _, kind := range []string{"codex", "codex", "command"} {
+		spec := engine.SessionSpec{OfficeID: ids[0], AgentID: kind, Launch: office.LaunchSpec{Kind: kind}, Dir: t.TempDir(), ConversationID: "c1", Resume: true}
+		if err := s.Start(context.Background(), spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	got := logs.String()
+	mu.Unlock()
+	if n := strings.Count(got, "not carried between nodes"); n != 1 || !strings.Contains(got, "kind=codex") {
+		t.Errorf("said %d times (want once, for the codex agent):\n%s", n, got)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestCutOffNodeStopsFirst: a node that can no longer reach the database
+// (a network partition, not a crash: it keeps running) gives its offices
+// up on its own clock before their leases run out on the database's, so
+// the node that takes them over never runs them at the same time.
+func TestCutOffNodeStopsFirst(t *testing.T) {
+	pool, ids := database(t, 2)
+	ctx := context.Background()
+	cfg := cluster.Config{Lease: 3 * time.Second, Renew: 500 * time.Millisecond}
+	cut, err := pgxpool.New(ctx, pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startNode(t, cut, cfg)
+	waitFor(t, 10*time.Second, "a runs both offices", func() bool { return a.rec.count() == 2 })
+	b := startNode(t, pool, cfg)
+	time.Sleep(3 * cfg.Renew) // b is known, a keeps its offices (a fair share of 1 each moves one)
+	type seen struct{ aGaveUp, bTook time.Time }
+	at := map[string]*seen{}
+	for _, id := range ids {
+		if a.rec.has(id) {
+			at[id] = &seen{}
+		}
+	}
+	if len(at) == 0 {
+		t.Fatal("a runs no office")
+	}
+	cut.Close() // a's renewals fail from now on
+	cutAt := time.Now()
+	waitFor(t, 3*cfg.Lease, "b runs a's offices", func() bool {
+		done := true
+		for id, s := range at {
+			if s.aGaveUp.IsZero() && !a.node.Owns(id) && !a.rec.has(id) {
+				s.aGaveUp = time.Now()
+			}
+			if s.bTook.IsZero() && b.rec.has(id) {
+				s.bTook = time.Now()
+			}
+			done = done && !s.bTook.IsZero()
+		}
+		return done
+	})
+	for id, s := range at {
+		t.Logf("office %s: a gave it up %v after the cut, b ran it %v after", id, s.aGaveUp.Sub(cutAt).Round(time.Millisecond), s.bTook.Sub(cutAt).Round(time.Millisecond))
+		if s.aGaveUp.IsZero() || !s.aGaveUp.Before(s.bTook) {
+			t.Errorf("office %s: b ran it while a still did (a gave up at %v, b took at %v after the cut)", id, s.aGaveUp.Sub(cutAt), s.bTook.Sub(cutAt))
+		}
+	}
+}

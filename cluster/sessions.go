@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/office-server/office-server/agents"
 	"github.com/office-server/office-server/engine"
@@ -29,6 +30,9 @@ type Sessions struct {
 	// Report, if set, records a status for an agent not started here (the
 	// router's HandleStatus): a missing working folder.
 	Report func(engine.StatusChange)
+
+	mu      sync.Mutex
+	started map[string]bool // agents of a kind not carried, started here
 }
 
 func (s *Sessions) owned(officeID string) error {
@@ -83,6 +87,7 @@ func (s *Sessions) prepare(ctx context.Context, spec engine.SessionSpec) error {
 		return err
 	}
 	kind := spec.Launch.Kind
+	s.sayNotCarried(spec)
 	if (kind != "" && kind != session.KindClaude) || spec.ConversationID == "" || s.StateDir == "" {
 		return nil
 	}
@@ -102,6 +107,32 @@ func (s *Sessions) prepare(ctx context.Context, spec engine.SessionSpec) error {
 	}
 	s.Transcripts.Follow(spec.OfficeID, spec.AgentID, spec.ConversationID, path)
 	return nil
+}
+
+// sayNotCarried logs, the first time this node starts an agent of a kind
+// whose conversation stays in files on the machine that ran it (Codex,
+// Gemini CLI, Qwen Code: only Claude Code's is kept in the database), that
+// a conversation begun on another node is not resumed here.
+func (s *Sessions) sayNotCarried(spec engine.SessionSpec) {
+	switch spec.Launch.Kind {
+	case session.KindCodex, session.KindGemini, session.KindQwen:
+	default:
+		return
+	}
+	if !spec.Resume {
+		return
+	}
+	s.mu.Lock()
+	if s.started == nil {
+		s.started = map[string]bool{}
+	}
+	first := !s.started[spec.AgentID]
+	s.started[spec.AgentID] = true
+	s.mu.Unlock()
+	if first {
+		s.Node.log.Warn("this kind's conversation is not carried between nodes: unless this node ran the agent before, it starts a new conversation here and its tasks are typed again",
+			"office", spec.OfficeID, "agent", spec.AgentID, "kind", spec.Launch.Kind, "conversation", spec.ConversationID)
+	}
 }
 
 // workDir returns dir as Claude Code sees it (its cwd: absolute, links

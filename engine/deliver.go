@@ -201,7 +201,12 @@ func (o *deliverer) deliverDependencies(ctx context.Context, v *delivery, x due)
 func (o *deliverer) deliverAnswers(ctx context.Context, v *delivery, x due) outcome {
 	for _, q := range x.qs {
 		if q.Category == office.QuestionPermission {
-			continue // decided, never typed (permission.go)
+			// Decided, never typed (permission.go); unless its hook is
+			// gone: then the agent is told the answer.
+			if !o.deliverInterruptedAnswer(ctx, v, q) {
+				return again
+			}
+			continue
 		}
 		answer, verr := validAnswer(q)
 		if verr != nil {
@@ -220,6 +225,41 @@ func (o *deliverer) deliverAnswers(ctx context.Context, v *delivery, x due) outc
 		}
 	}
 	return delivered
+}
+
+// deliverInterruptedAnswer types the answer to a permission request
+// whose hook no longer waits, then marks it delivered (a restart in
+// between types it again rather than losing it); false when it could not
+// be typed now.
+func (o *deliverer) deliverInterruptedAnswer(ctx context.Context, v *delivery, q office.Question) bool {
+	text := o.perms.interruptedAnswer(v.a, q)
+	if text == "" {
+		return true // its hook waits: the decider answers it
+	}
+	// Read again after the look at the waiting hooks: the decider forgets
+	// a request only once it marked it delivered, so a question still
+	// answered now is one no hook of this server decides.
+	now, err := o.store.GetQuestion(ctx, q.ID)
+	if err != nil {
+		o.retryErr("read permission question", err)
+		return false
+	}
+	if now.Status != office.QuestionAnswered {
+		return true
+	}
+	if !v.send(ctx, text) {
+		return false
+	}
+	ok, err := o.store.MarkQuestionDelivered(ctx, q.ID)
+	if err != nil {
+		o.retryErr("mark permission answer delivered", err)
+		return false
+	}
+	if ok {
+		choice, _ := parsePermissionAnswer(q.Response)
+		o.record(ctx, v.a.OfficeID, v.a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "answer": choice, "reason": "answered while no hook waited"}, "")
+	}
+	return true
 }
 
 func (o *deliverer) deliverResults(ctx context.Context, v *delivery, x due) outcome {

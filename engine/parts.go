@@ -48,7 +48,7 @@ type base struct {
 
 // eventLog appends the office's events and fans them out to subscribers.
 type eventLog struct {
-	store office.Store
+	store office.Events
 	log   *slog.Logger
 
 	mu            sync.Mutex

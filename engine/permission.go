@@ -60,28 +60,19 @@ type livePerm struct {
 	timeout      time.Duration
 }
 
-// grant is an "allow for this session" answer: tool calls of the
-// conversation that match rule are allowed without asking.
-type grant struct {
-	conversation string
-	rule         string
-}
-
-// permissions holds the permission requests waiting for a person, and
-// the "allow for this session" answers.
+// permissions holds the permission requests waiting for a person. The
+// "allow for this session" answers are in the store (permission_grants).
 type permissions struct {
 	*base
 	sweep *sweeper
 
-	mu     sync.Mutex
-	live   map[string]livePerm  // by question ID
-	grants map[agentKey][]grant // allow for this session
-	wakeC  chan struct{}        // the decider's
+	mu    sync.Mutex
+	live  map[string]livePerm // by question ID
+	wakeC chan struct{}       // the decider's
 }
 
 func (p *permissions) init() {
 	p.live = map[string]livePerm{}
-	p.grants = map[agentKey][]grant{}
 	p.wakeC = make(chan struct{}, 1)
 }
 
@@ -133,7 +124,7 @@ func (o *permissions) request(req PermissionRequest) {
 		key: k, conversation: req.ConversationID, tool: req.Tool, subject: subject,
 		rule: sessionRule(req.Tool, subject, req.Suggestions), timeout: o.timeout(a),
 	}
-	if r, ok := o.granted(k, req.ConversationID, req.Tool, subject); ok {
+	if r, ok := o.granted(ctx, k, req.ConversationID, req.Tool, subject); ok {
 		if o.decide(k, req.ID, PermissionDecision{Allow: true}) {
 			o.record(ctx, a.OfficeID, a.ID, "permission.allowed", map[string]any{
 				"request_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "by": "session rule", "rule": r,
@@ -192,14 +183,20 @@ func eventInput(raw json.RawMessage) any {
 // tells the resumed agent, as after a server restart.
 func (o *permissions) ended(officeID, agentID, id string, answered bool) {
 	ctx := o.running()
-	if !o.forget(id) || ctx == nil {
+	if !o.waiting(id) || ctx == nil {
+		o.forget(id)
 		return
 	}
 	if !answered {
+		o.forget(id)
 		o.record(ctx, officeID, agentID, "permission.hook_gone", map[string]string{"question_id": id}, "")
 		return
 	}
+	// Cancelled before it is forgotten: a person's answer given in the
+	// same instant is then not mistaken for one to an interrupted request
+	// (deliverAnswers types those).
 	ok, err := o.store.CancelQuestion(ctx, id)
+	o.forget(id)
 	if err != nil {
 		o.log.Warn("permission request ended: cancel its question", "question", id, "err", err)
 		return
@@ -209,6 +206,14 @@ func (o *permissions) ended(officeID, agentID, id string, answered bool) {
 			"question_id": id, "reason": "answered in the agent's terminal",
 		}, "")
 	}
+}
+
+// waiting reports whether a hook of this server waits for the request.
+func (o *permissions) waiting(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.live[id]
+	return ok
 }
 
 // forget drops a waiting request; false when it was not waiting.
@@ -312,14 +317,19 @@ func (o *permissions) decideAnswered(ctx context.Context, q office.Question, lp 
 		d.Message += " Do not retry it; go on another way or ask the office with an ASK_USER block."
 	}
 	if choice == office.PermissionAllowSession && lp.rule != "" {
-		o.grant(lp.key, lp.conversation, lp.rule)
+		o.grant(ctx, lp.key, lp.conversation, lp.rule, q.ID)
 	}
-	o.forget(q.ID)
 	sent := o.decide(lp.key, q.ID, d)
 	ok, err := o.store.MarkQuestionDelivered(ctx, q.ID)
 	if err != nil {
+		// Kept waiting, so the next round marks it (its decision is sent
+		// once: the hook takes one).
 		o.log.Warn("permission: mark question delivered", "question", q.ID, "err", err)
+		return
 	}
+	// Forgotten once final: an answered question no hook waits for is
+	// one deliverAnswers tells the agent about.
+	o.forget(q.ID)
 	if !ok {
 		return
 	}
@@ -364,32 +374,50 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 	return "", false
 }
 
-// grant remembers an "allow for this session" answer.
-func (o *permissions) grant(k agentKey, conversation, rule string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.grants[k] = append(o.grants[k], grant{conversation, rule})
+// grant stores an "allow for this session" answer: it holds for the
+// conversation until the agent starts a fresh one (endGrants), across
+// restarts of the server and of the agent's process, which resume it.
+func (o *permissions) grant(ctx context.Context, k agentKey, conversation, rule, questionID string) {
+	if conversation == "" {
+		return // a hook that did not say its conversation: the answer allows this call only
+	}
+	err := o.store.AddPermissionGrant(ctx, office.PermissionGrant{OfficeID: k.officeID, AgentID: k.agentID, ConversationID: conversation, Rule: rule, QuestionID: questionID})
+	if err != nil && !office.IsConflict(err) {
+		o.log.Warn("permission: store the session grant", "agent", k.agentID, "rule", rule, "err", err)
+	}
 }
 
 // granted returns the rule of an "allow for this session" answer that
-// covers the call.
-func (o *permissions) granted(k agentKey, conversation, tool, subject string) (string, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, g := range o.grants[k] {
-		if g.conversation == conversation && ruleCovers(g.rule, tool, subject) {
-			return g.rule, true
+// covers the call. A store that cannot be read grants nothing: the call is
+// asked.
+func (o *permissions) granted(ctx context.Context, k agentKey, conversation, tool, subject string) (string, bool) {
+	if conversation == "" {
+		return "", false
+	}
+	gs, err := o.store.ListPermissionGrants(ctx, k.agentID, conversation)
+	if err != nil {
+		o.log.Warn("permission: read session grants", "agent", k.agentID, "err", err)
+		return "", false
+	}
+	for _, g := range gs {
+		if ruleCovers(g.Rule, tool, subject) {
+			return g.Rule, true
 		}
 	}
 	return "", false
 }
 
-// endGrants forgets the "allow for this session" answers of an agent
-// whose session ended.
-func (o *permissions) endGrants(k agentKey) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	delete(o.grants, k)
+// endGrants deletes the "allow for this session" answers of an agent
+// whose conversation ended: its process started without resuming it.
+func (o *permissions) endGrants(ctx context.Context, k agentKey) {
+	n, err := o.store.EndPermissionGrants(ctx, k.agentID)
+	if err != nil {
+		o.log.Warn("permission: end session grants", "agent", k.agentID, "err", err)
+		return
+	}
+	if n > 0 {
+		o.record(ctx, k.officeID, k.agentID, "permission.grants_ended", map[string]any{"grants": n, "reason": "a fresh conversation"}, "")
+	}
 }
 
 // ruleCovers reports whether a permission rule ("Bash", "Bash(npm
@@ -577,68 +605,72 @@ func interruptedText(a office.Agent, q office.Question) string {
 	return fmt.Sprintf("Your permission request (to %s) was interrupted: your session or the office server restarted while it waited, and it was not approved. If you still need it, try it again; the office will be asked again.", strings.TrimPrefix(q.Question, a.Name+" wants to "))
 }
 
-// sweepPermissions makes final the permission questions of an office (of
-// one agent when agentID is set) that no hook of this server waits for: a
-// server that stopped while they waited took their agents down with it
-// (the keeper's watchdog ends them), and an agent that crashed or was stopped
-// took its hook along, so those requests are gone. Called when the office
-// is taken, before its agents start, and when an agent's session starts. A pending one is cancelled and the agent is
-// told it was not approved; an answered one (a person answered while no
-// server ran) is marked delivered, and the agent is told the answer.
-// Claude Code, resumed, gives the model an "interrupted"
-// result for the call with the next prompt: this notice.
+// sweepPermissions makes final the pending permission questions of an
+// office (of one agent when agentID is set) that no hook of this server
+// waits for: a server that stopped while they waited took their agents
+// down with it (the keeper's watchdog ends them), and an agent that
+// crashed or was stopped took its hook along, so those requests are gone. Called
+// when the office is taken, before its agents start, and when an agent's
+// session starts. One whose timeout passed meanwhile is expired (the
+// sweeper's expiredPermission tells the agent); any other is cancelled, only while still pending (a person's
+// answer given in the same instant wins, and is told as below), and the
+// agent is told it was not approved: Claude Code, resumed, gives the
+// model an "interrupted" result for the call with the next prompt, and
+// this notice. An answered one (a person answered while no hook waited)
+// is told by deliverAnswers (interruptedAnswer), typed before it is
+// marked delivered, so no restart loses it.
 func (o *permissions) sweepPermissions(ctx context.Context, officeID, agentID string) {
-	qs, err := o.store.ListQuestions(ctx, office.QuestionFilter{OfficeID: officeID, AgentID: agentID, Status: []string{office.QuestionPending, office.QuestionAnswered}})
+	qs, err := o.store.ListQuestions(ctx, office.QuestionFilter{OfficeID: officeID, AgentID: agentID, Status: []string{office.QuestionPending}})
 	if err != nil {
 		o.log.Warn("permission: list open questions", "office", officeID, "err", err)
 		return
 	}
+	due := false
 	for _, q := range qs {
-		if q.Category != office.QuestionPermission {
+		if q.Category != office.QuestionPermission || o.waiting(q.ID) {
 			continue
 		}
-		o.mu.Lock()
-		_, live := o.live[q.ID]
-		o.mu.Unlock()
-		if live {
+		if !q.ExpiresAt.IsZero() && !o.now().Before(q.ExpiresAt) {
+			due = true // its timeout passed meanwhile: expired, not cancelled (expiredPermission tells the agent)
 			continue
+		}
+		ok, err := o.store.CancelPendingQuestion(ctx, q.ID)
+		if err != nil {
+			o.log.Warn("permission: cancel interrupted request", "question", q.ID, "err", err)
+			continue
+		}
+		if !ok {
+			continue // answered meanwhile (deliverAnswers tells it), or final already
 		}
 		a, err := o.store.GetAgent(ctx, q.AgentID)
 		if err != nil {
 			o.log.Warn("permission: get agent", "agent", q.AgentID, "err", err)
 			continue
 		}
-		what := strings.TrimPrefix(q.Question, a.Name+" wants to ")
-		switch q.Status {
-		case office.QuestionPending:
-			ok, err := o.store.CancelQuestion(ctx, q.ID)
-			if err != nil || !ok {
-				if err != nil {
-					o.log.Warn("permission: cancel interrupted request", "question", q.ID, "err", err)
-				}
-				continue
-			}
-			o.record(ctx, a.OfficeID, a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "reason": "the agent or the office server stopped while the request waited"}, "")
-			o.notify(a, interruptedText(a, q))
-		case office.QuestionAnswered:
-			ok, err := o.store.MarkQuestionDelivered(ctx, q.ID)
-			if err != nil || !ok {
-				if err != nil {
-					o.log.Warn("permission: mark interrupted request delivered", "question", q.ID, "err", err)
-				}
-				continue
-			}
-			choice, reason := parsePermissionAnswer(q.Response)
-			o.record(ctx, a.OfficeID, a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "answer": choice, "reason": "answered while the office server was down"}, "")
-			if choice == office.PermissionDeny {
-				msg := fmt.Sprintf("Your permission request (to %s) was interrupted by a restart; meanwhile a person denied it", what)
-				if reason != "" {
-					msg += ": " + reason
-				}
-				o.notify(a, msg+". Do not retry it.")
-				continue
-			}
-			o.notify(a, fmt.Sprintf("Your permission request (to %s) was interrupted by a restart; meanwhile a person allowed it (%s). If you still need it, try it again: the office will be asked again.", what, choice))
-		}
+		o.record(ctx, a.OfficeID, a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "reason": "the agent or the office server stopped while the request waited"}, "")
+		o.notify(a, interruptedText(a, q))
 	}
+	if due {
+		o.sweep.expireQuestions(ctx, o.now())
+	}
+}
+
+// interruptedAnswer is what deliverAnswers types for an answered
+// permission question whose hook no longer waits (a person answered while
+// the agent or the server was down), or "" for one a hook of this server
+// still waits for (the decider sends it).
+func (o *permissions) interruptedAnswer(a office.Agent, q office.Question) string {
+	if o.waiting(q.ID) {
+		return ""
+	}
+	what := strings.TrimPrefix(q.Question, a.Name+" wants to ")
+	choice, reason := parsePermissionAnswer(q.Response)
+	if choice == office.PermissionDeny {
+		msg := fmt.Sprintf("[OFFICE] Your permission request (to %s) was interrupted by a restart; meanwhile a person denied it", what)
+		if reason != "" {
+			msg += ": " + reason
+		}
+		return msg + ". Do not retry it."
+	}
+	return fmt.Sprintf("[OFFICE] Your permission request (to %s) was interrupted by a restart; meanwhile a person allowed it (%s). If you still need it, try it again: the office will be asked again.", what, choice)
 }

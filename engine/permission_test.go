@@ -111,6 +111,15 @@ func TestPermissionDecidedOnce(t *testing.T) {
 	if _, err := h.st.GetQuestion(ctx, id3); !office.IsNotFound(err) {
 		t.Errorf("a call the session rule covers made a question (%v)", err)
 	}
+	if gs, err := h.st.ListPermissionGrants(ctx, h.id("PO"), "conv-1"); err != nil || len(gs) != 1 || gs[0].Rule != "Bash(make:*)" || gs[0].QuestionID != id2 {
+		t.Errorf("stored grants of conv-1: %+v, %v; want Bash(make:*) from %s", gs, err, id2)
+	}
+	// The process restarts and resumes the conversation: the grant holds.
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionStarting, Resumes: true, Resumed: true})
+	idR := h.request(dec, "PO", "conv-1", "make docs")
+	if d := dec.got(idR); len(d) != 1 || !d[0].Allow {
+		t.Errorf("after a resumed start, a call the session rule covers: decisions %+v, want one allow", d)
+	}
 	id4 := h.request(dec, "PO", "conv-2", "make lint") // another conversation
 	if _, err := h.st.GetQuestion(ctx, id4); err != nil {
 		t.Errorf("another conversation's call was not asked: %v", err)
@@ -119,6 +128,15 @@ func TestPermissionDecidedOnce(t *testing.T) {
 	if q, _ := h.st.GetQuestion(ctx, id4); q.Status != office.QuestionCancelled {
 		t.Errorf("question of an ended request is %s, want cancelled", q.Status)
 	}
+
+	// A fresh conversation ends the grants.
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionStarting, Resumes: true})
+	eventually(t, "the grants ended", func() bool { gs, _ := h.st.ListPermissionGrants(ctx, h.id("PO"), "conv-1"); return len(gs) == 0 })
+	idF := h.request(dec, "PO", "conv-1", "make lint")
+	if _, err := h.st.GetQuestion(ctx, idF); err != nil || len(dec.got(idF)) != 0 {
+		t.Errorf("after a fresh conversation a formerly granted call was not asked: %v, decisions %+v", err, dec.got(idF))
+	}
+	h.r.PermissionEnded(h.office.ID, h.id("PO"), idF, true)
 
 	// The timeout.
 	id5 := h.request(dec, "PO", "conv-1", "rm -rf build")
@@ -136,7 +154,7 @@ func TestPermissionDecidedOnce(t *testing.T) {
 		t.Errorf("typed into the agent for a permission question: %q", s)
 	}
 	h.ss.mu.Unlock()
-	for _, id := range []string{id, id2, id3, id4, id5} {
+	for _, id := range []string{id, id2, id3, idR, id4, idF, id5} {
 		if n := len(dec.got(id)); n > 1 {
 			t.Errorf("request %s decided %d times", id, n)
 		}
@@ -152,16 +170,18 @@ func TestPermissionSweep(t *testing.T) {
 	h.run("PO")
 	ctx := context.Background()
 	eventually(t, "Run", func() bool { return h.r.running() != nil })
-	mk := func(cmd string) string {
+	mkAt := func(cmd string, exp time.Time) string {
 		q, err := h.st.CreateQuestion(ctx, office.Question{OfficeID: h.office.ID, AgentID: h.id("PO"), Category: office.QuestionPermission,
 			QuestionType: office.QuestionSelection, Question: "PO wants to run a command: " + cmd, Options: office.PermissionOptions(),
-			Status: office.QuestionPending, ExpiresAt: h.clk.Now().Add(time.Hour)})
+			Status: office.QuestionPending, ExpiresAt: exp})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return q.ID
 	}
+	mk := func(cmd string) string { return mkAt(cmd, h.clk.Now().Add(time.Hour)) }
 	pending, answered := mk("make a"), mk("make b")
+	overdue := mkAt("make f", h.clk.Now().Add(-time.Second)) // its timeout passed while no server ran
 	if _, _, err := h.st.AnswerQuestion(ctx, answered, "deny: use make c", "user-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -169,11 +189,16 @@ func TestPermissionSweep(t *testing.T) {
 	if q, _ := h.st.GetQuestion(ctx, pending); q.Status != office.QuestionCancelled {
 		t.Errorf("pending question left by a stopped server is %s, want cancelled", q.Status)
 	}
-	if q, _ := h.st.GetQuestion(ctx, answered); q.Status != office.QuestionDelivered {
-		t.Errorf("answered question left by a stopped server is %s, want delivered", q.Status)
-	}
 	h.typed("PO", "(to run a command: make a) was interrupted")
+	h.typed("PO", "(to run a command: make f) was interrupted")
+	if q, _ := h.st.GetQuestion(ctx, overdue); q.Status != office.QuestionExpired {
+		t.Errorf("a request whose timeout passed while no server ran is %s, want expired", q.Status)
+	}
 	h.typed("PO", "a person denied it: use make c")
+	eventually(t, "the answered question delivered", func() bool {
+		q, _ := h.st.GetQuestion(ctx, answered)
+		return q.Status == office.QuestionDelivered
+	})
 	h.quiet("PO", 100*time.Millisecond)
 
 	// Within one server life: the agent's process ends while its request
@@ -317,5 +342,117 @@ func TestPermissionOddInput(t *testing.T) {
 		if err != nil || len(ev) > maxEventInput+64 || strings.Contains(string(ev), `\u0000`) {
 			t.Errorf("event input %d bytes, err %v, NUL %v", len(ev), err, strings.Contains(string(ev), `\u0000`))
 		}
+	}
+}
+
+// answerOnCancel is a store on which a person answers a permission
+// question in the instant between the sweep's read and its cancel.
+type answerOnCancel struct {
+	office.Store
+	once sync.Once
+}
+
+func (s *answerOnCancel) answer(ctx context.Context, id string) {
+	s.once.Do(func() { _, _, _ = s.Store.AnswerQuestion(ctx, id, "deny: not this one", "user-2") })
+}
+
+func (s *answerOnCancel) CancelPendingQuestion(ctx context.Context, id string) (bool, error) {
+	s.answer(ctx, id)
+	return s.Store.CancelPendingQuestion(ctx, id)
+}
+
+func (s *answerOnCancel) CancelQuestion(ctx context.Context, id string) (bool, error) {
+	s.answer(ctx, id)
+	return s.Store.CancelQuestion(ctx, id)
+}
+
+// TestPermissionSweepRace: a person answers an interrupted request in the
+// same instant the sweep makes it final: the answer is kept and the agent
+// is told it, once; nothing says the request was merely interrupted.
+func TestPermissionSweepRace(t *testing.T) {
+	var racy *answerOnCancel
+	h := newHarness(t, func(c *Config) {
+		c.Decider = newFakeDecider()
+		racy = &answerOnCancel{Store: c.Store}
+		c.Store = racy
+	})
+	h.run("PO")
+	ctx := context.Background()
+	eventually(t, "Run", func() bool { return h.r.running() != nil })
+	q, err := h.st.CreateQuestion(ctx, office.Question{OfficeID: h.office.ID, AgentID: h.id("PO"), Category: office.QuestionPermission,
+		QuestionType: office.QuestionSelection, Question: "PO wants to run a command: make e", Options: office.PermissionOptions(),
+		Status: office.QuestionPending, ExpiresAt: h.clk.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.r.TakeOffice(ctx, h.office.ID, nil, false)
+	h.typed("PO", "meanwhile a person denied it: not this one")
+	eventually(t, "delivered", func() bool { g, _ := h.st.GetQuestion(ctx, q.ID); return g.Status == office.QuestionDelivered })
+	if g, _ := h.st.GetQuestion(ctx, q.ID); g.Response != "deny: not this one" {
+		t.Errorf("the person's answer became %q (%s)", g.Response, g.Status)
+	}
+	h.quiet("PO", 200*time.Millisecond)
+	h.ss.mu.Lock()
+	defer h.ss.mu.Unlock()
+	n := 0
+	for _, s := range h.ss.typed[h.id("PO")] {
+		if strings.Contains(s, "was interrupted") {
+			n++
+		}
+		if strings.Contains(s, "not approved") {
+			t.Errorf("typed as not approved although a person answered: %q", s)
+		}
+	}
+	if n != 1 {
+		t.Errorf("told %d times, want once: %q", n, h.ss.typed[h.id("PO")])
+	}
+}
+
+// staleAnswered is a store whose list of answered questions is read while
+// the permission decider delivers them (its mark is slow): it returns the
+// rows as they were, once the decider is done.
+type staleAnswered struct{ office.Store }
+
+func (s staleAnswered) MarkQuestionDelivered(ctx context.Context, id string) (bool, error) {
+	time.Sleep(100 * time.Millisecond)
+	return s.Store.MarkQuestionDelivered(ctx, id)
+}
+
+func (s staleAnswered) ListAnsweredUndelivered(ctx context.Context, d office.Due) ([]office.Question, error) {
+	qs, err := s.Store.ListAnsweredUndelivered(ctx, d)
+	for _, q := range qs {
+		if q.Category != office.QuestionPermission {
+			continue
+		}
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			if g, _ := s.Store.GetQuestion(ctx, q.ID); g.Status != office.QuestionAnswered {
+				time.Sleep(50 * time.Millisecond) // the decider forgets the request
+				break
+			}
+		}
+	}
+	return qs, err
+}
+
+// TestPermissionAnswerNotTypedWhenDecided: the delivery round reads an
+// answered permission question while the decider sends it to its waiting
+// hook; the round must not take it for one whose hook is gone and type it.
+func TestPermissionAnswerNotTypedWhenDecided(t *testing.T) {
+	dec := newFakeDecider()
+	h := newHarness(t, func(c *Config) { c.Decider = dec; c.Store = staleAnswered{c.Store} })
+	h.run("PO")
+	ctx := context.Background()
+	eventually(t, "Run", func() bool { return h.r.running() != nil })
+	id := h.request(dec, "PO", "conv-1", "make build")
+	if _, err := h.r.AnswerQuestion(ctx, id, "allow once", "user-1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the allow", func() bool { return len(dec.got(id)) == 1 })
+	eventually(t, "delivered", func() bool { q, _ := h.st.GetQuestion(ctx, id); return q.Status == office.QuestionDelivered })
+	h.quiet("PO", 300*time.Millisecond)
+	h.ss.mu.Lock()
+	defer h.ss.mu.Unlock()
+	for _, s := range h.ss.typed[h.id("PO")] {
+		t.Errorf("typed into the agent for a permission request its hook got: %q", s)
 	}
 }

@@ -178,8 +178,9 @@ func proxyTasks(requester office.Agent, row office.ProxyRequest, req proxy.Actio
 	return tasks, lines
 }
 
-// respondProxy types a [PROXY_RESPONSE] into the requester: seed 004's
-// JSON with the office's additions (proxy.Response).
+// respondProxy types a [PROXY_RESPONSE] into the requester: the response
+// JSON of docs/protocol.md "Proxy requests" with the office's additions
+// (proxy.Response).
 func (o *proxyWork) respondProxy(requester office.Agent, row office.ProxyRequest, resp proxy.Response) {
 	resp.Requester, resp.RequestID = requester.Name, row.ID
 	if resp.TaskIDs == nil {
@@ -247,8 +248,8 @@ func (o *proxyWork) backupProxy(ctx context.Context, requester office.Agent, row
 	return err
 }
 
-// proxyBackup is the content of a backup file: seed 004's request as the
-// requester sent it, and why it is here.
+// proxyBackup is the content of a backup file: the request (docs/protocol.md,
+// "Proxy requests") as the requester sent it, and why it is here.
 type proxyBackup struct {
 	RequestID string          `json:"request_id"`
 	OfficeID  string          `json:"office_id"`

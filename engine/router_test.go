@@ -226,6 +226,45 @@ func TestAskAnswerDelivered(t *testing.T) {
 	if _, err := h.r.AnswerQuestion(ctx, q.ID, "email", "u1"); office.ErrorCode(err) != office.ECONFLICT {
 		t.Errorf("second answer: %v, want ECONFLICT", err)
 	}
+	// Answered, the agent works on the answer: the session's next status
+	// ends `waiting`.
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionBusy, PID: 42})
+	eventually(t, "session busy after the answer", func() bool {
+		s, _ := h.st.GetSessionByAgent(ctx, h.id("PO"))
+		return s.Status == office.SessionBusy
+	})
+}
+
+// TestWaitingWhileAQuestionIsPending: the session's ready and busy do not
+// end `waiting` while a question is pending.
+func TestWaitingWhileAQuestionIsPending(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run("PO")
+	ctx := context.Background()
+	h.say("PO", askBlock)
+	eventually(t, "session waiting", func() bool {
+		s, _ := h.st.GetSessionByAgent(ctx, h.id("PO"))
+		return s.Status == office.SessionWaiting
+	})
+	for _, st := range []string{office.SessionBusy, office.SessionReady} {
+		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: st, PID: 42})
+	}
+	time.Sleep(100 * time.Millisecond)
+	if s, _ := h.st.GetSessionByAgent(ctx, h.id("PO")); s.Status != office.SessionWaiting {
+		t.Errorf("session %q with a question pending, want waiting", s.Status)
+	}
+	// A question that ends without an answer to deliver (cancelled here,
+	// as a person may from the console) leaves nothing to wait for: the
+	// session's next status is recorded (it stayed waiting for ever).
+	q := h.questions()[0]
+	if _, err := h.st.CancelQuestion(ctx, q.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionReady, PID: 42})
+	eventually(t, "session ready", func() bool {
+		s, _ := h.st.GetSessionByAgent(ctx, h.id("PO"))
+		return s.Status == office.SessionReady
+	})
 }
 
 func TestConfirmationAnswer(t *testing.T) {
@@ -936,14 +975,18 @@ func TestAnswerSanitised(t *testing.T) {
 	}
 }
 
-// When every agent for the target is down, the caller is told and a person
-// is asked (the end of the fallback chain).
+// When every agent for the target is down, the caller is told, the
+// refusal is stored, and a person is asked (the end of the fallback chain).
 func TestInvokeAllDownAsksUser(t *testing.T) {
 	h := newHarness(t, nil, office.Agent{Name: "PO"}, office.Agent{Name: "DEV", Role: "developer", Status: office.AgentDisabled})
 	h.run("PO")
 	h.say("PO", "[INVOKE:developer]\nbuild it\n[/INVOKE:developer]")
 	if got := h.typed("PO", "rejected"); !strings.Contains(got, "no agent can take it") {
 		t.Errorf("told %q", got)
+	}
+	// The refusal is stored with why, for members to read.
+	if is := h.invocations(office.InvocationRejected); len(is) != 1 || is[0].Reason != "build it" || !strings.Contains(is[0].Error, "no agent can take it") {
+		t.Errorf("rejected invocations %+v; want one with the task and why", is)
 	}
 	eventually(t, "a question for a person", func() bool { return len(h.questions()) == 1 })
 	if q := h.questions()[0]; q.Category != "routing" || !strings.Contains(q.Question, "developer") {
@@ -1137,21 +1180,28 @@ func TestCallbacksNeverBlockOnTheStore(t *testing.T) {
 }
 
 // A CLI that starts blank after a restart gets its in-progress task typed
-// again; Claude Code, which resumes its conversation, does not.
+// again; Claude Code, which resumes its conversation, does not. A kind
+// that keeps conversations but started a new one (CX: its conversation is
+// on the node that ran it before) gets its task typed again too.
 func TestTaskRetypedAfterRestart(t *testing.T) {
-	h := newHarness(t, nil, office.Agent{Name: "PO"}, office.Agent{Name: "DEV", Launch: office.LaunchSpec{Kind: "command", Command: "dev.sh"}}, office.Agent{Name: "CC"})
+	h := newHarness(t, nil, office.Agent{Name: "PO"}, office.Agent{Name: "DEV", Launch: office.LaunchSpec{Kind: "command", Command: "dev.sh"}}, office.Agent{Name: "CC"},
+		office.Agent{Name: "CX", Launch: office.LaunchSpec{Kind: "command", Command: "cx.sh"}})
 	h.run("PO")
 	h.say("PO", "[INVOKE:DEV]\nwork\n[/INVOKE:DEV]")
 	h.typed("DEV", "> work")
 	h.say("PO", "[INVOKE:CC]\nthink\n[/INVOKE:CC]")
 	h.typed("CC", "> think")
-	eventually(t, "in progress", func() bool { return len(h.invocations(office.InvocationInProgress)) == 2 })
-	for _, n := range []string{"DEV", "CC"} {
+	h.say("PO", "[INVOKE:CX]\nreview\n[/INVOKE:CX]")
+	h.typed("CX", "> review")
+	eventually(t, "in progress", func() bool { return len(h.invocations(office.InvocationInProgress)) == 3 })
+	for _, n := range []string{"DEV", "CC", "CX"} {
+		resumes := n != "DEV"
 		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionCrashed, PID: 1})
-		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionStarting, PID: 2, Resumes: n == "CC"})
-		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionReady, PID: 2, Resumes: n == "CC", Resumed: n == "CC"})
+		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionStarting, PID: 2, Resumes: resumes, Resumed: n == "CC"})
+		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionReady, PID: 2, Resumes: resumes, Resumed: n == "CC"})
 	}
 	h.typed("DEV", "> work")
+	h.typed("CX", "> review")
 	// Claude Code is reminded of its task instead, and only once.
 	h.typed("CC", "your conversation was resumed")
 	h.quiet("CC", 150*time.Millisecond)
@@ -1166,8 +1216,8 @@ func TestTaskRetypedAfterRestart(t *testing.T) {
 	if tasks != 1 {
 		t.Errorf("task typed into CC %d times, want once (before the crash)", tasks)
 	}
-	if n := len(h.invocations(office.InvocationInProgress)); n != 2 {
-		t.Errorf("%d in progress, want 2", n)
+	if n := len(h.invocations(office.InvocationInProgress)); n != 3 {
+		t.Errorf("%d in progress, want 3", n)
 	}
 }
 

@@ -90,7 +90,7 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 		now := o.now()
 		rec.StartedAt = &now
 	}
-	if !(rec.Status == office.SessionWaiting && (status == office.SessionReady || status == office.SessionBusy)) {
+	if !(rec.Status == office.SessionWaiting && (status == office.SessionReady || status == office.SessionBusy) && o.waitsForAPerson(ctx, agentID)) {
 		rec.Status = status
 		rec.Detail = c.Detail
 	}
@@ -117,15 +117,30 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 	o.kick(k)
 }
 
+// waitsForAPerson reports whether the agent has a question or dependency
+// request still pending: its session row stays `waiting` through the
+// session's ready and busy until a person answered (a failed read keeps it
+// waiting too). Asked only while the row says waiting.
+func (o *statusWriter) waitsForAPerson(ctx context.Context, agentID string) bool {
+	qs, err := o.store.ListQuestions(ctx, office.QuestionFilter{AgentID: agentID, Status: []string{office.QuestionPending}, Limit: 1})
+	if err != nil || len(qs) > 0 {
+		return true
+	}
+	ds, err := o.store.ListDependencies(ctx, office.DependencyFilter{AgentID: agentID, Status: []string{office.DependencyPending}, Limit: 1})
+	return err != nil || len(ds) > 0
+}
+
 // onStatus acts on a recorded status: a failed session fails the agent's
 // work, a crash is remembered (remind), an exit makes the agent idle, a
 // start or ready makes it active and re-queues or reminds of its tasks.
 func (o *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange) {
 	agentID, status := k.agentID, c.Status
-	switch status {
-	case office.SessionStopped, office.SessionExited, office.SessionFailed:
-		o.perms.endGrants(k) // "allow for this session" ends with it
-	case office.SessionStarting:
+	if status == office.SessionStarting {
+		if !c.Resumed {
+			// A fresh conversation: "allow for this session" ends with the
+			// one before it. A resumed one keeps its grants.
+			o.perms.endGrants(ctx, k)
+		}
 		// A request the previous process left waiting is gone with it.
 		o.perms.sweepPermissions(ctx, k.officeID, k.agentID)
 	}
@@ -156,7 +171,10 @@ func (o *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange)
 				o.log.Warn("record agent active", "agent", agentID, "err", err)
 			}
 		}
-		if err == nil && status == office.SessionStarting && !c.Resumes {
+		// A process that did not resume a conversation (a kind without
+		// one, or one whose conversation is not on this machine: the
+		// office moved to another node) knows nothing of its tasks.
+		if err == nil && status == office.SessionStarting && !(c.Resumes && c.Resumed) {
 			o.requeue(ctx, a)
 		}
 		if err == nil && status == office.SessionReady {
@@ -196,7 +214,8 @@ func (o *statusWriter) remind(ctx context.Context, a office.Agent) {
 }
 
 // requeue puts the tasks a new process of a cannot know about (in progress
-// in the process that died) back in its queue, so they are typed again.
+// in the process that died, or in a conversation left on another node)
+// back in its queue, so they are typed again.
 func (o *statusWriter) requeue(ctx context.Context, a office.Agent) {
 	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationInProgress}})
 	if err != nil {

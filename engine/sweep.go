@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -236,15 +237,22 @@ func (s *sweeper) expireQuestions(ctx context.Context, now time.Time) {
 		return
 	}
 	var at []time.Time
+	var mine []string // nil: every office is this server's
 	for _, q := range pending {
 		if o.serves(q.OfficeID) {
 			at = append(at, q.ExpiresAt)
+			if o.cfg.Owns != nil || len(o.cfg.OfficeIDs) > 0 {
+				mine = append(mine, q.OfficeID)
+			}
 		}
 	}
+	slices.Sort(mine)
+	mine = slices.Compact(mine)
 	next, due := nextAfter(now, at)
 	var qs []office.Question
 	if due {
-		if qs, err = o.store.ExpireQuestions(ctx, now); err != nil {
+		// Only this server's offices: it alone tells their askers.
+		if qs, err = o.store.ExpireQuestions(ctx, now, mine); err != nil {
 			s.questions.end(time.Time{}, false)
 			if ctx.Err() == nil {
 				o.log.Warn("expire questions", "err", err)

@@ -46,9 +46,9 @@ func (c *countingStore) ListQuestions(ctx context.Context, f office.QuestionFilt
 	c.count("ListQuestions")
 	return c.Store.ListQuestions(ctx, f)
 }
-func (c *countingStore) ExpireQuestions(ctx context.Context, now time.Time) ([]office.Question, error) {
+func (c *countingStore) ExpireQuestions(ctx context.Context, now time.Time, officeIDs []string) ([]office.Question, error) {
 	c.count("ExpireQuestions")
-	return c.Store.ExpireQuestions(ctx, now)
+	return c.Store.ExpireQuestions(ctx, now, officeIDs)
 }
 func (c *countingStore) ListDependencies(ctx context.Context, f office.DependencyFilter) ([]office.DependencyRequest, error) {
 	c.count("ListDependencies")
@@ -210,5 +210,47 @@ func TestForeignQuestionExpiresPostgres(t *testing.T) {
 	// deadline.
 	if after-before > 3 {
 		t.Errorf("%d timer store calls while one question waited %v; want at most 3", after-before, ttl)
+	}
+}
+
+// TestExpiryLeavesOtherServersOffices: with several servers on one
+// database (Config.Owns), a server expires the due questions of its own
+// offices only. Another office's due question stays pending for the server
+// that runs it, which alone can tell its asker (before, the first server
+// to sweep expired it and nobody told the agent).
+func TestExpiryLeavesOtherServersOffices(t *testing.T) {
+	url := pgDB(t)
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	foreign, err := st.UpsertOffice(ctx, office.Office{Name: "run by another server"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa, err := st.UpsertAgent(ctx, office.Agent{OfficeID: foreign.ID, Name: "x", Role: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := st.CreateQuestion(ctx, office.Question{OfficeID: foreign.ID, AgentID: fa.ID, QuestionType: office.QuestionText,
+		Question: "theirs", Options: []string{}, ExpiresAt: time.Now().Add(-time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owns := func(id string) bool { return id != foreign.ID }
+	_, off, po := runOn(t, engine.Config{Store: st, Feed: st, Owns: owns, Tick: 50 * time.Millisecond, Sweep: 100 * time.Millisecond, SafetySweep: time.Hour})
+	mine, err := st.CreateQuestion(ctx, office.Question{OfficeID: off.ID, AgentID: po.ID, QuestionType: office.QuestionText,
+		Question: "mine", Options: []string{}, ExpiresAt: time.Now().Add(300 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "this server's question expired", 10*time.Second, func() bool {
+		got, _ := st.GetQuestion(ctx, mine.ID)
+		return got.Status == office.QuestionExpired
+	})
+	if got, err := st.GetQuestion(ctx, theirs.ID); err != nil || got.Status != office.QuestionPending {
+		t.Errorf("another server's due question: status %q, err %v; want pending (its own server expires it and tells its asker)", got.Status, err)
 	}
 }

@@ -67,9 +67,13 @@ begin
       execute format('alter publication supabase_realtime add table public.%I', t);
     end if;
   end loop;
-  -- dependency_requests is published without its value column (a provided
-  -- secret must not travel to browsers). A column list must cover the
-  -- replica identity, so this table keeps the default identity (its key).
+  -- dependency_requests is published without its value column. That list
+  -- binds pgoutput subscribers only: Realtime reads the WAL with wal2json,
+  -- which ignores column lists, and sends each subscriber the columns its
+  -- role may select. What keeps value from members is the column grant
+  -- (office_rls: value is not granted to authenticated). A column list must
+  -- cover the replica identity, so this table keeps the default identity
+  -- (its key), and an update's old row carries only the key.
   if current_setting('server_version_num')::int >= 150000
      and not exists (select 1 from pg_publication_tables
                      where pubname = 'supabase_realtime' and schemaname = 'public'

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -533,13 +534,22 @@ func TestAnswerQuestionChecks(t *testing.T) {
 		{"text", "text", `[]`, false, "  hi  ", "hi"},
 		{"text, empty but optional", "text", `[]`, false, " ", ""},
 		{"text, empty and required", "text", `[]`, true, " ", ""},
+		// A permission request takes any text (engine/api.go AnswerQuestion):
+		// a deny carries the person's reason.
+		{"permission, an option", "selection", `["allow once", "allow for this session", "deny"]`, true, "Allow once", "Allow once"},
+		{"permission, deny with a reason", "selection", `["allow once", "allow for this session", "deny"]`, true, " deny: not before the release ", "deny: not before the release"},
+		{"permission, empty", "selection", `["allow once", "allow for this session", "deny"]`, true, " ", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			category := ""
+			if strings.HasPrefix(tc.name, "permission") {
+				category = "permission"
+			}
 			var id string
-			if err := f.conn.QueryRow(ctx, `insert into user_questions (office_id, agent_id, question, question_type, options, required, expires_at)
-				values ($1, $2, 'q?', $3, $4::jsonb, $5, now() + interval '1 hour') returning id::text`,
-				f.officeA, f.agentA, tc.typ, tc.options, tc.required).Scan(&id); err != nil {
+			if err := f.conn.QueryRow(ctx, `insert into user_questions (office_id, agent_id, question, question_type, options, required, category, expires_at)
+				values ($1, $2, 'q?', $3, $4::jsonb, $5, nullif($6, ''), now() + interval '1 hour') returning id::text`,
+				f.officeA, f.agentA, tc.typ, tc.options, tc.required, category).Scan(&id); err != nil {
 				t.Fatal(err)
 			}
 			var got string

@@ -36,6 +36,7 @@ type Store interface {
 	Dependencies
 	Events
 	ProxyWork
+	PermissionGrants
 }
 
 // Roster is the offices and their agents.
@@ -67,9 +68,12 @@ type Questions interface {
 	AnswerQuestion(ctx context.Context, id, response, answeredBy string) (q Question, ok bool, err error)
 	// MarkQuestionDelivered: answered → delivered, delivered_at = now.
 	MarkQuestionDelivered(ctx context.Context, id string) (ok bool, err error)
-	// ExpireQuestions: every pending question with expires_at <= now becomes
-	// expired; returns exactly those it changed.
-	ExpireQuestions(ctx context.Context, now time.Time) ([]Question, error)
+	// ExpireQuestions: every pending question of the offices officeIDs (all
+	// offices when empty) with expires_at <= now becomes expired; returns
+	// exactly those it changed. A server that runs some offices of a shared
+	// database names them: the notice of an expiry goes to the asker by the
+	// server that expired it.
+	ExpireQuestions(ctx context.Context, now time.Time, officeIDs []string) ([]Question, error)
 	// CancelQuestion: pending or answered → cancelled.
 	CancelQuestion(ctx context.Context, id string) (ok bool, err error)
 	// CancelPendingQuestion: pending → cancelled; an answered question

@@ -40,6 +40,12 @@ type chatCLI struct {
 	// watchDir is the directory to watch while the recording is not found
 	// yet: where it will be made, or where what names it is written.
 	watchDir func(root, dir string) string
+	// reEnters is how many times Enter is pressed again, chatAckTimeout
+	// apart, for typed text the CLI has not recorded (0: once).
+	reEnters int
+	// prepare, if set, adds to the environment what keeps a start-up
+	// dialog away (folder trust), leaving the person's files alone.
+	prepare func(spec Spec, env []string) []string
 }
 
 // chatRecord is one record of a chat recording, as the driver needs it.
@@ -69,7 +75,7 @@ const (
 )
 
 // chatAckTimeout: a prompt typed into the CLI shows up as a prompt record
-// within this, or its Enter was lost (pressed once more).
+// within this, or its Enter was lost (pressed again: chatCLI.reEnters).
 const chatAckTimeout = 3 * time.Second
 
 // checkChat fills in the defaults of a chat kind's spec: its command, and
@@ -104,19 +110,20 @@ type chatDriver struct {
 	lastRec  string          // the id of the last record read
 	resumed  bool
 
-	termView            // the screen, for readiness and dialogs (locked)
-	title     string    // the terminal title it set last (locked)
-	oscTail   []byte    // locked
-	prompts   []string  // prompt records read since the last step
-	replied   bool      // a reply record was read since the prompt was typed (locked)
-	gotReply  bool      // a reply record was read by the last poll (worker-owned)
-	working   bool      // the title said it worked since the prompt was typed (locked)
-	typedAt   time.Time // locked
-	awaiting  bool      // typed text not yet seen as a prompt record (locked)
-	reEntered bool      // locked
-	attnFrom  Status    // the status to return to when the dialog is gone (locked)
-	actionAt  time.Time // the title has said an approval waits since (locked)
-	watch     dirWatch  // the recording's directory (worker-owned)
+	termView           // the screen, for readiness and dialogs (locked)
+	title    string    // the terminal title it set last (locked)
+	oscTail  []byte    // locked
+	prompts  []string  // prompt records read since the last step
+	replied  bool      // a reply record was read since the prompt was typed (locked)
+	gotReply bool      // a reply record was read by the last poll (worker-owned)
+	working  bool      // the title said it worked since the prompt was typed (locked)
+	typedAt  time.Time // locked
+	awaiting bool      // typed text not yet seen as a prompt record (locked)
+	reEnters int       // Enter pressed again for the typed text (locked)
+	attnFrom Status    // the status to return to when the dialog is gone (locked)
+	actionAt time.Time // the title has said an approval waits since (locked)
+	start    startDialog
+	watch    dirWatch // the recording's directory (worker-owned)
 }
 
 // agentHome is the agent's HOME: from its environment, the spec, or the
@@ -164,13 +171,17 @@ func (d *chatDriver) launch(spec Spec) ([]string, []string, error) {
 	}
 	args = append(args, spec.Args...)
 	env := setEnv(buildEnv(spec, false), "HOME", home)
+	if d.cli.prepare != nil {
+		env = d.cli.prepare(spec, env)
+	}
 	return args, env, nil
 }
 
 func (d *chatDriver) started(spec Spec, info *Info) {
 	d.term = newScreen(spec.Cols, spec.Rows)
 	d.title, d.oscTail = "", nil
-	d.awaiting, d.reEntered, d.working, d.replied = false, false, false, false
+	d.awaiting, d.reEnters, d.working, d.replied = false, 0, false, false
+	d.start = startDialog{}
 	info.Resumes = true
 	info.ConversationID = d.id
 	info.Transcript = d.tail.path
@@ -203,7 +214,7 @@ func oscTitle(cur string, tail, p []byte) (string, []byte) {
 func (d *chatDriver) flush() []Text { return nil }
 
 func (d *chatDriver) typed(string) {
-	d.awaiting, d.reEntered, d.working, d.replied = true, false, false, false
+	d.awaiting, d.reEnters, d.working, d.replied = true, 0, false, false
 	d.typedAt = time.Now()
 }
 
@@ -250,8 +261,8 @@ func (d *chatDriver) follow() {
 // says its state); typed text not yet recorded is given its Enter again
 // once chatAckTimeout is over. Without a watch, every pollIdle. Locked.
 func (d *chatDriver) idleWake() time.Duration {
-	if d.awaiting && !d.reEntered && d.s.p != nil {
-		return untilDue(time.Now(), d.typedAt.Add(chatAckTimeout+time.Millisecond))
+	if d.awaiting && d.reEnters < max(d.cli.reEnters, 1) && d.s.p != nil {
+		return untilDue(time.Now(), d.typedAt.Add(time.Duration(d.reEnters+1)*chatAckTimeout+time.Millisecond))
 	}
 	if d.watch.ok {
 		return 0
@@ -289,7 +300,7 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 	switch {
 	case title == chatAction:
 		next = d.attention(now, next)
-	case next == StatusNeedsAttention:
+	case next == StatusNeedsAttention && !d.start.up:
 		next = d.attnFrom
 		s.info.Detail = ""
 	}
@@ -311,9 +322,21 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 		texts = append(texts, Text{Key: s.key, ID: d.id + "/" + d.lastRec, Source: FromTranscript, TurnEnd: true})
 		d.working, d.replied = false, false
 	}
+	if d.term != nil && s.p != nil && (next == StatusStarting || d.start.up) {
+		// An auth choice, a folder-trust question, a key to enter or
+		// any other choice before the composer is drawn.
+		var text string
+		if rows := d.term.Lines(); !chatComposer(rows) {
+			text = choiceText(rows)
+			if box := dialogText(rows); text == "" && strings.Contains(box, "Enter") {
+				text = box // an input box: "(Press Enter to submit, Esc to cancel…)"
+			}
+		}
+		next = d.start.step(s, now, next, text)
+	}
 	var reEnter *proc
-	if d.awaiting && !d.reEntered && s.p != nil && now.Sub(d.typedAt) > chatAckTimeout {
-		d.reEntered, reEnter = true, s.p
+	if d.awaiting && d.reEnters < max(d.cli.reEnters, 1) && s.p != nil && now.Sub(d.typedAt) > time.Duration(d.reEnters+1)*chatAckTimeout {
+		d.reEnters, reEnter = d.reEnters+1, s.p
 	}
 	report := func() {}
 	if next != st {

@@ -18,9 +18,10 @@ import (
 // (docs/notes/clis.md): each assistant message is a response_item line,
 // each turn ends with an event_msg task_complete line. Identities are the
 // rollout file's name and the line's byte offset, stable across restarts
-// (the file only grows). The office's instructions reach it as its global
-// instructions file, $CODEX_HOME/AGENTS.md, in a section of their own; a
-// restart resumes the conversation (`codex resume <id>`).
+// (the file only grows). The office's instructions reach it as its
+// developer_instructions, a config override on its command line (nothing
+// written to $CODEX_HOME); a restart resumes the conversation (`codex
+// resume <id>`).
 const KindCodex = "codex"
 
 // codexAckTimeout: a prompt typed into Codex shows up as a user message in
@@ -61,6 +62,7 @@ type codexDriver struct {
 	awaiting  bool      // typed text not yet seen as a user message (locked)
 	reEntered bool      // locked
 	warned    bool      // the missing rollout was logged
+	start     startDialog
 
 	stateDir string        // the permission socket's directory (Options.Hook)
 	perm     *permListener // the PermissionRequest hook's socket
@@ -90,7 +92,9 @@ func (d *codexDriver) launch(spec Spec) ([]string, []string, error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("codex home: %w", err)
 	}
-	if err := writeInstructions(filepath.Join(home, "AGENTS.md"), spec.AppendSystemPrompt); err != nil {
+	// The instructions go as a config override (below); a section an
+	// earlier version of the office wrote into AGENTS.md is removed.
+	if err := writeInstructions(filepath.Join(home, "AGENTS.md"), ""); err != nil {
 		return nil, nil, fmt.Errorf("codex instructions: %w", err)
 	}
 	if d.home != home || d.dir != spec.Dir {
@@ -105,6 +109,10 @@ func (d *codexDriver) launch(spec Spec) ([]string, []string, error) {
 	// session ended); without it the server runs inside the agent's own
 	// process tree.
 	flags := []string{"--no-daemon", "--disable", "daemon_auto_start"}
+	flags = append(flags, codexPrepare(spec.Dir)...)
+	if spec.AppendSystemPrompt != "" {
+		flags = append(flags, "-c", "developer_instructions="+tomlString(spec.AppendSystemPrompt))
+	}
 	hook, err := d.permissionHook(spec)
 	if err != nil {
 		return nil, nil, err
@@ -122,6 +130,32 @@ func (d *codexDriver) launch(spec Spec) ([]string, []string, error) {
 	}
 	d.launched = time.Now()
 	return args, env, nil
+}
+
+// codexPrepare returns the config overrides (-c, held in memory for this
+// run; Codex writes none of them to its config.toml) that keep Codex's
+// start-up dialogs away from an agent (docs/notes/clis.md): the agent's
+// own folder trusted, under each name Codex may look it up by (the
+// folder, its resolved path, its git checkout's root; Codex 0.169 asks
+// "Trust this folder?" in a git checkout with no trust_level), and no
+// update check (a newer version found by one start's check is offered in
+// a modal prompt at the next). Everything else in the person's
+// config.toml stays in force; a sign-in screen (no provider and no login)
+// is left to a person (needs_attention).
+func codexPrepare(dir string) []string {
+	if dir == "" {
+		return []string{"-c", "check_for_update_on_startup=false"}
+	}
+	var b strings.Builder
+	b.WriteString("projects={")
+	for i, d := range trustDirs(dir) {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(tomlString(d) + `={trust_level="trusted"}`)
+	}
+	b.WriteString("}")
+	return []string{"-c", b.String(), "-c", "check_for_update_on_startup=false"}
 }
 
 // Instruction sections in a file shared with a person: ours is between
@@ -165,6 +199,7 @@ func (d *codexDriver) started(spec Spec, info *Info) {
 	d.term = newScreen(spec.Cols, spec.Rows)
 	d.state, d.oscTail = "", nil
 	d.turnEnded, d.awaiting, d.reEntered = false, false, false
+	d.start = startDialog{}
 	info.Resumes = true
 	info.ConversationID = d.id
 	info.Transcript = d.file
@@ -361,6 +396,10 @@ func (d *codexDriver) step(now time.Time, st Status) ([]Text, func()) {
 	case next == StatusBusy && d.turnEnded:
 		next = StatusReady
 	}
+	if d.term != nil && s.p != nil && (next == StatusStarting || d.start.up) {
+		// A sign-in screen, or any other choice before the composer.
+		next = d.start.step(s, now, next, choiceText(d.term.Lines()))
+	}
 	var reEnter *proc
 	if d.awaiting && !d.reEntered && s.p != nil && now.Sub(d.typedAt) > codexAckTimeout {
 		d.reEntered, reEnter = true, s.p
@@ -375,10 +414,11 @@ func (d *codexDriver) step(now time.Time, st Status) ([]Text, func()) {
 }
 
 // codexPrompt reports whether Codex's composer (a row starting with ›) is
-// on screen.
+// on screen; its dialogs mark their current choice with › too ("› 1.
+// Trust and continue").
 func codexPrompt(rows []string) bool {
 	for _, r := range rows {
-		if strings.HasPrefix(r, "› ") || r == "›" {
+		if (strings.HasPrefix(r, "› ") && !numbered(r[len("› "):])) || r == "›" {
 			return true
 		}
 	}

@@ -16,8 +16,12 @@ import (
 )
 
 // TestCodexEndToEnd drives the real Codex CLI (0.169.0, from npm) against a
-// scripted Responses API: the office's instructions are in the model's
-// first request, beside what the person wrote in Codex's AGENTS.md (kept);
+// scripted Responses API, from a HOME holding only the person's provider
+// settings and a folder that is a git checkout (no trust dialog: the
+// office trusts the agent's folder; config.toml keeps what the person
+// wrote and gets no trust entry): the office's instructions are in the
+// model's first request once (a -c override), and once in the first after the resume,
+// beside what the person wrote in Codex's AGENTS.md (byte-identical after);
 // a reply far taller than the terminal, with one [ASK_USER], reaches the
 // parser exactly as the model sent it, as one question; a restart resumes
 // the conversation and emits nothing twice.
@@ -30,13 +34,19 @@ func TestCodexEndToEnd(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.PrepareCodex(home, dir); err != nil {
+	// A new user's HOME: only their provider settings. The folder is a
+	// git checkout, where Codex asks whether to trust it; the office
+	// trusts it for the agent without writing the person's config.toml.
+	gitCheckout(t, dir)
+	if err := srv.PrepareCodex(home); err != nil {
 		t.Fatal(err)
 	}
+	config := readPersonFile(t, filepath.Join(home, ".codex", "config.toml"))
 	agentsMD := filepath.Join(home, ".codex", "AGENTS.md")
 	if err := os.WriteFile(agentsMD, []byte("USER-NOTE: 사람이 쓴 지시입니다.\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	agentsFile := readPersonFile(t, agentsMD)
 
 	var b strings.Builder
 	b.WriteString("긴 답변입니다.\n")
@@ -83,9 +93,7 @@ func TestCodexEndToEnd(t *testing.T) {
 	if !r1.Has("OFFICE-INSTRUCTIONS") || !r1.Has("USER-NOTE") {
 		t.Errorf("first request: office instructions %v, the person's note %v; want both", r1.Has("OFFICE-INSTRUCTIONS"), r1.Has("USER-NOTE"))
 	}
-	if md, _ := os.ReadFile(agentsMD); !strings.Contains(string(md), "USER-NOTE") {
-		t.Errorf("AGENTS.md lost what the person wrote:\n%s", md)
-	}
+	agentsFile.same(t) // the instructions go as a -c override, not into the person's AGENTS.md
 	r.waitFor(t, "first turn", 60*time.Second, func(st []Status, ts []Text) bool {
 		return len(turns(ts)) >= 1 && lastStatus(st) == StatusReady
 	})
@@ -146,6 +154,9 @@ func TestCodexEndToEnd(t *testing.T) {
 	if !r3.Has("질문: 배포를 진행할까요?") || !r3.Has("[RESULT] 완료") {
 		t.Error("resumed conversation lacks the earlier replies")
 	}
+	if n1, n3 := strings.Count(string(r1.Body), "OFFICE-INSTRUCTIONS"), strings.Count(string(r3.Body), "OFFICE-INSTRUCTIONS"); n1 != 1 || n3 != 1 {
+		t.Errorf("the office's instructions %d times in the first request, %d after the resume; want once each", n1, n3)
+	}
 	r.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
 		return len(turns(ts)) >= 3 && lastStatus(st) == StatusReady
 	})
@@ -166,6 +177,7 @@ func TestCodexEndToEnd(t *testing.T) {
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}
+	config.kept(t, "[projects", "trust_level", "check_for_update")
 	// Nothing Codex started outlives the agent (its shared app server
 	// would, without --no-daemon).
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
@@ -296,7 +308,7 @@ func TestCodexPermissionHook(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.PrepareCodex(home, dir); err != nil {
+	if err := srv.PrepareCodex(home); err != nil {
 		t.Fatal(err)
 	}
 	srv.Reply(func(r openaitest.Request) openaitest.Response {

@@ -128,9 +128,9 @@ func (d *commandDriver) watchLanding(tail string) {
 	}
 }
 
-func (d *commandDriver) landedOff() int {
+func (d *commandDriver) landedOff() (int, string) {
 	if d.lines == nil {
-		return 0
+		return 0, ""
 	}
 	return d.lines.landedOff()
 }

@@ -44,6 +44,29 @@ var geminiCLI = &chatCLI{
 	state:     geminiState,
 	dialog:    dialogText,
 	watchDir:  geminiWatchDir,
+	prepare:   geminiTrust,
+	// It drops keys for a while after its composer is first drawn,
+	// longer on a loaded machine: text pasted then stays in the composer
+	// and one more Enter submits it. Measured in tmux: pasted 0.6 s after
+	// the composer appeared, the text and its Enter were lost in 7 of 8
+	// tries, 1.5 s after in 4 of 6 (folder trust on or off alike); one
+	// more Enter 4 s later submitted it in 2 of 2. At load 6 on 2 cores a
+	// single Enter 3 s later was not enough. An Enter on an empty
+	// composer does nothing.
+	reEnters: 3,
+}
+
+// geminiTrust trusts the agent's own folder: GEMINI_CLI_TRUST_WORKSPACE=true
+// makes Gemini CLI 0.61 take its workspace (the folder it runs in) as
+// trusted without asking "Do you trust the files in this folder?" (its
+// folder trust is on by default) and without writing the answer to
+// ~/.gemini/trustedFolders.json (docs/notes/clis.md). A value the agent's
+// own environment gives (say "false") is kept.
+func geminiTrust(spec Spec, env []string) []string {
+	if _, ok := lookup(spec.Env, "GEMINI_CLI_TRUST_WORKSPACE"); ok {
+		return env
+	}
+	return setEnv(env, "GEMINI_CLI_TRUST_WORKSPACE", "true")
 }
 
 // geminiWatchDir: the CLI makes the recording at start, in

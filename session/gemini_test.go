@@ -15,7 +15,10 @@ import (
 )
 
 // TestGeminiEndToEnd drives the real Gemini CLI (0.61.0, from npm) as a
-// gemini agent against a scripted Gemini API: the office's instructions
+// gemini agent against a scripted Gemini API, from a HOME holding only the
+// person's API-key settings (no folder-trust dialog: the office trusts the
+// agent's folder; settings.json stays byte for byte as it was, and no
+// trust answer is written): the office's instructions
 // reach the first request through ~/.gemini/GEMINI.md (what the person
 // wrote there kept); a 90-line reply with one [ASK_USER], taller than the
 // 30-row terminal (the CLI clears and repaints its history), is read from
@@ -33,9 +36,12 @@ func TestGeminiEndToEnd(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A new user's HOME: only their API-key settings; no folder trust
+	// (the office trusts the agent's folder without writing there).
 	if err := geminitest.Prepare(home); err != nil {
 		t.Fatal(err)
 	}
+	settings := readPersonFile(t, filepath.Join(home, ".gemini", "settings.json"))
 	md := filepath.Join(home, ".gemini", "GEMINI.md")
 	if err := os.WriteFile(md, []byte("USER-NOTE: 사람이 쓴 지시입니다.\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -165,6 +171,10 @@ func TestGeminiEndToEnd(t *testing.T) {
 	}
 	if got := turns(ts); len(got) != 3 || got[1] != reply2 || got[2] != "명령을 실행했습니다." {
 		t.Errorf("turns: %q", got)
+	}
+	settings.same(t)
+	if _, err := os.Stat(filepath.Join(home, ".gemini", "trustedFolders.json")); err == nil {
+		t.Error("a trust answer was written to ~/.gemini/trustedFolders.json")
 	}
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)

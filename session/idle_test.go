@@ -135,7 +135,7 @@ func testIdleCodex(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.PrepareCodex(home, dir); err != nil {
+	if err := srv.PrepareCodex(home); err != nil {
 		t.Fatal(err)
 	}
 	srv.Enqueue(openaitest.Response{Text: "first reply"})

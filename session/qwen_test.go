@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -197,6 +198,8 @@ func TestQwenEndToEnd(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A new user's HOME: the provider in the environment, privacy
+	// settings; no auth type chosen (Qwen Code takes the key it finds).
 	if err := openaitest.PrepareQwen(home); err != nil {
 		t.Fatal(err)
 	}
@@ -335,6 +338,15 @@ func TestQwenEndToEnd(t *testing.T) {
 	}
 	if err := m2.Stop(ctx, key); err != nil {
 		t.Fatal(err)
+	}
+	// Qwen Code notes in settings.json itself that its Auto mode notice
+	// was shown; nothing of the office's is there.
+	var settings map[string]any
+	if b, err := os.ReadFile(filepath.Join(home, ".qwen", "settings.json")); err != nil || json.Unmarshal(b, &settings) != nil {
+		t.Fatalf("settings.json: %v: %s", err, b)
+	}
+	if _, ok := settings["security"]; ok || settings["privacy"] == nil {
+		t.Errorf("settings.json after the run: %v; want the person's privacy settings and no security section", settings)
 	}
 }
 

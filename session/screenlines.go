@@ -88,8 +88,9 @@ func (x *screenLines) countLanding(row string) {
 	x.landCarry = j[len(j)-min(keep, len(j)):]
 }
 
-// landedOff is how often the watched tail scrolled off since watchLanding.
-func (x *screenLines) landedOff() int { return x.landOff }
+// landedOff is how often the watched tail scrolled off since watchLanding,
+// and the end of what scrolled off (see landWatcher).
+func (x *screenLines) landedOff() (int, string) { return x.landOff, x.landCarry }
 
 // altScreen reports whether the program shows its alternate screen, where
 // a TUI may scroll its history without the rows leaving the top.

@@ -235,27 +235,32 @@ type inputBox interface {
 // landWatcher is a driver that also counts a typed text's tail in the
 // lines that scroll off its screen (a command agent's full screen pushes
 // the previous prompt, ending alike, off the top as the echo comes).
+// landedOff returns that count and the end of what scrolled off (spaces
+// removed, shorter than the tail): a tail half scrolled off is whole
+// again when the carry is put before the screen.
 type landWatcher interface {
 	watchLanding(tail string)
-	landedOff() int
+	landedOff() (n int, carry string)
 }
 
 // landMarksLocked counts the signs on screen that a text with this tail
 // was taken: in the driver's input box when it has one, else on the whole
-// screen and in what scrolled off it since the count began. Locked.
+// screen and in what scrolled off it since the count began. Each sign
+// counts once wherever it is: whole on screen, whole above it, or across
+// the top row. Locked.
 func (s *Session) landMarksLocked(tail string) int {
 	if s.drv == nil {
 		return 0
 	}
 	rows := s.drv.screen()
 	if b, ok := s.drv.(inputBox); ok {
-		rows = b.inputRows(rows)
+		return landMarks(b.inputRows(rows), tail)
 	}
-	n := landMarks(rows, tail)
 	if w, ok := s.drv.(landWatcher); ok {
-		n += w.landedOff()
+		off, carry := w.landedOff()
+		return off + landMarks(append([]string{carry}, rows...), tail)
 	}
-	return n
+	return landMarks(rows, tail)
 }
 
 // landTail is what of text a program shows once it took it: the last 16

@@ -1,6 +1,8 @@
 package supabase
 
 import (
+	"encoding/base64"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +38,9 @@ func TestMemberTokens(t *testing.T) {
 		}
 		return c
 	}
+	// The member's own claims, unsigned (alg none, no signature).
+	claims := strings.Split(sign(member), ".")[1]
+	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + claims + "."
 	for name, c := range map[string]struct {
 		token string
 		code  string
@@ -49,6 +54,7 @@ func TestMemberTokens(t *testing.T) {
 		"sub not a uuid":   {sign(with("sub", "admin")), office.EUNAUTHORIZED},
 		"another secret":   {hs256.Sign([]byte("another-secret-of-at-least-32-characters!"), member), office.EUNAUTHORIZED},
 		"not a JWT":        {"Bearer x", office.EUNAUTHORIZED},
+		"alg none":         {none, office.EUNAUTHORIZED},
 	} {
 		if got, err := v.UserID(c.token); office.ErrorCode(err) != c.code || got != "" {
 			t.Errorf("%s: %q, %v; want %s", name, got, err, c.code)

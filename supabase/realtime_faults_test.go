@@ -82,19 +82,34 @@ func TestRealtimeNeverStrands(t *testing.T) {
 		},
 		{
 			// A socket that goes silent (no heartbeat replies, no changes) is
-			// noticed within one heartbeat interval of the unanswered one.
+			// noticed within one heartbeat interval of the first unanswered
+			// heartbeat (timed by the stand-in).
 			name: "silent socket",
 			n:    10,
-			opts: func(o *RealtimeOptions) { o.CatchUpEvery = -1; o.Heartbeat = 200 * time.Millisecond },
+			opts: func(o *RealtimeOptions) { o.CatchUpEvery = -1; o.Heartbeat = 500 * time.Millisecond },
 			fault: func(t *testing.T, e *testEnv, f *Realtime, answer func()) {
 				joins := e.phx.Joins()
 				e.phx.SilentHeartbeats(true)
 				e.phx.LoseChanges(true)
-				start := time.Now()
-				answer()
-				eventually(t, "the silent socket left", 10*time.Second, func() bool { return !f.Connected() })
-				if d := time.Since(start); d > 3*200*time.Millisecond+500*time.Millisecond {
-					t.Errorf("silent socket noticed after %v; want within two heartbeat intervals", d)
+				done := make(chan struct{})
+				go func() { answer(); close(done) }()
+				var left time.Time
+				eventually(t, "the silent socket left", 10*time.Second, func() bool {
+					left = time.Now()
+					return !f.Connected()
+				})
+				<-done
+				first := e.phx.FirstUnanswered()
+				if first.IsZero() {
+					t.Fatal("the socket left before any heartbeat went unanswered")
+				}
+				// The client gives up when the next heartbeat is due, one
+				// interval after the unanswered one; 200 ms more for a
+				// loaded machine (two intervals would be 1 s).
+				if d := left.Sub(first); d > 700*time.Millisecond {
+					t.Errorf("silent socket noticed %v after the first unanswered heartbeat; want within one interval (500 ms)", d)
+				} else {
+					t.Logf("silent socket noticed %v after the first unanswered heartbeat (interval 500 ms)", d.Round(time.Millisecond))
 				}
 				e.phx.SilentHeartbeats(false)
 				e.phx.LoseChanges(false)
@@ -188,10 +203,12 @@ func waitPolled(t *testing.T, e *testEnv) {
 	eventually(t, "two more slot polls", 10*time.Second, func() bool { return e.phx.Polls() >= p+2 })
 }
 
-// TestRealtimeLatency measures answer → reported over the Realtime path
-// (the stand-in polls its slot as Realtime does: 100 ms after changes
-// nobody wanted, 500 ms when idle, at once after a batch) and logs p50 and
-// p99; it fails above 2 s at p99.
+// TestRealtimeLatency measures answer → reported and answer → delivered
+// over the Realtime path (the stand-in polls its slot as Realtime does:
+// 100 ms after changes nobody wanted, 500 ms when idle, at once after a
+// batch; delivered is the office's conditional MarkQuestionDelivered PATCH
+// after the report) and logs p50 and p99 of each; it fails above 2 s at
+// p99.
 func TestRealtimeLatency(t *testing.T) {
 	e := newTestEnv(t)
 	ctx := context.Background()
@@ -202,15 +219,25 @@ func TestRealtimeLatency(t *testing.T) {
 	opts.Logger = quietLogger()
 	opts.CatchUpEvery = -1
 	f := e.feed(t, opts)
-	got := make(chan string, 1)
+	type report struct {
+		id                  string
+		reported, delivered time.Time
+	}
+	got := make(chan report, 1)
 	startWatch(t, f, []string{o.ID}, func(c office.Change) {
-		if c.Table == office.TableQuestions && c.Op == office.OpUpdate {
-			got <- c.ID
+		if c.Table != office.TableQuestions || c.Op != office.OpUpdate {
+			return
 		}
+		r := report{id: c.ID, reported: time.Now()}
+		if ok, err := s.MarkQuestionDelivered(ctx, c.ID); !ok || err != nil {
+			t.Errorf("MarkQuestionDelivered(%s): %v %v", c.ID, ok, err)
+		}
+		r.delivered = time.Now()
+		got <- r
 	})
 	eventually(t, "Connected", 20*time.Second, f.Connected)
 	const n = 40
-	var lat []time.Duration
+	var reported, delivered []time.Duration
 	for i := range n {
 		q, err := s.CreateQuestion(ctx, office.Question{OfficeID: o.ID, AgentID: a.ID, Question: "Which?", ExpiresAt: time.Now().Add(time.Hour)})
 		if err != nil {
@@ -222,19 +249,22 @@ func TestRealtimeLatency(t *testing.T) {
 			t.Fatal(ok, err)
 		}
 		select {
-		case id := <-got:
-			if id != q.ID {
-				t.Fatalf("reported %s; want %s", id, q.ID)
+		case r := <-got:
+			if r.id != q.ID {
+				t.Fatalf("reported %s; want %s", r.id, q.ID)
 			}
+			reported = append(reported, r.reported.Sub(start))
+			delivered = append(delivered, r.delivered.Sub(start))
 		case <-time.After(10 * time.Second):
 			t.Fatalf("answer %d not reported within 10s", i)
 		}
-		lat = append(lat, time.Since(start))
 	}
-	slices.Sort(lat)
-	p50, p99 := lat[n/2], lat[n*99/100]
-	t.Logf("answer → reported over Realtime, %d answers: p50 %v, p99 %v (stand-in poll 100 ms, idle 500 ms)", n, p50.Round(time.Millisecond), p99.Round(time.Millisecond))
-	if p99 > 2*time.Second {
-		t.Errorf("p99 %v; want under 2s", p99)
+	slices.Sort(reported)
+	slices.Sort(delivered)
+	p := func(l []time.Duration, q int) time.Duration { return l[len(l)*q/100].Round(time.Millisecond) }
+	t.Logf("over Realtime, %d answers (stand-in poll 100 ms, idle 500 ms): answer → reported p50 %v, p99 %v; answer → delivered p50 %v, p99 %v",
+		n, p(reported, 50), p(reported, 99), p(delivered, 50), p(delivered, 99))
+	if p(delivered, 99) > 2*time.Second {
+		t.Errorf("answer → delivered p99 %v; want under 2s", p(delivered, 99))
 	}
 }

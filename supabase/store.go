@@ -616,11 +616,11 @@ func (s *Store) MarkQuestionDelivered(ctx context.Context, id string) (bool, err
 }
 
 // ExpireQuestions implements office.Store; see its contract in office/store.go.
-func (s *Store) ExpireQuestions(ctx context.Context, now time.Time) ([]office.Question, error) {
+func (s *Store) ExpireQuestions(ctx context.Context, now time.Time, officeIDs []string) ([]office.Question, error) {
 	rows, err := patch[office.Question](ctx, s, "expire questions", "user_questions",
 		map[string]any{"status": office.QuestionExpired, "updated_at": s.stamp()},
 		func(f *postgrest.FilterBuilder) *postgrest.FilterBuilder {
-			return f.Eq("status", office.QuestionPending).Lte("expires_at", pgTime(now))
+			return inIf(f.Eq("status", office.QuestionPending).Lte("expires_at", pgTime(now)), "office_id", officeIDs)
 		})
 	if err != nil {
 		return nil, err

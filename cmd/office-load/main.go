@@ -66,6 +66,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&c.Ready, "ready-timeout", 10*time.Minute, "bound on start-up")
 	fs.StringVar(&c.Dir, "dir", "", "scratch directory (default: the system's)")
 	fs.StringVar(&c.Profile, "profile", "", "write the server's CPU profiles of start-up, the idle window and the burst to this directory (1 s pieces: go tool pprof DIR/sqlite-1000-startup-*)")
+	fs.StringVar(&c.Logs, "server-log", "", "keep the server's log of each run, at debug level, in this directory (DIR/sqlite-10-r1.log)")
+	claudeN := fs.Int("claude", 0, "also time this many INVOKEs from a real Claude Code caller (transcript line → task Enter in an idle load agent; embedded store, scripted model)")
+	claudeBin := fs.String("claude-bin", envOr("OFFICE_CLAUDE_BIN", "claude"), "the Claude Code binary for -claude (env OFFICE_CLAUDE_BIN)")
 	repeat := fs.Int("repeat", 1, "runs of each store and size; the table gives each column's median, the upper one for an even count (runs interleaved: every size once, then again)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,6 +81,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var sizes []int
 	for _, f := range strings.Split(*ns, ",") {
+		if *ns == "" && *claudeN > 0 {
+			break // only the Claude Code caller
+		}
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
 			return fmt.Errorf("bad -n %q", f)
@@ -107,8 +113,26 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, k := range order {
 		results = append(results, median(runs[k]))
 	}
-	printTable(stdout, results, *repeat)
-	printScaling(stdout, results, runs)
+	if len(results) > 0 {
+		printTable(stdout, results, *repeat)
+		printScaling(stdout, results, runs)
+	}
+	if *claudeN > 0 {
+		return claudeLine(ctx, &claudeRun{c: c, bin: *claudeBin, n: *claudeN}, stdout, stderr)
+	}
+	return nil
+}
+
+// claudeLine runs the Claude Code caller and prints its figures.
+func claudeLine(ctx context.Context, r *claudeRun, stdout, stderr io.Writer) error {
+	cr, err := r.run(ctx, stderr)
+	if err != nil {
+		return fmt.Errorf("claude caller: %w", err)
+	}
+	fmt.Fprintf(stdout, "\nClaude Code caller (%s, embedded store), %d INVOKEs → task Enter in an idle load agent:\n"+
+		"- from the INVOKE line's timestamp in its transcript: p50 %.2f ms, p99 %.2f ms\n"+
+		"- from the line being in the transcript file (read every 2 ms): p50 %.2f ms, p99 %.2f ms\n",
+		cr.Version, cr.N, ms(cr.Invoke[0]), ms(cr.Invoke[1]), ms(cr.FromWrite[0]), ms(cr.FromWrite[1]))
 	return nil
 }
 

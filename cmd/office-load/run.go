@@ -31,6 +31,7 @@ type config struct {
 	Ready    time.Duration // bound on start-up
 	Dir      string        // scratch directory
 	Profile  string        // directory for CPU profiles, or ""
+	Logs     string        // directory for the server's debug logs, or ""
 	Rep      int           // which run of this store and size (1, 2…)
 }
 
@@ -73,8 +74,11 @@ func run(ctx context.Context, c config) (res result, err error) {
 	if c.Command != "" {
 		res.Agents = c.Command
 	}
-	if c.Profile != "" {
-		if err := os.MkdirAll(c.Profile, 0o755); err != nil {
+	for _, d := range []string{c.Profile, c.Logs} {
+		if d == "" {
+			continue
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			return res, err
 		}
 	}
@@ -98,7 +102,11 @@ func run(ctx context.Context, c config) (res result, err error) {
 	}
 	defer be.drop()
 	t0 := time.Now()
-	srv, err := startServer(c.Server, officeFile, filepath.Join(dir, "data"), be.env)
+	logFile := ""
+	if c.Logs != "" {
+		logFile = filepath.Join(c.Logs, fmt.Sprintf("%s-%d-r%d.log", c.Store, c.N, c.Rep))
+	}
+	srv, err := startServer(c.Server, officeFile, filepath.Join(dir, "data"), logFile, be.env)
 	if err != nil {
 		return res, err
 	}
@@ -244,8 +252,11 @@ func (d *drive) failedAgent(ctx context.Context) string {
 		if a.Session != office.SessionFailed {
 			continue
 		}
-		code, body := d.srv.post(ctx, "/api/offices/"+d.officeID+"/agents/"+a.Name+"/start")
-		return fmt.Sprintf("agent %s failed: %q; starting it again: HTTP %d %s", a.Name, a.Detail, code, body)
+		again := "accepted"
+		if err := d.srv.post(ctx, "/api/offices/"+d.officeID+"/agents/"+a.Name+"/start", struct{}{}); err != nil {
+			again = err.Error() // POST …: 503 {"error": …}
+		}
+		return fmt.Sprintf("agent %s failed: %q; starting it again: %s", a.Name, a.Detail, again)
 	}
 	return "no agent failed"
 }

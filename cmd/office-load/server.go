@@ -29,8 +29,9 @@ type serverProc struct {
 }
 
 // startServer runs bin serve on a free loopback port with the office file,
-// the data directory and env.
-func startServer(bin, officeFile, dataDir string, env []string) (*serverProc, error) {
+// the data directory and env. With logFile the server logs at debug level
+// into it as well (its last 64 KiB still go with an error).
+func startServer(bin, officeFile, dataDir, logFile string, env []string) (*serverProc, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -38,10 +39,22 @@ func startServer(bin, officeFile, dataDir string, env []string) (*serverProc, er
 	addr := ln.Addr().String()
 	ln.Close()
 	token := randomToken()
-	cmd := exec.Command(bin, "serve", "--addr", addr, "--office", officeFile, "--data-dir", dataDir, "--log-level", "warn")
+	level := "warn"
+	var logTo io.WriteCloser
+	if logFile != "" {
+		f, err := os.Create(logFile)
+		if err != nil {
+			return nil, err
+		}
+		level, logTo = "debug", f
+	}
+	cmd := exec.Command(bin, "serve", "--addr", addr, "--office", officeFile, "--data-dir", dataDir, "--log-level", level)
 	cmd.Env = append(append(os.Environ(), "OFFICE_ADMIN_TOKEN="+token), env...)
 	p := &serverProc{cmd: cmd, base: "http://" + addr, token: token, logs: &tailBuf{max: 64 << 10}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = io.Discard, p.logs
+	if logTo != nil {
+		cmd.Stderr = io.MultiWriter(p.logs, logTo)
+	}
 	// The driver killed outright (SIGKILL, a test's timeout) takes the
 	// server with it; the keeper's watchdog ends its agents when its
 	// socket closes. Without this a killed run leaves N agents running.
@@ -49,7 +62,13 @@ func startServer(bin, officeFile, dataDir string, env []string) (*serverProc, er
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	go func() {
+		p.err = cmd.Wait()
+		if logTo != nil {
+			logTo.Close()
+		}
+		close(p.exited)
+	}()
 	return p, nil
 }
 
@@ -104,23 +123,6 @@ func (p *serverProc) get(ctx context.Context, path string, v any) error {
 		return nil
 	}
 	return json.Unmarshal(b, v)
-}
-
-// post sends an empty POST to the API and returns the status and body
-// (0 and the error when there is no answer).
-func (p *serverProc) post(ctx context.Context, path string) (int, string) {
-	req, err := http.NewRequestWithContext(ctx, "POST", p.base+path, nil)
-	if err != nil {
-		return 0, err.Error()
-	}
-	req.Header.Set("Authorization", "Bearer "+p.token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(res.Body, 4<<10))
-	return res.StatusCode, string(bytes.TrimSpace(b))
 }
 
 // waitHealthy waits for /healthz.

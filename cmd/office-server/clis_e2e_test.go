@@ -29,7 +29,9 @@ import (
 // po's reply to a person's message is far taller than its screen and holds
 // one [ASK_USER] — one question row; the member's answer reaches po once,
 // po's INVOKE reaches dev once, dev's result (read from Qwen Code's chat
-// recording) reaches po once.
+// recording) reaches po once. Both start from a new user's HOME (only
+// the provider settings), po's folder a git checkout (the server trusts
+// it for Codex); the person's config files get nothing of the office's.
 func TestServeCodexAndQwen(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs Codex and Qwen Code")
@@ -62,12 +64,14 @@ func TestServeCodexAndQwen(t *testing.T) {
 	work := t.TempDir()
 	dirs := []string{filepath.Join(work, "po"), filepath.Join(work, "dev")}
 	codexHome, qwenHome := t.TempDir(), t.TempDir()
-	if err := srv.PrepareCodex(codexHome, dirs[0]); err != nil {
+	if err := srv.PrepareCodex(codexHome); err != nil {
 		t.Fatal(err)
 	}
 	if err := openaitest.PrepareQwen(qwenHome); err != nil {
 		t.Fatal(err)
 	}
+	gitCheckout(t, dirs[0]) // po's folder: Codex would ask whether to trust it
+	codexConfig := readPersonFile(t, filepath.Join(codexHome, ".codex", "config.toml"))
 	officeFile := filepath.Join(t.TempDir(), "office.yaml")
 	yaml := fmt.Sprintf(`office:
   name: CLI office
@@ -250,6 +254,9 @@ agents:
 			t.Errorf("processes left running from %s: %q", dir, left)
 		}
 	}
+	codexConfig.kept(t, "[projects", "trust_level")
+	absent(t, filepath.Join(codexHome, ".codex", "AGENTS.md")) // the instructions go as a -c override
+	noSecurity(t, filepath.Join(qwenHome, ".qwen", "settings.json"))
 }
 
 // processesMentioning returns the command lines of running processes that

@@ -483,8 +483,12 @@ func (c *clusterRun) killOwner(withClaude bool) []failover {
 	}
 	time.Sleep(cluster.DefaultRenew)
 	for id, all := range answers {
+		if id == c.claude {
+			c.checkAnsweredOnce()
+			continue
+		}
 		for _, ans := range all {
-			if n := c.typed(id, ans); id != c.claude && n != 1 {
+			if n := c.typed(id, ans); n != 1 {
 				t.Errorf("office %s: an answer given during the failover was typed %d times", id, n)
 			}
 		}
@@ -516,6 +520,32 @@ func (c *clusterRun) checkResumed(before int) {
 		}
 	}
 	t.Logf("po resumed on the new node: its request carries %d messages of the conversation", len(req.Messages))
+}
+
+// checkAnsweredOnce checks that po's conversation, as it last sent it to
+// the model, holds the answer given during the failover once.
+func (c *clusterRun) checkAnsweredOnce() {
+	if n := strings.Count(c.poTold(), "[OFFICE] Answer to question"); n != 1 {
+		c.t.Errorf("po's conversation holds the answer given during the failover %d times, want once", n)
+	}
+}
+
+// poTold returns what po's conversation holds from the office (its user
+// messages), as po last sent it to the model.
+func (c *clusterRun) poTold() string {
+	var last anthropictest.Request
+	for _, r := range c.model.MainRequests() {
+		if strings.Contains(r.System, "You are po") {
+			last = r
+		}
+	}
+	var said strings.Builder
+	for _, m := range last.Messages {
+		if m.Role == "user" {
+			said.WriteString(m.Text())
+		}
+	}
+	return said.String()
 }
 
 // pausedOwner stops (SIGSTOP) the owner of a command office past its
@@ -584,7 +614,8 @@ func (c *clusterRun) pausedOwner() {
 
 // drain asks the owner of the Claude office, through the API, to hand its
 // offices over: they run on the other nodes within a renewal period or
-// two, not after a lease.
+// two, not after a lease. A message sent to po just before is one turn,
+// taken once, whichever node types it.
 func (c *clusterRun) drain() {
 	t := c.t
 	c.settle()
@@ -594,6 +625,16 @@ func (c *clusterRun) drain() {
 		if c.owner(id) == n {
 			mine = append(mine, id)
 		}
+	}
+	var other *serverProc
+	for _, o := range c.live() {
+		if o != n {
+			other = o
+		}
+	}
+	const msg = "Drain check: add a logout button."
+	if st := c.api(other, "POST", "/api/offices/"+c.claude+"/messages", map[string]any{"agent": "po", "content": msg}, nil); st >= 300 {
+		t.Fatalf("message before the drain: %d", st)
 	}
 	began := time.Now()
 	if st := c.api(n, "POST", "/api/node/drain", nil, nil); st != http.StatusAccepted {
@@ -606,12 +647,21 @@ func (c *clusterRun) drain() {
 		})
 	}
 	t.Logf("drain: %d offices running on other nodes %v after the call", len(mine), time.Since(began).Round(time.Millisecond))
+	// po's turn on the message: its question, asked once.
+	waitUntil(t, 90*time.Second, "po's question on the message sent before the drain", func() bool { return len(c.pending(c.claude)) >= 1 })
+	time.Sleep(cluster.DefaultRenew)
+	if q := c.pending(c.claude); len(q) != 1 {
+		t.Errorf("po asked %d questions on one message sent before the drain, want 1", len(q))
+	}
+	if k := strings.Count(c.poTold(), msg); k != 1 {
+		t.Errorf("po's conversation holds the message sent before the drain %d times, want once", k)
+	}
 }
 
-// spread describes durations: min, median, max.
+// spread describes durations: min, median, 90th percentile, max.
 func spread(ds []time.Duration) string {
 	ds = slices.Clone(ds)
 	slices.Sort(ds)
 	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
-	return fmt.Sprintf("min %v, median %v, max %v", r(ds[0]), r(ds[len(ds)/2]), r(ds[len(ds)-1]))
+	return fmt.Sprintf("min %v, median %v, p90 %v, max %v", r(ds[0]), r(ds[len(ds)/2]), r(ds[(len(ds)-1)*9/10]), r(ds[len(ds)-1]))
 }

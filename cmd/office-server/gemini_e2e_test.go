@@ -31,7 +31,9 @@ import (
 // whose answer reaches qa once; ops's model asks to run a command outside
 // its sandbox — Codex's PermissionRequest hook makes it a permission
 // question row, a member's answer "allow once" (SQL under RLS) runs it and
-// its output reaches the model once.
+// its output reaches the model once. Both start from a new user's HOME
+// (only the provider settings), ops's folder a git checkout; the server
+// keeps both trust dialogs away without writing the person's files.
 func TestServeGeminiAndCodexPermission(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs the Gemini CLI and Codex")
@@ -65,9 +67,12 @@ func TestServeGeminiAndCodexPermission(t *testing.T) {
 	if err := geminitest.Prepare(geminiHome); err != nil {
 		t.Fatal(err)
 	}
-	if err := osrv.PrepareCodex(codexHome, dirs[1]); err != nil {
+	if err := osrv.PrepareCodex(codexHome); err != nil {
 		t.Fatal(err)
 	}
+	gitCheckout(t, dirs[1]) // ops's folder: Codex would ask whether to trust it
+	geminiSettings := readPersonFile(t, filepath.Join(geminiHome, ".gemini", "settings.json"))
+	codexConfig := readPersonFile(t, filepath.Join(codexHome, ".codex", "config.toml"))
 	officeFile := filepath.Join(t.TempDir(), "office.yaml")
 	yaml := fmt.Sprintf(`office:
   name: Gemini and Codex office
@@ -222,6 +227,10 @@ agents:
 	if _, err := os.Stat(filepath.Join(dirs[1], "checked")); err != nil {
 		t.Errorf("the allowed command did not run: %v", err)
 	}
+	geminiSettings.same(t)
+	codexConfig.kept(t, "[projects", "trust_level")
+	absent(t, filepath.Join(codexHome, ".codex", "AGENTS.md")) // the instructions go as a -c override
+
 	time.Sleep(3 * time.Second) // anything acted on twice would show by now
 	var questions, perms int
 	_ = db.QueryRow(ctx, `select count(*) filter (where coalesce(category, '') <> 'permission'), count(*) filter (where category = 'permission') from user_questions where office_id = $1`, officeID).Scan(&questions, &perms)

@@ -124,7 +124,7 @@ func adminManagesMembers(t *testing.T, r *liveServer, p *supabasetest.Project, o
 	for _, m := range list {
 		got = append(got, m.Email+" "+m.Role+" "+m.Status)
 	}
-	want := "a@example.com owner member|b@example.com member member|newcomer@example.com member invited|later@example.com admin invited"
+	want := "a@example.com owner member|newcomer@example.com member member|b@example.com member member|later@example.com admin invited" // newcomer joined in check 24
 	if strings.Join(got, "|") != want {
 		t.Fatalf("GET %s = %q; want %q", path, got, want)
 	}

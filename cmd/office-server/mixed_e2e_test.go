@@ -24,11 +24,14 @@ import (
 // TestServeClaudeCodexGemini runs the built `office-server serve` on
 // PostgreSQL with one office of three real CLIs, each against its own
 // scripted model server: po is Claude Code (kind claude, a fresh HOME the
-// server prepares itself), dev is Codex (kind codex), qa is the Gemini CLI
-// (kind gemini). A person's message makes po ask a question; a member's
-// answer (SQL under RLS) makes po invoke dev; dev invokes qa; qa's reply is
-// far taller than its terminal (the CLI clears and repaints it) and ends in
-// its result for dev; dev delivers to po. Every model gets each hand-off
+// server prepares itself), dev is Codex (kind codex, its folder a git
+// checkout), qa is the Gemini CLI (kind gemini); Codex and Gemini CLI
+// start from a HOME with only the provider settings, and the server keeps
+// their trust dialogs away without writing the person's files. A
+// person's message makes po ask a question; a member's answer (SQL under
+// RLS) makes po invoke dev; dev invokes qa; qa's reply is far taller than
+// its terminal (the CLI clears and repaints it) and ends in its result for
+// dev; dev delivers to po. Every model gets each hand-off
 // once, every row exists once, and each model's first request carries the
 // office's instructions.
 func TestServeClaudeCodexGemini(t *testing.T) {
@@ -64,12 +67,15 @@ func TestServeClaudeCodexGemini(t *testing.T) {
 	home, codexHome, geminiHome := t.TempDir(), t.TempDir(), t.TempDir()
 	work := t.TempDir()
 	dirs := []string{filepath.Join(work, "po"), filepath.Join(work, "dev"), filepath.Join(work, "qa")}
-	if err := osrv.PrepareCodex(codexHome, dirs[1]); err != nil {
+	if err := osrv.PrepareCodex(codexHome); err != nil {
 		t.Fatal(err)
 	}
 	if err := geminitest.Prepare(geminiHome); err != nil {
 		t.Fatal(err)
 	}
+	gitCheckout(t, dirs[1]) // dev's folder: Codex would ask whether to trust it
+	geminiSettings := readPersonFile(t, filepath.Join(geminiHome, ".gemini", "settings.json"))
+	codexConfig := readPersonFile(t, filepath.Join(codexHome, ".codex", "config.toml"))
 	o := startLiveOffice(t, bin, fmt.Sprintf(`office:
   name: Three CLIs
 agents:
@@ -193,6 +199,9 @@ agents:
 		t.Errorf("%d questions, %d results, invocations %q; want 1, 2, %q", questions, results, invs, want)
 	}
 	o.p.stop(t)
+	geminiSettings.same(t)
+	codexConfig.kept(t, "[projects", "trust_level")
+	absent(t, filepath.Join(codexHome, ".codex", "AGENTS.md")) // the instructions go as a -c override
 }
 
 // liveOffice is `office-server serve` run by a test on a PostgreSQL

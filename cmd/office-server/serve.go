@@ -484,15 +484,18 @@ func (r *running) wait(ctx context.Context, timeout time.Duration) error {
 
 // eventPoll is how often the server's event tail reads the store when
 // nothing wakes it. The office's own events wake it at once (wakeEvents),
-// so the poll is only for events other processes write: on the embedded
-// store and over Supabase's REST API (one server per project) nobody else
-// writes them, so the poll is a slow safety net (over Supabase each read is
-// a request to the hosted project); on PostgreSQL other nodes write the
-// events of the offices they run, which this node's console shows within
-// a second.
+// so the poll is only for events other processes write. On PostgreSQL
+// other nodes write the events of the offices they run, which this node's
+// console shows within a second. Over Supabase's REST API (one server per
+// project) nobody else writes them and each read is a request to the
+// hosted project, so the poll is a safety net every 5 minutes (0.2
+// requests a minute); on the embedded store a read costs nothing.
 func eventPoll(storeKind string) time.Duration {
-	if storeKind == "postgres" {
+	switch storeKind {
+	case "postgres":
 		return time.Second
+	case "supabase":
+		return 5 * time.Minute
 	}
 	return 30 * time.Second
 }

@@ -469,6 +469,41 @@ export type Database = {
         }
         Relationships: []
       }
+      permission_grants: {
+        Row: {
+          office_id: string
+          agent_id: string
+          conversation_id: string
+          rule: string
+          question_id: string | null
+          created_at: string
+        }
+        Insert: {
+          office_id: string
+          agent_id: string
+          conversation_id: string
+          rule: string
+          question_id?: string | null
+          created_at?: string
+        }
+        Update: {
+          office_id?: string
+          agent_id?: string
+          conversation_id?: string
+          rule?: string
+          question_id?: string | null
+          created_at?: string
+        }
+        Relationships: [
+          {
+            foreignKeyName: "permission_grants_office_id_agent_id_fkey"
+            columns: ["office_id", "agent_id"]
+            isOneToOne: false
+            referencedRelation: "office_agents"
+            referencedColumns: ["office_id", "id"]
+          },
+        ]
+      }
       proxy_requests: {
         Row: {
           id: string
@@ -827,6 +862,7 @@ export type MemberColumns = {
   office_invitations: "office_id" | "email" | "role" | "invited_by" | "created_at"
   office_members: "office_id" | "user_id" | "role" | "created_at" | "updated_at"
   offices: "id" | "name" | "question_ttl" | "created_at" | "updated_at"
+  permission_grants: never
   proxy_requests: "id" | "office_id" | "requester_agent_id" | "proxy_agent_id" | "action" | "payload" | "status" | "reason" | "backup_path" | "expires_at" | "created_at" | "updated_at"
   proxy_tasks: "office_id" | "id" | "request_id" | "requester_agent_id" | "proxy_agent_id" | "content" | "priority" | "status" | "created_at" | "updated_at"
   user_messages: "id" | "office_id" | "agent_id" | "user_id" | "content" | "status" | "delivered_at" | "created_at" | "updated_at"

@@ -43,7 +43,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -187,7 +186,7 @@ type Server struct {
 	URL string // base URL, for ANTHROPIC_BASE_URL
 	Key string // API key, for ANTHROPIC_API_KEY
 
-	t   testing.TB
+	t   TB
 	srv *httptest.Server
 
 	mu      sync.Mutex
@@ -201,9 +200,17 @@ type Server struct {
 	msgID   int
 }
 
+// TB is what the server needs of a test (testing.TB has it): the load
+// driver, which is not a test, gives its own.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	Logf(format string, args ...any)
+}
+
 // New starts a server that is closed when t ends. Until scripted, main
 // requests get the reply "OK" and side requests the reply "Test".
-func New(t testing.TB) *Server {
+func New(t TB) *Server {
 	t.Helper()
 	s := &Server{Key: DefaultKey, t: t, changed: make(chan struct{})}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))

@@ -25,15 +25,16 @@ func QwenSide(r Request) bool {
 	return strings.HasPrefix(r.System, "You are now acting as") || r.Has("[SUGGESTION MODE:")
 }
 
-// PrepareQwen writes $HOME/.qwen/settings.json so that Qwen Code starts on
-// its prompt with no dialog: the OpenAI auth type chosen, the model named,
-// usage statistics and update checks off (nothing leaves the machine).
+// PrepareQwen writes $HOME/.qwen/settings.json with what a person would
+// set for privacy: usage statistics and update checks off (nothing leaves
+// the machine). Pointing Qwen Code at the server is QwenEnv's; with it,
+// Qwen Code 0.24.4 takes the key from the environment and shows no auth
+// dialog, and its folder trust is off by default (docs/notes/clis.md):
+// nothing here answers a dialog.
 func PrepareQwen(home string) error {
 	settings := map[string]any{
-		"security": map[string]any{"auth": map[string]any{"selectedType": "openai"}},
-		"model":    map[string]any{"name": Model},
-		"privacy":  map[string]any{"usageStatisticsEnabled": false},
-		"general":  map[string]any{"disableAutoUpdate": true, "disableUpdateNag": true},
+		"privacy": map[string]any{"usageStatisticsEnabled": false},
+		"general": map[string]any{"disableAutoUpdate": true, "disableUpdateNag": true},
 	}
 	return writeJSONFile(filepath.Join(home, ".qwen", "settings.json"), settings)
 }
@@ -44,23 +45,21 @@ func (s *Server) CodexEnv(home string) []string {
 	return []string{"HOME=" + home, "CODEX_HOME=" + filepath.Join(home, ".codex"), "OPENAITEST_KEY=" + s.Key}
 }
 
-// PrepareCodex writes $HOME/.codex/config.toml: a model provider "office"
-// at the server (Responses API, key from OPENAITEST_KEY), no update check,
-// and workdir trusted, so Codex starts on its prompt with no dialog.
-func (s *Server) PrepareCodex(home, workdir string) error {
+// PrepareCodex writes $HOME/.codex/config.toml with what a person writes
+// to use Codex with a provider of their own: a model provider "office" at
+// the server (Responses API, key from OPENAITEST_KEY) and the model. No
+// folder trust and no update setting: the office passes those itself
+// (session/codex.go).
+func (s *Server) PrepareCodex(home string) error {
 	cfg := fmt.Sprintf(`model = %s
 model_provider = "office"
-check_for_update_on_startup = false
 
 [model_providers.office]
 name = "office"
 base_url = %s
 env_key = "OPENAITEST_KEY"
 wire_api = "responses"
-
-[projects.%s]
-trust_level = "trusted"
-`, strconv.Quote(Model), strconv.Quote(s.URL), strconv.Quote(workdir))
+`, strconv.Quote(Model), strconv.Quote(s.URL))
 	dir := filepath.Join(home, ".codex")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err

@@ -18,16 +18,10 @@ import (
 	"github.com/office-server/office-server/migrations/tstypes"
 )
 
-var update = flag.Bool("update", false, "rewrite examples/web-office/database.types.ts from the migrations")
-
-// TestTypesMatchMigrations generates the TypeScript definitions from a
-// database migrated as a Supabase project would be and compares them with
-// the committed examples/web-office/database.types.ts: a migration that
-// changes what the frontend sees fails here until the file is regenerated
-// (-update) and committed with it.
-func TestTypesMatchMigrations(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+// migrated connects to a new database migrated as a Supabase project would
+// be: the stand-ins of Supabase's own schemas and roles, then ours.
+func migrated(ctx context.Context, t *testing.T) *pgx.Conn {
+	t.Helper()
 	url := testenv.NewDatabase(t)
 	if err := supabasetest.Apply(ctx, url); err != nil {
 		t.Fatal(err)
@@ -39,7 +33,21 @@ func TestTypesMatchMigrations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+var update = flag.Bool("update", false, "rewrite examples/web-office/database.types.ts from the migrations")
+
+// TestTypesMatchMigrations generates the TypeScript definitions from a
+// database migrated as a Supabase project would be and compares them with
+// the committed examples/web-office/database.types.ts: a migration that
+// changes what the frontend sees fails here until the file is regenerated
+// (-update) and committed with it.
+func TestTypesMatchMigrations(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := migrated(ctx, t)
 	got, err := tstypes.Generate(ctx, conn)
 	if err != nil {
 		t.Fatal(err)

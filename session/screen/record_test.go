@@ -413,7 +413,7 @@ func recordCLI(t *testing.T, name, cli string) {
 		env = srv.QwenEnv(home)
 		srv.Side(openaitest.QwenSide)
 	case "codex":
-		if err := srv.PrepareCodex(home, dir); err != nil {
+		if err := srv.PrepareCodex(home); err != nil {
 			t.Fatal(err)
 		}
 		env = srv.CodexEnv(home)
@@ -424,7 +424,9 @@ func recordCLI(t *testing.T, name, cli string) {
 	}
 	var args []string
 	if cli == "codex" {
-		args = []string{"--no-daemon"} // its shared server would outlive the recording
+		// --no-daemon: its shared server would outlive the recording; no
+		// update check, as the office runs it (session/codex.go).
+		args = []string{"--no-daemon", "-c", "check_for_update_on_startup=false"}
 	}
 	r := startRecorder(t, 100, 30, dir, env, bin, args...)
 	r.waitFor(map[string]string{"qwen": "Type your message", "codex": "Ask Codex"}[cli])
@@ -524,7 +526,9 @@ func recordGemini(t *testing.T, name string, mid bool) {
 		}
 		srv.Enqueue(geminitest.Response{Text: reply, Chunks: splitEvery(reply, 60), Delay: 80 * time.Millisecond})
 	}
-	r := startRecorder(t, 100, 30, dir, srv.Env(home), bin, "--session-id", "00000000-0000-4000-8000-00000000ca9e")
+	// The folder trusted as the office trusts an agent's (session/gemini.go).
+	env := append(srv.Env(home), "GEMINI_CLI_TRUST_WORKSPACE=true")
+	r := startRecorder(t, 100, 30, dir, env, bin, "--session-id", "00000000-0000-4000-8000-00000000ca9e")
 	r.waitFor("Type your message")
 	r.quiet(2 * time.Second)
 	for turn := 1; turn <= 3; turn++ {

@@ -23,7 +23,7 @@ func scanQuestion(r pgx.Row) (office.Question, error) {
 }
 
 // defaultQuestionTTL is how long a question waits when neither it nor its
-// office says (DESIGN: 5 minutes).
+// office says (5 minutes, as engine.Config.QuestionTTL; docs/notes/office.md).
 const defaultQuestionTTL = 5 * time.Minute
 
 // CreateQuestion stores a question. Empty QuestionType is text, empty
@@ -104,12 +104,18 @@ func (s *Store) MarkQuestionDelivered(ctx context.Context, id string) (bool, err
 		where id = $1 and status = 'answered'`, id)
 }
 
-// ExpireQuestions expires every pending question with expires_at <= now and
-// returns those (each is returned by exactly one call), oldest first.
-func (s *Store) ExpireQuestions(ctx context.Context, now time.Time) ([]office.Question, error) {
+// ExpireQuestions expires every pending question of officeIDs (all offices
+// when empty) with expires_at <= now and returns those (each is returned by
+// exactly one call), oldest first.
+func (s *Store) ExpireQuestions(ctx context.Context, now time.Time, officeIDs []string) ([]office.Question, error) {
+	offices, none := officeSet(officeIDs)
+	if none {
+		return []office.Question{}, nil
+	}
 	return list(ctx, s, "expire questions", `with x as (
-			update user_questions set status = 'expired' where status = 'pending' and expires_at <= $1 returning *)
-		select `+questionCols+` from x order by created_at, id`, []any{now}, scanQuestion)
+			update user_questions set status = 'expired' where status = 'pending' and expires_at <= $1
+				and ($2::uuid[] is null or office_id = any($2::uuid[])) returning *)
+		select `+questionCols+` from x order by created_at, id`, []any{now, offices}, scanQuestion)
 }
 
 // CancelQuestion moves a pending or answered question to cancelled, once.

@@ -31,7 +31,22 @@ type Store struct {
 	mu      sync.Mutex
 	offices map[string]*entry // by office ID
 	owner   map[string]string // agent ID → office ID, for the cached offices
-	gen     uint64            // bumped by every roster write: a read that began before one is not cached
+	// gen is bumped by every write of an agent other than its status (and
+	// by a failed status write): a read that began before one is not
+	// cached. Status writes, one per agent's turn, race reads all the
+	// time; they are kept in statuses while reads are under way and put
+	// over what such a read returns, so the read is cached all the same.
+	gen      uint64
+	reading  int                    // roster reads under way
+	statuses map[string]statusWrite // agent ID → its last status written while reading > 0
+	seq      uint64                 // orders statusWrites
+	filling  map[string]bool        // offices whose roster a stale GetAgent is reading
+}
+
+// statusWrite is a status written while a roster read was under way.
+type statusWrite struct {
+	seq    uint64
+	status string
 }
 
 type entry struct {
@@ -55,7 +70,8 @@ func New(st office.Store, ttl time.Duration) *Store {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Store{Store: st, ttl: ttl, now: time.Now, offices: map[string]*entry{}, owner: map[string]string{}}
+	return &Store{Store: st, ttl: ttl, now: time.Now, offices: map[string]*entry{}, owner: map[string]string{},
+		statuses: map[string]statusWrite{}, filling: map[string]bool{}}
 }
 
 // ListAgents returns the office's agents, from memory when the entry is
@@ -67,16 +83,36 @@ func (c *Store) ListAgents(ctx context.Context, officeID string) ([]office.Agent
 		c.mu.Unlock()
 		return out, nil
 	}
-	gen := c.gen
+	c.mu.Unlock()
+	return c.fill(ctx, officeID)
+}
+
+// fill reads the office's roster from the store and caches it, with the
+// statuses written meanwhile put over it; not cached when another write
+// raced the read.
+func (c *Store) fill(ctx context.Context, officeID string) ([]office.Agent, error) {
+	c.mu.Lock()
+	gen, seq := c.gen, c.seq
+	c.reading++
 	c.mu.Unlock()
 	as, err := c.Store.ListAgents(ctx, officeID)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer func() {
+		if c.reading--; c.reading == 0 {
+			clear(c.statuses)
+		}
+	}()
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	for i, a := range as {
+		if w, ok := c.statuses[a.ID]; ok && w.seq > seq {
+			as[i].Status = w.status
+		}
+	}
 	if gen != c.gen {
-		return as, nil // a write raced the read: not cached
+		return as, nil // an agent was saved or deleted meanwhile: not cached
 	}
 	c.drop(officeID)
 	c.offices[officeID] = newEntry(slices.Clone(as), c.now())
@@ -87,32 +123,49 @@ func (c *Store) ListAgents(ctx context.Context, officeID string) ([]office.Agent
 }
 
 // GetAgent returns the agent from its office's cached roster when that is
-// fresh, else from the store.
+// fresh, else from the store. A roster that went stale is read again once
+// (the lookups meanwhile go to the store): otherwise every lookup of a
+// busy office would go to the store until something listed it.
 func (c *Store) GetAgent(ctx context.Context, id string) (office.Agent, error) {
 	c.mu.Lock()
-	if off, ok := c.owner[id]; ok {
-		if e := c.offices[off]; e != nil && c.now().Sub(e.loadedAt) < c.ttl {
-			if i, ok := e.at[id]; ok {
-				a := e.agents[i]
-				c.mu.Unlock()
-				return a, nil
-			}
+	off, known := c.owner[id]
+	if e := c.offices[off]; known && e != nil {
+		if i, ok := e.at[id]; ok && c.now().Sub(e.loadedAt) < c.ttl {
+			a := e.agents[i]
+			c.mu.Unlock()
+			return a, nil
 		}
 	}
+	refill := known && !c.filling[off]
+	if refill {
+		c.filling[off] = true
+	}
 	c.mu.Unlock()
+	if refill {
+		as, err := c.fill(ctx, off)
+		c.mu.Lock()
+		delete(c.filling, off)
+		c.mu.Unlock()
+		if i := slices.IndexFunc(as, func(a office.Agent) bool { return a.ID == id }); err == nil && i >= 0 {
+			return as[i], nil
+		}
+	}
 	return c.Store.GetAgent(ctx, id)
 }
 
-// SetAgentStatus writes the status and applies it to the cached roster.
+// SetAgentStatus writes the status and applies it to the cached roster,
+// and to what the roster reads under way will return.
 func (c *Store) SetAgentStatus(ctx context.Context, id, status string) error {
-	c.bump()
 	if err := c.Store.SetAgentStatus(ctx, id, status); err != nil {
-		c.forget(id)
+		c.forget(id) // the status in the store is not known
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.gen++ // a read begun before the write finished is not cached
+	if c.reading > 0 {
+		c.seq++
+		c.statuses[id] = statusWrite{seq: c.seq, status: status}
+	}
 	if e := c.offices[c.owner[id]]; e != nil {
 		if i, ok := e.at[id]; ok {
 			e.agents[i].Status = status // Derived's values stay: see there

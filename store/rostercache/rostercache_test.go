@@ -173,3 +173,108 @@ func TestDerived(t *testing.T) {
 		t.Errorf("after the TTL: %v then %v, want 1 then 2", v1, v2)
 	}
 }
+
+// held blocks the next ListAgents until release is closed, after it began.
+type held struct {
+	*counting
+	began, release chan struct{}
+}
+
+func (h *held) ListAgents(ctx context.Context, id string) ([]office.Agent, error) {
+	if h.began != nil {
+		close(h.began)
+		h.began = nil
+		<-h.release
+	}
+	return h.counting.ListAgents(ctx, id)
+}
+
+// TestRefillRacedByStatus: a status written while the roster is read (each
+// agent's turn writes one, so during a burst some always is) no longer
+// keeps the read from being cached; the cached roster has the status; and
+// a stale roster is read again once by a lookup, after which lookups are
+// served from memory.
+func TestRefillRacedByStatus(t *testing.T) {
+	ctx := context.Background()
+	raw := &counting{Store: openSQLite(t)}
+	h := &held{counting: raw}
+	c := rostercache.New(h, time.Hour)
+	off, err := c.UpsertOffice(ctx, office.Office{Name: "busy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, name := range []string{"po", "dev", "qa"} {
+		a, err := c.UpsertAgent(ctx, office.Agent{OfficeID: off.ID, Name: name, Status: office.AgentIdle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, a.ID)
+	}
+	h.began, h.release = make(chan struct{}), make(chan struct{})
+	began := h.began
+	done := make(chan []office.Agent)
+	go func() {
+		as, err := c.ListAgents(ctx, off.ID)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- as
+	}()
+	<-began
+	if err := c.SetAgentStatus(ctx, ids[1], office.AgentActive); err != nil {
+		t.Fatal(err)
+	}
+	close(h.release)
+	<-done
+	lists := raw.lists.Load()
+	for range 10 {
+		as, err := c.ListAgents(ctx, off.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range as {
+			if a.ID == ids[1] && a.Status != office.AgentActive {
+				t.Fatalf("dev's status %q, want %q", a.Status, office.AgentActive)
+			}
+		}
+		if a, err := c.GetAgent(ctx, ids[1]); err != nil || a.Status != office.AgentActive {
+			t.Fatalf("GetAgent: %+v, %v", a, err)
+		}
+	}
+	if n := raw.lists.Load() - lists; n != 0 {
+		t.Errorf("%d roster reads reached the store after the raced read, want 0 (it was not cached)", n)
+	}
+	if n := raw.gets.Load(); n != 0 {
+		t.Errorf("%d agent reads reached the store, want 0", n)
+	}
+}
+
+// TestStaleLookupRefills: once the roster is older than the TTL, the next
+// lookup reads the roster again and the ones after are served from memory.
+func TestStaleLookupRefills(t *testing.T) {
+	ctx := context.Background()
+	raw := &counting{Store: openSQLite(t)}
+	c := rostercache.New(raw, 50*time.Millisecond)
+	off, err := c.UpsertOffice(ctx, office.Office{Name: "stale"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.UpsertAgent(ctx, office.Agent{OfficeID: off.ID, Name: "po", Status: office.AgentIdle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ListAgents(ctx, off.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(60 * time.Millisecond)
+	lists, gets := raw.lists.Load(), raw.gets.Load()
+	for range 20 {
+		if got, err := c.GetAgent(ctx, a.ID); err != nil || got.Name != "po" {
+			t.Fatalf("GetAgent: %+v, %v", got, err)
+		}
+	}
+	if l, g := raw.lists.Load()-lists, raw.gets.Load()-gets; l != 1 || g != 0 {
+		t.Errorf("20 lookups of a stale roster: %d roster reads and %d agent reads reached the store, want 1 and 0", l, g)
+	}
+}

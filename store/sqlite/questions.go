@@ -129,12 +129,13 @@ func (s *Store) MarkQuestionDelivered(ctx context.Context, id string) (bool, err
 		now, now, id)
 }
 
-// ExpireQuestions expires every pending question due at now and returns
-// exactly those rows.
-func (s *Store) ExpireQuestions(ctx context.Context, at time.Time) ([]office.Question, error) {
+// ExpireQuestions expires every pending question of officeIDs (all offices
+// when empty) due at now and returns exactly those rows.
+func (s *Store) ExpireQuestions(ctx context.Context, at time.Time, officeIDs []string) ([]office.Question, error) {
 	_, now := nowTS()
-	rows, err := s.ws.query(ctx, `update user_questions set status = 'expired', updated_at = ?
-		where status = 'pending' and expires_at <= ? returning `+questionCols, now, ts(at))
+	w := due("status = 'pending' and expires_at <= ?", office.Due{OfficeIDs: officeIDs})
+	rows, err := s.ws.query(ctx, `update user_questions set status = 'expired', updated_at = ?`+w.String()+` returning `+questionCols,
+		append([]any{now, ts(at)}, w.args...)...)
 	out, err := collect(rows, err, scanQuestion)
 	return out, s.fail("expire questions", err)
 }

@@ -171,7 +171,7 @@ func testRaceExpireQuestions(t *testing.T, fx *fixture) {
 	var mu sync.Mutex
 	seen := map[string]int{}
 	race(t, "ExpireQuestions", func(int) (bool, error) {
-		got, err := fx.s.ExpireQuestions(fx.ctx, now())
+		got, err := fx.s.ExpireQuestions(fx.ctx, now(), nil)
 		mu.Lock()
 		defer mu.Unlock()
 		for _, q := range got {

@@ -87,6 +87,7 @@ func Run(t *testing.T, h Harness) {
 		{"Dependencies", testDependencies},
 		{"DependencyExpiry", testDependencyExpiry},
 		{"ProxyWork", testProxyWork},
+		{"PermissionGrants", testPermissionGrants},
 		{"Events", testEvents},
 		{"EventsDefaultLimit", testEventsDefaultLimit},
 		{"RaceAnswerQuestion", testRaceAnswerQuestion},

@@ -11,7 +11,8 @@
 //   database's grants), PUBLISHED (the tables in supabase_realtime), EXPIRED_B (a question of office B past its expiry),
 //   DEP_PKG_B, DEP_KEY_B (pending package and api_key requests of office B),
 //   SERVER_URL (the office server), DEP_SECRET_B, DEP_ENV_B (pending api_key
-//   and env_variable requests of office B), DEP_LATE_B (an expired one).
+//   and env_variable requests of office B), DEP_LATE_B (an expired one),
+//   TOKEN_NEW, USER_NEW (newcomer@example.com, who signs up once invited).
 // Prints one line per check; exits 1 at the first failure. The contract
 // it checks is docs/frontend.md.
 import { createClient } from '@supabase/supabase-js'
@@ -104,7 +105,7 @@ await check('member A counts and lists the pending questions (count=exact)', asy
 })
 
 await check('member B and anon see nothing of office A', async () => {
-  for (const t of ['offices', 'office_agents', 'agent_sessions', 'user_questions', 'user_messages', 'agent_invocations', 'office_events']) {
+  for (const t of Object.keys(readable)) { // every table a member may read, from the grants
     const col = t === 'offices' ? 'id' : 'office_id'
     const { data, error } = await b.from(t).select(readable[t].join(',')).eq(col, officeA)
     assert.equal(error, null, `${t}: ${JSON.stringify(error)}`)
@@ -112,27 +113,35 @@ await check('member B and anon see nothing of office A', async () => {
   }
   const { data: own } = await b.from('offices').select('id')
   assert.deepEqual(own.map((o) => o.id), [officeB], 'member B sees its own office only')
-  const { error, status } = await anon.from('user_questions').select('*')
-  assert.equal(status, 401)
-  assert.equal(error.code, '42501')
+  for (const t of Object.keys(readable)) {
+    const { error, status } = await anon.from(t).select(readable[t].join(','))
+    assert.equal(status, 401, `anon read ${t}: ${JSON.stringify(error)}`)
+    assert.equal(error.code, '42501')
+  }
 })
 
 const live = { a: watch(a, 'a'), b: watch(b, 'b'), anon: watch(anon, 'anon') }
-// Member A also watches every published table of office A.
-const everything = []
+// Member A, member B and anon also watch every published table of office
+// A (each on its own client: the Realtime stand-in serves one channel per
+// socket). The tables come from the publication itself.
 const published = env('PUBLISHED').split(',')
 assert.ok(published.includes('office_agents') && published.length >= 8, `published: ${published}`)
-// (its own client: the Realtime stand-in serves one channel per socket)
-const a2 = client(env('TOKEN_A'))
-await a2.realtime.setAuth() // the join then carries the member's token, not the anon key
-let all = a2.channel('office-a-all')
-for (const table of published) {
-  all = all.on('postgres_changes', { event: '*', schema: 'public', table, filter: `office_id=eq.${officeA}` }, (p) => everything.push(p))
+async function watchAll(token, label) {
+  const c = client(token), events = []
+  if (token) await c.realtime.setAuth() // the join then carries the member's token, not the anon key
+  let ch = c.channel(`office-${label}-all`)
+  for (const table of published) {
+    ch = ch.on('postgres_changes', { event: '*', schema: 'public', table, filter: `office_id=eq.${officeA}` }, (p) => events.push({ ...p, at: Date.now() }))
+  }
+  const joined = new Promise((resolve, reject) => ch.subscribe((status, err) => {
+    if (status === 'SUBSCRIBED') resolve()
+    else if (status === 'CHANNEL_ERROR' || status === 'TIMED_OUT') reject(new Error(`${label} all: ${status} ${err ?? ''}`))
+  }))
+  return { c, events, joined }
 }
-const allJoined = new Promise((resolve, reject) => all.subscribe((status, err) => {
-  if (status === 'SUBSCRIBED') resolve()
-  else if (status === 'CHANNEL_ERROR' || status === 'TIMED_OUT') reject(new Error(`all: ${status} ${err ?? ''}`))
-}))
+const allA = await watchAll(env('TOKEN_A'), 'a'), allB = await watchAll(env('TOKEN_B'), 'b'), allAnon = await watchAll(null, 'anon')
+const everything = allA.events
+const allJoined = Promise.all([allA.joined, allB.joined, allAnon.joined])
 await check('member A, member B and anon subscribe to office A over Realtime', async () => {
   await Promise.all([live.a.joined, live.b.joined, live.anon.joined, allJoined])
 })
@@ -245,12 +254,14 @@ await check('a secret (api_key) is refused by provide_dependency (403 42501); me
   assert.deepEqual(row, { status: 'rejected', rejection_reason: 'use the staging key' })
 })
 
+const membersB = {} // when member B was in office A (check 16)
 await check('owner A manages members: add by email (invite when unknown), list with emails, remove; B (not owner) cannot', async () => {
   const inv = await a.rpc('add_office_member', { office_id: officeA, email: 'newcomer@example.com' })
   assert.equal(inv.error, null, JSON.stringify(inv.error))
   assert.equal(inv.data.status, 'invited')
   const { data: invites } = await a.from('office_invitations').select('email, role').eq('office_id', officeA)
   assert.deepEqual(invites, [{ email: 'newcomer@example.com', role: 'member' }])
+  membersB.added = Date.now()
   const add = await a.rpc('add_office_member', { office_id: officeA, email: 'B@example.com' })
   assert.equal(add.error, null, JSON.stringify(add.error))
   assert.deepEqual([add.data.status, add.data.user_id], ['added', userB])
@@ -266,25 +277,25 @@ await check('owner A manages members: add by email (invite when unknown), list w
   assert.equal(last.status, 409, 'the last owner cannot leave')
   const rm = await a.rpc('remove_office_member', { office_id: officeA, user_id: userB })
   assert.equal(rm.error, null)
+  membersB.removed = Date.now()
   const { data: seen } = await b.from('offices').select('id')
   assert.deepEqual(seen.map((o) => o.id), [officeB], 'B is out of office A again')
   const bJoin = await b.from('office_members').insert({ office_id: officeA, user_id: userB })
   assert.equal(bJoin.status, 403, 'a member cannot add themselves')
 })
 
-await check('no secret reaches a member: every readable column of every table, and every live change', async () => {
-  assert.ok(!(readable.office_agents ?? []).includes('launch_spec'), 'launch_spec is granted to members')
+await check('no secret reaches a member: every readable column of every table, and the live changes so far', async () => {
+  for (const [table, col] of [['office_agents', 'launch_spec'], ['dependency_requests', 'value']]) {
+    assert.ok(readable[table], `${table} is not readable at all`)
+    assert.ok(!readable[table].includes(col), `${table}.${col} is granted to members`)
+  }
   for (const [table, cols] of Object.entries(readable)) {
     const { data, error } = await a.from(table).select(cols.join(','))
     assert.equal(error, null, `${table}: ${JSON.stringify(error)}`)
-    assert.ok(!JSON.stringify(data).includes(canary), `${table} shows the launch_spec secret`)
+    assert.ok(!JSON.stringify(data).includes(canary), `${table} shows the office file's secret (canary)`)
   }
-  await until('office_agents rows over Realtime', async () => everything.some((p) => p.table === 'office_agents' && p.new?.id), 30000)
   const leaked = everything.filter((p) => JSON.stringify(p).includes(canary))
-  assert.deepEqual(leaked.map((p) => p.table), [], 'a live change carried the launch_spec secret')
-  const seenTables = [...new Set(everything.map((p) => p.table))].sort()
-  const errored = everything.filter((p) => p.errors?.length).length
-  console.log(`# live changes seen by member A: ${everything.length} (${errored} with errors) on ${seenTables.join(', ')}`)
+  assert.deepEqual(leaked.map((p) => p.table), [], 'a live change carried the office file secret (canary)')
 })
 
 await check('member A watches invocations live: the one po gave dev after the answer', async () => {
@@ -322,9 +333,16 @@ await check('member A provides scout\'s package (rpc provide_dependency) and the
     const { data } = await a.from('dependency_requests').select('status, delivered_at').eq('id', dep.id).single()
     return data.status === 'provided' && data.delivered_at
   }, 30000)
+  // The value is in the WAL (wal2json ignores the publication's column
+  // list); Realtime leaves it out because member A may not select it.
+  await until('the provided change over Realtime', async () =>
+    everything.some((p) => p.table === 'dependency_requests' && p.new?.id === dep.id && p.new?.status === 'provided'), 30000)
+  const withValue = everything.filter((p) => p.table === 'dependency_requests' &&
+    ('value' in (p.new ?? {}) || 'value' in (p.old ?? {}) || JSON.stringify(p).includes('6c6566742d706164'))) // hex of left-pad
+  assert.deepEqual(withValue, [], 'a live dependency_requests change carried value')
 })
 
-await check('secrets go through the server: member B provides an api_key and rejects an env_variable with their token; A 404, anon 401, again 409, expired 410', async () => {
+await check('secrets go through the server: member B provides an api_key and rejects an env_variable with their token; A 404, anon key and no token 401 (provide and reject), again 409, expired 410', async () => {
   const server = env('SERVER_URL')
   const call = async (token, id, action, body) => {
     const res = await fetch(`${server}/api/member/dependencies/${id}/${action}`, {
@@ -336,9 +354,11 @@ await check('secrets go through the server: member B provides an api_key and rej
   }
   const secret = 'sk-live-member-b-0123456789', id = env('DEP_SECRET_B')
   for (const [who, token, want] of [['no token', null, 401], ['the anon key', anonKey, 401], ['member A', env('TOKEN_A'), 404]]) {
-    const r = await call(token, id, 'provide', { value: secret })
-    assert.equal(r.status, want, `${who}: ${JSON.stringify(r)}`)
-    assert.ok(r.body.error.message, `${who}: a message says why`)
+    for (const [action, body] of [['provide', { value: secret }], ['reject', { reason: 'not yours' }]]) {
+      const r = await call(token, id, action, body)
+      assert.equal(r.status, want, `${who} ${action}: ${JSON.stringify(r)}`)
+      assert.ok(r.body.error.message, `${who} ${action}: a message says why`)
+    }
   }
   const bad = await call(env('TOKEN_B'), id, 'provide', { value: '' })
   assert.equal(bad.status, 400, JSON.stringify(bad))
@@ -390,6 +410,48 @@ await check('anon is refused every write and function of the contract (401 42501
   assert.equal(anonAccept.status, 401)
 })
 
-await a.removeAllChannels(); await a2.removeAllChannels(); await b.removeAllChannels(); await anon.removeAllChannels()
+await check('every published table sent member A changes, each with only the columns a member may select and no secret; member B and anon got no row of office A', async () => {
+  const unseen = () => published.filter((t) => !everything.some((p) => p.table === t && Object.keys(p.new ?? {}).length))
+  await until('a live change of every published table', async () => unseen().length === 0, 30000)
+    .catch((e) => { throw new Error(`${e.message}: none of ${unseen().join(', ')}`) })
+  const leaked = everything.filter((p) => JSON.stringify(p).includes(canary))
+  assert.deepEqual(leaked.map((p) => p.table), [], 'a live change carried the office file secret (canary)')
+  for (const p of everything) {
+    for (const rec of [p.new, p.old]) {
+      const extra = Object.keys(rec ?? {}).filter((k) => !readable[p.table].includes(k))
+      assert.deepEqual(extra, [], `a live ${p.eventType} of ${p.table} carried columns a member may not select`)
+    }
+  }
+  // Member B was a member of office A during check 16 (and may get rows
+  // already on their way for a poll or two after): only then.
+  const inB = (p) => p.at >= membersB.added && p.at <= membersB.removed + 2000
+  for (const [who, events, ok] of [['member B', allB.events, inB], ['anon', allAnon.events, () => false]]) {
+    const rows = events.filter((p) => (Object.keys(p.new ?? {}).length || Object.keys(p.old ?? {}).length) && !ok(p))
+    assert.deepEqual(rows.map((p) => p.table), [], `${who} got office A's rows live`)
+  }
+  const seenTables = [...new Set(everything.map((p) => p.table))].sort()
+  const errored = (evs) => evs.filter((p) => p.errors?.length).length
+  console.log(`# live changes seen by member A: ${everything.length} (${errored(everything)} with errors) on ${seenTables.join(', ')}; by member B: ${allB.events.length}; by anon: ${allAnon.events.length} (${errored(allAnon.events)} with errors, none with a row)`)
+})
+
+await check('an invited user signs up and joins: accept_office_invitations returns office A; they read it and are listed; again joins nothing', async () => {
+  const n = client(env('TOKEN_NEW'))
+  const joined = await until('the newcomer joined', async () => {
+    const { data, error } = await n.rpc('accept_office_invitations')
+    assert.equal(error, null, JSON.stringify(error))
+    return data.length > 0 && data
+  }, 30000)
+  assert.deepEqual(joined, [officeA])
+  const { data: offices } = await n.from('offices').select('id')
+  assert.deepEqual(offices.map((o) => o.id), [officeA])
+  const { data: members } = await a.rpc('list_office_members', { office_id: officeA })
+  assert.deepEqual(members.filter((m) => m.user_id === env('USER_NEW')).map((m) => [m.email, m.role]), [['newcomer@example.com', 'member']])
+  const { data: invites } = await a.from('office_invitations').select('email').eq('office_id', officeA)
+  assert.deepEqual(invites, [], 'the invitation is used up')
+  const again = await n.rpc('accept_office_invitations')
+  assert.deepEqual([again.error, again.data], [null, []])
+})
+
+await a.removeAllChannels(); await allA.c.removeAllChannels(); await allB.c.removeAllChannels(); await allAnon.c.removeAllChannels(); await b.removeAllChannels(); await anon.removeAllChannels()
 console.log(`1..${step}`)
 process.exit(failed ? 1 : 0)

@@ -73,6 +73,7 @@ type Phoenix struct {
 	dropNext int
 
 	silentHeartbeats atomic.Bool
+	firstUnanswered  atomic.Int64 // unix ns of the first heartbeat left unanswered; 0: none
 	joins            atomic.Int32
 	polls            atomic.Int64
 	delivered        atomic.Int64
@@ -95,6 +96,9 @@ type phxConn struct {
 	role           string
 	claims         map[string]any
 	subscribed     bool
+	// subsErr is why the channel's subscription fails ("Error parsing
+	// `filter` params: …"); "" when it does not.
+	subsErr string
 }
 
 type phxSub struct {
@@ -148,11 +152,20 @@ func NewPhoenix(t testing.TB, secret []byte, databaseURL string) *Phoenix {
 var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 
 // verify checks a project JWT as ChannelsAuthorization does: a valid
-// signature, then role and exp present, then exp in the future.
+// signature, then role and exp present, then exp in the future. The
+// reasons are the channel's (realtime_channel.ex join: MalformedJWT for a
+// token that is not a JWT, JwtSignatureError for a bad signature,
+// JwtSignerError for an algorithm other than HS*, which without JWKS has
+// no signer: jwt_verification.ex generate_signer).
 func (p *Phoenix) verify(token string) (map[string]any, string, error) {
 	claims, err := hs256.Verify(p.secret, token)
-	if err != nil {
-		return nil, "", fmt.Errorf("InvalidJWTToken: %v", err)
+	switch {
+	case errors.Is(err, hs256.ErrSignature):
+		return nil, "", errors.New("JwtSignatureError: Failed to validate JWT signature")
+	case errors.Is(err, hs256.ErrAlgorithm):
+		return nil, "", errors.New("JwtSignerError: Failed to generate JWT signer, check your JWT secret or JWKS configuration")
+	case err != nil:
+		return nil, "", errors.New("MalformedJWT: The token provided is not a valid JWT")
 	}
 	role, _ := claims["role"].(string)
 	exp, has, err := hs256.Exp(claims)
@@ -223,6 +236,8 @@ func (p *Phoenix) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case m.Topic == "phoenix" && m.Event == "heartbeat":
 			if !p.silentHeartbeats.Load() {
 				c.send("phoenix", "phx_reply", map[string]any{"status": "ok", "response": map[string]any{}}, m.Ref, "")
+			} else {
+				p.firstUnanswered.CompareAndSwap(0, time.Now().UnixNano())
 			}
 		case m.Event == "phx_join":
 			if !p.join(c, m) {
@@ -368,10 +383,7 @@ func (p *Phoenix) join(c *phxConn, m frame) bool {
 	if m.Topic == "realtime:" || !strings.HasPrefix(m.Topic, "realtime:") {
 		reason = "TopicNameRequired: You must provide a topic name"
 	}
-	subs, resp, subsReason := joinSubs(pl.Config.PostgresChanges, badIDs)
-	if reason == "" {
-		reason = subsReason
-	}
+	subs, resp, subsErr := joinSubs(pl.Config.PostgresChanges, badIDs)
 	if reason != "" {
 		time.Sleep(p.JoinErrorDelay) // join_error: Process.sleep(channel_error_backoff_ms())
 		c.send(m.Topic, "phx_reply", map[string]any{"status": "error", "response": map[string]any{"reason": reason}}, m.Ref, m.JoinRef)
@@ -379,7 +391,7 @@ func (p *Phoenix) join(c *phxConn, m frame) bool {
 		return !strings.HasPrefix(reason, "ClientJoinRateLimitReached")
 	}
 	p.mu.Lock()
-	c.topic, c.joinRef, c.subs, c.role, c.claims, c.token = m.Topic, m.JoinRef, subs, role, claims, token
+	c.topic, c.joinRef, c.subs, c.role, c.claims, c.token, c.subsErr = m.Topic, m.JoinRef, subs, role, claims, token, subsErr
 	if c.joinRef == "" {
 		c.joinRef = m.Ref // serializer 1.0.0 has no join_ref
 	}
@@ -408,9 +420,9 @@ func (p *Phoenix) recordJoin(token string) (reason string, badIDs bool) {
 
 // joinSubs makes a subscription of each postgres_changes binding of a
 // join, and the bindings the join reply carries (each with its id; with
-// badIDs, another table). reason is why the join is refused: the first
-// malformed filter; "" when none is.
-func joinSubs(bindings []map[string]any, badIDs bool) (subs []phxSub, resp []map[string]any, reason string) {
+// badIDs, another table). subsErr is why the subscription will fail: the
+// first malformed filter; "" when none is.
+func joinSubs(bindings []map[string]any, badIDs bool) (subs []phxSub, resp []map[string]any, subsErr string) {
 	for _, b := range bindings {
 		str := func(k string) string { s, _ := b[k].(string); return s }
 		s := phxSub{id: rand.Int64N(1 << 27), event: str("event"), schema: str("schema"), table: str("table")}
@@ -418,11 +430,10 @@ func joinSubs(bindings []map[string]any, badIDs bool) (subs []phxSub, resp []map
 			s.schema = "public"
 		}
 		fs, err := parseFilter(str("filter"))
-		if err != nil && reason == "" {
+		if err != nil && subsErr == "" {
 			// A malformed filter fails the subscription, not the join
-			// (:malformed_subscription_params); the stand-in refuses the join
-			// outright so a test sees it at once.
-			reason = "RealtimeDisabledForConfiguration: " + err.Error()
+			// (cdc_rls.ex subscription_list: :malformed_subscription_params).
+			subsErr = err.Error()
 		}
 		s.filter = fs
 		subs = append(subs, s)
@@ -438,27 +449,33 @@ func joinSubs(bindings []map[string]any, badIDs bool) (subs []phxSub, resp []map
 	if resp == nil {
 		resp = []map[string]any{}
 	}
-	return subs, resp, reason
+	return subs, resp, subsErr
 }
 
 // subscribeLater confirms the subscription asynchronously, as the
-// channel's :postgres_subscribe does once the subscription rows exist.
+// channel's :postgres_subscribe does once the subscription rows exist; a
+// malformed filter gets the system error instead, and no retry.
 func (p *Phoenix) subscribeLater(c *phxConn) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		time.Sleep(5 * time.Millisecond)
 		p.mu.Lock()
-		topic, jr := c.topic, c.joinRef
+		topic, jr, subsErr := c.topic, c.joinRef, c.subsErr
 		ok := topic != "" && p.conns[c]
-		if ok {
+		if ok && subsErr == "" {
 			c.subscribed = true
 		}
 		p.mu.Unlock()
-		if ok {
-			c.send(topic, "system", map[string]any{"extension": "postgres_changes", "status": "ok",
-				"message": "Subscribed to PostgreSQL", "channel": strings.TrimPrefix(topic, "realtime:")}, "", jr)
+		if !ok {
+			return
 		}
+		status, msg := "ok", "Subscribed to PostgreSQL"
+		if subsErr != "" {
+			status, msg = "error", subsErr
+		}
+		c.send(topic, "system", map[string]any{"extension": "postgres_changes", "status": status,
+			"message": msg, "channel": strings.TrimPrefix(topic, "realtime:")}, "", jr)
 	}()
 }
 
@@ -483,7 +500,17 @@ func (p *Phoenix) accessToken(c *phxConn, m frame) {
 	}
 	claims, role, err := p.verify(tok)
 	if err != nil {
-		msg := strings.TrimPrefix(err.Error(), "InvalidJWTToken: ")
+		// handle_in("access_token")'s else clauses: the message without
+		// its code; errors it has no clause for are inspected atoms.
+		msg := err.Error()
+		switch {
+		case strings.HasPrefix(msg, "JwtSignatureError:"):
+			msg = ":signature_error"
+		case strings.HasPrefix(msg, "JwtSignerError:"):
+			msg = ":error_generating_signer"
+		default:
+			_, msg, _ = strings.Cut(msg, ": ")
+		}
 		p.shutdown(c, msg)
 		return
 	}
@@ -655,8 +682,23 @@ func (p *Phoenix) MismatchIDs(on bool) {
 	p.badIDs = on
 }
 
-// SilentHeartbeats stops (or resumes) answering heartbeats.
-func (p *Phoenix) SilentHeartbeats(on bool) { p.silentHeartbeats.Store(on) }
+// SilentHeartbeats stops (or resumes) answering heartbeats. Turning it on
+// clears FirstUnanswered.
+func (p *Phoenix) SilentHeartbeats(on bool) {
+	if on {
+		p.firstUnanswered.Store(0)
+	}
+	p.silentHeartbeats.Store(on)
+}
+
+// FirstUnanswered returns when the first heartbeat was left unanswered
+// since SilentHeartbeats(true); the zero time if none was.
+func (p *Phoenix) FirstUnanswered() time.Time {
+	if ns := p.firstUnanswered.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
 
 // Joins returns how many joins the stand-in has received.
 func (p *Phoenix) Joins() int { return int(p.joins.Load()) }

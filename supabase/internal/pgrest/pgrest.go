@@ -906,8 +906,10 @@ func (s *Server) get(ctx context.Context, tx pgx.Tx, q *request) (result, error)
 	}
 	cr, status := contentRange(q.offset, len(rows), total, counted)
 	if status == http.StatusRequestedRangeNotSatisfiable {
+		// Response.hs: the error body, with the Content-Range header.
 		return result{}, &apiError{status: status, code: "PGRST103", message: "Requested range not satisfiable",
-			details: fmt.Sprintf("An offset of %d was requested, but there are only %d rows.", q.offset, total)}
+			details: fmt.Sprintf("An offset of %d was requested, but there are only %d rows.", q.offset, total),
+			header:  http.Header{"Content-Range": {cr}}}
 	}
 	if q.single {
 		b, err := singular(rows)

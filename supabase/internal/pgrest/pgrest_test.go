@@ -219,3 +219,69 @@ func TestRPC(t *testing.T) {
 		t.Errorf("row: %d %s; want an object with name X", status, body)
 	}
 }
+
+// TestContentRange checks Content-Range and the statuses of ranges and
+// counts against PostgREST's RangeQuery.hs (rangeStatusHeader,
+// contentRangeH): lower-upper/total, total * without count=exact, */total
+// when no row is in range, 206 for a partial range, 416 past the end.
+func TestContentRange(t *testing.T) {
+	dbURL := testenv.NewDatabase(t)
+	ctx := context.Background()
+	if err := standins.Apply(ctx, dbURL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.ApplyURL(ctx, dbURL); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, dbURL, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	get := func(method, query, prefer string) (int, string) {
+		req, _ := http.NewRequest(method, srv.URL+"/rest/v1/offices?select=id&order=name"+query, nil)
+		req.Header.Set("apikey", serviceKey)
+		req.Header.Set("Authorization", "Bearer "+serviceKey)
+		if prefer != "" {
+			req.Header.Set("Prefer", prefer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Content-Range")
+	}
+	for _, name := range []string{"A", "B", "C"} {
+		req, _ := http.NewRequest("POST", srv.URL+"/rest/v1/offices", strings.NewReader(`{"name":"`+name+`"}`))
+		req.Header.Set("apikey", serviceKey)
+		req.Header.Set("Authorization", "Bearer "+serviceKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 201 {
+			t.Fatalf("POST office %s: %v %v", name, resp, err)
+		}
+		resp.Body.Close()
+	}
+	tests := []struct {
+		method, query, prefer string
+		status                int
+		contentRange          string
+	}{
+		{"GET", "", "", 200, "0-2/*"},
+		{"GET", "", "count=exact", 200, "0-2/3"},
+		{"HEAD", "", "count=exact", 200, "0-2/3"}, // supabase-js count with head: true
+		{"GET", "&limit=1", "count=exact", 206, "0-0/3"},
+		{"GET", "&limit=1&offset=1", "count=exact", 206, "1-1/3"},
+		{"GET", "&limit=1&offset=1", "", 200, "1-1/*"},
+		{"GET", "&name=eq.none", "count=exact", 200, "*/0"},
+		{"GET", "&offset=5", "count=exact", 416, "*/3"},
+	}
+	for _, tc := range tests {
+		status, cr := get(tc.method, tc.query, tc.prefer)
+		if status != tc.status || cr != tc.contentRange {
+			t.Errorf("%s %q Prefer %q: %d Content-Range %q; want %d %q", tc.method, tc.query, tc.prefer, status, cr, tc.status, tc.contentRange)
+		}
+	}
+}

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/office-server/office-server/cluster"
+	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/server"
+)
+
+// TestConsoleOnEveryNode runs two built servers on one PostgreSQL and an
+// office of one `kind: command` agent. The node that does not run the
+// office lists it and its agent (naming the owner), and passes the agent's
+// terminal and session actions to the owner after the console's own
+// checks: no token → 401, an Origin not allowed → 403 (the owner would
+// not see that Origin: the hop replaces it); with both right, the terminal is the owner's agent and a
+// restart asked on this node restarts it on the owner.
+func TestConsoleOnEveryNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	url := testenv.NewDatabase(t)
+	bin := buildServer(t)
+	const token = "console-token-0123456789abcdef"
+	env := []string{"DATABASE_URL=" + url, "OFFICE_ADMIN_TOKEN=" + token}
+	var nodes []*serverProc
+	for range 2 {
+		n := launchServer(t, bin, append(env, "HOME="+t.TempDir()), "--data-dir", t.TempDir())
+		n.waitHealthy(t)
+		waitUntil(t, 10*time.Second, "the node up", func() bool { return strings.Contains(n.stderr.String(), "cluster node up") })
+		nodes = append(nodes, n)
+	}
+	defer func() {
+		if t.Failed() {
+			for i, n := range nodes {
+				t.Logf("node %d log:\n%s", i, n.stderr.String())
+			}
+		}
+	}()
+	api := func(n *serverProc, method, path, tok string, body, v any) int {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, _ := http.NewRequest(method, n.base+path, rd)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if v != nil && res.StatusCode < 300 {
+			if err := json.Unmarshal(b, v); err != nil {
+				t.Fatalf("%s %s: %v: %s", method, path, err, b)
+			}
+		}
+		return res.StatusCode
+	}
+
+	var o struct{ ID string }
+	if st := api(nodes[0], "POST", "/api/offices", token, map[string]any{"name": "console office"}, &o); st >= 300 {
+		t.Fatalf("create office: %d", st)
+	}
+	typed := filepath.Join(t.TempDir(), "typed")
+	agent := `echo 'c>'; while IFS= read -r l; do printf '%s\n' "$l" >> "$0"; echo 'c>'; done`
+	if st := api(nodes[0], "POST", "/api/offices/"+o.ID+"/agents", token, map[string]any{"name": "c", "role": "Command agent",
+		"launch": map[string]any{"kind": "command", "command": "/bin/sh", "args": []string{"-c", agent, typed}, "prompt_pattern": "^c>$"}}, nil); st >= 300 {
+		t.Fatalf("create agent: %d", st)
+	}
+	db, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	var owner, other *serverProc
+	waitUntil(t, 3*cluster.DefaultRenew+5*time.Second, "the office leased", func() bool {
+		var addr string
+		if db.QueryRow(context.Background(), `select n.addr from office_cluster.leases l join office_cluster.nodes n using (node_id)
+			where l.office_id = $1 and l.expires_at > now()`, o.ID).Scan(&addr) != nil {
+			return false
+		}
+		for i, n := range nodes {
+			if n.base == "http://"+addr {
+				owner, other = n, nodes[1-i]
+			}
+		}
+		return owner != nil
+	})
+	if st := api(other, "POST", "/api/offices/"+o.ID+"/agents/c/start", token, nil, nil); st >= 300 {
+		t.Fatalf("start through the other node: %d", st)
+	}
+	pid := func() int {
+		var p int32
+		_ = db.QueryRow(context.Background(), `select coalesce(pid, 0) from agent_sessions where office_id = $1 and status = 'ready'`, o.ID).Scan(&p)
+		return int(p)
+	}
+	waitUntil(t, 20*time.Second, "the agent ready on the owner", func() bool { p := pid(); return p != 0 && parentPID(p) == owner.cmd.Process.Pid })
+
+	// The other node lists the office and its agent, naming the owner.
+	var offices []struct{ ID string }
+	api(other, "GET", "/api/offices", token, nil, &offices)
+	if len(offices) != 1 || offices[0].ID != o.ID {
+		t.Errorf("offices listed by the node that does not run them: %+v", offices)
+	}
+	var agents []struct {
+		Name    string `json:"name"`
+		Session string `json:"session_status"`
+		Node    string `json:"node"`
+	}
+	api(other, "GET", "/api/offices/"+o.ID+"/agents", token, nil, &agents)
+	if len(agents) != 1 || agents[0].Session != "ready" || "http://"+agents[0].Node != owner.base {
+		t.Errorf("agents listed by the other node: %+v, want c ready on %s", agents, owner.base)
+	}
+
+	ws := "ws" + strings.TrimPrefix(other.base, "http") + "/ws/offices/" + o.ID + "/agents/c"
+	dial := func(tok, origin string) (*websocket.Conn, int) {
+		h := http.Header{}
+		if tok != "" {
+			h.Set("Authorization", "Bearer "+tok)
+		}
+		if origin != "" {
+			h.Set("Origin", origin)
+		}
+		c, res, err := websocket.DefaultDialer.Dial(ws, h)
+		if err != nil {
+			if res == nil {
+				t.Fatalf("dial %s: %v", ws, err)
+			}
+			return nil, res.StatusCode
+		}
+		return c, http.StatusSwitchingProtocols
+	}
+	for _, c := range []struct {
+		name, tok, origin string
+		want              int
+	}{
+		{"no token", "", other.base, http.StatusUnauthorized},
+		{"a wrong token", "not-the-token-0123456789abcdef", other.base, http.StatusUnauthorized},
+		{"another site's Origin", token, "https://evil.example", http.StatusForbidden},
+	} {
+		if conn, st := dial(c.tok, c.origin); st != c.want {
+			if conn != nil {
+				conn.Close()
+			}
+			t.Errorf("terminal through the other node with %s: %d, want %d", c.name, st, c.want)
+		}
+	}
+	if st := api(other, "POST", "/api/offices/"+o.ID+"/agents/c/restart", "", nil, nil); st != http.StatusUnauthorized {
+		t.Errorf("restart through the other node without a token: %d, want 401", st)
+	}
+
+	conn, st := dial(token, other.base)
+	if conn == nil {
+		t.Fatalf("terminal through the other node: %d", st)
+	}
+	defer conn.Close()
+	out := make(chan string, 256)
+	go func() {
+		defer close(out)
+		for {
+			_, p, err := conn.ReadMessage()
+			if err != nil {
+				return
+			}
+			if len(p) > 0 && p[0] == server.FrameOutput {
+				out <- string(p[1:])
+			}
+		}
+	}()
+	var screen strings.Builder
+	for deadline := time.After(10 * time.Second); !strings.Contains(screen.String(), "c>"); {
+		select {
+		case s, ok := <-out:
+			if !ok {
+				t.Fatalf("terminal closed; got %q", screen.String())
+			}
+			screen.WriteString(s)
+		case <-deadline:
+			t.Fatalf("no terminal output through the other node; got %q", screen.String())
+		}
+	}
+	for _, f := range [][]byte{{server.FrameTake}, append([]byte{server.FrameInput}, "through-the-other-node\r"...)} {
+		if err := conn.WriteMessage(websocket.BinaryMessage, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 10*time.Second, "the line typed into the owner's agent", func() bool {
+		b, _ := os.ReadFile(typed)
+		return strings.Contains(string(b), "through-the-other-node")
+	})
+
+	before := pid()
+	if st := api(other, "POST", "/api/offices/"+o.ID+"/agents/c/restart", token, nil, nil); st >= 300 {
+		t.Fatalf("restart through the other node: %d", st)
+	}
+	waitUntil(t, 20*time.Second, "the agent restarted on the owner", func() bool {
+		p := pid()
+		return p != 0 && p != before && parentPID(p) == owner.cmd.Process.Pid
+	})
+	for _, n := range nodes {
+		n.stop(t)
+	}
+}
