@@ -608,8 +608,8 @@ func interruptedText(a office.Agent, q office.Question) string {
 // sweepPermissions makes final the pending permission questions of an
 // office (of one agent when agentID is set) that no hook of this server
 // waits for: a server that stopped while they waited took their agents
-// down with it (the agents' keepers end them), and an agent that crashed
-// or was stopped took its hook along, so those requests are gone. Called
+// down with it (the keeper's watchdog ends them), and an agent that
+// crashed or was stopped took its hook along, so those requests are gone. Called
 // when the office is taken, before its agents start, and when an agent's
 // session starts. One whose timeout passed meanwhile is expired (the
 // sweeper's expiredPermission tells the agent); any other is cancelled, only while still pending (a person's

@@ -43,9 +43,9 @@ func (r Rule) what() string {
 var defaultRulesText string
 
 // DefaultRules returns the built-in rules, read from content_rules.txt.
-// They are compiled on first use, not at start: every agent's keeper is
-// this program too, and compiled at init they were a tenth of its
-// private memory (issue 17).
+// They are compiled on first use, not at start: the keeper (`keeper
+// exec` before each agent, and the watchdog) is this program too, and
+// compiled at init they were a tenth of its private memory (issue 17).
 func DefaultRules() []Rule { return defaultRules() }
 
 var defaultRules = sync.OnceValue(func() []Rule { return mustRules(defaultRulesText) })

@@ -50,7 +50,6 @@ type commandDriver struct {
 	dialogAt  time.Time      // an approval dialog has been on screen since (locked)
 	probeOut  time.Time      // the output after which readingTerminal was asked (locked)
 	probes    int            // how many times (of probeAfter), after probeOut (locked)
-	agentPID  int            // the keeper's child, once readingTerminal found it (locked)
 	textSeq   int            // worker-owned
 }
 
@@ -118,7 +117,6 @@ func (d *commandDriver) started(spec Spec, _ *Info) {
 		d.prompt = regexp.MustCompile(spec.PromptPattern) // checked by checkCommand
 	}
 	d.typing = keyLine{}
-	d.agentPID = 0
 }
 
 func (d *commandDriver) output(p []byte) { d.lines.write(p) }
@@ -210,15 +208,6 @@ func (d *commandDriver) idleWake() time.Duration {
 		return p
 	}
 	return untilDue(now, due)
-}
-
-// keeperPID is the keeper's pid when the agent runs under one, else 0.
-// Locked.
-func (d *commandDriver) keeperPID() int {
-	if len(d.s.m.opts.Keeper) == 0 {
-		return 0
-	}
-	return d.s.p.cmd.Process.Pid
 }
 
 // resume: a CLI restarts blank; nothing to carry over.
@@ -382,7 +371,7 @@ func (d *commandDriver) texts(now time.Time, st Status) []Text {
 	}
 	// Not while a person has a line half typed at the prompt (the
 	// console): the program reads it then too, and the turn goes on.
-	if !settled && (len(d.typing.line) > 0 || !lineInput(d.lines.scr, lastRow) || !readingTerminal(s.p.pty, d.keeperPID(), &d.agentPID)) {
+	if !settled && (len(d.typing.line) > 0 || !lineInput(d.lines.scr, lastRow) || !readingTerminal(s.p.pty)) {
 		return texts
 	}
 	d.lines.turnEnd(skip)

@@ -2,60 +2,54 @@ package session
 
 import (
 	"fmt"
-	"os"
+	"log/slog"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
-	"time"
 )
 
 // An agent's process tree must end with its session, also when the server
 // is killed (issue 12, break 9): signalling the agent's process group misses
 // descendants that called setsid or ignore SIGHUP, and a killed server
-// signals nothing. So, when Options.Keeper names it, every agent runs under
-// a keeper (RunKeeper; `office-server keeper`): a small process between
-// the server and the agent that is a child subreaper (every orphaned
-// descendant of the agent becomes its child, so it can always find them)
-// and kills the whole tree when the agent exits, when the session stops it,
-// or when the server dies — which it learns from a pipe whose only write
-// end the server holds (EOF: the kernel closed it with the server).
+// signals nothing. When Options.Keeper names the keeper (RunKeeper;
+// `office-server keeper`), three things see to it, and none of them is a
+// process per agent (issue 17: a Go keeper per agent took 6–8 threads, and
+// at about 4,000 agents the threads used up kernel.pid_max):
+//
+//   - The agent starts as a child subreaper: the server runs `keeper exec
+//     -- command args`, which sets PR_SET_CHILD_SUBREAPER and then execs
+//     the command in its own place (the flag survives execve). While the
+//     agent lives, every orphan of its tree (a daemon, a setsid'd
+//     grandchild) becomes its child, so the whole tree stays below it.
+//     With `user:` it changes to the agent's user before the exec.
+//   - The server is a child subreaper too. When an agent ends, what is
+//     left of its tree becomes the server's child, outside the server's
+//     own session: reaper.sweep kills it, with its descendants, and reaps
+//     it.
+//   - One watchdog per server (`keeper watch`) is told every agent's pid
+//     with a copy of its terminal's master, over a socket whose other end
+//     only the server holds. When the server dies, even by SIGKILL, the
+//     socket ends: the watchdog stops every agent's tree (SIGSTOP, so none
+//     can fork), then kills it. Its copies of the masters keep the
+//     terminals from hanging up meanwhile: an agent killed by that SIGHUP
+//     would leave its orphans to init before the watchdog could see them.
 
-// keeperUnset, as the keeper's --gomaxprocs, removes GOMAXPROCS from the
-// agent's environment.
-const keeperUnset = "unset"
-
-// keeperFD is the keeper's descriptor for the read end of the server's
-// life pipe (the first of exec.Cmd.ExtraFiles).
-const keeperFD = 3
-
-// The server's life pipe: the write end stays open, unused, for the life of
-// the process; keepers get the read end.
-var (
-	lifeOnce sync.Once
-	lifeR    *os.File
-	//lint:ignore U1000 only held: while it is reachable its finalizer cannot close the write end
-	lifeW   *os.File
-	lifeErr error
+// The keeper's modes: its first argument.
+const (
+	keeperExec  = "exec"
+	keeperWatch = "watch"
 )
 
-// keep makes cmd run under the keeper named by argv (Options.Keeper), if
-// any: `argv... --grace D [--uid U --gid G --groups g,h] --gomaxprocs V
-// -- command args...`, with the read end of the server's life pipe as descriptor 3.
-// cred, if set, is the agent's user: the keeper stays the server's (so the
-// agent cannot end it and escape) and starts the agent as cred; without a
-// keeper, cmd itself runs as cred.
-func keep(cmd *exec.Cmd, argv []string, grace time.Duration, cred *syscall.Credential) error {
+// keep makes cmd start through the keeper named by argv (Options.Keeper),
+// if any: `argv... exec [--uid U --gid G --groups g,h] -- command
+// args...`. cred, if set, is the agent's user: the keeper becomes that
+// user just before it execs the command (it is this program, which that
+// user may not be allowed to run); without a keeper, cmd itself starts as
+// cred. log gets the watchdog's troubles.
+func keep(cmd *exec.Cmd, argv []string, cred *syscall.Credential, log *slog.Logger) error {
 	if cmd.Err != nil {
 		return cmd.Err // the command itself cannot be found: say so now
-	}
-	if len(argv) > 0 {
-		// The keeper would start, and its child fail: check the command
-		// here, so a missing one is a failed start, not a crash loop.
-		if _, err := exec.LookPath(cmd.Path); err != nil {
-			return err
-		}
 	}
 	if len(argv) == 0 {
 		if cred != nil {
@@ -66,27 +60,15 @@ func keep(cmd *exec.Cmd, argv []string, grace time.Duration, cred *syscall.Crede
 		}
 		return nil
 	}
-	lifeOnce.Do(func() {
-		lifeR, lifeW, lifeErr = os.Pipe()
-	})
-	if lifeErr != nil {
-		return fmt.Errorf("keeper pipe: %w", lifeErr)
+	// The keeper would start, and its exec fail: check the command here,
+	// so a missing one is a failed start, not a crash loop.
+	if _, err := exec.LookPath(cmd.Path); err != nil {
+		return err
 	}
-	args := append(append([]string{}, argv[1:]...), "--grace", grace.String())
-	// The keeper has one thing at a time to do: started with GOMAXPROCS=1
-	// its Go runtime takes 0.2 MB less private memory (measured: 1.98 →
-	// 1.76 MB a keeper). The agent gets the value it was given, or none
-	// (--gomaxprocs).
-	env := cmd.Env
-	if env == nil {
-		env = os.Environ()
+	if err := reaper.enable(argv, log); err != nil {
+		return fmt.Errorf("keeper: %w", err)
 	}
-	agent, ok := lookup(env, "GOMAXPROCS")
-	if !ok {
-		agent = keeperUnset
-	}
-	cmd.Env = setEnv(env, "GOMAXPROCS", "1")
-	args = append(args, "--gomaxprocs", agent)
+	args := append(append([]string{}, argv[1:]...), keeperExec)
 	if cred != nil {
 		groups := make([]string, len(cred.Groups))
 		for i, g := range cred.Groups {
@@ -98,6 +80,5 @@ func keep(cmd *exec.Cmd, argv []string, grace time.Duration, cred *syscall.Crede
 	args = append(args, cmd.Args[1:]...)
 	k := exec.Command(argv[0], args...)
 	cmd.Path, cmd.Args, cmd.Err = k.Path, k.Args, k.Err
-	cmd.ExtraFiles = []*os.File{lifeR}
 	return nil
 }

@@ -5,6 +5,8 @@ package session
 import (
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 )
 
 // RunKeeper is Linux only (it needs a child subreaper); elsewhere the
@@ -16,3 +18,21 @@ func RunKeeper(args []string, stderr io.Writer) int {
 
 // KeeperSupported reports whether RunKeeper works here.
 const KeeperSupported = false
+
+// reaper: without a keeper, only the bookkeeping of agents' processes.
+var reaper reaperState
+
+type reaperState struct{}
+
+func (reaperState) enable([]string, *slog.Logger) error {
+	return fmt.Errorf("not supported on this system")
+}
+
+func (reaperState) start(fork func() (int, *os.File, error)) error {
+	_, _, err := fork()
+	return err
+}
+
+func (reaperState) ended(int) {}
+
+func (reaperState) sweep() {}

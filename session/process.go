@@ -54,16 +54,24 @@ func (s *Session) launch() error {
 	cmd.Dir = spec.Dir
 	cred, err := runAs(cmd, spec)
 	if err == nil {
-		err = keep(cmd, s.m.opts.Keeper, s.m.opts.StopGrace, cred)
+		err = keep(cmd, s.m.opts.Keeper, cred, s.m.opts.Logger)
 	}
 	if err != nil {
 		return s.launchFailed(spec, err)
 	}
-	ptmx, err := s.m.startPTY(cmd, &pty.Winsize{Cols: uint16(spec.Cols), Rows: uint16(spec.Rows)})
+	var ptmx *os.File
+	err = reaper.start(func() (int, *os.File, error) {
+		var err error
+		ptmx, err = s.m.startPTY(cmd, &pty.Winsize{Cols: uint16(spec.Cols), Rows: uint16(spec.Rows)})
+		if err != nil {
+			return 0, nil, err
+		}
+		ptmx = pollablePTY(ptmx)
+		return cmd.Process.Pid, ptmx, nil
+	})
 	if err != nil {
 		return s.launchFailed(spec, ptyError(err))
 	}
-	ptmx = pollablePTY(ptmx)
 	p := &proc{cmd: cmd, pty: ptmx, exited: make(chan struct{}), readerDone: make(chan struct{}), started: time.Now()}
 	s.mu.Lock()
 	s.p = p
@@ -84,8 +92,14 @@ func (s *Session) launch() error {
 	report()
 	go s.read(p)
 	go func() {
-		_ = awaitExit(cmd.Process.Pid) // parked on the poller; else Wait blocks
+		pid := cmd.Process.Pid
+		_ = awaitExit(pid) // parked on the poller; else Wait blocks
 		p.waitErr = cmd.Wait()
+		// What the agent left is this process's child by now: end it
+		// before the agent is forgotten (then the sweep would no longer
+		// know it for an agent's, and the watchdog never did).
+		reaper.sweep()
+		reaper.ended(pid)
 		close(p.exited)
 		s.poke()
 	}()
@@ -135,13 +149,9 @@ func (s *Session) terminate(p *proc) {
 	pgid := -p.cmd.Process.Pid
 	_ = syscall.Kill(pgid, syscall.SIGHUP)
 	_ = syscall.Kill(pgid, syscall.SIGTERM)
-	grace := s.m.opts.StopGrace
-	if len(s.m.opts.Keeper) > 0 {
-		grace += time.Second // the keeper kills the tree after StopGrace
-	}
 	select {
 	case <-p.exited:
-	case <-time.After(grace):
+	case <-time.After(s.m.opts.StopGrace):
 		_ = syscall.Kill(pgid, syscall.SIGKILL)
 		<-p.exited
 	}

@@ -80,7 +80,7 @@ func procLimitText(pidMax, threadsMax, nproc int) string {
 	if nproc >= 0 {
 		fmt.Fprintf(&b, "; this user may run %d (ulimit -u)", nproc)
 	}
-	b.WriteString(". Each agent is its program and a keeper process of a few threads. Stop agents or raise the limit (sysctl kernel.pid_max, ulimit -u)")
+	b.WriteString(". Each agent takes as many as its own program (the server adds none per agent). Stop agents or raise the limit (sysctl kernel.pid_max, ulimit -u)")
 	return b.String()
 }
 

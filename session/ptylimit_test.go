@@ -124,7 +124,7 @@ func TestProcessLimitReported(t *testing.T) {
 	if !errors.Is(err, ErrNoProcess) || errors.Is(err, ErrNoPTY) || !errors.Is(err, syscall.EAGAIN) {
 		t.Errorf("ptyError(EAGAIN) = %v: want ErrNoProcess (and EAGAIN), not ErrNoPTY", err)
 	}
-	if got, want := procLimitText(32768, 192730, 96365), "no process left (fork: resource temporarily unavailable): the system's processes and threads have reached a limit; every thread takes a pid below 32768 (/proc/sys/kernel/pid_max); at most 192730 threads (/proc/sys/kernel/threads-max); this user may run 96365 (ulimit -u). Each agent is its program and a keeper process of a few threads. Stop agents or raise the limit (sysctl kernel.pid_max, ulimit -u)"; got != want {
+	if got, want := procLimitText(32768, 192730, 96365), "no process left (fork: resource temporarily unavailable): the system's processes and threads have reached a limit; every thread takes a pid below 32768 (/proc/sys/kernel/pid_max); at most 192730 threads (/proc/sys/kernel/threads-max); this user may run 96365 (ulimit -u). Each agent takes as many as its own program (the server adds none per agent). Stop agents or raise the limit (sysctl kernel.pid_max, ulimit -u)"; got != want {
 		t.Errorf("procLimitText:\n got %s\nwant %s", got, want)
 	}
 	if other := errors.New("exec: not found"); ptyError(other) != other {

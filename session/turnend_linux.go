@@ -24,12 +24,12 @@ const maxProbeThreads = 64
 
 // readingTerminal reports whether the agent is asleep waiting for a line
 // from its terminal: the leader of the terminal's foreground process group
-// (below the keeper, keeper's pid, when that is the leader: its only
-// child, remembered in *child) has every thread asleep (state S) and one of them in a read of
-// this terminal (/proc/PID/task/TID/syscall: read or readv on a
-// descriptor that is the terminal). Any doubt (an error, an unknown
-// architecture, another user's process) is false.
-func readingTerminal(ptmx *os.File, keeper int, child *int) bool {
+// (under the keeper too: it execs the agent in its own place) has every
+// thread asleep (state S) and one of them in a read of this terminal
+// (/proc/PID/task/TID/syscall: read or readv on a descriptor that is the
+// terminal). Any doubt (an error, an unknown architecture, another user's
+// process) is false.
+func readingTerminal(ptmx *os.File) bool {
 	if len(readSyscalls) == 0 {
 		return false
 	}
@@ -49,39 +49,7 @@ func readingTerminal(ptmx *os.File, keeper int, child *int) bool {
 	if pgrp <= 0 || ptn < 0 {
 		return false
 	}
-	if pgrp == keeper {
-		if *child <= 0 {
-			*child = onlyChild(keeper)
-		}
-		if pgrp = *child; pgrp <= 0 {
-			return false
-		}
-	}
 	return threadsReading(pgrp, "/dev/pts/"+strconv.Itoa(ptn))
-}
-
-// onlyChild returns the one child of pid (from its threads' children
-// lists), or 0 when it has none or several.
-func onlyChild(pid int) int {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
-	tids, err := os.ReadDir(dir)
-	if err != nil || len(tids) > maxProbeThreads {
-		return 0
-	}
-	child := 0
-	for _, t := range tids {
-		b, err := os.ReadFile(dir + t.Name() + "/children")
-		if err != nil {
-			return 0
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if child != 0 {
-				return 0
-			}
-			child, _ = strconv.Atoi(f)
-		}
-	}
-	return child
 }
 
 // threadsReading reports whether every thread of pid sleeps and one is in

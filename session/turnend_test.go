@@ -4,7 +4,6 @@ package session
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,14 +11,13 @@ import (
 
 // TestPromptReadEndsTurn: a program asleep reading its terminal under its
 // prompt has ended its turn: the turn's words come at once, not after the
-// quiescence period (2 s here). With and without the keeper (whose child,
-// not itself, reads the terminal).
+// quiescence period (2 s here). With and without the keeper.
 func TestPromptReadEndsTurn(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		o    Options
 		env  []string
-	}{{"plain", Options{}, nil}, {"keeper", Options{Keeper: []string{os.Args[0]}}, []string{keeperEnv}}} {
+	}{{"plain", Options{}, nil}, {"keeper", Options{Keeper: testKeeper}, nil}} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkGoroutines(t)
 			r := newRecorder()

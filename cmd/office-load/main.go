@@ -3,8 +3,8 @@
 // (launch kind command: this program's `agent` mode) on each store, answers
 // their questions from its own connection to the database (another
 // process, as a frontend's backend or a script), and prints a table: time
-// until every agent is ready, CPU at idle (the server's, and its keepers'
-// and agents'), RSS, goroutines, threads, answer committed → text in the
+// until every agent is ready, CPU at idle (the server's, and its agents'
+// and the keeper's watchdog's), RSS, goroutines, threads, answer committed → text in the
 // agent's PTY and → Enter (p50/p99, one at a time), INVOKE printed by one
 // agent → the task entered in another (p50/p99, one at a time), a burst
 // of N answers (messages per second, server CPU per message, commit →
@@ -150,7 +150,7 @@ func printTable(w io.Writer, rs []result, repeat int) {
 		fmt.Fprintf(w, "each row: the median of %d runs per column (Enter early: the sum)\n", repeat)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| store | agents | ready | idle CPU server / keepers+agents | RSS | goroutines | threads | commit → typed p50/p99 | commit → Enter p50/p99 | Enter early | burst msg/s | CPU/msg | burst Enter p50/p99 | INVOKE printed → task Enter p50/p99 | invocation row → task Enter p50/p99 | DB tx/s idle |")
+	fmt.Fprintln(w, "| store | agents | ready | idle CPU server / agents | RSS | goroutines | threads | commit → typed p50/p99 | commit → Enter p50/p99 | Enter early | burst msg/s | CPU/msg | burst Enter p50/p99 | INVOKE printed → task Enter p50/p99 | invocation row → task Enter p50/p99 | DB tx/s idle |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
 		fmt.Fprintf(w, "| %s | %d (%s) | %s | %.2f%% / %.2f%% | %.0f MB | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",

@@ -78,7 +78,7 @@ func procStatFields(pid int) ([]string, error) {
 }
 
 // treeCPU returns the CPU time used by every live process below root
-// (the agents and their keepers), and how many there are.
+// (the agents and the keeper's watchdog), and how many there are.
 func treeCPU(root int) (time.Duration, int) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {

@@ -41,7 +41,7 @@ type result struct {
 	N                    int
 	Started              int // agents running (ready) at the end of start-up
 	Ready                time.Duration
-	IdleCPU, IdleTreeCPU float64 // share of one core: server; keepers and agents
+	IdleCPU, IdleTreeCPU float64 // share of one core: server; agents and the watchdog
 	RSSMB                float64
 	Goroutines, Threads  int
 	Typed, Enter         [2]time.Duration // p50, p99 commit → text in the PTY, → Enter
@@ -226,7 +226,7 @@ func (d *drive) startUp(ctx context.Context, t0 time.Time) error {
 			d.res.Ready = time.Since(t0)
 			_, detail, _ := d.sessionCount(ctx)
 			d.res.PTYMax, d.res.PTYUsed = ptyLimit()
-			d.res.Note = fmt.Sprintf("%d of %d agents ready after %s; %s; server log ends: %s", n, d.c.N, d.res.Ready.Round(time.Second), detail, lastLines(d.srv.logs.String(), 5))
+			d.res.Note = fmt.Sprintf("%d of %d agents ready after %s; %s; %s; server log ends: %s", n, d.c.N, d.res.Ready.Round(time.Second), detail, d.failedAgent(ctx), lastLines(d.srv.logs.String(), 5))
 			return nil
 		}
 		select {
@@ -239,6 +239,26 @@ func (d *drive) startUp(ctx context.Context, t0 time.Time) error {
 	}
 	d.res.PTYMax, d.res.PTYUsed = ptyLimit()
 	return nil
+}
+
+// failedAgent says why one failed agent failed (its session detail) and
+// what the API answers when asked to start it again.
+func (d *drive) failedAgent(ctx context.Context) string {
+	var agents []agentStatus
+	if err := d.srv.get(ctx, "/api/offices/"+d.officeID+"/agents", &agents); err != nil {
+		return err.Error()
+	}
+	for _, a := range agents {
+		if a.Session != office.SessionFailed {
+			continue
+		}
+		again := "accepted"
+		if err := d.srv.post(ctx, "/api/offices/"+d.officeID+"/agents/"+a.Name+"/start", struct{}{}); err != nil {
+			again = err.Error() // POST …: 503 {"error": …}
+		}
+		return fmt.Sprintf("agent %s failed: %q; starting it again: %s", a.Name, a.Detail, again)
+	}
+	return "no agent failed"
 }
 
 // readyCount counts ready agents: load agents with a question pending
@@ -279,8 +299,8 @@ func (d *drive) sessionCount(ctx context.Context) (int, string, error) {
 	return by[office.SessionReady], "sessions: " + strings.Join(parts, ", "), nil
 }
 
-// idle measures the server at rest: CPU (its own, and its keepers' and
-// agents'), memory, goroutines, threads, database transactions.
+// idle measures the server at rest: CPU (its own, and its agents' and
+// the watchdog's), memory, goroutines, threads, database transactions.
 func (d *drive) idle(ctx context.Context, be *backend) {
 	time.Sleep(d.c.Settle) // let the start-up's last turns settle
 	prof := d.stage("idle")

@@ -56,8 +56,8 @@ func startServer(bin, officeFile, dataDir, logFile string, env []string) (*serve
 		cmd.Stderr = io.MultiWriter(p.logs, logTo)
 	}
 	// The driver killed outright (SIGKILL, a test's timeout) takes the
-	// server with it; its keepers end their agents when its life pipe
-	// closes. Without this a killed run leaves N agents running.
+	// server with it; the keeper's watchdog ends its agents when its
+	// socket closes. Without this a killed run leaves N agents running.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
@@ -166,6 +166,7 @@ func (p *serverProc) metric(ctx context.Context, name string) float64 {
 type agentStatus struct {
 	Name    string `json:"name"`
 	Session string `json:"session_status"`
+	Detail  string `json:"session_detail"`
 }
 
 // officeID returns the id of the server's only office.

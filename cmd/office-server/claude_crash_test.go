@@ -141,8 +141,8 @@ agents:
 	if dev.PID == 0 {
 		t.Fatalf("dev's session has no pid: %+v", dev)
 	}
-	// The session's process is the agent's keeper; its process group is
-	// the agent: kill them all at once, as a crash of the agent would.
+	// The session's process is the agent (the keeper execs it in its own
+	// place); kill its process group at once, as a crash of the agent would.
 	if err := syscall.Kill(-dev.PID, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill dev (pid %d): %v", dev.PID, err)
 	}

@@ -209,7 +209,7 @@ func launchServer(t *testing.T, bin string, env []string, args ...string) *serve
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	// Its own process group, killed whole by the cleanup; and killed with
 	// the test binary should that die first (a timeout), so that no server
-	// outlives its test (its agents end with it: the keeper's life pipe).
+	// outlives its test (its agents end with it: the keeper's watchdog).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

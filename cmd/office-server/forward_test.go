@@ -233,7 +233,7 @@ agents:
 	f.p.waitHealthy(t)
 	t.Cleanup(func() {
 		// A clean stop ends the agents before the test's directories go
-		// (after a kill, their keepers end them a moment later).
+		// (after a kill, the keeper's watchdog ends them a moment later).
 		f.p.stop(t)
 		if t.Failed() {
 			t.Logf("server log:\n%s", f.p.stderr.String())

@@ -6,11 +6,11 @@ import (
 	"github.com/office-server/office-server/session"
 )
 
-// The hidden "keeper" subcommand (session.RunKeeper) runs between the
-// server and each agent, so that the agent's whole process tree ends with
-// its session and with the server, even a killed one (issue 12, break 9).
-// It is dispatched before anything else: its exit code and its signals are
-// the agent's.
+// The hidden "keeper" subcommand (session.RunKeeper) makes each agent a
+// child subreaper before it execs the agent (`keeper exec`), and is the
+// server's one watchdog (`keeper watch`), so that the agent's whole process
+// tree ends with its session and with the server, even a killed one (issue
+// 12, break 9). It is dispatched before anything else.
 func keeperMain(args []string) (code int, ok bool) {
 	if len(args) == 0 || args[0] != "keeper" {
 		return 0, false

@@ -14,14 +14,21 @@ import (
 // TestAgentTreeEndsWithServer (issue 12, break 9): an agent starts a
 // grandchild that calls setsid and ignores SIGHUP and SIGTERM. When the
 // built server is SIGKILLed, the keeper it runs every agent under still
-// ends that grandchild and the agent; when the server stops cleanly, too.
+// ends that grandchild and the agent; when the server stops cleanly, too;
+// and when the watchdog was killed before the server (the server starts
+// another, which learns the agents running).
 func TestAgentTreeEndsWithServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
 	bin := buildServer(t)
-	for _, how := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
-		t.Run(how.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		how          syscall.Signal
+		killWatchdog bool
+	}{{"SIGKILL", syscall.SIGKILL, false}, {"SIGTERM", syscall.SIGTERM, false}, {"SIGKILL after the watchdog's", syscall.SIGKILL, true}} {
+		how := tc.how
+		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			pidFile := filepath.Join(dir, "grandchild.pid")
 			agentPidFile := filepath.Join(dir, "agent.pid")
@@ -36,6 +43,13 @@ func TestAgentTreeEndsWithServer(t *testing.T) {
 			grandchild, agent := readPid(t, pidFile), readPid(t, agentPidFile)
 			if !alive(grandchild) || !alive(agent) {
 				t.Fatalf("grandchild %d or agent %d not running", grandchild, agent)
+			}
+			if tc.killWatchdog {
+				old := watchdog(t, p.cmd.Process.Pid, "")
+				if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("watchdog %d killed; the server started %d", old, watchdog(t, p.cmd.Process.Pid, strconv.Itoa(old)))
 			}
 			if err := p.cmd.Process.Signal(how); err != nil {
 				t.Fatal(err)
@@ -83,4 +97,25 @@ func alive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// watchdog waits for the server's watchdog (other than the pid not) and
+// returns its pid.
+func watchdog(t *testing.T, server int, not string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if pid := childWith(server, "keeper\x00watch\x00"); pid != "" && pid != not && alive(atoi(pid)) {
+			return atoi(pid)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no watchdog below the server %d", server)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
