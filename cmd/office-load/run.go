@@ -41,7 +41,8 @@ type result struct {
 	N                    int
 	Started              int // agents running (ready) at the end of start-up
 	Ready                time.Duration
-	IdleCPU, IdleTreeCPU float64 // share of one core: server; agents and the watchdog
+	StartCPU             time.Duration // the server's CPU from its start until every agent was ready
+	IdleCPU, IdleTreeCPU float64       // share of one core: server; agents and the watchdog
 	RSSMB                float64
 	Goroutines, Threads  int
 	Typed, Enter         [2]time.Duration // p50, p99 commit → text in the PTY, → Enter
@@ -215,6 +216,7 @@ func (d *drive) startUp(ctx context.Context, t0 time.Time) error {
 		d.res.Started = n
 		if n == d.c.N {
 			d.res.Ready = time.Since(t0)
+			d.res.StartCPU, _ = procCPU(d.srv.pid())
 			break
 		}
 		if n != last {

@@ -33,6 +33,7 @@ func median(rs []result) result {
 		return v[len(v)/2]
 	}
 	out.Ready = dur(func(r result) time.Duration { return r.Ready })
+	out.StartCPU = dur(func(r result) time.Duration { return r.StartCPU })
 	out.IdleCPU = num(func(r result) float64 { return r.IdleCPU })
 	out.IdleTreeCPU = num(func(r result) float64 { return r.IdleTreeCPU })
 	out.RSSMB = num(func(r result) float64 { return r.RSSMB })
@@ -85,32 +86,51 @@ func printScaling(w io.Writer, rows []result, runs map[[2]string][]result) {
 		if len(rs) < 2 {
 			continue
 		}
-		var start, cpu []string
-		var first, last float64
-		for i := 1; i < len(rs); i++ {
-			a, b := rs[i-1], rs[i]
-			v := perAgent(a, b)
-			if i == 1 {
-				first = v
-			}
-			last = v
-			start = append(start, fmt.Sprintf("%d→%d %.2f ms%s", a.N, b.N, v, spread(runs, a, b, perAgent)))
-		}
+		start, ratio := steps(rs, runs, perAgent)
+		startCPU, ratioCPU := steps(rs, runs, cpuPerAgent)
+		var cpu []string
 		for _, r := range rs {
 			if r.BurstRate > 0 {
 				cpu = append(cpu, fmt.Sprintf("%d: %.3f ms%s", r.N, ms(r.BurstCPU), spread(runs, r, r, func(_, x result) float64 { return ms(x.BurstCPU) })))
 			}
 		}
-		fmt.Fprintf(w, "%s: start-up per extra agent %s", st, strings.Join(start, ", "))
-		if len(start) > 1 {
-			fmt.Fprintf(w, " (×%.2f)", last/first)
-		}
+		fmt.Fprintf(w, "%s: start-up per extra agent %s%s; the server's CPU in it %s%s", st, strings.Join(start, ", "), ratio, strings.Join(startCPU, ", "), ratioCPU)
 		fmt.Fprintf(w, "; server CPU per burst message %s", strings.Join(cpu, ", "))
 		if lo, hi := rs[0], rs[len(rs)-1]; lo.BurstRate > 0 && hi.BurstRate > 0 {
 			fmt.Fprintf(w, " (×%.2f from %d to %d)", ms(hi.BurstCPU)/ms(lo.BurstCPU), lo.N, hi.N)
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// steps gives f between consecutive sizes ("10→200 8.27 ms", with the
+// runs' range) and, for more than one step, the last over the first.
+func steps(rs []result, runs map[[2]string][]result, f func(a, b result) float64) ([]string, string) {
+	var out []string
+	var first, last float64
+	for i := 1; i < len(rs); i++ {
+		a, b := rs[i-1], rs[i]
+		v := f(a, b)
+		if i == 1 {
+			first = v
+		}
+		last = v
+		out = append(out, fmt.Sprintf("%d→%d %.2f ms%s", a.N, b.N, v, spread(runs, a, b, f)))
+	}
+	if len(out) < 2 || first == 0 {
+		return out, ""
+	}
+	return out, fmt.Sprintf(" (×%.2f)", last/first)
+}
+
+// cpuPerAgent is the server CPU each agent from a.N to b.N added to the
+// start-up, in ms: the server's own cost, apart from the machine's other
+// work (over Supabase, the stand-in in the driver's process).
+func cpuPerAgent(a, b result) float64 {
+	if b.N == a.N {
+		return 0
+	}
+	return ms(b.StartCPU-a.StartCPU) / float64(b.N-a.N)
 }
 
 // perAgent is the start-up time each agent from a.N to b.N added, in ms.
