@@ -136,7 +136,7 @@ func (s *Store) rpc(ctx context.Context, op, fn string, args map[string]any, out
 	req.Header.Set("Authorization", "Bearer "+s.key)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Transport: s.conn}).Do(req)
 	if err != nil {
 		return wrap(op, nil, err)
 	}

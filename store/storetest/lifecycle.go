@@ -124,7 +124,35 @@ func testAgents(t *testing.T, fx *fixture) {
 	}
 
 	testAgentNameConflicts(t, fx)
+	testAgentNameWildcards(t, fx)
 	testAgentListStatusDelete(t, fx, a)
+}
+
+// testAgentNameWildcards: a name holding '_' (LIKE's one-character
+// wildcard) finds only the agent of that name: "qa_1" beside "qaX1" is a
+// new agent, and "QA_1" is "qa_1".
+func testAgentNameWildcards(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	x, err := s.UpsertAgent(ctx, office.Agent{OfficeID: fx.office.ID, Name: "qaX1", Role: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := s.UpsertAgent(ctx, office.Agent{OfficeID: fx.office.ID, Name: "qa_1", Role: "underscore"})
+	if err != nil || u.ID == x.ID {
+		t.Fatalf("UpsertAgent(qa_1) beside qaX1 = %+v, %v; want a new agent", u, err)
+	}
+	again, err := s.UpsertAgent(ctx, office.Agent{OfficeID: fx.office.ID, Name: "QA_1", Role: "again"})
+	if err != nil || again.ID != u.ID {
+		t.Fatalf("UpsertAgent(QA_1) = %+v, %v; want agent %s (qa_1)", again, err, u.ID)
+	}
+	if got, err := s.GetAgent(ctx, x.ID); err != nil || got.Role != "x" {
+		t.Errorf("qaX1 after the upserts of qa_1 = %+v, %v; want untouched", got, err)
+	}
+	for _, id := range []string{x.ID, u.ID} {
+		if err := s.DeleteAgent(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // testAgentNameConflicts: renaming or creating an agent with a name another
