@@ -110,18 +110,16 @@ type chatDriver struct {
 	lastRec  string          // the id of the last record read
 	resumed  bool
 
-	termView           // the screen, for readiness and dialogs (locked)
-	title    string    // the terminal title it set last (locked)
-	oscTail  []byte    // locked
-	prompts  []string  // prompt records read since the last step
-	replied  bool      // a reply record was read since the prompt was typed (locked)
-	gotReply bool      // a reply record was read by the last poll (worker-owned)
-	working  bool      // the title said it worked since the prompt was typed (locked)
-	typedAt  time.Time // locked
-	awaiting bool      // typed text not yet seen as a prompt record (locked)
-	reEnters int       // Enter pressed again for the typed text (locked)
-	attnFrom Status    // the status to return to when the dialog is gone (locked)
-	actionAt time.Time // the title has said an approval waits since (locked)
+	termView            // the screen, for readiness and dialogs (locked)
+	title    string     // the terminal title it set last (locked)
+	oscTail  []byte     // locked
+	prompts  []string   // prompt records read since the last step
+	replied  bool       // a reply record was read since the prompt was typed (locked)
+	gotReply bool       // a reply record was read by the last poll (worker-owned)
+	working  bool       // the title said it worked since the prompt was typed (locked)
+	enter    enterAgain // the typed text until it is recorded (locked)
+	attnFrom Status     // the status to return to when the dialog is gone (locked)
+	actionAt time.Time  // the title has said an approval waits since (locked)
 	start    startDialog
 	watch    dirWatch // the recording's directory (worker-owned)
 }
@@ -180,7 +178,7 @@ func (d *chatDriver) launch(spec Spec) ([]string, []string, error) {
 func (d *chatDriver) started(spec Spec, info *Info) {
 	d.term = newScreen(spec.Cols, spec.Rows)
 	d.title, d.oscTail = "", nil
-	d.awaiting, d.reEnters, d.working, d.replied = false, 0, false, false
+	d.enter, d.working, d.replied = enterAgain{}, false, false
 	d.start = startDialog{}
 	info.Resumes = true
 	info.ConversationID = d.id
@@ -194,7 +192,7 @@ func (d *chatDriver) output(p []byte) {
 		_ = d.term.TakeScrolledRows()
 	}
 	d.title, d.oscTail = oscTitle(d.title, d.oscTail, p)
-	if d.awaiting || d.s.info.Status == StatusBusy {
+	if d.enter.awaiting || d.s.info.Status == StatusBusy {
 		if st := d.cli.state(d.title); st == chatWorking || st == chatAction {
 			d.working = true
 		}
@@ -214,31 +212,20 @@ func oscTitle(cur string, tail, p []byte) (string, []byte) {
 func (d *chatDriver) flush() []Text { return nil }
 
 func (d *chatDriver) typed(string) {
-	d.awaiting, d.reEnters, d.working, d.replied = true, 0, false, false
-	d.typedAt = time.Now()
+	d.enter.typed(time.Now())
+	d.working, d.replied = false, false
 }
 
 func (d *chatDriver) keys([]byte) bool { return false }
 
 // received: the CLI records the prompt it got.
 func (d *chatDriver) received(now time.Time, a *pendingAck) (bool, error) {
-	for _, p := range d.prompts {
-		if samePrompt(p, a.r.text) {
-			return true, nil
-		}
-	}
-	if now.Sub(a.typedAt) <= 10*chatAckTimeout {
-		return false, nil
-	}
-	return true, ErrNotReceived
+	return promptRecorded(d.prompts, a, now, 10*chatAckTimeout)
 }
 
 // resume continues the conversation, unless the restart asked for another.
 func (d *chatDriver) resume(spec *Spec, asked *Spec) {
-	if d.id != "" && spec.Kind == d.cli.kind && (asked == nil || asked.ConversationID == "" || asked.ConversationID == d.id) {
-		spec.ConversationID = d.id
-		spec.Resume = true
-	}
+	resumeConversation(d.id, d.cli.kind, spec, asked)
 }
 
 func (d *chatDriver) close() { d.watch.stop() }
@@ -261,8 +248,8 @@ func (d *chatDriver) follow() {
 // says its state); typed text not yet recorded is given its Enter again
 // once chatAckTimeout is over. Without a watch, every pollIdle. Locked.
 func (d *chatDriver) idleWake() time.Duration {
-	if d.awaiting && d.reEnters < max(d.cli.reEnters, 1) && d.s.p != nil {
-		return untilDue(time.Now(), d.typedAt.Add(time.Duration(d.reEnters+1)*chatAckTimeout+time.Millisecond))
+	if at, ok := d.enter.next(max(d.cli.reEnters, 1), chatAckTimeout); ok && d.s.p != nil {
+		return untilDue(time.Now(), at.Add(time.Millisecond))
 	}
 	if d.watch.ok {
 		return 0
@@ -289,7 +276,7 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 	s.mu.Lock()
 	next := st
 	if len(d.prompts) > 0 {
-		d.awaiting = false
+		d.enter.recorded()
 	}
 	if d.gotReply {
 		d.replied, d.gotReply = true, false
@@ -314,7 +301,7 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 		// typed then is lost, or its paste never ends and the Enter
 		// becomes a line break): its placeholder is drawn once it does.
 		next = StatusReady
-	case next == StatusBusy && ready && !d.awaiting && (d.working || d.replied):
+	case next == StatusBusy && ready && !d.enter.awaiting && (d.working || d.replied):
 		if !d.replied {
 			s.log.Warn("turn ended with no reply recorded", "recording", d.tail.path)
 		}
@@ -335,8 +322,8 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 		next = d.start.step(s, now, next, text)
 	}
 	var reEnter *proc
-	if d.awaiting && d.reEnters < max(d.cli.reEnters, 1) && s.p != nil && now.Sub(d.typedAt) > time.Duration(d.reEnters+1)*chatAckTimeout {
-		d.reEnters, reEnter = d.reEnters+1, s.p
+	if s.p != nil && d.enter.due(now, max(d.cli.reEnters, 1), chatAckTimeout) {
+		reEnter = s.p
 	}
 	report := func() {}
 	if next != st {

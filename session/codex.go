@@ -53,15 +53,13 @@ type codexDriver struct {
 	launched time.Time
 	resumed  bool
 
-	termView            // the screen, for readiness and dialogs (locked)
-	state     string    // Codex's last OSC 7501 state: idle, working, done (locked)
-	oscTail   []byte    // the end of the last output, for a sequence split across writes (locked)
-	prompts   []string  // user messages read since the last step
-	turnEnded bool      // locked
-	typedAt   time.Time // locked
-	awaiting  bool      // typed text not yet seen as a user message (locked)
-	reEntered bool      // locked
-	warned    bool      // the missing rollout was logged
+	termView             // the screen, for readiness and dialogs (locked)
+	state     string     // Codex's last OSC 7501 state: idle, working, done (locked)
+	oscTail   []byte     // the end of the last output, for a sequence split across writes (locked)
+	prompts   []string   // user messages read since the last step
+	turnEnded bool       // locked
+	enter     enterAgain // the typed text until it is a user message (locked)
+	warned    bool       // the missing rollout was logged
 	start     startDialog
 
 	stateDir string        // the permission socket's directory (Options.Hook)
@@ -198,7 +196,7 @@ func writeInstructions(path, text string) error {
 func (d *codexDriver) started(spec Spec, info *Info) {
 	d.term = newScreen(spec.Cols, spec.Rows)
 	d.state, d.oscTail = "", nil
-	d.turnEnded, d.awaiting, d.reEntered = false, false, false
+	d.turnEnded, d.enter = false, enterAgain{}
 	d.start = startDialog{}
 	info.Resumes = true
 	info.ConversationID = d.id
@@ -232,31 +230,19 @@ func (d *codexDriver) flush() []Text { return nil }
 
 func (d *codexDriver) typed(string) {
 	d.turnEnded = false
-	d.awaiting, d.reEntered = true, false
-	d.typedAt = time.Now()
+	d.enter.typed(time.Now())
 }
 
 func (d *codexDriver) keys([]byte) bool { return false }
 
 // received: Codex records the prompt it got as a user message.
 func (d *codexDriver) received(now time.Time, a *pendingAck) (bool, error) {
-	for _, p := range d.prompts {
-		if samePrompt(p, a.r.text) {
-			return true, nil
-		}
-	}
-	if now.Sub(a.typedAt) <= 10*codexAckTimeout {
-		return false, nil
-	}
-	return true, ErrNotReceived
+	return promptRecorded(d.prompts, a, now, 10*codexAckTimeout)
 }
 
 // resume continues the conversation, unless the restart asked for another.
 func (d *codexDriver) resume(spec *Spec, asked *Spec) {
-	if d.id != "" && spec.Kind == KindCodex && (asked == nil || asked.ConversationID == "" || asked.ConversationID == d.id) {
-		spec.ConversationID = d.id
-		spec.Resume = true
-	}
+	resumeConversation(d.id, KindCodex, spec, asked)
 }
 
 // follow has the rollout's directory watched: the file's once found;
@@ -278,8 +264,8 @@ func (d *codexDriver) follow() {
 // rollout is given its Enter again once codexAckTimeout is over. Without a
 // file watcher, every pollIdle. Locked.
 func (d *codexDriver) idleWake() time.Duration {
-	if d.awaiting && !d.reEntered && d.s.p != nil {
-		return untilDue(time.Now(), d.typedAt.Add(codexAckTimeout+time.Millisecond))
+	if at, ok := d.enter.next(1, codexAckTimeout); ok && d.s.p != nil {
+		return untilDue(time.Now(), at.Add(time.Millisecond))
 	}
 	if d.watch.ok {
 		return 0
@@ -384,7 +370,7 @@ func (d *codexDriver) step(now time.Time, st Status) ([]Text, func()) {
 		}
 	}
 	if len(d.prompts) > 0 {
-		d.awaiting = false
+		d.enter.recorded()
 	}
 	if d.id != "" {
 		s.info.ConversationID, s.info.Transcript = d.id, d.file
@@ -401,8 +387,8 @@ func (d *codexDriver) step(now time.Time, st Status) ([]Text, func()) {
 		next = d.start.step(s, now, next, choiceText(d.term.Lines()))
 	}
 	var reEnter *proc
-	if d.awaiting && !d.reEntered && s.p != nil && now.Sub(d.typedAt) > codexAckTimeout {
-		d.reEntered, reEnter = true, s.p
+	if s.p != nil && d.enter.due(now, 1, codexAckTimeout) {
+		reEnter = s.p
 	}
 	report := func() {}
 	if next != st {
@@ -509,7 +495,7 @@ func (d *codexDriver) poll() ([]Text, error) {
 	if d.file == "" {
 		d.find()
 		if d.file == "" {
-			if d.awaiting && !d.warned && time.Since(d.typedAt) > 2*codexAckTimeout {
+			if d.enter.awaiting && !d.warned && time.Since(d.enter.typedAt) > 2*codexAckTimeout {
 				d.warned = true
 				m, _ := filepath.Glob(filepath.Join(d.home, "sessions", "*", "*", "*", "rollout-*.jsonl"))
 				var cwds []string

@@ -303,14 +303,7 @@ func TestCodexPermissionHook(t *testing.T) {
 	bin := testenv.CLIBin(t, "codex")
 	checkGoroutines(t)
 	srv := openaitest.New(t)
-	home := t.TempDir()
-	dir := filepath.Join(t.TempDir(), "work")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.PrepareCodex(home); err != nil {
-		t.Fatal(err)
-	}
+	home, dir := cliDirs(t, srv.PrepareCodex)
 	srv.Reply(func(r openaitest.Request) openaitest.Response {
 		if outs := r.FunctionOutputs(); lastInputType(r.Body) == "function_call_output" {
 			return openaitest.Response{Text: "tool said: " + outs[len(outs)-1]}

@@ -248,3 +248,18 @@ func TestCodexSignIn(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// cliDirs makes a CLI agent's HOME, set up by prepare with what a person
+// sets to use the CLI with their provider, and its working folder.
+func cliDirs(t *testing.T, prepare func(home string) error) (home, dir string) {
+	t.Helper()
+	home = t.TempDir()
+	dir = filepath.Join(t.TempDir(), "work")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := prepare(home); err != nil {
+		t.Fatal(err)
+	}
+	return home, dir
+}

@@ -130,14 +130,7 @@ func testIdleCodex(t *testing.T) {
 	bin := testenv.CLIBin(t, "codex")
 	checkGoroutines(t)
 	srv := openaitest.New(t)
-	home := t.TempDir()
-	dir := filepath.Join(t.TempDir(), "work")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.PrepareCodex(home); err != nil {
-		t.Fatal(err)
-	}
+	home, dir := cliDirs(t, srv.PrepareCodex)
 	srv.Enqueue(openaitest.Response{Text: "first reply"})
 	r := newRecorder()
 	m := newTestManager(t, r, Options{StopGrace: 2 * time.Second})
@@ -166,14 +159,7 @@ func testIdleGemini(t *testing.T) {
 	bin := testenv.CLIBin(t, "gemini")
 	checkGoroutines(t)
 	srv := geminitest.New(t)
-	home := t.TempDir()
-	dir := filepath.Join(t.TempDir(), "work")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := geminitest.Prepare(home); err != nil {
-		t.Fatal(err)
-	}
+	home, dir := cliDirs(t, geminitest.Prepare)
 	srv.Enqueue(geminitest.Response{Text: "first reply"})
 	r := newRecorder()
 	m := newTestManager(t, r, Options{StopGrace: 2 * time.Second})
@@ -200,14 +186,7 @@ func testIdleQwen(t *testing.T) {
 	checkGoroutines(t)
 	srv := openaitest.New(t)
 	srv.Side(openaitest.QwenSide)
-	home := t.TempDir()
-	dir := filepath.Join(t.TempDir(), "work")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := openaitest.PrepareQwen(home); err != nil {
-		t.Fatal(err)
-	}
+	home, dir := cliDirs(t, openaitest.PrepareQwen)
 	srv.Enqueue(openaitest.Response{Text: "first reply"})
 	r := newRecorder()
 	m := newTestManager(t, r, Options{StopGrace: 2 * time.Second})

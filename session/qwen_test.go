@@ -113,14 +113,7 @@ func TestQwenApprovalDialog(t *testing.T) {
 	checkGoroutines(t)
 	srv := openaitest.New(t)
 	srv.Side(openaitest.QwenSide)
-	home := t.TempDir()
-	dir := filepath.Join(t.TempDir(), "work")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := openaitest.PrepareQwen(home); err != nil {
-		t.Fatal(err)
-	}
+	home, dir := cliDirs(t, openaitest.PrepareQwen)
 	// Its Auto mode asks a classifier first (its own system prompt, one
 	// tool): an answer that breaks the classifier's schema leaves the call
 	// unclassified, and Qwen Code asks the person.

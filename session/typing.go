@@ -327,3 +327,61 @@ func (s *Session) pressEnterAgain(p *proc) {
 		s.log.Warn("press Enter again", "err", err)
 	}
 }
+
+// enterAgain follows a typed text until its CLI records it as a prompt
+// (Codex's rollout, Gemini CLI's and Qwen Code's chat recordings), and says
+// when to press Enter again for it: after wait without the record, then
+// after each further wait, at most times times (an Enter typed while the
+// CLI loads is lost). Locked, as its driver's fields.
+type enterAgain struct {
+	typedAt  time.Time
+	awaiting bool // typed, not yet seen recorded
+	pressed  int  // Enter pressed again since it was typed
+}
+
+func (e *enterAgain) typed(now time.Time) { *e = enterAgain{typedAt: now, awaiting: true} }
+
+// recorded: the CLI recorded the prompt; nothing more to press.
+func (e *enterAgain) recorded() { e.awaiting = false }
+
+// next is when the next Enter again falls due; false when none will.
+func (e *enterAgain) next(times int, wait time.Duration) (time.Time, bool) {
+	if !e.awaiting || e.pressed >= times {
+		return time.Time{}, false
+	}
+	return e.typedAt.Add(time.Duration(e.pressed+1) * wait), true
+}
+
+// due reports whether Enter is to be pressed again at now, and counts it.
+func (e *enterAgain) due(now time.Time, times int, wait time.Duration) bool {
+	at, ok := e.next(times, wait)
+	if !ok || !now.After(at) {
+		return false
+	}
+	e.pressed++
+	return true
+}
+
+// promptRecorded is received for a CLI that records the prompts it got:
+// the text is among prompts (read since the last step), or it is given up
+// after giveUp (ErrNotReceived: typed again).
+func promptRecorded(prompts []string, a *pendingAck, now time.Time, giveUp time.Duration) (bool, error) {
+	for _, p := range prompts {
+		if samePrompt(p, a.r.text) {
+			return true, nil
+		}
+	}
+	if now.Sub(a.typedAt) <= giveUp {
+		return false, nil
+	}
+	return true, ErrNotReceived
+}
+
+// resumeConversation continues the conversation id of a CLI of kind after
+// a restart, unless the restart asked for another one.
+func resumeConversation(id, kind string, spec, asked *Spec) {
+	if id != "" && spec.Kind == kind && (asked == nil || asked.ConversationID == "" || asked.ConversationID == id) {
+		spec.ConversationID = id
+		spec.Resume = true
+	}
+}
