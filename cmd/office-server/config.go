@@ -30,25 +30,25 @@ import (
 // serveConfig is the serve command's configuration: flags, each with an
 // environment variable as its default (the table is in docs/notes/server.md).
 type serveConfig struct {
-	Addr            string
-	DataDir         string
-	DatabaseURL     string
-	SupabaseURL     string
-	SupabaseKey     string
+	Addr        string
+	DataDir     string
+	DatabaseURL string
+	SupabaseURL string
+	SupabaseKey string
 	// SupabaseKeyFrom names the variable SupabaseKey came from
 	// (supabase.KeyFromEnv); SupabaseKeyIgnored the other one when both
 	// were set.
 	SupabaseKeyFrom, SupabaseKeyIgnored string
 	// AllowAnonymousMembers accepts Supabase's anonymous users as members.
 	AllowAnonymousMembers bool
-	AdminToken      string
-	SecretsKey      string
-	JWTSecret       string // SUPABASE_JWT_SECRET: verifies members' tokens (server/members.go)
-	OfficeFile      string
-	Origins         []string
-	LogLevel        slog.Level
-	LogJSON         bool
-	ShutdownTimeout time.Duration
+	AdminToken            string
+	SecretsKey            string
+	JWTSecret             string // SUPABASE_JWT_SECRET: verifies members' tokens (server/members.go)
+	OfficeFile            string
+	Origins               []string
+	LogLevel              slog.Level
+	LogJSON               bool
+	ShutdownTimeout       time.Duration
 	// InvocationTimeout fails a task that is not done in time; the caller
 	// is told why.
 	InvocationTimeout time.Duration
