@@ -145,6 +145,9 @@ func (g *gateway) rest(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if strings.HasPrefix(r.Header.Get("Authorization"), "Bearer sb_") {
+			g.count("bearer sb_")
+		}
 		jwt, ok := g.admit(w, r, key)
 		if !ok {
 			return

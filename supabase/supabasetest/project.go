@@ -209,7 +209,8 @@ func (p *Project) SetGatewayTokenTTL(d time.Duration) { p.gw.setTokenTTL(d) }
 
 // GatewayRequests returns how many requests the gateway has seen with each
 // kind of credential ("sb_secret", "sb_publishable", "legacy", "browser
-// secret", …) and resets the counts.
+// secret", "invalid"; and "bearer sb_" for REST requests that carried an
+// sb_ key as bearer token) and resets the counts.
 func (p *Project) GatewayRequests() map[string]int { return p.gw.counts() }
 
 // MemberOf creates a user who is a member of the office and returns them.
@@ -254,4 +255,10 @@ func cors(next http.Handler) http.Handler {
 		w.Header().Set("Access-Control-Allow-Origin", "*")
 		next.ServeHTTP(w, r)
 	})
+}
+
+// SignWithKey signs claims with any private key under alg (ES256, RS256),
+// kid in the header: a token of a key the project does not have.
+func SignWithKey(alg, kid string, key any, claims map[string]any) string {
+	return signing.SignKey(alg, kid, key, claims)
 }
