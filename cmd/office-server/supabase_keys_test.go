@@ -196,7 +196,7 @@ func TestServeMemberTokens(t *testing.T) {
 	parts := strings.Split(m.Token, ".")
 	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT","kid":"`+esKid+`"}`)) + "." + parts[1] + "."
 	pub := p.PublicKey(esKid).(*ecdsa.PublicKey)
-	pubBytes := elliptic.Marshal(elliptic.P256(), pub.X, pub.Y) //lint:ignore SA1019 the raw point, as an attacker would use it
+	pubBytes, _ := pub.Bytes() // the raw point, as an attacker would use it as an HMAC secret
 	foreign, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	anon := p.NewAnonymousMember(t)
 

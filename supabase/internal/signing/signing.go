@@ -189,8 +189,9 @@ func (k *Keys) JWKS() []byte {
 		j := map[string]any{"kid": x.kid, "alg": x.alg, "use": "sig", "key_ops": []string{"verify"}}
 		switch pub := x.priv.Public().(type) {
 		case *ecdsa.PublicKey:
+			b, _ := pub.Bytes() // 0x04 || x || y, 32 bytes each for P-256
 			j["kty"], j["crv"] = "EC", "P-256"
-			j["x"], j["y"] = enc(pad32(pub.X)), enc(pad32(pub.Y))
+			j["x"], j["y"] = enc(b[1:33]), enc(b[33:65])
 		case *rsa.PublicKey:
 			j["kty"] = "RSA"
 			j["n"], j["e"] = enc(pub.N.Bytes()), enc(big.NewInt(int64(pub.E)).Bytes())
@@ -199,11 +200,6 @@ func (k *Keys) JWKS() []byte {
 	}
 	b, _ := json.Marshal(map[string]any{"keys": keys})
 	return b
-}
-
-func pad32(n *big.Int) []byte {
-	b := make([]byte, 32)
-	return n.FillBytes(b)
 }
 
 // Verify checks token's signature as PostgREST does with the project's key
