@@ -126,15 +126,6 @@ func (p *Project) NewMember(t testing.TB, email string) Member {
 	return m
 }
 
-// NewLegacyMember is NewMember on a project still signing with its legacy
-// JWT secret (HS256).
-func (p *Project) NewLegacyMember(t testing.TB, email string) Member {
-	t.Helper()
-	m := p.newUser(t, email)
-	m.Token = Sign(p.MemberClaims(m.ID, email, false))
-	return m
-}
-
 // NewAnonymousMember creates an anonymous user (Auth's signInAnonymously:
 // role authenticated, is_anonymous true, no email) and returns their token.
 func (p *Project) NewAnonymousMember(t testing.TB) Member {
