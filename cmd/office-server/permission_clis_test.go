@@ -217,6 +217,7 @@ agents:
 	p := launchServer(t, bin, env, args...)
 	p.waitHealthy(t)
 	cur := p
+	var offices []struct{ ID string }
 	defer func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", cur.stderr.String())
@@ -224,7 +225,17 @@ agents:
 		}
 	}()
 	c := apiClient{t: t, base: p.base, token: token}
-	var offices []struct{ ID string }
+	defer func() {
+		if t.Failed() && len(offices) == 1 {
+			var ss, evs []map[string]any
+			c.do("GET", "/api/offices/"+offices[0].ID+"/sessions", "", &ss)
+			c.do("GET", "/api/offices/"+offices[0].ID+"/events?limit=40", "", &evs)
+			t.Logf("sessions %v", ss)
+			for _, e := range evs {
+				t.Logf("event %v %v", e["kind"], e["payload"])
+			}
+		}
+	}()
 	c.wait("the office", 30*time.Second, func() bool { return c.do("GET", "/api/offices", "", &offices) == 200 && len(offices) == 1 })
 	officeID := offices[0].ID
 	session := func() string {
