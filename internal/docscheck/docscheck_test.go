@@ -10,11 +10,12 @@
 //     types, fields, constants, variables), or, for a single name, a string
 //     literal in them (a subtest's name).
 //   - Paths: text with a / whose first element is in the repository (or next
-//     to the page), and file names ending in .go, .sql, .sh or .mjs: the file
-//     or folder exists (a * is a glob that must match).
+//     to the page), and, for a deeper path, whose first two are: the file or
+//     folder exists (a * is a glob that must match). A bare file name is not
+//     checked: the notes cite other projects' files by name as often as ours.
 //   - npm packages (@scope/name): in package.json.
-//   - Environment variables OFFICE_* and SUPABASE_*: named in a Go or shell
-//     file of the repository.
+//   - Environment variables OFFICE_* and SUPABASE_* (outside code with a
+//     call in it): named in a Go, shell or .mjs file of the repository.
 //   - Flags (--name): named in a Go, shell or JavaScript file.
 //
 // Anything else (SQL, JSON keys, shell commands, other programs' files) is
@@ -42,17 +43,13 @@ import (
 // ignored are backticked words the docs use that look like ours but name
 // something outside the repository.
 var ignored = map[string]string{
-	"--ask-for-approval":               "a Codex flag an operator puts in args",
-	"--sandbox":                        "a Codex flag an operator puts in args",
-	"--dangerously-bypass-hook-trust":  "a Codex flag",
-	"--continue":                       "a Claude Code flag the server does not use",
-	"supabase/migrations/":             "the folder of a Supabase CLI project, not ours",
-	"supabase/realtime":                "the GitHub repository whose source the stand-in follows",
-	"execute.go":                       "postgrest-go's file, cited as the source followed",
-	"querybuilder.go":                  "postgrest-go's file, cited as the source followed",
-	"filterbuilder.go":                 "postgrest-go's file, cited as the source followed",
-	"apply_rls.sql":                    "supabase/realtime's file, cited as the source followed",
-	"build_prepared_statement_sql.sql": "supabase/realtime's file, cited as the source followed",
+	"--ask-for-approval":              "a Codex flag an operator puts in args",
+	"--sandbox":                       "a Codex flag an operator puts in args",
+	"--dangerously-bypass-hook-trust": "a Codex flag",
+	"--continue":                      "a Claude Code flag the server does not use",
+	"--include-all":                   "a Supabase CLI flag (supabase db push)",
+	"supabase/migrations/":            "the folder of a Supabase CLI project, not ours",
+	"supabase/realtime":               "the GitHub repository whose source the stand-in follows",
 }
 
 // generated are the folders that exist once the server or setup.sh ran,
@@ -112,7 +109,6 @@ func TestDocsCheckCatchesMadeUpNames(t *testing.T) {
 		"`Router.NoSuchMethod`":    "Router.NoSuchMethod",
 		"`TestNoSuchTestAnywhere`": "TestNoSuchTestAnywhere",
 		"`server/no-such-file.go`": "server/no-such-file.go",
-		"`no_such_file.go`":        "no_such_file.go",
 		"`migrations/*.nosuch`":    "migrations/*.nosuch",
 		"`OFFICE_NO_SUCH_SETTING`": "OFFICE_NO_SUCH_SETTING",
 		"`--no-such-flag`":         "--no-such-flag",
@@ -309,7 +305,6 @@ var (
 	npmPkg    = regexp.MustCompile(`^@[a-z0-9-]+/[a-z0-9.-]+$`)
 	codeSpan  = regexp.MustCompile("`([^`\n]+)`")
 	mdLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
-	fileExt   = regexp.MustCompile(`^[A-Za-z0-9_.-]+\.(?:go|sql|sh|mjs)$`)
 	pathChars = regexp.MustCompile(`^[A-Za-z0-9_./*-]+$`)
 	// fileSuffix: a dotted name that is a file's, not a Go selector.
 	fileSuffix = regexp.MustCompile(`\.(?:db|js|mjs|json|jsonl|toml|md|yaml|yml|css|html|txt|sql|go|sh|lock|exe|png|ts|tsx|so|bin|log|key|pid|hs|ex|exs|py|rs)$`)
@@ -353,7 +348,11 @@ func (idx *index) checkSpan(page, s string) (what, name string) {
 	if _, ok := ignored[s]; ok {
 		return "", ""
 	}
+	// A span with a call in it is code (a JavaScript snippet's variables).
 	for _, v := range envVar.FindAllString(s, -1) {
+		if strings.Contains(s, "(") {
+			break
+		}
 		if _, ok := ignored[v]; !ok && !bytes.Contains(idx.source, []byte(v)) {
 			return "environment variable", v
 		}
@@ -387,39 +386,31 @@ func (idx *index) isPath(page, s string) bool {
 			return false
 		}
 	}
-	if fileExt.MatchString(s) {
-		return true
+	segs := strings.Split(strings.TrimSuffix(s, "/"), "/")
+	if len(segs) < 2 {
+		return false // a bare file name: often another project's, cited
 	}
-	first, _, ok := strings.Cut(s, "/")
-	if !ok {
-		return false
+	dir := filepath.Join(idx.root, filepath.Dir(page))
+	if !idx.topLevel[segs[0]] && !exists(filepath.Join(dir, segs[0])) {
+		return false // another module's path: charmbracelet/x/ansi
 	}
-	return idx.topLevel[first] || exists(filepath.Join(idx.root, filepath.Dir(page), first))
+	// A deeper path is ours when its first two elements are: internal/api/jwks.go
+	// is supabase/auth's, cited; internal/testenv/… is ours.
+	if len(segs) > 2 {
+		two := filepath.Join(segs[0], segs[1])
+		return exists(filepath.Join(idx.root, two)) || exists(filepath.Join(dir, two))
+	}
+	return true
 }
 
 // exists reports whether p, relative to the repository's root or to the
-// page's folder (or, for a bare file name, anywhere in the repository),
-// names a file or folder; a * in p is a glob that must match.
+// page's folder, names a file or folder; a * in p is a glob that must match.
 func (idx *index) exists(page, p string) bool {
 	p = strings.TrimSuffix(p, "/")
 	for _, base := range []string{idx.root, filepath.Join(idx.root, filepath.Dir(page))} {
 		if exists(filepath.Join(base, filepath.FromSlash(p))) {
 			return true
 		}
-	}
-	if !strings.Contains(p, "/") && fileExt.MatchString(p) {
-		found := false
-		_ = filepath.WalkDir(idx.root, func(q string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".") && q != idx.root) {
-				return filepath.SkipDir
-			}
-			if err == nil && !d.IsDir() && d.Name() == p {
-				found = true
-				return filepath.SkipAll
-			}
-			return nil
-		})
-		return found
 	}
 	return false
 }
