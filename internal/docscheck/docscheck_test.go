@@ -36,6 +36,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/office-server/office-server/internal/testenv"
 )
@@ -105,15 +106,16 @@ func TestDocsCheckCatchesMadeUpNames(t *testing.T) {
 		t.Errorf("real names reported:\n%s", strings.Join(got, "\n"))
 	}
 	made := map[string]string{
-		"`engine.NoSuchRouter`":    "engine.NoSuchRouter",
-		"`Router.NoSuchMethod`":    "Router.NoSuchMethod",
-		"`TestNoSuchTestAnywhere`": "TestNoSuchTestAnywhere",
-		"`server/no-such-file.go`": "server/no-such-file.go",
-		"`migrations/*.nosuch`":    "migrations/*.nosuch",
-		"`OFFICE_NO_SUCH_SETTING`": "OFFICE_NO_SUCH_SETTING",
-		"`--no-such-flag`":         "--no-such-flag",
-		"`@scope/no-such-package`": "@scope/no-such-package",
-		"[gone](no-such-page.md)":  "no-such-page.md",
+		"`engine.NoSuchRouter`":            "engine.NoSuchRouter",
+		"`Router.NoSuchMethod`":            "Router.NoSuchMethod",
+		"`TestNoSuchTestAnywhere`":         "TestNoSuchTestAnywhere",
+		"`server/no-such-file.go`":         "server/no-such-file.go",
+		"`migrations/*.nosuch`":            "migrations/*.nosuch",
+		"`OFFICE_NO_SUCH_SETTING`":         "OFFICE_NO_SUCH_SETTING",
+		"`--no-such-flag`":                 "--no-such-flag",
+		"`@scope/no-such-package`":         "@scope/no-such-package",
+		"[gone](no-such-page.md)":          "no-such-page.md",
+		"[gone](guide.md#no-such-heading)": "guide.md#no-such-heading",
 	}
 	for text, name := range made {
 		got := idx.check(page, []byte("Some text "+text+" in a line.\n"))
@@ -326,11 +328,19 @@ func (idx *index) check(page string, text []byte) []string {
 			continue
 		}
 		for _, m := range mdLink.FindAllStringSubmatch(codeSpan.ReplaceAllString(line, ""), -1) {
-			if target := m[1]; !strings.Contains(target, "://") && !strings.HasPrefix(target, "#") && !strings.HasPrefix(target, "mailto:") {
-				target, _, _ = strings.Cut(target, "#")
-				if !idx.exists(page, target) {
-					report(i+1, "linked page", target)
-				}
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			if file == "" {
+				file = filepath.Base(page)
+			}
+			switch {
+			case !idx.exists(page, file):
+				report(i+1, "linked page", file)
+			case anchor != "" && strings.HasSuffix(file, ".md") && !idx.hasAnchor(page, file, anchor):
+				report(i+1, "heading", target)
 			}
 		}
 		for _, m := range codeSpan.FindAllStringSubmatch(line, -1) {
@@ -413,6 +423,42 @@ func (idx *index) exists(page, p string) bool {
 		}
 	}
 	return false
+}
+
+// hasAnchor reports whether the page file (relative to page's folder, or
+// to the root) has a heading whose GitHub anchor is anchor: lower case,
+// punctuation but - and _ dropped, spaces made -.
+func (idx *index) hasAnchor(page, file, anchor string) bool {
+	for _, base := range []string{filepath.Join(idx.root, filepath.Dir(page)), idx.root} {
+		b, err := os.ReadFile(filepath.Join(base, filepath.FromSlash(file)))
+		if err != nil {
+			continue
+		}
+		inFence := false
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				inFence = !inFence
+			}
+			if !inFence && strings.HasPrefix(line, "#") && slug(strings.TrimLeft(line, "#")) == anchor {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+func slug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func exists(p string) bool {
