@@ -55,6 +55,19 @@ locked() { node -e 'const l=require("./package-lock.json").packages["node_module
 # installed PACKAGE: the version in node_modules, if any.
 installed() { node -e 'try{console.log(require("./node_modules/"+process.argv[1]+"/package.json").version)}catch{}' "$1"; }
 
+# all_installed: every dependency of package.json is in node_modules at
+# the version package-lock.json pins.
+all_installed() {
+  node -e '
+    const deps = Object.keys(require("./package.json").dependencies);
+    const lock = require("./package-lock.json").packages;
+    for (const d of deps) {
+      let v;
+      try { v = require("./node_modules/" + d + "/package.json").version } catch { process.exit(1) }
+      if (v !== lock["node_modules/" + d].version) process.exit(1);
+    }'
+}
+
 need_npm() {
   command -v npm >/dev/null || { echo "setup.sh: npm is needed (Debian: apt-get install npm)" >&2; exit 1; }
 }
@@ -64,9 +77,7 @@ need_npm() {
 if [ "$npm_all" = 1 ]; then
   need_npm
   if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ] \
-     || [ ! -x node_modules/.bin/claude ] || [ ! -x node_modules/.bin/codex ] \
-     || [ ! -x node_modules/.bin/qwen ] || [ ! -x node_modules/.bin/gemini ] \
-     || [ ! -f node_modules/@supabase/supabase-js/package.json ]; then
+     || ! all_installed; then
     echo "setup.sh: installing the npm packages of package-lock.json (the CLIs, supabase-js, xterm.js: about 470 MB)"
     tmp=$(mktemp -d "$PWD/.setup-npm-XXXXXX") # on the same file system: mv renames
     node scripts/npm-pick.mjs "$tmp"
