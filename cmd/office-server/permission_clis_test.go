@@ -249,7 +249,9 @@ agents:
 		}
 		return ss[0].Status
 	}
-	ready := func(what string) { c.wait("qa ready "+what, 120*time.Second, func() bool { return session() == "ready" }) }
+	ready := func(what string) {
+		c.wait("qa ready "+what, 120*time.Second, func() bool { return session() == "ready" })
+	}
 	ready("at start")
 
 	ctx := context.Background()
