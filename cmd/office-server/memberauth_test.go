@@ -82,10 +82,12 @@ func TestSupabaseURLWithDatabase(t *testing.T) {
 // API key, no JWT secret, two servers. On the demo office with scout, a
 // member signed in with an ES256 token answers po's question as the
 // frontend does (the project's REST API) and gives scout its package
-// through the server's member API, after tokens of another issuer, of the
-// legacy secret, without a kid and of an anonymous user were refused and
-// left the request pending; a key rotated in while the servers run
-// verifies at once on both, a revoked one stops verifying.
+// through the server's member API, after tokens of another issuer or
+// none, of the legacy secret, of another audience and of an anonymous user
+// were refused and left the request pending; a key rotated in while the
+// servers run verifies at once on both, a revoked one stops verifying. A
+// third server with SUPABASE_JWT_SECRET as well takes legacy HS256 tokens
+// of the project's issuer only.
 func TestServePostgresMemberTokens(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -249,4 +251,25 @@ func TestServePostgresMemberTokens(t *testing.T) {
 	}
 	a.stop(t)
 	b.stop(t)
+
+	// The legacy path beside the JWKS: HS256 under the project's JWT
+	// secret, its issuer checked too.
+	c := launchServer(t, bin, append(env, "HOME="+t.TempDir(), "SUPABASE_JWT_SECRET="+string(supabasetest.JWTSecret)), "--data-dir", t.TempDir())
+	c.waitHealthy(t)
+	for _, tc := range []struct {
+		name, token string
+		want        int
+	}{
+		{"legacy HS256 of the project", supabasetest.Sign(claims), http.StatusNotFound},
+		{"legacy HS256 of another issuer", supabasetest.Sign(with("iss", "https://otherproject.supabase.co/auth/v1")), http.StatusUnauthorized},
+		{"ES256 of the key in use", rotated, http.StatusNotFound},
+	} {
+		if st, body := member(c, "reject", uuid.NewString(), tc.token, `{"reason":"no"}`); st != tc.want {
+			t.Errorf("server with the legacy secret, %s: %d %s; want %d", tc.name, st, body, tc.want)
+		}
+	}
+	if !strings.Contains(c.stderr.String(), "legacy_hs256=true") {
+		t.Errorf("server with the legacy secret does not log it:\n%s", c.stderr.String())
+	}
+	c.stop(t)
 }
