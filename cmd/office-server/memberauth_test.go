@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -71,6 +73,41 @@ func TestSupabaseURLWithDatabase(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "sb_secret_abc") || strings.Contains(err.Error(), "ey.x.y") {
 			t.Errorf("%s: the error %q carries the key", bad.name, err)
+		}
+	}
+}
+
+// TestMemberAuthSettings: the verifier each setting gives and what the
+// server says of it at start; on PostgreSQL without SUPABASE_URL it says
+// what to set.
+func TestMemberAuthSettings(t *testing.T) {
+	const pg, project = "postgres://db/office", "https://abcdefghij.supabase.co/"
+	for _, tc := range []struct {
+		name       string
+		env        map[string]string
+		projectURL string
+		log        string
+	}{
+		{"PostgreSQL and the project", map[string]string{"DATABASE_URL": pg, "SUPABASE_URL": project}, project,
+			"members' tokens: verified with the project's signing keys\" jwks=https://abcdefghij.supabase.co/auth/v1/.well-known/jwks.json iss=https://abcdefghij.supabase.co/auth/v1 legacy_hs256=false"},
+		{"Supabase store", map[string]string{"SUPABASE_URL": project, "SUPABASE_SECRET_KEY": "sb_secret_abc", "SUPABASE_JWT_SECRET": "s"}, project,
+			"iss=https://abcdefghij.supabase.co/auth/v1 legacy_hs256=true"},
+		{"PostgreSQL and the legacy secret", map[string]string{"DATABASE_URL": pg, "SUPABASE_JWT_SECRET": "s"}, "",
+			"level=WARN msg=\"members' tokens: only HS256 with SUPABASE_JWT_SECRET (the legacy path), and their issuer is not checked: set SUPABASE_URL"},
+		{"PostgreSQL alone", map[string]string{"DATABASE_URL": pg}, "",
+			"member endpoints off: set SUPABASE_URL to the Supabase project whose Auth signs members' tokens"},
+	} {
+		c, err := parseServeConfig(nil, func(k string) string { return tc.env[k] }, io.Discard)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var buf bytes.Buffer
+		a := memberAuth(c, slog.New(slog.NewTextHandler(&buf, nil)))
+		if a.ProjectURL != tc.projectURL || a.JWTSecret != tc.env["SUPABASE_JWT_SECRET"] {
+			t.Errorf("%s: project %q, secret %q; want %q, %q", tc.name, a.ProjectURL, a.JWTSecret, tc.projectURL, tc.env["SUPABASE_JWT_SECRET"])
+		}
+		if !strings.Contains(buf.String(), tc.log) {
+			t.Errorf("%s: logs %q; want %q", tc.name, buf.String(), tc.log)
 		}
 	}
 }
