@@ -124,7 +124,8 @@ func TestMemberAuthSettings(t *testing.T) {
 // were refused and left the request pending; a key rotated in while the
 // servers run verifies at once on both, a revoked one stops verifying. A
 // third server with SUPABASE_JWT_SECRET as well takes legacy HS256 tokens
-// of the project's issuer only.
+// of the project's issuer only, and with OFFICE_ALLOW_ANONYMOUS_MEMBERS=1
+// anonymous users.
 func TestServePostgresMemberTokens(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -290,8 +291,8 @@ func TestServePostgresMemberTokens(t *testing.T) {
 	b.stop(t)
 
 	// The legacy path beside the JWKS: HS256 under the project's JWT
-	// secret, its issuer checked too.
-	c := launchServer(t, bin, append(env, "HOME="+t.TempDir(), "SUPABASE_JWT_SECRET="+string(supabasetest.JWTSecret)), "--data-dir", t.TempDir())
+	// secret, its issuer checked too; and anonymous users allowed.
+	c := launchServer(t, bin, append(env, "HOME="+t.TempDir(), "SUPABASE_JWT_SECRET="+string(supabasetest.JWTSecret), "OFFICE_ALLOW_ANONYMOUS_MEMBERS=1"), "--data-dir", t.TempDir())
 	c.waitHealthy(t)
 	for _, tc := range []struct {
 		name, token string
@@ -300,6 +301,7 @@ func TestServePostgresMemberTokens(t *testing.T) {
 		{"legacy HS256 of the project", supabasetest.Sign(claims), http.StatusNotFound},
 		{"legacy HS256 of another issuer", supabasetest.Sign(with("iss", "https://otherproject.supabase.co/auth/v1")), http.StatusUnauthorized},
 		{"ES256 of the key in use", rotated, http.StatusNotFound},
+		{"anonymous user where allowed", p.SignMember(p.MemberClaims(anon.ID, "", true)), http.StatusNotFound},
 	} {
 		if st, body := member(c, "reject", uuid.NewString(), tc.token, `{"reason":"no"}`); st != tc.want {
 			t.Errorf("server with the legacy secret, %s: %d %s; want %d", tc.name, st, body, tc.want)
