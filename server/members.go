@@ -153,7 +153,7 @@ func memberPreflight(w http.ResponseWriter, _ *http.Request) {
 // memberCaller returns the user id of the request's member token.
 func (s *Server) memberCaller(r *http.Request) (string, error) {
 	if s.cfg.MemberTokens == nil {
-		return "", &office.Error{Code: codeNotImplemented, Message: "member endpoints verify members' Supabase access tokens: run the server on Supabase (SUPABASE_URL), or set SUPABASE_JWT_SECRET for a project's legacy JWT secret"}
+		return "", &office.Error{Code: codeNotImplemented, Message: "member endpoints verify members' Supabase access tokens: set SUPABASE_URL to the Supabase project whose Auth signs them (with DATABASE_URL too), or SUPABASE_JWT_SECRET for a project's legacy JWT secret"}
 	}
 	tok, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !found || strings.TrimSpace(tok) == "" {

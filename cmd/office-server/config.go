@@ -82,7 +82,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	fs.StringVar(&c.Addr, "addr", env("OFFICE_ADDR", "127.0.0.1:8080"), "listen address (env OFFICE_ADDR); loopback by default")
 	fs.StringVar(&c.DataDir, "data-dir", env("OFFICE_DATA_DIR", "./data"), "data directory: SQLite store, admin token, secrets key (env OFFICE_DATA_DIR)")
 	fs.StringVar(&c.DatabaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
-	fs.StringVar(&c.SupabaseURL, "supabase-url", getenv("SUPABASE_URL"), "Supabase project URL (env SUPABASE_URL; needs SUPABASE_SECRET_KEY or the legacy SUPABASE_SERVICE_ROLE_KEY)")
+	fs.StringVar(&c.SupabaseURL, "supabase-url", getenv("SUPABASE_URL"), "Supabase project URL (env SUPABASE_URL): the store, with SUPABASE_SECRET_KEY or the legacy SUPABASE_SERVICE_ROLE_KEY; with DATABASE_URL, only the project whose Auth signs members' tokens")
 	fs.StringVar(&c.OfficeFile, "office", getenv("OFFICE_FILE"), "office file (YAML) synced into the store at start (env OFFICE_FILE)")
 	origins := fs.String("allowed-origins", getenv("OFFICE_ALLOWED_ORIGINS"), "extra allowed Origins for the console, comma-separated (env OFFICE_ALLOWED_ORIGINS); the server's own origins are always allowed")
 	level := fs.String("log-level", env("OFFICE_LOG_LEVEL", "info"), "debug, info, warn or error (env OFFICE_LOG_LEVEL)")
@@ -124,10 +124,10 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return c, fmt.Errorf("log level %q: want debug, info, warn or error", *level)
 	}
-	if c.DatabaseURL != "" && c.SupabaseURL != "" {
-		return c, errors.New("both DATABASE_URL and SUPABASE_URL are set: choose one store")
+	if err := checkSupabaseURL(c, getenv); err != nil {
+		return c, err
 	}
-	if c.SupabaseURL != "" {
+	if c.storeKind() == "supabase" {
 		c.SupabaseKey, c.SupabaseKeyFrom, c.SupabaseKeyIgnored, err = supabase.KeyFromEnv(getenv)
 		if err != nil {
 			return c, fmt.Errorf("SUPABASE_URL needs the project's secret key in the environment: %w", err)

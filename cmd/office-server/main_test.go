@@ -340,10 +340,6 @@ func TestParseServeConfig(t *testing.T) {
 	if c, _ := parseServeConfig(nil, func(string) string { return "" }, io.Discard); c.Addr != "127.0.0.1:8080" || c.DataDir != "./data" {
 		t.Fatalf("defaults = %+v", c)
 	}
-	env = map[string]string{"DATABASE_URL": "postgres://x", "SUPABASE_URL": "https://x"}
-	if _, err := parseServeConfig(nil, func(k string) string { return env[k] }, io.Discard); err == nil || !strings.Contains(err.Error(), "choose one") {
-		t.Fatalf("both stores: err = %v", err)
-	}
 	env = map[string]string{"SUPABASE_URL": "https://x"}
 	if _, err := parseServeConfig(nil, func(k string) string { return env[k] }, io.Discard); err == nil || !strings.Contains(err.Error(), "SUPABASE_SERVICE_ROLE_KEY") {
 		t.Fatalf("supabase without key: err = %v", err)

@@ -86,7 +86,7 @@ type owner struct {
 // node once the store is open.
 func newOwner(c serveConfig, log *slog.Logger) *owner {
 	if c.storeKind() == "supabase" {
-		log.Warn("with SUPABASE_URL and no DATABASE_URL nothing keeps a second server from running the same offices: run one server per Supabase project, or set DATABASE_URL (the project's direct connection) so that offices are leased")
+		log.Warn("with SUPABASE_URL and no DATABASE_URL nothing keeps a second server from running the same offices: run one server per Supabase project, or set DATABASE_URL (the project's direct connection) in place of the API key so that offices are leased (docs/deploy-supabase.md)")
 	}
 	return &owner{log: log}
 }

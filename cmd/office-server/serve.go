@@ -199,11 +199,7 @@ func serverConfig(c serveConfig, log *slog.Logger, store office.Store, feed offi
 		}
 	}
 	scfg.Members = members
-	ma := supabase.MemberAuth{JWTSecret: c.JWTSecret, AllowAnonymous: c.AllowAnonymousMembers, Logger: log}
-	if c.storeKind() == "supabase" {
-		ma.ProjectURL = c.SupabaseURL // its JWKS and issuer
-	}
-	if v := supabase.NewMemberTokens(ma); v != nil {
+	if v := supabase.NewMemberTokens(memberAuth(c, log)); v != nil {
 		scfg.MemberTokens = v
 	}
 	return scfg
