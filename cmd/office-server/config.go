@@ -24,14 +24,18 @@ import (
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/proxy"
+	"github.com/office-server/office-server/store/postgres"
 )
 
 // serveConfig is the serve command's configuration: flags, each with an
 // environment variable as its default (the table is in docs/notes/server.md).
 type serveConfig struct {
-	Addr            string
-	DataDir         string
-	DatabaseURL     string
+	Addr        string
+	DataDir     string
+	DatabaseURL string
+	// NoMigrate: the schema of DatabaseURL is managed elsewhere (the
+	// Supabase CLI); serve checks it is current instead of migrating.
+	NoMigrate       bool
 	SupabaseURL     string
 	SupabaseKey     string
 	AdminToken      string
@@ -75,6 +79,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	fs.StringVar(&c.Addr, "addr", env("OFFICE_ADDR", "127.0.0.1:8080"), "listen address (env OFFICE_ADDR); loopback by default")
 	fs.StringVar(&c.DataDir, "data-dir", env("OFFICE_DATA_DIR", "./data"), "data directory: SQLite store, admin token, secrets key (env OFFICE_DATA_DIR)")
 	fs.StringVar(&c.DatabaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
+	fs.BoolVar(&c.NoMigrate, "no-migrate", false, "with DATABASE_URL: do not apply the migrations, only check that the schema has them all and say which are missing (env OFFICE_NO_MIGRATE=true)")
 	fs.StringVar(&c.SupabaseURL, "supabase-url", getenv("SUPABASE_URL"), "Supabase project URL (env SUPABASE_URL; needs SUPABASE_SERVICE_ROLE_KEY)")
 	fs.StringVar(&c.OfficeFile, "office", getenv("OFFICE_FILE"), "office file (YAML) synced into the store at start (env OFFICE_FILE)")
 	origins := fs.String("allowed-origins", getenv("OFFICE_ALLOWED_ORIGINS"), "extra allowed Origins for the console, comma-separated (env OFFICE_ALLOWED_ORIGINS); the server's own origins are always allowed")
@@ -106,6 +111,18 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 			c.Origins = append(c.Origins, o)
 		}
 	}
+	if v := getenv("OFFICE_NO_MIGRATE"); v != "" && !isFlagSet(fs, "no-migrate") {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("OFFICE_NO_MIGRATE %q: want true or false", v)
+		}
+		c.NoMigrate = b
+	}
+	if c.DatabaseURL != "" {
+		if err := postgres.CheckSessionURL(c.DatabaseURL); err != nil {
+			return c, fmt.Errorf("DATABASE_URL: %w", err)
+		}
+	}
 	n, err := strconv.Atoi(*capacity)
 	if err != nil || n < 0 {
 		return c, fmt.Errorf("capacity %q: want a number of agents, 0 for no limit", *capacity)
@@ -124,6 +141,13 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		return c, errors.New("SUPABASE_URL needs SUPABASE_SERVICE_ROLE_KEY in the environment")
 	}
 	return c, nil
+}
+
+// isFlagSet reports whether args set the flag name.
+func isFlagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // storeKind names the store the configuration selects.
