@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh installs and starts what the server and its tests need on a fresh
-# Debian machine: Node packages (xterm.js, Claude Code, supabase-js and ws),
+# Debian machine: Node packages (xterm.js, Claude Code, supabase-js and ws,
+# the Supabase CLI),
 # Chromium and a running PostgreSQL 15 with the test database, wal2json and
 # wal_level=logical (the Realtime stand-in reads the WAL as Supabase
 # Realtime does). Safe to run again.
@@ -13,9 +14,11 @@ SUDO=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
 
 # Node packages, pinned by package-lock.json: the CLI agents the tests drive
-# (Claude Code, Codex, Qwen Code, Gemini CLI) among them.
+# (Claude Code, Codex, Qwen Code, Gemini CLI) among them, and the Supabase CLI
+# (npm supabase: its @supabase/cli-linux-x64 ships the binary, no download).
 if [ ! -x node_modules/.bin/claude ] || [ ! -f node_modules/@supabase/supabase-js/package.json ] \
    || [ ! -x node_modules/.bin/codex ] || [ ! -x node_modules/.bin/qwen ] || [ ! -x node_modules/.bin/gemini ] \
+   || [ ! -x node_modules/.bin/supabase ] \
    || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   # npm ci refuses a lock file without the other platforms' builds of an
   # optional dependency (Qwen Code's @teddyzhu/clipboard-darwin-*, -win32-*
