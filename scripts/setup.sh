@@ -2,7 +2,7 @@
 # setup.sh installs and starts what the server and its tests need on a fresh
 # Debian machine: Node packages (xterm.js, Claude Code, supabase-js and ws,
 # the Supabase CLI),
-# Chromium and a running PostgreSQL 15 with the test database, wal2json and
+# Chromium, PgBouncer and a running PostgreSQL 15 with the test database, wal2json and
 # wal_level=logical (the Realtime stand-in reads the WAL as Supabase
 # Realtime does). Safe to run again.
 #
@@ -56,6 +56,9 @@ command -v chromium >/dev/null || need+=(chromium)
 command -v tmux >/dev/null || need+=(tmux) # the console test compares its terminal with tmux
 command -v pg_ctlcluster >/dev/null || need+=(postgresql-15)
 [ -f /usr/lib/postgresql/15/lib/wal2json.so ] || need+=(postgresql-15-wal2json)
+# PgBouncer in session mode stands in for Supabase's session pooler (the
+# tests start their own; the package's service stays stopped).
+[ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer)
 if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
