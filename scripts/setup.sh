@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # setup.sh installs and starts what the server and its tests need on a fresh
 # Debian machine: Node packages (xterm.js, Claude Code, supabase-js and ws,
-# the Supabase CLI),
-# Chromium, PgBouncer and a running PostgreSQL 15 with the test database, wal2json and
-# wal_level=logical (the Realtime stand-in reads the WAL as Supabase
-# Realtime does). Safe to run again.
+# the Supabase CLI), Chromium, PgBouncer and a running PostgreSQL 15 with the
+# test database, wal2json and wal_level=logical (the Realtime stand-in reads
+# the WAL as Supabase Realtime does). Safe to run again.
 #
 # Usage: scripts/setup.sh [--no-system]   (--no-system: only the Node packages)
 set -euo pipefail
