@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os/exec"
 	"strings"
 	"testing"
@@ -88,4 +89,36 @@ func mustLatestName(t *testing.T, latest int64) string {
 	}
 	t.Fatalf("no file of version %d", latest)
 	return ""
+}
+
+// TestParseNoMigrate: --no-migrate and OFFICE_NO_MIGRATE (the flag wins);
+// a value that is not a boolean is an error naming it.
+func TestParseNoMigrate(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want bool
+		err  string
+	}{
+		{"", nil, false, ""},
+		{"", []string{"--no-migrate"}, true, ""},
+		{"true", nil, true, ""},
+		{"1", nil, true, ""},
+		{"false", []string{"--no-migrate"}, true, ""},
+		{"true", []string{"--no-migrate=false"}, false, ""},
+		{"yes please", nil, false, `OFFICE_NO_MIGRATE "yes please": want true or false`},
+	} {
+		env := map[string]string{"OFFICE_NO_MIGRATE": tc.env, "DATABASE_URL": "postgres://u:p@127.0.0.1:5432/d"}
+		c, err := parseServeConfig(tc.args, func(k string) string { return env[k] }, io.Discard)
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("env %q args %q: err %v; want %q", tc.env, tc.args, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("env %q args %q: %v", tc.env, tc.args, err)
+		case c.NoMigrate != tc.want:
+			t.Errorf("env %q args %q: NoMigrate %v; want %v", tc.env, tc.args, c.NoMigrate, tc.want)
+		}
+	}
 }
