@@ -234,10 +234,21 @@ func up(ctx context.Context, conn *pgx.Conn, last int64) ([]Result, error) {
 
 // createHistory creates HistoryTable with the Supabase CLI's statements
 // (pkg/migration/history.go, CreateMigrationTable), in one transaction with
-// its lock timeout. "create … if not exists" can still fail on a catalog
-// unique index when the CLI creates the same object at the same moment:
-// then the second try finds it.
+// its lock timeout, unless it has its three columns already (the check the
+// CLI 2.117 makes first, seen in its trace): ALTER TABLE would otherwise
+// lock the table against every reader at each start. "create … if not
+// exists" can still fail on a catalog unique index when the CLI creates the
+// same object at the same moment: then the second try finds it.
 func createHistory(ctx context.Context, conn *pgx.Conn) error {
+	var ready bool
+	if err := conn.QueryRow(ctx, `select count(*) = 3 from pg_attribute
+		where attrelid = to_regclass('supabase_migrations.schema_migrations')
+		  and attname in ('version', 'name', 'statements') and not attisdropped`).Scan(&ready); err != nil {
+		return fmt.Errorf("read %s: %w", HistoryTable, err)
+	}
+	if ready {
+		return nil
+	}
 	var err error
 	for range 2 {
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {

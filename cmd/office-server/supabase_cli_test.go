@@ -409,3 +409,93 @@ func lineDiff(a, b string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestSupabaseCLIConcurrentPush: `supabase db push` and `office-server
+// migrate` at the same moment on an empty database: both wait behind a lock
+// the test holds on the (empty) history table, then start together. One of
+// them may fail (the CLI's insert of a version the server recorded
+// meanwhile, or a deadlock PostgreSQL breaks); whatever happens, no file is
+// applied twice or half, and after running the failed one again the
+// database is the one office-server migrates alone.
+func TestSupabaseCLIConcurrentPush(t *testing.T) {
+	ref := supabaseDatabase(t)
+	officeMigrate(t, ref)
+	wantSchema, wantHistory := schemaDump(t, ref), historyRows(t, ref)
+	for i := range 3 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			url := supabaseDatabase(t)
+			p := newSupabaseProject(t, -1)
+			hold := holdHistory(t, url)
+			var pushOut string
+			var pushErr error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				pushOut, pushErr = p.run(t, url, "db", "push")
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			var out, errb bytes.Buffer
+			migrated := make(chan int)
+			go func() { migrated <- run(ctx, []string{"migrate", "--database-url", url}, nil, &out, &errb) }()
+			hold()
+			migrateCode := <-migrated
+			<-done
+			t.Logf("push: %v\n%s\nmigrate: exit %d\n%s%s", pushErr, pushOut, migrateCode, out.String(), errb.String())
+			if pushErr != nil {
+				p.push(t, url)
+			}
+			officeMigrate(t, url)
+			if got := historyRows(t, url); got != wantHistory {
+				t.Errorf("history differs:\n%s", lineDiff(got, wantHistory))
+			}
+			if got := schemaDump(t, url); got != wantSchema {
+				t.Errorf("schema differs:\n%s", lineDiff(got, wantSchema))
+			}
+		})
+	}
+}
+
+// holdHistory creates the history table as the CLI does and locks it until
+// the returned release is called, which waits until two sessions (a push
+// and a migrate started meanwhile) wait on the lock, then lets them go at
+// once.
+func holdHistory(t *testing.T, url string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		"CREATE SCHEMA IF NOT EXISTS supabase_migrations",
+		"CREATE TABLE IF NOT EXISTS supabase_migrations.schema_migrations (version text NOT NULL PRIMARY KEY, statements text[], name text)",
+		"begin",
+		"lock table supabase_migrations.schema_migrations in access exclusive mode",
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func() {
+		defer conn.Close(ctx)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var waiting int
+			if err := conn.QueryRow(ctx, "select count(distinct pid) from pg_locks where not granted and relation = 'supabase_migrations.schema_migrations'::regclass").Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			if waiting == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%d sessions wait on the history table after 30 s; want 2 (push and migrate)", waiting)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if _, err := conn.Exec(ctx, "commit"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
