@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -11,11 +12,12 @@ import (
 )
 
 // MemberTokens learns who a member is from their Supabase access token
-// (supabase.MemberTokens: HS256 under the project's JWT secret).
+// (supabase.MemberTokens: the project's JWKS, or the legacy JWT secret).
 type MemberTokens interface {
 	// UserID returns the token's user id; EUNAUTHORIZED or EFORBIDDEN
-	// when it is not a valid member's token.
-	UserID(token string) (string, error)
+	// when it is not a valid member's token, EUNAVAILABLE when it cannot
+	// be checked now.
+	UserID(ctx context.Context, token string) (string, error)
 }
 
 // codeNotImplemented answers what this server is not set up for (501).
@@ -151,13 +153,13 @@ func memberPreflight(w http.ResponseWriter, _ *http.Request) {
 // memberCaller returns the user id of the request's member token.
 func (s *Server) memberCaller(r *http.Request) (string, error) {
 	if s.cfg.MemberTokens == nil {
-		return "", &office.Error{Code: codeNotImplemented, Message: "member endpoints need the project's JWT secret: set SUPABASE_JWT_SECRET on the office server"}
+		return "", &office.Error{Code: codeNotImplemented, Message: "member endpoints verify members' Supabase access tokens: run the server on Supabase (SUPABASE_URL), or set SUPABASE_JWT_SECRET for a project's legacy JWT secret"}
 	}
 	tok, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !found || strings.TrimSpace(tok) == "" {
 		return "", office.Errorf(office.EUNAUTHORIZED, "missing access token (send Authorization: Bearer <the member's Supabase access token>)")
 	}
-	return s.cfg.MemberTokens.UserID(strings.TrimSpace(tok))
+	return s.cfg.MemberTokens.UserID(r.Context(), strings.TrimSpace(tok))
 }
 
 // memberDependency answers POST /api/member/dependencies/{id}/provide

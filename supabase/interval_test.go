@@ -86,27 +86,6 @@ func TestBytea(t *testing.T) {
 	}
 }
 
-func TestFromEnv(t *testing.T) {
-	env := map[string]string{}
-	get := func(k string) string { return env[k] }
-	if _, _, err := FromEnv(get, nil); office.ErrorCode(err) != office.EINVALID || !strings.Contains(err.Error(), EnvURL) {
-		t.Errorf("FromEnv with nothing set = %v", err)
-	}
-	env[EnvURL] = "https://abcd.supabase.co"
-	env[EnvServiceRoleKey] = "sekrit-key"
-	s, rt, err := FromEnv(get, nil)
-	if err != nil || s == nil || rt == nil {
-		t.Fatalf("FromEnv = %v", err)
-	}
-	if want := "wss://abcd.supabase.co/realtime/v1/websocket?apikey=sekrit-key&vsn=1.0.0"; rt.wsURL != want {
-		t.Errorf("Realtime URL %q; want %q", rt.wsURL, want)
-	}
-	delete(env, EnvServiceRoleKey)
-	if _, _, err := FromEnv(get, nil); err == nil || strings.Contains(err.Error(), "sekrit") || !strings.Contains(err.Error(), EnvServiceRoleKey) {
-		t.Errorf("FromEnv without key = %v", err)
-	}
-}
-
 // TestAppendEventPartialIndex: office_events' dedupe key is a partial unique
 // index (where dedupe_key is not null), which ON CONFLICT (office_id,
 // dedupe_key) cannot infer without its predicate: PostgreSQL answers 42P10,

@@ -132,8 +132,7 @@ func (s *Store) rpc(ctx context.Context, op, fn string, args map[string]any, out
 	if err != nil {
 		return &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
 	}
-	req.Header.Set("apikey", s.key)
-	req.Header.Set("Authorization", "Bearer "+s.key)
+	setAPIHeaders(req.Header, s.key)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	resp, err := (&http.Client{Transport: s.conn}).Do(req)

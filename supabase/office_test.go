@@ -104,7 +104,7 @@ func agentScript(t *testing.T, name, body string) office.LaunchSpec {
 func answerAsFrontend(t *testing.T, p *supabasetest.Project, member supabasetest.Member, id, response string) {
 	body, _ := json.Marshal(map[string]any{"question_id": id, "response": response})
 	req, _ := http.NewRequest(http.MethodPost, p.URL+"/rest/v1/rpc/answer_question", bytes.NewReader(body))
-	req.Header.Set("apikey", p.AnonKey)
+	req.Header.Set("apikey", p.PublishableKey)
 	req.Header.Set("Authorization", "Bearer "+member.Token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)

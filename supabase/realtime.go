@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -32,7 +33,9 @@ type RealtimeOptions struct {
 	// AccessToken returns the JWT the channel joins with. It is called
 	// before every join and every TokenRefresh; a changed token is pushed
 	// to the channel (event access_token). Nil: the API key is the token
-	// (right for the service-role key, which does not expire).
+	// (right for a server's key: the legacy service-role key does not
+	// expire, and for an sb_ key Realtime uses the socket's gateway token,
+	// renewed by reconnecting when it expires).
 	AccessToken func(ctx context.Context) (string, error)
 	// TokenRefresh is how often AccessToken is asked again while joined;
 	// default 5 minutes.
@@ -84,9 +87,11 @@ type Realtime struct {
 }
 
 // NewRealtime returns a feed for the Supabase project at projectURL
-// (https://<ref>.supabase.co), authenticated with apiKey (the service-role
-// key on a server), reading catch-ups from src. It does no I/O; Watch
-// connects.
+// (https://<ref>.supabase.co), authenticated with apiKey (on a server the
+// secret key sb_secret_…, or the legacy service-role JWT) in the socket
+// URL, reading catch-ups from src. Without AccessToken the channel joins
+// with apiKey as its access_token, which Realtime takes for the socket's
+// own token. It does no I/O; Watch connects.
 func NewRealtime(projectURL, apiKey string, src CatchUp, o RealtimeOptions) (*Realtime, error) {
 	if apiKey == "" || src == nil {
 		return nil, office.Errorf(office.EINVALID, "realtime: API key and catch-up source are required")
@@ -206,7 +211,13 @@ func (r *Realtime) Watch(ctx context.Context, officeIDs []string, fn func(office
 		if isRateLimit(err) && wait < r.o.RateLimitBackoff {
 			wait = r.o.RateLimitBackoff + rand.N(r.o.RateLimitBackoff/4+1)
 		}
-		r.log.Warn("realtime disconnected; reconnecting", "err", err, "wait", wait)
+		if subscribed && r.gatewayTokenExpired(err) {
+			// Routine on an sb_ key: a new socket gets a new token.
+			r.log.Info("realtime: the socket's gateway token expired; reconnecting")
+			wait = 0
+		} else {
+			r.log.Warn("realtime disconnected; reconnecting", "err", err, "wait", wait)
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -243,6 +254,19 @@ func isRateLimit(err error) bool {
 		return false
 	}
 	return strings.Contains(se.Reason, "RateLimitReached") || strings.Contains(se.Reason, "Too many")
+}
+
+// gatewayTokenExpired reports whether err is Realtime shutting the channel
+// because the socket's own token expired. With an sb_ key in the URL that
+// token is the short-lived role JWT Supabase's gateway made of the key
+// (Realtime reads it from x-api-key: user_socket.ex access_token/2), and a
+// join with the key as access_token uses it (realtime_channel.ex
+// assign_access_token: "sb_" → tenant_token); the channel's confirm_token
+// timer then ends it with "Token has expired N seconds ago". Only a new
+// socket gets a new token, so the feed reconnects at once.
+func (r *Realtime) gatewayTokenExpired(err error) bool {
+	var se *ServerError
+	return r.o.AccessToken == nil && isAPIKey(r.apiKey) && errors.As(err, &se) && strings.Contains(se.Reason, "Token has expired")
 }
 
 // isTokenError reports whether Realtime refused the access token.
@@ -332,7 +356,7 @@ type conn struct {
 const writeTimeout = 10 * time.Second
 
 func (r *Realtime) dial(ctx context.Context) (*conn, error) {
-	ws, resp, err := r.o.Dialer.DialContext(ctx, r.wsURL, nil)
+	ws, resp, err := r.o.Dialer.DialContext(ctx, r.wsURL, http.Header{"User-Agent": {userAgent}})
 	if err != nil {
 		if resp != nil {
 			return nil, fmt.Errorf("dial realtime: %s: %w", resp.Status, err)

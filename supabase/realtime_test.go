@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/supabase/internal/signing"
 	"github.com/office-server/office-server/supabase/supabasetest"
 )
 
@@ -51,7 +52,7 @@ func quietLogger() *slog.Logger {
 // phoenixOnly serves the Phoenix stand-in alone, for feed tests that need no
 // database.
 func phoenixOnly(t *testing.T) (*supabasetest.Phoenix, string) {
-	phx := supabasetest.NewPhoenix(t, supabasetest.JWTSecret, "")
+	phx := supabasetest.NewPhoenix(t, signing.New(supabasetest.JWTSecret), "")
 	mux := http.NewServeMux()
 	mux.Handle("/realtime/v1/websocket", phx)
 	srv := httptest.NewServer(mux)

@@ -55,10 +55,7 @@ func New(projectURL, key string) (*Store, error) {
 		return nil, office.Errorf(office.EINVALID, "supabase: project URL and key are required")
 	}
 	restURL := strings.TrimRight(projectURL, "/") + restPath
-	rest, err := postgrest.NewClientWithError(restURL, "public", map[string]string{
-		"apikey":        key,
-		"Authorization": "Bearer " + key,
-	})
+	rest, err := postgrest.NewClientWithError(restURL, "public", apiHeaders(key))
 	if err != nil {
 		return nil, office.Errorf(office.EINVALID, "supabase: project URL: %v", err)
 	}

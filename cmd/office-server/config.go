@@ -25,6 +25,7 @@ import (
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/proxy"
 	"github.com/office-server/office-server/store/postgres"
+	"github.com/office-server/office-server/supabase"
 )
 
 // serveConfig is the serve command's configuration: flags, each with an
@@ -35,17 +36,23 @@ type serveConfig struct {
 	DatabaseURL string
 	// NoMigrate: the schema of DatabaseURL is managed elsewhere (the
 	// Supabase CLI); serve checks it is current instead of migrating.
-	NoMigrate       bool
-	SupabaseURL     string
-	SupabaseKey     string
-	AdminToken      string
-	SecretsKey      string
-	JWTSecret       string // SUPABASE_JWT_SECRET: verifies members' tokens (server/members.go)
-	OfficeFile      string
-	Origins         []string
-	LogLevel        slog.Level
-	LogJSON         bool
-	ShutdownTimeout time.Duration
+	NoMigrate   bool
+	SupabaseURL string
+	SupabaseKey string
+	// SupabaseKeyFrom names the variable SupabaseKey came from
+	// (supabase.KeyFromEnv); SupabaseKeyIgnored the other one when both
+	// were set.
+	SupabaseKeyFrom, SupabaseKeyIgnored string
+	// AllowAnonymousMembers accepts Supabase's anonymous users as members.
+	AllowAnonymousMembers bool
+	AdminToken            string
+	SecretsKey            string
+	JWTSecret             string // SUPABASE_JWT_SECRET: verifies members' tokens (server/members.go)
+	OfficeFile            string
+	Origins               []string
+	LogLevel              slog.Level
+	LogJSON               bool
+	ShutdownTimeout       time.Duration
 	// InvocationTimeout fails a task that is not done in time; the caller
 	// is told why.
 	InvocationTimeout time.Duration
@@ -79,8 +86,12 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	fs.StringVar(&c.Addr, "addr", env("OFFICE_ADDR", "127.0.0.1:8080"), "listen address (env OFFICE_ADDR); loopback by default")
 	fs.StringVar(&c.DataDir, "data-dir", env("OFFICE_DATA_DIR", "./data"), "data directory: SQLite store, admin token, secrets key (env OFFICE_DATA_DIR)")
 	fs.StringVar(&c.DatabaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
-	fs.BoolVar(&c.NoMigrate, "no-migrate", false, "with DATABASE_URL: do not apply the migrations, only check that the schema has them all and say which are missing (env OFFICE_NO_MIGRATE=true)")
-	fs.StringVar(&c.SupabaseURL, "supabase-url", getenv("SUPABASE_URL"), "Supabase project URL (env SUPABASE_URL; needs SUPABASE_SERVICE_ROLE_KEY)")
+	noMigrate, err := strconv.ParseBool(env("OFFICE_NO_MIGRATE", "false"))
+	if err != nil {
+		return c, fmt.Errorf("OFFICE_NO_MIGRATE %q: want true or false", getenv("OFFICE_NO_MIGRATE"))
+	}
+	fs.BoolVar(&c.NoMigrate, "no-migrate", noMigrate, "with DATABASE_URL: do not apply the migrations, only check that the schema has them all and say which are missing (env OFFICE_NO_MIGRATE=true)")
+	fs.StringVar(&c.SupabaseURL, "supabase-url", getenv("SUPABASE_URL"), "Supabase project URL (env SUPABASE_URL; needs SUPABASE_SECRET_KEY or the legacy SUPABASE_SERVICE_ROLE_KEY)")
 	fs.StringVar(&c.OfficeFile, "office", getenv("OFFICE_FILE"), "office file (YAML) synced into the store at start (env OFFICE_FILE)")
 	origins := fs.String("allowed-origins", getenv("OFFICE_ALLOWED_ORIGINS"), "extra allowed Origins for the console, comma-separated (env OFFICE_ALLOWED_ORIGINS); the server's own origins are always allowed")
 	level := fs.String("log-level", env("OFFICE_LOG_LEVEL", "info"), "debug, info, warn or error (env OFFICE_LOG_LEVEL)")
@@ -91,6 +102,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	fs.StringVar(&c.ContentRules, "content-rules", getenv("OFFICE_CONTENT_RULES"), "file of content rules for proxy requests, added to the built-in ones (env OFFICE_CONTENT_RULES)")
 	fs.StringVar(&c.AgentBin, "agent-bin", getenv("OFFICE_AGENT_BIN"), "executable for builtin agents (default: this executable)")
 	fs.BoolVar(&c.NoAutostart, "no-autostart", false, "do not start the agents' sessions at start")
+	fs.BoolVar(&c.AllowAnonymousMembers, "allow-anonymous-members", isTrue(getenv(supabase.EnvAllowAnonymous)), "accept Supabase's anonymous sign-ins (is_anonymous) as members on the member endpoints (env "+supabase.EnvAllowAnonymous+")")
 	fs.StringVar(&c.NodeAddr, "node-addr", getenv("OFFICE_NODE_ADDR"), "with PostgreSQL: host:port where the other servers reach this one, for the console's terminals (env OFFICE_NODE_ADDR; default: the listen address)")
 	capacity := fs.String("capacity", env("OFFICE_CAPACITY", "0"), "with PostgreSQL: how many agents this server may run; 0: no limit (env OFFICE_CAPACITY)")
 	fs.DurationVar(&c.Lease, "lease", cluster.DefaultLease, "with PostgreSQL: how long an office stays this server's unrenewed; a server that stops loses its offices within lease + lease-renew")
@@ -102,7 +114,6 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	// Secrets come from the environment only: flags show up in ps.
-	c.SupabaseKey = getenv("SUPABASE_SERVICE_ROLE_KEY")
 	c.AdminToken = getenv("OFFICE_ADMIN_TOKEN")
 	c.SecretsKey = getenv("OFFICE_SECRETS_KEY")
 	c.JWTSecret = getenv("SUPABASE_JWT_SECRET")
@@ -110,13 +121,6 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		if o = strings.TrimSpace(o); o != "" {
 			c.Origins = append(c.Origins, o)
 		}
-	}
-	if v := getenv("OFFICE_NO_MIGRATE"); v != "" && !isFlagSet(fs, "no-migrate") {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return c, fmt.Errorf("OFFICE_NO_MIGRATE %q: want true or false", v)
-		}
-		c.NoMigrate = b
 	}
 	if c.DatabaseURL != "" {
 		if err := postgres.CheckSessionURL(c.DatabaseURL); err != nil {
@@ -134,20 +138,25 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return c, fmt.Errorf("log level %q: want debug, info, warn or error", *level)
 	}
-	switch {
-	case c.DatabaseURL != "" && c.SupabaseURL != "":
+	if c.DatabaseURL != "" && c.SupabaseURL != "" {
 		return c, errors.New("both DATABASE_URL and SUPABASE_URL are set: choose one store")
-	case c.SupabaseURL != "" && c.SupabaseKey == "":
-		return c, errors.New("SUPABASE_URL needs SUPABASE_SERVICE_ROLE_KEY in the environment")
+	}
+	if c.SupabaseURL != "" {
+		c.SupabaseKey, c.SupabaseKeyFrom, c.SupabaseKeyIgnored, err = supabase.KeyFromEnv(getenv)
+		if err != nil {
+			return c, fmt.Errorf("SUPABASE_URL needs the project's secret key in the environment: %w", err)
+		}
 	}
 	return c, nil
 }
 
-// isFlagSet reports whether args set the flag name.
-func isFlagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
+// isTrue reads a boolean environment value: 1, true, yes or on.
+func isTrue(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
 }
 
 // storeKind names the store the configuration selects.

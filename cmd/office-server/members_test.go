@@ -50,7 +50,7 @@ func checkSealedSecret(t *testing.T, conn *pgx.Conn, id, want string) {
 func officesSeen(t *testing.T, p *supabasetest.Project, m supabasetest.Member) []string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, p.URL+"/rest/v1/offices?select=id", nil)
-	req.Header.Set("apikey", p.AnonKey)
+	req.Header.Set("apikey", p.PublishableKey)
 	req.Header.Set("Authorization", "Bearer "+m.Token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -200,7 +200,11 @@ func serverConfig(c serveConfig, log *slog.Logger, store office.Store, feed offi
 		}
 	}
 	scfg.Members = members
-	if v := supabase.NewMemberTokens(c.JWTSecret); v != nil {
+	ma := supabase.MemberAuth{JWTSecret: c.JWTSecret, AllowAnonymous: c.AllowAnonymousMembers, Logger: log}
+	if c.storeKind() == "supabase" {
+		ma.ProjectURL = c.SupabaseURL // its JWKS and issuer
+	}
+	if v := supabase.NewMemberTokens(ma); v != nil {
 		scfg.MemberTokens = v
 	}
 	return scfg
@@ -284,6 +288,7 @@ func (m *Main) openStore(ctx context.Context, log *slog.Logger, own *owner) (sto
 		own.attach(pg.Pool(), cluster.Config{NodeID: node, Capacity: c.Capacity, Lease: c.Lease, Renew: c.LeaseRenew})
 		return pg, pg, func() error { return errors.Join(pg.Close(), lock.Close()) }, nil
 	case "supabase":
+		log.Info("supabase: API key from "+c.SupabaseKeyFrom, "ignored", c.SupabaseKeyIgnored)
 		sb, err := supabase.New(c.SupabaseURL, c.SupabaseKey)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("supabase: %w", err)

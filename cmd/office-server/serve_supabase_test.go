@@ -24,8 +24,8 @@ import (
 )
 
 // startSupabaseMain runs the serve command as a user would point it at a
-// Supabase project: SUPABASE_URL and SUPABASE_SERVICE_ROLE_KEY in the
-// environment (read by the same parseServeConfig as serveCmd), the example
+// Supabase project created today: SUPABASE_URL and SUPABASE_SECRET_KEY in
+// the environment (read by the same parseServeConfig as serveCmd), the example
 // office (examples/demo-office.yaml) with its built-in agents (this test
 // binary, through TestMain).
 func startSupabaseMain(t *testing.T, p *supabasetest.Project) *liveServer {
@@ -37,13 +37,14 @@ func startSupabaseMain(t *testing.T, p *supabasetest.Project) *liveServer {
 func startSupabaseMainWith(t *testing.T, p *supabasetest.Project, officeFile string) *liveServer {
 	t.Helper()
 	t.Setenv("SUPABASE_URL", p.URL)
-	t.Setenv("SUPABASE_SERVICE_ROLE_KEY", p.Key)
+	t.Setenv("SUPABASE_SECRET_KEY", p.SecretKey)
+	t.Setenv("SUPABASE_SERVICE_ROLE_KEY", "")
 	t.Setenv("DATABASE_URL", "")
 	t.Setenv("OFFICE_ADMIN_TOKEN", "")
 	t.Setenv("OFFICE_SECRETS_KEY", testSecretsKey)
-	// The project's JWT secret: members call the server's member
-	// endpoints with their own access tokens (server/members.go).
-	t.Setenv("SUPABASE_JWT_SECRET", string(supabasetest.JWTSecret))
+	// No JWT secret: members' tokens are verified against the project's
+	// JWKS, as on a project created today (server/members.go).
+	t.Setenv("SUPABASE_JWT_SECRET", "")
 	dir := t.TempDir()
 	cfg, err := parseServeConfig([]string{"--data-dir", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0",
 		"--office", officeFile, "--shutdown-timeout", "10s"},
@@ -90,7 +91,7 @@ func answerAsMember(t *testing.T, p *supabasetest.Project, m supabasetest.Member
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"question_id": id, "response": response})
 	req, _ := http.NewRequest(http.MethodPost, p.URL+"/rest/v1/rpc/answer_question", bytes.NewReader(body))
-	req.Header.Set("apikey", p.AnonKey)
+	req.Header.Set("apikey", p.PublishableKey)
 	req.Header.Set("Authorization", "Bearer "+m.Token)
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
@@ -136,8 +137,8 @@ func TestServeSupabase(t *testing.T) {
 	if j := p.Realtime.Joins(); j < 1 {
 		t.Fatalf("ready with %d Realtime joins", j)
 	}
-	if toks := p.Realtime.JoinTokens(); len(toks) == 0 || toks[0] != p.Key {
-		t.Errorf("Realtime joined with tokens %q; want the service-role key", toks)
+	if toks := p.Realtime.JoinTokens(); len(toks) == 0 || toks[0] != p.SecretKey {
+		t.Errorf("Realtime joined with tokens %q; want the secret key", toks)
 	}
 	oid := r.officeID(t)
 	member := p.MemberOf(t, oid, "member@example.com")
@@ -224,8 +225,8 @@ func TestServeSupabase(t *testing.T) {
 	if err := r.stop(); err != nil {
 		t.Fatalf("serve: %v", err)
 	}
-	if strings.Contains(r.logs.String(), p.Key) {
-		t.Errorf("the service-role key appears in the logs")
+	if strings.Contains(r.logs.String(), p.SecretKey) {
+		t.Errorf("the secret key appears in the logs")
 	}
 	t.Logf("%d rounds, %d Realtime joins, %d events", len(rounds), p.Realtime.Joins(), len(events))
 }
@@ -345,9 +346,7 @@ func TestSupabaseJS(t *testing.T) {
 	// (check 16); they sign up once invited (the loop below adds their
 	// auth.users row) and join with their own token (check 24).
 	newcomerID := uuid.NewString()
-	now := time.Now().Unix()
-	newcomerToken := supabasetest.Sign(map[string]any{"sub": newcomerID, "aud": "authenticated", "role": "authenticated",
-		"email": "newcomer@example.com", "iat": now, "exp": now + 3600})
+	newcomerToken := p.SignMember(p.MemberClaims(newcomerID, "newcomer@example.com", false))
 
 	// The agents' rows change while the suite watches (as when the server
 	// records a status): each UPDATE carries the row over Realtime.
@@ -375,7 +374,7 @@ func TestSupabaseJS(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(nodeCtx, node, filepath.Join(root, "supabase", "jstest", "test.mjs"))
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "SUPABASE_URL="+p.URL, "ANON_KEY="+p.AnonKey,
+	cmd.Env = append(os.Environ(), "SUPABASE_URL="+p.URL, "PUBLISHABLE_KEY="+p.PublishableKey,
 		"TOKEN_A="+a.Token, "USER_A="+a.ID, "TOKEN_B="+b.Token, "USER_B="+b.ID,
 		"OFFICE_A="+officeA, "OFFICE_B="+officeB, "CANARY="+canary, "READABLE="+string(readableJSON), "PUBLISHED="+strings.Join(published, ","),
 		"EXPIRED_B="+expiredB, "DEP_PKG_B="+depPkg, "DEP_KEY_B="+depKey,

@@ -70,7 +70,7 @@ func TestWebOfficePage(t *testing.T) {
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(site.URL+"/examples/web-office/"),
 		chromedp.SetValue(chromedp.CSS(`#url`), p.URL),
-		chromedp.SetValue(chromedp.CSS(`#anon`), p.AnonKey),
+		chromedp.SetValue(chromedp.CSS(`#key`), p.PublishableKey),
 		chromedp.SetValue(chromedp.CSS(`#token`), member.Token),
 		chromedp.SetValue(chromedp.CSS(`#server`), r.base),
 		chromedp.Click(chromedp.CSS(`#signin-form button[type=submit]`)),

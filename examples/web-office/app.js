@@ -27,9 +27,9 @@ let member = null   // { token, server }: for the office server's member endpoin
 // signIn makes the client with the member's access token (what
 // supabase.auth.signIn… gives a real page), joins any office that invited
 // this user, and lists the user's offices.
-async function signIn(url, anonKey, token, server) {
+async function signIn(url, publishableKey, token, server) {
   member = { token, server: server.replace(/\/+$/, '') }
-  sb = supabase.createClient(url, anonKey, {
+  sb = supabase.createClient(url, publishableKey, {
     auth: { persistSession: false, autoRefreshToken: false },
     accessToken: async () => token,
   })
@@ -206,7 +206,7 @@ async function loadResults() {
 $('signin-form').onsubmit = async (ev) => {
   ev.preventDefault()
   try {
-    await signIn($('url').value.trim(), $('anon').value.trim(), $('token').value.trim(), $('server').value.trim())
+    await signIn($('url').value.trim(), $('key').value.trim(), $('token').value.trim(), $('server').value.trim())
   } catch (e) {
     fail($('signin-error'), e)
   }

@@ -1,9 +1,11 @@
 // The web frontend's jobs, done with the official @supabase/supabase-js
 // against a Supabase project with office-server serve behind it, as
-// member A (office A), member B (office B) and anon. Run by
+// member A (office A), member B (office B) and anon, on a project created
+// today: the publishable key (sb_publishable_…) and members' access
+// tokens signed with the project's asymmetric key (ES256, by kid). Run by
 // TestSupabaseJS (cmd/office-server/serve_supabase_test.go), which starts
 // the stand-in project and the server and passes:
-//   SUPABASE_URL, ANON_KEY, TOKEN_A, USER_A (an owner of office A),
+//   SUPABASE_URL, PUBLISHABLE_KEY, TOKEN_A, USER_A (an owner of office A),
 //   TOKEN_B, USER_B, OFFICE_A, OFFICE_B,
 //   CANARY (a secret in po's env in the office file, which the server
 //   stores in office_agents.launch_spec),
@@ -24,13 +26,13 @@ const env = (k) => {
   if (!v) throw new Error(`${k} is not set`)
   return v
 }
-const url = env('SUPABASE_URL'), anonKey = env('ANON_KEY')
+const url = env('SUPABASE_URL'), publishableKey = env('PUBLISHABLE_KEY')
 const officeA = env('OFFICE_A'), officeB = env('OFFICE_B'), userA = env('USER_A'), userB = env('USER_B')
 const canary = env('CANARY'), readable = JSON.parse(env('READABLE'))
 
 // A signed-in member's client: the access token is the user's JWT
 // (as after supabase.auth.signIn…), sent to REST and Realtime.
-const client = (token) => createClient(url, anonKey, {
+const client = (token) => createClient(url, publishableKey, {
   auth: { persistSession: false, autoRefreshToken: false },
   realtime: { transport: WebSocket }, // Node 20 has no global WebSocket
   ...(token ? { accessToken: async () => token } : {}),
@@ -128,7 +130,7 @@ const published = env('PUBLISHED').split(',')
 assert.ok(published.includes('office_agents') && published.length >= 8, `published: ${published}`)
 async function watchAll(token, label) {
   const c = client(token), events = []
-  if (token) await c.realtime.setAuth() // the join then carries the member's token, not the anon key
+  if (token) await c.realtime.setAuth() // the join then carries the member's token, not the publishable key
   let ch = c.channel(`office-${label}-all`)
   for (const table of published) {
     ch = ch.on('postgres_changes', { event: '*', schema: 'public', table, filter: `office_id=eq.${officeA}` }, (p) => events.push({ ...p, at: Date.now() }))
@@ -342,7 +344,7 @@ await check('member A provides scout\'s package (rpc provide_dependency) and the
   assert.deepEqual(withValue, [], 'a live dependency_requests change carried value')
 })
 
-await check('secrets go through the server: member B provides an api_key and rejects an env_variable with their token; A 404, anon key and no token 401 (provide and reject), again 409, expired 410', async () => {
+await check('secrets go through the server: member B provides an api_key and rejects an env_variable with their token; A 404, the publishable key and no token 401 (provide and reject), again 409, expired 410', async () => {
   const server = env('SERVER_URL')
   const call = async (token, id, action, body) => {
     const res = await fetch(`${server}/api/member/dependencies/${id}/${action}`, {
@@ -353,7 +355,7 @@ await check('secrets go through the server: member B provides an api_key and rej
     return { status: res.status, body: await res.json() }
   }
   const secret = 'sk-live-member-b-0123456789', id = env('DEP_SECRET_B')
-  for (const [who, token, want] of [['no token', null, 401], ['the anon key', anonKey, 401], ['member A', env('TOKEN_A'), 404]]) {
+  for (const [who, token, want] of [['no token', null, 401], ['the publishable key', publishableKey, 401], ['member A', env('TOKEN_A'), 404]]) {
     for (const [action, body] of [['provide', { value: secret }], ['reject', { reason: 'not yours' }]]) {
       const r = await call(token, id, action, body)
       assert.equal(r.status, want, `${who} ${action}: ${JSON.stringify(r)}`)

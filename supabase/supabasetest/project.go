@@ -1,10 +1,12 @@
 // Package supabasetest runs a stand-in Supabase project for tests and the
 // load driver (cmd/office-load): the REST API (PostgREST's, by
 // supabase/internal/pgrest over a real PostgreSQL, under the request's
-// role) and Realtime (a Phoenix-protocol server that reads the database's
+// role), Realtime (a Phoenix-protocol server that reads the database's
 // WAL through wal2json and sends each change to the subscribers whose role
-// may see it), on one httptest server. Point the server or a
-// supabase.Store at Project.URL with Project.Key.
+// may see it), Auth's JWKS, and in front of them the API gateway that
+// turns the sb_ API keys into role JWTs (gateway.go), on one httptest
+// server. Point the server or a supabase.Store at Project.URL with
+// Project.SecretKey (or the legacy Project.Key).
 package supabasetest
 
 import (
@@ -19,16 +21,27 @@ import (
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/migrations"
 	standins "github.com/office-server/office-server/migrations/supabasetest"
-	"github.com/office-server/office-server/supabase/internal/hs256"
 	"github.com/office-server/office-server/supabase/internal/pgrest"
+	"github.com/office-server/office-server/supabase/internal/signing"
 )
 
-// JWTSecret is the stand-in project's JWT secret.
+// JWTSecret is the stand-in project's legacy JWT secret.
 var JWTSecret = []byte("stand-in-project-jwt-secret-at-least-32-characters")
 
-// Sign returns a project JWT with claims, as Supabase Auth or the
-// dashboard signs them.
-func Sign(claims map[string]any) string { return hs256.Sign(JWTSecret, claims) }
+// Sign returns a project JWT with claims signed with the legacy secret
+// (HS256), as the legacy keys and a legacy project's sessions are.
+func Sign(claims map[string]any) string {
+	return signing.SignKey("HS256", "", JWTSecret, claims)
+}
+
+// SecretKey and PublishableKey are the project's API keys as Supabase
+// issues them today: opaque strings the gateway maps to the service_role
+// and anon roles (the Supabase CLI's own defaults have the same shape:
+// supabase/cli apps/cli-go/pkg/config/apikeys.go).
+const (
+	SecretKey      = "sb_secret_StandInProjectSecretKey_0a1b2c3"
+	PublishableKey = "sb_publishable_StandInProjectPublicKey_4d5e6f"
+)
 
 // keyExpiry is when the stand-in's API keys expire: far off, as Supabase's
 // legacy keys (issued for ten years).
@@ -43,12 +56,16 @@ var (
 
 // Project is a running stand-in project.
 type Project struct {
-	URL         string // as SUPABASE_URL
-	Key         string // as SUPABASE_SERVICE_ROLE_KEY
-	AnonKey     string // the frontend's key
-	DatabaseURL string
-	Realtime    *Phoenix
-	REST        *pgrest.Server
+	URL            string // as SUPABASE_URL
+	SecretKey      string // as SUPABASE_SECRET_KEY (sb_secret_…)
+	PublishableKey string // the frontend's key (sb_publishable_…)
+	Key            string // as SUPABASE_SERVICE_ROLE_KEY: the legacy service-role JWT
+	AnonKey        string // the legacy anon JWT
+	DatabaseURL    string
+	Realtime       *Phoenix
+	REST           *pgrest.Server
+	gw             *gateway
+	keys           *signing.Keys
 }
 
 // New starts a project over a fresh database (testenv.NewDatabase: skipped
@@ -70,19 +87,23 @@ func New(t testing.TB) *Project {
 // Start serves a project over an already migrated database.
 func Start(t testing.TB, databaseURL string) *Project {
 	t.Helper()
-	rest, err := pgrest.New(context.Background(), databaseURL, JWTSecret)
+	keys := signing.New(JWTSecret)
+	rest, err := pgrest.New(context.Background(), databaseURL, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rest.Close)
-	phx := NewPhoenix(t, JWTSecret, databaseURL)
+	phx := NewPhoenix(t, keys, databaseURL)
+	gw := &gateway{keys: keys, secretKey: SecretKey, publishableKey: PublishableKey, tokenTTL: time.Hour, jwksMaxAge: 600}
 	mux := http.NewServeMux()
-	mux.Handle("/rest/v1/", rest)
-	mux.Handle("/realtime/v1/websocket", phx)
+	mux.Handle("/rest/v1/", gw.rest(rest))
+	mux.Handle("/realtime/v1/websocket", gw.realtime(phx))
+	mux.HandleFunc("GET /auth/v1/.well-known/jwks.json", gw.jwks)
 	srv := httptest.NewServer(cors(mux))
 	t.Cleanup(srv.Close)
 	t.Cleanup(phx.Close) // runs before srv.Close: hijacked sockets first
-	return &Project{URL: srv.URL, Key: Key, AnonKey: AnonKey, DatabaseURL: databaseURL, Realtime: phx, REST: rest}
+	return &Project{URL: srv.URL, SecretKey: SecretKey, PublishableKey: PublishableKey, Key: Key, AnonKey: AnonKey,
+		DatabaseURL: databaseURL, Realtime: phx, REST: rest, gw: gw, keys: keys}
 }
 
 // Member is a signed-in user of the project: a row in auth.users and the
@@ -92,8 +113,29 @@ type Member struct {
 	Token string
 }
 
-// NewMember creates a user and returns their token, valid for an hour.
+// NewMember creates a user and returns their access token, valid for an
+// hour, as Supabase Auth signs it today: with the project's signing key in
+// use (ES256, its kid in the header) and the claims of
+// supabase/auth internal/tokens/service.go (AccessTokenClaims: iss
+// <URL>/auth/v1, sub, aud authenticated, exp, iat, email, phone,
+// app_metadata, user_metadata, role, aal, amr, session_id, is_anonymous).
 func (p *Project) NewMember(t testing.TB, email string) Member {
+	t.Helper()
+	m := p.newUser(t, email)
+	m.Token = p.keys.Sign(p.MemberClaims(m.ID, email, false))
+	return m
+}
+
+// NewAnonymousMember creates an anonymous user (Auth's signInAnonymously:
+// role authenticated, is_anonymous true, no email) and returns their token.
+func (p *Project) NewAnonymousMember(t testing.TB) Member {
+	t.Helper()
+	m := p.newUser(t, "")
+	m.Token = p.keys.Sign(p.MemberClaims(m.ID, "", true))
+	return m
+}
+
+func (p *Project) newUser(t testing.TB, email string) Member {
 	t.Helper()
 	id := uuid.NewString()
 	conn, err := pgxConnect(p.DatabaseURL)
@@ -101,14 +143,66 @@ func (p *Project) NewMember(t testing.TB, email string) Member {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(context.Background(), `insert into auth.users (id, email, aud, role) values ($1, $2, 'authenticated', 'authenticated')`, id, email); err != nil {
+	var em any
+	if email != "" {
+		em = email
+	}
+	if _, err := conn.Exec(context.Background(), `insert into auth.users (id, email, aud, role) values ($1, $2, 'authenticated', 'authenticated')`, id, em); err != nil {
 		t.Fatalf("create user: %v", err)
 	}
-	now := time.Now().Unix()
-	tok := Sign(map[string]any{"iss": "supabase", "sub": id, "aud": "authenticated", "role": "authenticated",
-		"email": email, "iat": now, "exp": now + 3600, "session_id": uuid.NewString()})
-	return Member{ID: id, Token: tok}
+	return Member{ID: id}
 }
+
+// MemberClaims returns the claims of an access token Supabase Auth issues
+// user id now, valid for an hour.
+func (p *Project) MemberClaims(id, email string, anonymous bool) map[string]any {
+	now := time.Now().Unix()
+	amr := "password"
+	if anonymous {
+		amr = "anonymous"
+	}
+	return map[string]any{"iss": p.URL + "/auth/v1", "sub": id, "aud": "authenticated", "exp": now + 3600, "iat": now,
+		"email": email, "phone": "", "app_metadata": map[string]any{"provider": "email", "providers": []string{"email"}},
+		"user_metadata": map[string]any{}, "role": "authenticated", "aal": "aal1",
+		"amr": []map[string]any{{"method": amr, "timestamp": now}}, "session_id": uuid.NewString(), "is_anonymous": anonymous}
+}
+
+// SignMember signs claims with the project's key in use.
+func (p *Project) SignMember(claims map[string]any) string { return p.keys.Sign(claims) }
+
+// SignMemberWith signs claims with the project's key kid, revoked or not.
+func (p *Project) SignMemberWith(kid string, claims map[string]any) string {
+	return p.keys.SignWith(kid, claims)
+}
+
+// CurrentKey returns the kid of the project's signing key in use.
+func (p *Project) CurrentKey() string { return p.keys.Current() }
+
+// PublicKey returns the public half of the project's key kid.
+func (p *Project) PublicKey(kid string) any { return p.keys.PublicKey(kid) }
+
+// RotateKey makes a new key of alg (ES256 or RS256) the one in use, as the
+// dashboard's "Rotate keys" does; the old key stays published as
+// previously used. It returns the new kid.
+func (p *Project) RotateKey(alg string) string { return p.keys.Rotate(alg) }
+
+// RevokeKey revokes the key kid: gone from the JWKS, verifying nothing.
+func (p *Project) RevokeKey(kid string) { p.keys.Revoke(kid) }
+
+// SetJWKSMaxAge sets the max-age the JWKS is served with (Auth's is 600
+// seconds, internal/api/jwks.go), so a test sees a revocation soon.
+func (p *Project) SetJWKSMaxAge(seconds int) { p.gw.setJWKSMaxAge(seconds) }
+
+// SetGatewayTokenTTL sets how long the role JWTs the gateway makes of the
+// sb_ keys live; a Realtime socket opened with one is shut down when it
+// expires.
+func (p *Project) SetGatewayTokenTTL(d time.Duration) { p.gw.setTokenTTL(d) }
+
+// GatewayRequests returns how many requests the gateway has seen with each
+// kind of credential ("sb_secret", "sb_publishable", "legacy", "browser
+// secret", "invalid"; and "bearer sb_" for REST requests that carried an
+// sb_ key as bearer token) and resets the counts.
+func (p *Project) GatewayRequests() map[string]int { return p.gw.counts() }
 
 // MemberOf creates a user who is a member of the office and returns them.
 func (p *Project) MemberOf(t testing.TB, officeID, email string) Member {
@@ -152,4 +246,10 @@ func cors(next http.Handler) http.Handler {
 		w.Header().Set("Access-Control-Allow-Origin", "*")
 		next.ServeHTTP(w, r)
 	})
+}
+
+// SignWithKey signs claims with any private key under alg (ES256, RS256),
+// kid in the header: a token of a key the project does not have.
+func SignWithKey(alg, kid string, key any, claims map[string]any) string {
+	return signing.SignKey(alg, kid, key, claims)
 }

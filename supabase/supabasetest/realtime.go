@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/office-server/office-server/supabase/internal/hs256"
+	"github.com/office-server/office-server/supabase/internal/signing"
 )
 
 // Phoenix is a test stand-in for Supabase Realtime's WebSocket endpoint
@@ -27,9 +27,14 @@ import (
 // "The Realtime stand-in"):
 //   - the Phoenix serializers 1.0.0 (JSON objects) and 2.0.0 (JSON arrays
 //     [join_ref, ref, topic, event, payload]), chosen by the vsn parameter;
-//   - the socket's apikey and the join's access_token are project JWTs
-//     (HS256), with role and exp required; a refused join is answered after
-//     a delay (JoinErrorDelay, as channel_error_backoff_ms);
+//   - the socket's apikey (the role JWT the gateway put in place of an sb_
+//     key) and the join's access_token are project JWTs (HS256 under the
+//     secret, ES256/RS256 by kid under the published keys), with role and
+//     exp required; a refused join is answered after a delay
+//     (JoinErrorDelay, as channel_error_backoff_ms);
+//   - a joined channel whose token expires is shut down ("Token has expired
+//     N seconds ago", then phx_close) as confirm_token's timer does: for a
+//     server on an sb_ key that is the gateway's short-lived JWT;
 //   - every filter operator of postgres_changes (eq, neq, lt, lte, gt, gte,
 //     in, like, ilike, is, match, imatch, isdistinct, with not.), several
 //     joined by commas;
@@ -47,8 +52,8 @@ import (
 // SilentHeartbeats, MismatchIDs, ResendSubscribed, LoseChanges and
 // DropChanges.
 type Phoenix struct {
-	t      testing.TB
-	secret []byte
+	t    testing.TB
+	keys *signing.Keys
 
 	// PollInterval is the slot's poll interval (poll_interval_ms, 100 ms
 	// by default as in Realtime). Set before the first subscriber.
@@ -95,6 +100,7 @@ type phxConn struct {
 	token          string
 	role           string
 	claims         map[string]any
+	exp            int64 // the joined token's exp; 0: none to watch
 	subscribed     bool
 	// subsErr is why the channel's subscription fails ("Error parsing
 	// `filter` params: …"); "" when it does not.
@@ -114,12 +120,12 @@ type rtFilter struct {
 	negate       bool
 }
 
-// NewPhoenix returns a stand-in that accepts JWTs signed with secret and,
+// NewPhoenix returns a stand-in that accepts JWTs signed with keys and,
 // when databaseURL is not empty, reads that database's WAL (wal_level
 // logical and wal2json required: scripts/setup.sh). t.Cleanup closes it.
-func NewPhoenix(t testing.TB, secret []byte, databaseURL string) *Phoenix {
+func NewPhoenix(t testing.TB, keys *signing.Keys, databaseURL string) *Phoenix {
 	t.Helper()
-	p := &Phoenix{t: t, secret: secret, conns: map[*phxConn]bool{}, expired: map[string]bool{},
+	p := &Phoenix{t: t, keys: keys, conns: map[*phxConn]bool{}, expired: map[string]bool{},
 		PollInterval: 100 * time.Millisecond, JoinErrorDelay: 100 * time.Millisecond, stop: make(chan struct{})}
 	if databaseURL != "" {
 		ctx := context.Background()
@@ -155,20 +161,22 @@ var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return
 // signature, then role and exp present, then exp in the future. The
 // reasons are the channel's (realtime_channel.ex join: MalformedJWT for a
 // token that is not a JWT, JwtSignatureError for a bad signature,
-// JwtSignerError for an algorithm other than HS*, which without JWKS has
-// no signer: jwt_verification.ex generate_signer).
+// JwtSignerError for an algorithm it has no signer for or a kid not in
+// the JWKS: jwt_verification.ex generate_signer).
 func (p *Phoenix) verify(token string) (map[string]any, string, error) {
-	claims, err := hs256.Verify(p.secret, token)
+	claims, err := p.keys.Verify(token)
 	switch {
-	case errors.Is(err, hs256.ErrSignature):
+	case errors.Is(err, signing.ErrSignature):
 		return nil, "", errors.New("JwtSignatureError: Failed to validate JWT signature")
-	case errors.Is(err, hs256.ErrAlgorithm):
+	case errors.Is(err, signing.ErrAlgorithm):
 		return nil, "", errors.New("JwtSignerError: Failed to generate JWT signer, check your JWT secret or JWKS configuration")
+	case errors.Is(err, signing.ErrKey):
+		return nil, "", fmt.Errorf("JwtSignerError: Failed to generate JWT signer for key ID (kid) %q, check your JWT secret or JWKS configuration", signing.KID(token))
 	case err != nil:
 		return nil, "", errors.New("MalformedJWT: The token provided is not a valid JWT")
 	}
 	role, _ := claims["role"].(string)
-	exp, has, err := hs256.Exp(claims)
+	exp, has, err := signing.Exp(claims)
 	if role == "" || !has || err != nil {
 		return nil, "", errors.New("InvalidJWTToken: Fields `role` and `exp` are required in JWT")
 	}
@@ -216,12 +224,16 @@ func (p *Phoenix) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.wg.Add(1)
 	p.mu.Unlock()
 	defer p.wg.Done()
+	done := make(chan struct{})
 	defer func() {
+		close(done)
 		p.mu.Lock()
 		delete(p.conns, c)
 		p.mu.Unlock()
 		ws.Close()
 	}()
+	p.wg.Add(1)
+	go p.confirmTokens(c, done)
 	for {
 		_, data, err := ws.ReadMessage()
 		if err != nil {
@@ -392,6 +404,7 @@ func (p *Phoenix) join(c *phxConn, m frame) bool {
 	}
 	p.mu.Lock()
 	c.topic, c.joinRef, c.subs, c.role, c.claims, c.token, c.subsErr = m.Topic, m.JoinRef, subs, role, claims, token, subsErr
+	c.exp, _, _ = signing.Exp(claims)
 	if c.joinRef == "" {
 		c.joinRef = m.Ref // serializer 1.0.0 has no join_ref
 	}
@@ -516,6 +529,7 @@ func (p *Phoenix) accessToken(c *phxConn, m frame) {
 	}
 	p.mu.Lock()
 	c.token, c.role, c.claims, c.subscribed = tok, role, claims, false
+	c.exp, _, _ = signing.Exp(claims)
 	n := len(c.subs)
 	p.mu.Unlock()
 	if n > 0 {
@@ -540,6 +554,35 @@ func (c *phxConn) send(topic, event string, payload any, ref, joinRef string) {
 	defer c.wmu.Unlock()
 	c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	c.ws.WriteMessage(websocket.TextMessage, b)
+}
+
+// confirmTokens shuts the channel down when its token expires, as the
+// channel's :confirm_token timer does (realtime_channel.ex: confirm_token
+// runs again after min(5 minutes, exp - now), and an expired token ends in
+// shutdown_response "Token has expired N seconds ago"). A server on an sb_
+// key joins with the gateway's short-lived JWT, so this is what it sees
+// when that JWT's life ends.
+func (p *Phoenix) confirmTokens(c *phxConn, done <-chan struct{}) {
+	defer p.wg.Done()
+	tk := time.NewTicker(50 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tk.C:
+		}
+		now := time.Now().Unix()
+		p.mu.Lock()
+		exp, joined := c.exp, c.topic != ""
+		if joined && exp != 0 && exp <= now {
+			c.exp = 0
+		}
+		p.mu.Unlock()
+		if joined && exp != 0 && exp <= now {
+			p.shutdown(c, fmt.Sprintf("Token has expired %d seconds ago", now-exp))
+		}
+	}
 }
 
 // shutdown ends a channel as shutdown_response does: a system error, then

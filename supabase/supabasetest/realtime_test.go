@@ -2,6 +2,9 @@ package supabasetest_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -188,6 +191,14 @@ func (s *rawSocket) read(t *testing.T) rawMsg {
 	return m
 }
 
+func foreignKey(t *testing.T) *ecdsa.PrivateKey {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 // TestRealtimeJoins: any valid project JWT joins (the service-role key, a
 // member's access token) and is then "Subscribed to PostgreSQL"; a token
 // without role or exp, an expired one, one signed with another secret, one
@@ -207,6 +218,8 @@ func TestRealtimeJoins(t *testing.T) {
 	}{
 		{"service-role key", p.Key, "realtime:a", "", ""},
 		{"member token", member.Token, "realtime:a", "", ""},
+		{"legacy member token", supabasetest.Sign(p.MemberClaims(member.ID, "joins@example.com", false)), "realtime:a", "", ""},
+		{"unknown kid", supabasetest.SignWithKey("ES256", "not-a-kid", foreignKey(t), p.MemberClaims(member.ID, "", false)), "realtime:a", "", `JwtSignerError: Failed to generate JWT signer for key ID (kid) "not-a-kid"`},
 		{"no exp", supabasetest.Sign(map[string]any{"role": "authenticated", "sub": member.ID}), "realtime:a", "", "InvalidJWTToken: Fields `role` and `exp` are required in JWT"},
 		{"expired", supabasetest.Sign(map[string]any{"role": "authenticated", "exp": time.Now().Add(-time.Minute).Unix()}), "realtime:a", "", "InvalidJWTToken: Token has expired"},
 		{"other secret", p.Key[:strings.LastIndex(p.Key, ".")+1] + "c2lnbmF0dXJl", "realtime:a", "", "JwtSignatureError: Failed to validate JWT signature"},

@@ -4,8 +4,10 @@
 // it follows, with the PostgREST source lines, is listed in
 // docs/notes/supabase.md ("The PostgREST stand-in"). In short:
 //
-//   - the JWT of the Authorization header (HS256, the project's secret) is
-//     verified, exp checked with 30 s of skew; its role claim (anon when
+//   - the JWT of the Authorization header is verified against the
+//     project's keys (HS256 under the legacy secret; ES256 and RS256 by kid
+//     under the published signing keys, signing.Keys.Verify), exp checked
+//     with 30 s of skew; its role claim (anon when
 //     absent) becomes the transaction's role and the claims become
 //     request.jwt.claims, with request.method and request.path, all by
 //     set_config(…, true) in the request's transaction; row-level
@@ -22,8 +24,10 @@
 //     count=exact with Content-Range and 206 for a partial range.
 //
 // In front of PostgREST, Supabase's API gateway wants an apikey header
-// holding one of the project's keys; the stand-in checks it too, and uses
-// it as the bearer token when Authorization is absent.
+// holding one of the project's keys and turns an sb_ key into a role JWT
+// (supabasetest's gateway); the stand-in checks that the apikey is a
+// project JWT too, and uses it as the bearer token when Authorization is
+// absent.
 package pgrest
 
 import (
@@ -42,7 +46,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/office-server/office-server/supabase/internal/hs256"
+	"github.com/office-server/office-server/supabase/internal/signing"
 )
 
 // AnonRole is the role of a request whose JWT has no role claim
@@ -53,7 +57,7 @@ const AnonRole = "anon"
 type Server struct {
 	pool   *pgxpool.Pool
 	schema string
-	secret []byte
+	keys   *signing.Keys
 
 	// Now is the clock tokens are checked against; nil: time.Now.
 	Now func() time.Time
@@ -90,16 +94,16 @@ type foreignKey struct {
 }
 
 // New connects to databaseURL and serves the tables of schema public to
-// requests bearing JWTs signed with jwtSecret.
-func New(ctx context.Context, databaseURL string, jwtSecret []byte) (*Server, error) {
-	if len(jwtSecret) == 0 {
-		return nil, errors.New("pgrest: a JWT secret is required")
+// requests bearing JWTs signed with the project's keys.
+func New(ctx context.Context, databaseURL string, keys *signing.Keys) (*Server, error) {
+	if keys == nil || len(keys.Secret()) == 0 {
+		return nil, errors.New("pgrest: the project's JWT keys are required")
 	}
 	pool, err := pgxpool.New(ctx, databaseURL)
 	if err != nil {
 		return nil, err
 	}
-	return &Server{pool: pool, schema: "public", secret: jwtSecret}, nil
+	return &Server{pool: pool, schema: "public", keys: keys}, nil
 }
 
 // Close closes the database pool.
@@ -219,7 +223,7 @@ func (s *Server) authenticate(r *http.Request) (auth, error) {
 	if apikey == "" {
 		return auth{}, &apiError{status: http.StatusUnauthorized, message: "No API key found in request", hint: "No `apikey` request header or url param was found."}
 	}
-	if _, err := hs256.Verify(s.secret, apikey); err != nil {
+	if _, err := s.keys.Verify(apikey); err != nil {
 		return auth{}, &apiError{status: http.StatusUnauthorized, message: "Invalid API key", hint: "Double check your Supabase `anon` or `service_role` API key."}
 	}
 	token := apikey
@@ -233,13 +237,15 @@ func (s *Server) authenticate(r *http.Request) (auth, error) {
 	if token == "" {
 		return auth{}, jwtError("PGRST301", "Empty JWT is sent in Authorization header")
 	}
-	claims, err := hs256.Verify(s.secret, token)
+	claims, err := s.keys.Verify(token)
 	switch {
-	case errors.Is(err, hs256.ErrParts):
+	case errors.Is(err, signing.ErrParts):
 		return auth{}, jwtError("PGRST301", fmt.Sprintf("Expected 3 parts in JWT; got %d", len(strings.Split(token, "."))))
-	case errors.Is(err, hs256.ErrAlgorithm):
+	case errors.Is(err, signing.ErrAlgorithm):
 		return auth{}, jwtError("PGRST301", "Wrong or unsupported encoding algorithm")
-	case errors.Is(err, hs256.ErrSignature):
+	case errors.Is(err, signing.ErrKey):
+		return auth{}, jwtError("PGRST301", "No suitable key or wrong key type")
+	case errors.Is(err, signing.ErrSignature):
 		return auth{}, jwtError("PGRST301", "JWT cryptographic operation failed")
 	case err != nil:
 		return auth{}, jwtError("PGRST303", "Parsing claims failed")
@@ -249,7 +255,7 @@ func (s *Server) authenticate(r *http.Request) (auth, error) {
 		now = s.Now
 	}
 	const allowedSkew = 30 // seconds, Auth/Jwt.hs allowedSkewSeconds
-	exp, has, err := hs256.Exp(claims)
+	exp, has, err := signing.Exp(claims)
 	if err != nil {
 		return auth{}, jwtError("PGRST303", "The JWT 'exp' claim must be a number")
 	}

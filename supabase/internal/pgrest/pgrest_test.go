@@ -13,12 +13,12 @@ import (
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/migrations"
 	standins "github.com/office-server/office-server/migrations/supabasetest"
-	"github.com/office-server/office-server/supabase/internal/hs256"
+	"github.com/office-server/office-server/supabase/internal/signing"
 )
 
 var (
-	secret     = []byte("a-test-secret-of-at-least-32-characters")
-	serviceKey = hs256.Sign(secret, map[string]any{"role": "service_role", "exp": 4102444800})
+	keys       = signing.New([]byte("a-test-secret-of-at-least-32-characters"))
+	serviceKey = keys.SignHS256(map[string]any{"role": "service_role", "exp": 4102444800})
 )
 
 // TestAnswers checks the stand-in's answers against PostgREST's documented
@@ -33,7 +33,7 @@ func TestAnswers(t *testing.T) {
 	if _, err := migrations.ApplyURL(ctx, dbURL); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(ctx, dbURL, secret)
+	s, err := New(ctx, dbURL, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestRPC(t *testing.T) {
 	if _, err := migrations.ApplyURL(ctx, dbURL); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(ctx, dbURL, secret)
+	s, err := New(ctx, dbURL, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestRPC(t *testing.T) {
 	}
 	srv := httptest.NewServer(s)
 	defer srv.Close()
-	anonKey := hs256.Sign(secret, map[string]any{"role": "anon", "exp": 4102444800})
+	anonKey := keys.SignHS256(map[string]any{"role": "anon", "exp": 4102444800})
 	call := func(key, fn, body string) (int, string) {
 		req, _ := http.NewRequest("POST", srv.URL+"/rest/v1/rpc/"+fn, strings.NewReader(body))
 		req.Header.Set("apikey", key)
@@ -237,7 +237,7 @@ func TestContentRange(t *testing.T) {
 	if _, err := migrations.ApplyURL(ctx, dbURL); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(ctx, dbURL, secret)
+	s, err := New(ctx, dbURL, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
