@@ -317,6 +317,7 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 		r.HandlePermission(engine.PermissionRequest{
 			OfficeID: p.Key.OfficeID, AgentID: p.Key.AgentID, ID: p.ID, ConversationID: p.ConversationID,
 			Tool: p.Tool, Input: p.Input, Suggestions: p.Suggestions,
+			Via: p.Via, RulesApplied: p.Kind == session.KindClaude,
 		})
 	}
 	sopts.OnPermissionEnd = func(k session.Key, id string, answered bool) {

@@ -35,7 +35,22 @@ type PermissionRequest struct {
 	Tool              string
 	Input             json.RawMessage
 	Suggestions       json.RawMessage
+	// Via is how the request came, and how its decision goes back:
+	// ViaHook or ViaScreen.
+	Via string
+	// RulesApplied: the CLI applied the office's permission rules itself
+	// (Claude Code, whose settings hold them); for any other the office
+	// applies them (officeRule).
+	RulesApplied bool
 }
+
+// How a permission request came (session.ViaHook, session.ViaScreen).
+const (
+	ViaHook = "hook" // the CLI's hook waits for the decision
+	// ViaScreen: the CLI's dialog, answered with keys; a deny's reason is
+	// told to the agent as a notice, the dialog having no place for it.
+	ViaScreen = "screen"
+)
 
 // PermissionDecision is the decision sent back to the agent.
 type PermissionDecision struct {
@@ -58,6 +73,7 @@ type livePerm struct {
 	subject      string // the command, file path or URL
 	rule         string // what "allow for this session" remembers
 	timeout      time.Duration
+	via          string // PermissionRequest.Via
 }
 
 // permissions holds the permission requests waiting for a person. The
@@ -122,12 +138,26 @@ func (o *permissions) request(req PermissionRequest) {
 	subject := toolSubject(req.Tool, req.Input)
 	lp := livePerm{
 		key: k, conversation: req.ConversationID, tool: req.Tool, subject: subject,
-		rule: sessionRule(req.Tool, subject, req.Suggestions), timeout: o.timeout(a),
+		rule: sessionRule(req.Tool, subject, req.Suggestions), timeout: o.timeout(a), via: req.Via,
+	}
+	if r, allow, ok := officeRule(a, req, subject); !req.RulesApplied && ok {
+		d := PermissionDecision{Allow: allow}
+		if !allow {
+			d.Message = fmt.Sprintf("The office's rule %s denies this. Do not retry it; go on another way or ask the office with an ASK_USER block.", r)
+		}
+		if o.decide(k, req.ID, d) {
+			kind := map[bool]string{true: "permission.allowed", false: "permission.denied"}[allow]
+			o.record(ctx, a.OfficeID, a.ID, kind, map[string]any{
+				"request_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "by": "office rule", "rule": r, "via": req.Via,
+			}, "")
+			o.toldDenied(a, lp, d)
+		}
+		return
 	}
 	if r, ok := o.granted(ctx, k, req.ConversationID, req.Tool, subject); ok {
 		if o.decide(k, req.ID, PermissionDecision{Allow: true}) {
 			o.record(ctx, a.OfficeID, a.ID, "permission.allowed", map[string]any{
-				"request_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "by": "session rule", "rule": r,
+				"request_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "by": "session rule", "rule": r, "via": req.Via,
 			}, "")
 		}
 		return
@@ -157,7 +187,7 @@ func (o *permissions) request(req PermissionRequest) {
 	o.sweep.questions.note(q.ExpiresAt)
 	o.record(ctx, a.OfficeID, a.ID, "permission.requested", map[string]any{
 		"question_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "question": question,
-		"expires_at": q.ExpiresAt, "session_rule": lp.rule,
+		"expires_at": q.ExpiresAt, "session_rule": lp.rule, "via": req.Via,
 	}, "permission/"+req.ID)
 	o.wake() // answered already?
 }
@@ -292,8 +322,9 @@ func (o *permissions) decideWaiting(ctx context.Context) {
 		case office.QuestionExpired:
 			o.forget(id)
 			msg := fmt.Sprintf("No one in the office answered this permission request within %s, so it was denied. Do not retry it now; go on without it, or ask the office with an ASK_USER block why you need it.", lp.timeout)
-			if o.decide(lp.key, id, PermissionDecision{Message: msg}) {
-				o.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": "timeout", "message": msg}, "")
+			if d := (PermissionDecision{Message: msg}); o.decide(lp.key, id, d) {
+				o.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": "timeout", "message": msg, "via": lp.via}, "")
+				o.toldDeniedID(ctx, q.AgentID, lp, d)
 			}
 		default: // cancelled, or delivered by another path
 			o.forget(id)
@@ -320,6 +351,9 @@ func (o *permissions) decideAnswered(ctx context.Context, q office.Question, lp 
 		o.grant(ctx, lp.key, lp.conversation, lp.rule, q.ID)
 	}
 	sent := o.decide(lp.key, q.ID, d)
+	if sent {
+		o.toldDeniedID(ctx, q.AgentID, lp, d)
+	}
 	ok, err := o.store.MarkQuestionDelivered(ctx, q.ID)
 	if err != nil {
 		// Kept waiting, so the next round marks it (its decision is sent
@@ -337,7 +371,7 @@ func (o *permissions) decideAnswered(ctx context.Context, q office.Question, lp 
 	if !d.Allow {
 		kind = "permission.denied"
 	}
-	payload := map[string]any{"question_id": q.ID, "tool": lp.tool, "by": q.AnsweredBy, "answer": choice, "sent": sent}
+	payload := map[string]any{"question_id": q.ID, "tool": lp.tool, "by": q.AnsweredBy, "answer": choice, "sent": sent, "via": lp.via}
 	if reason != "" {
 		payload["reason"] = reason
 	}
@@ -345,6 +379,74 @@ func (o *permissions) decideAnswered(ctx context.Context, q office.Question, lp 
 		payload["rule"] = lp.rule
 	}
 	o.record(ctx, q.OfficeID, q.AgentID, kind, payload, "")
+}
+
+// toldDenied tells agent a the reason of a deny sent to a dialog on its
+// screen (ViaScreen): the dialog's "No" cancels the call without a word
+// to the model, so the reason follows as a notice. A hook passes it
+// itself.
+func (o *permissions) toldDenied(a office.Agent, lp livePerm, d PermissionDecision) {
+	if d.Allow || lp.via != ViaScreen {
+		return
+	}
+	what := lp.tool
+	if lp.subject != "" {
+		what += " (" + cutRunes(lp.subject, 200) + ")"
+	}
+	o.notify(a, fmt.Sprintf("Your request to use %s was not approved. %s", what, d.Message))
+}
+
+// toldDeniedID is toldDenied for the agent of that id.
+func (o *permissions) toldDeniedID(ctx context.Context, agentID string, lp livePerm, d PermissionDecision) {
+	if d.Allow || lp.via != ViaScreen {
+		return
+	}
+	a, err := o.store.GetAgent(ctx, agentID)
+	if err != nil {
+		o.log.Warn("permission: get agent to tell the deny", "agent", agentID, "err", err)
+		return
+	}
+	o.toldDenied(a, lp, d)
+}
+
+// cliToolNames are the tools of Gemini CLI and Qwen Code (and their dialog
+// titles) under the Claude Code name the office's permission rules may
+// use for all kinds ("Bash(git push:*)" denies it to every agent).
+var cliToolNames = map[string]string{
+	"run_shell_command": "Bash", "Shell": "Bash", "shell": "Bash",
+	"write_file": "Write", "WriteFile": "Write",
+	"replace": "Edit", "edit": "Edit", "Edit": "Edit",
+	"web_fetch": "WebFetch", "WebFetch": "WebFetch",
+}
+
+// officeRule applies agent a's permission rules (the office's and its
+// own, office.PermissionPolicy) to request req on subject: deny rules
+// first, then ask rules (asked), then allow rules. ok false: no rule
+// settles it.
+func officeRule(a office.Agent, req PermissionRequest, subject string) (rule string, allow, ok bool) {
+	p, tool := a.Launch.Permissions, req.Tool
+	if p == nil {
+		return "", false, false
+	}
+	covers := func(rules []string) (string, bool) {
+		for _, r := range rules {
+			r = strings.TrimSpace(r)
+			if ruleCovers(r, tool, subject) || (cliToolNames[tool] != "" && ruleCovers(r, cliToolNames[tool], subject)) {
+				return r, true
+			}
+		}
+		return "", false
+	}
+	if r, hit := covers(p.Deny); hit {
+		return r, false, true
+	}
+	if _, hit := covers(p.Ask); hit {
+		return "", false, false
+	}
+	if r, hit := covers(p.Allow); hit {
+		return r, true, true
+	}
+	return "", false, false
 }
 
 // parsePermissionAnswer reads an answer: one of the options, "yes"/"no",
@@ -508,10 +610,14 @@ func describePermission(agent, tool string, input json.RawMessage) (question, de
 	if in.Description != "" {
 		d = append(d, "Why: "+cutRunes(in.Description, 500))
 	}
+	kind := tool
+	if n := cliToolNames[tool]; n != "" {
+		kind = n // the same question for every CLI's shell, write, edit, fetch
+	}
 	switch {
-	case tool == "Bash" && in.Command != "":
+	case kind == "Bash" && in.Command != "":
 		question = fmt.Sprintf("%s wants to run a command: %s", agent, cutRunes(in.Command, 2000))
-	case (tool == "Edit" || tool == "MultiEdit") && in.FilePath != "":
+	case (kind == "Edit" || kind == "MultiEdit") && in.FilePath != "":
 		question = fmt.Sprintf("%s wants to edit %s", agent, in.FilePath)
 		edits := in.Edits
 		if in.OldString != "" || in.NewString != "" {
@@ -528,7 +634,7 @@ func describePermission(agent, tool string, input json.RawMessage) (question, de
 			diff = append(diff[:40], fmt.Sprintf("… (%d more lines)", len(diff)-40))
 		}
 		d = append(d, "--- "+in.FilePath+"\n+++ "+in.FilePath+"\n"+strings.Join(diff, "\n"))
-	case tool == "Write" && in.FilePath != "":
+	case kind == "Write" && in.FilePath != "":
 		n := strings.Count(in.Content, "\n")
 		if in.Content != "" && !strings.HasSuffix(in.Content, "\n") {
 			n++
@@ -539,7 +645,7 @@ func describePermission(agent, tool string, input json.RawMessage) (question, de
 			lines = append(lines[:20], fmt.Sprintf("… (%d more lines)", len(lines)-20))
 		}
 		d = append(d, "+ "+strings.Join(lines, "\n+ "))
-	case tool == "WebFetch" && in.URL != "":
+	case kind == "WebFetch" && in.URL != "":
 		question = fmt.Sprintf("%s wants to fetch %s", agent, in.URL)
 	case in.FilePath != "":
 		question = fmt.Sprintf("%s wants to use %s on %s", agent, tool, filepath.Clean(in.FilePath))

@@ -456,3 +456,104 @@ func TestPermissionAnswerNotTypedWhenDecided(t *testing.T) {
 		t.Errorf("typed into the agent for a permission request its hook got: %q", s)
 	}
 }
+
+// TestPermissionOtherCLIs: for a CLI that does not apply the office's
+// permission rules itself (Gemini CLI, Qwen Code), the office does: deny
+// rules first (by the tool's own name or its Claude Code name: an
+// office-wide "Bash(git push:*)" denies run_shell_command too), ask rules
+// asked, allow rules allowed, each without a question but an event that
+// names the rule and the path; the rest is asked. A request read from a
+// dialog on screen (ViaScreen) that a person denies gets its reason told
+// to the agent as a notice, since the dialog's "No" carries no words; one
+// through a hook never (the hook passes it).
+func TestPermissionOtherCLIs(t *testing.T) {
+	dec := newFakeDecider()
+	gem := office.Agent{Name: "QA", Role: "tester", Launch: office.LaunchSpec{Kind: "gemini", Permissions: &office.PermissionPolicy{
+		Deny: []string{"Bash(git push:*)"}, Allow: []string{"run_shell_command(ls:*)", "run_shell_command(make:*)", "Bash(echo:*)"}, Ask: []string{"run_shell_command(make:*)"},
+	}}}
+	h := newHarness(t, func(c *Config) { c.Decider = dec; c.PermissionTimeout = time.Minute }, gem)
+	h.run("QA")
+	ctx := context.Background()
+	eventually(t, "Run", func() bool { return h.r.running() != nil })
+	ask := func(cmd, via string, rulesApplied bool) string {
+		id := uuid.NewString()
+		dec.wait(id)
+		h.r.HandlePermission(PermissionRequest{OfficeID: h.office.ID, AgentID: h.id("QA"), ID: id, ConversationID: "c",
+			Tool: "run_shell_command", Input: bashInput(cmd), Via: via, RulesApplied: rulesApplied})
+		return id
+	}
+	cases := []struct {
+		cmd     string
+		allow   bool
+		decided bool // at once, by a rule
+	}{
+		{"git push origin main", false, true},
+		{"ls -la", true, true},
+		{"make build", false, false}, // an ask rule wins over an allow rule
+		{"echo hi", true, true},
+	}
+	for _, c := range cases {
+		id := ask(c.cmd, ViaHook, false)
+		got := dec.got(id)
+		_, qerr := h.st.GetQuestion(ctx, id)
+		switch {
+		case c.decided && (len(got) != 1 || got[0].Allow != c.allow || !office.IsNotFound(qerr)):
+			t.Errorf("%q: decisions %+v, question %v; want one allow=%v at once and no question", c.cmd, got, qerr, c.allow)
+		case !c.decided && (len(got) != 0 || qerr != nil):
+			t.Errorf("%q: decisions %+v, question %v; want it asked", c.cmd, got, qerr)
+		}
+		if c.decided && !c.allow && !strings.Contains(got[0].Message, "Bash(git push:*)") {
+			t.Errorf("%q: deny %q does not name the rule", c.cmd, got[0].Message)
+		}
+	}
+	// Claude Code applied the rules itself: asked as it came.
+	if id := ask("git push origin main", ViaHook, true); len(dec.got(id)) != 0 {
+		t.Errorf("a request whose CLI applied the rules was decided by them: %+v", dec.got(id))
+	}
+	h.quiet("QA", 50*time.Millisecond) // a hook's deny is never typed
+
+	// Through the screen: a person's deny is told to the agent, once.
+	id := ask("rm -rf build", ViaScreen, false)
+	if _, err := h.r.AnswerQuestion(ctx, id, "deny: not on Fridays", "user-1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deny", func() bool { return len(dec.got(id)) == 1 })
+	if s := h.typed("QA", "not on Fridays"); !strings.Contains(s, "run_shell_command (rm -rf build)") {
+		t.Errorf("notice %q: want the call named", s)
+	}
+	h.quiet("QA", 100*time.Millisecond)
+	evs, err := h.st.ListEvents(ctx, office.EventFilter{OfficeID: h.office.ID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vias []string
+	for _, e := range evs {
+		if e.Kind != "permission.denied" {
+			continue
+		}
+		var p struct{ Via, By string }
+		_ = json.Unmarshal(e.Payload, &p)
+		vias = append(vias, p.By+"/"+p.Via)
+	}
+	if want := "office rule/hook user-1/screen"; strings.Join(vias, " ") != want {
+		t.Errorf("denied events (by/via) %q, want %q", strings.Join(vias, " "), want)
+	}
+}
+
+// TestDescribeOtherCLIs: Gemini CLI's and Qwen Code's tools, and a
+// dialog read from the screen, are asked about in the words Claude Code's
+// are.
+func TestDescribeOtherCLIs(t *testing.T) {
+	for _, c := range []struct{ tool, input, want string }{
+		{"run_shell_command", `{"command":"go test ./...","description":"run the tests"}`, "qa wants to run a command: go test ./..."},
+		{"Shell", `{"command":"ls","dialog":"? Shell  ls"}`, "qa wants to run a command: ls"},
+		{"write_file", `{"file_path":"/w/a.txt","content":"x\ny\n"}`, "qa wants to write /w/a.txt (2 lines)"},
+		{"replace", `{"file_path":"/w/a.go","old_string":"a","new_string":"b"}`, "qa wants to edit /w/a.go"},
+		{"edit", `{"file_path":"/w/b.go","old_string":"a","new_string":"b"}`, "qa wants to edit /w/b.go"},
+	} {
+		q, d := describePermission("qa", c.tool, json.RawMessage(c.input))
+		if q != c.want || !strings.Contains(d, "Tool: "+c.tool) {
+			t.Errorf("%s %s: question %q (details %q), want %q and the tool's own name", c.tool, c.input, q, d, c.want)
+		}
+	}
+}

@@ -1,35 +1,127 @@
 #!/usr/bin/env bash
-# setup.sh installs and starts what the server and its tests need on a fresh
-# Debian machine: Node packages (xterm.js, Claude Code, supabase-js and ws,
-# the Supabase CLI), Chromium, PgBouncer and a running PostgreSQL 15 with the
-# test database, wal2json and wal_level=logical (the Realtime stand-in reads
-# the WAL as Supabase Realtime does). Safe to run again.
+# setup.sh installs what is asked for, at the versions package-lock.json and
+# this file pin. Safe to run again: what is there already is kept.
 #
-# Usage: scripts/setup.sh [--no-system]   (--no-system: only the Node packages)
+# Usage: scripts/setup.sh [--cli NAME]... [--npm] [--no-system]
+#
+#   --cli NAME   one CLI agent from npm, alone: claude (Claude Code), codex,
+#                gemini (Gemini CLI) or qwen (Qwen Code); may be repeated.
+#                scripts/run-claude.sh uses --cli claude.
+#   --npm        every npm package of package-lock.json: the four CLIs,
+#                @supabase/supabase-js and ws (the contract suite, the
+#                reference web office), xterm.js (the console's vendor check),
+#                the Supabase CLI (supabase: its @supabase/cli-linux-x64
+#                ships the binary; the migration tests run its db push).
+#   --no-system  --npm and the Go checkers, without Debian packages or
+#                PostgreSQL.
+#   (none)       everything the tests need (scripts/test.sh, .ci/run): --npm,
+#                the pinned Go checkers staticcheck and deadcode into bin/,
+#                Debian's chromium, tmux, postgresql-15, wal2json and
+#                pgbouncer (the session pooler's stand-in), and a
+#                running PostgreSQL 15 with wal_level=logical (the Realtime
+#                stand-in reads the WAL as Supabase Realtime does), the test
+#                role and database.
+#
+# The demo (scripts/run.sh) needs none of this: the console's xterm.js is
+# committed in server/web/static/vendor/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SUDO=""
-if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
+clis=() npm_all=0 go_tools=0 system=0
+if [ $# -eq 0 ]; then npm_all=1 go_tools=1 system=1; fi
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cli) [ $# -ge 2 ] || { echo "setup.sh: --cli needs a name: claude, codex, gemini or qwen" >&2; exit 2; }
+           clis+=("$2"); shift ;;
+    --cli=*) clis+=("${1#--cli=}") ;;
+    --npm) npm_all=1 ;;
+    --no-system) npm_all=1 go_tools=1 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup.sh: unknown option $1 (see scripts/setup.sh --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
 
-# Node packages, pinned by package-lock.json: the CLI agents the tests drive
-# (Claude Code, Codex, Qwen Code, Gemini CLI) among them, and the Supabase CLI
-# (npm supabase: its @supabase/cli-linux-x64 ships the binary, no download).
-if [ ! -x node_modules/.bin/claude ] || [ ! -f node_modules/@supabase/supabase-js/package.json ] \
-   || [ ! -x node_modules/.bin/codex ] || [ ! -x node_modules/.bin/qwen ] || [ ! -x node_modules/.bin/gemini ] \
-   || [ ! -x node_modules/.bin/supabase ] \
-   || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  # npm ci refuses a lock file without the other platforms' builds of an
-  # optional dependency (Qwen Code's @teddyzhu/clipboard-darwin-*, -win32-*
-  # are not in the registry this machine reaches, so npm cannot record
-  # them); npm install then installs exactly the lock file's versions.
-  npm ci --no-audit --no-fund --loglevel=error 2>/dev/null \
-    || npm install --no-audit --no-fund --loglevel=error
+# npm_pkg NAME: the npm package and the command of a CLI agent.
+npm_pkg() {
+  case "$1" in
+    claude) echo "@anthropic-ai/claude-code claude" ;;
+    codex) echo "@openai/codex codex" ;;
+    gemini) echo "@google/gemini-cli gemini" ;;
+    qwen) echo "@qwen-code/qwen-code qwen" ;;
+    *) echo "setup.sh: unknown CLI \"$1\": claude, codex, gemini or qwen" >&2; return 2 ;;
+  esac
+}
+
+# locked PACKAGE: the version package-lock.json pins.
+locked() { node -e 'const l=require("./package-lock.json").packages["node_modules/"+process.argv[1]]; if(!l){process.exit(1)} console.log(l.version)' "$1"; }
+# installed PACKAGE: the version in node_modules, if any.
+installed() { node -e 'try{console.log(require("./node_modules/"+process.argv[1]+"/package.json").version)}catch{}' "$1"; }
+
+# all_installed: every dependency of package.json is in node_modules at
+# the version package-lock.json pins.
+all_installed() {
+  node -e '
+    const deps = Object.keys(require("./package.json").dependencies);
+    const lock = require("./package-lock.json").packages;
+    for (const d of deps) {
+      let v;
+      try { v = require("./node_modules/" + d + "/package.json").version } catch { process.exit(1) }
+      if (v !== lock["node_modules/" + d].version) process.exit(1);
+    }'
+}
+
+need_npm() {
+  command -v npm >/dev/null || { echo "setup.sh: npm is needed (Debian: apt-get install npm)" >&2; exit 1; }
+}
+
+# Every npm package of the lock file, installed by npm ci from the lock file
+# as scripts/npm-pick.mjs writes it out (why: see there).
+if [ "$npm_all" = 1 ]; then
+  need_npm
+  if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ] \
+     || ! all_installed; then
+    echo "setup.sh: installing the npm packages of package-lock.json (the CLIs, supabase-js, xterm.js: about 470 MB)"
+    tmp=$(mktemp -d "$PWD/.setup-npm-XXXXXX") # on the same file system: mv renames
+    node scripts/npm-pick.mjs "$tmp"
+    (cd "$tmp" && npm ci --no-audit --no-fund)
+    rm -rf node_modules
+    mv "$tmp/node_modules" node_modules
+    rm -rf "$tmp"
+  fi
 fi
-# The console's third-party assets: copied, never committed, embedded by go:embed.
-mkdir -p server/web/static/vendor
-cp node_modules/@xterm/xterm/lib/xterm.js node_modules/@xterm/xterm/css/xterm.css \
-   node_modules/@xterm/addon-fit/lib/addon-fit.js server/web/static/vendor/
+
+# One CLI: npm ci in a scratch project holding only that package of the
+# lock file and what it needs (scripts/npm-pick.mjs), moved into
+# node_modules/ where the office files and the tests find it.
+for cli in ${clis[@]+"${clis[@]}"}; do
+  read -r pkg bin < <(npm_pkg "$cli") || exit 2
+  need_npm
+  want=$(locked "$pkg")
+  if [ "$(installed "$pkg")" = "$want" ] && [ -x "node_modules/.bin/$bin" ]; then
+    continue
+  fi
+  echo "setup.sh: installing $pkg $want from npm (pinned by package-lock.json)"
+  tmp=$(mktemp -d "$PWD/.setup-npm-XXXXXX")
+  node scripts/npm-pick.mjs "$tmp" "$pkg"
+  (cd "$tmp" && npm ci --no-audit --no-fund)
+  mkdir -p node_modules/.bin
+  for d in "$tmp"/node_modules/*; do
+    case "$(basename "$d")" in
+      @*) mkdir -p "node_modules/$(basename "$d")"
+          for s in "$d"/*; do rm -rf "node_modules/$(basename "$d")/$(basename "$s")"; mv "$s" "node_modules/$(basename "$d")/"; done ;;
+      *) rm -rf "node_modules/$(basename "$d")"; mv "$d" node_modules/ ;;
+    esac
+  done
+  # The bins are relative links (../pkg/bin/x): still right once moved.
+  for b in "$tmp"/node_modules/.bin/*; do
+    [ -e "$b" ] || [ -L "$b" ] || continue
+    rm -f "node_modules/.bin/$(basename "$b")"
+    cp -P "$b" node_modules/.bin/
+  done
+  rm -rf "$tmp"
+  echo "setup.sh: node_modules/.bin/$bin is $pkg $want"
+done
 
 # The Go checkers CI runs (.ci/run), pinned, from the Go module proxy:
 # bin/<name>-<version>, and bin/<name> pointing at it.
@@ -38,6 +130,7 @@ go_tool() { # name module/path@version
   if [ ! -x "bin/$name-$version" ]; then
     local tmp
     tmp=$(mktemp -d)
+    echo "setup.sh: building $2"
     GOBIN="$tmp" go install "$2"
     mkdir -p bin
     mv "$tmp/$name" "bin/$name-$version"
@@ -45,10 +138,15 @@ go_tool() { # name module/path@version
   fi
   ln -sfn "$name-$version" "bin/$name"
 }
-go_tool staticcheck honnef.co/go/tools/cmd/staticcheck@v0.8.2
-go_tool deadcode golang.org/x/tools/cmd/deadcode@v0.52.0
+if [ "$go_tools" = 1 ]; then
+  go_tool staticcheck honnef.co/go/tools/cmd/staticcheck@v0.8.2
+  go_tool deadcode golang.org/x/tools/cmd/deadcode@v0.52.0
+fi
 
-[ "${1:-}" = "--no-system" ] && exit 0
+[ "$system" = 1 ] || exit 0
+
+SUDO=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
 
 need=()
 command -v chromium >/dev/null || need+=(chromium)
@@ -59,6 +157,7 @@ command -v pg_ctlcluster >/dev/null || need+=(postgresql-15)
 # tests start their own; the package's service stays stopped).
 [ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer)
 if [ ${#need[@]} -gt 0 ]; then
+  echo "setup.sh: installing Debian packages: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq "${need[@]}" >/dev/null

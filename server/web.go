@@ -9,10 +9,11 @@ import (
 	"time"
 )
 
-// web holds the console page. web/static/vendor/ (xterm.js, its CSS and
-// the fit addon) is copied from node_modules by scripts/setup.sh and is not
-// committed; "all:" keeps the embed valid when it is empty, and the page
-// falls back to a plain text view when xterm.js is missing.
+// web holds the console page. web/static/vendor/ holds the pinned
+// xterm.js, its CSS and the fit addon with their licence, committed so that
+// a plain `go build` gives a working console (TestVendorMatchesLock
+// checks them against package-lock.json). The page falls back to a plain
+// text view when xterm.js fails to load.
 //
 //go:embed all:web
 var web embed.FS

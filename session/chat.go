@@ -46,6 +46,8 @@ type chatCLI struct {
 	// prepare, if set, adds to the environment what keeps a start-up
 	// dialog away (folder trust), leaving the person's files alone.
 	prepare func(spec Spec, env []string) []string
+	// hook, if set, routes its tool approvals to the office.
+	hook *chatHook
 }
 
 // chatRecord is one record of a chat recording, as the driver needs it.
@@ -121,7 +123,9 @@ type chatDriver struct {
 	attnFrom Status     // the status to return to when the dialog is gone (locked)
 	actionAt time.Time  // the title has said an approval waits since (locked)
 	start    startDialog
-	watch    dirWatch // the recording's directory (worker-owned)
+	watch    dirWatch      // the recording's directory (worker-owned)
+	approve  chatApprovals // the approval hook's socket (Options.Hook)
+	ask      dialogAsk     // the dialog on screen the office was asked about (locked)
 }
 
 // agentHome is the agent's HOME: from its environment, the spec, or the
@@ -137,6 +141,11 @@ func agentHome(spec Spec) string {
 }
 
 func (d *chatDriver) launch(spec Spec) ([]string, []string, error) {
+	d.s.mu.Lock()
+	ask := d.ask
+	d.ask = dialogAsk{}
+	d.s.mu.Unlock()
+	d.endAsk(ask)
 	home := agentHome(spec)
 	md := d.cli.instructions(spec)
 	if err := os.MkdirAll(filepath.Dir(md), 0o700); err != nil {
@@ -171,6 +180,10 @@ func (d *chatDriver) launch(spec Spec) ([]string, []string, error) {
 	env := setEnv(buildEnv(spec, false), "HOME", home)
 	if d.cli.prepare != nil {
 		env = d.cli.prepare(spec, env)
+	}
+	env, err := d.approve.prepare(d.s, d.cli.hook, spec, env)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s approvals: %w", d.cli.name, err)
 	}
 	return args, env, nil
 }
@@ -228,7 +241,12 @@ func (d *chatDriver) resume(spec *Spec, asked *Spec) {
 	resumeConversation(d.id, d.cli.kind, spec, asked)
 }
 
-func (d *chatDriver) close() { d.watch.stop() }
+func (d *chatDriver) close() {
+	d.watch.stop()
+	d.approve.close()
+	d.endAsk(d.ask) // the process is gone, and its dialog with it
+	d.ask = dialogAsk{}
+}
 
 // follow finds the chat recording and has its directory watched; until
 // it is found, the directory the CLI says (watchDir). Worker-owned.
@@ -294,6 +312,11 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 	if title != chatAction {
 		d.actionAt = time.Time{}
 	}
+	var dialog string
+	if title == chatAction && d.term != nil {
+		dialog = d.cli.dialog(d.term.Lines())
+	}
+	asked := d.askDialog(title == chatAction, dialog)
 	ready := title == chatIdle && quiet && d.term != nil
 	switch {
 	case next == StatusStarting && ready && chatComposer(d.term.Lines()):
@@ -331,6 +354,13 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 	}
 	s.mu.Unlock()
 	s.pressEnterAgain(reEnter)
+	if asked != nil {
+		status := report
+		report = func() {
+			status()
+			asked()
+		}
+	}
 	return texts, report
 }
 

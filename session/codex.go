@@ -62,9 +62,8 @@ type codexDriver struct {
 	warned    bool       // the missing rollout was logged
 	start     startDialog
 
-	stateDir string        // the permission socket's directory (Options.Hook)
-	perm     *permListener // the PermissionRequest hook's socket
-	watch    dirWatch      // the rollout's directory (worker-owned)
+	perm  permHook // the PermissionRequest hook's socket (Options.Hook)
+	watch dirWatch // the rollout's directory (worker-owned)
 }
 
 func newCodexDriver(s *Session) driver { return &codexDriver{s: s} }
@@ -275,14 +274,7 @@ func (d *codexDriver) idleWake() time.Duration {
 
 func (d *codexDriver) close() {
 	d.watch.stop()
-	if d.perm != nil {
-		d.perm.close()
-		d.perm = nil
-	}
-	if d.stateDir != "" {
-		_ = os.RemoveAll(d.stateDir)
-		d.stateDir = ""
-	}
+	d.perm.close()
 }
 
 // permissionHook returns the flags that give Codex its PermissionRequest
@@ -299,33 +291,16 @@ func (d *codexDriver) permissionHook(spec Spec) ([]string, error) {
 	if len(hook) == 0 {
 		return nil, nil
 	}
-	if d.perm == nil {
-		dir, err := os.MkdirTemp("", "office-session-")
-		if err != nil {
-			return nil, fmt.Errorf("state directory: %w", err)
-		}
-		signals := filepath.Join(dir, "signals")
-		if err := os.WriteFile(signals, nil, 0o600); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("state directory: %w", err)
-		}
-		p, err := listenPermissions(d.s, dir, signals)
-		if err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
-		d.stateDir, d.perm = dir, p
+	if err := d.perm.open(d.s); err != nil {
+		return nil, err
 	}
-	argv := append(append([]string{}, hook...), "permission", d.perm.path)
-	for i, a := range argv {
-		argv[i] = shellQuote(a)
-	}
+	command := d.perm.command(hook, "permission")
 	timeout := spec.PermissionHookTimeout
 	if timeout <= 0 {
 		timeout = DefaultPermissionHookTimeout
 	}
 	entry := fmt.Sprintf(`hooks.PermissionRequest=[{hooks=[{type="command",command=%s,timeout=%d}]}]`,
-		tomlString(strings.Join(argv, " ")), int(timeout.Seconds()))
+		tomlString(command), int(timeout.Seconds()))
 	return []string{"-c", entry, "--dangerously-bypass-hook-trust"}, nil
 }
 

@@ -54,6 +54,7 @@ var geminiCLI = &chatCLI{
 	// single Enter 3 s later was not enough. An Enter on an empty
 	// composer does nothing.
 	reEnters: 3,
+	hook:     &chatHook{mode: "before-tool", apply: geminiHook},
 }
 
 // geminiTrust trusts the agent's own folder: GEMINI_CLI_TRUST_WORKSPACE=true

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,11 @@ type PermissionRequest struct {
 	Input          json.RawMessage // tool_input (for Bash: command, description)
 	Suggestions    json.RawMessage // permission_suggestions, as Claude Code gave them
 	Mode           string          // permission_mode
+	// Via is how it came and is decided: ViaHook (the CLI's hook waits)
+	// or ViaScreen (its dialog, answered with keys).
+	Via string
+	// Kind is the session's launch kind (KindClaude…).
+	Kind string
 }
 
 // PermissionDecision is the answer to a PermissionRequest.
@@ -77,6 +83,9 @@ type permWait struct {
 	sigAt int64  // the size of the session's signals file when it came
 	conn  net.Conn
 	ended bool // end closed it: answered in the terminal (locked)
+	// answer, for a request read from a dialog on screen (ViaScreen),
+	// types the decision; conn is nil.
+	answer func(PermissionDecision) error
 }
 
 // permRegistry is the manager's set of waiting requests, by ID.
@@ -115,7 +124,7 @@ func (r *permRegistry) end(key Key, match func(w *permWait) bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, w := range r.waiting {
-		if w.key == key && match(w) {
+		if w.key == key && w.conn != nil && match(w) {
 			w.ended = true
 			w.conn.Close()
 		}
@@ -142,6 +151,9 @@ func (m *Manager) DecidePermission(key Key, id string, d PermissionDecision) err
 	w := m.perms.take(key, id)
 	if w == nil {
 		return fmt.Errorf("permission request %s: %w", id, ErrNoRequest)
+	}
+	if w.answer != nil {
+		return w.answer(d)
 	}
 	defer w.conn.Close()
 	out := hookDecision{Behavior: "deny", Message: d.Message}
@@ -241,7 +253,7 @@ func (p *permListener) serve(c net.Conn) {
 	_ = c.SetReadDeadline(time.Time{})
 	req := PermissionRequest{
 		Key: s.key, ID: uuid.NewString(), ConversationID: in.SessionID, Tool: in.Tool,
-		Input: in.Input, Suggestions: in.Suggestions, Mode: in.Mode,
+		Input: in.Input, Suggestions: in.Suggestions, Mode: in.Mode, Via: ViaHook, Kind: s.Info().Kind,
 	}
 	m := s.m
 	var sigAt int64
@@ -276,55 +288,136 @@ func (p *permListener) close() {
 	_ = os.Remove(p.path)
 }
 
-// RunPermissionHook is the PermissionRequest hook's main: `hook permission
-// SOCKET`, Claude Code's request on stdin. It passes the request to the
-// session listening on SOCKET, waits for the decision and prints it as the
-// hook's output. It returns the exit code: 0 with a decision; 1 without
-// one (no server, the connection ended), which Claude Code takes as a
-// failed hook and shows its own dialog; 2 for a bad command line.
+// permHook is the hook socket of a session whose CLI runs this server's
+// executable as its permission hook (Codex, Gemini CLI, Qwen Code): a state
+// directory of its own (0700, the server's user) holding the socket and
+// the hook signals file. It is made at the first launch and kept across
+// restarts of the agent; close removes it.
+type permHook struct {
+	dir string
+	ln  *permListener
+}
+
+// open makes the directory and listens on its socket, once.
+func (h *permHook) open(s *Session) error {
+	if h.ln != nil {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "office-session-")
+	if err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	signals := filepath.Join(dir, "signals")
+	if err := os.WriteFile(signals, nil, 0o600); err != nil {
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("state directory: %w", err)
+	}
+	ln, err := listenPermissions(s, dir, signals)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return err
+	}
+	h.dir, h.ln = dir, ln
+	return nil
+}
+
+// command is the hook's shell command line: the server's hook command
+// (Options.Hook), the mode ("permission" or "before-tool") and the socket.
+func (h *permHook) command(hook []string, mode string) string {
+	argv := append(append([]string{}, hook...), mode, h.ln.path)
+	for i, a := range argv {
+		argv[i] = shellQuote(a)
+	}
+	return strings.Join(argv, " ")
+}
+
+// close stops listening and removes the directory.
+func (h *permHook) close() {
+	if h.ln != nil {
+		h.ln.close()
+		h.ln = nil
+	}
+	if h.dir != "" {
+		_ = os.RemoveAll(h.dir)
+		h.dir = ""
+	}
+}
+
+// RunPermissionHook is the permission hook's main, in one of two modes:
+//
+//   - `hook permission SOCKET`: a PermissionRequest hook (Claude Code,
+//     Codex, Qwen Code: the same input and decision format). It runs when
+//     the CLI would show its approval dialog. Exit 0 with a decision; 1
+//     without one (no server, the connection ended), which the CLI takes as
+//     a failed hook and shows its own dialog.
+//   - `hook before-tool SOCKET`: Gemini CLI's BeforeTool hook, for the
+//     tools the office routes (their dialog is turned off by the office's
+//     policy, so the hook is the only gate). It fails closed: without a
+//     decision it denies, with the reason, since a failed BeforeTool hook
+//     lets the tool run.
+//
+// Either passes the request on stdin to the session listening on SOCKET,
+// waits for the decision and prints it as the CLI reads it. 2 for a bad
+// command line.
 func RunPermissionHook(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) != 2 || args[0] != "permission" {
-		fmt.Fprintln(stderr, "usage: hook permission SOCKET")
+	if len(args) != 2 || (args[0] != "permission" && args[0] != "before-tool") {
+		fmt.Fprintln(stderr, "usage: hook permission|before-tool SOCKET")
 		return 2
 	}
+	beforeTool := args[0] == "before-tool"
+	d, err := askServer(args[1], stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "hook: %v\n", err)
+		if !beforeTool {
+			return 1
+		}
+		d = hookDecision{Behavior: "deny", Message: "The office could not ask anyone about this tool call (" + err.Error() + "), so it was not approved. Try again later."}
+	}
+	var out any = map[string]any{"hookSpecificOutput": map[string]any{
+		"hookEventName": "PermissionRequest",
+		"decision":      d,
+	}}
+	if beforeTool {
+		// Gemini CLI 0.61 (hook-utils.ts evaluateBeforeToolHook): "deny"
+		// blocks the call and gives the model "Tool execution blocked:
+		// <reason>"; "allow" goes on to the policy, which allows it.
+		out = map[string]string{"decision": d.Behavior, "reason": d.Message}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s\n", b)
+	return 0
+}
+
+// askServer hands the hook's request (JSON on stdin) to the session
+// listening on socket and returns its decision.
+func askServer(socket string, stdin io.Reader) (hookDecision, error) {
+	var d hookDecision
 	in, err := io.ReadAll(io.LimitReader(stdin, maxHookInput+1))
 	if err != nil || len(in) > maxHookInput {
-		fmt.Fprintln(stderr, "hook: request unreadable or too large")
-		return 1
+		return d, errors.New("request unreadable or too large")
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, in); err != nil {
-		fmt.Fprintf(stderr, "hook: request is not JSON: %v\n", err)
-		return 1
+		return d, fmt.Errorf("request is not JSON: %w", err)
 	}
-	c, err := net.Dial("unix", args[1])
+	c, err := net.Dial("unix", socket)
 	if err != nil {
-		fmt.Fprintf(stderr, "hook: office server: %v\n", err)
-		return 1
+		return d, fmt.Errorf("office server: %w", err)
 	}
 	defer c.Close()
 	compact.WriteByte('\n')
 	if _, err := c.Write(compact.Bytes()); err != nil {
-		fmt.Fprintf(stderr, "hook: office server: %v\n", err)
-		return 1
+		return d, fmt.Errorf("office server: %w", err)
 	}
 	reply, err := bufio.NewReader(io.LimitReader(c, 1<<20)).ReadBytes('\n')
 	if err != nil {
-		fmt.Fprintln(stderr, "hook: the office server ended the request without a decision")
-		return 1
+		return d, errors.New("the office server ended the request without a decision")
 	}
-	var d hookDecision
 	if err := json.Unmarshal(reply, &d); err != nil || (d.Behavior != "allow" && d.Behavior != "deny") {
-		fmt.Fprintf(stderr, "hook: bad decision %q\n", strings.TrimSpace(string(reply)))
-		return 1
+		return hookDecision{}, fmt.Errorf("bad decision %q", strings.TrimSpace(string(reply)))
 	}
-	out, err := json.Marshal(map[string]any{"hookSpecificOutput": map[string]any{
-		"hookEventName": "PermissionRequest",
-		"decision":      d,
-	}})
-	if err != nil {
-		return 1
-	}
-	fmt.Fprintf(stdout, "%s\n", out)
-	return 0
+	return d, nil
 }

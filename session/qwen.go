@@ -50,6 +50,7 @@ var qwenCLI = &chatCLI{
 	state:        qwenState,
 	dialog:       func(rows []string) string { return approvalDialog(rows, nil) },
 	watchDir:     qwenWatchDir,
+	hook:         &chatHook{mode: "permission", apply: qwenHook},
 }
 
 // qwenWatchDir is where the recording of the agent's folder dir is made

@@ -48,7 +48,7 @@ import (
 //
 // No "[OFFICE] Answer to question" and no expiry notice is ever typed for
 // these questions. It logs the time from the request to its row and from
-// an answer to the decision reaching the model (README, "Permission
+// an answer to the decision reaching the model (docs/performance.md, "Permission
 // requests").
 func TestClaudePermissionRequests(t *testing.T) {
 	if testing.Short() {

@@ -386,3 +386,25 @@ func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// LastIsFunctionResponse reports whether the request's last turn carries a
+// function response: the CLI sends a tool's result (or its refusal).
+func (r Request) LastIsFunctionResponse() bool {
+	var body struct {
+		Contents []struct {
+			Parts []struct {
+				FunctionResponse json.RawMessage `json:"functionResponse"`
+			} `json:"parts"`
+		} `json:"contents"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	if len(body.Contents) == 0 {
+		return false
+	}
+	for _, p := range body.Contents[len(body.Contents)-1].Parts {
+		if len(p.FunctionResponse) > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -507,3 +507,23 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, req Request, resp 
 	}
 	e.send("", []byte("[DONE]"))
 }
+
+// LastIsToolOutput reports whether the request ends with a tool's output:
+// a Chat Completions "tool" message or a Responses API
+// function_call_output item.
+func (r Request) LastIsToolOutput() bool {
+	var body struct {
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+		Input []struct {
+			Type string `json:"type"`
+		} `json:"input"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	if n := len(body.Messages); n > 0 && body.Messages[n-1].Role == "tool" {
+		return true
+	}
+	n := len(body.Input)
+	return n > 0 && body.Input[n-1].Type == "function_call_output"
+}

@@ -108,7 +108,7 @@ func ClaudeBin(t testing.TB) string {
 			return p
 		}
 	}
-	Missing(t, "Claude Code binary", "run scripts/setup.sh (npm ci installs @anthropic-ai/claude-code) or set OFFICE_CLAUDE_BIN")
+	Missing(t, "Claude Code binary", "run scripts/setup.sh --cli claude (installs @anthropic-ai/claude-code from package-lock.json) or set OFFICE_CLAUDE_BIN")
 	return ""
 }
 
@@ -133,7 +133,7 @@ func CLIBin(t testing.TB, name string) string {
 	t.Helper()
 	p := filepath.Join(RepoRoot(), "node_modules", ".bin", name)
 	if _, err := os.Stat(p); err != nil {
-		Missing(t, name+" CLI", "run scripts/setup.sh (npm ci installs the pinned CLIs of package.json)")
+		Missing(t, name+" CLI", "run scripts/setup.sh --npm (installs the CLIs package-lock.json pins)")
 	}
 	return p
 }
