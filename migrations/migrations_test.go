@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/pressly/goose/v3"
 
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/migrations"
@@ -53,7 +52,7 @@ func TestApplyTwicePlainPostgres(t *testing.T) {
 		t.Fatalf("second Up applied %v, want nothing", res)
 	}
 	var n int
-	if err := db.QueryRowContext(ctx, "select count(*) from "+migrations.VersionTable+" where version_id > 0 and is_applied").Scan(&n); err != nil {
+	if err := db.QueryRowContext(ctx, "select count(*) from "+migrations.HistoryTable).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	names, _ := fs.Glob(migrations.FS(), "*.sql")
@@ -137,17 +136,9 @@ func TestApplyOnSupabaseStandIn(t *testing.T) {
 func TestSessionDetailUpgrade(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, db := openDB(t)
-	if _, err := db.ExecContext(ctx, "create schema "+migrations.VersionSchema); err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS(),
-		goose.WithTableName(migrations.VersionTable), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, db := openDB(t)
 	const before = 20261122000300 // office_change_feed
-	if _, err := p.UpTo(ctx, before); err != nil {
+	if _, err := migrations.ApplyURLTo(ctx, url, before); err != nil {
 		t.Fatalf("migrate up to %d: %v", before, err)
 	}
 	exec := func(sql string, args ...any) error {

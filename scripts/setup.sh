@@ -9,12 +9,15 @@
 #                scripts/run-claude.sh uses --cli claude.
 #   --npm        every npm package of package-lock.json: the four CLIs,
 #                @supabase/supabase-js and ws (the contract suite, the
-#                reference web office), xterm.js (the console's vendor check).
+#                reference web office), xterm.js (the console's vendor check),
+#                the Supabase CLI (supabase: its @supabase/cli-linux-x64
+#                ships the binary; the migration tests run its db push).
 #   --no-system  --npm and the Go checkers, without Debian packages or
 #                PostgreSQL.
 #   (none)       everything the tests need (scripts/test.sh, .ci/run): --npm,
 #                the pinned Go checkers staticcheck and deadcode into bin/,
-#                Debian's chromium, tmux, postgresql-15 and wal2json, and a
+#                Debian's chromium, tmux, postgresql-15, wal2json and
+#                pgbouncer (the session pooler's stand-in), and a
 #                running PostgreSQL 15 with wal_level=logical (the Realtime
 #                stand-in reads the WAL as Supabase Realtime does), the test
 #                role and database.
@@ -33,7 +36,7 @@ while [ $# -gt 0 ]; do
     --cli=*) clis+=("${1#--cli=}") ;;
     --npm) npm_all=1 ;;
     --no-system) npm_all=1 go_tools=1 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown option $1 (see scripts/setup.sh --help)" >&2; exit 2 ;;
   esac
   shift
@@ -150,6 +153,9 @@ command -v chromium >/dev/null || need+=(chromium)
 command -v tmux >/dev/null || need+=(tmux) # the console test compares its terminal with tmux
 command -v pg_ctlcluster >/dev/null || need+=(postgresql-15)
 [ -f /usr/lib/postgresql/15/lib/wal2json.so ] || need+=(postgresql-15-wal2json)
+# PgBouncer in session mode stands in for Supabase's session pooler (the
+# tests start their own; the package's service stays stopped).
+[ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup.sh: installing Debian packages: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

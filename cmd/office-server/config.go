@@ -24,6 +24,7 @@ import (
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/proxy"
+	"github.com/office-server/office-server/store/postgres"
 	"github.com/office-server/office-server/supabase"
 )
 
@@ -33,6 +34,9 @@ type serveConfig struct {
 	Addr        string
 	DataDir     string
 	DatabaseURL string
+	// NoMigrate: the schema of DatabaseURL is managed elsewhere (the
+	// Supabase CLI); serve checks it is current instead of migrating.
+	NoMigrate   bool
 	SupabaseURL string
 	SupabaseKey string
 	// SupabaseKeyFrom names the variable SupabaseKey came from
@@ -82,6 +86,11 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	fs.StringVar(&c.Addr, "addr", env("OFFICE_ADDR", "127.0.0.1:8080"), "listen address (env OFFICE_ADDR); loopback by default")
 	fs.StringVar(&c.DataDir, "data-dir", env("OFFICE_DATA_DIR", "./data"), "data directory: SQLite store, admin token, secrets key (env OFFICE_DATA_DIR)")
 	fs.StringVar(&c.DatabaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
+	noMigrate, err := strconv.ParseBool(env("OFFICE_NO_MIGRATE", "false"))
+	if err != nil {
+		return c, fmt.Errorf("OFFICE_NO_MIGRATE %q: want true or false", getenv("OFFICE_NO_MIGRATE"))
+	}
+	fs.BoolVar(&c.NoMigrate, "no-migrate", noMigrate, "with DATABASE_URL: do not apply the migrations, only check that the schema has them all and say which are missing (env OFFICE_NO_MIGRATE=true)")
 	fs.StringVar(&c.SupabaseURL, "supabase-url", getenv("SUPABASE_URL"), "Supabase project URL (env SUPABASE_URL): the store, with SUPABASE_SECRET_KEY or the legacy SUPABASE_SERVICE_ROLE_KEY; with DATABASE_URL, only the project whose Auth signs members' tokens")
 	fs.StringVar(&c.OfficeFile, "office", getenv("OFFICE_FILE"), "office file (YAML) synced into the store at start (env OFFICE_FILE)")
 	origins := fs.String("allowed-origins", getenv("OFFICE_ALLOWED_ORIGINS"), "extra allowed Origins for the console, comma-separated (env OFFICE_ALLOWED_ORIGINS); the server's own origins are always allowed")
@@ -111,6 +120,11 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	for _, o := range strings.Split(*origins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			c.Origins = append(c.Origins, o)
+		}
+	}
+	if c.DatabaseURL != "" {
+		if err := postgres.CheckSessionURL(c.DatabaseURL); err != nil {
+			return c, fmt.Errorf("DATABASE_URL: %w", err)
 		}
 	}
 	n, err := strconv.Atoi(*capacity)

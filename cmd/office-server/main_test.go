@@ -438,6 +438,14 @@ func TestAgentLifecycleAPI(t *testing.T) {
 func TestServePostgres(t *testing.T) {
 	url := testenv.NewDatabase(t)
 	r := startMain(t, "--database-url", url)
+	demoRoundTrip(t, r)
+}
+
+// demoRoundTrip waits until r is ready, answers the test office's first
+// question through the API, and waits until po's task to dev, carrying the
+// answer, is completed: the answer reaches po through the change feed.
+func demoRoundTrip(t *testing.T, r *liveServer) {
+	t.Helper()
 	oid := r.officeID(t)
 	req, _ := http.NewRequest("GET", r.base+"/readyz", nil)
 	deadline := time.Now().Add(10 * time.Second)

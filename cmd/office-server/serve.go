@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -259,8 +260,8 @@ func (m *Main) openStore(ctx context.Context, log *slog.Logger, own *owner) (sto
 	c := m.Config
 	switch c.storeKind() {
 	case "postgres":
-		if _, err := migrations.ApplyURL(ctx, c.DatabaseURL); err != nil {
-			return nil, nil, nil, fmt.Errorf("migrate: %w", err)
+		if err := m.migrate(ctx, log); err != nil {
+			return nil, nil, nil, err
 		}
 		// The server is a cluster node, named in its data directory (locked:
 		// one process per name), so that a restart takes its offices back
@@ -309,6 +310,36 @@ func (m *Main) openStore(ctx context.Context, log *slog.Logger, own *owner) (sto
 		return nil, nil, nil, fmt.Errorf("open sqlite: %w", err)
 	}
 	return lite, lite, func() error { return errors.Join(lite.Close(), lock.Close()) }, nil
+}
+
+// migrate applies the migrations DatabaseURL lacks, or with NoMigrate
+// (a schema managed elsewhere) fails naming those it lacks.
+func (m *Main) migrate(ctx context.Context, log *slog.Logger) error {
+	c := m.Config
+	if !c.NoMigrate {
+		applied, err := migrations.ApplyURL(ctx, c.DatabaseURL)
+		for _, r := range applied {
+			log.Info("applied migration", "file", r.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		return nil
+	}
+	missing, err := migrations.PendingURL(ctx, c.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("check schema: %w", err)
+	}
+	if len(missing) > 0 {
+		names := make([]string, len(missing))
+		for i, r := range missing {
+			names[i] = r.Name
+		}
+		return fmt.Errorf("--no-migrate: the database lacks %d of this server's migrations: %s; "+
+			"apply them (supabase db push with this version's migrations/, or office-server migrate) or start without --no-migrate",
+			len(missing), strings.Join(names, ", "))
+	}
+	return nil
 }
 
 // secretsKey returns the key sealing dependency values: the configured

@@ -137,3 +137,21 @@ func CLIBin(t testing.TB, name string) string {
 	}
 	return p
 }
+
+// SupabaseCLI returns the path of the real Supabase CLI: OFFICE_SUPABASE_BIN,
+// else node_modules/.bin/supabase in the repository (npm package supabase,
+// pinned in package-lock.json, whose @supabase/cli-linux-x64 ships the
+// binary; installed by scripts/setup.sh).
+func SupabaseCLI(t testing.TB) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("OFFICE_SUPABASE_BIN"), filepath.Join(RepoRoot(), "node_modules", ".bin", "supabase")} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	Missing(t, "Supabase CLI", "run scripts/setup.sh (npm ci installs supabase from package-lock.json) or set OFFICE_SUPABASE_BIN")
+	return ""
+}

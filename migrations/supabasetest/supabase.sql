@@ -5,9 +5,15 @@
 --   * schema auth with auth.users and auth.uid(), auth.role(), auth.jwt()
 --     reading the request's JWT claims (request.jwt.claims, and the older
 --     per-claim setting request.jwt.claim.sub);
---   * the default privileges Supabase sets on schema public: every new
---     table, sequence and function is granted to anon, authenticated and
---     service_role (so RLS and explicit revokes are what protect data);
+--   * the default privileges of a project created today (since 30 May
+--     2026; every project from 30 October 2026): new tables, sequences and
+--     functions in schema public are granted to nobody, neither to anon,
+--     authenticated, service_role nor (functions) to PUBLIC, so a migration
+--     must grant each object it wants the API roles to use. Source: the
+--     Supabase changelog, "Breaking Change: Tables not exposed to Data and
+--     GraphQL API automatically" (supabase.com/changelog/45329, the project
+--     setting "Automatically expose new tables and functions", off); the
+--     strictest reading is taken for functions;
 --   * the (empty) publication supabase_realtime.
 -- Applying it twice is harmless.
 
@@ -82,9 +88,12 @@ grant usage on schema auth to anon, authenticated, service_role;
 grant execute on all functions in schema auth to anon, authenticated, service_role;
 
 grant usage on schema public to anon, authenticated, service_role;
-alter default privileges in schema public grant all on tables to anon, authenticated, service_role;
-alter default privileges in schema public grant all on sequences to anon, authenticated, service_role;
-alter default privileges in schema public grant all on functions to anon, authenticated, service_role;
+-- Undo what an older version of this script set on a reused database, then
+-- take PUBLIC's default EXECUTE on new functions away.
+alter default privileges in schema public revoke all on tables from anon, authenticated, service_role;
+alter default privileges in schema public revoke all on sequences from anon, authenticated, service_role;
+alter default privileges in schema public revoke all on functions from anon, authenticated, service_role;
+alter default privileges revoke execute on functions from public;
 
 do $$
 begin

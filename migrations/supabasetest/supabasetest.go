@@ -1,8 +1,9 @@
 // Package supabasetest recreates, for tests on a plain PostgreSQL, what a
 // Supabase project provides before the office's migrations run: the roles
 // anon, authenticated and service_role, schema auth with auth.users and
-// auth.uid() defined as Supabase defines it, Supabase's default privileges
-// on schema public and the supabase_realtime publication. It is not part of
+// auth.uid() defined as Supabase defines it, the default privileges of a
+// project created today (none for the API roles on new objects in schema
+// public) and the supabase_realtime publication. It is not part of
 // the production migrations (package migrations embeds only its own
 // directory's files) and only tests and the load driver (cmd/office-load)
 // import it.
