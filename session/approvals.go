@@ -325,10 +325,14 @@ func dialogChoice(options map[int]string, allow bool) byte {
 // dialog, when the office routes permission requests; it returns what to
 // call after the session's lock is released (the request handed on, or
 // the end of one whose dialog went away unanswered by the office). Locked.
-func (d *chatDriver) askDialog(action bool, text string) func() {
+func (d *chatDriver) askDialog(action bool) func() {
 	m := d.s.m
 	if m.opts.OnPermission == nil || len(m.opts.Hook) == 0 {
 		return nil
+	}
+	var text string
+	if action && d.term != nil {
+		text = d.cli.dialog(d.term.Lines())
 	}
 	key := d.s.key
 	if d.ask.id != "" && (!action || text != d.ask.dialog) {

@@ -312,11 +312,7 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 	if title != chatAction {
 		d.actionAt = time.Time{}
 	}
-	var dialog string
-	if title == chatAction && d.term != nil {
-		dialog = d.cli.dialog(d.term.Lines())
-	}
-	asked := d.askDialog(title == chatAction, dialog)
+	asked := d.askDialog(title == chatAction)
 	ready := title == chatIdle && quiet && d.term != nil
 	switch {
 	case next == StatusStarting && ready && chatComposer(d.term.Lines()):
