@@ -248,9 +248,9 @@ func TestConsoleTerminalMatchesTmux(t *testing.T) {
 			provideDependency(t, ctx, r, officeID)
 			continue
 		}
-		// Take control in the small window: the session takes the pane's
-		// size, the program redraws, every viewer follows.
-		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#take`)), chromedp.WaitVisible(chromedp.CSS(`body[data-control="you"]`))); err != nil {
+		// Take control and fit in the small window: the session takes
+		// the pane's size, the program redraws, every viewer follows.
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#takefit`)), chromedp.WaitVisible(chromedp.CSS(`body[data-control="you"]`))); err != nil {
 			t.Fatalf("take control: %v", err)
 		}
 		deadline := time.Now().Add(10 * time.Second)

@@ -31,6 +31,13 @@ function el(tag, attrs, ...kids) {
   return e;
 }
 
+// add appends kids to e, leaving out null, undefined and false (the DOM's
+// own append would print them as text: "null").
+function add(e, ...kids) {
+  for (const k of kids) if (k !== null && k !== undefined && k !== false) e.append(k.nodeType ? k : String(k));
+  return e;
+}
+
 // setText changes an element's text only when it differs (no needless
 // layout, no lost selection).
 function setText(e, text) { if (e.textContent !== text) e.textContent = text; }
@@ -211,11 +218,85 @@ function updateNeedCard(card, i) {
     pre.hidden = !dialog;
     setText(pre, dialog);
   }
+  if (i.kind === 'agent' && i.a.session_status === 'needs_attention') dialogButtons(card, i.a, i.a.session_detail);
   if (i.kind === 'agent') {
     setText(card.querySelector('.pill'), statusLabel(i.a.session_status));
     card.querySelector('.pill').className = 'pill ' + i.a.session_status;
     setText(card.querySelector('.detail'), i.a.session_detail || reasonMissing(i.a.session_status));
+    card.querySelector('.choices').hidden = i.a.session_status !== 'needs_attention' || !dialogChoices(i.a.session_detail).length;
   }
+}
+
+// dialogChoices reads the numbered choices of a dialog's text as the
+// agent's terminal shows it (Claude Code, Codex, Gemini CLI draw
+// "❯ 1. Yes" / "  2. No…", the marker on the selected one): [{n, label,
+// selected}], in order; none when the text has no numbered list.
+function dialogChoices(text) {
+  const out = [];
+  for (const line of (text || '').split('\n')) {
+    const m = line.match(/^\s*(?:[│|]\s*)?([❯›>●▶]\s*)?(\d{1,2})[.)]\s+(.+?)\s*[│|]?\s*$/);
+    if (!m) continue;
+    const n = Number(m[2]);
+    if (out.length && n !== out[out.length - 1].n + 1) continue; // not the same list
+    if (!out.length && n !== 1) continue;
+    out.push({ n, label: m[3], selected: !!m[1] });
+  }
+  return out.length >= 2 ? out : [];
+}
+
+// choiceKeys are the keys that pick choice c in an arrow-key list whose
+// selected entry is sel: Up or Down as many times as needed, then Enter
+// (what a person would press; a digit would do in some CLIs, not all).
+function choiceKeys(choices, c) {
+  const sel = Math.max(0, choices.findIndex((x) => x.selected));
+  const to = choices.indexOf(c);
+  const key = to > sel ? '\x1b[B' : '\x1b[A';
+  return key.repeat(Math.abs(to - sel)) + '\r';
+}
+
+// dialogButtons shows a dialog's choices as buttons that send exactly
+// that choice to the agent's terminal (keys), with the choice's own words
+// (what it will do); empty when the dialog has no list of choices.
+function dialogButtons(card, a, text) {
+  const box = card.querySelector('.choices');
+  const choices = dialogChoices(text);
+  const sig = choices.map((c) => c.n + c.label + c.selected).join('|');
+  if (box.dataset.sig === sig) return;
+  box.dataset.sig = sig;
+  box.replaceChildren(...choices.map((c) => el('button', {
+    type: 'button', class: 'choice' + (c.selected ? ' selected' : ''), 'data-choice': String(c.n), title: `press ${choiceKeys(choices, c).replace(/\x1b\[A/g, '↑').replace(/\x1b\[B/g, '↓').replace('\r', 'Enter')} in ${a.name}'s terminal`,
+    onclick: () => act(card, `answer ${a.name}'s dialog`, () => sendKeys(a, choiceKeys(choices, c))),
+  }, `${c.n}. ${c.label}`)));
+  box.hidden = choices.length === 0;
+}
+
+// sendKeys types keys into an agent's terminal through the console
+// WebSocket: take control, send, give control back. The open terminal of
+// the agent is used when it holds control already.
+function sendKeys(a, keys) {
+  const bytes = new TextEncoder().encode(keys);
+  for (const t of openTerms()) {
+    if (t.agent.id === a.id && t.control === 'you') { t.send(F.INPUT, bytes); return Promise.resolve(); }
+  }
+  return new Promise((resolve, reject) => {
+    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    const ws = new WebSocket(`${proto}//${location.host}/ws/offices/${encodeURIComponent(state.office)}/agents/${a.id}`);
+    ws.binaryType = 'arraybuffer';
+    let asked = false, done = false;
+    const frame = (type, body) => { const f = new Uint8Array(1 + (body ? body.length : 0)); f[0] = type; if (body) f.set(body, 1); ws.send(f); };
+    const finish = (err) => { if (done) return; done = true; clearTimeout(timer); ws.close(); err ? reject(err) : resolve(); };
+    const timer = setTimeout(() => finish(new Error('the terminal did not answer')), 5000);
+    ws.onmessage = (m) => {
+      const b = new Uint8Array(m.data);
+      if (b[0] !== F.STATUS) return;
+      const st = JSON.parse(new TextDecoder().decode(b.subarray(1)));
+      if (st.control === 'you') { frame(F.INPUT, bytes); frame(F.RELEASE); setTimeout(() => finish(), 100); return; }
+      if (st.control === 'other') { finish(new Error('another viewer has control of the terminal')); return; }
+      if (!asked) { asked = true; frame(F.TAKE); }
+    };
+    ws.onerror = () => finish(new Error('the terminal is not reachable'));
+    ws.onclose = (e) => finish(new Error('terminal closed' + (e.reason ? ': ' + e.reason : '')));
+  });
 }
 
 function reasonMissing(status) {
@@ -224,10 +305,10 @@ function reasonMissing(status) {
 
 function permissionCard(q) {
   const reason = el('input', { class: 'reason', name: 'reason', placeholder: 'reason (told to the agent with a deny)', autocomplete: 'off' });
-  const card = el('div', { class: 'card attention permission', 'data-id': q.id, 'data-agent': agentName(q.agent_id), 'data-name': agentName(q.agent_id) });
+  const card = el('div', { class: 'card attention permission', 'data-id': q.id, 'data-agent': agentName(q.agent_id), 'data-name': agentName(q.agent_id), 'data-agent-id': q.agent_id });
   const send = (text) => act(card, 'permission', () => api('POST', `/api/questions/${q.id}/answer`, { response: text }));
   const expires = q.expires_at ? localTime(q.expires_at) : '';
-  card.append(
+  add(card,
     el('div', { class: 'meta' }, `Permission request from ${agentName(q.agent_id)}`, expires ? ` · denied at ${expires} if nobody answers` : ''),
     el('div', { class: 'text' }, q.question),
     q.context ? el('pre', { class: 'detail' }, q.context) : null,
@@ -244,15 +325,15 @@ function permissionCard(q) {
 
 function questionCard(q) {
   const input = el('input', { class: 'answer', name: 'answer', placeholder: q.default_answer ? `default: ${q.default_answer}` : 'your answer', autocomplete: 'off' });
-  const card = el('form', { class: 'card question', 'data-id': q.id, 'data-agent': agentName(q.agent_id) });
+  const card = el('form', { class: 'card question', 'data-id': q.id, 'data-agent': agentName(q.agent_id), 'data-agent-id': q.agent_id });
   const send = (text) => act(card, 'answer', () => api('POST', `/api/questions/${q.id}/answer`, { response: text }));
   card.addEventListener('submit', (ev) => { ev.preventDefault(); if (input.value.trim()) send(input.value); });
   const opts = (q.options || []).map((o) => el('button', { type: 'button', class: 'option', 'data-option': o, onclick: () => send(o) }, o));
   const expires = q.expires_at ? ` · expires ${localTime(q.expires_at)}` : '';
-  card.append(
+  add(card,
     el('div', { class: 'meta' }, `${agentName(q.agent_id)} asks · ${localTime(q.created_at)}${expires}`),
     el('div', { class: 'text' }, q.question),
-    q.context ? el('div', { class: 'meta' }, q.context) : null,
+    q.context ? el('div', { class: 'context' }, q.context) : null,
     opts.length ? el('div', { class: 'options' }, ...opts) : null,
     el('div', {}, input, ' ', el('button', { class: 'answer-submit' }, 'Answer')),
     el('div', { class: 'error' }));
@@ -262,9 +343,9 @@ function questionCard(q) {
 function dependencyCard(d) {
   const value = el('input', { class: 'value', type: d.type === 'api_key' ? 'password' : 'text', placeholder: d.default || 'value', autocomplete: 'off' });
   const reason = el('input', { class: 'reason', placeholder: 'reason to reject', autocomplete: 'off' });
-  const card = el('div', { class: 'card dependency', 'data-id': d.id });
+  const card = el('div', { class: 'card dependency', 'data-id': d.id, 'data-agent-id': d.agent_id });
   const call = (what, body) => act(card, what, () => api('POST', `/api/dependencies/${d.id}/${what}`, body));
-  card.append(
+  add(card,
     el('div', { class: 'meta' }, `${agentName(d.agent_id)} needs ${d.type} ${d.required ? '(required)' : '(optional)'}`),
     el('div', {}, el('strong', {}, d.name), d.description ? ' — ' + d.description : ''),
     el('div', {}, value, ' ', el('button', { type: 'button', class: 'provide', onclick: () => call('provide', { value: value.value }) }, 'Provide')),
@@ -273,13 +354,35 @@ function dependencyCard(d) {
   return card;
 }
 
+// agentCard: an agent whose terminal waits for a person (a dialog: its
+// text, and its choices as buttons), or whose process ended (its reason).
+// Restart sits apart from the answers and asks to be confirmed.
 function agentCard(a) {
-  return el('div', { class: 'card attention agent', 'data-name': a.name, 'data-id': a.id },
-    el('div', { class: 'meta' }, `${a.name}: `, el('span', { class: 'pill ' + a.session_status }, statusLabel(a.session_status)), ' ',
-      el('button', { type: 'button', class: 'open', onclick: () => openTerminal(a) }, 'open terminal'), ' ',
-      el('button', { type: 'button', class: 'restart', onclick: (ev) => agentAction(ev.target.closest('.card'), a, 'restart') }, 'restart')),
-    el('pre', { class: 'detail' }, a.session_detail || reasonMissing(a.session_status)),
+  const card = el('div', { class: 'card attention agent', 'data-name': a.name, 'data-id': a.id, id: 'need-' + a.id });
+  return add(card,
+    el('div', { class: 'meta' }, `${a.name}: `, el('span', { class: 'pill ' + a.session_status }, statusLabel(a.session_status))),
+    el('pre', { class: 'detail dialogtext' }, a.session_detail || reasonMissing(a.session_status)),
+    el('div', { class: 'choices', hidden: true }),
+    el('div', { class: 'cardactions' },
+      el('button', { type: 'button', class: 'open', onclick: () => openTerminal(agentById(a.id) || a) }, 'open terminal'),
+      el('button', { type: 'button', class: 'restart danger', onclick: (ev) => confirmClick(ev.currentTarget, 'restart', () => agentAction(card, agentById(a.id) || a, 'restart')) }, 'restart…')),
     el('div', { class: 'error' }));
+}
+
+// confirmClick makes a destructive button ask once more: the first click
+// turns it into "confirm <what>" for four seconds, the second acts.
+function confirmClick(btn, what, fn) {
+  if (btn.dataset.armed === 'yes') {
+    clearTimeout(btn.armTimer);
+    btn.dataset.armed = '';
+    setText(btn, btn.dataset.label);
+    fn();
+    return;
+  }
+  btn.dataset.label = btn.textContent;
+  btn.dataset.armed = 'yes';
+  setText(btn, `confirm ${what}`);
+  btn.armTimer = setTimeout(() => { btn.dataset.armed = ''; setText(btn, btn.dataset.label); }, 4000);
 }
 
 // ---- agents ----
@@ -325,7 +428,7 @@ function renderTermStatus() {
 }
 
 const statusLabels = {
-  ready: 'waiting for input', busy: 'working', waiting: 'waiting for a result', needs_attention: 'needs attention',
+  ready: 'waiting for input', busy: 'working', waiting: 'waiting for a result', needs_attention: 'waits for a person',
   starting: 'starting', stopped: 'stopped', exited: 'exited', crashed: 'crashed', failed: 'failed to start',
 };
 const statusLabel = (s) => statusLabels[s] || s || 'unknown';
@@ -354,12 +457,14 @@ function agentRow(a) {
   const tr = el('tr', { class: 'agent', 'data-name': a.name, 'data-id': a.id },
     el('td', {}, el('a', { href: '#', class: 'open', onclick: (ev) => { ev.preventDefault(); openTerminal(agentById(a.id) || a); } }, a.name),
       el('div', { class: 'meta role' })),
-    el('td', { class: 'status' }, el('span', { class: 'pill' }), el('span', { class: 'since meta' }), el('div', { class: 'detail short' })),
+    el('td', { class: 'status' }, el('span', { class: 'pill' }), el('span', { class: 'since meta' }),
+      el('a', { class: 'waits', href: '#attention', hidden: true, onclick: (ev) => { ev.preventDefault(); showNeed(a.id); } }),
+      el('div', { class: 'detail short' })),
     el('td', { class: 'doing' }),
     el('td', { class: 'actions' },
       el('button', { type: 'button', class: 'start', onclick: () => agentAction(tr, agentById(a.id) || a, 'start') }, 'start'), ' ',
-      el('button', { type: 'button', class: 'stop', onclick: () => agentAction(tr, agentById(a.id) || a, 'stop') }, 'stop'), ' ',
-      el('button', { type: 'button', class: 'restart', onclick: () => agentAction(tr, agentById(a.id) || a, 'restart') }, 'restart'),
+      el('button', { type: 'button', class: 'stop danger', onclick: (ev) => confirmClick(ev.currentTarget, 'stop', () => agentAction(tr, agentById(a.id) || a, 'stop')) }, 'stop…'), ' ',
+      el('button', { type: 'button', class: 'restart danger', onclick: (ev) => confirmClick(ev.currentTarget, 'restart', () => agentAction(tr, agentById(a.id) || a, 'restart')) }, 'restart…'),
       el('div', { class: 'error' })));
   return tr;
 }
@@ -381,7 +486,36 @@ function updateAgentRow(tr, a) {
   d.title = a.session_detail || '';
   const doingCell = tr.querySelector('.doing');
   const parts = doing(a);
-  setText(doingCell, parts.join(' · ') || (a.session_status === 'ready' ? 'idle' : ''));
+  // Waiting for a person: its question or its dialog, linked to the card.
+  const w = waitsFor(a);
+  const link = tr.querySelector('.waits');
+  link.hidden = !w;
+  setText(link, w ? ` waits for you: ${w} ↑` : '');
+  setAttr(tr, 'data-waits', w ? 'yes' : '');
+  if (w) parts.unshift(`waits for a person (${w})`);
+  setText(doingCell, parts.join(' · ') || (a.session_status === 'ready' ? 'idle' : a.session_status === 'busy' ? 'working' : ''));
+}
+
+// waitsFor says what of an agent waits for a person: a question, a
+// permission request, a dependency, a dialog in its terminal.
+function waitsFor(a) {
+  const q = state.questions.find((x) => x.agent_id === a.id);
+  if (q) return q.category === 'permission' ? 'a permission' : 'a question';
+  if (state.deps.some((d) => d.agent_id === a.id)) return 'a dependency';
+  if (a.session_status === 'needs_attention') return 'a dialog';
+  return '';
+}
+
+// showNeed scrolls to the card of what an agent waits for and marks it.
+function showNeed(agentId) {
+  const card = [...document.querySelectorAll('#needlist .card')].find((c) =>
+    c.dataset.id === agentId || c.dataset.agentId === agentId);
+  if (!card) return;
+  card.scrollIntoView({ block: 'center' });
+  card.classList.add('flash');
+  setTimeout(() => card.classList.remove('flash'), 1500);
+  const b = card.querySelector('button.choice, button.option, button.allow, input');
+  if (b) b.focus();
 }
 
 async function agentAction(row, a, action) {
@@ -537,14 +671,21 @@ function openEvents() {
 
 // ---- terminal ----
 
-// minScale is the smallest a terminal is drawn: a wider one scrolls.
-const minScale = 0.6;
+// The terminal's font: 13 px, drawn scaled to the pane's width but never
+// below minFont px (readable); a terminal wider than that scrolls
+// sideways, its columns are never cut.
+const termFont = 13;
+const minFont = 10;
+const minScale = minFont / termFont;
+
+// openTerms lists the open terminal views.
+const openTerms = () => (state.term ? [state.term] : []);
 
 // TermView shows one agent's terminal. It is drawn at the session's own
 // columns and rows (from the server's STATUS frames), never re-wrapped,
-// and scaled down to fit the pane. Only the viewer in control resizes the
-// session: to what fits its pane, when it takes control and when its
-// window changes.
+// and scaled to the pane's width (scale). Only the viewer in control
+// resizes the session, and only when it asked to fit the session to its
+// window (Take control and fit): then also when its window changes.
 class TermView {
   constructor(agent) {
     this.agent = agent;
@@ -552,12 +693,13 @@ class TermView {
     this.pending = 0;
     this.paused = false;
     this.closed = false;
+    this.fit = false; // resize the session to the pane while in control
     this.decoder = new TextDecoder();
     // #plain=1 in the address forces the plain view (as without xterm.js).
     const plain = new URLSearchParams(location.hash.slice(1)).has('plain');
     if (window.Terminal && !plain) {
       $('#termpane').hidden = false; $('#plain').hidden = true; $('#plaininput').hidden = true;
-      this.xterm = new window.Terminal({ cols: agent.cols || 80, rows: agent.rows || 24, convertEol: false, scrollback: 5000, fontSize: 13 });
+      this.xterm = new window.Terminal({ cols: agent.cols || 80, rows: agent.rows || 24, convertEol: false, scrollback: 5000, fontSize: termFont });
       $('#term').replaceChildren();
       this.xterm.open($('#term'));
       this.xterm.onData((d) => this.send(F.INPUT, new TextEncoder().encode(d)));
@@ -631,16 +773,17 @@ class TermView {
     if (st.control === 'you' && was !== 'you') this.fitControl();
   }
 
-  // scale fits the terminal, drawn at the session's size, into the pane:
-  // scaled down to the pane, but not below what can be read (minScale);
-  // past that the pane scrolls.
+  // scale fits the terminal, drawn at the session's size, to the pane's
+  // width: scaled down, but not below what can be read (minScale); past
+  // that the pane scrolls sideways. Rows below the pane scroll too: the
+  // width decides (a person reads lines).
   scale() {
     if (!this.xterm) return;
     const screen = $('#term .xterm-screen');
     const pane = $('#termpane');
     if (!screen) return;
     const w = screen.offsetWidth + 8, h = screen.offsetHeight + 8;
-    const s = Math.max(minScale, Math.min(1, pane.clientWidth / w, pane.clientHeight / h));
+    const s = Math.max(minScale, Math.min(1, (pane.clientWidth - 1) / w));
     $('#term').style.transform = s < 1 ? `scale(${s})` : '';
     $('#term').dataset.scale = s.toFixed(3);
     const sizer = $('#termsizer');
@@ -651,7 +794,7 @@ class TermView {
   // fitControl resizes the session to what fits the pane unscaled, when
   // this viewer has control.
   fitControl() {
-    if (!this.xterm || this.control !== 'you') return;
+    if (!this.xterm || this.control !== 'you' || !this.fit) return;
     clearTimeout(this.fitTimer);
     this.fitTimer = setTimeout(() => {
       const screen = $('#term .xterm-screen');
@@ -667,6 +810,7 @@ class TermView {
   setControl(c) {
     this.control = c;
     $('#take').disabled = c === 'you';
+    $('#takefit').disabled = !this.xterm || (c === 'you' && this.fit);
     $('#release').disabled = c !== 'you';
     document.body.dataset.control = c;
     if (c === 'you') note('');
@@ -732,8 +876,16 @@ window.consoleText = () => (state.term ? state.term.text() : '');
 window.consoleScreen = () => (state.term ? state.term.screen() : '');
 window.consoleSize = () => (state.term && state.term.xterm ? [state.term.xterm.cols, state.term.xterm.rows] : [0, 0]);
 
-$('#take').addEventListener('click', () => state.term && state.term.send(F.TAKE));
-$('#release').addEventListener('click', () => state.term && state.term.send(F.RELEASE));
+// Take control keeps the agent's size (its layout does not change for
+// anyone); Take control and fit resizes the agent to this window.
+$('#take').addEventListener('click', () => { if (state.term) { state.term.fit = false; state.term.send(F.TAKE); } });
+$('#takefit').addEventListener('click', () => {
+  const t = state.term;
+  if (!t) return;
+  t.fit = true;
+  if (t.control === 'you') t.fitControl(); else t.send(F.TAKE);
+});
+$('#release').addEventListener('click', () => { if (state.term) { state.term.fit = false; state.term.send(F.RELEASE); } });
 $('#plaininput').addEventListener('submit', (ev) => {
   ev.preventDefault();
   if (!state.term) return;
@@ -749,6 +901,31 @@ $('#message').addEventListener('submit', async (ev) => {
     $('#msgtext').value = '';
     setText($('#messageerror'), '');
   } catch (e) { setText($('#messageerror'), 'message: ' + e.message); }
+});
+$('#wide').addEventListener('click', () => toggleWide());
+function toggleWide() {
+  document.body.dataset.wide = document.body.dataset.wide === 'yes' ? '' : 'yes';
+  for (const t of openTerms()) { t.scale(); t.fitControl(); }
+}
+// Keyboard shortcuts, outside text fields and the terminal: n the next
+// thing that needs you (its first answer focused), o open its agent's
+// terminal, w the terminal wide (the lists hidden).
+document.addEventListener('keydown', (ev) => {
+  if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.target.closest('input, textarea, select, #term')) return;
+  const cards = [...document.querySelectorAll('#needlist .card:not(.done)')];
+  if (ev.key === 'n' && cards.length) {
+    const cur = cards.indexOf(document.activeElement && document.activeElement.closest('.card'));
+    const card = cards[(cur + 1) % cards.length];
+    card.scrollIntoView({ block: 'nearest' });
+    const b = card.querySelector('button.choice, button.option, button.allow, input, button');
+    if (b) b.focus();
+    ev.preventDefault();
+  } else if (ev.key === 'o') {
+    const card = document.activeElement && document.activeElement.closest('.card');
+    const id = card && (card.dataset.agentId || (card.classList.contains('agent') && card.dataset.id));
+    const a = id && agentById(id);
+    if (a) { openTerminal(a); ev.preventDefault(); }
+  } else if (ev.key === 'w') { toggleWide(); ev.preventDefault(); }
 });
 $('#office').addEventListener('change', (ev) => selectOffice(ev.target.value));
 for (const id of ['#evagent', '#evkind', '#evinternal']) $(id).addEventListener('change', renderEvents);
