@@ -117,6 +117,13 @@ func chromeSized(t *testing.T, bin string, w, h int) context.Context {
 // (capture-pane), rows with trailing spaces dropped.
 func tmuxScreen(t *testing.T, data []byte, cols, rows int) string {
 	t.Helper()
+	return tmuxCapture(t, data, cols, rows, 0)
+}
+
+// tmuxCapture is tmuxScreen with the last history rows of tmux's
+// scrollback above the screen.
+func tmuxCapture(t *testing.T, data []byte, cols, rows, history int) string {
+	t.Helper()
 	bin, err := exec.LookPath("tmux")
 	if err != nil {
 		testenv.Missing(t, "tmux", "run scripts/setup.sh (apt-get install tmux)")
@@ -142,7 +149,7 @@ func tmuxScreen(t *testing.T, data []byte, cols, rows int) string {
 	prev, same := "", 0
 	for range 100 {
 		time.Sleep(50 * time.Millisecond)
-		cur := tmux("capture-pane", "-p", "-t", "v")
+		cur := tmux("capture-pane", "-p", "-t", "v", "-S", fmt.Sprint(-history))
 		if cur == prev && cur != "" {
 			if same++; same == 3 {
 				break

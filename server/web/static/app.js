@@ -703,6 +703,7 @@ class TermView {
       $('#term').replaceChildren();
       this.xterm.open($('#term'));
       this.xterm.onData((d) => this.send(F.INPUT, new TextEncoder().encode(d)));
+      this.xterm.onTitleChange((title) => { this.title = title; setAttr($('#termtitle'), 'title', title); setText($('#termtitle'), title ? `${agent.name} — ${title}` : agent.name); });
       this.onWinResize = () => { this.scale(); this.fitControl(); };
       window.addEventListener('resize', this.onWinResize);
       this.scale();
@@ -719,6 +720,8 @@ class TermView {
     const ws = new WebSocket(`${proto}//${location.host}/ws/offices/${encodeURIComponent(state.office)}/agents/${this.agent.id}`);
     ws.binaryType = 'arraybuffer';
     this.ws = ws;
+    this.connects = (this.connects || 0) + 1;
+    this.title = '';
     if (this.xterm) this.xterm.reset(); else $('#plain').textContent = '';
     ws.onmessage = (m) => this.onFrame(new Uint8Array(m.data));
     ws.onclose = (e) => {
@@ -875,6 +878,30 @@ function openTerminal(agent) {
 window.consoleText = () => (state.term ? state.term.text() : '');
 window.consoleScreen = () => (state.term ? state.term.screen() : '');
 window.consoleSize = () => (state.term && state.term.xterm ? [state.term.xterm.cols, state.term.xterm.rows] : [0, 0]);
+// The terminal's state beyond its text: modes, title, connections made,
+// the drawn scale and whether any column is out of reach.
+window.consoleState = () => {
+  const t = state.term;
+  if (!t || !t.xterm) return null;
+  const m = t.xterm.modes, pane = $('#termpane'), sizer = $('#termsizer');
+  return {
+    alt: t.xterm.buffer.active.type === 'alternate', bracketed: m.bracketedPasteMode, appCursor: m.applicationCursorKeysMode,
+    mouse: m.mouseTrackingMode, title: t.title || '', connects: t.connects, scale: Number($('#term').dataset.scale || 1),
+    font: t.xterm.options.fontSize * Number($('#term').dataset.scale || 1),
+    // every column can be scrolled to: the pane's scroll width covers the scaled terminal
+    reach: pane.scrollWidth >= sizer.offsetWidth && sizer.offsetWidth >= Math.floor($('#term .xterm-screen').offsetWidth * Number($('#term').dataset.scale || 1)),
+    paneWidth: pane.clientWidth, termWidth: sizer.offsetWidth,
+  };
+};
+// consoleCell(x, y) is a cell of the visible screen: its text, colours
+// (palette index, or -1 for the default) and bold.
+window.consoleCell = (x, y) => {
+  const t = state.term;
+  const buf = t.xterm.buffer.active;
+  const c = buf.getLine(buf.viewportY + y).getCell(x);
+  const col = (isDef, isPal, v) => (isDef ? -1 : isPal ? v : 1000 + v);
+  return { chars: c.getChars(), fg: col(c.isFgDefault(), c.isFgPalette(), c.getFgColor()), bg: col(c.isBgDefault(), c.isBgPalette(), c.getBgColor()), bold: !!c.isBold(), inverse: !!c.isInverse() };
+};
 
 // Take control keeps the agent's size (its layout does not change for
 // anyone); Take control and fit resizes the agent to this window.
