@@ -16,9 +16,10 @@ import (
 // terminal, whatever the driver reads or resets.
 
 // maxSnapshotHistory bounds the bytes of history rows in one snapshot, so
-// a replay stays within what a viewer is sent at once (server/console.go
-// allows bursts of 1 MiB).
-const maxSnapshotHistory = 512 << 10
+// a snapshot stays within what a viewer is sent at once (server/console.go
+// allows bursts of 1 MiB): the screens of 200x50 take at most about 340 KB
+// each even when every cell has a colour of its own.
+const maxSnapshotHistory = 256 << 10
 
 // newView returns the viewers' screen of a session of cols x rows that
 // keeps history rows of scrolled-off history.

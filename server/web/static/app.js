@@ -137,7 +137,7 @@ async function selectOffice(id) {
 
 function scheduleRefresh() {
   if (state.refreshTimer) return;
-  state.refreshTimer = setTimeout(() => { state.refreshTimer = null; refresh(); }, 150);
+  state.refreshTimer = setTimeout(() => { state.refreshTimer = null; refresh(); }, 250);
 }
 
 async function refresh() {
@@ -217,6 +217,9 @@ function updateNeedCard(card, i) {
     const pre = card.querySelector('.dialog');
     pre.hidden = !dialog;
     setText(pre, dialog);
+    // The same request as the agent's terminal shows it: its choices
+    // answer it there (the office's request ends with it).
+    if (dialog) dialogButtons(card, i.a, dialog); else card.querySelector('.choices').hidden = true;
   }
   if (i.kind === 'agent' && i.a.session_status === 'needs_attention') dialogButtons(card, i.a, i.a.session_detail);
   if (i.kind === 'agent') {
@@ -319,6 +322,7 @@ function permissionCard(q) {
       el('button', { type: 'button', class: 'deny', onclick: () => send(reason.value.trim() ? 'deny: ' + reason.value.trim() : 'deny') }, 'Deny'), ' ',
       el('button', { type: 'button', class: 'open', onclick: () => openTerminal(agentById(q.agent_id) || { id: q.agent_id, name: agentName(q.agent_id) }) }, 'open terminal')),
     el('pre', { class: 'detail dialog', hidden: true }),
+    el('div', { class: 'choices', hidden: true }),
     el('div', { class: 'error' }));
   return card;
 }
@@ -648,7 +652,7 @@ function openEvents() {
   const url = `/api/offices/${encodeURIComponent(state.office)}/events/stream?after_id=${state.lastEvent}`;
   const es = new EventSource(url);
   state.es = es;
-  es.onopen = () => { setText($('#live'), 'live'); $('#live').className = 'pill on'; };
+  es.onopen = () => { setText($('#live'), 'live'); $('#live').className = 'pill on'; scheduleRefresh(); };
   es.onerror = () => { setText($('#live'), 'reconnecting'); $('#live').className = 'pill off'; };
   es.addEventListener('event', (msg) => {
     const ev = JSON.parse(msg.data);
@@ -956,7 +960,12 @@ document.addEventListener('keydown', (ev) => {
 });
 $('#office').addEventListener('change', (ev) => selectOffice(ev.target.value));
 for (const id of ['#evagent', '#evkind', '#evinternal']) $(id).addEventListener('change', renderEvents);
-setInterval(() => state.office && refresh(), 3000);
+// Everything that changes is an event on the stream (a status change, a
+// question, a call…), and each one schedules a refresh: the page does not
+// poll. Durations ("for 12s") are counted here, every second, with no
+// request; a refresh every 30 s is the safety net for a missed event.
+setInterval(() => state.office && renderAgents(), 1000);
+setInterval(() => state.office && refresh(), 30000);
 loadOffices().catch((e) => note('load: ' + e.message));
 // Every script of the page has run (tests wait for it before clicking a
 // form whose handler another script adds).
