@@ -58,8 +58,8 @@ done
 // that waits for a person where the console shows it: a question card
 // (no "null" where it has no context; its option button), a terminal
 // dialog (its choices as buttons; the third sends exactly the keys that
-// choose it); the agents' rows say who waits and link to the card; stop
-// asks to be confirmed.
+// choose it); the agents' rows say who waits and link to the card; the
+// "needs me" filter shows only them; stop asks to be confirmed.
 func TestConsoleAnswersWhereAsked(t *testing.T) {
 	bin := testenv.Chromium(t)
 	dir := t.TempDir()
@@ -138,7 +138,17 @@ agents:
 	if w := text(`document.querySelector('tr.agent[data-name="dlg"]').innerText`); !strings.Contains(w, "waits for you: a dialog") {
 		t.Errorf("dlg's row %q does not say it waits for a person", w)
 	}
+	// The "needs me" filter shows only dlg.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#agentfilter button[data-filter="needs"]`))); err != nil {
+		t.Fatal(err)
+	}
+	if rows := text(`[...document.querySelectorAll('#agents tbody tr')].map(r => r.dataset.name).join(',')`); rows != "dlg" {
+		t.Errorf("the needs-me filter shows %q, want dlg", rows)
+	}
 	saveScreenshot(t, ctx, "console-dialog.png")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#agentfilter button[data-filter="all"]`))); err != nil {
+		t.Fatal(err)
+	}
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(d+` button.choice[data-choice="3"]`))); err != nil {
 		t.Fatal(err)
 	}

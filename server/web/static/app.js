@@ -449,8 +449,23 @@ function doing(a) {
   return parts;
 }
 
+// agentFilters choose the agents the table shows.
+const agentFilters = {
+  all: () => true,
+  needs: (a) => !!waitsFor(a) || ['crashed', 'failed'].includes(a.session_status),
+  busy: (a) => ['busy', 'waiting', 'starting'].includes(a.session_status),
+  failed: (a) => ['crashed', 'failed', 'exited'].includes(a.session_status),
+};
+
 function renderAgents() {
-  sync($('#agents tbody'), state.agents, (a) => a.id, agentRow, updateAgentRow);
+  const f = agentFilters[state.agentFilter || 'all'];
+  const shown = state.agents.filter(f);
+  for (const b of document.querySelectorAll('#agentfilter button')) {
+    const n = state.agents.filter(agentFilters[b.dataset.filter]).length;
+    setText(b, `${b.dataset.label} (${n})`);
+    b.classList.toggle('on', (state.agentFilter || 'all') === b.dataset.filter);
+  }
+  sync($('#agents tbody'), shown, (a) => a.id, agentRow, updateAgentRow);
   const sel = $('#msgagent');
   const cur = sel.value;
   sync(sel, state.agents, (a) => a.id, (a) => el('option', { value: a.id }, a.name), (o, a) => setText(o, a.name));
@@ -934,6 +949,10 @@ $('#message').addEventListener('submit', async (ev) => {
   } catch (e) { setText($('#messageerror'), 'message: ' + e.message); }
 });
 $('#wide').addEventListener('click', () => toggleWide());
+for (const b of document.querySelectorAll('#agentfilter button')) {
+  b.dataset.label = b.textContent;
+  b.addEventListener('click', () => { state.agentFilter = b.dataset.filter; renderAgents(); });
+}
 function toggleWide() {
   document.body.dataset.wide = document.body.dataset.wide === 'yes' ? '' : 'yes';
   for (const t of openTerms()) { t.scale(); t.fitControl(); }
