@@ -112,7 +112,7 @@ agents:
 	if w := text(`document.querySelector('tr.agent[data-name="asker"]').innerText`); !strings.Contains(w, "waits for you: a question") {
 		t.Errorf("asker's row %q does not say it waits for a person", w)
 	}
-	saveScreenshot(t, ctx, "console-question.png")
+	saveScreenshot(t, ctx, "console-question-card.png")
 	if err := chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(`tr.agent[data-name="asker"] a.waits`)),
 		chromedp.WaitVisible(chromedp.CSS(q+`.flash`)),
