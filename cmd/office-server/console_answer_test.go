@@ -56,7 +56,8 @@ done
 
 // TestConsoleAnswersWhereAsked answers, in headless Chromium, each thing
 // that waits for a person where the console shows it: a question card
-// (no "null" where it has no context; its option button), a terminal
+// (no "null" where it has no context; key n focuses its first option;
+// its option button), a terminal
 // dialog (its choices as buttons; the third sends exactly the keys that
 // choose it); the agents' rows say who waits and link to the card; the
 // "needs me" filter shows only them; stop asks to be confirmed.
@@ -111,6 +112,13 @@ agents:
 	}
 	if w := text(`document.querySelector('tr.agent[data-name="asker"]').innerText`); !strings.Contains(w, "waits for you: a question") {
 		t.Errorf("asker's row %q does not say it waits for a person", w)
+	}
+	// Key n: the next thing that needs me, its first answer focused.
+	if err := chromedp.Do(ctx, chromedp.KeyEvent("n")); err != nil {
+		t.Fatal(err)
+	}
+	if f := text(`document.activeElement.closest('.card') ? document.activeElement.textContent : 'nothing: ' + document.activeElement.tagName`); f != "PostgreSQL" {
+		t.Errorf("key n focused %q, want the question's first option", f)
 	}
 	saveScreenshot(t, ctx, "console-question-card.png")
 	if err := chromedp.Do(ctx,
