@@ -724,3 +724,72 @@ while IFS= read -r line; do echo "got: $line"; printf '> '; done
 		t.Fatal(err)
 	}
 }
+
+// TestViewerJoinsMidStream attaches viewers while a program streams
+// output (cursor moves, colours, Hangul, scrolling): each viewer's
+// terminal — its snapshot, then the live chunks after it — ends equal to
+// that of a viewer attached before the first byte, so the snapshot and
+// the subscription neither miss nor repeat a byte.
+func TestViewerJoinsMidStream(t *testing.T) {
+	checkGoroutines(t)
+	r := newRecorder()
+	m := newTestManager(t, r, Options{})
+	ctx := context.Background()
+	agent := script(t, `read -r go; i=0; while [ $i -lt 600 ]; do printf '\033[%d;%dH\033[3%d;4%dmline %d 한글\033[0m\033[K\n' $((i%20+1)) $((i%30+1)) $((i%8)) $((i%5)) $i; i=$((i+1)); [ $((i%20)) -eq 0 ] && sleep 0.03; done; echo END; exec sleep 100`)
+	s, err := m.Start(ctx, Key{"o", "mid"}, Spec{Kind: KindCommand, Command: agent, Quiescence: 50 * time.Millisecond, Cols: 80, Rows: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	type viewer struct {
+		v    *Viewer
+		term *screen.Screen
+		mid  bool // its snapshot showed the program drawing
+	}
+	attach := func() viewer {
+		v := viewer{s.Attach(100000), screen.New(80, 24), false}
+		first := <-v.v.C()
+		v.term.Write(first)
+		v.mid = bytes.Contains(first, []byte("line ")) && !bytes.Contains(first, []byte("END"))
+		return v
+	}
+	drain := func(v viewer) {
+		for len(v.v.C()) > 0 {
+			v.term.Write(<-v.v.C())
+		}
+	}
+	ref := attach()
+	if err := s.Send(ctx, "go"); err != nil {
+		t.Fatal(err)
+	}
+	var late []viewer
+	for range 40 {
+		late = append(late, attach())
+		time.Sleep(20 * time.Millisecond)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(ref.term.Text(), "END"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no END:\n%s", ref.term.Text())
+		}
+		drain(ref)
+	}
+	time.Sleep(200 * time.Millisecond)
+	drain(ref)
+	want := ref.term.Snapshot(nil, 0)
+	mid := 0
+	for i, v := range late {
+		drain(v)
+		if got := v.term.Snapshot(nil, 0); !bytes.Equal(got, want) {
+			t.Errorf("viewer %d: its terminal differs from the first viewer's:\n%s\nwant\n%s", i, v.term.Text(), ref.term.Text())
+		}
+		if v.mid {
+			mid++
+		}
+		v.v.Close()
+	}
+	ref.v.Close()
+	if mid == 0 {
+		t.Fatalf("none of %d viewers joined while the program drew: the test proves nothing", len(late))
+	}
+	t.Logf("%d of %d viewers joined while the program drew", mid, len(late))
+}

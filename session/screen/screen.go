@@ -2,9 +2,11 @@
 //
 // A [Screen] is a small VT emulator for the output of a program in a
 // pseudo-terminal: it keeps a grid of cells, the cursor, scroll margins, a
-// main and an alternate screen, and the few modes a reader of text needs
-// (bracketed paste, cursor visibility, autowrap, origin and insert mode). It
-// has no colours: SGR is parsed and ignored. Escape sequences are tokenized by
+// main and an alternate screen, the modes (bracketed paste, cursor
+// visibility, autowrap, origin and insert mode, and those that change what
+// the terminal sends: cursor keys, keypad, mouse, focus), and each cell's
+// SGR colours and attributes, so that [Screen.Snapshot] can draw the screen
+// again in another terminal. Escape sequences are tokenized by
 // charmbracelet/x/ansi's parser; character widths come from go-runewidth with
 // East-Asian wide characters (Hangul, CJK) as two columns and ambiguous ones
 // as one, as terminals in UTF-8 locales draw them.
