@@ -490,6 +490,10 @@ function agentRow(a) {
 
 function updateAgentRow(tr, a) {
   setAttr(tr, 'data-status', a.session_status);
+  // Start for an agent whose process is not running, stop for one that is.
+  const running = !['stopped', 'exited', 'crashed', 'failed', undefined, null, ''].includes(a.session_status);
+  tr.querySelector('button.start').hidden = running;
+  tr.querySelector('button.stop').hidden = !running;
   setText(tr.querySelector('.role'), a.role || '');
   const pill = tr.querySelector('.pill');
   setText(pill, statusLabel(a.session_status));
