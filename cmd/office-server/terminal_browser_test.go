@@ -252,6 +252,26 @@ func TestConsoleTerminalMatchesTmux(t *testing.T) {
 		}
 		saveScreenshot(t, ctx, "console-terminal-"+name+".png")
 		if win.w != 1024 {
+			// Pinned, the TUI stays on as a preview while another
+			// agent's terminal is open.
+			if err := chromedp.Do(ctx,
+				chromedp.Click(chromedp.CSS(`#pin`)),
+				chromedp.Click(chromedp.CSS(`tr.agent[data-name="needy"] a.open`)),
+				chromedp.WaitVisible(chromedp.CSS(`#minis .mini[data-name="tui"] .xterm-screen`)),
+			); err != nil {
+				t.Fatalf("pin the TUI and open needy: %v", err)
+			}
+			var pinned string
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(pinned, fmt.Sprintf("TUI %dx%d", c0, r0)); time.Sleep(200 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the pinned preview shows:\n%s", pinned)
+				}
+				pinned, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`window.consolePinned("tui")`))
+			}
+			if want := tmuxScreen(t, []byte(r.replay(t, officeID, "tui")), c0, r0); normScreen(pinned) != want {
+				t.Errorf("the pinned preview is not tmux's rendering:\n%s\ntmux:\n%s", pinned, want)
+			}
+			saveScreenshot(t, ctx, "console-pinned.png")
 			provideDependency(t, ctx, r, officeID)
 			continue
 		}

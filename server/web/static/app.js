@@ -16,6 +16,7 @@ const $ = (sel) => document.querySelector(sel);
 const state = {
   office: null, agents: [], questions: [], deps: [], invs: [], results: [],
   events: [], lastEvent: 0, activity: {}, es: null, refreshTimer: null, term: null,
+  minis: {}, // pinned terminal previews by agent id
 };
 
 // ---- helpers ----
@@ -126,6 +127,7 @@ async function loadOffices() {
 }
 
 async function selectOffice(id) {
+  for (const a of Object.keys(state.minis)) unpin(a);
   state.office = id;
   state.lastEvent = 0;
   state.events = [];
@@ -701,8 +703,9 @@ const termFont = 13;
 const minFont = 10;
 const minScale = minFont / termFont;
 
-// openTerms lists the open terminal views.
-const openTerms = () => (state.term ? [state.term] : []);
+// openTerms lists the open terminal views: the main one and the pinned
+// previews.
+const openTerms = () => [...(state.term ? [state.term] : []), ...Object.values(state.minis)];
 
 // TermView shows one agent's terminal. It is drawn at the session's own
 // columns and rows (from the server's STATUS frames), never re-wrapped,
@@ -888,6 +891,90 @@ class TermView {
   }
 }
 
+// MiniTerm is a pinned terminal: a read-only preview of an agent's
+// terminal beside the main one, drawn at the session's size and scaled to
+// its box (no minimum: it is a preview; click its name to open it large).
+class MiniTerm {
+  constructor(agent) {
+    this.agent = agent;
+    this.closed = false;
+    this.control = 'none';
+    this.box = el('div', { class: 'mini', 'data-name': agent.name, 'data-id': agent.id },
+      el('div', { class: 'minibar' },
+        el('a', { href: '#', class: 'open', onclick: (ev) => { ev.preventDefault(); openTerminal(agentById(agent.id) || agent); } }, agent.name),
+        el('span', { class: 'ministatus meta' }),
+        el('button', { type: 'button', class: 'unpin', title: 'unpin', onclick: () => unpin(agent.id) }, '×')),
+      el('div', { class: 'minipane' }, el('div', { class: 'miniterm' })));
+    $('#minis').append(this.box);
+    $('#minis').hidden = false;
+    this.xterm = new window.Terminal({ cols: agent.cols || 80, rows: agent.rows || 24, fontSize: termFont, scrollback: 0, disableStdin: true, cursorBlink: false });
+    this.xterm.open(this.box.querySelector('.miniterm'));
+    this.connect();
+  }
+
+  connect() {
+    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    const ws = new WebSocket(`${proto}//${location.host}/ws/offices/${encodeURIComponent(state.office)}/agents/${this.agent.id}`);
+    ws.binaryType = 'arraybuffer';
+    this.ws = ws;
+    this.xterm.reset();
+    ws.onmessage = (m) => {
+      const b = new Uint8Array(m.data), body = b.subarray(1);
+      if (b[0] === F.OUTPUT) this.xterm.write(body);
+      else if (b[0] === F.RESET) this.xterm.reset();
+      else if (b[0] === F.STATUS) {
+        const st = JSON.parse(new TextDecoder().decode(body));
+        setText(this.box.querySelector('.ministatus'), `${statusLabel(st.session)} · ${st.cols}×${st.rows}`);
+        if (st.cols > 0 && st.rows > 0 && (st.cols !== this.xterm.cols || st.rows !== this.xterm.rows)) {
+          this.xterm.write('', () => { this.xterm.resize(st.cols, st.rows); this.scale(); });
+        } else this.scale();
+      }
+    };
+    ws.onclose = () => { if (!this.closed) setTimeout(() => { if (!this.closed) this.connect(); }, 1500); };
+  }
+
+  scale() {
+    const screen = this.box.querySelector('.xterm-screen');
+    const pane = this.box.querySelector('.minipane');
+    if (!screen) return;
+    const s = Math.min(1, pane.clientWidth / (screen.offsetWidth + 4));
+    const t = this.box.querySelector('.miniterm');
+    t.style.transform = `scale(${s})`;
+    pane.style.height = `${Math.ceil((screen.offsetHeight + 4) * s)}px`;
+  }
+
+  fitControl() {}
+
+  send() {}
+
+  // screen is what the preview shows, row by row.
+  screen() {
+    return [...this.box.querySelectorAll('.xterm-rows > div')].map((r) => r.textContent.replace(/\u00a0/g, ' ').replace(/\s+$/, '')).join('\n');
+  }
+
+  close() {
+    this.closed = true;
+    if (this.ws) this.ws.close();
+    this.xterm.dispose();
+    this.box.remove();
+    $('#minis').hidden = !Object.keys(state.minis).length;
+  }
+}
+
+// pin keeps the open terminal's agent as a preview beside the main one.
+function pin() {
+  const t = state.term;
+  if (!t || !window.Terminal || state.minis[t.agent.id]) return;
+  state.minis[t.agent.id] = new MiniTerm(t.agent);
+}
+
+function unpin(id) {
+  const m = state.minis[id];
+  if (!m) return;
+  delete state.minis[id];
+  m.close();
+}
+
 function openTerminal(agent) {
   if (state.term) state.term.close();
   setText($('#termtitle'), agent.name);
@@ -900,6 +987,11 @@ function openTerminal(agent) {
 // shows, and its size.
 window.consoleText = () => (state.term ? state.term.text() : '');
 window.consoleScreen = () => (state.term ? state.term.screen() : '');
+// What the pinned preview of an agent shows.
+window.consolePinned = (name) => {
+  const m = Object.values(state.minis).find((x) => x.agent.name === name);
+  return m ? m.screen() : null;
+};
 window.consoleSize = () => (state.term && state.term.xterm ? [state.term.xterm.cols, state.term.xterm.rows] : [0, 0]);
 // The terminal's state beyond its text: modes, title, connections made,
 // the drawn scale and whether any column is out of reach.
@@ -953,6 +1045,8 @@ $('#message').addEventListener('submit', async (ev) => {
   } catch (e) { setText($('#messageerror'), 'message: ' + e.message); }
 });
 $('#wide').addEventListener('click', () => toggleWide());
+$('#pin').addEventListener('click', () => pin());
+window.addEventListener('resize', () => Object.values(state.minis).forEach((m) => m.scale()));
 for (const b of document.querySelectorAll('#agentfilter button')) {
   b.dataset.label = b.textContent;
   b.addEventListener('click', () => { state.agentFilter = b.dataset.filter; renderAgents(); });
@@ -963,7 +1057,8 @@ function toggleWide() {
 }
 // Keyboard shortcuts, outside text fields and the terminal: n the next
 // thing that needs you (its first answer focused), o open its agent's
-// terminal, w the terminal wide (the lists hidden).
+// terminal, w the terminal wide (the lists hidden), p pin the open
+// terminal as a preview beside the next one opened.
 document.addEventListener('keydown', (ev) => {
   if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.target.closest('input, textarea, select, #term')) return;
   const cards = [...document.querySelectorAll('#needlist .card:not(.done)')];
@@ -979,7 +1074,7 @@ document.addEventListener('keydown', (ev) => {
     const id = card && (card.dataset.agentId || (card.classList.contains('agent') && card.dataset.id));
     const a = id && agentById(id);
     if (a) { openTerminal(a); ev.preventDefault(); }
-  } else if (ev.key === 'w') { toggleWide(); ev.preventDefault(); }
+  } else if (ev.key === 'w') { toggleWide(); ev.preventDefault(); } else if (ev.key === 'p') { pin(); ev.preventDefault(); }
 });
 $('#office').addEventListener('change', (ev) => selectOffice(ev.target.value));
 for (const id of ['#evagent', '#evkind', '#evinternal']) $(id).addEventListener('change', renderEvents);
