@@ -154,3 +154,20 @@ func combAt(r *row, x int) string {
 	}
 	return m
 }
+
+// BenchmarkSnapshot reports the cost and size (bytes/op as "B-snapshot")
+// of the snapshot a viewer joining gets: a 200x50 screen full of coloured
+// text and 2000 rows of history.
+func BenchmarkSnapshot(b *testing.B) {
+	s := New(200, 50)
+	s.SetScrolledLimit(2000)
+	for i := range 2100 {
+		fmt.Fprintf(s, "\x1b[3%dm#%06d\x1b[0m %s \x1b[1;4%dm%s\x1b[0m\r\n", i%8, i, strings.Repeat("로그인 방식을 ", 6), i%8, strings.Repeat("x", i%100))
+	}
+	b.ReportAllocs()
+	var n int
+	for b.Loop() {
+		n = len(s.Snapshot(nil, 256<<10))
+	}
+	b.ReportMetric(float64(n), "B-snapshot")
+}
