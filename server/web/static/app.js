@@ -17,6 +17,7 @@ const state = {
   office: null, agents: [], questions: [], deps: [], invs: [], results: [],
   events: [], lastEvent: 0, activity: {}, es: null, refreshTimer: null, term: null,
   minis: {}, // pinned terminal previews by agent id
+  newEvents: [], eventsFrame: 0, // events not yet drawn in the history
 };
 
 // ---- helpers ----
@@ -131,6 +132,7 @@ async function selectOffice(id) {
   state.office = id;
   state.lastEvent = 0;
   state.events = [];
+  state.newEvents = [];
   state.activity = {};
   $('#events').replaceChildren();
   await refresh(); // agents first, so events show names
@@ -683,15 +685,24 @@ function openEvents() {
     if (state.events.length > 3000) state.events.splice(0, state.events.length - 3000);
     track(ev);
     addKind(ev.kind);
-    if (eventShown(ev)) {
-      const list = $('#events');
-      const end = list.scrollHeight - list.scrollTop - list.clientHeight < 30;
-      list.append(eventItem(ev));
-      while (list.children.length > 300) list.firstChild.remove();
-      if (end) list.scrollTop = list.scrollHeight;
-    }
+    if (eventShown(ev)) state.newEvents.push(ev);
+    // The history is drawn every 50 ms, however many events came: a
+    // stream catching up on thousands of events (an office of 200 agents)
+    // must not lay the page out once per event.
+    if (!state.eventsFrame) state.eventsFrame = setTimeout(flushEvents, 50);
     scheduleRefresh();
   });
+}
+
+function flushEvents() {
+  state.eventsFrame = 0;
+  const evs = state.newEvents.splice(0).slice(-300);
+  if (!evs.length) return;
+  const list = $('#events');
+  const end = list.scrollHeight - list.scrollTop - list.clientHeight < 30;
+  list.append(...evs.map(eventItem));
+  while (list.children.length > 300) list.firstChild.remove();
+  if (end) list.scrollTop = list.scrollHeight;
 }
 
 // ---- terminal ----
