@@ -16,7 +16,7 @@ import (
 // type, the rest the payload.
 //
 //	type  dir   payload
-//	0x01  s→c   OUTPUT   terminal bytes (scrollback replay first, then live), ≤ 64 KiB per frame
+//	0x01  s→c   OUTPUT   terminal bytes (the screen's snapshot first, then live), ≤ 64 KiB per frame
 //	0x02  c→s   INPUT    keystrokes; only the controlling viewer's reach the PTY
 //	0x03  c→s   RESIZE   JSON {"cols":N,"rows":N}; controller only
 //	0x04  c→s   PAUSE    stop sending OUTPUT (flow control: the client's terminal is behind)
@@ -24,19 +24,21 @@ import (
 //	0x06  c→s   TAKE     ask for control (granted when nobody else holds it)
 //	0x07  c→s   RELEASE  give control back
 //	0x08  s→c   STATUS   JSON {"control":"none|you|other","viewers":N,"session":"ready","detail":"...","cols":N,"rows":N,"note":"..."}
-//	0x09  s→c   RESET    clear the terminal: a fresh replay follows (skip-ahead)
+//	0x09  s→c   RESET    the viewer skipped ahead: a fresh snapshot follows
 //
 // The first frame is a STATUS, before any output: it carries the session's
 // size, at which every viewer renders (the controller's RESIZE is the only
 // one that reaches the PTY, and every viewer gets a STATUS with the new
-// size when it changes).
+// size when it changes). The snapshot (session.Session.Attach) draws the
+// agent's screen from the server's screen model, so a viewer joining late,
+// reconnecting or skipping ahead shows exactly what the others show.
 //
 // A viewer never slows the agent down and is never sent more than its
 // rate (Config.ViewerRate, bytes/s, bursts up to 1 MiB): a viewer that
 // falls behind — over its rate, paused past 1 MiB, or dropped by the
 // session because its queue filled — skips ahead: its output is discarded
-// until it is within its rate again, then it gets RESET and a fresh replay
-// of the scrollback, on the same connection. Only a viewer that falls
+// until it is within its rate again, then it gets RESET and a fresh
+// snapshot of the screen, on the same connection. Only a viewer that falls
 // behind again within a second of a skip is disconnected.
 const (
 	FrameOutput  byte = 0x01
@@ -341,7 +343,7 @@ func (c *consoleConn) writeLoop() {
 	w := newConsoleWriter(c)
 	defer w.stop()
 	// The session's size before its output, so the viewer renders the
-	// replay at the size it was drawn for.
+	// snapshot at the session's size.
 	if err := w.sendStatus(); err != nil {
 		w.fail()
 		return
@@ -513,7 +515,7 @@ func (w *consoleWriter) skip() bool {
 		return true
 	}
 	if !w.lastSkip.IsZero() && time.Since(w.lastSkip) < time.Second && time.Since(w.lastWrite) > time.Second {
-		return false // not even the replay got through: the client is stuck
+		return false // not even the snapshot got through: the client is stuck
 	}
 	w.behind, w.lastSkip, w.held = true, time.Now(), nil
 	w.s.metrics.viewerSkips.Inc()
@@ -529,12 +531,12 @@ func (w *consoleWriter) skip() bool {
 // after a skip.
 func (w *consoleWriter) fellBehind() {
 	if !w.skip() {
-		w.c.closeWith(websocket.CloseNormalClosure, "viewer fell behind; reconnect for a fresh replay")
+		w.c.closeWith(websocket.CloseNormalClosure, "viewer fell behind; reconnect for a fresh snapshot")
 		w.out = nil
 	}
 }
 
-// catchUp re-attaches: RESET, then a fresh replay through a new queue.
+// catchUp re-attaches: RESET, then a fresh snapshot through a new queue.
 func (w *consoleWriter) catchUp() error {
 	if err := w.flush(); err != nil {
 		return err
@@ -641,7 +643,7 @@ func (w *consoleWriter) setPaused(p bool) error {
 }
 
 // tryResync re-attaches a viewer that skipped ahead, once its bucket is
-// full again (the replay is up to 1 MiB).
+// full again (a snapshot is up to about 1 MiB).
 func (w *consoleWriter) tryResync() error {
 	if !w.behind || w.paused {
 		return nil

@@ -1,56 +1,43 @@
 package session
 
-import "sync"
+import (
+	"sync"
 
-// ring is a bounded byte ring holding the most recent output of a session
-// for replay to new viewers. It grows on demand up to its limit, so an idle
-// session with little output costs little memory.
-type ring struct {
-	limit int
-	buf   []byte // len(buf) <= limit
-	start int    // index of the oldest byte once full
-	full  bool
+	"github.com/office-server/office-server/session/screen"
+)
+
+// The viewers' screen: every byte the agent writes goes through a screen
+// model (session/screen) before it is offered to the viewers, under the
+// same lock. A viewer attaching at any time gets the model's Snapshot (the
+// screen's cells with their colours and attributes, the cursor, the modes,
+// the title, the history that scrolled off as lines) and then exactly the
+// output that follows it: no gap, no overlap. The model is the viewers'
+// own, apart from the driver's, so its state is that of every viewer's
+// terminal, whatever the driver reads or resets.
+
+// maxSnapshotHistory bounds the bytes of history rows in one snapshot, so
+// a snapshot stays within what a viewer is sent at once (server/console.go
+// allows bursts of 1 MiB): the screens of 200x50 take at most about 340 KB
+// each even when every cell has a colour of its own.
+const maxSnapshotHistory = 256 << 10
+
+// newView returns the viewers' screen of a session of cols x rows that
+// keeps history rows of scrolled-off history.
+func newView(cols, rows, history int) *screen.Screen {
+	v := screen.New(cols, rows)
+	v.SetScrolledLimit(history)
+	return v
 }
 
-func (r *ring) write(p []byte) {
-	if r.limit <= 0 {
-		return
-	}
-	if len(p) >= r.limit {
-		r.buf = append(r.buf[:0], p[len(p)-r.limit:]...)
-		r.start, r.full = 0, true
-		return
-	}
-	if !r.full {
-		if len(r.buf)+len(p) <= r.limit {
-			r.buf = append(r.buf, p...)
-			return
-		}
-		// Fill up to the limit, then wrap.
-		n := r.limit - len(r.buf)
-		r.buf = append(r.buf, p[:n]...)
-		p = p[n:]
-		r.full, r.start = true, 0
-	}
-	for len(p) > 0 {
-		n := copy(r.buf[r.start:], p)
-		p = p[n:]
-		r.start = (r.start + n) % r.limit
-	}
+// resizeView follows a resize of the agent's terminal.
+func (s *Session) resizeView(cols, rows int) {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	s.view.Resize(cols, rows)
 }
 
-// bytes returns a copy of the ring's content, oldest first.
-func (r *ring) bytes() []byte {
-	out := make([]byte, 0, len(r.buf))
-	if !r.full {
-		return append(out, r.buf...)
-	}
-	out = append(out, r.buf[r.start:]...)
-	return append(out, r.buf[:r.start]...)
-}
-
-// Viewer receives a session's output: first the scrollback, then live
-// output, through a bounded queue. A viewer that lets its queue fill up is
+// Viewer receives a session's output: first the snapshot of its screen,
+// then live output, through a bounded queue. A viewer that lets its queue fill up is
 // dropped (its channel closed) rather than ever making the PTY reader wait.
 type Viewer struct {
 	s       *Session
@@ -108,8 +95,10 @@ func (v *Viewer) close(dropped bool) {
 	close(v.c)
 }
 
-// Attach returns a new viewer that first receives the scrollback (as one
-// chunk, if there is any) and then live output. queue bounds the number of
+// Attach returns a new viewer that first receives, as one chunk, the bytes
+// that draw the agent's screen as it is now (screen.Snapshot: the history
+// rows that fit in maxSnapshotHistory bytes, the screen, cursor, modes and
+// title), and then live output from the byte after it on. queue bounds the number of
 // chunks waiting for the viewer (minimum 1; default 256 when <= 0).
 func (s *Session) Attach(queue int) *Viewer {
 	if queue <= 0 {
@@ -118,9 +107,7 @@ func (s *Session) Attach(queue int) *Viewer {
 	v := &Viewer{s: s, c: make(chan []byte, queue+1)}
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
-	if b := s.ring.bytes(); len(b) > 0 {
-		v.c <- b
-	}
+	v.c <- s.view.Snapshot(nil, maxSnapshotHistory)
 	if s.ended {
 		v.close(false)
 		return v
@@ -138,12 +125,12 @@ func (s *Session) detach(v *Viewer) {
 	s.outMu.Unlock()
 }
 
-// broadcast records p in the scrollback and offers it to every viewer.
+// broadcast writes p to the viewers' screen and offers it to every viewer.
 // It never blocks on a viewer. p must not be modified afterwards.
 func (s *Session) broadcast(p []byte) {
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
-	s.ring.write(p)
+	_, _ = s.view.Write(p)
 	for v := range s.viewers {
 		if !v.offer(p) {
 			delete(s.viewers, v)

@@ -51,8 +51,8 @@ func (m *Manager) fileWatcher() *fileWatcher {
 
 // NewManager returns a Manager with opts, defaults filled in.
 func NewManager(opts Options) *Manager {
-	if opts.Scrollback == 0 {
-		opts.Scrollback = 1 << 20
+	if opts.Scrollback <= 0 {
+		opts.Scrollback = 2000
 	}
 	if opts.RestartBackoff <= 0 {
 		opts.RestartBackoff = time.Second

@@ -84,6 +84,7 @@ func (s *Session) launch() error {
 	s.info.Err = ""
 	s.info.Detail, s.info.LastLines = "", nil
 	s.info.Cols, s.info.Rows = spec.Cols, spec.Rows
+	s.resizeView(spec.Cols, spec.Rows)
 	s.info.Kind = spec.Kind
 	s.info.Resumes, s.info.Resumed = false, false
 	drv.started(spec, &s.info)

@@ -4,9 +4,9 @@
 // identity per entry), or, for any other CLI agent, from a terminal screen
 // model. It types untrusted input safely, tells when an agent is ready for
 // input, restarts crashed agents with backoff, and fans the raw output out to
-// viewers through bounded queues with a scrollback ring.
+// viewers through bounded queues, each starting from a snapshot of the screen.
 //
-// Data flows: PTY bytes → scrollback + viewers (+ screen → lines, command
+// Data flows: PTY bytes → viewers' screen + viewers (+ screen → lines, command
 // agents); transcript file → lines (Claude Code); both → Options.OnText.
 //
 // What differs between kinds of agent (launch, where the words come from,
@@ -24,6 +24,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/office-server/office-server/session/screen"
 )
 
 // Key identifies a session: one per office agent.
@@ -188,7 +190,7 @@ type Info struct {
 
 // Options configure a Manager.
 type Options struct {
-	Scrollback     int           // bytes of scrollback per session; default 1 MiB
+	Scrollback     int           // rows of history kept per session for viewers joining late; default 2000
 	RestartBackoff time.Duration // first delay after a crash, doubled per crash in the window; default 1s
 	MaxRestarts    int           // crashes tolerated in RestartWindow before failed; default 5
 	RestartWindow  time.Duration // default 5 min
@@ -264,7 +266,7 @@ type Session struct {
 
 	// output fan-out
 	outMu   sync.Mutex
-	ring    ring
+	view    *screen.Screen // what every viewer's terminal shows (fanout.go)
 	viewers map[*Viewer]struct{}
 
 	wake chan struct{}
@@ -291,7 +293,7 @@ func newSession(m *Manager, key Key, spec Spec) *Session {
 		ctrl: make(chan ctrlReq),
 		done: make(chan struct{}),
 	}
-	s.ring.limit = m.opts.Scrollback
+	s.view = newView(spec.Cols, spec.Rows, m.opts.Scrollback)
 	s.info = Info{Key: key, Kind: spec.Kind, Cols: spec.Cols, Rows: spec.Rows}
 	return s
 }
@@ -402,6 +404,7 @@ func (s *Session) Resize(cols, rows int) error {
 	if s.drv != nil {
 		s.drv.resize(cols, rows)
 	}
+	s.resizeView(cols, rows)
 	if s.p != nil {
 		if err := setWinsize(s.p.pty, cols, rows); err != nil {
 			return fmt.Errorf("resize session %s: %w", s.key, err)

@@ -8,10 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/session/screen"
 )
 
 // recorder collects statuses and texts from a Manager's callbacks.
@@ -260,6 +263,8 @@ while :; do if read -r line; then echo "got: $line"; printf '> '; fi; done
 		t.Fatal(err)
 	}
 	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	v := s.Attach(1000)
+	<-v.C() // the snapshot
 	if err := s.Resize(50, 8); err != nil {
 		t.Fatal(err)
 	}
@@ -270,11 +275,13 @@ while :; do if read -r line; then echo "got: $line"; printf '> '; fi; done
 	r.waitFor(t, "answer", 5*time.Second, func(st []Status, _ []Text) bool {
 		return lastStatus(st) == StatusReady && strings.Contains(strings.Join(r.lines(), "\n"), "got: next")
 	})
-	v := s.Attach(1)
-	replay := <-v.C()
+	var live []byte
+	for len(v.C()) > 0 {
+		live = append(live, <-v.C()...)
+	}
 	v.Close()
-	if n := bytes.Count(replay, []byte("[RESULT] one")); n != 2 {
-		t.Fatalf("the agent drew its message %d times, want 2 (a redraw)", n)
+	if n := bytes.Count(live, []byte("[RESULT] one")); n != 1 {
+		t.Fatalf("the agent drew its message %d times after the resize, want 1 (a redraw)", n)
 	}
 	got := strings.Join(r.lines(), "\n")
 	if want := "[RESULT] one\nsecond line\ngot: next"; got != want {
@@ -461,7 +468,7 @@ func TestSendQueueAndCancel(t *testing.T) {
 func TestFanOutStalledViewer(t *testing.T) {
 	checkGoroutines(t)
 	r := newRecorder()
-	m := newTestManager(t, r, Options{Scrollback: 4096})
+	m := newTestManager(t, r, Options{Scrollback: 100})
 	ctx := context.Background()
 	agent := script(t, `read -r go; i=0; while [ $i -lt 3000 ]; do echo "output line $i"; i=$((i+1)); done; echo END; exec sleep 100`)
 	s, err := m.Start(ctx, Key{"o", "fan"}, Spec{Kind: KindCommand, Command: agent, Quiescence: 50 * time.Millisecond})
@@ -504,12 +511,26 @@ func TestFanOutStalledViewer(t *testing.T) {
 	if !strings.Contains(buf.String(), "output line 2999") {
 		t.Error("live viewer missed output")
 	}
-	// Scrollback: a new viewer gets the last 4 KiB first.
+	// A new viewer gets the screen and the last rows of history (the
+	// Scrollback option: 100 rows), drawn again from the screen model.
 	v := s.Attach(4)
 	defer v.Close()
 	first := <-v.C()
-	if len(first) != 4096 || !bytes.Contains(first, []byte("END")) {
-		t.Errorf("replay of %d bytes, want 4096 ending with the latest output: %q", len(first), first[max(0, len(first)-100):])
+	term := screen.New(200, 50) // the session's size
+	term.SetScrolledLimit(1000)
+	term.Write(first)
+	got := append(term.TakeScrolled(), term.Lines()...)
+	for len(got) > 0 && got[len(got)-1] == "" {
+		got = got[:len(got)-1]
+	}
+	// 100 rows of history, then the screen's 49 rows of output above the
+	// cursor's row: output lines 2852–2999 and END.
+	var want []string
+	for i := 3000 - 148; i < 3000; i++ {
+		want = append(want, fmt.Sprintf("output line %d", i))
+	}
+	if len(got) < 2 || got[len(got)-1] != "END" || !slices.Equal(got[:len(got)-1], want) {
+		t.Errorf("a late viewer's terminal shows %d rows (%q … %q), want the 100 rows of history and the screen up to END", len(got), got[:min(3, len(got))], got[max(0, len(got)-3):])
 	}
 }
 
@@ -702,4 +723,73 @@ while IFS= read -r line; do echo "got: $line"; printf '> '; done
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestViewerJoinsMidStream attaches viewers while a program streams
+// output (cursor moves, colours, Hangul, scrolling): each viewer's
+// terminal — its snapshot, then the live chunks after it — ends equal to
+// that of a viewer attached before the first byte, so the snapshot and
+// the subscription neither miss nor repeat a byte.
+func TestViewerJoinsMidStream(t *testing.T) {
+	checkGoroutines(t)
+	r := newRecorder()
+	m := newTestManager(t, r, Options{})
+	ctx := context.Background()
+	agent := script(t, `read -r go; i=0; while [ $i -lt 600 ]; do printf '\033[%d;%dH\033[3%d;4%dmline %d 한글\033[0m\033[K\n' $((i%20+1)) $((i%30+1)) $((i%8)) $((i%5)) $i; i=$((i+1)); [ $((i%20)) -eq 0 ] && sleep 0.03; done; echo END; exec sleep 100`)
+	s, err := m.Start(ctx, Key{"o", "mid"}, Spec{Kind: KindCommand, Command: agent, Quiescence: 50 * time.Millisecond, Cols: 80, Rows: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	type viewer struct {
+		v    *Viewer
+		term *screen.Screen
+		mid  bool // its snapshot showed the program drawing
+	}
+	attach := func() viewer {
+		v := viewer{s.Attach(100000), screen.New(80, 24), false}
+		first := <-v.v.C()
+		v.term.Write(first)
+		v.mid = bytes.Contains(first, []byte("line ")) && !bytes.Contains(first, []byte("END"))
+		return v
+	}
+	drain := func(v viewer) {
+		for len(v.v.C()) > 0 {
+			v.term.Write(<-v.v.C())
+		}
+	}
+	ref := attach()
+	if err := s.Send(ctx, "go"); err != nil {
+		t.Fatal(err)
+	}
+	var late []viewer
+	for range 40 {
+		late = append(late, attach())
+		time.Sleep(20 * time.Millisecond)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(ref.term.Text(), "END"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no END:\n%s", ref.term.Text())
+		}
+		drain(ref)
+	}
+	time.Sleep(200 * time.Millisecond)
+	drain(ref)
+	want := ref.term.Snapshot(nil, 0)
+	mid := 0
+	for i, v := range late {
+		drain(v)
+		if got := v.term.Snapshot(nil, 0); !bytes.Equal(got, want) {
+			t.Errorf("viewer %d: its terminal differs from the first viewer's:\n%s\nwant\n%s", i, v.term.Text(), ref.term.Text())
+		}
+		if v.mid {
+			mid++
+		}
+		v.v.Close()
+	}
+	ref.v.Close()
+	if mid == 0 {
+		t.Fatalf("none of %d viewers joined while the program drew: the test proves nothing", len(late))
+	}
+	t.Logf("%d of %d viewers joined while the program drew", mid, len(late))
 }

@@ -59,27 +59,6 @@ func FuzzSanitize(f *testing.F) {
 	})
 }
 
-func TestRing(t *testing.T) {
-	r := ring{limit: 8}
-	r.write([]byte("abc"))
-	if got := string(r.bytes()); got != "abc" {
-		t.Fatalf("got %q", got)
-	}
-	r.write([]byte("defgh"))
-	r.write([]byte("ij"))
-	if got := string(r.bytes()); got != "cdefghij" {
-		t.Fatalf("got %q, want cdefghij", got)
-	}
-	r.write([]byte("0123456789"))
-	if got := string(r.bytes()); got != "23456789" {
-		t.Fatalf("got %q, want 23456789", got)
-	}
-	r.write([]byte("xyz"))
-	if got := string(r.bytes()); got != "56789xyz" {
-		t.Fatalf("got %q, want 56789xyz", got)
-	}
-}
-
 func TestModeTracker(t *testing.T) {
 	var m modeTracker
 	for _, c := range []byte("abc\x1b[?1049;2004h") {

@@ -221,10 +221,14 @@ func browserConsole(t *testing.T, bin string, width, height int, suffix string) 
 		t.Fatalf("history or results: %v", err)
 	}
 	screenshot("console.png")
-	// Restarted from its row, po starts over and asks its first question
+	// Restarted from its row (two clicks: restart, confirm), po starts over and asks its first question
 	// again: the question the old process left is cancelled, and the
 	// history says why.
 	left := r.waitQuestion(t, officeID, office.QuestionPending, 20*time.Second)
+	click(`tr.agent[data-name="po"] button.restart`) // asks to be confirmed
+	if b, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('tr.agent[data-name="po"] button.restart').textContent`)); b != "confirm restart" {
+		t.Errorf("after one click the restart button says %q, want \"confirm restart\"", b)
+	}
 	click(`tr.agent[data-name="po"] button.restart`)
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.Search(`//ol[@id="events"]/li[@data-kind="question.cancelled"][contains(.,"po asked the same question again (question ")]`))); err != nil {
 		t.Fatalf("the cancelled question's reason is not in the history: %v", err)

@@ -22,9 +22,8 @@ import (
 // asks to run a Bash command. Claude Code stops at its permission dialog:
 // the session is needs_attention with the dialog's text in the API, the
 // events and at the top of the console (headless Chromium); a person's
-// message sent meanwhile is not typed into the dialog; the operator opens
-// the terminal from the console, takes control and presses Enter (the
-// dialog's first choice, Yes); the command runs, the model gets its output,
+// message sent meanwhile is not typed into the dialog; the operator clicks
+// the dialog's first choice (Yes), a button on its card; the command runs, the model gets its output,
 // the agent is ready again and the waiting message then reaches the model
 // exactly once.
 func TestConsoleResolvesClaudePermissionPrompt(t *testing.T) {
@@ -144,7 +143,6 @@ agents:
 	if !strings.Contains(card, "Do you want to proceed") || !strings.HasPrefix(title, "(1)") {
 		t.Errorf("attention card %q, title %q: want the dialog's text and a count in the title", card, title)
 	}
-	saveScreenshot(t, ctx, "console-permission.png")
 	time.Sleep(2 * time.Second) // time for a wrongly typed message to show
 	if n := countUserText(srv, "Second message"); n != 0 {
 		t.Fatalf("the second message reached the model while the dialog was up (%d)", n)
@@ -152,15 +150,17 @@ agents:
 	if s := session(); s.Status != "needs_attention" {
 		t.Fatalf("while the dialog is up the session is %s, want needs_attention", s.Status)
 	}
-	// Resolve it from the console: open, take control, Enter (1. Yes).
-	if err := chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(`#attention .card[data-name="po"] button.open`)),
-		chromedp.WaitVisible(chromedp.CSS(`#term .xterm-helper-textarea`)),
-		chromedp.Click(chromedp.CSS(`#take`)),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-control="you"]`)),
-		chromedp.Focus(chromedp.CSS(`#term .xterm-helper-textarea`)),
-		chromedp.KeyEvent("\r"),
-	); err != nil {
+	// Resolve it where it is shown: the card's first choice (1. Yes), a
+	// button that sends the keys choosing it.
+	choice := `#attention .card[data-name="po"] button.choice[data-choice="1"]`
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(choice))); err != nil {
+		t.Fatalf("the dialog's choices are not buttons on its card: %v\n%s", err, card)
+	}
+	if label, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('`+choice+`').textContent`)); label != "1. Yes" {
+		t.Errorf("the first choice's button says %q, want \"1. Yes\"", label)
+	}
+	saveScreenshot(t, ctx, "console-permission.png")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(choice))); err != nil {
 		t.Fatalf("resolve the dialog in the console: %v", err)
 	}
 	wait("the tool's output to reach the model", 60*time.Second, func() bool {

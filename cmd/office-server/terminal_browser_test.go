@@ -117,6 +117,13 @@ func chromeSized(t *testing.T, bin string, w, h int) context.Context {
 // (capture-pane), rows with trailing spaces dropped.
 func tmuxScreen(t *testing.T, data []byte, cols, rows int) string {
 	t.Helper()
+	return tmuxCapture(t, data, cols, rows, 0)
+}
+
+// tmuxCapture is tmuxScreen with the last history rows of tmux's
+// scrollback above the screen.
+func tmuxCapture(t *testing.T, data []byte, cols, rows, history int) string {
+	t.Helper()
 	bin, err := exec.LookPath("tmux")
 	if err != nil {
 		testenv.Missing(t, "tmux", "run scripts/setup.sh (apt-get install tmux)")
@@ -142,7 +149,7 @@ func tmuxScreen(t *testing.T, data []byte, cols, rows int) string {
 	prev, same := "", 0
 	for range 100 {
 		time.Sleep(50 * time.Millisecond)
-		cur := tmux("capture-pane", "-p", "-t", "v")
+		cur := tmux("capture-pane", "-p", "-t", "v", "-S", fmt.Sprint(-history))
 		if cur == prev && cur != "" {
 			if same++; same == 3 {
 				break
@@ -245,12 +252,32 @@ func TestConsoleTerminalMatchesTmux(t *testing.T) {
 		}
 		saveScreenshot(t, ctx, "console-terminal-"+name+".png")
 		if win.w != 1024 {
+			// Pinned, the TUI stays on as a preview while another
+			// agent's terminal is open.
+			if err := chromedp.Do(ctx,
+				chromedp.Click(chromedp.CSS(`#pin`)),
+				chromedp.Click(chromedp.CSS(`tr.agent[data-name="needy"] a.open`)),
+				chromedp.WaitVisible(chromedp.CSS(`#minis .mini[data-name="tui"] .xterm-screen`)),
+			); err != nil {
+				t.Fatalf("pin the TUI and open needy: %v", err)
+			}
+			var pinned string
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(pinned, fmt.Sprintf("TUI %dx%d", c0, r0)); time.Sleep(200 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the pinned preview shows:\n%s", pinned)
+				}
+				pinned, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`window.consolePinned("tui")`))
+			}
+			if want := tmuxScreen(t, []byte(r.replay(t, officeID, "tui")), c0, r0); normScreen(pinned) != want {
+				t.Errorf("the pinned preview is not tmux's rendering:\n%s\ntmux:\n%s", pinned, want)
+			}
+			saveScreenshot(t, ctx, "console-pinned.png")
 			provideDependency(t, ctx, r, officeID)
 			continue
 		}
-		// Take control in the small window: the session takes the pane's
-		// size, the program redraws, every viewer follows.
-		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#take`)), chromedp.WaitVisible(chromedp.CSS(`body[data-control="you"]`))); err != nil {
+		// Take control and fit in the small window: the session takes
+		// the pane's size, the program redraws, every viewer follows.
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#takefit`)), chromedp.WaitVisible(chromedp.CSS(`body[data-control="you"]`))); err != nil {
 			t.Fatalf("take control: %v", err)
 		}
 		deadline := time.Now().Add(10 * time.Second)

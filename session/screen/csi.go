@@ -45,6 +45,9 @@ func (s *Screen) csi(cmd ansi.Cmd, p ansi.Params) {
 		if inter == '!' && final == 'p' { // DECSTR soft reset
 			s.softReset()
 		}
+		if inter == ' ' && final == 'q' { // DECSCUSR: the cursor's shape
+			s.cursorStyle = min(max(param(p, 0, 0), 0), 6)
+		}
 		return // DECSCUSR (SP q) and the like
 	}
 	switch final {
@@ -132,18 +135,26 @@ func (s *Screen) csi(cmd ansi.Cmd, p ansi.Params) {
 			s.top, s.bot = top, bot
 			s.moveToOrigin(0, 0)
 		}
+	case 'm': // SGR
+		s.sgr(p)
 	case 's': // SCOSC
 		s.saveCursor()
 	case 'u': // SCORC
 		s.restoreCursor()
 	}
-	// m (SGR), n (DSR), c (DA), t (window ops), q…: no effect on the text.
+	// n (DSR), c (DA), t (window ops)…: no effect on the screen.
 }
 
 func (s *Screen) esc(cmd ansi.Cmd) {
 	inter, final := cmd.Intermediate(), cmd.Final()
 	switch inter {
 	case 0:
+		switch final {
+		case '=': // DECKPAM
+			s.keypad = true
+		case '>': // DECKPNM
+			s.keypad = false
+		}
 	case '(': // designate G0
 		s.decGraphics = final == '0'
 		return
@@ -222,7 +233,7 @@ func (s *Screen) deleteLines(n int) {
 	copy(out, rows[s.y:s.y+n])
 	copy(rows[s.y:], rows[s.y+n:s.bot+1])
 	for i, r := range out {
-		r.clear()
+		s.blankRow(r)
 		rows[s.bot+1-n+i] = r
 	}
 }
@@ -235,17 +246,17 @@ func (s *Screen) eraseDisplay(mode int) {
 		}
 		s.erase(s.y, s.x, s.cols)
 		for y := s.y + 1; y < s.rows; y++ {
-			s.cur.rows[y].clear()
+			s.blankRow(s.cur.rows[y])
 		}
 	case 1:
 		for y := 0; y < s.y; y++ {
-			s.cur.rows[y].clear()
+			s.blankRow(s.cur.rows[y])
 		}
 		s.erase(s.y, 0, s.x+1)
 	case 2:
 		s.clears++
 		for _, r := range s.cur.rows {
-			r.clear()
+			s.blankRow(r)
 		}
 	case 3: // erase saved lines: what scrolled off is already final
 		s.clears++
@@ -294,6 +305,8 @@ func (s *Screen) setModes(p ansi.Params, private, on bool) {
 			s.cursorHidden = !on
 		case 2004:
 			s.bracketed = on
+		case 1, 9, 12, 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1015, 1016, 2031:
+			s.setPrivate(m, on)
 		case 47, 1047:
 			s.switchScreen(on, m == 1047 && !on)
 		case 1048:
@@ -344,6 +357,8 @@ func (s *Screen) switchScreen(on, clearAlt bool) {
 
 func (s *Screen) softReset() {
 	s.cursorHidden, s.origin, s.insert, s.autowrap, s.decGraphics = false, false, false, true, false
+	s.pen, s.keypad = cell{}, false
+	s.setPrivate(1, false)
 	s.top, s.bot = 0, s.rows-1
 	s.main.saved, s.wrapNext = savedCursor{}, false
 	if s.alt != nil {

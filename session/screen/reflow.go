@@ -65,7 +65,7 @@ func (s *Screen) reflow(cols int) (x, y int, wrapNext bool) {
 			}
 			rw.cells[at] = c
 			if w == 2 {
-				rw.cells[at+1] = cell{kind: kindCont}
+				rw.cells[at+1] = cell{kind: kindCont, fg: c.fg, bg: c.bg, attr: c.attr}
 			}
 			if m := l.comb[ci]; m != "" {
 				if rw.comb == nil {

@@ -2,9 +2,11 @@
 //
 // A [Screen] is a small VT emulator for the output of a program in a
 // pseudo-terminal: it keeps a grid of cells, the cursor, scroll margins, a
-// main and an alternate screen, and the few modes a reader of text needs
-// (bracketed paste, cursor visibility, autowrap, origin and insert mode). It
-// has no colours: SGR is parsed and ignored. Escape sequences are tokenized by
+// main and an alternate screen, the modes (bracketed paste, cursor
+// visibility, autowrap, origin and insert mode, and those that change what
+// the terminal sends: cursor keys, keypad, mouse, focus), and each cell's
+// SGR colours and attributes, so that [Screen.Snapshot] can draw the screen
+// again in another terminal. Escape sequences are tokenized by
 // charmbracelet/x/ansi's parser; character widths come from go-runewidth with
 // East-Asian wide characters (Hangul, CJK) as two columns and ambiguous ones
 // as one, as terminals in UTF-8 locales draw them.
@@ -56,6 +58,9 @@ var widths = &runewidth.Condition{EastAsianWidth: false, StrictEmojiNeutral: tru
 // row is a plain make.
 type cell struct {
 	r    rune  // 0: blank (reads as a space)
+	fg   color // SGR foreground (0: the default)
+	bg   color // SGR background (0: the default)
+	attr attrs // SGR bold, italic…
 	kind uint8 // kindNarrow, kindWide (first column of a wide rune), kindCont (its second column), kindSkip
 }
 
@@ -181,6 +186,14 @@ type Screen struct {
 	bracketed    bool
 	decGraphics  bool // G0 is the DEC special graphics set
 	lastPrinted  rune
+	pen          cell // the SGR state: fg, bg and attr of what is printed next (r and kind unused)
+	keypad       bool // DECKPAM (ESC =): application keypad
+	cursorStyle  int  // DECSCUSR (CSI n SP q), 0 the default
+	// other DEC private modes that change what the terminal sends rather
+	// than what it shows (cursor keys, mouse reporting, focus events…),
+	// kept so that a viewer joining late is put in the same state
+	// (Snapshot); see passModes.
+	private map[int]bool
 
 	// string-sequence state (OSC, DCS, SOS, PM, APC) handled here rather
 	// than in the parser, so that UTF-8 bytes such as 0x9C (a C1 ST) inside
@@ -239,6 +252,7 @@ func (s *Screen) reset() {
 	s.top, s.bot = 0, s.rows-1
 	s.autowrap = true
 	s.origin, s.insert, s.cursorHidden, s.bracketed, s.decGraphics = false, false, false, false, false
+	s.pen, s.keypad, s.cursorStyle, s.private = cell{}, false, 0, nil
 	s.tabs = make([]bool, s.cols)
 	for i := 8; i < s.cols; i += 8 {
 		s.tabs[i] = true
@@ -437,10 +451,10 @@ func (s *Screen) print(r rune) {
 	}
 	if w == 2 {
 		s.fixWide(rw, s.x+1)
-		rw.cells[s.x] = cell{r: r, kind: kindWide}
-		rw.cells[s.x+1] = cell{kind: kindCont}
+		rw.cells[s.x] = s.styled(r, kindWide)
+		rw.cells[s.x+1] = s.styled(0, kindCont)
 	} else {
-		rw.cells[s.x] = cell{r: r}
+		rw.cells[s.x] = s.styled(r, kindNarrow)
 	}
 	rw.end = max(rw.end, s.x+w)
 	rw.used = max(rw.used, s.x+w)
@@ -480,7 +494,7 @@ func (s *Screen) printASCII(run []byte) {
 			s.fixWide(rw, s.x+n-1)
 		}
 		for k, b := range run[:n] {
-			cells[k] = cell{r: rune(b)}
+			cells[k] = cell{r: rune(b), fg: s.pen.fg, bg: s.pen.bg, attr: s.pen.attr}
 		}
 		rw.end = max(rw.end, s.x+n)
 		rw.used = max(rw.used, s.x+n)
@@ -553,6 +567,7 @@ func (s *Screen) erase(y, from, to int) {
 	s.fixWide(rw, from)
 	s.fixWide(rw, to-1)
 	clear(rw.cells[from:to])
+	s.fillBlank(rw, from, to)
 	if rw.comb != nil {
 		for k := range rw.comb {
 			if k >= from && k < to {
@@ -652,7 +667,7 @@ func (s *Screen) scrollUp(top, bot, n int) {
 		if keep {
 			s.pushScrolled(r)
 		}
-		r.clear()
+		s.blankRow(r)
 	}
 	if top == 0 && bot == s.rows-1 {
 		// The whole screen: slide the window over the backing array
@@ -680,7 +695,7 @@ func (s *Screen) scrollDown(top, bot, n int) {
 	copy(out, rows[bot+1-n:bot+1])
 	copy(rows[top+n:], rows[top:bot+1-n])
 	for i, r := range out {
-		r.clear()
+		s.blankRow(r)
 		rows[top+i] = r
 	}
 }
@@ -739,6 +754,7 @@ func (s *Screen) insertBlanks(n int) {
 	s.fixWide(rw, s.cols-n) // the rune cut at the right edge
 	copy(rw.cells[s.x+n:], rw.cells[s.x:s.cols-n])
 	clear(rw.cells[s.x : s.x+n])
+	s.fillBlank(rw, s.x, s.x+n)
 	rw.end = min(rw.end+n, s.cols)
 	if s.x+n < s.cols {
 		rw.used = s.cols // the moved cells reach the edge (as tmux counts them)
@@ -757,6 +773,7 @@ func (s *Screen) deleteChars(n int) {
 	s.fixWide(rw, s.x+n-1)
 	copy(rw.cells[s.x:], rw.cells[s.x+n:])
 	clear(rw.cells[s.cols-n:])
+	s.fillBlank(rw, s.cols-n, s.cols)
 	if s.x+n < s.cols {
 		rw.used = max(rw.used, s.cols-n) // the moved cells, as tmux counts them
 	} else if s.x == 0 {

@@ -16,6 +16,8 @@ const $ = (sel) => document.querySelector(sel);
 const state = {
   office: null, agents: [], questions: [], deps: [], invs: [], results: [],
   events: [], lastEvent: 0, activity: {}, es: null, refreshTimer: null, term: null,
+  minis: {}, // pinned terminal previews by agent id
+  newEvents: [], eventsFrame: 0, // events not yet drawn in the history
 };
 
 // ---- helpers ----
@@ -27,6 +29,13 @@ function el(tag, attrs, ...kids) {
     else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
     else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v);
   }
+  for (const k of kids) if (k !== null && k !== undefined && k !== false) e.append(k.nodeType ? k : String(k));
+  return e;
+}
+
+// add appends kids to e, leaving out null, undefined and false (the DOM's
+// own append would print them as text: "null").
+function add(e, ...kids) {
   for (const k of kids) if (k !== null && k !== undefined && k !== false) e.append(k.nodeType ? k : String(k));
   return e;
 }
@@ -119,9 +128,11 @@ async function loadOffices() {
 }
 
 async function selectOffice(id) {
+  for (const a of Object.keys(state.minis)) unpin(a);
   state.office = id;
   state.lastEvent = 0;
   state.events = [];
+  state.newEvents = [];
   state.activity = {};
   $('#events').replaceChildren();
   await refresh(); // agents first, so events show names
@@ -130,7 +141,7 @@ async function selectOffice(id) {
 
 function scheduleRefresh() {
   if (state.refreshTimer) return;
-  state.refreshTimer = setTimeout(() => { state.refreshTimer = null; refresh(); }, 150);
+  state.refreshTimer = setTimeout(() => { state.refreshTimer = null; refresh(); }, 250);
 }
 
 async function refresh() {
@@ -210,12 +221,89 @@ function updateNeedCard(card, i) {
     const pre = card.querySelector('.dialog');
     pre.hidden = !dialog;
     setText(pre, dialog);
+    // The same request as the agent's terminal shows it: its choices
+    // answer it there (the office's request ends with it).
+    if (dialog) dialogButtons(card, i.a, dialog); else card.querySelector('.choices').hidden = true;
   }
+  if (i.kind === 'agent' && i.a.session_status === 'needs_attention') dialogButtons(card, i.a, i.a.session_detail);
   if (i.kind === 'agent') {
     setText(card.querySelector('.pill'), statusLabel(i.a.session_status));
     card.querySelector('.pill').className = 'pill ' + i.a.session_status;
     setText(card.querySelector('.detail'), i.a.session_detail || reasonMissing(i.a.session_status));
+    card.querySelector('.choices').hidden = i.a.session_status !== 'needs_attention' || !dialogChoices(i.a.session_detail).length;
   }
+}
+
+// dialogChoices reads the numbered choices of a dialog's text as the
+// agent's terminal shows it (Claude Code, Codex, Gemini CLI draw
+// "❯ 1. Yes" / "  2. No…", the marker on the selected one): [{n, label,
+// selected}], in order; none when the text has no numbered list.
+function dialogChoices(text) {
+  const out = [];
+  for (const line of (text || '').split('\n')) {
+    const m = line.match(/^\s*(?:[│|]\s*)?([❯›>●▶]\s*)?(\d{1,2})[.)]\s+(.+?)\s*[│|]?\s*$/);
+    if (!m) continue;
+    const n = Number(m[2]);
+    if (out.length && n !== out[out.length - 1].n + 1) continue; // not the same list
+    if (!out.length && n !== 1) continue;
+    out.push({ n, label: m[3], selected: !!m[1] });
+  }
+  return out.length >= 2 ? out : [];
+}
+
+// choiceKeys are the keys that pick choice c in an arrow-key list whose
+// selected entry is sel: Up or Down as many times as needed, then Enter
+// (what a person would press; a digit would do in some CLIs, not all).
+function choiceKeys(choices, c) {
+  const sel = Math.max(0, choices.findIndex((x) => x.selected));
+  const to = choices.indexOf(c);
+  const key = to > sel ? '\x1b[B' : '\x1b[A';
+  return key.repeat(Math.abs(to - sel)) + '\r';
+}
+
+// dialogButtons shows a dialog's choices as buttons that send exactly
+// that choice to the agent's terminal (keys), with the choice's own words
+// (what it will do); empty when the dialog has no list of choices.
+function dialogButtons(card, a, text) {
+  const box = card.querySelector('.choices');
+  const choices = dialogChoices(text);
+  const sig = choices.map((c) => c.n + c.label + c.selected).join('|');
+  if (box.dataset.sig === sig) return;
+  box.dataset.sig = sig;
+  box.replaceChildren(...choices.map((c) => el('button', {
+    type: 'button', class: 'choice' + (c.selected ? ' selected' : ''), 'data-choice': String(c.n), title: `press ${choiceKeys(choices, c).replace(/\x1b\[A/g, '↑').replace(/\x1b\[B/g, '↓').replace('\r', 'Enter')} in ${a.name}'s terminal`,
+    onclick: () => act(card, `answer ${a.name}'s dialog`, () => sendKeys(a, choiceKeys(choices, c))),
+  }, `${c.n}. ${c.label}`)));
+  box.hidden = choices.length === 0;
+}
+
+// sendKeys types keys into an agent's terminal through the console
+// WebSocket: take control, send, give control back. The open terminal of
+// the agent is used when it holds control already.
+function sendKeys(a, keys) {
+  const bytes = new TextEncoder().encode(keys);
+  for (const t of openTerms()) {
+    if (t.agent.id === a.id && t.control === 'you') { t.send(F.INPUT, bytes); return Promise.resolve(); }
+  }
+  return new Promise((resolve, reject) => {
+    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    const ws = new WebSocket(`${proto}//${location.host}/ws/offices/${encodeURIComponent(state.office)}/agents/${a.id}`);
+    ws.binaryType = 'arraybuffer';
+    let asked = false, done = false;
+    const frame = (type, body) => { const f = new Uint8Array(1 + (body ? body.length : 0)); f[0] = type; if (body) f.set(body, 1); ws.send(f); };
+    const finish = (err) => { if (done) return; done = true; clearTimeout(timer); ws.close(); err ? reject(err) : resolve(); };
+    const timer = setTimeout(() => finish(new Error('the terminal did not answer')), 5000);
+    ws.onmessage = (m) => {
+      const b = new Uint8Array(m.data);
+      if (b[0] !== F.STATUS) return;
+      const st = JSON.parse(new TextDecoder().decode(b.subarray(1)));
+      if (st.control === 'you') { frame(F.INPUT, bytes); frame(F.RELEASE); setTimeout(() => finish(), 100); return; }
+      if (st.control === 'other') { finish(new Error('another viewer has control of the terminal')); return; }
+      if (!asked) { asked = true; frame(F.TAKE); }
+    };
+    ws.onerror = () => finish(new Error('the terminal is not reachable'));
+    ws.onclose = (e) => finish(new Error('terminal closed' + (e.reason ? ': ' + e.reason : '')));
+  });
 }
 
 function reasonMissing(status) {
@@ -224,10 +312,10 @@ function reasonMissing(status) {
 
 function permissionCard(q) {
   const reason = el('input', { class: 'reason', name: 'reason', placeholder: 'reason (told to the agent with a deny)', autocomplete: 'off' });
-  const card = el('div', { class: 'card attention permission', 'data-id': q.id, 'data-agent': agentName(q.agent_id), 'data-name': agentName(q.agent_id) });
+  const card = el('div', { class: 'card attention permission', 'data-id': q.id, 'data-agent': agentName(q.agent_id), 'data-name': agentName(q.agent_id), 'data-agent-id': q.agent_id });
   const send = (text) => act(card, 'permission', () => api('POST', `/api/questions/${q.id}/answer`, { response: text }));
   const expires = q.expires_at ? localTime(q.expires_at) : '';
-  card.append(
+  add(card,
     el('div', { class: 'meta' }, `Permission request from ${agentName(q.agent_id)}`, expires ? ` · denied at ${expires} if nobody answers` : ''),
     el('div', { class: 'text' }, q.question),
     q.context ? el('pre', { class: 'detail' }, q.context) : null,
@@ -238,21 +326,22 @@ function permissionCard(q) {
       el('button', { type: 'button', class: 'deny', onclick: () => send(reason.value.trim() ? 'deny: ' + reason.value.trim() : 'deny') }, 'Deny'), ' ',
       el('button', { type: 'button', class: 'open', onclick: () => openTerminal(agentById(q.agent_id) || { id: q.agent_id, name: agentName(q.agent_id) }) }, 'open terminal')),
     el('pre', { class: 'detail dialog', hidden: true }),
+    el('div', { class: 'choices', hidden: true }),
     el('div', { class: 'error' }));
   return card;
 }
 
 function questionCard(q) {
   const input = el('input', { class: 'answer', name: 'answer', placeholder: q.default_answer ? `default: ${q.default_answer}` : 'your answer', autocomplete: 'off' });
-  const card = el('form', { class: 'card question', 'data-id': q.id, 'data-agent': agentName(q.agent_id) });
+  const card = el('form', { class: 'card question', 'data-id': q.id, 'data-agent': agentName(q.agent_id), 'data-agent-id': q.agent_id });
   const send = (text) => act(card, 'answer', () => api('POST', `/api/questions/${q.id}/answer`, { response: text }));
   card.addEventListener('submit', (ev) => { ev.preventDefault(); if (input.value.trim()) send(input.value); });
   const opts = (q.options || []).map((o) => el('button', { type: 'button', class: 'option', 'data-option': o, onclick: () => send(o) }, o));
   const expires = q.expires_at ? ` · expires ${localTime(q.expires_at)}` : '';
-  card.append(
+  add(card,
     el('div', { class: 'meta' }, `${agentName(q.agent_id)} asks · ${localTime(q.created_at)}${expires}`),
     el('div', { class: 'text' }, q.question),
-    q.context ? el('div', { class: 'meta' }, q.context) : null,
+    q.context ? el('div', { class: 'context' }, q.context) : null,
     opts.length ? el('div', { class: 'options' }, ...opts) : null,
     el('div', {}, input, ' ', el('button', { class: 'answer-submit' }, 'Answer')),
     el('div', { class: 'error' }));
@@ -262,9 +351,9 @@ function questionCard(q) {
 function dependencyCard(d) {
   const value = el('input', { class: 'value', type: d.type === 'api_key' ? 'password' : 'text', placeholder: d.default || 'value', autocomplete: 'off' });
   const reason = el('input', { class: 'reason', placeholder: 'reason to reject', autocomplete: 'off' });
-  const card = el('div', { class: 'card dependency', 'data-id': d.id });
+  const card = el('div', { class: 'card dependency', 'data-id': d.id, 'data-agent-id': d.agent_id });
   const call = (what, body) => act(card, what, () => api('POST', `/api/dependencies/${d.id}/${what}`, body));
-  card.append(
+  add(card,
     el('div', { class: 'meta' }, `${agentName(d.agent_id)} needs ${d.type} ${d.required ? '(required)' : '(optional)'}`),
     el('div', {}, el('strong', {}, d.name), d.description ? ' — ' + d.description : ''),
     el('div', {}, value, ' ', el('button', { type: 'button', class: 'provide', onclick: () => call('provide', { value: value.value }) }, 'Provide')),
@@ -273,13 +362,35 @@ function dependencyCard(d) {
   return card;
 }
 
+// agentCard: an agent whose terminal waits for a person (a dialog: its
+// text, and its choices as buttons), or whose process ended (its reason).
+// Restart sits apart from the answers and asks to be confirmed.
 function agentCard(a) {
-  return el('div', { class: 'card attention agent', 'data-name': a.name, 'data-id': a.id },
-    el('div', { class: 'meta' }, `${a.name}: `, el('span', { class: 'pill ' + a.session_status }, statusLabel(a.session_status)), ' ',
-      el('button', { type: 'button', class: 'open', onclick: () => openTerminal(a) }, 'open terminal'), ' ',
-      el('button', { type: 'button', class: 'restart', onclick: (ev) => agentAction(ev.target.closest('.card'), a, 'restart') }, 'restart')),
-    el('pre', { class: 'detail' }, a.session_detail || reasonMissing(a.session_status)),
+  const card = el('div', { class: 'card attention agent', 'data-name': a.name, 'data-id': a.id, id: 'need-' + a.id });
+  return add(card,
+    el('div', { class: 'meta' }, `${a.name}: `, el('span', { class: 'pill ' + a.session_status }, statusLabel(a.session_status))),
+    el('pre', { class: 'detail dialogtext' }, a.session_detail || reasonMissing(a.session_status)),
+    el('div', { class: 'choices', hidden: true }),
+    el('div', { class: 'cardactions' },
+      el('button', { type: 'button', class: 'open', onclick: () => openTerminal(agentById(a.id) || a) }, 'open terminal'),
+      el('button', { type: 'button', class: 'restart danger', onclick: (ev) => confirmClick(ev.currentTarget, 'restart', () => agentAction(card, agentById(a.id) || a, 'restart')) }, 'restart…')),
     el('div', { class: 'error' }));
+}
+
+// confirmClick makes a destructive button ask once more: the first click
+// turns it into "confirm <what>" for four seconds, the second acts.
+function confirmClick(btn, what, fn) {
+  if (btn.dataset.armed === 'yes') {
+    clearTimeout(btn.armTimer);
+    btn.dataset.armed = '';
+    setText(btn, btn.dataset.label);
+    fn();
+    return;
+  }
+  btn.dataset.label = btn.textContent;
+  btn.dataset.armed = 'yes';
+  setText(btn, `confirm ${what}`);
+  btn.armTimer = setTimeout(() => { btn.dataset.armed = ''; setText(btn, btn.dataset.label); }, 4000);
 }
 
 // ---- agents ----
@@ -325,7 +436,7 @@ function renderTermStatus() {
 }
 
 const statusLabels = {
-  ready: 'waiting for input', busy: 'working', waiting: 'waiting for a result', needs_attention: 'needs attention',
+  ready: 'waiting for input', busy: 'working', waiting: 'waiting for a result', needs_attention: 'waits for a person',
   starting: 'starting', stopped: 'stopped', exited: 'exited', crashed: 'crashed', failed: 'failed to start',
 };
 const statusLabel = (s) => statusLabels[s] || s || 'unknown';
@@ -342,8 +453,23 @@ function doing(a) {
   return parts;
 }
 
+// agentFilters choose the agents the table shows.
+const agentFilters = {
+  all: () => true,
+  needs: (a) => !!waitsFor(a) || ['crashed', 'failed'].includes(a.session_status),
+  busy: (a) => ['busy', 'waiting', 'starting'].includes(a.session_status),
+  failed: (a) => ['crashed', 'failed', 'exited'].includes(a.session_status),
+};
+
 function renderAgents() {
-  sync($('#agents tbody'), state.agents, (a) => a.id, agentRow, updateAgentRow);
+  const f = agentFilters[state.agentFilter || 'all'];
+  const shown = state.agents.filter(f);
+  for (const b of document.querySelectorAll('#agentfilter button')) {
+    const n = state.agents.filter(agentFilters[b.dataset.filter]).length;
+    setText(b, `${b.dataset.label} (${n})`);
+    b.classList.toggle('on', (state.agentFilter || 'all') === b.dataset.filter);
+  }
+  sync($('#agents tbody'), shown, (a) => a.id, agentRow, updateAgentRow);
   const sel = $('#msgagent');
   const cur = sel.value;
   sync(sel, state.agents, (a) => a.id, (a) => el('option', { value: a.id }, a.name), (o, a) => setText(o, a.name));
@@ -354,18 +480,24 @@ function agentRow(a) {
   const tr = el('tr', { class: 'agent', 'data-name': a.name, 'data-id': a.id },
     el('td', {}, el('a', { href: '#', class: 'open', onclick: (ev) => { ev.preventDefault(); openTerminal(agentById(a.id) || a); } }, a.name),
       el('div', { class: 'meta role' })),
-    el('td', { class: 'status' }, el('span', { class: 'pill' }), el('span', { class: 'since meta' }), el('div', { class: 'detail short' })),
+    el('td', { class: 'status' }, el('span', { class: 'pill' }), el('span', { class: 'since meta' }),
+      el('a', { class: 'waits', href: '#attention', hidden: true, onclick: (ev) => { ev.preventDefault(); showNeed(a.id); } }),
+      el('div', { class: 'detail short' })),
     el('td', { class: 'doing' }),
     el('td', { class: 'actions' },
       el('button', { type: 'button', class: 'start', onclick: () => agentAction(tr, agentById(a.id) || a, 'start') }, 'start'), ' ',
-      el('button', { type: 'button', class: 'stop', onclick: () => agentAction(tr, agentById(a.id) || a, 'stop') }, 'stop'), ' ',
-      el('button', { type: 'button', class: 'restart', onclick: () => agentAction(tr, agentById(a.id) || a, 'restart') }, 'restart'),
+      el('button', { type: 'button', class: 'stop danger', onclick: (ev) => confirmClick(ev.currentTarget, 'stop', () => agentAction(tr, agentById(a.id) || a, 'stop')) }, 'stop…'), ' ',
+      el('button', { type: 'button', class: 'restart danger', onclick: (ev) => confirmClick(ev.currentTarget, 'restart', () => agentAction(tr, agentById(a.id) || a, 'restart')) }, 'restart…'),
       el('div', { class: 'error' })));
   return tr;
 }
 
 function updateAgentRow(tr, a) {
   setAttr(tr, 'data-status', a.session_status);
+  // Start for an agent whose process is not running, stop for one that is.
+  const running = !['stopped', 'exited', 'crashed', 'failed', undefined, null, ''].includes(a.session_status);
+  tr.querySelector('button.start').hidden = running;
+  tr.querySelector('button.stop').hidden = !running;
   setText(tr.querySelector('.role'), a.role || '');
   const pill = tr.querySelector('.pill');
   setText(pill, statusLabel(a.session_status));
@@ -381,7 +513,36 @@ function updateAgentRow(tr, a) {
   d.title = a.session_detail || '';
   const doingCell = tr.querySelector('.doing');
   const parts = doing(a);
-  setText(doingCell, parts.join(' · ') || (a.session_status === 'ready' ? 'idle' : ''));
+  // Waiting for a person: its question or its dialog, linked to the card.
+  const w = waitsFor(a);
+  const link = tr.querySelector('.waits');
+  link.hidden = !w;
+  setText(link, w ? ` waits for you: ${w} ↑` : '');
+  setAttr(tr, 'data-waits', w ? 'yes' : '');
+  if (w) parts.unshift(`waits for a person (${w})`);
+  setText(doingCell, parts.join(' · ') || (a.session_status === 'ready' ? 'idle' : a.session_status === 'busy' ? 'working' : ''));
+}
+
+// waitsFor says what of an agent waits for a person: a question, a
+// permission request, a dependency, a dialog in its terminal.
+function waitsFor(a) {
+  const q = state.questions.find((x) => x.agent_id === a.id);
+  if (q) return q.category === 'permission' ? 'a permission' : 'a question';
+  if (state.deps.some((d) => d.agent_id === a.id)) return 'a dependency';
+  if (a.session_status === 'needs_attention') return 'a dialog';
+  return '';
+}
+
+// showNeed scrolls to the card of what an agent waits for and marks it.
+function showNeed(agentId) {
+  const card = [...document.querySelectorAll('#needlist .card')].find((c) =>
+    c.dataset.id === agentId || c.dataset.agentId === agentId);
+  if (!card) return;
+  card.scrollIntoView({ block: 'center' });
+  card.classList.add('flash');
+  setTimeout(() => card.classList.remove('flash'), 1500);
+  const b = card.querySelector('button.choice, button.option, button.allow, input');
+  if (b) b.focus();
 }
 
 async function agentAction(row, a, action) {
@@ -514,7 +675,7 @@ function openEvents() {
   const url = `/api/offices/${encodeURIComponent(state.office)}/events/stream?after_id=${state.lastEvent}`;
   const es = new EventSource(url);
   state.es = es;
-  es.onopen = () => { setText($('#live'), 'live'); $('#live').className = 'pill on'; };
+  es.onopen = () => { setText($('#live'), 'live'); $('#live').className = 'pill on'; scheduleRefresh(); };
   es.onerror = () => { setText($('#live'), 'reconnecting'); $('#live').className = 'pill off'; };
   es.addEventListener('event', (msg) => {
     const ev = JSON.parse(msg.data);
@@ -524,27 +685,44 @@ function openEvents() {
     if (state.events.length > 3000) state.events.splice(0, state.events.length - 3000);
     track(ev);
     addKind(ev.kind);
-    if (eventShown(ev)) {
-      const list = $('#events');
-      const end = list.scrollHeight - list.scrollTop - list.clientHeight < 30;
-      list.append(eventItem(ev));
-      while (list.children.length > 300) list.firstChild.remove();
-      if (end) list.scrollTop = list.scrollHeight;
-    }
+    if (eventShown(ev)) state.newEvents.push(ev);
+    // The history is drawn every 50 ms, however many events came: a
+    // stream catching up on thousands of events (an office of 200 agents)
+    // must not lay the page out once per event.
+    if (!state.eventsFrame) state.eventsFrame = setTimeout(flushEvents, 50);
     scheduleRefresh();
   });
 }
 
+function flushEvents() {
+  state.eventsFrame = 0;
+  const evs = state.newEvents.splice(0).slice(-300);
+  if (!evs.length) return;
+  const list = $('#events');
+  const end = list.scrollHeight - list.scrollTop - list.clientHeight < 30;
+  list.append(...evs.map(eventItem));
+  while (list.children.length > 300) list.firstChild.remove();
+  if (end) list.scrollTop = list.scrollHeight;
+}
+
 // ---- terminal ----
 
-// minScale is the smallest a terminal is drawn: a wider one scrolls.
-const minScale = 0.6;
+// The terminal's font: 13 px, drawn scaled to the pane's width but never
+// below minFont px (readable); a terminal wider than that scrolls
+// sideways, its columns are never cut.
+const termFont = 13;
+const minFont = 10;
+const minScale = minFont / termFont;
+
+// openTerms lists the open terminal views: the main one and the pinned
+// previews.
+const openTerms = () => [...(state.term ? [state.term] : []), ...Object.values(state.minis)];
 
 // TermView shows one agent's terminal. It is drawn at the session's own
 // columns and rows (from the server's STATUS frames), never re-wrapped,
-// and scaled down to fit the pane. Only the viewer in control resizes the
-// session: to what fits its pane, when it takes control and when its
-// window changes.
+// and scaled to the pane's width (scale). Only the viewer in control
+// resizes the session, and only when it asked to fit the session to its
+// window (Take control and fit): then also when its window changes.
 class TermView {
   constructor(agent) {
     this.agent = agent;
@@ -552,15 +730,17 @@ class TermView {
     this.pending = 0;
     this.paused = false;
     this.closed = false;
+    this.fit = false; // resize the session to the pane while in control
     this.decoder = new TextDecoder();
     // #plain=1 in the address forces the plain view (as without xterm.js).
     const plain = new URLSearchParams(location.hash.slice(1)).has('plain');
     if (window.Terminal && !plain) {
       $('#termpane').hidden = false; $('#plain').hidden = true; $('#plaininput').hidden = true;
-      this.xterm = new window.Terminal({ cols: agent.cols || 80, rows: agent.rows || 24, convertEol: false, scrollback: 5000, fontSize: 13 });
+      this.xterm = new window.Terminal({ cols: agent.cols || 80, rows: agent.rows || 24, convertEol: false, scrollback: 5000, fontSize: termFont });
       $('#term').replaceChildren();
       this.xterm.open($('#term'));
       this.xterm.onData((d) => this.send(F.INPUT, new TextEncoder().encode(d)));
+      this.xterm.onTitleChange((title) => { this.title = title; setAttr($('#termtitle'), 'title', title); setText($('#termtitle'), title ? `${agent.name} — ${title}` : agent.name); });
       this.onWinResize = () => { this.scale(); this.fitControl(); };
       window.addEventListener('resize', this.onWinResize);
       this.scale();
@@ -577,6 +757,8 @@ class TermView {
     const ws = new WebSocket(`${proto}//${location.host}/ws/offices/${encodeURIComponent(state.office)}/agents/${this.agent.id}`);
     ws.binaryType = 'arraybuffer';
     this.ws = ws;
+    this.connects = (this.connects || 0) + 1;
+    this.title = '';
     if (this.xterm) this.xterm.reset(); else $('#plain').textContent = '';
     ws.onmessage = (m) => this.onFrame(new Uint8Array(m.data));
     ws.onclose = (e) => {
@@ -631,16 +813,17 @@ class TermView {
     if (st.control === 'you' && was !== 'you') this.fitControl();
   }
 
-  // scale fits the terminal, drawn at the session's size, into the pane:
-  // scaled down to the pane, but not below what can be read (minScale);
-  // past that the pane scrolls.
+  // scale fits the terminal, drawn at the session's size, to the pane's
+  // width: scaled down, but not below what can be read (minScale); past
+  // that the pane scrolls sideways. Rows below the pane scroll too: the
+  // width decides (a person reads lines).
   scale() {
     if (!this.xterm) return;
     const screen = $('#term .xterm-screen');
     const pane = $('#termpane');
     if (!screen) return;
     const w = screen.offsetWidth + 8, h = screen.offsetHeight + 8;
-    const s = Math.max(minScale, Math.min(1, pane.clientWidth / w, pane.clientHeight / h));
+    const s = Math.max(minScale, Math.min(1, (pane.clientWidth - 1) / w));
     $('#term').style.transform = s < 1 ? `scale(${s})` : '';
     $('#term').dataset.scale = s.toFixed(3);
     const sizer = $('#termsizer');
@@ -651,7 +834,7 @@ class TermView {
   // fitControl resizes the session to what fits the pane unscaled, when
   // this viewer has control.
   fitControl() {
-    if (!this.xterm || this.control !== 'you') return;
+    if (!this.xterm || this.control !== 'you' || !this.fit) return;
     clearTimeout(this.fitTimer);
     this.fitTimer = setTimeout(() => {
       const screen = $('#term .xterm-screen');
@@ -667,6 +850,7 @@ class TermView {
   setControl(c) {
     this.control = c;
     $('#take').disabled = c === 'you';
+    $('#takefit').disabled = !this.xterm || (c === 'you' && this.fit);
     $('#release').disabled = c !== 'you';
     document.body.dataset.control = c;
     if (c === 'you') note('');
@@ -718,6 +902,90 @@ class TermView {
   }
 }
 
+// MiniTerm is a pinned terminal: a read-only preview of an agent's
+// terminal beside the main one, drawn at the session's size and scaled to
+// its box (no minimum: it is a preview; click its name to open it large).
+class MiniTerm {
+  constructor(agent) {
+    this.agent = agent;
+    this.closed = false;
+    this.control = 'none';
+    this.box = el('div', { class: 'mini', 'data-name': agent.name, 'data-id': agent.id },
+      el('div', { class: 'minibar' },
+        el('a', { href: '#', class: 'open', onclick: (ev) => { ev.preventDefault(); openTerminal(agentById(agent.id) || agent); } }, agent.name),
+        el('span', { class: 'ministatus meta' }),
+        el('button', { type: 'button', class: 'unpin', title: 'unpin', onclick: () => unpin(agent.id) }, '×')),
+      el('div', { class: 'minipane' }, el('div', { class: 'miniterm' })));
+    $('#minis').append(this.box);
+    $('#minis').hidden = false;
+    this.xterm = new window.Terminal({ cols: agent.cols || 80, rows: agent.rows || 24, fontSize: termFont, scrollback: 0, disableStdin: true, cursorBlink: false });
+    this.xterm.open(this.box.querySelector('.miniterm'));
+    this.connect();
+  }
+
+  connect() {
+    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    const ws = new WebSocket(`${proto}//${location.host}/ws/offices/${encodeURIComponent(state.office)}/agents/${this.agent.id}`);
+    ws.binaryType = 'arraybuffer';
+    this.ws = ws;
+    this.xterm.reset();
+    ws.onmessage = (m) => {
+      const b = new Uint8Array(m.data), body = b.subarray(1);
+      if (b[0] === F.OUTPUT) this.xterm.write(body);
+      else if (b[0] === F.RESET) this.xterm.reset();
+      else if (b[0] === F.STATUS) {
+        const st = JSON.parse(new TextDecoder().decode(body));
+        setText(this.box.querySelector('.ministatus'), `${statusLabel(st.session)} · ${st.cols}×${st.rows}`);
+        if (st.cols > 0 && st.rows > 0 && (st.cols !== this.xterm.cols || st.rows !== this.xterm.rows)) {
+          this.xterm.write('', () => { this.xterm.resize(st.cols, st.rows); this.scale(); });
+        } else this.scale();
+      }
+    };
+    ws.onclose = () => { if (!this.closed) setTimeout(() => { if (!this.closed) this.connect(); }, 1500); };
+  }
+
+  scale() {
+    const screen = this.box.querySelector('.xterm-screen');
+    const pane = this.box.querySelector('.minipane');
+    if (!screen) return;
+    const s = Math.min(1, pane.clientWidth / (screen.offsetWidth + 4));
+    const t = this.box.querySelector('.miniterm');
+    t.style.transform = `scale(${s})`;
+    pane.style.height = `${Math.ceil((screen.offsetHeight + 4) * s)}px`;
+  }
+
+  fitControl() {}
+
+  send() {}
+
+  // screen is what the preview shows, row by row.
+  screen() {
+    return [...this.box.querySelectorAll('.xterm-rows > div')].map((r) => r.textContent.replace(/\u00a0/g, ' ').replace(/\s+$/, '')).join('\n');
+  }
+
+  close() {
+    this.closed = true;
+    if (this.ws) this.ws.close();
+    this.xterm.dispose();
+    this.box.remove();
+    $('#minis').hidden = !Object.keys(state.minis).length;
+  }
+}
+
+// pin keeps the open terminal's agent as a preview beside the main one.
+function pin() {
+  const t = state.term;
+  if (!t || !window.Terminal || state.minis[t.agent.id]) return;
+  state.minis[t.agent.id] = new MiniTerm(t.agent);
+}
+
+function unpin(id) {
+  const m = state.minis[id];
+  if (!m) return;
+  delete state.minis[id];
+  m.close();
+}
+
 function openTerminal(agent) {
   if (state.term) state.term.close();
   setText($('#termtitle'), agent.name);
@@ -730,10 +998,47 @@ function openTerminal(agent) {
 // shows, and its size.
 window.consoleText = () => (state.term ? state.term.text() : '');
 window.consoleScreen = () => (state.term ? state.term.screen() : '');
+// What the pinned preview of an agent shows.
+window.consolePinned = (name) => {
+  const m = Object.values(state.minis).find((x) => x.agent.name === name);
+  return m ? m.screen() : null;
+};
 window.consoleSize = () => (state.term && state.term.xterm ? [state.term.xterm.cols, state.term.xterm.rows] : [0, 0]);
+// The terminal's state beyond its text: modes, title, connections made,
+// the drawn scale and whether any column is out of reach.
+window.consoleState = () => {
+  const t = state.term;
+  if (!t || !t.xterm) return null;
+  const m = t.xterm.modes, pane = $('#termpane'), sizer = $('#termsizer');
+  return {
+    alt: t.xterm.buffer.active.type === 'alternate', bracketed: m.bracketedPasteMode, appCursor: m.applicationCursorKeysMode,
+    mouse: m.mouseTrackingMode, title: t.title || '', connects: t.connects, scale: Number($('#term').dataset.scale || 1),
+    font: t.xterm.options.fontSize * Number($('#term').dataset.scale || 1),
+    // every column can be scrolled to: the pane's scroll width covers the scaled terminal
+    reach: pane.scrollWidth >= sizer.offsetWidth && sizer.offsetWidth >= Math.floor($('#term .xterm-screen').offsetWidth * Number($('#term').dataset.scale || 1)),
+    paneWidth: pane.clientWidth, termWidth: sizer.offsetWidth,
+  };
+};
+// consoleCell(x, y) is a cell of the visible screen: its text, colours
+// (palette index, or -1 for the default) and bold.
+window.consoleCell = (x, y) => {
+  const t = state.term;
+  const buf = t.xterm.buffer.active;
+  const c = buf.getLine(buf.viewportY + y).getCell(x);
+  const col = (isDef, isPal, v) => (isDef ? -1 : isPal ? v : 1000 + v);
+  return { chars: c.getChars(), fg: col(c.isFgDefault(), c.isFgPalette(), c.getFgColor()), bg: col(c.isBgDefault(), c.isBgPalette(), c.getBgColor()), bold: !!c.isBold(), inverse: !!c.isInverse() };
+};
 
-$('#take').addEventListener('click', () => state.term && state.term.send(F.TAKE));
-$('#release').addEventListener('click', () => state.term && state.term.send(F.RELEASE));
+// Take control keeps the agent's size (its layout does not change for
+// anyone); Take control and fit resizes the agent to this window.
+$('#take').addEventListener('click', () => { if (state.term) { state.term.fit = false; state.term.send(F.TAKE); } });
+$('#takefit').addEventListener('click', () => {
+  const t = state.term;
+  if (!t) return;
+  t.fit = true;
+  if (t.control === 'you') t.fitControl(); else t.send(F.TAKE);
+});
+$('#release').addEventListener('click', () => { if (state.term) { state.term.fit = false; state.term.send(F.RELEASE); } });
 $('#plaininput').addEventListener('submit', (ev) => {
   ev.preventDefault();
   if (!state.term) return;
@@ -750,9 +1055,46 @@ $('#message').addEventListener('submit', async (ev) => {
     setText($('#messageerror'), '');
   } catch (e) { setText($('#messageerror'), 'message: ' + e.message); }
 });
+$('#wide').addEventListener('click', () => toggleWide());
+$('#pin').addEventListener('click', () => pin());
+window.addEventListener('resize', () => Object.values(state.minis).forEach((m) => m.scale()));
+for (const b of document.querySelectorAll('#agentfilter button')) {
+  b.dataset.label = b.textContent;
+  b.addEventListener('click', () => { state.agentFilter = b.dataset.filter; renderAgents(); });
+}
+function toggleWide() {
+  document.body.dataset.wide = document.body.dataset.wide === 'yes' ? '' : 'yes';
+  for (const t of openTerms()) { t.scale(); t.fitControl(); }
+}
+// Keyboard shortcuts, outside text fields and the terminal: n the next
+// thing that needs you (its first answer focused), o open its agent's
+// terminal, w the terminal wide (the lists hidden), p pin the open
+// terminal as a preview beside the next one opened.
+document.addEventListener('keydown', (ev) => {
+  if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.target.closest('input, textarea, select, #term')) return;
+  const cards = [...document.querySelectorAll('#needlist .card:not(.done)')];
+  if (ev.key === 'n' && cards.length) {
+    const cur = cards.indexOf(document.activeElement && document.activeElement.closest('.card'));
+    const card = cards[(cur + 1) % cards.length];
+    card.scrollIntoView({ block: 'nearest' });
+    const b = card.querySelector('button.choice, button.option, button.allow, input, button');
+    if (b) b.focus();
+    ev.preventDefault();
+  } else if (ev.key === 'o') {
+    const card = document.activeElement && document.activeElement.closest('.card');
+    const id = card && (card.dataset.agentId || (card.classList.contains('agent') && card.dataset.id));
+    const a = id && agentById(id);
+    if (a) { openTerminal(a); ev.preventDefault(); }
+  } else if (ev.key === 'w') { toggleWide(); ev.preventDefault(); } else if (ev.key === 'p') { pin(); ev.preventDefault(); }
+});
 $('#office').addEventListener('change', (ev) => selectOffice(ev.target.value));
 for (const id of ['#evagent', '#evkind', '#evinternal']) $(id).addEventListener('change', renderEvents);
-setInterval(() => state.office && refresh(), 3000);
+// Everything that changes is an event on the stream (a status change, a
+// question, a call…), and each one schedules a refresh: the page does not
+// poll. Durations ("for 12s") are counted here, every second, with no
+// request; a refresh every 30 s is the safety net for a missed event.
+setInterval(() => state.office && renderAgents(), 1000);
+setInterval(() => state.office && refresh(), 30000);
 loadOffices().catch((e) => note('load: ' + e.message));
 // Every script of the page has run (tests wait for it before clicking a
 // form whose handler another script adds).
