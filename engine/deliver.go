@@ -395,7 +395,7 @@ func (o *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpe
 		if rec.Status == "" {
 			rec.Status = office.SessionStarting
 		}
-		if _, err := o.store.UpsertSession(ctx, rec); err != nil {
+		if _, err := o.upsertSession(ctx, rec); err != nil {
 			return spec, fmt.Errorf("record session: %w", err)
 		}
 	}

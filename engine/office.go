@@ -114,6 +114,10 @@ type Config struct {
 	// does not own. Call CatchUp when an office is taken. Nil: every office
 	// (within OfficeIDs).
 	Owns func(officeID string) bool
+	// Node names the server running the agents: it is recorded in every
+	// session row it writes (agent_sessions.node), so a member sees which
+	// node runs an agent. Empty: a single server without a node name.
+	Node string
 
 	QuestionTTL       time.Duration // default 5 min; an office's own QuestionTTL wins
 	InvocationTimeout time.Duration // default 30 min

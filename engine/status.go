@@ -99,7 +99,7 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 	}
 	rec.PID = c.PID // 0 once the process is gone (stopped, exited, crashed, failed)
 	rec.ExitCode = c.ExitCode
-	if _, err := o.store.UpsertSession(ctx, rec); err != nil {
+	if _, err := o.upsertSession(ctx, rec); err != nil {
 		o.log.Warn("record session status", "agent", agentID, "err", err)
 	}
 	k := agentKey{officeID, agentID}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,27 +12,30 @@ import (
 
 func init() { commands["migrate"] = migrateCmd }
 
+const migrateSummary = `usage: office-server migrate [flags]
+
+Apply the PostgreSQL migrations and exit (serve applies them too).
+`
+
 // migrateCmd applies the embedded migrations to DATABASE_URL (or
 // --database-url). goose records each applied version in
 // office_migrations.goose_db_version, so running it again applies only what
 // is new, and an advisory lock keeps two concurrent runs from racing.
 func migrateCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	url := fs.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL to migrate (env DATABASE_URL); for Supabase, the project's direct connection string")
-	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
-	if err := fs.Parse(args); err != nil {
+	var url string
+	var timeout time.Duration
+	s := newSettings("migrate", migrateSummary, os.Getenv, stderr)
+	s.String(&url, "database-url", "DATABASE_URL", "", "PostgreSQL URL to migrate; for Supabase, the project's direct connection string")
+	s.Duration(&timeout, "timeout", "OFFICE_MIGRATE_TIMEOUT", 5*time.Minute, "give up after this long")
+	if err := s.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	if url == "" {
+		return usagef("no database: set DATABASE_URL or pass --database-url")
 	}
-	if *url == "" {
-		return errors.New("no database: set DATABASE_URL or pass --database-url")
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	applied, err := migrations.ApplyURL(ctx, *url)
+	applied, err := migrations.ApplyURL(ctx, url)
 	for _, r := range applied {
 		fmt.Fprintf(stdout, "applied %s\n", r.Name)
 	}

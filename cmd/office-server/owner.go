@@ -98,6 +98,15 @@ func (w *owner) attach(pool *pgxpool.Pool, cfg cluster.Config) {
 	w.transcripts = cluster.NewTranscripts(pool, w.log)
 }
 
+// nodeName is the name this server records in agent_sessions.node: the
+// cluster node's id, else c.Node (empty: a single server without a name).
+func (w *owner) nodeName(c serveConfig) string {
+	if w.node != nil {
+		return w.node.ID()
+	}
+	return c.Node
+}
+
 // owns is engine.Config.Owns: nil when every office is this server's.
 func (w *owner) owns() func(officeID string) bool {
 	if w.node == nil {

@@ -172,7 +172,7 @@ func (m *Main) newOffice(c serveConfig, log *slog.Logger, store office.Store, fe
 	router, sess, err := agents.New(engine.Config{
 		Store: store, Feed: feed, Logger: log.With("part", "office"),
 		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
-		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(),
+		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(), Node: own.nodeName(c),
 		ProxyWait: c.ProxyWait, ContentRules: rules,
 	}, agents.Options{AgentBin: c.AgentBin, StateDir: stateDir, Wrap: own.wrap(stateDir)},
 		session.Options{Logger: log.With("part", "session"), Keeper: keeper, Hook: hook})
@@ -270,10 +270,13 @@ func (m *Main) openStore(ctx context.Context, log *slog.Logger, own *owner) (sto
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		node, _, err := secretFile(c.DataDir, "node-id", cluster.NewNodeID)
-		if err != nil {
-			lock.Close()
-			return nil, nil, nil, fmt.Errorf("node id: %w", err)
+		node := c.Node
+		if node == "" {
+			node, _, err = secretFile(c.DataDir, "node-id", cluster.NewNodeID)
+			if err != nil {
+				lock.Close()
+				return nil, nil, nil, fmt.Errorf("node id: %w", err)
+			}
 		}
 		pg, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{Logger: log, Node: node})
 		if err != nil {
