@@ -364,8 +364,17 @@ func (o *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpe
 	if err != nil {
 		return SessionSpec{}, err
 	}
+	// The launch spec as the agent gets it: its sealed values opened, the
+	// server's environment in place of its ${NAME} references.
+	launch, err := o.sealer.OpenLaunchEnv(a.Launch)
+	if err != nil {
+		return SessionSpec{}, err
+	}
+	if launch, err = office.ExpandLaunch(launch, o.cfg.LookupEnv); err != nil {
+		return SessionSpec{}, err
+	}
 	spec := SessionSpec{
-		OfficeID: a.OfficeID, AgentID: a.ID, Launch: a.Launch, Dir: o.workspace(a),
+		OfficeID: a.OfficeID, AgentID: a.ID, Launch: launch, Dir: o.workspace(a),
 		SystemPrompt: roster.Instructions(off, a), PermissionTimeout: o.perms.timeout(a),
 	}
 	deps, err := o.store.ListDependencies(ctx, office.DependencyFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{office.DependencyProvided}})

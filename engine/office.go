@@ -9,6 +9,7 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -114,6 +115,9 @@ type Config struct {
 	// does not own. Call CatchUp when an office is taken. Nil: every office
 	// (within OfficeIDs).
 	Owns func(officeID string) bool
+	// LookupEnv gives the values of the ${NAME} references in the agents'
+	// launch env and args when they start; default os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 	// Node names the server running the agents: it is recorded in every
 	// session row it writes (agent_sessions.node), so a member sees which
 	// node runs an agent. Empty: a single server without a node name.
@@ -231,6 +235,9 @@ func New(cfg Config) (*Router, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.LookupEnv == nil {
+		cfg.LookupEnv = os.LookupEnv
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
