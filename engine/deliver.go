@@ -374,7 +374,7 @@ func (o *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpe
 		return SessionSpec{}, err
 	}
 	spec := SessionSpec{
-		OfficeID: a.OfficeID, AgentID: a.ID, Launch: launch, Dir: o.workspace(a),
+		OfficeID: a.OfficeID, AgentID: a.ID, OfficeName: off.Name, AgentName: a.Name, Launch: launch, Dir: o.workspace(a),
 		SystemPrompt: roster.Instructions(off, a), PermissionTimeout: o.perms.timeout(a),
 	}
 	deps, err := o.store.ListDependencies(ctx, office.DependencyFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{office.DependencyProvided}})

@@ -46,12 +46,14 @@ const (
 // the session package; the agents package maps it onto session.Spec.
 type SessionSpec struct {
 	OfficeID, AgentID string
-	Launch            office.LaunchSpec
-	Dir               string   // the agent's workspace
-	Env               []string // KEY=VALUE on top of Launch.Env (provided dependencies)
-	SystemPrompt      string   // Instructions(...)
-	ConversationID    string   // Claude Code --session-id / --resume
-	Resume            bool
+	// OfficeName and AgentName are for the logs, beside the ids.
+	OfficeName, AgentName string
+	Launch                office.LaunchSpec
+	Dir                   string   // the agent's workspace
+	Env                   []string // KEY=VALUE on top of Launch.Env (provided dependencies)
+	SystemPrompt          string   // Instructions(...)
+	ConversationID        string   // Claude Code --session-id / --resume
+	Resume                bool
 	// TranscriptAfter is the resume cursor of a Claude Code transcript
 	// (session.Spec.TranscriptAfter): the last entry whose turn the office
 	// fully acted on, so a restarted server does not read the conversation

@@ -86,6 +86,7 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 	if err != nil {
 		rec = office.SessionRecord{OfficeID: officeID, AgentID: agentID}
 	}
+	o.logLifecycle(ctx, c, rec.Status)
 	if status == office.SessionStarting {
 		now := o.now()
 		rec.StartedAt = &now
@@ -115,6 +116,38 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 		o.log.Warn("record session event", "agent", agentID, "err", err)
 	}
 	o.kick(k)
+}
+
+// logLifecycle logs an agent's start, its first ready after a start, and
+// its end (exited, stopped) at info level, with its and its office's
+// names beside their ids: one line each. A crash or failure is logged by
+// the session (session/process.go), with the screen and the backoff.
+func (o *statusWriter) logLifecycle(ctx context.Context, c StatusChange, prev string) {
+	var msg string
+	switch {
+	case c.Status == office.SessionStarting:
+		msg = "agent starting"
+	case c.Status == office.SessionReady && (prev == office.SessionStarting || prev == ""):
+		msg = "agent ready"
+	case c.Status == office.SessionExited, c.Status == office.SessionStopped && prev != office.SessionStopped:
+		msg = "agent " + c.Status
+	default:
+		return
+	}
+	a, _ := o.store.GetAgent(ctx, c.AgentID)
+	off, _ := o.store.GetOffice(ctx, c.OfficeID)
+	kind := a.Launch.Kind
+	if kind == "" {
+		kind = "claude"
+	}
+	attrs := []any{"office", c.OfficeID, "office_name", off.Name, "agent", c.AgentID, "agent_name", a.Name, "kind", kind}
+	if c.PID != 0 {
+		attrs = append(attrs, "pid", c.PID)
+	}
+	if c.ExitCode != nil {
+		attrs = append(attrs, "exit_code", *c.ExitCode)
+	}
+	o.log.Info(msg, attrs...)
 }
 
 // waitsForAPerson reports whether the agent has a question or dependency

@@ -46,6 +46,9 @@ type RealtimeOptions struct {
 	JoinTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the jittered, doubling wait between
 	// reconnects. Defaults 500 ms and 30 s.
+	// Reconnected, when set, is called each time the connection was lost
+	// and is about to be made again (a metric).
+	Reconnected            func()
 	MinBackoff, MaxBackoff time.Duration
 	// RateLimitBackoff is the least wait after Realtime refused for a rate
 	// limit (…RateLimitReached, "Too many …"). Default 15 s.
@@ -207,6 +210,9 @@ func (r *Realtime) Watch(ctx context.Context, officeIDs []string, fn func(office
 			wait = r.o.RateLimitBackoff + rand.N(r.o.RateLimitBackoff/4+1)
 		}
 		r.log.Warn("realtime disconnected; reconnecting", "err", err, "wait", wait)
+		if r.o.Reconnected != nil {
+			r.o.Reconnected()
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

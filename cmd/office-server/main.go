@@ -13,9 +13,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/office-server/office-server/server"
 )
 
 // version, when set at build time with -ldflags "-X main.version=...",
@@ -42,43 +43,30 @@ var commands = map[string]command{
 // "office-server v0.0.0-20261128131500-da8bf1f0e2c1+dirty (commit
 // da8bf1f0e2c1…, 2026-11-28T13:15:00Z, modified; go1.26.8)".
 func versionLine() string {
-	v, rev, at, modified, goVersion := version, "", "", false, ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVersion = bi.GoVersion
-		if v == "" {
-			v = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.time":
-				at = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
+	b := server.ReadBuild()
+	if version != "" {
+		b.Version = version
 	}
-	if v == "" {
-		v = "(unknown)"
+	if b.Version == "" {
+		b.Version = "(unknown)"
 	}
 	var parts []string
-	if rev != "" {
-		parts = append(parts, "commit "+rev)
+	if b.Revision != "" {
+		parts = append(parts, "commit "+b.Revision)
 	}
-	if at != "" {
-		parts = append(parts, at)
+	if b.Time != "" {
+		parts = append(parts, b.Time)
 	}
-	if modified {
+	if b.Modified {
 		parts = append(parts, "modified")
 	}
-	if goVersion != "" {
-		parts = append(parts, goVersion)
+	if b.GoVersion != "" {
+		parts = append(parts, b.GoVersion)
 	}
 	if len(parts) == 0 {
-		return "office-server " + v
+		return "office-server " + b.Version
 	}
-	return fmt.Sprintf("office-server %s (%s)", v, strings.Join(parts, ", "))
+	return fmt.Sprintf("office-server %s (%s)", b.Version, strings.Join(parts, ", "))
 }
 
 func main() {

@@ -131,10 +131,14 @@ func TestLaunchSecretsNotStored(t *testing.T) {
 	}
 }
 
-// TestSessionNodePostgres: two things name the node on PostgreSQL: --node,
-// and else the node id the server keeps in its data directory. Every
-// session row the server writes carries it.
-func TestSessionNodePostgres(t *testing.T) {
+// TestPostgresNodeMetricsLogs: the built server on PostgreSQL, with --node.
+// Every session row it writes names the node; its literal launch env is
+// sealed in the row; /metrics has the build, the leases, the store's
+// requests, the HTTP requests by route and status, the events by kind
+// and the change feed's reconnections (one, after the test ends the
+// feed's connection); at the default level the log has a line per agent
+// start and ready with its name and none per HTTP request.
+func TestPostgresNodeMetricsLogs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -146,19 +150,71 @@ func TestSessionNodePostgres(t *testing.T) {
 	p := launchServer(t, bin, env, "--office", spyOffice(t, got), "--data-dir", data, "--node", "pg-node-7")
 	p.waitHealthy(t)
 	waitFile(t, p, got)
-	conn, err := pgx.Connect(context.Background(), url)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close(ctx)
 	waitFor(t, "agent_sessions.node on postgres", func() bool {
 		var node string
-		err := conn.QueryRow(context.Background(), `select s.node from agent_sessions s join office_agents a on a.id = s.agent_id where a.name = 'spy'`).Scan(&node)
+		err := conn.QueryRow(ctx, `select s.node from agent_sessions s join office_agents a on a.id = s.agent_id where a.name = 'spy'`).Scan(&node)
 		return err == nil && node == "pg-node-7"
 	})
 	var lit string
-	if err := conn.QueryRow(context.Background(), `select launch_spec #>> '{env,LIT}' from office_agents where name = 'spy'`).Scan(&lit); err != nil || !strings.HasPrefix(lit, "sealed:") {
+	if err := conn.QueryRow(ctx, `select launch_spec #>> '{env,LIT}' from office_agents where name = 'spy'`).Scan(&lit); err != nil || !strings.HasPrefix(lit, "sealed:") {
 		t.Errorf("launch_spec env LIT = %q, %v; want it sealed", lit, err)
+	}
+	// End the server's connections, the change feed's among them: the
+	// server connects again and counts it.
+	var ended int
+	if err := conn.QueryRow(ctx, `select count(pg_terminate_backend(pid)) from pg_stat_activity
+		where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'`).Scan(&ended); err != nil || ended == 0 {
+		t.Fatalf("end the feed's connection: %d ended, %v", ended, err)
+	}
+	metrics := func() string {
+		res, err := http.Get(p.base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return string(b)
+	}
+	var m string
+	waitFor(t, "office_change_feed_reconnects_total 1 and spy ready", func() bool {
+		m = metrics()
+		return strings.Contains(m, "office_change_feed_reconnects_total 1") && strings.Contains(m, `office_sessions{status="ready"} 1`) &&
+			strings.Contains(m, `office_events_total{kind="session.ready"}`)
+	})
+	for _, re := range []string{
+		`office_build_info\{goversion="go[0-9.]+",revision="[0-9a-f]*",version="[^"]+"\} 1`,
+		`office_leases_held 1`,
+		`office_leases_gained_total 1`,
+		`office_leases_lost_total 0`,
+		`office_store_request_seconds_count\{op="UpsertSession"\} [1-9]`,
+		`office_store_request_seconds_count\{op="AppendEvent"\} [1-9]`,
+		`office_store_errors_total\{code="not_found",op="GetSessionByAgent"\} [1-9]`,
+		`office_http_requests_total\{route="GET /healthz",status="200"\} [1-9]`,
+		`office_http_request_seconds_count\{route="GET /healthz"\} [1-9]`,
+		`office_events_total\{kind="session.ready"\} [1-9]`,
+		`office_sessions\{status="ready"\} 1`,
+	} {
+		if !regexp.MustCompile(re).MatchString(m) {
+			t.Errorf("/metrics lacks %s", re)
+		}
+	}
+	if strings.Contains(m, `office_messages_total{kind="session.`) {
+		t.Error("office_messages_total counts session events")
+	}
+	logs := p.stderr.String()
+	for _, re := range []string{`msg="agent starting".* office_name=Secrets .*agent_name=spy`, `msg="agent ready".* office_name=Secrets .*agent_name=spy`} {
+		if !regexp.MustCompile(re).MatchString(logs) {
+			t.Errorf("the log lacks %s:\n%s", re, logs)
+		}
+	}
+	if strings.Contains(logs, "msg=http ") {
+		t.Errorf("HTTP requests logged at info level:\n%s", logs)
 	}
 	p.stop(t)
 }
