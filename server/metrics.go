@@ -111,11 +111,7 @@ func (m *Metrics) register(s *Server) {
 func (m *Metrics) ObserveStore(op string, d time.Duration, err error) {
 	m.storeLatency.WithLabelValues(op).Observe(d.Seconds())
 	if err != nil {
-		code := office.ErrorCode(err)
-		if code == "" {
-			code = "internal"
-		}
-		m.storeErrors.WithLabelValues(op, code).Inc()
+		m.storeErrors.WithLabelValues(op, office.ErrorCode(err)).Inc()
 	}
 }
 
