@@ -206,52 +206,59 @@ func checkOfficeFile(b []byte, opt checkOptions) (office.Office, []office.Agent,
 	seen := map[string]bool{}
 	var list []office.Agent
 	for i, a := range f.Agents {
-		path := fmt.Sprintf("agents[%d]", i)
-		an := node(&doc, "agents", i)
-		if a.Name != "" {
-			path = fmt.Sprintf("agents[%d] (%s)", i, a.Name)
-		}
-		switch {
-		case strings.TrimSpace(a.Name) == "":
-			ps.add(an, path, "name is required")
-		case seen[strings.ToLower(a.Name)]:
-			ps.add(node(&doc, "agents", i, "name"), path, "agent %q declared twice", a.Name)
-		default:
-			if err := office.ValidateAgentName(a.Name); err != nil {
-				ps.add(node(&doc, "agents", i, "name"), path, "%s", office.ErrorMessage(err))
-			}
-		}
-		seen[strings.ToLower(a.Name)] = true
-		for j, act := range a.AllowedActions {
-			if !slices.ContainsFunc(allowedActions(), func(s string) bool { return strings.EqualFold(s, act) }) {
-				ps.add(node(&doc, "agents", i, "allowed_actions", j), path+".allowed_actions", "unknown action %q%s; valid: %s",
-					act, didYouMean(act, allowedActions()), strings.Join(allowedActions(), ", "))
-			}
-		}
-		if a.Priority < 0 {
-			ps.add(node(&doc, "agents", i, "priority"), path+".priority", "%d is negative", a.Priority)
-		}
-		if a.MaxLoad < 0 {
-			ps.add(node(&doc, "agents", i, "max_load"), path+".max_load", "%d is negative", a.MaxLoad)
-		}
-		launch := office.LaunchSpec{
-			Kind: a.Launch.Kind, Command: a.Launch.Command, Args: a.Launch.Args, Env: a.Launch.Env,
-			Dir: a.Launch.Dir, PromptPattern: a.Launch.PromptPattern, Model: a.Launch.Model,
-			PermissionMode: a.Launch.PermissionMode, Script: a.Launch.Script, User: a.Launch.User,
-			Permissions: a.Launch.Permissions.Merge(f.Office.Permissions),
-		}
-		checkLaunch(&doc, i, path+".launch", a.Launch, launch, opt, &ps)
-		status := office.AgentIdle
-		if a.Disabled {
-			status = office.AgentDisabled
-		}
-		list = append(list, office.Agent{
-			Name: a.Name, Role: a.Role, Capabilities: a.Capabilities, Priority: a.Priority,
-			Expertise: a.Expertise, AllowedActions: a.AllowedActions, MaxLoad: a.MaxLoad, Status: status,
-			Launch: launch,
-		})
+		list = append(list, checkAgent(&doc, i, a, f.Office.Permissions, seen, opt, &ps))
 	}
 	return o, list, ps
+}
+
+// checkAgent checks agent i of the file (defaults: the office's
+// permission policy; seen: the names so far, lower-cased) and returns it
+// as stored.
+func checkAgent(doc *yaml.Node, i int, a agentFile, defaults *office.PermissionPolicy, seen map[string]bool, opt checkOptions, ps *problems) office.Agent {
+	path := fmt.Sprintf("agents[%d]", i)
+	an := node(doc, "agents", i)
+	if a.Name != "" {
+		path = fmt.Sprintf("agents[%d] (%s)", i, a.Name)
+	}
+	switch {
+	case strings.TrimSpace(a.Name) == "":
+		ps.add(an, path, "name is required")
+	case seen[strings.ToLower(a.Name)]:
+		ps.add(node(doc, "agents", i, "name"), path, "agent %q declared twice", a.Name)
+	default:
+		if err := office.ValidateAgentName(a.Name); err != nil {
+			ps.add(node(doc, "agents", i, "name"), path, "%s", office.ErrorMessage(err))
+		}
+	}
+	seen[strings.ToLower(a.Name)] = true
+	for j, act := range a.AllowedActions {
+		if !slices.ContainsFunc(allowedActions(), func(s string) bool { return strings.EqualFold(s, act) }) {
+			ps.add(node(doc, "agents", i, "allowed_actions", j), path+".allowed_actions", "unknown action %q%s; valid: %s",
+				act, didYouMean(act, allowedActions()), strings.Join(allowedActions(), ", "))
+		}
+	}
+	if a.Priority < 0 {
+		ps.add(node(doc, "agents", i, "priority"), path+".priority", "%d is negative", a.Priority)
+	}
+	if a.MaxLoad < 0 {
+		ps.add(node(doc, "agents", i, "max_load"), path+".max_load", "%d is negative", a.MaxLoad)
+	}
+	launch := office.LaunchSpec{
+		Kind: a.Launch.Kind, Command: a.Launch.Command, Args: a.Launch.Args, Env: a.Launch.Env,
+		Dir: a.Launch.Dir, PromptPattern: a.Launch.PromptPattern, Model: a.Launch.Model,
+		PermissionMode: a.Launch.PermissionMode, Script: a.Launch.Script, User: a.Launch.User,
+		Permissions: a.Launch.Permissions.Merge(defaults),
+	}
+	checkLaunch(doc, i, path+".launch", a.Launch, launch, opt, ps)
+	status := office.AgentIdle
+	if a.Disabled {
+		status = office.AgentDisabled
+	}
+	return office.Agent{
+		Name: a.Name, Role: a.Role, Capabilities: a.Capabilities, Priority: a.Priority,
+		Expertise: a.Expertise, AllowedActions: a.AllowedActions, MaxLoad: a.MaxLoad, Status: status,
+		Launch: launch,
+	}
 }
 
 // checkLaunch checks agent i's launch spec: its kind, the keys that apply
