@@ -134,13 +134,18 @@ func (o *statusWriter) logLifecycle(ctx context.Context, c StatusChange, prev st
 	default:
 		return
 	}
-	a, _ := o.store.GetAgent(ctx, c.AgentID)
-	off, _ := o.store.GetOffice(ctx, c.OfficeID)
-	kind := a.Launch.Kind
-	if kind == "" {
-		kind = "claude"
+	attrs := []any{"office", c.OfficeID}
+	if off, err := o.store.GetOffice(ctx, c.OfficeID); err == nil {
+		attrs = append(attrs, "office_name", off.Name)
 	}
-	attrs := []any{"office", c.OfficeID, "office_name", off.Name, "agent", c.AgentID, "agent_name", a.Name, "kind", kind}
+	attrs = append(attrs, "agent", c.AgentID)
+	if a, err := o.store.GetAgent(ctx, c.AgentID); err == nil {
+		kind := a.Launch.Kind
+		if kind == "" {
+			kind = "claude"
+		}
+		attrs = append(attrs, "agent_name", a.Name, "kind", kind)
+	}
 	if c.PID != 0 {
 		attrs = append(attrs, "pid", c.PID)
 	}
