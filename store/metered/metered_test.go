@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/server"
 	"github.com/office-server/office-server/store/metered"
 )
 
@@ -69,5 +70,24 @@ func TestObserves(t *testing.T) {
 	if len(calls) != 2 || calls[0].op != "GetAgent" || calls[0].d < 2*time.Millisecond || !office.IsNotFound(calls[0].err) ||
 		calls[1].op != "Ping" || !errors.Is(calls[1].err, nil) {
 		t.Fatalf("observed %+v", calls)
+	}
+}
+
+// BenchmarkMeasured is the cost a measured request adds: a Ping of a store
+// that answers at once, plain and through New with the server's metrics.
+func BenchmarkMeasured(b *testing.B) {
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name string
+		s    office.Store
+	}{
+		{"plain", fakeStore{}},
+		{"measured", metered.New(fakeStore{}, server.NewMetrics().ObserveStore)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				_ = bc.s.Ping(ctx)
+			}
+		})
 	}
 }
