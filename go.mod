@@ -16,6 +16,7 @@ require (
 	github.com/mattn/go-runewidth v0.0.31
 	github.com/pressly/goose/v3 v3.29.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/supabase-community/postgrest-go v0.0.12
 	golang.org/x/sys v0.49.0
 	golang.org/x/time v0.15.0

@@ -83,7 +83,8 @@ func (a *Sessions) Spec(s engine.SessionSpec) (session.Spec, error) {
 	for _, k := range slices.Sorted(maps.Keys(l.Env)) {
 		env = append(env, k+"="+l.Env[k])
 	}
-	sp := session.Spec{Kind: l.Kind, Command: absCommand(l.Command), Args: l.Args, Env: env, Dir: s.Dir, PromptPattern: l.PromptPattern, Script: l.Script, User: l.User}
+	sp := session.Spec{Kind: l.Kind, Command: absCommand(l.Command), Args: l.Args, Env: env, Dir: s.Dir, PromptPattern: l.PromptPattern, Script: l.Script, User: l.User,
+		OfficeName: s.OfficeName, AgentName: s.AgentName}
 	if _, set := l.Env["HOME"]; !set && a.opts.StateDir != "" {
 		// A HOME of its own (issue 12, break 10): not the server's, where
 		// the other agents' and the server's files are; the launch spec's

@@ -140,9 +140,11 @@ type Node struct {
 	stats Stats
 }
 
-// Stats counts the statements a node sent, by purpose.
+// Stats counts the statements a node sent, by purpose, and the leases it
+// gained (an office it now runs) and lost (another node holds it now).
 type Stats struct {
 	Renewals, Takes, Releases, Views atomic.Int64
+	Gained, Lost                     atomic.Int64
 }
 
 type job struct {
@@ -333,6 +335,7 @@ func (n *Node) reclaim(ctx context.Context) error {
 	n.mu.Unlock()
 	for _, id := range slices.Sorted(maps.Keys(got)) {
 		n.log.Info("took back office after a restart", "office", id, "token", got[id])
+		n.stats.Gained.Add(1)
 		n.jobs <- job{take: true, officeID: id}
 	}
 	return nil
@@ -435,6 +438,7 @@ func (n *Node) renew(ctx context.Context) error {
 	n.mu.Unlock()
 	for _, id := range lost {
 		n.log.Error("office lost: another node holds its lease; stopping its agents", "office", id)
+		n.stats.Lost.Add(1)
 		n.jobs <- job{officeID: id}
 	}
 	return nil
@@ -597,6 +601,7 @@ func (n *Node) take(ctx context.Context, want map[string]int) error {
 		} else {
 			n.log.Info("running office", "office", id, "token", got[id])
 		}
+		n.stats.Gained.Add(1)
 		n.jobs <- job{take: true, officeID: id}
 	}
 	return nil

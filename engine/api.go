@@ -256,18 +256,25 @@ func (o *Router) SyncOffice(ctx context.Context, c OfficeConfig) (office.Office,
 	if err != nil {
 		return off, nil, fmt.Errorf("upsert office: %w", err)
 	}
+	existing, err := o.store.ListAgents(ctx, off.ID)
+	if err != nil {
+		return off, nil, err
+	}
+	stored := map[string]office.LaunchSpec{}
+	for _, a := range existing {
+		stored[strings.ToLower(a.Name)] = a.Launch
+	}
 	var out []office.Agent
 	for _, a := range c.Agents {
 		a.OfficeID = off.ID
+		if a.Launch, err = o.delivery.sealer.SealLaunchEnv(a.Launch, stored[strings.ToLower(a.Name)]); err != nil {
+			return off, out, fmt.Errorf("agent %s: %w", a.Name, err)
+		}
 		sa, err := o.store.UpsertAgent(ctx, a.WithDefaults())
 		if err != nil {
 			return off, out, fmt.Errorf("upsert agent %s: %w", a.Name, err)
 		}
 		out = append(out, sa)
-	}
-	existing, err := o.store.ListAgents(ctx, off.ID)
-	if err != nil {
-		return off, out, err
 	}
 	for _, a := range existing {
 		if !seen[strings.ToLower(a.Name)] && a.Status != office.AgentDisabled {
@@ -277,6 +284,13 @@ func (o *Router) SyncOffice(ctx context.Context, c OfficeConfig) (office.Office,
 		}
 	}
 	return off, out, nil
+}
+
+// SealLaunch returns l as it is stored: its env values sealed
+// (office.Sealer.SealLaunchEnv), those of prev that did not change kept.
+// With no secrets key, a literal value is an EUNAVAILABLE error.
+func (o *Router) SealLaunch(l, prev office.LaunchSpec) (office.LaunchSpec, error) {
+	return o.delivery.sealer.SealLaunchEnv(l, prev)
 }
 
 // Edge is one invocation in the call graph.

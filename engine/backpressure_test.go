@@ -163,7 +163,8 @@ func TestBoundedWhileStoreHangs(t *testing.T) {
 	lw := engine.WriterFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
 	r, mgr, err := agentstest.NewManaged(engine.Config{
 		Store: st, DataDir: t.TempDir(), InboxBytes: inboxBytes, Tick: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(lw, nil)),
+		SecretsKey: testSecretsKey, // the launch env's literal values are stored sealed
+		Logger:     slog.New(slog.NewTextHandler(lw, nil)),
 	}, session.Options{StopGrace: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -70,7 +70,7 @@ func runClaudeChain(t *testing.T, restart bool) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	r0, err := engine.New(engine.Config{Store: st, Sessions: nopSessions{}})
+	r0, err := engine.New(engine.Config{Store: st, Sessions: nopSessions{}, SecretsKey: testSecretsKey})
 	if err != nil {
 		t.Fatal(err)
 	}

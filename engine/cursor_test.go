@@ -51,7 +51,8 @@ func startLife(t *testing.T, st office.Store, data string) *serverLife {
 	t.Helper()
 	l := &serverLife{}
 	r, mgr, err := agentstest.NewManaged(engine.Config{Store: st, DataDir: data, Tick: 50 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler)},
+		SecretsKey: testSecretsKey, // the launch env's literal values are stored sealed
+		Logger:     slog.New(slog.DiscardHandler)},
 		session.Options{StopGrace: 300 * time.Millisecond, OnText: func(tx session.Text) {
 			l.texts.Add(1)
 			l.lines.Add(int64(len(tx.Lines)))
@@ -240,3 +241,7 @@ func TestTranscriptCursorHeldAfterFailure(t *testing.T) {
 		t.Errorf("the office was handed %d lines after the restart, want %d (from the failed turn on)", n, 3*(first-failAt))
 	}
 }
+
+// testSecretsKey seals the launch env of the tests' agents (SyncOffice
+// stores literal values only sealed).
+var testSecretsKey = []byte("0123456789abcdef0123456789abcdef")

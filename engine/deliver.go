@@ -364,8 +364,17 @@ func (o *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpe
 	if err != nil {
 		return SessionSpec{}, err
 	}
+	// The launch spec as the agent gets it: its sealed values opened, the
+	// server's environment in place of its ${NAME} references.
+	launch, err := o.sealer.OpenLaunchEnv(a.Launch)
+	if err != nil {
+		return SessionSpec{}, err
+	}
+	if launch, err = office.ExpandLaunch(launch, o.cfg.LookupEnv); err != nil {
+		return SessionSpec{}, err
+	}
 	spec := SessionSpec{
-		OfficeID: a.OfficeID, AgentID: a.ID, Launch: a.Launch, Dir: o.workspace(a),
+		OfficeID: a.OfficeID, AgentID: a.ID, OfficeName: off.Name, AgentName: a.Name, Launch: launch, Dir: o.workspace(a),
 		SystemPrompt: roster.Instructions(off, a), PermissionTimeout: o.perms.timeout(a),
 	}
 	deps, err := o.store.ListDependencies(ctx, office.DependencyFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{office.DependencyProvided}})
@@ -395,7 +404,7 @@ func (o *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpe
 		if rec.Status == "" {
 			rec.Status = office.SessionStarting
 		}
-		if _, err := o.store.UpsertSession(ctx, rec); err != nil {
+		if _, err := o.upsertSession(ctx, rec); err != nil {
 			return spec, fmt.Errorf("record session: %w", err)
 		}
 	}

@@ -98,7 +98,7 @@ func startNode(t testing.TB, url string, rec *lines, mutate func(*engine.Config,
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := engine.Config{Store: st, Feed: st, Tick: 50 * time.Millisecond, DataDir: t.TempDir(),
+	cfg := engine.Config{Store: st, Feed: st, Tick: 50 * time.Millisecond, DataDir: t.TempDir(), SecretsKey: testSecretsKey,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	opts := session.Options{EnterDelay: 5 * time.Millisecond, StopGrace: 500 * time.Millisecond, RestartBackoff: 50 * time.Millisecond, OnText: rec.add}
 	if mutate != nil {
@@ -229,7 +229,7 @@ func setupChain(t *testing.T, devEnv map[string]string) *chain {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	r, err := engine.New(engine.Config{Store: st, Sessions: nopSessions{}})
+	r, err := engine.New(engine.Config{Store: st, Sessions: nopSessions{}, SecretsKey: testSecretsKey})
 	if err != nil {
 		t.Fatal(err)
 	}

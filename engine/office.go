@@ -9,6 +9,7 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -45,12 +46,14 @@ const (
 // the session package; the agents package maps it onto session.Spec.
 type SessionSpec struct {
 	OfficeID, AgentID string
-	Launch            office.LaunchSpec
-	Dir               string   // the agent's workspace
-	Env               []string // KEY=VALUE on top of Launch.Env (provided dependencies)
-	SystemPrompt      string   // Instructions(...)
-	ConversationID    string   // Claude Code --session-id / --resume
-	Resume            bool
+	// OfficeName and AgentName are for the logs, beside the ids.
+	OfficeName, AgentName string
+	Launch                office.LaunchSpec
+	Dir                   string   // the agent's workspace
+	Env                   []string // KEY=VALUE on top of Launch.Env (provided dependencies)
+	SystemPrompt          string   // Instructions(...)
+	ConversationID        string   // Claude Code --session-id / --resume
+	Resume                bool
 	// TranscriptAfter is the resume cursor of a Claude Code transcript
 	// (session.Spec.TranscriptAfter): the last entry whose turn the office
 	// fully acted on, so a restarted server does not read the conversation
@@ -114,6 +117,13 @@ type Config struct {
 	// does not own. Call CatchUp when an office is taken. Nil: every office
 	// (within OfficeIDs).
 	Owns func(officeID string) bool
+	// LookupEnv gives the values of the ${NAME} references in the agents'
+	// launch env and args when they start; default os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Node names the server running the agents: it is recorded in every
+	// session row it writes (agent_sessions.node), so a member sees which
+	// node runs an agent. Empty: a single server without a node name.
+	Node string
 
 	QuestionTTL       time.Duration // default 5 min; an office's own QuestionTTL wins
 	InvocationTimeout time.Duration // default 30 min
@@ -227,6 +237,9 @@ func New(cfg Config) (*Router, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.LookupEnv == nil {
+		cfg.LookupEnv = os.LookupEnv
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {

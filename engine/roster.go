@@ -39,9 +39,16 @@ func (o *roster) setSessionStatus(ctx context.Context, a office.Agent, status st
 		return
 	}
 	rec.Status, rec.Detail = status, ""
-	if _, err := o.store.UpsertSession(ctx, rec); err != nil {
+	if _, err := o.upsertSession(ctx, rec); err != nil {
 		o.log.Warn("update session status", "agent", a.Name, "err", err)
 	}
+}
+
+// upsertSession writes an agent's session row as this node's
+// (Config.Node): every writer of agent_sessions goes through it.
+func (o *roster) upsertSession(ctx context.Context, rec office.SessionRecord) (office.SessionRecord, error) {
+	rec.Node = o.cfg.Node
+	return o.store.UpsertSession(ctx, rec)
 }
 
 // agents returns the office's agents.

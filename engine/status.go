@@ -86,6 +86,7 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 	if err != nil {
 		rec = office.SessionRecord{OfficeID: officeID, AgentID: agentID}
 	}
+	o.logLifecycle(ctx, c, rec.Status)
 	if status == office.SessionStarting {
 		now := o.now()
 		rec.StartedAt = &now
@@ -99,7 +100,7 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 	}
 	rec.PID = c.PID // 0 once the process is gone (stopped, exited, crashed, failed)
 	rec.ExitCode = c.ExitCode
-	if _, err := o.store.UpsertSession(ctx, rec); err != nil {
+	if _, err := o.upsertSession(ctx, rec); err != nil {
 		o.log.Warn("record session status", "agent", agentID, "err", err)
 	}
 	k := agentKey{officeID, agentID}
@@ -115,6 +116,43 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 		o.log.Warn("record session event", "agent", agentID, "err", err)
 	}
 	o.kick(k)
+}
+
+// logLifecycle logs an agent's start, its first ready after a start, and
+// its end (exited, stopped) at info level, with its and its office's
+// names beside their ids: one line each. A crash or failure is logged by
+// the session (session/process.go), with the screen and the backoff.
+func (o *statusWriter) logLifecycle(ctx context.Context, c StatusChange, prev string) {
+	var msg string
+	switch {
+	case c.Status == office.SessionStarting:
+		msg = "agent starting"
+	case c.Status == office.SessionReady && (prev == office.SessionStarting || prev == ""):
+		msg = "agent ready"
+	case c.Status == office.SessionExited, c.Status == office.SessionStopped && prev != office.SessionStopped:
+		msg = "agent " + c.Status
+	default:
+		return
+	}
+	attrs := []any{"office", c.OfficeID}
+	if off, err := o.store.GetOffice(ctx, c.OfficeID); err == nil {
+		attrs = append(attrs, "office_name", off.Name)
+	}
+	attrs = append(attrs, "agent", c.AgentID)
+	if a, err := o.store.GetAgent(ctx, c.AgentID); err == nil {
+		kind := a.Launch.Kind
+		if kind == "" {
+			kind = "claude"
+		}
+		attrs = append(attrs, "agent_name", a.Name, "kind", kind)
+	}
+	if c.PID != 0 {
+		attrs = append(attrs, "pid", c.PID)
+	}
+	if c.ExitCode != nil {
+		attrs = append(attrs, "exit_code", *c.ExitCode)
+	}
+	o.log.Info(msg, attrs...)
 }
 
 // waitsForAPerson reports whether the agent has a question or dependency

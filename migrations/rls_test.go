@@ -340,6 +340,8 @@ func TestRLSMemberCannot(t *testing.T) {
 		{"answer another office's question (rpc)", "select public.answer_question($1, 'y')", func() []any { return []any{f.qB} }, "PT404"},
 		{"answer with no response (rpc)", "select public.answer_question($1, null)", func() []any { return []any{f.qA2} }, "22023"},
 		{"read a launch spec", "select launch_spec from office_agents where id = $1", func() []any { return []any{f.agentA} }, "42501"},
+		{"read an agent's raw output", "select raw from office_events where office_id = $1", func() []any { return []any{f.officeA} }, "42501"},
+		{"read every column of the events", "select * from office_events where office_id = $1", func() []any { return []any{f.officeA} }, "42501"},
 		{"reject a provided dependency", "select public.reject_dependency($1, 'no')", func() []any { return []any{f.depA} }, "PT409"},
 		{"add a member without being owner", "select public.add_office_member($1, 'n@example.com')", func() []any { return []any{f.officeA} }, "42501"},
 		{"call a helper", "select public.office_normalize_answer(q, 'y') from user_questions q where id = $1", func() []any { return []any{f.qA2} }, "42501"},
@@ -378,6 +380,28 @@ func TestRLSMemberCannot(t *testing.T) {
 		if id == f.qA2 && (question != "Which database?" || agent != f.agentA || office != f.officeA) {
 			t.Errorf("question %s changed: %q %s %s", id, question, agent, office)
 		}
+	}
+}
+
+// TestRLSEventsWithoutRaw: a member reads their office's events, every
+// column but raw (an agent's output as printed, where a secret it printed
+// would be); the server (service_role) reads raw.
+func TestRLSEventsWithoutRaw(t *testing.T) {
+	f := newRLSFixture(t)
+	f.exec(t, `insert into office_events (office_id, kind, payload, raw) values ($1, 'message.invoke', '{"to":"dev"}', 'sk-raw-canary')`, f.officeA)
+	var kind, payload string
+	err := f.as(t, "authenticated", f.userA, func(tx pgx.Tx) error {
+		return tx.QueryRow(context.Background(), `select kind, payload::text from office_events where office_id = $1`, f.officeA).Scan(&kind, &payload)
+	})
+	if err != nil || kind != "message.invoke" || payload != `{"to": "dev"}` {
+		t.Fatalf("member reads %q %q, %v", kind, payload, err)
+	}
+	var raw string
+	err = f.as(t, "service_role", "", func(tx pgx.Tx) error {
+		return tx.QueryRow(context.Background(), `select raw from office_events where office_id = $1`, f.officeA).Scan(&raw)
+	})
+	if err != nil || raw != "sk-raw-canary" {
+		t.Fatalf("service_role reads raw %q, %v", raw, err)
 	}
 }
 

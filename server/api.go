@@ -423,7 +423,9 @@ type sessionView struct {
 	office.SessionRecord
 	AgentName string `json:"agent_name"`
 	Live      bool   `json:"live"`
-	Node      string `json:"node,omitempty"` // the node running it, when another
+	// NodeAddr is where the node running it answers, when it is another
+	// (SessionRecord.Node names the node).
+	NodeAddr string `json:"node_addr,omitempty"`
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
@@ -454,7 +456,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]sessionView, 0, len(recs))
 	for _, rec := range recs {
-		v := sessionView{SessionRecord: rec, AgentName: names[rec.AgentID], Node: remote}
+		v := sessionView{SessionRecord: rec, AgentName: names[rec.AgentID], NodeAddr: remote}
 		if t, ok := s.cfg.Terminals.Terminal(o.ID, rec.AgentID); ok {
 			v.Live, v.Status, v.Detail = true, t.Status(), t.Detail()
 		}

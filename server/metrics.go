@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,25 +15,39 @@ import (
 	"github.com/office-server/office-server/office"
 )
 
-// Metrics are the server's Prometheus metrics, in a registry of its own.
-// Counters of office activity (messages, answers) are fed from the event
-// log by the event tail, so they count what any writer did; gauges of
-// current state (sessions, invocations) are computed at scrape time.
+// Metrics are the server's Prometheus metrics, in a registry of its own
+// (docs/metrics.md lists them). Counters of office activity (events,
+// messages, answers) are fed from the event log by the event tail, so they
+// count what any writer did; gauges of current state (sessions,
+// invocations) are computed at scrape time. The serve command makes them
+// before the store (NewMetrics) so that the store's requests and its
+// change feed are measured from the start.
 type Metrics struct {
 	reg              *prometheus.Registry
+	events           *prometheus.CounterVec
 	messages         *prometheus.CounterVec
 	answersDelivered prometheus.Counter
 	answerLatency    prometheus.Histogram
 	viewers          prometheus.Gauge
 	viewersDropped   prometheus.Counter
 	viewerSkips      prometheus.Counter
+	httpRequests     *prometheus.CounterVec
+	httpLatency      *prometheus.HistogramVec
+	storeLatency     *prometheus.HistogramVec
+	storeErrors      *prometheus.CounterVec
+	feedReconnects   prometheus.Counter
 }
 
-func newMetrics(s *Server) *Metrics {
+// NewMetrics returns the metrics with the build's, the process's and the
+// Go runtime's registered; server.New adds those of the server's state.
+func NewMetrics() *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "office_events_total", Help: "Events appended to the office event log, by kind (messages, lifecycle, refusals...).",
+		}, []string{"kind"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "office_messages_total", Help: "Office events (parsed messages, phases, steps, errors, lifecycle) by kind.",
+			Name: "office_messages_total", Help: "Protocol messages the agents printed and the office acted on (message.* events), by message kind.",
 		}, []string{"kind"}),
 		answersDelivered: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "office_answers_delivered_total", Help: "Answers to questions typed into an agent's terminal.",
@@ -51,16 +66,65 @@ func newMetrics(s *Server) *Metrics {
 		viewerSkips: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "office_console_viewer_skips_total", Help: "Times a console viewer fell behind (over its rate, paused too long, or dropped) and skipped ahead to a fresh replay.",
 		}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "office_http_requests_total", Help: "HTTP requests answered, by route (the handler's pattern; \"unmatched\" for none) and status code.",
+		}, []string{"route", "status"}),
+		httpLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "office_http_request_seconds", Help: "Time to answer an HTTP request, by route (a WebSocket or event stream: its whole life).",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route"}),
+		storeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "office_store_request_seconds", Help: "Store requests by operation (the office.Store method), successful or not, and their duration.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"op"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "office_store_errors_total", Help: "Store requests that failed, by operation and error code (not_found and conflict are answers, the others failures).",
+		}, []string{"op", "code"}),
+		feedReconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "office_change_feed_reconnects_total", Help: "Times the store's change feed (PostgreSQL LISTEN, Supabase Realtime) was lost and connected again.",
+		}),
 	}
-	m.reg.MustRegister(m.messages, m.answersDelivered, m.answerLatency, m.viewers, m.viewersDropped, m.viewerSkips,
-		&stateCollector{s: s},
+	b := ReadBuild()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "office_build_info", Help: "Always 1: the running binary's module version, VCS commit and Go version as labels.",
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion},
+	})
+	build.Set(1)
+	m.reg.MustRegister(m.events, m.messages, m.answersDelivered, m.answerLatency, m.viewers, m.viewersDropped, m.viewerSkips,
+		m.httpRequests, m.httpLatency, m.storeLatency, m.storeErrors, m.feedReconnects, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// register adds the metrics of s's state: sessions and invocations at
+// scrape time, and the office's audit failures.
+func (m *Metrics) register(s *Server) {
+	m.reg.MustRegister(&stateCollector{s: s})
 	if f := s.cfg.AuditFailures; f != nil {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "office_audit_failures_total", Help: "Events the office could not append to the event log (the store refused them); each is also logged.",
 		}, func() float64 { return float64(f()) }))
 	}
-	return m
+}
+
+// ObserveStore records one store request (store/metered's observer).
+func (m *Metrics) ObserveStore(op string, d time.Duration, err error) {
+	m.storeLatency.WithLabelValues(op).Observe(d.Seconds())
+	if err != nil {
+		m.storeErrors.WithLabelValues(op, office.ErrorCode(err)).Inc()
+	}
+}
+
+// FeedReconnected counts one reconnection of the change feed.
+func (m *Metrics) FeedReconnected() { m.feedReconnects.Inc() }
+
+// observeHTTP records one answered request.
+func (m *Metrics) observeHTTP(route string, status int, d time.Duration) {
+	if route == "" {
+		route = "unmatched"
+	}
+	m.httpRequests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.httpLatency.WithLabelValues(route).Observe(d.Seconds())
 }
 
 func (m *Metrics) handler() http.Handler {
@@ -76,10 +140,14 @@ func (m *Metrics) AnswerDelivered(latency time.Duration) {
 	m.answerLatency.Observe(latency.Seconds())
 }
 
-// observeEvent counts ev by kind and, for an answer's delivery, measures its
+// observeEvent counts ev by kind (and, for a protocol message, the
+// message by its kind) and, for an answer's delivery, measures its
 // latency from the question row (answered_at → delivered_at).
 func (m *Metrics) observeEvent(ctx context.Context, store Rows, ev office.Event) {
-	m.messages.WithLabelValues(ev.Kind).Inc()
+	m.events.WithLabelValues(ev.Kind).Inc()
+	if kind, ok := strings.CutPrefix(ev.Kind, "message."); ok {
+		m.messages.WithLabelValues(kind).Inc()
+	}
 	k := strings.ToLower(ev.Kind)
 	if !strings.Contains(k, "deliver") || !(strings.Contains(k, "answer") || strings.Contains(k, "question")) {
 		return

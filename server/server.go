@@ -111,6 +111,9 @@ type Feed interface{ Connected() bool }
 
 // Config configures a Server.
 type Config struct {
+	// Metrics are the server's metrics (nil: NewMetrics()); the serve
+	// command makes them first, to measure the store and its feed.
+	Metrics   *Metrics
 	Store     Rows // rows are read from here
 	Office    Office
 	Terminals Terminals
@@ -213,7 +216,11 @@ func New(cfg Config) (*Server, error) {
 		origins:  map[string]bool{},
 	}
 	s.SetOrigins(cfg.Origins)
-	s.metrics = newMetrics(s)
+	s.metrics = cfg.Metrics
+	if s.metrics == nil {
+		s.metrics = NewMetrics()
+	}
+	s.metrics.register(s)
 	s.events = newEventHub(cfg.Store, s.metrics, s.log, cfg.EventPoll)
 	s.routes()
 	return s, nil
@@ -410,18 +417,23 @@ func (r *statusRecorder) Flush() {
 // connection (Hijack).
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// accessLog logs each request by path only: the query string may carry the
+// accessLog counts each request by route and status (office_http_*) and
+// logs it at debug level by path only: the query string may carry the
 // token (?token= on the console page), so it is never logged.
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
-		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
-			return
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK // nothing written: net/http answers 200
 		}
-		s.log.Info("http", "method", r.Method, "path", r.URL.Path, "status", rec.status,
-			"dur_ms", time.Since(start).Milliseconds(), "remote", r.RemoteAddr)
+		d := time.Since(start)
+		s.metrics.observeHTTP(r.Pattern, status, d)
+		// Requests, probes and the console's polling are many: debug.
+		s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "route", r.Pattern, "status", status,
+			"dur_ms", d.Milliseconds(), "remote", r.RemoteAddr)
 	})
 }
 

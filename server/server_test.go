@@ -188,7 +188,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		_, body := f.do(t, "GET", "/metrics", "", "")
-		if strings.Contains(body, `office_messages_total{kind="ask_user"} 1`) &&
+		if strings.Contains(body, `office_events_total{kind="ask_user"} 1`) &&
 			strings.Contains(body, `office_sessions{status="ready"} 1`) &&
 			strings.Contains(body, `office_sessions{status="stopped"} 1`) {
 			break

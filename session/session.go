@@ -64,6 +64,8 @@ type Spec struct {
 	Cols    int      // default 200
 	Rows    int      // default 50
 	User    string   // OS user (name or uid) to run as; empty: the server's (see runAs)
+	// OfficeName and AgentName are logged beside the key's ids.
+	OfficeName, AgentName string
 
 	// Command and builtin kinds.
 	PromptPattern string        // regexp on the screen's last non-empty line → ready
@@ -287,7 +289,7 @@ func newSession(m *Manager, key Key, spec Spec) *Session {
 	s := &Session{
 		m:    m,
 		key:  key,
-		log:  m.opts.Logger.With("office", key.OfficeID, "agent", key.AgentID),
+		log:  m.opts.Logger.With("office", key.OfficeID, "office_name", spec.OfficeName, "agent", key.AgentID, "agent_name", spec.AgentName),
 		spec: spec,
 		wake: make(chan struct{}, 1),
 		ctrl: make(chan ctrlReq),

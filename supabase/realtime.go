@@ -49,6 +49,9 @@ type RealtimeOptions struct {
 	JoinTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the jittered, doubling wait between
 	// reconnects. Defaults 500 ms and 30 s.
+	// Reconnected, when set, is called each time the connection was lost
+	// and is about to be made again (a metric).
+	Reconnected            func()
 	MinBackoff, MaxBackoff time.Duration
 	// RateLimitBackoff is the least wait after Realtime refused for a rate
 	// limit (…RateLimitReached, "Too many …"). Default 15 s.
@@ -217,6 +220,9 @@ func (r *Realtime) Watch(ctx context.Context, officeIDs []string, fn func(office
 			wait = 0
 		} else {
 			r.log.Warn("realtime disconnected; reconnecting", "err", err, "wait", wait)
+		}
+		if r.o.Reconnected != nil {
+			r.o.Reconnected()
 		}
 		t := time.NewTimer(wait)
 		select {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"time"
@@ -21,7 +22,10 @@ func agentCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	peer := fs.String("peer", "", "the agent the script talks to (po: dev, dev: po)")
 	step := fs.Duration("step", 700*time.Millisecond, "pause between visible steps")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
 	}
 	return demoagent.Run(ctx, *script, stdin, stdout, demoagent.Options{Peer: *peer, Step: *step})
 }

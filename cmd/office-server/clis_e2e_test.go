@@ -100,7 +100,7 @@ agents:
 	ln.Close()
 	const token = "e2e-token-0123456789abcdef"
 	cmd := exec.Command(bin, "serve", "--office", officeFile, "--data-dir", t.TempDir(), "--addr", addr)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C.UTF-8", "DATABASE_URL=" + dbURL, "OFFICE_ADMIN_TOKEN=" + token}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C.UTF-8", "DATABASE_URL=" + dbURL, "OFFICE_ADMIN_TOKEN=" + token, "OFFICE_SECRETS_KEY=" + e2eSecretsKey}
 	cmd.Dir = t.TempDir()
 	stderr := &lockedBuf{}
 	cmd.Stdout, cmd.Stderr = &lockedBuf{}, stderr
@@ -275,3 +275,8 @@ func processesMentioning(s string) []string {
 	}
 	return out
 }
+
+// e2eSecretsKey is the OFFICE_SECRETS_KEY of the tests' servers on
+// PostgreSQL: the literal values of their agents' launch env are stored
+// sealed with it.
+const e2eSecretsKey = "5ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7"

@@ -1,25 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"reflect"
-	"strconv"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
-	"github.com/office-server/office-server/agents"
 	"github.com/office-server/office-server/cluster"
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
@@ -29,7 +22,7 @@ import (
 )
 
 // serveConfig is the serve command's configuration: flags, each with an
-// environment variable as its default (the table is in docs/notes/server.md).
+// environment variable under it (docs/cli.md lists them).
 type serveConfig struct {
 	Addr        string
 	DataDir     string
@@ -63,6 +56,9 @@ type serveConfig struct {
 	ContentRules string
 	AgentBin     string // executable for "builtin" agents; default: this one
 	NoAutostart  bool
+	// Node names this server in agent_sessions.node; with PostgreSQL it is
+	// also the cluster node's id (default: the data directory's node-id).
+	Node string
 	// With PostgreSQL, the server is a cluster node (docs/notes/cluster.md):
 	// NodeAddr is where other nodes reach its HTTP server (default: the
 	// listen address), Capacity how many agents it may run (0: no limit),
@@ -72,79 +68,83 @@ type serveConfig struct {
 	Lease, LeaseRenew time.Duration
 }
 
+// serveSummary heads serve's help.
+const serveSummary = `usage: office-server serve [flags]
+
+Run the office: the agents' sessions, the router, the console and the
+admin API. The store is SQLite in --data-dir unless DATABASE_URL or
+SUPABASE_URL is set.
+`
+
 // parseServeConfig reads flags from args over the environment (getenv).
+// A bad flag or value is a usageError.
 func parseServeConfig(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
-	env := func(k, def string) string {
-		if v := getenv(k); v != "" {
-			return v
-		}
-		return def
-	}
 	var c serveConfig
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&c.Addr, "addr", env("OFFICE_ADDR", "127.0.0.1:8080"), "listen address (env OFFICE_ADDR); loopback by default")
-	fs.StringVar(&c.DataDir, "data-dir", env("OFFICE_DATA_DIR", "./data"), "data directory: SQLite store, admin token, secrets key (env OFFICE_DATA_DIR)")
-	fs.StringVar(&c.DatabaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
-	noMigrate, err := strconv.ParseBool(env("OFFICE_NO_MIGRATE", "false"))
-	if err != nil {
-		return c, fmt.Errorf("OFFICE_NO_MIGRATE %q: want true or false", getenv("OFFICE_NO_MIGRATE"))
-	}
-	fs.BoolVar(&c.NoMigrate, "no-migrate", noMigrate, "with DATABASE_URL: do not apply the migrations, only check that the schema has them all and say which are missing (env OFFICE_NO_MIGRATE=true)")
-	fs.StringVar(&c.SupabaseURL, "supabase-url", getenv("SUPABASE_URL"), "Supabase project URL (env SUPABASE_URL): the store, with SUPABASE_SECRET_KEY or the legacy SUPABASE_SERVICE_ROLE_KEY; with DATABASE_URL, only the project whose Auth signs members' tokens")
-	fs.StringVar(&c.OfficeFile, "office", getenv("OFFICE_FILE"), "office file (YAML) synced into the store at start (env OFFICE_FILE)")
-	origins := fs.String("allowed-origins", getenv("OFFICE_ALLOWED_ORIGINS"), "extra allowed Origins for the console, comma-separated (env OFFICE_ALLOWED_ORIGINS); the server's own origins are always allowed")
-	level := fs.String("log-level", env("OFFICE_LOG_LEVEL", "info"), "debug, info, warn or error (env OFFICE_LOG_LEVEL)")
-	fs.BoolVar(&c.LogJSON, "log-json", getenv("OFFICE_LOG_FORMAT") == "json", "JSON logs (env OFFICE_LOG_FORMAT=json)")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "bound on graceful shutdown")
-	fs.DurationVar(&c.InvocationTimeout, "invocation-timeout", engine.DefaultInvocationTimeout, "a task not done in this time fails and its caller is told")
-	fs.DurationVar(&c.ProxyWait, "proxy-wait", engine.DefaultProxyWait, "a PROXY_REQUEST waiting for a busy proxy this long times out: backed up to a file, a person asked")
-	fs.StringVar(&c.ContentRules, "content-rules", getenv("OFFICE_CONTENT_RULES"), "file of content rules for proxy requests, added to the built-in ones (env OFFICE_CONTENT_RULES)")
-	fs.StringVar(&c.AgentBin, "agent-bin", getenv("OFFICE_AGENT_BIN"), "executable for builtin agents (default: this executable)")
-	fs.BoolVar(&c.NoAutostart, "no-autostart", false, "do not start the agents' sessions at start")
-	fs.BoolVar(&c.AllowAnonymousMembers, "allow-anonymous-members", isTrue(getenv(supabase.EnvAllowAnonymous)), "accept Supabase's anonymous sign-ins (is_anonymous) as members on the member endpoints (env "+supabase.EnvAllowAnonymous+")")
-	fs.StringVar(&c.NodeAddr, "node-addr", getenv("OFFICE_NODE_ADDR"), "with PostgreSQL: host:port where the other servers reach this one, for the console's terminals (env OFFICE_NODE_ADDR; default: the listen address)")
-	capacity := fs.String("capacity", env("OFFICE_CAPACITY", "0"), "with PostgreSQL: how many agents this server may run; 0: no limit (env OFFICE_CAPACITY)")
-	fs.DurationVar(&c.Lease, "lease", cluster.DefaultLease, "with PostgreSQL: how long an office stays this server's unrenewed; a server that stops loses its offices within lease + lease-renew")
-	fs.DurationVar(&c.LeaseRenew, "lease-renew", cluster.DefaultRenew, "with PostgreSQL: how often the leases are renewed and offices placed")
-	if err := fs.Parse(args); err != nil {
+	var origins, level, format string
+	s := newSettings("serve", serveSummary, getenv, stderr)
+	s.String(&c.Addr, "addr", "OFFICE_ADDR", "127.0.0.1:8080", "listen address; loopback by default")
+	s.String(&c.DataDir, "data-dir", "OFFICE_DATA_DIR", "./data", "data directory: SQLite store, admin token, secrets key, node id")
+	s.String(&c.DatabaseURL, "database-url", "DATABASE_URL", "", "PostgreSQL URL: the store, and this server a cluster node")
+	s.Bool(&c.NoMigrate, "no-migrate", "OFFICE_NO_MIGRATE", "with DATABASE_URL: apply no migration, only check that the schema has them all and say which are missing")
+	s.String(&c.SupabaseURL, "supabase-url", "SUPABASE_URL", "", "Supabase project URL: the store, with SUPABASE_SECRET_KEY or the legacy SUPABASE_SERVICE_ROLE_KEY; with DATABASE_URL, only the project whose Auth signs members' tokens")
+	s.String(&c.OfficeFile, "office", "OFFICE_FILE", "", "office file (YAML) synced into the store at start (check it with office-server check)")
+	s.String(&origins, "allowed-origins", "OFFICE_ALLOWED_ORIGINS", "", "extra allowed Origins for the console, comma-separated; the server's own origins are always allowed")
+	s.String(&level, "log-level", "OFFICE_LOG_LEVEL", "info", "debug, info, warn or error")
+	s.String(&format, "log-format", "OFFICE_LOG_FORMAT", "text", "text or json")
+	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "OFFICE_SHUTDOWN_TIMEOUT", 20*time.Second, "bound on graceful shutdown")
+	s.Duration(&c.InvocationTimeout, "invocation-timeout", "OFFICE_INVOCATION_TIMEOUT", engine.DefaultInvocationTimeout, "a task not done in this time fails and its caller is told")
+	s.Duration(&c.ProxyWait, "proxy-wait", "OFFICE_PROXY_WAIT", engine.DefaultProxyWait, "a PROXY_REQUEST waiting for a busy proxy this long times out: backed up to a file, a person asked")
+	s.String(&c.ContentRules, "content-rules", "OFFICE_CONTENT_RULES", "", "file of content rules for proxy requests, added to the built-in ones")
+	s.String(&c.AgentBin, "agent-bin", "OFFICE_AGENT_BIN", "", "executable for builtin agents (default: this executable)")
+	s.Bool(&c.NoAutostart, "no-autostart", "OFFICE_NO_AUTOSTART", "do not start the agents' sessions at start")
+	s.Bool(&c.AllowAnonymousMembers, "allow-anonymous-members", supabase.EnvAllowAnonymous, "accept Supabase's anonymous sign-ins (is_anonymous) as members on the member endpoints")
+	s.String(&c.Node, "node", "OFFICE_NODE", "", "this server's node name, recorded in agent_sessions.node (with PostgreSQL, default: the node id kept in the data directory)")
+	s.String(&c.NodeAddr, "node-addr", "OFFICE_NODE_ADDR", "", "with PostgreSQL: host:port where the other servers reach this one, for the console's terminals (default: the listen address)")
+	s.Int(&c.Capacity, "capacity", "OFFICE_CAPACITY", 0, "with PostgreSQL: how many agents this server may run; 0: no limit")
+	s.Duration(&c.Lease, "lease", "OFFICE_LEASE", cluster.DefaultLease, "with PostgreSQL: how long an office stays this server's unrenewed; a server that stops loses its offices within lease + lease-renew")
+	s.Duration(&c.LeaseRenew, "lease-renew", "OFFICE_LEASE_RENEW", cluster.DefaultRenew, "with PostgreSQL: how often the leases are renewed and offices placed")
+	s.Secret("SUPABASE_SECRET_KEY", "the Supabase project's secret key (sb_secret_…), with SUPABASE_URL alone")
+	s.Secret("SUPABASE_SERVICE_ROLE_KEY", "the legacy service-role key (a JWT), with SUPABASE_URL alone")
+	c.AdminToken = s.Secret("OFFICE_ADMIN_TOKEN", "the admin token (default: made on first start and kept in the data directory)")
+	c.SecretsKey = s.Secret("OFFICE_SECRETS_KEY", "64 hex digits or base64 of 32 bytes: seals secret values at rest (default with SQLite: kept in the data directory)")
+	c.JWTSecret = s.Secret("SUPABASE_JWT_SECRET", "verifies members' tokens (HS256 projects)")
+	if err := s.Parse(args); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	// Secrets come from the environment only: flags show up in ps.
-	c.AdminToken = getenv("OFFICE_ADMIN_TOKEN")
-	c.SecretsKey = getenv("OFFICE_SECRETS_KEY")
-	c.JWTSecret = getenv("SUPABASE_JWT_SECRET")
-	for _, o := range strings.Split(*origins, ",") {
+	for _, o := range strings.Split(origins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			c.Origins = append(c.Origins, o)
 		}
 	}
 	if c.DatabaseURL != "" {
 		if err := postgres.CheckSessionURL(c.DatabaseURL); err != nil {
-			return c, fmt.Errorf("DATABASE_URL: %w", err)
+			return c, usagef("DATABASE_URL: %w", err)
 		}
 	}
-	n, err := strconv.Atoi(*capacity)
-	if err != nil || n < 0 {
-		return c, fmt.Errorf("capacity %q: want a number of agents, 0 for no limit", *capacity)
+	if c.Capacity < 0 {
+		return c, usagef("capacity %d: want a number of agents, 0 for no limit", c.Capacity)
 	}
-	c.Capacity = n
 	if c.LeaseRenew <= 0 || c.Lease < 2*c.LeaseRenew {
-		return c, fmt.Errorf("lease %v with renewal every %v: the lease must last at least two renewals", c.Lease, c.LeaseRenew)
+		return c, usagef("lease %v with renewal every %v: the lease must last at least two renewals", c.Lease, c.LeaseRenew)
 	}
-	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
-		return c, fmt.Errorf("log level %q: want debug, info, warn or error", *level)
+	if err := c.LogLevel.UnmarshalText([]byte(level)); err != nil {
+		return c, usagef("log level %q: want debug, info, warn or error", level)
+	}
+	switch format {
+	case "text":
+	case "json":
+		c.LogJSON = true
+	default:
+		return c, usagef("log format %q: want text or json", format)
 	}
 	if err := checkSupabaseURL(c, getenv); err != nil {
-		return c, err
+		return c, usageError{err}
 	}
 	if c.storeKind() == "supabase" {
+		var err error
 		c.SupabaseKey, c.SupabaseKeyFrom, c.SupabaseKeyIgnored, err = supabase.KeyFromEnv(getenv)
 		if err != nil {
-			return c, fmt.Errorf("SUPABASE_URL needs the project's secret key in the environment: %w", err)
+			return c, usagef("SUPABASE_URL needs the project's secret key in the environment: %w", err)
 		}
 	}
 	return c, nil
@@ -254,60 +254,6 @@ func loadOfficeFile(path string) (office.Office, []office.Agent, error) {
 		return office.Office{}, nil, fmt.Errorf("read office file: %w", err)
 	}
 	return parseOfficeFile(path, b)
-}
-
-func parseOfficeFile(name string, b []byte) (office.Office, []office.Agent, error) {
-	var f officeFile
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return office.Office{}, nil, fmt.Errorf("%s: %w", name, err)
-	}
-	if err := checkKeys(&doc, reflect.TypeOf(f), ""); err != nil {
-		return office.Office{}, nil, fmt.Errorf("%s: %w", name, err)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		return office.Office{}, nil, fmt.Errorf("%s: %w", name, yamlTypeError(err))
-	}
-	if strings.TrimSpace(f.Office.Name) == "" {
-		return office.Office{}, nil, fmt.Errorf("%s: office.name is required", name)
-	}
-	o := office.Office{Name: f.Office.Name, QuestionTTL: f.Office.QuestionTTL}
-	if err := f.Office.Permissions.Check(); err != nil {
-		return o, nil, fmt.Errorf("%s: office.%s", name, office.ErrorMessage(err))
-	}
-	seen := map[string]bool{}
-	var list []office.Agent
-	for i, a := range f.Agents {
-		where := fmt.Sprintf("%s: agents[%d]", name, i)
-		if strings.TrimSpace(a.Name) == "" {
-			return o, nil, fmt.Errorf("%s: name is required", where)
-		}
-		if seen[strings.ToLower(a.Name)] {
-			return o, nil, fmt.Errorf("%s: agent %q declared twice", where, a.Name)
-		}
-		seen[strings.ToLower(a.Name)] = true
-		launch := office.LaunchSpec{
-			Kind: a.Launch.Kind, Command: a.Launch.Command, Args: a.Launch.Args, Env: a.Launch.Env,
-			Dir: a.Launch.Dir, PromptPattern: a.Launch.PromptPattern, Model: a.Launch.Model,
-			PermissionMode: a.Launch.PermissionMode, Script: a.Launch.Script, User: a.Launch.User,
-			Permissions: a.Launch.Permissions.Merge(f.Office.Permissions),
-		}
-		if err := agents.CheckLaunch(launch); err != nil {
-			return o, nil, fmt.Errorf("%s (%s): launch: %w", where, a.Name, err)
-		}
-		status := office.AgentIdle
-		if a.Disabled {
-			status = office.AgentDisabled
-		}
-		list = append(list, office.Agent{
-			Name: a.Name, Role: a.Role, Capabilities: a.Capabilities, Priority: a.Priority,
-			Expertise: a.Expertise, AllowedActions: a.AllowedActions, MaxLoad: a.MaxLoad, Status: status,
-			Launch: launch,
-		})
-	}
-	return o, list, nil
 }
 
 // contentRules returns the proxy content rules: the built-in ones, with the

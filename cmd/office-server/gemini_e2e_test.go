@@ -97,7 +97,7 @@ agents:
 	ln.Close()
 	const token = "e2e-token-0123456789abcdef"
 	cmd := exec.Command(bin, "serve", "--office", officeFile, "--data-dir", t.TempDir(), "--addr", addr)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C.UTF-8", "DATABASE_URL=" + dbURL, "OFFICE_ADMIN_TOKEN=" + token}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C.UTF-8", "DATABASE_URL=" + dbURL, "OFFICE_ADMIN_TOKEN=" + token, "OFFICE_SECRETS_KEY=" + e2eSecretsKey}
 	cmd.Dir = t.TempDir()
 	stderr := &lockedBuf{}
 	cmd.Stdout, cmd.Stderr = &lockedBuf{}, stderr

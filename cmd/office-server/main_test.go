@@ -251,13 +251,13 @@ func (r *liveServer) waitQuestion(t *testing.T, officeID, status string, timeout
 func TestParseOfficeFile(t *testing.T) {
 	tests := []struct{ name, yaml, err string }{
 		{"ok", testOffice, ""},
-		{"no office name", "agents: []", "office.name is required"},
+		{"no office name", "agents: []", "office.name: required"},
 		{"unknown key", "office: {name: x}\nagents: [{name: a, colour: red}]", `line 2: unknown key "colour" in agents[0]; valid keys: allowed_actions,`},
 		{"typo", "office:\n  name: x\n  question_tll: 10m", `f.yaml: line 3: unknown key "question_tll" in office (did you mean "question_ttl"?); valid keys: name, permissions, question_ttl`},
 		{"typo in launch", "office: {name: x}\nagents:\n  - name: a\n    launch: {kind: builtin, scrpt: po}", `line 4: unknown key "scrpt" in agents[0].launch (did you mean "script"?)`},
 		{"bad duration", "office:\n  name: x\n  question_ttl: 10 min", "line 3: `10 min` is not a duration (write it like 30s, 10m or 1h30m)"},
 		{"duplicate", "office: {name: x}\nagents: [{name: a}, {name: A}]", `agent "A" declared twice`},
-		{"bad kind", "office: {name: x}\nagents: [{name: a, launch: {kind: docker}}]", `launch: unknown kind "docker"`},
+		{"bad kind", "office: {name: x}\nagents: [{name: a, launch: {kind: docker}}]", `launch.kind: unknown kind "docker"`},
 		{"builtin without script", "office: {name: x}\nagents: [{name: a, launch: {kind: builtin}}]", "launch: kind builtin needs a script"},
 		{"command without command", "office: {name: x}\nagents: [{name: a, launch: {kind: command}}]", "launch: kind command needs a command"},
 		{"no agent name", "office: {name: x}\nagents: [{role: a}]", "agents[0]: name is required"},

@@ -70,16 +70,17 @@ func TestMigrateErrors(t *testing.T) {
 	t.Setenv("DATABASE_URL", "")
 	for _, tc := range []struct {
 		args []string
+		code int
 		want string
 	}{
-		{[]string{"migrate"}, "no database: set DATABASE_URL or pass --database-url"},
-		{[]string{"migrate", "extra"}, "unexpected arguments"},
-		{[]string{"migrate", "--database-url", "postgres://nobody:x@127.0.0.1:1/none?connect_timeout=2"}, "office-server migrate:"},
+		{[]string{"migrate"}, 2, "no database: set DATABASE_URL or pass --database-url"},
+		{[]string{"migrate", "extra"}, 2, "unexpected arguments"},
+		{[]string{"migrate", "--database-url", "postgres://nobody:x@127.0.0.1:1/none?connect_timeout=2"}, 1, "office-server migrate:"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), tc.args, nil, &out, &errb)
-		if code == 0 || !strings.Contains(errb.String(), tc.want) {
-			t.Errorf("run(%q) = exit %d, stderr %q; want a failure mentioning %q", tc.args, code, errb.String(), tc.want)
+		if code != tc.code || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("run(%q) = exit %d, stderr %q; want exit %d mentioning %q", tc.args, code, errb.String(), tc.code, tc.want)
 		}
 	}
 }

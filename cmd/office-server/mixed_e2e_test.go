@@ -225,7 +225,7 @@ func startLiveOffice(t *testing.T, bin, officeYAML string, env ...string) *liveO
 		t.Fatal(err)
 	}
 	o := &liveOffice{t: t, token: "e2e-token-0123456789abcdef"}
-	env = append([]string{"LANG=C.UTF-8", "DATABASE_URL=" + dbURL, "OFFICE_ADMIN_TOKEN=" + o.token}, env...)
+	env = append([]string{"LANG=C.UTF-8", "DATABASE_URL=" + dbURL, "OFFICE_ADMIN_TOKEN=" + o.token, "OFFICE_SECRETS_KEY=" + e2eSecretsKey}, env...)
 	o.p = launchServer(t, bin, env, "--office", officeFile, "--data-dir", t.TempDir())
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/office-server/office-server/agents"
 	"github.com/office-server/office-server/cluster"
@@ -96,6 +97,34 @@ func (w *owner) attach(pool *pgxpool.Pool, cfg cluster.Config) {
 	cfg.Logger = w.log
 	w.node = cluster.New(pool, cfg)
 	w.transcripts = cluster.NewTranscripts(pool, w.log)
+}
+
+// registerMetrics adds the cluster node's lease metrics to reg (a
+// cluster node only): the leases held now, gained and lost.
+func (w *owner) registerMetrics(reg prometheus.Registerer) {
+	if w.node == nil {
+		return
+	}
+	st := w.node.Stats()
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "office_leases_held", Help: "Offices this node holds the lease of, and runs, now."},
+			func() float64 { return float64(len(w.node.Owned())) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "office_leases_gained_total", Help: "Leases this node took: offices it started to run (at start, after a restart, taken over from a node that stopped)."},
+			func() float64 { return float64(st.Gained.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "office_leases_lost_total", Help: "Leases this node lost: another node held the office when this one renewed, so its agents here were stopped."},
+			func() float64 { return float64(st.Lost.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "office_leases_released_total", Help: "Lease release statements this node sent: offices handed over (placement, shutdown)."},
+			func() float64 { return float64(st.Releases.Load()) }),
+	)
+}
+
+// nodeName is the name this server records in agent_sessions.node: the
+// cluster node's id, else c.Node (empty: a single server without a name).
+func (w *owner) nodeName(c serveConfig) string {
+	if w.node != nil {
+		return w.node.ID()
+	}
+	return c.Node
 }
 
 // owns is engine.Config.Owns: nil when every office is this server's.

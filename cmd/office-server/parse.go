@@ -72,7 +72,7 @@ func runParse(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			if errors.Is(err, flag.ErrHelp) {
 				return nil
 			}
-			return err
+			return usageError{err}
 		}
 		if fs.NArg() == 0 {
 			break
@@ -82,7 +82,7 @@ func runParse(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	if len(files) > 1 {
 		fs.Usage()
-		return fmt.Errorf("want at most one FILE, got %d", len(files))
+		return usagef("want at most one FILE, got %d", len(files))
 	}
 	in := stdin
 	if len(files) == 1 && files[0] != "-" {

@@ -21,6 +21,7 @@ import (
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/server"
 	"github.com/office-server/office-server/session"
+	"github.com/office-server/office-server/store/metered"
 	"github.com/office-server/office-server/store/postgres"
 	"github.com/office-server/office-server/store/rostercache"
 	"github.com/office-server/office-server/store/sqlite"
@@ -75,7 +76,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	own := newOwner(c, log.With("part", "owner"))
-	store, feed, closeStore, err := m.openStore(ctx, log, own)
+	// The metrics first: the store's requests and its change feed are
+	// measured from the start (docs/metrics.md).
+	metrics := server.NewMetrics()
+	store, feed, closeStore, err := m.openStore(ctx, log, own, metrics.FeedReconnected)
 	if err != nil {
 		return err
 	}
@@ -87,7 +91,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// Rosters from memory: the engine and the API read them on every
 	// delivery and start (store/rostercache).
 	members, _ := store.(office.Members) // PostgreSQL and Supabase; SQLite has no members
-	store = rostercache.New(store, 0)
+	store = rostercache.New(metered.New(store, metrics.ObserveStore), 0)
 	// Sessions, the office, the server.
 	router, sess, err := m.newOffice(c, log, store, feed, own)
 	if err != nil {
@@ -98,10 +102,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(serverConfig(c, log, store, feed, router, sess, own, members, token))
+	scfg := serverConfig(c, log, store, feed, router, sess, own, members, token)
+	scfg.Metrics = metrics
+	srv, err := server.New(scfg)
 	if err != nil {
 		return err
 	}
+	own.registerMetrics(metrics.Registry())
 	ln, err := m.listen(c, srv, own)
 	if err != nil {
 		return err
@@ -173,7 +180,7 @@ func (m *Main) newOffice(c serveConfig, log *slog.Logger, store office.Store, fe
 	router, sess, err := agents.New(engine.Config{
 		Store: store, Feed: feed, Logger: log.With("part", "office"),
 		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
-		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(),
+		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(), Node: own.nodeName(c),
 		ProxyWait: c.ProxyWait, ContentRules: rules,
 	}, agents.Options{AgentBin: c.AgentBin, StateDir: stateDir, Wrap: own.wrap(stateDir)},
 		session.Options{Logger: log.With("part", "session"), Keeper: keeper, Hook: hook})
@@ -256,7 +263,8 @@ func (m *Main) adminToken(log *slog.Logger) (token string, created bool, err err
 
 // openStore opens the configured store and its change feed; closeStore
 // closes what was opened.
-func (m *Main) openStore(ctx context.Context, log *slog.Logger, own *owner) (store office.Store, feed office.ChangeFeed, closeStore func() error, err error) {
+// reconnected is called each time the change feed connects again.
+func (m *Main) openStore(ctx context.Context, log *slog.Logger, own *owner, reconnected func()) (store office.Store, feed office.ChangeFeed, closeStore func() error, err error) {
 	c := m.Config
 	switch c.storeKind() {
 	case "postgres":
@@ -271,12 +279,15 @@ func (m *Main) openStore(ctx context.Context, log *slog.Logger, own *owner) (sto
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		node, _, err := secretFile(c.DataDir, "node-id", cluster.NewNodeID)
-		if err != nil {
-			lock.Close()
-			return nil, nil, nil, fmt.Errorf("node id: %w", err)
+		node := c.Node
+		if node == "" {
+			node, _, err = secretFile(c.DataDir, "node-id", cluster.NewNodeID)
+			if err != nil {
+				lock.Close()
+				return nil, nil, nil, fmt.Errorf("node id: %w", err)
+			}
 		}
-		pg, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{Logger: log, Node: node})
+		pg, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{Logger: log, Node: node, Reconnected: reconnected})
 		if err != nil {
 			lock.Close()
 			return nil, nil, nil, fmt.Errorf("open postgres: %w", err)
@@ -289,7 +300,7 @@ func (m *Main) openStore(ctx context.Context, log *slog.Logger, own *owner) (sto
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("supabase: %w", err)
 		}
-		rt, err := supabase.NewRealtime(c.SupabaseURL, c.SupabaseKey, sb, supabase.RealtimeOptions{Logger: log})
+		rt, err := supabase.NewRealtime(c.SupabaseURL, c.SupabaseKey, sb, supabase.RealtimeOptions{Logger: log, Reconnected: reconnected})
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("supabase realtime: %w", err)
 		}

@@ -98,6 +98,17 @@ func (o serverOffice) SaveAgent(ctx context.Context, a office.Agent) (office.Age
 	if err := agents.CheckLaunch(a.Launch); err != nil {
 		return a, err
 	}
+	var prev office.LaunchSpec
+	if a.ID != "" {
+		if cur, err := o.store.GetAgent(ctx, a.ID); err == nil {
+			prev = cur.Launch
+		}
+	}
+	sealed, err := o.r.SealLaunch(a.Launch, prev)
+	if err != nil {
+		return a, err
+	}
+	a.Launch = sealed
 	return o.store.UpsertAgent(ctx, a.WithDefaults())
 }
 

@@ -11,42 +11,35 @@ import (
 )
 
 // checkKeys walks a decoded YAML document alongside the Go type it is to
-// be decoded into and reports the first mapping key the type has no field
+// be decoded into and adds to ps every mapping key the type has no field
 // for, with its line, where it is, the nearest valid key and the valid
 // keys: a typo gets a sentence a person can act on, not the decoder's
 // dump of an anonymous struct type.
-func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
+func checkKeys(n *yaml.Node, t reflect.Type, path string, ps *problems) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if n.Kind == yaml.DocumentNode || n.Kind == yaml.AliasNode {
 		for _, c := range n.Content {
-			if err := checkKeys(c, t, path); err != nil {
-				return err
-			}
+			checkKeys(c, t, path, ps)
 		}
-		return nil
+		return
 	}
 	switch {
 	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
-		return checkStructKeys(n, t, path)
+		checkStructKeys(n, t, path, ps)
 	case (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && n.Kind == yaml.SequenceNode:
 		for i, c := range n.Content {
-			if err := checkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
-			}
+			checkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), ps)
 		}
 	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := checkKeys(n.Content[i+1], t.Elem(), joinPath(path, n.Content[i].Value)); err != nil {
-				return err
-			}
+			checkKeys(n.Content[i+1], t.Elem(), joinPath(path, n.Content[i].Value), ps)
 		}
 	}
-	return nil
 }
 
-func checkStructKeys(n *yaml.Node, t reflect.Type, path string) error {
+func checkStructKeys(n *yaml.Node, t reflect.Type, path string, ps *problems) {
 	fields := yamlFields(t)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
@@ -61,17 +54,15 @@ func checkStructKeys(n *yaml.Node, t reflect.Type, path string) error {
 			if path != "" {
 				where = "in " + path
 			}
-			msg := fmt.Sprintf("line %d: unknown key %q %s", k.Line, k.Value, where)
+			msg := fmt.Sprintf("unknown key %q %s", k.Value, where)
 			if near := nearest(k.Value, names); near != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", near)
 			}
-			return fmt.Errorf("%s; valid keys: %s", msg, strings.Join(names, ", "))
+			ps.add(k, "", "%s; valid keys: %s", msg, strings.Join(names, ", "))
+			continue
 		}
-		if err := checkKeys(n.Content[i+1], f, joinPath(path, k.Value)); err != nil {
-			return err
-		}
+		checkKeys(n.Content[i+1], f, joinPath(path, k.Value), ps)
 	}
-	return nil
 }
 
 // yamlFields maps a struct's YAML keys to their types (yaml.v3's rules:

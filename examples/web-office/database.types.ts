@@ -858,7 +858,7 @@ export type MemberColumns = {
   agent_sessions: "id" | "office_id" | "agent_id" | "node" | "pid" | "status" | "agent_session_id" | "started_at" | "last_output_at" | "exit_code" | "created_at" | "updated_at" | "detail"
   dependency_requests: "id" | "office_id" | "agent_id" | "session_id" | "type" | "name" | "description" | "required" | "default" | "status" | "rejection_reason" | "expires_at" | "provided_at" | "delivered_at" | "created_at" | "updated_at"
   office_agents: "id" | "office_id" | "name" | "role" | "capabilities" | "priority" | "expertise" | "allowed_actions" | "max_load" | "status" | "created_at" | "updated_at"
-  office_events: "id" | "office_id" | "agent_id" | "session_id" | "kind" | "payload" | "raw" | "dedupe_key" | "created_at"
+  office_events: "id" | "office_id" | "agent_id" | "session_id" | "kind" | "payload" | "dedupe_key" | "created_at"
   office_invitations: "office_id" | "email" | "role" | "invited_by" | "created_at"
   office_members: "office_id" | "user_id" | "role" | "created_at" | "updated_at"
   offices: "id" | "name" | "question_ttl" | "created_at" | "updated_at"

@@ -69,6 +69,9 @@ func (s *Store) Watch(ctx context.Context, officeIDs []string, fn func(office.Ch
 			backoff = s.opts.MinBackoff
 		}
 		s.log.Warn("change feed disconnected, reconnecting", "err", err, "in", backoff)
+		if s.opts.Reconnected != nil {
+			s.opts.Reconnected()
+		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

@@ -40,6 +40,9 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxConns bounds the pool (default: pgxpool's, max(4, NumCPU)).
 	MaxConns int32
+	// Reconnected, when set, is called each time the change feed lost its
+	// connection and is about to connect again (a metric).
+	Reconnected func()
 	// MinBackoff and MaxBackoff bound the change feed's reconnect delay,
 	// which doubles after each failed attempt (defaults 50ms and 5s).
 	MinBackoff, MaxBackoff time.Duration

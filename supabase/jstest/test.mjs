@@ -454,6 +454,21 @@ await check('an invited user signs up and joins: accept_office_invitations retur
   assert.deepEqual([again.error, again.data], [null, []])
 })
 
+// office_events.raw is an agent's output as it printed it (a secret it
+// printed would be there): members read every other column (migration
+// 20261128110000_office_events_raw.sql).
+await check('a member cannot read office_events.raw: naming it or * is refused (403 42501), the other columns read, no live event carries it', async () => {
+  const { data: events, error } = await a.from('office_events').select('id, kind, payload').eq('office_id', officeA)
+  assert.equal(error, null, JSON.stringify(error))
+  assert.ok(events.length > 0, 'member A reads office A\'s events')
+  for (const cols of ['id, raw', '*']) {
+    const r = await a.from('office_events').select(cols).eq('office_id', officeA)
+    assert.deepEqual([r.status, r.error?.code, r.data], [403, '42501', null], `select(${cols}): ${JSON.stringify(r.error)}`)
+  }
+  const withRaw = everything.filter((p) => p.table === 'office_events' && ('raw' in (p.new ?? {}) || 'raw' in (p.old ?? {})))
+  assert.deepEqual(withRaw, [], 'a live office_events change carried raw')
+})
+
 await a.removeAllChannels(); await allA.c.removeAllChannels(); await allB.c.removeAllChannels(); await allAnon.c.removeAllChannels(); await b.removeAllChannels(); await anon.removeAllChannels()
 console.log(`1..${step}`)
 process.exit(failed ? 1 : 0)
