@@ -106,7 +106,7 @@ func TestParseNoMigrate(t *testing.T) {
 		{"1", nil, true, ""},
 		{"false", []string{"--no-migrate"}, true, ""},
 		{"true", []string{"--no-migrate=false"}, false, ""},
-		{"yes please", nil, false, `OFFICE_NO_MIGRATE "yes please": want true or false`},
+		{"yes please", nil, false, `OFFICE_NO_MIGRATE="yes please": want true or false`},
 	} {
 		env := map[string]string{"OFFICE_NO_MIGRATE": tc.env, "DATABASE_URL": "postgres://u:p@127.0.0.1:5432/d"}
 		c, err := parseServeConfig(tc.args, func(k string) string { return env[k] }, io.Discard)

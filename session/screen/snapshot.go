@@ -27,23 +27,7 @@ func (s *Screen) Snapshot(buf []byte, historyBytes int) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	buf = append(buf, "\x1bc\x1b[0m"...)
-	// History rows scroll into the terminal's scrollback: each row and a
-	// newline, then enough newlines to push the last one off the screen.
-	from, size := len(s.scrolled), 0
-	for from > 0 && from > len(s.scrolled)-s.scrolledLimit && size+len(s.scrolled[from-1].Text)+2 <= historyBytes {
-		from--
-		size += len(s.scrolled[from].Text) + 2
-	}
-	hist := s.scrolled[from:]
-	for _, r := range hist {
-		buf = appendCut(buf, r.Text, s.cols)
-		buf = append(buf, "\r\n"...)
-	}
-	if len(hist) > 0 {
-		for range s.rows - 1 {
-			buf = append(buf, '\n')
-		}
-	}
+	buf = s.appendHistory(buf, historyBytes)
 	var pen cell
 	buf = s.appendRows(buf, s.main, &pen)
 	if s.altActive {
@@ -63,30 +47,7 @@ func (s *Screen) Snapshot(buf []byte, historyBytes int) []byte {
 		buf = strconv.AppendInt(buf, int64(s.bot+1), 10)
 		buf = append(buf, 'r')
 	}
-	if s.cursorHidden {
-		buf = append(buf, "\x1b[?25l"...)
-	}
-	if s.bracketed {
-		buf = append(buf, "\x1b[?2004h"...)
-	}
-	modes := make([]int, 0, len(s.private))
-	for m := range s.private {
-		modes = append(modes, m)
-	}
-	slices.Sort(modes)
-	for _, m := range modes {
-		buf = append(buf, "\x1b[?"...)
-		buf = strconv.AppendInt(buf, int64(m), 10)
-		buf = append(buf, 'h')
-	}
-	if s.keypad {
-		buf = append(buf, "\x1b="...)
-	}
-	if s.cursorStyle != 0 {
-		buf = append(buf, "\x1b["...)
-		buf = strconv.AppendInt(buf, int64(s.cursorStyle), 10)
-		buf = append(buf, " q"...)
-	}
+	buf = s.appendModes(buf)
 	// The cursor: a pending wrap is made again by printing the last
 	// column's character again (before autowrap may be turned off).
 	if s.wrapNext && !s.origin {
@@ -113,6 +74,59 @@ func (s *Screen) Snapshot(buf []byte, historyBytes int) []byte {
 		buf = append(buf, "\x1b]2;"...)
 		buf = append(buf, s.title...)
 		buf = append(buf, '\a')
+	}
+	return buf
+}
+
+// appendHistory appends the history rows that fit in historyBytes: they
+// scroll into the terminal's scrollback, each row and a newline, then
+// enough newlines to push the last one off the screen. Locked.
+func (s *Screen) appendHistory(buf []byte, historyBytes int) []byte {
+	from, size := len(s.scrolled), 0
+	for from > 0 && from > len(s.scrolled)-s.scrolledLimit && size+len(s.scrolled[from-1].Text)+2 <= historyBytes {
+		from--
+		size += len(s.scrolled[from].Text) + 2
+	}
+	hist := s.scrolled[from:]
+	for _, r := range hist {
+		buf = appendCut(buf, r.Text, s.cols)
+		buf = append(buf, "\r\n"...)
+	}
+	if len(hist) > 0 {
+		for range s.rows - 1 {
+			buf = append(buf, '\n')
+		}
+	}
+	return buf
+}
+
+// appendModes appends the modes that change what the terminal shows and
+// sends: cursor visibility, bracketed paste, the private modes set, the
+// keypad, the cursor's shape. Locked.
+func (s *Screen) appendModes(buf []byte) []byte {
+	if s.cursorHidden {
+		buf = append(buf, "\x1b[?25l"...)
+	}
+	if s.bracketed {
+		buf = append(buf, "\x1b[?2004h"...)
+	}
+	modes := make([]int, 0, len(s.private))
+	for m := range s.private {
+		modes = append(modes, m)
+	}
+	slices.Sort(modes)
+	for _, m := range modes {
+		buf = append(buf, "\x1b[?"...)
+		buf = strconv.AppendInt(buf, int64(m), 10)
+		buf = append(buf, 'h')
+	}
+	if s.keypad {
+		buf = append(buf, "\x1b="...)
+	}
+	if s.cursorStyle != 0 {
+		buf = append(buf, "\x1b["...)
+		buf = strconv.AppendInt(buf, int64(s.cursorStyle), 10)
+		buf = append(buf, " q"...)
 	}
 	return buf
 }
