@@ -150,15 +150,6 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	return c, nil
 }
 
-// isTrue reads a boolean environment value: 1, true, yes or on.
-func isTrue(v string) bool {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "1", "true", "yes", "on":
-		return true
-	}
-	return false
-}
-
 // storeKind names the store the configuration selects.
 func (c serveConfig) storeKind() string {
 	switch {
