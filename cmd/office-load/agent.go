@@ -23,8 +23,11 @@ import (
 //
 //	<name> <text arrived, unix ns> <Enter, unix ns> <early: 1 if Enter came with the text> <what: answer, task, result, other>
 //
-// It echoes what it is typed, as a CLI's prompt does: that is what the
-// server waits for before it presses Enter.
+// With --input echo (the default) it echoes what it is typed, as a CLI's
+// prompt does. With --input raw it shows nothing of it (a line-oriented
+// CLI answered from another process); with --input canon it reads its
+// terminal in canonical mode with echo off (a program reading lines), so
+// the terminal holds each line until its Enter (never early).
 //
 // An answer "invoke <agent>" makes it give that agent a task instead of
 // asking again: it prints an [INVOKE:<agent>] block and reports when
@@ -34,11 +37,22 @@ func agentMain(args []string, stdin io.Reader, stdout io.Writer) int {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	name := fs.String("name", "", "the agent's name")
 	report := fs.String("report", "", "unix datagram socket of the driver")
+	input := fs.String("input", "echo", "echo, raw (shows nothing it is typed) or canon (canonical mode, echo off)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := makeRaw(0); err != nil {
-		fmt.Fprintln(os.Stderr, "agent: raw mode:", err)
+	var err error
+	switch *input {
+	case "echo", "raw":
+		err = makeRaw(0)
+	case "canon":
+		err = makeCanonical(0)
+	default:
+		fmt.Fprintln(os.Stderr, "agent: bad --input", *input)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agent: terminal mode:", err)
 	}
 	var rep net.Conn
 	if *report != "" {
@@ -50,7 +64,7 @@ func agentMain(args []string, stdin io.Reader, stdout io.Writer) int {
 		rep = c
 		defer c.Close()
 	}
-	a := &loadAgent{name: *name, out: stdout, rep: rep}
+	a := &loadAgent{name: *name, out: stdout, rep: rep, mode: *input}
 	a.ask() // with bracketed paste turned on first, in the same write
 	buf := make([]byte, 64<<10)
 	for {
@@ -67,6 +81,7 @@ func agentMain(args []string, stdin io.Reader, stdout io.Writer) int {
 // loadAgent is the load agent's state: what it was typed so far.
 type loadAgent struct {
 	name    string
+	mode    string // --input: echo, raw, canon
 	out     io.Writer
 	rep     net.Conn
 	round   int
@@ -120,8 +135,9 @@ func (a *loadAgent) input(p []byte, now time.Time) {
 			return
 		case c == '\r' || c == '\n':
 			// Early: the Enter came in the same read as the end of the
-			// text, before the agent could show it.
-			a.enter(now, a.landed.Equal(now) && len(a.text) > 0)
+			// text, before the agent could show it. In canonical mode
+			// the terminal holds the line until its Enter: never early.
+			a.enter(now, a.mode != "canon" && a.landed.Equal(now) && len(a.text) > 0)
 		default:
 			a.echo(b[:1])
 			a.landed = now
@@ -130,12 +146,15 @@ func (a *loadAgent) input(p []byte, now time.Time) {
 	}
 }
 
-// echo shows typed text (and records it).
+// echo records typed text, and shows it with --input echo.
 func (a *loadAgent) echo(p []byte) {
 	if len(p) == 0 {
 		return
 	}
 	a.text = append(a.text, p...)
+	if a.mode != "echo" {
+		return
+	}
 	s := strings.ReplaceAll(strings.ReplaceAll(string(p), "\r\n", "\n"), "\r", "\n")
 	io.WriteString(a.out, strings.ReplaceAll(s, "\n", "\r\n"))
 }
@@ -196,6 +215,20 @@ func partialSuffix(b []byte, marker string) int {
 		}
 	}
 	return 0
+}
+
+// makeCanonical puts the terminal on fd in canonical mode with echo off:
+// the terminal hands over whole lines (Enter, CR mapped to NL), and shows
+// nothing typed.
+func makeCanonical(fd int) error {
+	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return err
+	}
+	t.Iflag |= unix.ICRNL
+	t.Lflag |= unix.ICANON
+	t.Lflag &^= unix.ECHO | unix.ECHONL
+	return unix.IoctlSetTermios(fd, unix.TCSETS, t)
 }
 
 // makeRaw puts the terminal on fd in raw mode (no echo, no line editing,

@@ -21,6 +21,7 @@ type config struct {
 	Server   string        // the office-server binary
 	AgentBin string        // what runs the load agent (this program)
 	Command  string        // a trivial agent instead of the load agent (cat): no answers
+	Input    string        // the load agent's --input: echo, raw, canon
 	Store    string        // sqlite, postgres
 	BaseURL  string        // PostgreSQL maintenance database
 	N        int           // agents
@@ -37,7 +38,7 @@ type config struct {
 
 // result is one row of the table.
 type result struct {
-	Store, Agents        string
+	Store, Agents, Input string
 	N                    int
 	Started              int // agents running (ready) at the end of start-up
 	Ready                time.Duration
@@ -55,6 +56,7 @@ type result struct {
 	InvokeRow            [2]time.Duration // p50, p99 invocation row created → the same Enter
 	Invoked              int
 	IdleTx               float64 // database transactions per second at idle, -1 unknown
+	OnBound, TypedAgain  int     // Enters pressed on the EnterDelay bound, texts typed again (the server's /metrics), -1 unknown
 	PTYMax, PTYUsed      int
 	Note                 string
 }
@@ -71,7 +73,7 @@ type report struct {
 
 // run does one run: start-up, idle, answers one at a time, a burst.
 func run(ctx context.Context, c config) (res result, err error) {
-	res = result{Store: c.Store, N: c.N, Agents: "load agent", IdleTx: -1}
+	res = result{Store: c.Store, N: c.N, Agents: agentsText(c.Input), Input: c.Input, IdleTx: -1, OnBound: -1, TypedAgain: -1}
 	if c.Command != "" {
 		res.Agents = c.Command
 	}
@@ -94,7 +96,7 @@ func run(ctx context.Context, c config) (res result, err error) {
 	}
 	defer closeSock()
 	officeFile := filepath.Join(dir, "office.yaml")
-	if err := writeOffice(officeFile, c.N, c.AgentBin, c.Command, sock); err != nil {
+	if err := writeOffice(officeFile, c.N, c.AgentBin, c.Command, c.Input, sock); err != nil {
 		return res, err
 	}
 	be, err := newBackend(ctx, c.Store, filepath.Join(dir, "data"), c.BaseURL)
@@ -142,7 +144,24 @@ func run(ctx context.Context, c config) (res result, err error) {
 			return res, err
 		}
 	}
+	if v := srv.metric(ctx, "office_enter_on_bound_total"); v >= 0 {
+		res.OnBound = int(v)
+	}
+	if v := srv.metric(ctx, "office_typed_again_total"); v >= 0 {
+		res.TypedAgain = int(v)
+	}
 	return res, nil
+}
+
+// agentsText names the load agent of the table's rows by its --input.
+func agentsText(input string) string {
+	switch input {
+	case "raw":
+		return "load agent, shows nothing"
+	case "canon":
+		return "load agent, canonical, no echo"
+	}
+	return "load agent"
 }
 
 // listenReports listens on a unix datagram socket for the agents' reports.

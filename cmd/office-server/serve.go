@@ -101,6 +101,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	registerInputMetrics(srv.Metrics().Registry())
 	ln, err := m.listen(c, srv, own)
 	if err != nil {
 		return err
