@@ -204,8 +204,8 @@ func (s *Session) typeText(p *proc, text string, paste bool) error {
 //   - canonical: the terminal is in canonical mode, so its line discipline
 //     holds the line until the Enter and the program reads both at once.
 //   - read: the terminal's input queue is empty (the program read every
-//     byte typed) and the program is asleep in a read of its terminal
-//     again (readingTerminal): it is done with the text, and the Enter
+//     byte typed) and a thread of the program is asleep in a read of its
+//     terminal again (inTerminalRead): it came back for more, so the Enter
 //     comes in a read of its own. A program that waits in poll or epoll
 //     (Node.js and Rust TUIs, which also time pastes) does not count: for
 //     it, the next signal.
@@ -241,7 +241,7 @@ func (s *Session) awaitLanded(p *proc, tail string, base int, wrote time.Time) e
 				sig = enterCanonical
 			case landed:
 				sig = enterEcho
-			case q == 0 && readingTerminal(p.pty):
+			case q == 0 && inTerminalRead(p.pty):
 				sig = enterRead
 			default:
 				look.Reset(queueLook(looks))

@@ -33,6 +33,15 @@ import (
 // asking again: it prints an [INVOKE:<agent>] block and reports when
 // (`printed <name> <agent> <unix ns>`). Given a task, it delivers a result
 // to the caller ([DELIVER_RESULT]); given the result, it asks again.
+//
+// The proxy protocol (seed 004): an answer "proxy <agent>" makes it print
+// a [PROXY_REQUEST] create_plan for that agent as its proxy, with no
+// fallback (`proxy <name> <agent> <unix ns>`); a [PROXY_RESPONSE] makes it
+// ask again. Given a proxy request (what: proxyreq:<requester>) it keeps
+// the task's id; an answer "close task" makes it print an update_status
+// closing the oldest task it keeps (`closed <name> <task> <unix ns>`).
+// Told of an update (what: told) or given a proxy request, it only shows
+// its prompt again.
 func agentMain(args []string, stdin io.Reader, stdout io.Writer) int {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	name := fs.String("name", "", "the agent's name")
@@ -85,6 +94,7 @@ type loadAgent struct {
 	out     io.Writer
 	rep     net.Conn
 	round   int
+	tasks   []string  // proxy tasks it keeps
 	pending []byte    // input not yet understood (a marker split across reads)
 	inPaste bool      // between ESC[200~ and ESC[201~
 	text    []byte    // the text typed since the last Enter
@@ -163,6 +173,9 @@ func (a *loadAgent) echo(p []byte) {
 var (
 	invokeAnswer = regexp.MustCompile(`\binvoke (a[0-9]+)\b`)
 	taskFrom     = regexp.MustCompile(`Task \S+ from (\S+):`)
+	proxyAnswer  = regexp.MustCompile(`\bproxy (a[0-9]+)\b`)
+	proxyFrom    = regexp.MustCompile(`Proxy request from (\S+) \(create_plan`)
+	proxyTaskID  = regexp.MustCompile(`- (\S+) \(priority`)
 )
 
 // enter submits the typed text: the times go to the driver, the agent
@@ -176,6 +189,15 @@ func (a *loadAgent) enter(now time.Time, early bool) {
 	switch {
 	case strings.Contains(text, "Answer to question"):
 		what = "answer"
+	case strings.Contains(text, "[PROXY_RESPONSE]"):
+		what = "response"
+	case proxyFrom.MatchString(text):
+		what = "proxyreq:" + proxyFrom.FindStringSubmatch(text)[1]
+		for _, m := range proxyTaskID.FindAllStringSubmatch(text, -1) {
+			a.tasks = append(a.tasks, m[1])
+		}
+	case strings.Contains(text, "updated a task it keeps for you") || strings.Contains(text, "(update_status)"):
+		what = "told"
 	case taskFrom.MatchString(text):
 		what = "task"
 	case strings.Contains(text, "Result from"):
@@ -201,8 +223,28 @@ func (a *loadAgent) enter(now time.Time, early bool) {
 	case what == "task":
 		caller := taskFrom.FindStringSubmatch(text)[1]
 		fmt.Fprintf(a.out, "[DELIVER_RESULT:%s]\r\ntype: message\r\ncontent: Load task done by %s.\r\n[/DELIVER_RESULT:%s]\r\n> ", caller, a.name, caller)
+	case what == "answer" && proxyAnswer.MatchString(text):
+		p := proxyAnswer.FindStringSubmatch(text)[1]
+		block := fmt.Sprintf("[PROXY_REQUEST]\r\n{\"action\": \"create_plan\", \"requester\": %q, \"tasks\": [{\"content\": \"Load plan\"}], \"preferences\": {\"preferred_proxy\": %q, \"fallback_allowed\": false}}\r\n[/PROXY_REQUEST]\r\n> ", a.name, p)
+		a.printed("proxy", p, block)
+	case what == "answer" && strings.Contains(text, "close task") && len(a.tasks) > 0:
+		t := a.tasks[0]
+		a.tasks = a.tasks[1:]
+		block := fmt.Sprintf("[PROXY_REQUEST]\r\n{\"action\": \"update_status\", \"requester\": %q, \"task_id\": %q, \"status\": \"completed\"}\r\n[/PROXY_REQUEST]\r\n> ", a.name, t)
+		a.printed("closed", t, block)
+	case what == "told" || strings.HasPrefix(what, "proxyreq:"):
+		io.WriteString(a.out, "> ")
 	default:
 		a.ask()
+	}
+}
+
+// printed prints a block and reports when: `<kind> <name> <about> <unix ns>`.
+func (a *loadAgent) printed(kind, about, block string) {
+	at := time.Now()
+	io.WriteString(a.out, block)
+	if a.rep != nil {
+		fmt.Fprintf(a.rep, "%s %s %s %d", kind, a.name, about, at.UnixNano())
 	}
 }
 

@@ -62,6 +62,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.BaseURL, "database-url", envOr("DATABASE_URL_TEST", "postgres://office:office@127.0.0.1:5432/office_test?sslmode=disable"), "PostgreSQL server (a database of its own is created per run)")
 	fs.IntVar(&c.Answers, "answers", 100, "answers timed one at a time")
 	fs.IntVar(&c.Invokes, "invokes", 100, "INVOKEs timed one at a time (printed → the task entered in an idle target)")
+	fs.IntVar(&c.Proxies, "proxies", 20, "proxy rounds timed one at a time (a request, a parked one, two update_status)")
 	fs.DurationVar(&c.Idle, "idle", 20*time.Second, "idle window")
 	fs.DurationVar(&c.Settle, "settle", 2*time.Second, "pause between start-up and the idle window")
 	fs.DurationVar(&c.Ready, "ready-timeout", 10*time.Minute, "bound on start-up")
@@ -127,6 +128,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(results) > 0 {
 		printTable(stdout, results, *repeat)
+		printProxyTable(stdout, results)
 		printScaling(stdout, results, runs)
 	}
 	if *claudeN > 0 {

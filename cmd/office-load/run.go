@@ -27,6 +27,7 @@ type config struct {
 	N        int           // agents
 	Answers  int           // answers measured one at a time
 	Invokes  int           // INVOKEs measured one at a time
+	Proxies  int           // proxy rounds measured one at a time
 	Idle     time.Duration // idle window
 	Settle   time.Duration // pause between start-up and the idle window
 	Ready    time.Duration // bound on start-up
@@ -55,8 +56,11 @@ type result struct {
 	Invoke               [2]time.Duration // p50, p99 INVOKE printed → task typed and Enter pressed in the target
 	InvokeRow            [2]time.Duration // p50, p99 invocation row created → the same Enter
 	Invoked              int
-	IdleTx               float64 // database transactions per second at idle, -1 unknown
-	OnBound, TypedAgain  int     // Enters pressed on the EnterDelay bound, texts typed again (the server's /metrics), -1 unknown
+	IdleTx               float64          // database transactions per second at idle, -1 unknown
+	OnBound, TypedAgain  int              // Enters pressed on the EnterDelay bound, texts typed again (the server's /metrics), -1 unknown
+	ProxyReq, HandOver   [2]time.Duration // p50, p99 PROXY_REQUEST printed → the proxy's Enter; update_status printed → the parked request's Enter
+	Told                 [2]time.Duration // p50, p99 update_status printed → both sides' Enter
+	ProxyRounds          int
 	PTYMax, PTYUsed      int
 	Note                 string
 }
@@ -143,6 +147,9 @@ func run(ctx context.Context, c config) (res result, err error) {
 		if err := d.burst(ctx); err != nil {
 			return res, err
 		}
+		if err := d.proxies(ctx); err != nil {
+			return res, err
+		}
 	}
 	if v := srv.metric(ctx, "office_enter_on_bound_total"); v >= 0 {
 		res.OnBound = int(v)
@@ -191,9 +198,9 @@ func listenReports(path string, n int) (<-chan report, string, func(), error) {
 
 func parseReport(s string) (report, bool) {
 	f := strings.Fields(s)
-	if len(f) == 4 && f[0] == "printed" {
+	if len(f) == 4 && (f[0] == "printed" || f[0] == "proxy" || f[0] == "closed") {
 		at, err := strconv.ParseInt(f[3], 10, 64)
-		return report{what: "printed", name: f[1], target: f[2], enter: time.Unix(0, at)}, err == nil
+		return report{what: f[0], name: f[1], target: f[2], enter: time.Unix(0, at)}, err == nil
 	}
 	if len(f) != 5 {
 		return report{}, false

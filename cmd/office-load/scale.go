@@ -45,6 +45,9 @@ func median(rs []result) result {
 		out.BurstEnter[i] = dur(func(r result) time.Duration { return r.BurstEnter[i] })
 		out.Invoke[i] = dur(func(r result) time.Duration { return r.Invoke[i] })
 		out.InvokeRow[i] = dur(func(r result) time.Duration { return r.InvokeRow[i] })
+		out.ProxyReq[i] = dur(func(r result) time.Duration { return r.ProxyReq[i] })
+		out.HandOver[i] = dur(func(r result) time.Duration { return r.HandOver[i] })
+		out.Told[i] = dur(func(r result) time.Duration { return r.Told[i] })
 	}
 	out.BurstRate = num(func(r result) float64 { return r.BurstRate })
 	out.BurstCPU = dur(func(r result) time.Duration { return r.BurstCPU })

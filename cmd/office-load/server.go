@@ -213,7 +213,7 @@ func writeOffice(path string, n int, agentBin, command, input, sock string) erro
 	b.WriteString("office:\n  name: Load office\n  question_ttl: 30m\nagents:\n")
 	for i := range n {
 		name := agentName(i)
-		fmt.Fprintf(&b, "  - name: %s\n    role: Load agent\n    capabilities: [ask_user]\n    launch:\n      kind: command\n", name)
+		fmt.Fprintf(&b, "  - name: %s\n    role: Load agent\n    capabilities: [ask_user, todowrite, todoread]\n    launch:\n      kind: command\n", name)
 		if command != "" {
 			fmt.Fprintf(&b, "      command: %s\n", command)
 			continue
