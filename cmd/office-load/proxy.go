@@ -126,7 +126,9 @@ func (d *drive) awaitAll(ctx context.Context, what string, want ...func(report) 
 	got := make([]report, len(want))
 	have := make([]bool, len(want))
 	left := len(want)
-	timeout := time.After(10 * time.Second)
+	// The bound leaves room for a server that hands parked requests over
+	// only at its sweep (every 15 s).
+	timeout := time.After(30 * time.Second)
 	for left > 0 {
 		select {
 		case r := <-d.reports:
@@ -138,7 +140,7 @@ func (d *drive) awaitAll(ctx context.Context, what string, want ...func(report) 
 				}
 			}
 		case <-timeout:
-			return nil, fmt.Errorf("%s: %d of %d reports after 10 s; server log: %s", what, len(want)-left, len(want), lastLines(d.srv.logs.String(), 20))
+			return nil, fmt.Errorf("%s: %d of %d reports after 30 s; server log: %s", what, len(want)-left, len(want), lastLines(d.srv.logs.String(), 20))
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
