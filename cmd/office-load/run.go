@@ -144,10 +144,12 @@ func run(ctx context.Context, c config) (res result, err error) {
 		if err := d.invokes(ctx); err != nil {
 			return res, err
 		}
-		if err := d.burst(ctx); err != nil {
+		// The proxy rounds, one at a time, before the burst leaves N
+		// agents asking again at once.
+		if err := d.proxies(ctx); err != nil {
 			return res, err
 		}
-		if err := d.proxies(ctx); err != nil {
+		if err := d.burst(ctx); err != nil {
 			return res, err
 		}
 	}
