@@ -156,3 +156,15 @@ func TestDeliveredWhenRead(t *testing.T) {
 		t.Errorf("received on a bound (%d), want on the input queue", got)
 	}
 }
+
+// checkEntersOnEcho: a CLI that draws its input box and waits for its
+// terminal in epoll (Codex, Gemini CLI, Qwen Code; Claude Code in
+// TestClaudeEnterWhenLanded) must get its Enters on its echo: the input
+// queue's signals never fire for it (it also times pastes, so the queue
+// read is no sign it is done with the text).
+func checkEntersOnEcho(t *testing.T, s *Session) {
+	t.Helper()
+	if r, c := s.enters[enterRead].Load(), s.enters[enterCanonical].Load(); r+c > 0 {
+		t.Errorf("Enters on the input queue: %d on read, %d canonical; want every one on the echo (%d) or the bound (%d)", r, c, s.enters[enterEcho].Load(), s.enters[enterBound].Load())
+	}
+}
