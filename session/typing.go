@@ -18,8 +18,9 @@ type sendReq struct {
 
 // pendingAck is text typed into the agent that it has not acknowledged yet
 // (worker-owned). Send returns only once the agent has it: Claude Code
-// writes the prompt into its transcript as a user entry; another CLI
-// writes something to its terminal after the Enter (its echo at least).
+// writes the prompt into its transcript as a user entry, Codex, Gemini CLI
+// and Qwen Code record it; a command agent has read it from its terminal
+// through the Enter (commandDriver.received).
 type pendingAck struct {
 	r         *sendReq
 	p         *proc
@@ -223,7 +224,7 @@ func (s *Session) typeText(p *proc, text string, paste bool) error {
 //
 // The reader goroutine keeps the screen current while the worker waits
 // here and pokes the worker's wake channel on every chunk; the input queue,
-// which nothing announces, is looked at on a short backoff (queueLooks).
+// which nothing announces, is looked at on a short backoff (queueLook).
 func (s *Session) awaitLanded(p *proc, tail string, base int, wrote time.Time) error {
 	bound := time.NewTimer(s.m.opts.EnterDelay)
 	defer bound.Stop()
