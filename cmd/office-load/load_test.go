@@ -45,20 +45,29 @@ func TestDriverTable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	err := Main(ctx, []string{"-server", bin, "-agent-bin", self, "-n", "3", "-stores", "sqlite,postgres,supabase",
-		"-answers", "6", "-invokes", "4", "-idle", "1s", "-database-url", base, "-dir", t.TempDir()}, &out, &errs)
+		"-answers", "6", "-invokes", "4", "-proxies", "3", "-idle", "1s", "-database-url", base, "-dir", t.TempDir()}, &out, &errs)
 	if err != nil {
 		t.Fatalf("driver: %v\n%s", err, errs.String())
 	}
 	t.Logf("\n%s", out.String())
-	var rows [][]string
+	var rows, proxyRows [][]string
+	inProxy := false
 	for _, l := range strings.Split(out.String(), "\n") {
+		inProxy = inProxy || strings.HasPrefix(l, "proxy protocol")
 		if strings.HasPrefix(l, "| sqlite") || strings.HasPrefix(l, "| postgres") || strings.HasPrefix(l, "| supabase") {
 			f := strings.Split(strings.Trim(l, "| "), " | ")
-			if len(f) != 17 {
-				t.Fatalf("row has %d columns, want 17: %q", len(f), l)
+			if want := map[bool]int{false: 17, true: 5}[inProxy]; len(f) != want {
+				t.Fatalf("row has %d columns, want %d: %q", len(f), want, l)
 			}
-			rows = append(rows, f)
+			if inProxy {
+				proxyRows = append(proxyRows, f)
+			} else {
+				rows = append(rows, f)
+			}
 		}
+	}
+	if len(proxyRows) != 9 {
+		t.Fatalf("%d proxy rows, want 9:\n%s", len(proxyRows), out.String())
 	}
 	if len(rows) != 9 {
 		t.Fatalf("%d rows, want 9:\n%s", len(rows), out.String())
@@ -100,6 +109,16 @@ func TestDriverTable(t *testing.T) {
 		// Not measured over Supabase: the stand-in's own WAL polls would count.
 		if v := ms(r[16]); r[0] != "supabase" && len(v) != 1 || r[0] == "supabase" && r[16] != "—" {
 			t.Errorf("%s: DB tx/s idle = %q, want a number (— for supabase)", r[0], r[16])
+		}
+	}
+	// The proxy rounds: a parked request handed over within 5 s is
+	// handed over on the event, not at the sweep (15 s).
+	for _, r := range proxyRows {
+		for col := 2; col <= 4; col++ {
+			v := ms(r[col])
+			if len(v) != 2 || v[0] <= 0 || v[0] > v[1] || v[1] > 5000 {
+				t.Errorf("%s, %s: proxy column %d = %q, want 0 < p50 ≤ p99 < 5 s", r[0], r[1], col, r[col])
+			}
 		}
 	}
 }

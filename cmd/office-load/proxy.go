@@ -80,6 +80,18 @@ func (d *drive) proxies(ctx context.Context) error {
 	return nil
 }
 
+// newestEach keeps the newest question of each agent.
+func newestEach(qs []office.Question) []office.Question {
+	qs = slices.Clone(qs)
+	slices.SortStableFunc(qs, func(a, b office.Question) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	seen := map[string]bool{}
+	return slices.DeleteFunc(qs, func(q office.Question) bool {
+		dup := seen[q.AgentID]
+		seen[q.AgentID] = true
+		return dup
+	})
+}
+
 // waitingAgents returns n questions of distinct agents (the newest of
 // each) that keep matches (nil: any), waiting until there are so many.
 func (d *drive) waitingAgents(ctx context.Context, n int, keep func(office.Question) bool) ([]office.Question, error) {
@@ -89,15 +101,10 @@ func (d *drive) waitingAgents(ctx context.Context, n int, keep func(office.Quest
 		if err != nil {
 			return nil, err
 		}
-		slices.SortFunc(qs, func(a, b office.Question) int { return b.CreatedAt.Compare(a.CreatedAt) })
-		var out []office.Question
-		seen := map[string]bool{}
-		for _, q := range qs {
-			if !seen[q.AgentID] && (keep == nil || keep(q)) {
-				seen[q.AgentID] = true
-				out = append(out, q)
-			}
+		if keep != nil {
+			qs = slices.DeleteFunc(qs, func(q office.Question) bool { return !keep(q) })
 		}
+		out := newestEach(qs)
 		if len(out) >= n {
 			return out[:n], nil
 		}

@@ -444,6 +444,7 @@ func (d *drive) burst(ctx context.Context) error {
 		if qs, err = d.pending(ctx); err != nil {
 			return err
 		}
+		qs = newestEach(qs) // the proxy rounds leave some agents two
 		if len(qs) >= d.c.N || time.Now().After(deadline) {
 			break
 		}
