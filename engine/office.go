@@ -472,7 +472,8 @@ func (o *Router) wire(cfg Config, sealer *office.Sealer) {
 	o.intake = &dispatcher{base: b, asks: a, work: w, proxies: o.proxies}
 	o.delivery = &deliverer{base: b, sess: cfg.Sessions, sealer: sealer, asks: a, work: w, perms: o.perms, sweep: o.sweep}
 	o.sweep.perms, o.sweep.work, o.sweep.proxies = o.perms, w, o.proxies
-	o.proxies.asks, o.proxies.delivery = a, o.delivery
+	o.proxies.asks, o.proxies.delivery, o.proxies.handOver = a, o.delivery, o.sweep.handOver
+	o.status.sweep = o.sweep
 }
 
 // HandleStatus takes a session status change (session.Options.OnStatus)

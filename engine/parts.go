@@ -104,6 +104,7 @@ type statusWriter struct {
 	*base
 	perms *permissions
 	work  *work
+	sweep *sweeper
 
 	mu   sync.Mutex
 	q    []StatusChange
@@ -117,4 +118,5 @@ type proxyWork struct {
 	asks     *asks
 	delivery *deliverer
 	parkHint parkHint // whether the sweeper should look for parked requests
+	handOver func()   // look at the parked requests now (sweeper.handOver)
 }

@@ -354,6 +354,9 @@ func (o *proxyWork) updateProxyTask(ctx context.Context, src source, self office
 	if err != nil || !ok || src.replay {
 		return true, err // a replay sets the same status again and tells nobody twice
 	}
+	if t.ProxyAgentID != "" {
+		o.handOver() // its proxy may be free now
+	}
 	row, err := o.store.GetProxyRequest(ctx, t.RequestID)
 	if err != nil {
 		return true, fmt.Errorf("proxy request of task %s: %w", t.ID, err)

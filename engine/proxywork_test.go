@@ -93,6 +93,7 @@ type proxyOffice struct {
 	office  office.Office
 	ids     map[string]string
 	chunk   atomic.Int64
+	sweep   time.Duration // Config.Sweep (0: every Tick)
 }
 
 // seed004Agents: pm takes one piece of work at a time.
@@ -131,7 +132,12 @@ func proxyStores(t *testing.T, f func(t *testing.T, open func(t *testing.T) offi
 }
 
 func newProxyOffice(t testing.TB, st office.Store, agents []office.Agent) *proxyOffice {
-	p := &proxyOffice{t: t, st: st, ss: &typedSessions{}, clk: &clock{}, dataDir: t.TempDir(), ids: map[string]string{}}
+	return newProxyOfficeSweeping(t, st, agents, 0)
+}
+
+// newProxyOfficeSweeping is newProxyOffice with the router's Config.Sweep.
+func newProxyOfficeSweeping(t testing.TB, st office.Store, agents []office.Agent, sweep time.Duration) *proxyOffice {
+	p := &proxyOffice{t: t, st: st, ss: &typedSessions{}, clk: &clock{}, dataDir: t.TempDir(), ids: map[string]string{}, sweep: sweep}
 	p.start()
 	off, as, err := p.r.SyncOffice(context.Background(), engine.OfficeConfig{Office: office.Office{Name: "seed 004"}, Agents: agents})
 	if err != nil {
@@ -147,7 +153,7 @@ func newProxyOffice(t testing.TB, st office.Store, agents []office.Agent) *proxy
 // start runs a router on the office's store (again, after stop: a server
 // restart).
 func (p *proxyOffice) start() {
-	r, err := engine.New(engine.Config{Store: p.st, Sessions: p.ss, Tick: 20 * time.Millisecond, DataDir: p.dataDir,
+	r, err := engine.New(engine.Config{Store: p.st, Sessions: p.ss, Tick: 20 * time.Millisecond, Sweep: p.sweep, DataDir: p.dataDir,
 		Now: p.clk.now, ProxyWait: 10 * time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		p.t.Fatal(err)
@@ -263,6 +269,46 @@ func TestProxyLoadCountsProxyWork(t *testing.T) {
 		p.request("general", fmt.Sprintf(`{"action": "update_status", "requester": "general", "task_id": %q, "status": "completed"}`, r4.TaskIDs[0]))
 		if got := p.told("general", "refused"); !strings.Contains(got, "only they may update it") {
 			t.Fatalf("stranger's update: %q", got)
+		}
+	})
+}
+
+// TestProxyHandOverOnTheEvent: a parked request is handed over when its
+// proxy frees up, by the event that frees it, not by the sweep (an hour
+// here): pm (max_load 1) closes the task it keeps (update_status), and
+// later completes an invocation (DELIVER_RESULT).
+func TestProxyHandOverOnTheEvent(t *testing.T) {
+	proxyStores(t, func(t *testing.T, open func(*testing.T) office.Store) {
+		p := newProxyOfficeSweeping(t, open(t), seed004Agents(), time.Hour)
+		insist := `{"preferred_proxy": "pm", "fallback_allowed": false}`
+		p.request("senior-sw-engineer", plan("senior-sw-engineer", "API", insist))
+		r1 := p.response("senior-sw-engineer", 1)
+		if r1.Proxy != "pm" || len(r1.TaskIDs) != 1 {
+			t.Fatalf("first response %+v", r1)
+		}
+		p.request("senior-sw-engineer", plan("senior-sw-engineer", "tests", insist))
+		if r := p.response("senior-sw-engineer", 2); r.Status != office.ProxyParked {
+			t.Fatalf("second request while pm is busy: %+v", r)
+		}
+		p.request("pm", fmt.Sprintf(`{"action": "update_status", "requester": "pm", "task_id": %q, "status": "completed"}`, r1.TaskIDs[0]))
+		handed := p.response("senior-sw-engineer", 3)
+		if handed.Status != office.ProxyAssigned || handed.Proxy != "pm" || len(handed.TaskIDs) != 1 {
+			t.Fatalf("after pm closed its task: %+v", handed)
+		}
+		p.request("pm", fmt.Sprintf(`{"action": "update_status", "requester": "pm", "task_id": %q, "status": "completed"}`, handed.TaskIDs[0]))
+		p.response("pm", 2)
+
+		// pm busy with a task from the reviewer: the next request parks
+		// until pm delivers its result.
+		p.say("py-code-reviewer", "[INVOKE:pm]\nReview the plan\n[/INVOKE]")
+		p.told("pm", "Review the plan")
+		p.request("senior-sw-engineer", plan("senior-sw-engineer", "docs", insist))
+		if r := p.response("senior-sw-engineer", 4); r.Status != office.ProxyParked {
+			t.Fatalf("request while pm works on an invocation: %+v", r)
+		}
+		p.say("pm", "[DELIVER_RESULT:py-code-reviewer]\ncontent: reviewed\n[/DELIVER_RESULT]")
+		if r := p.response("senior-sw-engineer", 5); r.Status != office.ProxyAssigned || r.Proxy != "pm" {
+			t.Fatalf("after pm's result: %+v", r)
 		}
 	})
 }

@@ -226,6 +226,8 @@ func (o *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange)
 			if was && c.Resumed {
 				o.remind(ctx, a)
 			}
+			// A proxy whose session is back may take a parked request.
+			o.sweep.handOver()
 		}
 	}
 }

@@ -114,6 +114,17 @@ func (s *sweeper) forget() {
 	wake(s.wake)
 }
 
+// handOver carries the parked proxy requests on now rather than at the
+// next sweep: a proxy may have freed up (a task it keeps was closed, an
+// invocation it had ended, its session is ready again). It costs nothing
+// while none can be parked (parkHint: the last look found none and none
+// was parked since).
+func (s *sweeper) handOver() {
+	if _, due := s.proxies.parkHint.check(); due {
+		wake(s.wake)
+	}
+}
+
 // noteChange learns from a change-feed report of a row another process
 // inserted: a pending question or dependency request has a deadline. It
 // reports whether the change was such a row (nothing to deliver).

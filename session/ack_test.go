@@ -9,12 +9,11 @@ import (
 	"time"
 )
 
-// TestCommandTypedAgainAfterCrash: the strongest signal a command agent
-// gives that it read a line is its own output after the Enter, or that it
-// keeps running for a while (silentAck). A line typed into an agent that
-// neither printed (no tty echo) nor lived on — it died first — was not
-// received: it is typed again into the restarted process, and reaches it
-// exactly once.
+// TestCommandTypedAgainAfterCrash: a command agent has received a line
+// when its terminal's input queue is empty after the Enter. A line typed
+// into an agent that never read it (echo off, not reading) and died was
+// not received: it is typed again into the restarted process, and reaches
+// it exactly once.
 func TestCommandTypedAgainAfterCrash(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "started-once")

@@ -174,6 +174,7 @@ func TestCodexEndToEnd(t *testing.T) {
 	if got := s.Info().ConversationID; got != id {
 		t.Errorf("conversation id changed on restart: %s → %s", id, got)
 	}
+	checkEntersOnEcho(t, s)
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}

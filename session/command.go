@@ -20,9 +20,17 @@ import (
 // acknowledged by any output after it.
 const KindCommand = "command"
 
-// silentAck: a CLI that prints nothing after a line was typed (no echo, no
-// reaction) but keeps running is taken to have read it after this.
+// silentAck: where the terminal's input queue cannot be read (not Linux),
+// a CLI that prints nothing after a line was typed (no echo, no reaction)
+// but keeps running is taken to have read it after this.
 const silentAck = 3 * time.Second
+
+// queuedAck: a typed text still in the terminal's input queue this long
+// (the program does not read its terminal) counts as delivered, with a
+// warning: it waits there for the program's next read, and typing it again
+// would give it twice. Only a program that died before reading gets it
+// again (after its restart, on a new terminal).
+const queuedAck = 30 * time.Second
 
 func checkCommand(spec *Spec) error {
 	if spec.Command == "" {
@@ -162,18 +170,68 @@ func (d *commandDriver) keys(p []byte) bool {
 	return d.lines != nil && d.typing.feed(p, d.lines)
 }
 
-// received: any output after the typing began is the CLI's reaction (its
-// echo at least).
+// received: the program has read the typed text through its Enter (the
+// terminal's input queue is empty: inputQueue). Where the queue cannot be
+// read, any output after the typing began is taken for the CLI's reaction
+// (its echo at least), and silence for silentAck as reading. The
+// terminal's own echo (canonical mode) is written when the text arrives,
+// before the program reads it: it is no sign where the queue says more.
 func (d *commandDriver) received(now time.Time, a *pendingAck) (bool, error) {
+	if q, _, ok := inputQueue(a.p.tty); ok {
+		if q > 0 && now.Sub(a.enteredAt) > queuedAck {
+			d.s.log.Warn("typed text still unread in the terminal; counted as delivered", "bytes", q)
+			d.s.boundAcks.Add(1)
+			return true, nil
+		}
+		return q == 0, nil
+	}
 	d.s.mu.Lock()
 	lastOut := d.s.lastOutput
 	d.s.mu.Unlock()
-	return lastOut.After(a.typedAt) || now.Sub(a.typedAt) > silentAck, nil
+	if lastOut.After(a.typedAt) {
+		return true, nil
+	}
+	if now.Sub(a.typedAt) > silentAck {
+		d.s.boundAcks.Add(1)
+		return true, nil
+	}
+	return false, nil
 }
 
-// probeWake is when the worker must look to ask readingTerminal about the
-// last output (0: asked already, or no prompt pattern). Locked.
+// ackWake is when the worker must look at the input queue again for the
+// pending acknowledgement (0: none pending, or no queue to read): a
+// program that reads and prints nothing wakes nobody, so the worker looks
+// on queueLook's backoff from the Enter, then every pollBusy. Worker-owned.
+func (d *commandDriver) ackWake(now time.Time) time.Duration {
+	a := d.s.ack
+	if a == nil || a.p.tty < 0 {
+		return 0
+	}
+	for n, at := 0, a.enteredAt; n < 8; n++ {
+		at = at.Add(queueLook(n))
+		if at.After(now) {
+			return at.Sub(now)
+		}
+	}
+	return 0
+}
+
+// probeWake is when the worker must look again while busy: at the input
+// queue for a pending acknowledgement (ackWake), or to ask readingTerminal
+// about the last output (turnProbeWake); 0: neither. Locked.
 func (d *commandDriver) probeWake(now time.Time) time.Duration {
+	if w := d.ackWake(now); w > 0 {
+		if p := d.turnProbeWake(now); p > 0 {
+			return min(w, p)
+		}
+		return w
+	}
+	return d.turnProbeWake(now)
+}
+
+// turnProbeWake is when the worker must look to ask readingTerminal about
+// the last output (0: asked already, or no prompt pattern). Locked.
+func (d *commandDriver) turnProbeWake(now time.Time) time.Duration {
 	s := d.s
 	n := d.probesDone()
 	if d.prompt == nil || d.lines == nil || s.p == nil || s.lastOutput.IsZero() || n >= len(probeAfter) {
@@ -202,9 +260,9 @@ func (d *commandDriver) idleWake() time.Duration {
 		due = s.inputAt.Add(10 * q) // keys typed and not echoed yet (texts)
 	}
 	if now.After(due) {
-		return d.probeWake(now)
+		return d.turnProbeWake(now)
 	}
-	if p := d.probeWake(now); p > 0 && p < untilDue(now, due) {
+	if p := d.turnProbeWake(now); p > 0 && p < untilDue(now, due) {
 		return p
 	}
 	return untilDue(now, due)

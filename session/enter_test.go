@@ -16,12 +16,12 @@ import (
 )
 
 // enterLog records the session's "enter" debug records: how long after
-// the text was written Enter went, and whether the program showed the
-// text first (landed) or the bound ran out.
+// the text was written Enter went, and on which signal (awaitLanded:
+// canonical, read, echo, or bound when none came).
 type enterLog struct {
 	mu     sync.Mutex
 	after  []time.Duration
-	landed []bool
+	signal []string
 }
 
 func (l *enterLog) Enabled(context.Context, slog.Level) bool { return true }
@@ -37,8 +37,8 @@ func (l *enterLog) Handle(_ context.Context, r slog.Record) error {
 		switch a.Key {
 		case "after":
 			l.after = append(l.after, a.Value.Duration())
-		case "landed":
-			l.landed = append(l.landed, a.Value.Bool())
+		case "signal":
+			l.signal = append(l.signal, a.Value.String())
 		}
 		return true
 	})
@@ -48,10 +48,12 @@ func (l *enterLog) Handle(_ context.Context, r slog.Record) error {
 // TestClaudeEnterWhenLanded types prompts of every shape into the real
 // Claude Code (one line, several lines as a bracketed paste, Korean, a
 // line longer than the screen, 2 KB) with a long bound (2 s) on the wait
-// before Enter: each Enter goes as soon as Claude Code shows the text, and
-// every prompt reaches the model once, on the first typing (an Enter too
-// early would leave it in the input box, unsubmitted, until the
-// acknowledgement timeout typed it again).
+// before Enter: each Enter goes as soon as Claude Code shows the text (on
+// the echo: it waits for its terminal in epoll and times pastes, so its
+// input queue read is no signal), and every prompt reaches the model
+// once, on the first typing (an Enter too early would leave it in the
+// input box, unsubmitted, until the acknowledgement timeout typed it
+// again).
 func TestClaudeEnterWhenLanded(t *testing.T) {
 	bin := testenv.ClaudeBin(t)
 	srv := anthropictest.New(t)
@@ -105,9 +107,9 @@ func TestClaudeEnterWhenLanded(t *testing.T) {
 	if len(log.after) != len(prompts) {
 		t.Fatalf("%d typings for %d prompts: a prompt was typed again (an Enter too early?)", len(log.after), len(prompts))
 	}
-	for i, ok := range log.landed {
-		if !ok {
-			t.Errorf("prompt %d: Enter after the bound (%v), Claude Code never showed the text", i, log.after[i])
+	for i, sig := range log.signal {
+		if sig != "echo" {
+			t.Errorf("prompt %d: Enter on %q after %v, want on the echo (Claude Code shows the text)", i, sig, log.after[i])
 		}
 	}
 	d := slices.Clone(log.after)

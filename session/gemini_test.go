@@ -176,6 +176,7 @@ func TestGeminiEndToEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(home, ".gemini", "trustedFolders.json")); err == nil {
 		t.Error("a trust answer was written to ~/.gemini/trustedFolders.json")
 	}
+	checkEntersOnEcho(t, s)
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 type proc struct {
 	cmd        *exec.Cmd
 	pty        *os.File
+	tty        int           // the terminal's slave side, for its input queue (openTTY; -1: none); worker-owned
 	exited     chan struct{} // closed after Wait
 	readerDone chan struct{}
 	waitErr    error
@@ -72,7 +73,7 @@ func (s *Session) launch() error {
 	if err != nil {
 		return s.launchFailed(spec, ptyError(err))
 	}
-	p := &proc{cmd: cmd, pty: ptmx, exited: make(chan struct{}), readerDone: make(chan struct{}), started: time.Now()}
+	p := &proc{cmd: cmd, pty: ptmx, tty: openTTY(ptmx), exited: make(chan struct{}), readerDone: make(chan struct{}), started: time.Now()}
 	s.mu.Lock()
 	s.p = p
 	s.modes = modeTracker{}
@@ -164,6 +165,10 @@ func (s *Session) terminate(p *proc) {
 // reader awaited.
 func (s *Session) reap(p *proc) {
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	// The server's own descriptor of the terminal goes first: while it is
+	// open the reader never sees the terminal hung up.
+	closeTTY(p.tty)
+	p.tty = -1
 	// Let the reader drain what the process wrote last (its reason for
 	// exiting, often): with every holder of the terminal gone it ends by
 	// itself. Closing the PTY first would drop that output.

@@ -284,6 +284,7 @@ func TestQwenEndToEnd(t *testing.T) {
 	if !last.TurnEnd {
 		t.Fatalf("last text %+v, want the turn end", last)
 	}
+	checkEntersOnEcho(t, s)
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}

@@ -197,7 +197,7 @@ type Options struct {
 	MaxRestarts    int           // crashes tolerated in RestartWindow before failed; default 5
 	RestartWindow  time.Duration // default 5 min
 	StopGrace      time.Duration // SIGHUP/SIGTERM → SIGKILL delay; default 3s
-	EnterDelay     time.Duration // pause between typed text and Enter; default 250ms
+	EnterDelay     time.Duration // bound on the wait for a typed text to be taken before Enter, where no signal comes (awaitLanded); default 250ms
 	// Keeper, when set, is the command line of a keeper (RunKeeper, e.g.
 	// {"/path/to/office-server", "keeper"}) that every agent runs under,
 	// so that its whole process tree ends with the session and with the
@@ -283,6 +283,13 @@ type Session struct {
 	// event; an idle session has none, issue 17) and the PTY's reads.
 	timerWakes atomic.Int64
 	outputs    atomic.Int64
+	// and the Enters pressed by what told it the text was taken
+	// (awaitLanded), and the texts typed again.
+	enters     [enterSignals]atomic.Int64
+	typedAgain atomic.Int64
+	// and the texts a command agent was taken to have received on a
+	// bound (silentAck, queuedAck) rather than on the input queue.
+	boundAcks atomic.Int64
 }
 
 func newSession(m *Manager, key Key, spec Spec) *Session {

@@ -29,7 +29,16 @@ const maxProbeThreads = 64
 // (/proc/PID/task/TID/syscall: read or readv on a descriptor that is the
 // terminal). Any doubt (an error, an unknown architecture, another user's
 // process) is false.
-func readingTerminal(ptmx *os.File) bool {
+func readingTerminal(ptmx *os.File) bool { return terminalRead(ptmx, true) }
+
+// inTerminalRead reports whether a thread of the agent (the leader of the
+// terminal's foreground process group) is asleep in a read of this
+// terminal, whatever its other threads do: the program came back for more
+// input. Any doubt is false.
+func inTerminalRead(ptmx *os.File) bool { return terminalRead(ptmx, false) }
+
+// terminalRead is readingTerminal (allAsleep) or inTerminalRead.
+func terminalRead(ptmx *os.File, allAsleep bool) bool {
 	if len(readSyscalls) == 0 {
 		return false
 	}
@@ -49,12 +58,12 @@ func readingTerminal(ptmx *os.File) bool {
 	if pgrp <= 0 || ptn < 0 {
 		return false
 	}
-	return threadsReading(pgrp, "/dev/pts/"+strconv.Itoa(ptn))
+	return threadsReading(pgrp, "/dev/pts/"+strconv.Itoa(ptn), allAsleep)
 }
 
-// threadsReading reports whether every thread of pid sleeps and one is in
-// a read of the terminal pts.
-func threadsReading(pid int, pts string) bool {
+// threadsReading reports whether one thread of pid sleeps in a read of the
+// terminal pts, and (allAsleep) every other thread sleeps too.
+func threadsReading(pid int, pts string, allAsleep bool) bool {
 	proc := "/proc/" + strconv.Itoa(pid)
 	tids, err := os.ReadDir(proc + "/task")
 	if err != nil || len(tids) == 0 || len(tids) > maxProbeThreads {
@@ -68,11 +77,15 @@ func threadsReading(pid int, pts string) bool {
 			return false
 		}
 		i := bytes.LastIndexByte(st, ')') // the name may hold spaces and ')'
-		if i < 0 || i+2 >= len(st) || st[i+2] != 'S' {
+		asleep := i >= 0 && i+2 < len(st) && st[i+2] == 'S'
+		if !asleep && allAsleep {
 			return false
 		}
-		if !reading {
+		if asleep && !reading {
 			reading = readsTerminal(proc, task, pts)
+		}
+		if reading && !allAsleep {
+			return true
 		}
 	}
 	return reading

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,12 +18,14 @@ type sendReq struct {
 
 // pendingAck is text typed into the agent that it has not acknowledged yet
 // (worker-owned). Send returns only once the agent has it: Claude Code
-// writes the prompt into its transcript as a user entry; another CLI
-// writes something to its terminal after the Enter (its echo at least).
+// writes the prompt into its transcript as a user entry, Codex, Gemini CLI
+// and Qwen Code record it; a command agent has read it from its terminal
+// through the Enter (commandDriver.received).
 type pendingAck struct {
-	r       *sendReq
-	p       *proc
-	typedAt time.Time // typing began
+	r         *sendReq
+	p         *proc
+	typedAt   time.Time // typing began
+	enteredAt time.Time // its Enter was written
 }
 
 // Send types text into the agent when it is ready for input: FIFO, one turn
@@ -87,6 +90,10 @@ func (s *Session) typeNext() {
 	s.sendQ = s.sendQ[1:]
 	r.taken = true
 	r.tries++
+	if r.tries > 1 {
+		s.typedAgain.Add(1)
+		inputCounts.again.Add(1)
+	}
 	p := s.p
 	paste := s.modes.paste
 	s.drv.typed(r.text)
@@ -103,7 +110,7 @@ func (s *Session) typeNext() {
 		r.done <- err
 		return
 	}
-	s.ack = &pendingAck{r: r, p: p, typedAt: typedAt}
+	s.ack = &pendingAck{r: r, p: p, typedAt: typedAt, enteredAt: time.Now()}
 	s.poke()
 }
 
@@ -193,36 +200,130 @@ func (s *Session) typeText(p *proc, text string, paste bool) error {
 // awaitLanded waits until the program has taken the text typed at wrote,
 // so that the Enter that follows submits it rather than joining it (a TUI
 // that reads a burst of keys as a paste takes an Enter in the same burst
-// for a line break). The exact signal is the program's own redraw: output
-// after the write that shows the text's tail (or Claude Code's "[Pasted
-// text" placeholder for a long paste) once more than the base count from
-// before the write — in the input box where the driver knows it. The text
-// is often on screen already (an earlier prompt ending the same way, as the
-// office's do, in the history above the box): seeing it there is no sign,
-// and an Enter sent on it under load came too early. Options.EnterDelay
-// bounds the wait for programs that show nothing (no echo).
+// for a line break). Each of these signals is exact:
+//
+//   - canonical: the terminal is in canonical mode, so its line discipline
+//     holds the line until the Enter and the program reads both at once.
+//   - read: the terminal's input queue is empty (the program read every
+//     byte typed) and a thread of the program is asleep in a read of its
+//     terminal again (inTerminalRead): it came back for more, so the Enter
+//     comes in a read of its own. A program that waits in poll or epoll
+//     (Node.js and Rust TUIs, which also time pastes) does not count: for
+//     it, the next signal.
+//   - echo: the program's own redraw, output after the write that shows
+//     the text's tail (or Claude Code's "[Pasted text" placeholder for a
+//     long paste) once more than the base count from before the write, in
+//     the input box where the driver knows it. The text is often on screen
+//     already (an earlier prompt ending the same way, as the office's do,
+//     in the history above the box): seeing it there is no sign, and an
+//     Enter sent on it under load came too early.
+//
+// Options.EnterDelay bounds the wait where none comes (no input queue to
+// read: not Linux; a program that waits in epoll and draws nothing; one
+// that does not read its terminal now).
 //
 // The reader goroutine keeps the screen current while the worker waits
-// here; it pokes the worker's wake channel on every chunk.
+// here and pokes the worker's wake channel on every chunk; the input queue,
+// which nothing announces, is looked at on a short backoff (queueLook).
 func (s *Session) awaitLanded(p *proc, tail string, base int, wrote time.Time) error {
 	bound := time.NewTimer(s.m.opts.EnterDelay)
 	defer bound.Stop()
+	look := time.NewTimer(time.Hour)
+	defer look.Stop()
+	looks := 0
 	for {
 		s.mu.Lock()
 		landed := s.p == p && s.lastOutput.After(wrote) && s.landMarksLocked(tail) > base
 		s.mu.Unlock()
-		if landed {
-			s.log.Debug("enter", "after", time.Since(wrote), "landed", true)
+		sig := enterNone
+		if q, canonical, ok := inputQueue(p.tty); ok {
+			switch {
+			case canonical:
+				sig = enterCanonical
+			case landed:
+				sig = enterEcho
+			case q == 0 && inTerminalRead(p.pty):
+				sig = enterRead
+			default:
+				look.Reset(queueLook(looks))
+				looks++
+			}
+		} else if landed {
+			sig = enterEcho
+		}
+		if sig != enterNone {
+			s.entered(sig, time.Since(wrote))
 			return nil
 		}
 		select {
 		case <-s.wake:
+		case <-look.C:
 		case <-bound.C:
-			s.log.Debug("enter", "after", time.Since(wrote), "landed", false)
+			s.entered(enterBound, time.Since(wrote))
 			return nil
 		case <-p.exited:
 			return fmt.Errorf("type into session %s: %w", s.key, errors.New("agent exited"))
 		}
+	}
+}
+
+// queueLook is how long to wait before the n-th look (from 0) at a
+// terminal's input queue while a typed text is not taken: 1 ms doubling to
+// 16 ms. A program that reads at once is seen within a millisecond or two;
+// one that takes longer costs a look every 16 ms (a poll, two ioctls and
+// its /proc files), no more.
+func queueLook(n int) time.Duration {
+	return time.Millisecond << min(n, 4)
+}
+
+// enterSignal is what told the session that a typed text was taken, so
+// its Enter was pressed (awaitLanded).
+type enterSignal int
+
+const (
+	enterNone enterSignal = iota
+	enterCanonical
+	enterRead
+	enterEcho
+	enterBound // no signal came: the Options.EnterDelay bound
+	enterSignals
+)
+
+var enterSignalNames = [enterSignals]string{"", "canonical", "read", "echo", "bound"}
+
+// entered counts an Enter pressed on sig, after waiting for it.
+func (s *Session) entered(sig enterSignal, after time.Duration) {
+	s.enters[sig].Add(1)
+	inputCounts.enters[sig].Add(1)
+	s.log.Debug("enter", "after", after, "signal", enterSignalNames[sig])
+}
+
+// inputCounts are the process's counts of Enters by signal and of texts
+// typed again (InputCounters).
+var inputCounts struct {
+	enters [enterSignals]atomic.Int64
+	again  atomic.Int64
+}
+
+// InputCounts counts, for every session of the process since it started,
+// what made it press Enter after a typed text, and how many texts it typed
+// again because the agent had not received them (it restarted first, or its
+// prompt lost the text).
+type InputCounts struct {
+	EnterCanonical int64 // the terminal in canonical mode: at once
+	EnterOnRead    int64 // the input queue read and the program back in its terminal read
+	EnterOnEcho    int64 // the program showed the text
+	EnterOnBound   int64 // nothing said so: Options.EnterDelay
+	TypedAgain     int64
+}
+
+// InputCounters returns the process's InputCounts.
+func InputCounters() InputCounts {
+	e := &inputCounts.enters
+	return InputCounts{
+		EnterCanonical: e[enterCanonical].Load(), EnterOnRead: e[enterRead].Load(),
+		EnterOnEcho: e[enterEcho].Load(), EnterOnBound: e[enterBound].Load(),
+		TypedAgain: inputCounts.again.Load(),
 	}
 }
 

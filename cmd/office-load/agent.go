@@ -23,22 +23,45 @@ import (
 //
 //	<name> <text arrived, unix ns> <Enter, unix ns> <early: 1 if Enter came with the text> <what: answer, task, result, other>
 //
-// It echoes what it is typed, as a CLI's prompt does: that is what the
-// server waits for before it presses Enter.
+// With --input echo (the default) it echoes what it is typed, as a CLI's
+// prompt does. With --input raw it shows nothing of it (a line-oriented
+// CLI answered from another process); with --input canon it reads its
+// terminal in canonical mode with echo off (a program reading lines), so
+// the terminal holds each line until its Enter (never early).
 //
 // An answer "invoke <agent>" makes it give that agent a task instead of
 // asking again: it prints an [INVOKE:<agent>] block and reports when
 // (`printed <name> <agent> <unix ns>`). Given a task, it delivers a result
 // to the caller ([DELIVER_RESULT]); given the result, it asks again.
+//
+// The proxy protocol (seed 004): an answer "proxy <agent>" makes it print
+// a [PROXY_REQUEST] create_plan for that agent as its proxy, with no
+// fallback (`proxy <name> <agent> <unix ns>`); a [PROXY_RESPONSE] makes it
+// ask again. Given a proxy request (what: proxyreq:<requester>) it keeps
+// the task's id; an answer "close task" makes it print an update_status
+// closing the oldest task it keeps (`closed <name> <task> <unix ns>`).
+// Told of an update (what: told) or given a proxy request, it only shows
+// its prompt again.
 func agentMain(args []string, stdin io.Reader, stdout io.Writer) int {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	name := fs.String("name", "", "the agent's name")
 	report := fs.String("report", "", "unix datagram socket of the driver")
+	input := fs.String("input", "echo", "echo, raw (shows nothing it is typed) or canon (canonical mode, echo off)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := makeRaw(0); err != nil {
-		fmt.Fprintln(os.Stderr, "agent: raw mode:", err)
+	var err error
+	switch *input {
+	case "echo", "raw":
+		err = makeRaw(0)
+	case "canon":
+		err = makeCanonical(0)
+	default:
+		fmt.Fprintln(os.Stderr, "agent: bad --input", *input)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agent: terminal mode:", err)
 	}
 	var rep net.Conn
 	if *report != "" {
@@ -50,7 +73,7 @@ func agentMain(args []string, stdin io.Reader, stdout io.Writer) int {
 		rep = c
 		defer c.Close()
 	}
-	a := &loadAgent{name: *name, out: stdout, rep: rep}
+	a := &loadAgent{name: *name, out: stdout, rep: rep, mode: *input}
 	a.ask() // with bracketed paste turned on first, in the same write
 	buf := make([]byte, 64<<10)
 	for {
@@ -67,9 +90,11 @@ func agentMain(args []string, stdin io.Reader, stdout io.Writer) int {
 // loadAgent is the load agent's state: what it was typed so far.
 type loadAgent struct {
 	name    string
+	mode    string // --input: echo, raw, canon
 	out     io.Writer
 	rep     net.Conn
 	round   int
+	tasks   []string  // proxy tasks it keeps
 	pending []byte    // input not yet understood (a marker split across reads)
 	inPaste bool      // between ESC[200~ and ESC[201~
 	text    []byte    // the text typed since the last Enter
@@ -120,8 +145,9 @@ func (a *loadAgent) input(p []byte, now time.Time) {
 			return
 		case c == '\r' || c == '\n':
 			// Early: the Enter came in the same read as the end of the
-			// text, before the agent could show it.
-			a.enter(now, a.landed.Equal(now) && len(a.text) > 0)
+			// text, before the agent could show it. In canonical mode
+			// the terminal holds the line until its Enter: never early.
+			a.enter(now, a.mode != "canon" && a.landed.Equal(now) && len(a.text) > 0)
 		default:
 			a.echo(b[:1])
 			a.landed = now
@@ -130,12 +156,15 @@ func (a *loadAgent) input(p []byte, now time.Time) {
 	}
 }
 
-// echo shows typed text (and records it).
+// echo records typed text, and shows it with --input echo.
 func (a *loadAgent) echo(p []byte) {
 	if len(p) == 0 {
 		return
 	}
 	a.text = append(a.text, p...)
+	if a.mode != "echo" {
+		return
+	}
 	s := strings.ReplaceAll(strings.ReplaceAll(string(p), "\r\n", "\n"), "\r", "\n")
 	io.WriteString(a.out, strings.ReplaceAll(s, "\n", "\r\n"))
 }
@@ -144,6 +173,9 @@ func (a *loadAgent) echo(p []byte) {
 var (
 	invokeAnswer = regexp.MustCompile(`\binvoke (a[0-9]+)\b`)
 	taskFrom     = regexp.MustCompile(`Task \S+ from (\S+):`)
+	proxyAnswer  = regexp.MustCompile(`\bproxy (a[0-9]+)\b`)
+	proxyFrom    = regexp.MustCompile(`Proxy request from (\S+) \(create_plan`)
+	proxyTaskID  = regexp.MustCompile(`- (\S+) \(priority`)
 )
 
 // enter submits the typed text: the times go to the driver, the agent
@@ -157,6 +189,15 @@ func (a *loadAgent) enter(now time.Time, early bool) {
 	switch {
 	case strings.Contains(text, "Answer to question"):
 		what = "answer"
+	case strings.Contains(text, "[PROXY_RESPONSE]"):
+		what = "response"
+	case proxyFrom.MatchString(text):
+		what = "proxyreq:" + proxyFrom.FindStringSubmatch(text)[1]
+		for _, m := range proxyTaskID.FindAllStringSubmatch(text, -1) {
+			a.tasks = append(a.tasks, m[1])
+		}
+	case strings.Contains(text, "updated a task it keeps for you") || strings.Contains(text, "(update_status)"):
+		what = "told"
 	case taskFrom.MatchString(text):
 		what = "task"
 	case strings.Contains(text, "Result from"):
@@ -182,8 +223,28 @@ func (a *loadAgent) enter(now time.Time, early bool) {
 	case what == "task":
 		caller := taskFrom.FindStringSubmatch(text)[1]
 		fmt.Fprintf(a.out, "[DELIVER_RESULT:%s]\r\ntype: message\r\ncontent: Load task done by %s.\r\n[/DELIVER_RESULT:%s]\r\n> ", caller, a.name, caller)
+	case what == "answer" && proxyAnswer.MatchString(text):
+		p := proxyAnswer.FindStringSubmatch(text)[1]
+		block := fmt.Sprintf("[PROXY_REQUEST]\r\n{\"action\": \"create_plan\", \"requester\": %q, \"tasks\": [{\"content\": \"Load plan\"}], \"preferences\": {\"preferred_proxy\": %q, \"fallback_allowed\": false}}\r\n[/PROXY_REQUEST]\r\n> ", a.name, p)
+		a.printed("proxy", p, block)
+	case what == "answer" && strings.Contains(text, "close task") && len(a.tasks) > 0:
+		t := a.tasks[0]
+		a.tasks = a.tasks[1:]
+		block := fmt.Sprintf("[PROXY_REQUEST]\r\n{\"action\": \"update_status\", \"requester\": %q, \"task_id\": %q, \"status\": \"completed\"}\r\n[/PROXY_REQUEST]\r\n> ", a.name, t)
+		a.printed("closed", t, block)
+	case what == "told" || strings.HasPrefix(what, "proxyreq:"):
+		io.WriteString(a.out, "> ")
 	default:
 		a.ask()
+	}
+}
+
+// printed prints a block and reports when: `<kind> <name> <about> <unix ns>`.
+func (a *loadAgent) printed(kind, about, block string) {
+	at := time.Now()
+	io.WriteString(a.out, block)
+	if a.rep != nil {
+		fmt.Fprintf(a.rep, "%s %s %s %d", kind, a.name, about, at.UnixNano())
 	}
 }
 
@@ -196,6 +257,20 @@ func partialSuffix(b []byte, marker string) int {
 		}
 	}
 	return 0
+}
+
+// makeCanonical puts the terminal on fd in canonical mode with echo off:
+// the terminal hands over whole lines (Enter, CR mapped to NL), and shows
+// nothing typed.
+func makeCanonical(fd int) error {
+	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return err
+	}
+	t.Iflag |= unix.ICRNL
+	t.Lflag |= unix.ICANON
+	t.Lflag &^= unix.ECHO | unix.ECHONL
+	return unix.IoctlSetTermios(fd, unix.TCSETS, t)
 }
 
 // makeRaw puts the terminal on fd in raw mode (no echo, no line editing,

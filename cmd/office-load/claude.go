@@ -141,7 +141,7 @@ func (r *claudeRun) prepare(dir, sock string, model *anthropictest.Server) (stri
 		}
 	}
 	officeFile := filepath.Join(dir, "office.yaml")
-	if err := writeOffice(officeFile, 1, r.c.AgentBin, "", sock); err != nil {
+	if err := writeOffice(officeFile, 1, r.c.AgentBin, "", "echo", sock); err != nil {
 		return "", nil, err
 	}
 	f, err := os.OpenFile(officeFile, os.O_APPEND|os.O_WRONLY, 0)

@@ -24,9 +24,11 @@ func TestMain(m *testing.M) {
 }
 
 // TestDriverTable runs the driver on the built server with 3 agents on
-// each store (Supabase: the stand-in project) and checks the table: one row per run, every column filled
-// with a plausible number, every answer and task typed and entered once,
-// none early.
+// each store (Supabase: the stand-in project), for each kind of load agent
+// (echoing, showing nothing, canonical with echo off), and checks the
+// table: one row per run, every column filled with a plausible number,
+// every answer and task typed and entered once, none early, no Enter on
+// the EnterDelay bound and nothing typed again.
 func TestDriverTable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -40,26 +42,35 @@ func TestDriverTable(t *testing.T) {
 	base := testenv.PostgresURL(t)
 	self, _ := os.Executable()
 	var out, errs bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	err := Main(ctx, []string{"-server", bin, "-agent-bin", self, "-n", "3", "-stores", "sqlite,postgres,supabase",
-		"-answers", "6", "-invokes", "4", "-idle", "1s", "-database-url", base, "-dir", t.TempDir()}, &out, &errs)
+		"-answers", "6", "-invokes", "4", "-proxies", "3", "-idle", "1s", "-database-url", base, "-dir", t.TempDir()}, &out, &errs)
 	if err != nil {
 		t.Fatalf("driver: %v\n%s", err, errs.String())
 	}
 	t.Logf("\n%s", out.String())
-	var rows [][]string
+	var rows, proxyRows [][]string
+	inProxy := false
 	for _, l := range strings.Split(out.String(), "\n") {
+		inProxy = inProxy || strings.HasPrefix(l, "proxy protocol")
 		if strings.HasPrefix(l, "| sqlite") || strings.HasPrefix(l, "| postgres") || strings.HasPrefix(l, "| supabase") {
 			f := strings.Split(strings.Trim(l, "| "), " | ")
-			if len(f) != 16 {
-				t.Fatalf("row has %d columns, want 16: %q", len(f), l)
+			if want := map[bool]int{false: 17, true: 5}[inProxy]; len(f) != want {
+				t.Fatalf("row has %d columns, want %d: %q", len(f), want, l)
 			}
-			rows = append(rows, f)
+			if inProxy {
+				proxyRows = append(proxyRows, f)
+			} else {
+				rows = append(rows, f)
+			}
 		}
 	}
-	if len(rows) != 3 {
-		t.Fatalf("%d rows, want 3:\n%s", len(rows), out.String())
+	if len(proxyRows) != 9 {
+		t.Fatalf("%d proxy rows, want 9:\n%s", len(proxyRows), out.String())
+	}
+	if len(rows) != 9 {
+		t.Fatalf("%d rows, want 9:\n%s", len(rows), out.String())
 	}
 	num := regexp.MustCompile(`[0-9.]+`)
 	ms := func(s string) []float64 {
@@ -71,7 +82,7 @@ func TestDriverTable(t *testing.T) {
 		return v
 	}
 	for _, r := range rows {
-		if r[1] != "3 (load agent)" || !strings.HasSuffix(r[2], "s") || strings.Contains(r[2], "of") {
+		if !strings.HasPrefix(r[1], "3 (load agent") || !strings.HasSuffix(r[2], "s") || strings.Contains(r[2], "of") {
 			t.Errorf("%s: agents %q, ready %q", r[0], r[1], r[2])
 		}
 		for _, col := range []int{7, 8, 12, 13, 14} { // p50 / p99 pairs
@@ -92,9 +103,22 @@ func TestDriverTable(t *testing.T) {
 		if whole, part := ms(r[13]), ms(r[14]); len(whole) == 2 && len(part) == 2 && part[0] > whole[0] {
 			t.Errorf("%s: invocation row → Enter p50 %v ms over INVOKE printed → Enter p50 %v ms", r[0], part[0], whole[0])
 		}
+		if r[15] != "0 / 0" {
+			t.Errorf("%s, %s: Enters on the bound / typed again = %q, want 0 / 0", r[0], r[1], r[15])
+		}
 		// Not measured over Supabase: the stand-in's own WAL polls would count.
-		if v := ms(r[15]); r[0] != "supabase" && len(v) != 1 || r[0] == "supabase" && r[15] != "—" {
-			t.Errorf("%s: DB tx/s idle = %q, want a number (— for supabase)", r[0], r[15])
+		if v := ms(r[16]); r[0] != "supabase" && len(v) != 1 || r[0] == "supabase" && r[16] != "—" {
+			t.Errorf("%s: DB tx/s idle = %q, want a number (— for supabase)", r[0], r[16])
+		}
+	}
+	// The proxy rounds: a parked request handed over within 5 s is
+	// handed over on the event, not at the sweep (15 s).
+	for _, r := range proxyRows {
+		for col := 2; col <= 4; col++ {
+			v := ms(r[col])
+			if len(v) != 2 || v[0] <= 0 || v[0] > v[1] || v[1] > 5000 {
+				t.Errorf("%s, %s: proxy column %d = %q, want 0 < p50 ≤ p99 < 5 s", r[0], r[1], col, r[col])
+			}
 		}
 	}
 }
@@ -105,11 +129,11 @@ func TestScaling(t *testing.T) {
 	mk := func(n int, ready, cpu time.Duration, early int) result {
 		return result{Store: "sqlite", N: n, Started: n, Ready: ready, StartCPU: 100*time.Millisecond + time.Duration(n)*2*time.Millisecond, BurstCPU: cpu, BurstRate: 100, BurstN: n, Answered: 10, Early: early}
 	}
-	runs := map[[2]string][]result{
+	runs := map[[3]string][]result{
 		{"sqlite", "10"}:   {mk(10, 500*time.Millisecond, 500*time.Microsecond, 0), mk(10, 400*time.Millisecond, 400*time.Microsecond, 1), mk(10, 600*time.Millisecond, 600*time.Microsecond, 0)},
 		{"sqlite", "1000"}: {mk(1000, 10400*time.Millisecond, 700*time.Microsecond, 0), mk(1000, 8400*time.Millisecond, 500*time.Microsecond, 0), mk(1000, 9400*time.Millisecond, 600*time.Microsecond, 0)},
 	}
-	lo, hi := median(runs[[2]string{"sqlite", "10"}]), median(runs[[2]string{"sqlite", "1000"}])
+	lo, hi := median(runs[[3]string{"sqlite", "10", ""}]), median(runs[[3]string{"sqlite", "1000", ""}])
 	if lo.Ready != 500*time.Millisecond || lo.BurstCPU != 500*time.Microsecond || lo.Early != 1 || lo.Answered != 30 {
 		t.Errorf("median of 10: ready %v, CPU/msg %v, early %d, answered %d; want 500ms, 500µs, 1 (summed), 30 (summed)", lo.Ready, lo.BurstCPU, lo.Early, lo.Answered)
 	}

@@ -58,9 +58,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.Server, "server", filepath.Join(filepath.Dir(self), "office-server"), "the office-server binary")
 	fs.StringVar(&c.AgentBin, "agent-bin", self, "the program run as the load agent (`<bin> agent`)")
 	fs.StringVar(&c.Command, "agent", "", "a trivial agent command instead of the load agent (e.g. cat)")
+	inputs := fs.String("input", "echo,raw,canon", "the load agents' kinds of input, comma-separated, a row each: echo (shows what it is typed), raw (raw mode, shows nothing), canon (canonical mode, echo off)")
 	fs.StringVar(&c.BaseURL, "database-url", envOr("DATABASE_URL_TEST", "postgres://office:office@127.0.0.1:5432/office_test?sslmode=disable"), "PostgreSQL server (a database of its own is created per run)")
 	fs.IntVar(&c.Answers, "answers", 100, "answers timed one at a time")
 	fs.IntVar(&c.Invokes, "invokes", 100, "INVOKEs timed one at a time (printed → the task entered in an idle target)")
+	fs.IntVar(&c.Proxies, "proxies", 20, "proxy rounds timed one at a time (a request, a parked one, two update_status)")
 	fs.DurationVar(&c.Idle, "idle", 20*time.Second, "idle window")
 	fs.DurationVar(&c.Settle, "settle", 2*time.Second, "pause between start-up and the idle window")
 	fs.DurationVar(&c.Ready, "ready-timeout", 10*time.Minute, "bound on start-up")
@@ -90,22 +92,33 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		sizes = append(sizes, n)
 	}
-	runs := map[[2]string][]result{}
-	var order [][2]string
+	kinds := strings.Split(*inputs, ",")
+	if c.Command != "" {
+		kinds = []string{""}
+	}
+	for _, k := range kinds {
+		if k != "" && k != "echo" && k != "raw" && k != "canon" {
+			return fmt.Errorf("bad -input %q (echo, raw, canon)", k)
+		}
+	}
+	runs := map[[3]string][]result{}
+	var order [][3]string
 	for rep := range *repeat {
 		for _, st := range strings.Split(*stores, ",") {
 			for _, n := range sizes {
-				c.Store, c.N, c.Rep = strings.TrimSpace(st), n, rep+1
-				fmt.Fprintf(stderr, "office-load: %s, %d agents (run %d of %d)…\n", c.Store, n, rep+1, *repeat)
-				r, err := run(ctx, c)
-				if err != nil {
-					return fmt.Errorf("%s, %d agents: %w", c.Store, n, err)
+				for _, in := range kinds {
+					c.Store, c.N, c.Rep, c.Input = strings.TrimSpace(st), n, rep+1, in
+					fmt.Fprintf(stderr, "office-load: %s, %d agents (%s; run %d of %d)…\n", c.Store, n, agentsText(in), rep+1, *repeat)
+					r, err := run(ctx, c)
+					if err != nil {
+						return fmt.Errorf("%s, %d agents (%s): %w", c.Store, n, agentsText(in), err)
+					}
+					k := [3]string{c.Store, strconv.Itoa(n), in}
+					if rep == 0 {
+						order = append(order, k)
+					}
+					runs[k] = append(runs[k], r)
 				}
-				k := [2]string{c.Store, strconv.Itoa(n)}
-				if rep == 0 {
-					order = append(order, k)
-				}
-				runs[k] = append(runs[k], r)
 			}
 		}
 	}
@@ -115,6 +128,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(results) > 0 {
 		printTable(stdout, results, *repeat)
+		printProxyTable(stdout, results)
 		printScaling(stdout, results, runs)
 	}
 	if *claudeN > 0 {
@@ -150,13 +164,13 @@ func printTable(w io.Writer, rs []result, repeat int) {
 		fmt.Fprintf(w, "each row: the median of %d runs per column (Enter early: the sum)\n", repeat)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| store | agents | ready | idle CPU server / agents | RSS | goroutines | threads | commit → typed p50/p99 | commit → Enter p50/p99 | Enter early | burst msg/s | CPU/msg | burst Enter p50/p99 | INVOKE printed → task Enter p50/p99 | invocation row → task Enter p50/p99 | DB tx/s idle |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| store | agents | ready | idle CPU server / agents | RSS | goroutines | threads | commit → typed p50/p99 | commit → Enter p50/p99 | Enter early | burst msg/s | CPU/msg | burst Enter p50/p99 | INVOKE printed → task Enter p50/p99 | invocation row → task Enter p50/p99 | Enter on the bound / typed again | DB tx/s idle |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
-		fmt.Fprintf(w, "| %s | %d (%s) | %s | %.2f%% / %.2f%% | %.0f MB | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(w, "| %s | %d (%s) | %s | %.2f%% / %.2f%% | %.0f MB | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.Store, r.N, r.Agents, readyText(r), 100*r.IdleCPU, 100*r.IdleTreeCPU, r.RSSMB, r.Goroutines, r.Threads,
 			pair(r.Typed, r.Answered), pair(r.Enter, r.Answered), earlyText(r), rateText(r.BurstRate), msText(r.BurstCPU, r.BurstRate > 0),
-			pair(r.BurstEnter, r.BurstN), pair(r.Invoke, r.Invoked), pair(r.InvokeRow, r.Invoked), txText(r.IdleTx))
+			pair(r.BurstEnter, r.BurstN), pair(r.Invoke, r.Invoked), pair(r.InvokeRow, r.Invoked), countsText(r), txText(r.IdleTx))
 	}
 	for _, r := range rs {
 		if r.Note != "" {
@@ -192,6 +206,15 @@ func earlyText(r result) string {
 		return "—"
 	}
 	return fmt.Sprintf("%d of %d", r.Early, r.Answered+r.BurstN+r.Invoked)
+}
+
+// countsText is the server's count of Enters pressed on the EnterDelay
+// bound and of texts typed again.
+func countsText(r result) string {
+	if r.OnBound < 0 || r.TypedAgain < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%d / %d", r.OnBound, r.TypedAgain)
 }
 
 func rateText(v float64) string {

@@ -21,11 +21,13 @@ type config struct {
 	Server   string        // the office-server binary
 	AgentBin string        // what runs the load agent (this program)
 	Command  string        // a trivial agent instead of the load agent (cat): no answers
+	Input    string        // the load agent's --input: echo, raw, canon
 	Store    string        // sqlite, postgres
 	BaseURL  string        // PostgreSQL maintenance database
 	N        int           // agents
 	Answers  int           // answers measured one at a time
 	Invokes  int           // INVOKEs measured one at a time
+	Proxies  int           // proxy rounds measured one at a time
 	Idle     time.Duration // idle window
 	Settle   time.Duration // pause between start-up and the idle window
 	Ready    time.Duration // bound on start-up
@@ -37,7 +39,7 @@ type config struct {
 
 // result is one row of the table.
 type result struct {
-	Store, Agents        string
+	Store, Agents, Input string
 	N                    int
 	Started              int // agents running (ready) at the end of start-up
 	Ready                time.Duration
@@ -54,7 +56,11 @@ type result struct {
 	Invoke               [2]time.Duration // p50, p99 INVOKE printed → task typed and Enter pressed in the target
 	InvokeRow            [2]time.Duration // p50, p99 invocation row created → the same Enter
 	Invoked              int
-	IdleTx               float64 // database transactions per second at idle, -1 unknown
+	IdleTx               float64          // database transactions per second at idle, -1 unknown
+	OnBound, TypedAgain  int              // Enters pressed on the EnterDelay bound, texts typed again (the server's /metrics), -1 unknown
+	ProxyReq, HandOver   [2]time.Duration // p50, p99 PROXY_REQUEST printed → the proxy's Enter; update_status printed → the parked request's Enter
+	Told                 [2]time.Duration // p50, p99 update_status printed → both sides' Enter
+	ProxyRounds          int
 	PTYMax, PTYUsed      int
 	Note                 string
 }
@@ -71,7 +77,7 @@ type report struct {
 
 // run does one run: start-up, idle, answers one at a time, a burst.
 func run(ctx context.Context, c config) (res result, err error) {
-	res = result{Store: c.Store, N: c.N, Agents: "load agent", IdleTx: -1}
+	res = result{Store: c.Store, N: c.N, Agents: agentsText(c.Input), Input: c.Input, IdleTx: -1, OnBound: -1, TypedAgain: -1}
 	if c.Command != "" {
 		res.Agents = c.Command
 	}
@@ -94,7 +100,7 @@ func run(ctx context.Context, c config) (res result, err error) {
 	}
 	defer closeSock()
 	officeFile := filepath.Join(dir, "office.yaml")
-	if err := writeOffice(officeFile, c.N, c.AgentBin, c.Command, sock); err != nil {
+	if err := writeOffice(officeFile, c.N, c.AgentBin, c.Command, c.Input, sock); err != nil {
 		return res, err
 	}
 	be, err := newBackend(ctx, c.Store, filepath.Join(dir, "data"), c.BaseURL)
@@ -138,11 +144,33 @@ func run(ctx context.Context, c config) (res result, err error) {
 		if err := d.invokes(ctx); err != nil {
 			return res, err
 		}
+		// The proxy rounds, one at a time, before the burst leaves N
+		// agents asking again at once.
+		if err := d.proxies(ctx); err != nil {
+			return res, err
+		}
 		if err := d.burst(ctx); err != nil {
 			return res, err
 		}
 	}
+	if v := srv.metric(ctx, "office_enter_on_bound_total"); v >= 0 {
+		res.OnBound = int(v)
+	}
+	if v := srv.metric(ctx, "office_typed_again_total"); v >= 0 {
+		res.TypedAgain = int(v)
+	}
 	return res, nil
+}
+
+// agentsText names the load agent of the table's rows by its --input.
+func agentsText(input string) string {
+	switch input {
+	case "raw":
+		return "load agent, shows nothing"
+	case "canon":
+		return "load agent, canonical, no echo"
+	}
+	return "load agent"
 }
 
 // listenReports listens on a unix datagram socket for the agents' reports.
@@ -172,9 +200,9 @@ func listenReports(path string, n int) (<-chan report, string, func(), error) {
 
 func parseReport(s string) (report, bool) {
 	f := strings.Fields(s)
-	if len(f) == 4 && f[0] == "printed" {
+	if len(f) == 4 && (f[0] == "printed" || f[0] == "proxy" || f[0] == "closed") {
 		at, err := strconv.ParseInt(f[3], 10, 64)
-		return report{what: "printed", name: f[1], target: f[2], enter: time.Unix(0, at)}, err == nil
+		return report{what: f[0], name: f[1], target: f[2], enter: time.Unix(0, at)}, err == nil
 	}
 	if len(f) != 5 {
 		return report{}, false
@@ -416,6 +444,7 @@ func (d *drive) burst(ctx context.Context) error {
 		if qs, err = d.pending(ctx); err != nil {
 			return err
 		}
+		qs = newestEach(qs) // the proxy rounds leave some agents two
 		if len(qs) >= d.c.N || time.Now().After(deadline) {
 			break
 		}

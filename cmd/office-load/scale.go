@@ -45,14 +45,19 @@ func median(rs []result) result {
 		out.BurstEnter[i] = dur(func(r result) time.Duration { return r.BurstEnter[i] })
 		out.Invoke[i] = dur(func(r result) time.Duration { return r.Invoke[i] })
 		out.InvokeRow[i] = dur(func(r result) time.Duration { return r.InvokeRow[i] })
+		out.ProxyReq[i] = dur(func(r result) time.Duration { return r.ProxyReq[i] })
+		out.HandOver[i] = dur(func(r result) time.Duration { return r.HandOver[i] })
+		out.Told[i] = dur(func(r result) time.Duration { return r.Told[i] })
 	}
 	out.BurstRate = num(func(r result) float64 { return r.BurstRate })
 	out.BurstCPU = dur(func(r result) time.Duration { return r.BurstCPU })
 	out.IdleTx = num(func(r result) float64 { return r.IdleTx })
-	out.Early, out.Answered, out.BurstN, out.Invoked = 0, 0, 0, 0
+	out.Early, out.Answered, out.BurstN, out.Invoked, out.OnBound, out.TypedAgain = 0, 0, 0, 0, 0, 0
 	var notes []string
 	for _, r := range rs {
 		out.Early += r.Early
+		out.OnBound += r.OnBound
+		out.TypedAgain += r.TypedAgain
 		out.Answered += r.Answered
 		out.BurstN += r.BurstN
 		out.Invoked += r.Invoked
@@ -70,14 +75,18 @@ func median(rs []result) result {
 // per burst message at each size, with the ratio of the largest size's to
 // the smallest's (the goal: flat within ±20%). With several runs, each
 // figure is the median row's and the range over the runs follows.
-func printScaling(w io.Writer, rows []result, runs map[[2]string][]result) {
+func printScaling(w io.Writer, rows []result, runs map[[3]string][]result) {
 	by := map[string][]result{}
 	var stores []string
 	for _, r := range rows {
-		if len(by[r.Store]) == 0 {
-			stores = append(stores, r.Store)
+		st := r.Store
+		if r.Input != "" && r.Input != "echo" {
+			st += " (" + r.Agents + ")"
 		}
-		by[r.Store] = append(by[r.Store], r)
+		if len(by[st]) == 0 {
+			stores = append(stores, st)
+		}
+		by[st] = append(by[st], r)
 	}
 	fmt.Fprintln(w, "\nscaling (goal: flat within ±20% from the smallest size to the largest):")
 	for _, st := range stores {
@@ -105,7 +114,7 @@ func printScaling(w io.Writer, rows []result, runs map[[2]string][]result) {
 
 // steps gives f between consecutive sizes ("10→200 8.27 ms", with the
 // runs' range) and, for more than one step, the last over the first.
-func steps(rs []result, runs map[[2]string][]result, f func(a, b result) float64) ([]string, string) {
+func steps(rs []result, runs map[[3]string][]result, f func(a, b result) float64) ([]string, string) {
 	var out []string
 	var first, last float64
 	for i := 1; i < len(rs); i++ {
@@ -140,8 +149,8 @@ func perAgent(a, b result) float64 {
 
 // spread is " (runs lo–hi)" of f over the runs of a's and b's size taken
 // pairwise, or "" for a single run.
-func spread(runs map[[2]string][]result, a, b result, f func(a, b result) float64) string {
-	ra, rb := runs[[2]string{a.Store, fmt.Sprint(a.N)}], runs[[2]string{b.Store, fmt.Sprint(b.N)}]
+func spread(runs map[[3]string][]result, a, b result, f func(a, b result) float64) string {
+	ra, rb := runs[runKey(a)], runs[runKey(b)]
 	if len(ra) < 2 || len(ra) != len(rb) {
 		return ""
 	}
@@ -153,3 +162,6 @@ func spread(runs map[[2]string][]result, a, b result, f func(a, b result) float6
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// runKey is the key of r's store, size and kind of agent in the runs.
+func runKey(r result) [3]string { return [3]string{r.Store, fmt.Sprint(r.N), r.Input} }

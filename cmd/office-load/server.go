@@ -208,19 +208,22 @@ func (t *tailBuf) String() string {
 
 // writeOffice writes the office file: n agents named a00001…, each the
 // load agent (or command, for a trivial agent) reporting to sock.
-func writeOffice(path string, n int, agentBin, command, sock string) error {
+func writeOffice(path string, n int, agentBin, command, input, sock string) error {
 	var b strings.Builder
 	b.WriteString("office:\n  name: Load office\n  question_ttl: 30m\nagents:\n")
 	for i := range n {
 		name := agentName(i)
-		fmt.Fprintf(&b, "  - name: %s\n    role: Load agent\n    capabilities: [ask_user]\n    launch:\n      kind: command\n", name)
+		fmt.Fprintf(&b, "  - name: %s\n    role: Load agent\n    capabilities: [ask_user, todowrite, todoread]\n    launch:\n      kind: command\n", name)
 		if command != "" {
 			fmt.Fprintf(&b, "      command: %s\n", command)
 			continue
 		}
 		// The prompt pattern: ready when the prompt shows, not merely
 		// after a quiet start (a loaded machine starts 1,000 agents slowly).
-		fmt.Fprintf(&b, "      command: %s\n      args: [agent, --name, %s, --report, %q]\n      prompt_pattern: '^>$'\n", agentBin, name, sock)
+		if input == "" {
+			input = "echo"
+		}
+		fmt.Fprintf(&b, "      command: %s\n      args: [agent, --name, %s, --input, %s, --report, %q]\n      prompt_pattern: '^>$'\n", agentBin, name, input, sock)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err

@@ -109,6 +109,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	own.registerMetrics(metrics.Registry())
+	registerInputMetrics(metrics.Registry())
 	ln, err := m.listen(c, srv, own)
 	if err != nil {
 		return err

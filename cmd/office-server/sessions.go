@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/office-server/office-server/agents"
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
@@ -117,4 +119,23 @@ func (o serverOffice) DeleteAgent(ctx context.Context, _, agentID string) error 
 		return fmt.Errorf("stop agent: %w", err)
 	}
 	return o.store.DeleteAgent(ctx, agentID)
+}
+
+// registerInputMetrics exports the sessions' input counters
+// (session.InputCounters) on /metrics: what made each Enter after a typed
+// text be pressed, and the texts typed again. The load driver reads them.
+func registerInputMetrics(reg *prometheus.Registry) {
+	for _, c := range []struct {
+		name, help string
+		get        func(session.InputCounts) int64
+	}{
+		{"office_enter_canonical_total", "Enters pressed at once after a typed text: the terminal was in canonical mode.", func(c session.InputCounts) int64 { return c.EnterCanonical }},
+		{"office_enter_on_read_total", "Enters pressed once the program had read the typed text (its terminal's input queue empty) and was reading its terminal again.", func(c session.InputCounts) int64 { return c.EnterOnRead }},
+		{"office_enter_on_echo_total", "Enters pressed once the program showed the typed text.", func(c session.InputCounts) int64 { return c.EnterOnEcho }},
+		{"office_enter_on_bound_total", "Enters pressed after the EnterDelay bound: no signal came.", func(c session.InputCounts) int64 { return c.EnterOnBound }},
+		{"office_typed_again_total", "Texts typed again because the agent had not received them.", func(c session.InputCounts) int64 { return c.TypedAgain }},
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
+			func() float64 { return float64(c.get(session.InputCounters())) }))
+	}
 }
