@@ -81,25 +81,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *repeat < 1 {
 		return fmt.Errorf("bad -repeat %d", *repeat)
 	}
-	var sizes []int
-	for _, f := range strings.Split(*ns, ",") {
-		if *ns == "" && *claudeN > 0 {
-			break // only the Claude Code caller
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 {
-			return fmt.Errorf("bad -n %q", f)
-		}
-		sizes = append(sizes, n)
-	}
-	kinds := strings.Split(*inputs, ",")
-	if c.Command != "" {
-		kinds = []string{""}
-	}
-	for _, k := range kinds {
-		if k != "" && k != "echo" && k != "raw" && k != "canon" {
-			return fmt.Errorf("bad -input %q (echo, raw, canon)", k)
-		}
+	sizes, kinds, err := parseSizes(*ns, *inputs, *claudeN > 0, c.Command != "")
+	if err != nil {
+		return err
 	}
 	runs := map[[3]string][]result{}
 	var order [][3]string
@@ -135,6 +119,31 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return claudeLine(ctx, &claudeRun{c: c, bin: *claudeBin, n: *claudeN}, stdout, stderr)
 	}
 	return nil
+}
+
+// parseSizes reads -n (agent counts; empty with -claude: only the Claude
+// Code caller) and -input (the load agents' kinds; one "" with -agent).
+func parseSizes(ns, inputs string, claudeOnly, command bool) (sizes []int, kinds []string, err error) {
+	for _, f := range strings.Split(ns, ",") {
+		if ns == "" && claudeOnly {
+			break // only the Claude Code caller
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, nil, fmt.Errorf("bad -n %q", f)
+		}
+		sizes = append(sizes, n)
+	}
+	kinds = strings.Split(inputs, ",")
+	if command {
+		kinds = []string{""}
+	}
+	for _, k := range kinds {
+		if k != "" && k != "echo" && k != "raw" && k != "canon" {
+			return nil, nil, fmt.Errorf("bad -input %q (echo, raw, canon)", k)
+		}
+	}
+	return sizes, kinds, nil
 }
 
 // claudeLine runs the Claude Code caller and prints its figures.

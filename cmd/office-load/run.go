@@ -138,18 +138,7 @@ func run(ctx context.Context, c config) (res result, err error) {
 	}
 	d.idle(ctx, be)
 	if c.Command == "" && res.Started == c.N {
-		if err := d.answers(ctx); err != nil {
-			return res, err
-		}
-		if err := d.invokes(ctx); err != nil {
-			return res, err
-		}
-		// The proxy rounds, one at a time, before the burst leaves N
-		// agents asking again at once.
-		if err := d.proxies(ctx); err != nil {
-			return res, err
-		}
-		if err := d.burst(ctx); err != nil {
+		if err := d.phases(ctx); err != nil {
 			return res, err
 		}
 	}
@@ -160,6 +149,17 @@ func run(ctx context.Context, c config) (res result, err error) {
 		res.TypedAgain = int(v)
 	}
 	return res, nil
+}
+
+// phases times the answers, the INVOKEs and the proxy rounds one at a
+// time, then the burst (which leaves N agents asking again at once).
+func (d *drive) phases(ctx context.Context) error {
+	for _, phase := range []func(context.Context) error{d.answers, d.invokes, d.proxies, d.burst} {
+		if err := phase(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // agentsText names the load agent of the table's rows by its --input.
