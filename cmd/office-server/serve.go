@@ -420,8 +420,8 @@ func (r *running) goRun(f func(ctx context.Context)) {
 	}()
 }
 
-// wakeEvents wakes the server's event tail at once for the office's own
-// events.
+// wakeEvents hands the server's event tail the office's own events at
+// once.
 func (r *running) wakeEvents(ctx context.Context) {
 	for ctx.Err() == nil {
 		sub := r.router.Subscribe(256)
@@ -429,9 +429,13 @@ func (r *running) wakeEvents(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				open = false
-			case _, ok := <-sub.C():
+			case ev, ok := <-sub.C():
 				open = ok // closed: dropped for lagging; subscribe again
-				r.srv.WakeEvents()
+				if ok {
+					r.srv.OfferEvent(ctx, ev)
+				} else {
+					r.srv.OfferEvent(ctx, office.Event{}) // id 0: read what was missed
+				}
 			}
 		}
 		sub.Close()
