@@ -28,18 +28,9 @@ func (o *roster) sessionID(ctx context.Context, agentID string) string {
 // setSessionStatus records a session status the session layer does not
 // know about (waiting for a person).
 func (o *roster) setSessionStatus(ctx context.Context, a office.Agent, status string) {
-	rec, err := o.store.GetSessionByAgent(ctx, a.ID)
-	if err != nil {
-		rec = office.SessionRecord{OfficeID: a.OfficeID, AgentID: a.ID}
-	}
-	switch rec.Status {
-	case office.SessionNeedsAttention, office.SessionCrashed, office.SessionFailed, office.SessionStopped, office.SessionExited:
-		// The session layer's word (a dialog is up, the process is gone)
-		// is not overwritten by the office's view of the work.
-		return
-	}
-	rec.Status, rec.Detail = status, ""
-	if _, err := o.store.UpsertSession(ctx, rec); err != nil {
+	// The session layer's word (a dialog is up, the process is gone) is
+	// not overwritten by the office's view of the work: the store checks.
+	if _, _, _, err := o.store.SetSessionStatus(ctx, office.SessionStatus{OfficeID: a.OfficeID, AgentID: a.ID, Status: status}); err != nil {
 		o.log.Warn("update session status", "agent", a.Name, "err", err)
 	}
 }

@@ -75,6 +75,8 @@ func Run(t *testing.T, h Harness) {
 		{"Agents", testAgents},
 		{"Sessions", testSessions},
 		{"SessionDetail", testSessionDetail},
+		{"SetSessionStatus", testSetSessionStatus},
+		{"ListDue", testListDue},
 		{"NotFound", testNotFound},
 		{"QuestionLifecycle", testQuestionLifecycle},
 		{"QuestionCancel", testQuestionCancel},
