@@ -200,8 +200,11 @@ func (o *deliverer) deliverAnswers(ctx context.Context, v *delivery, x due) outc
 			o.retryErr("mark question delivered", err)
 			return again
 		} else if ok {
-			o.setSessionStatus(ctx, v.a, office.SessionBusy)
-			o.record(ctx, v.a.OfficeID, v.a.ID, "question.delivered", map[string]string{"question_id": q.ID}, "")
+			payload := map[string]any{"question_id": q.ID}
+			if q.AnsweredAt != nil {
+				payload["answered_at"] = q.AnsweredAt // the metrics' answer latency, without reading the question
+			}
+			o.setSessionStatus(ctx, v.a, office.SessionBusy, "question.delivered", payload)
 		}
 	}
 	return delivered
@@ -507,7 +510,6 @@ func (o *deliverer) deliverDependency(ctx context.Context, v *delivery, d office
 		o.log.Warn("mark dependency delivered", "err", err)
 		return false
 	}
-	o.setSessionStatus(ctx, a, office.SessionBusy)
-	o.record(ctx, a.OfficeID, a.ID, "dependency.delivered", map[string]string{"dependency_id": d.ID, "status": d.Status}, "")
+	o.setSessionStatus(ctx, a, office.SessionBusy, "dependency.delivered", map[string]string{"dependency_id": d.ID, "status": d.Status})
 	return true
 }

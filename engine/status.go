@@ -107,7 +107,13 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 	}
 	k := agentKey{officeID, agentID}
 	o.onStatus(ctx, k, c)
-	o.kick(k)
+	if status != office.SessionBusy {
+		// A session that started, is ready, or whose process is gone
+		// (work waiting starts it again) may have something to deliver
+		// now; one that turned busy has nothing new: what became due
+		// meanwhile woke the delivery itself.
+		o.kick(k)
+	}
 }
 
 // onStatus acts on a recorded status: a failed session fails the agent's

@@ -41,7 +41,8 @@ $$;
 
 -- office_set_session_status: one change of an agent's session row, read
 -- and written in one statement (the row locked), and its event appended
--- in the same transaction when p_event_kind is set. Returns
+-- in the same transaction when p_event_kind is set (whether or not the row
+-- was written). Returns
 -- {"session": <row or null>, "event": <row or null>}.
 --
 -- p_process true: the session layer's report (the process started, is
@@ -52,7 +53,7 @@ $$;
 -- p_process false: the office's view of the work (busy when an answer was
 -- typed, waiting when it asked): not written over the session layer's own
 -- word (needs_attention, crashed, failed, stopped, exited), in which case
--- nothing is written and session is null. The detail is always replaced.
+-- the row is not written and session is null. The detail is always replaced.
 -- +goose StatementBegin
 create or replace function public.office_set_session_status(
   p_office_id uuid, p_agent_id uuid, p_status text, p_detail text,
@@ -81,20 +82,19 @@ begin
       exit_code = excluded.exit_code, started_at = coalesce(p_started_at, s.started_at), updated_at = now()
     returning * into row;
   else
-    if cur.status in ('needs_attention', 'crashed', 'failed', 'stopped', 'exited') then
-      return jsonb_build_object('session', null, 'event', null);
+    if cur.status is null or cur.status not in ('needs_attention', 'crashed', 'failed', 'stopped', 'exited') then
+      insert into public.agent_sessions as s (office_id, agent_id, status, detail)
+      values (p_office_id, p_agent_id, status, coalesce(p_detail, ''))
+      on conflict (agent_id) do update set status = excluded.status, detail = excluded.detail, updated_at = now()
+      returning * into row;
     end if;
-    insert into public.agent_sessions as s (office_id, agent_id, status, detail)
-    values (p_office_id, p_agent_id, status, coalesce(p_detail, ''))
-    on conflict (agent_id) do update set status = excluded.status, detail = excluded.detail, updated_at = now()
-    returning * into row;
   end if;
   if p_event_kind is not null then
     insert into public.office_events (office_id, agent_id, kind, payload)
     values (p_office_id, p_agent_id, p_event_kind, p_event_payload)
     returning * into ev;
   end if;
-  return jsonb_build_object('session', to_jsonb(row), 'event', case when ev.id is null then null else to_jsonb(ev) end);
+  return jsonb_build_object('session', case when row.id is null then null else to_jsonb(row) end, 'event', case when ev.id is null then null else to_jsonb(ev) end);
 end
 $$;
 -- +goose StatementEnd

@@ -60,8 +60,9 @@ type SessionLog interface {
 	// SetSessionStatus records one change of an agent's session status
 	// in one conditional write (the row is not read first, so no change
 	// made in between is lost), and appends c.EventKind's event with it
-	// when set. ok=false (nothing written) when c is the office's view
-	// and the row holds the session layer's own word; see SessionStatus.
+	// when set. ok=false (the row not written; the event is) when c is
+	// the office's view and the row holds the session layer's own word;
+	// see SessionStatus.
 	SetSessionStatus(ctx context.Context, c SessionStatus) (rec SessionRecord, ev Event, ok bool, err error)
 }
 
@@ -81,8 +82,9 @@ type SessionStatus struct {
 	PID       int
 	ExitCode  *int
 	StartedAt *time.Time
-	// EventKind, when set, is the event appended with the change, with
-	// EventPayload (JSON) as its payload.
+	// EventKind, when set, is the event appended with the change (also
+	// when the office's view is not written), with EventPayload (JSON) as
+	// its payload.
 	EventKind    string
 	EventPayload []byte
 }

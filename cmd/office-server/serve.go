@@ -86,7 +86,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// Rosters from memory: the engine and the API read them on every
 	// delivery and start (store/rostercache).
 	members, _ := store.(office.Members) // PostgreSQL and Supabase; SQLite has no members
-	store = rostercache.New(store, 0)
+	store = rostercache.New(store, rosterTTL(c.storeKind()))
 	// Sessions, the office, the server.
 	router, sess, err := m.newOffice(c, log, store, feed, own)
 	if err != nil {
@@ -484,6 +484,19 @@ func (r *running) wait(ctx context.Context, timeout time.Duration) error {
 	}
 	r.log.Info("stopped")
 	return runErr
+}
+
+// rosterTTL is how long the server keeps an office's roster before reading
+// it again, so that agents written by someone else (SQL by hand, another
+// server) are seen. Over Supabase's REST API (one server per project) only
+// a person editing the table in the dashboard does that, and each read is
+// a request to the hosted project: 30 s. Elsewhere a read is a query:
+// rostercache.DefaultTTL.
+func rosterTTL(storeKind string) time.Duration {
+	if storeKind == "supabase" {
+		return 30 * time.Second
+	}
+	return rostercache.DefaultTTL
 }
 
 // eventPoll is how often the server's event tail reads the store when

@@ -78,18 +78,19 @@ func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (o
 			returning `+sessionCols,
 			uuid.NewString(), c.OfficeID, c.AgentID, status, detail, c.PID, exit, nullTS(c.StartedAt), now, now)
 	} else {
-		if office.StickySessionStatus(cur) {
-			return office.SessionRecord{}, office.Event{}, false, nil
-		}
-		row = tx.QueryRowContext(ctx, `insert into agent_sessions (id, office_id, agent_id, status, detail, created_at, updated_at)
+		if !office.StickySessionStatus(cur) {
+			row = tx.QueryRowContext(ctx, `insert into agent_sessions (id, office_id, agent_id, status, detail, created_at, updated_at)
 			values (?, ?, ?, ?, ?, ?, ?)
 			on conflict (agent_id) do update set status = excluded.status, detail = excluded.detail, updated_at = excluded.updated_at
 			returning `+sessionCols,
-			uuid.NewString(), c.OfficeID, c.AgentID, status, detail, now, now)
+				uuid.NewString(), c.OfficeID, c.AgentID, status, detail, now, now)
+		}
 	}
-	rec, err := scanSession(row)
-	if err != nil {
-		return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
+	var rec office.SessionRecord
+	if row != nil {
+		if rec, err = scanSession(row); err != nil {
+			return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
+		}
 	}
 	var ev office.Event
 	if c.EventKind != "" {
@@ -106,5 +107,5 @@ func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (o
 	if err := tx.Commit(); err != nil {
 		return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
 	}
-	return rec, ev, true, nil
+	return rec, ev, row != nil, nil
 }

@@ -147,9 +147,9 @@ func testSetSessionStatus(t *testing.T, fx *fixture) {
 	}
 	// The session layer's own word stays.
 	set(office.SessionStatus{Status: office.SessionCrashed, Process: true, ExitCode: ptr(2), Detail: "boom"})
-	rec, ev, ok = set(office.SessionStatus{Status: office.SessionBusy, EventKind: "x"})
-	if ok || ev.ID != 0 {
-		t.Errorf("office busy over crashed = ok %v, event %+v; want nothing written", ok, ev)
+	_, ev, ok = set(office.SessionStatus{Status: office.SessionBusy, EventKind: "question.delivered"})
+	if ok || ev.ID == 0 || ev.Kind != "question.delivered" {
+		t.Errorf("office busy over crashed = ok %v, event %+v; want the row kept and the event appended", ok, ev)
 	}
 	got, err := s.GetSessionByAgent(ctx, fx.a.ID)
 	if err != nil || got.Status != office.SessionCrashed || got.Detail != "boom" || got.ExitCode == nil || *got.ExitCode != 2 {
