@@ -42,7 +42,11 @@ func (d *desk) deliver(ctx context.Context) {
 	tick := d.r.cfg.Tick
 	delay, maxDelay := tick, min(30*time.Second, 64*tick)
 	for {
-		if d.round(ctx) {
+		left := d.round(ctx)
+		d.mu.Lock()
+		d.settled = !left
+		d.mu.Unlock()
+		if left {
 			retry.Reset(delay)
 			delay = min(2*delay, maxDelay)
 		} else {

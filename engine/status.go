@@ -107,11 +107,16 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 	}
 	k := agentKey{officeID, agentID}
 	o.onStatus(ctx, k, c)
-	if status != office.SessionBusy {
-		// A session that started, is ready, or whose process is gone
-		// (work waiting starts it again) may have something to deliver
-		// now; one that turned busy has nothing new: what became due
-		// meanwhile woke the delivery itself.
+	// A new process may be given what the last one held (requeue) and
+	// takes what waits; otherwise a status brings nothing new to deliver
+	// (what became due woke the delivery itself) unless the last round
+	// left something it could not type: then try again now rather than
+	// at its retry.
+	d := o.desk(k)
+	d.mu.Lock()
+	settled := d.settled
+	d.mu.Unlock()
+	if status == office.SessionStarting || !settled {
 		o.kick(k)
 	}
 }
