@@ -29,7 +29,6 @@ type Store interface {
 
 	Roster
 	SessionLog
-	Desk
 	Questions
 	Messages
 	Invocations
@@ -52,8 +51,12 @@ type Roster interface {
 	DeleteAgent(ctx context.Context, id string) error
 }
 
-// SessionLog is the agents' session rows: one per agent, updated in place.
+// SessionLog is the agents' session rows (one per agent, updated in
+// place) and what waits to be typed into the session.
 type SessionLog interface {
+	// ListDue returns everything due to one agent, each list as its own
+	// List* method returns it (oldest first), read at once.
+	ListDue(ctx context.Context, officeID, agentID string) (DueWork, error)
 	UpsertSession(ctx context.Context, s SessionRecord) (SessionRecord, error) // by AgentID
 	GetSessionByAgent(ctx context.Context, agentID string) (SessionRecord, error)
 	ListSessions(ctx context.Context, officeID string) ([]SessionRecord, error)
@@ -97,13 +100,6 @@ func StickySessionStatus(status string) bool {
 		return true
 	}
 	return false
-}
-
-// Desk is what the delivery of one agent reads.
-type Desk interface {
-	// ListDue returns everything due to one agent, each list as its own
-	// List* method returns it (oldest first), read at once.
-	ListDue(ctx context.Context, officeID, agentID string) (DueWork, error)
 }
 
 // DueWork is everything waiting for one agent.
