@@ -98,6 +98,7 @@ func Run(t *testing.T, h Harness) {
 		{"RaceDependency", testRaceDependency},
 		{"RaceAppendEventDedupe", testRaceAppendEventDedupe},
 		{"RaceExpireQuestions", testRaceExpireQuestions},
+		{"RaceSessionStatus", testRaceSessionStatus},
 		{"FeedAnswer", testFeedAnswer},
 		{"FeedUserMessage", testFeedUserMessage},
 		{"FeedDependency", testFeedDependency},
