@@ -2,9 +2,7 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/office-server/office-server/office"
@@ -44,7 +42,11 @@ func (d *desk) deliver(ctx context.Context) {
 	tick := d.r.cfg.Tick
 	delay, maxDelay := tick, min(30*time.Second, 64*tick)
 	for {
-		if d.round(ctx) {
+		left := d.round(ctx)
+		d.mu.Lock()
+		d.settled = !left
+		d.mu.Unlock()
+		if left {
 			retry.Reset(delay)
 			delay = min(2*delay, maxDelay)
 		} else {
@@ -162,31 +164,13 @@ func (d *desk) deliverNotices(ctx context.Context, v *delivery) bool {
 	}
 }
 
-// readDue reads everything due to a at once (five independent reads of
-// the agent's own rows, one round trip). A row that changes meanwhile is
-// safe: every mark is a conditional transition, and the change wakes the
-// delivery for another round.
+// readDue reads everything due to a at once (one statement over the
+// PostgreSQL stores, one request over Supabase). A row that changes
+// meanwhile is safe: every mark is a conditional transition, and the
+// change wakes the delivery for another round.
 func (o *deliverer) readDue(ctx context.Context, a office.Agent) (due, error) {
-	var (
-		x    due
-		errs [5]error
-		wg   sync.WaitGroup
-	)
-	mine := office.Due{OfficeIDs: []string{a.OfficeID}, AgentID: a.ID}
-	wg.Add(5)
-	go func() { defer wg.Done(); x.deps, errs[0] = o.store.ListUndeliveredDependencies(ctx, mine) }()
-	go func() { defer wg.Done(); x.qs, errs[1] = o.store.ListAnsweredUndelivered(ctx, mine) }()
-	go func() {
-		defer wg.Done()
-		x.rs, errs[2] = o.store.ListResults(ctx, office.ResultFilter{OfficeID: a.OfficeID, ToAgentID: a.ID, Status: []string{office.ResultPending}})
-	}()
-	go func() { defer wg.Done(); x.ms, errs[3] = o.store.ListPendingUserMessages(ctx, mine) }()
-	go func() {
-		defer wg.Done()
-		x.invs, errs[4] = o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
-	}()
-	wg.Wait()
-	return x, errors.Join(errs[:]...)
+	w, err := o.store.ListDue(ctx, a.OfficeID, a.ID)
+	return due{deps: w.Dependencies, qs: w.Answers, rs: w.Results, ms: w.Messages, invs: w.Tasks}, err
 }
 
 func (o *deliverer) deliverDependencies(ctx context.Context, v *delivery, x due) outcome {
@@ -220,8 +204,11 @@ func (o *deliverer) deliverAnswers(ctx context.Context, v *delivery, x due) outc
 			o.retryErr("mark question delivered", err)
 			return again
 		} else if ok {
-			o.setSessionStatus(ctx, v.a, office.SessionBusy)
-			o.record(ctx, v.a.OfficeID, v.a.ID, "question.delivered", map[string]string{"question_id": q.ID}, "")
+			payload := map[string]any{"question_id": q.ID}
+			if q.AnsweredAt != nil {
+				payload["answered_at"] = q.AnsweredAt // the metrics' answer latency, without reading the question
+			}
+			o.setSessionStatus(ctx, v.a, office.SessionBusy, "question.delivered", payload)
 		}
 	}
 	return delivered
@@ -536,7 +523,6 @@ func (o *deliverer) deliverDependency(ctx context.Context, v *delivery, d office
 		o.log.Warn("mark dependency delivered", "err", err)
 		return false
 	}
-	o.setSessionStatus(ctx, a, office.SessionBusy)
-	o.record(ctx, a.OfficeID, a.ID, "dependency.delivered", map[string]string{"dependency_id": d.ID, "status": d.Status}, "")
+	o.setSessionStatus(ctx, a, office.SessionBusy, "dependency.delivered", map[string]string{"dependency_id": d.ID, "status": d.Status})
 	return true
 }

@@ -41,6 +41,7 @@ type desk struct {
 	droppedNotices int
 	progress       Progress
 	crashed        bool   // crashed since its last ready (see remind)
+	settled        bool   // the last delivery round delivered everything it found (see recordStatus)
 	cursor         cursor // the newest transcript cursor known
 
 	// Guarded by the router's mu: the loops run.

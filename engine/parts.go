@@ -110,6 +110,7 @@ type statusWriter struct {
 	q    []StatusChange
 	wake chan struct{}
 	turn chan struct{} // a token: held while statuses are written
+	last sync.Map      // agent ID → the last status recorded (lastStatus)
 }
 
 // proxyWork carries PROXY_REQUESTs along their fallback chain.

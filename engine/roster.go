@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -26,21 +27,29 @@ func (o *roster) sessionID(ctx context.Context, agentID string) string {
 }
 
 // setSessionStatus records a session status the session layer does not
-// know about (waiting for a person).
-func (o *roster) setSessionStatus(ctx context.Context, a office.Agent, status string) {
-	rec, err := o.store.GetSessionByAgent(ctx, a.ID)
-	if err != nil {
-		rec = office.SessionRecord{OfficeID: a.OfficeID, AgentID: a.ID}
+// know about (busy when something was typed, waiting for a person), and,
+// when kind is set, the event kind with payload in the same write. The
+// session layer's word (a dialog is up, the process is gone) is not
+// overwritten by the office's view of the work: the store checks.
+func (o *base) setSessionStatus(ctx context.Context, a office.Agent, status, kind string, payload any) {
+	c := office.SessionStatus{OfficeID: a.OfficeID, AgentID: a.ID, Status: status, EventKind: kind}
+	if kind != "" && payload != nil {
+		pj, err := json.Marshal(payload)
+		if err != nil {
+			o.log.Error("event payload", "kind", kind, "err", err)
+			return
+		}
+		c.EventPayload = pj
 	}
-	switch rec.Status {
-	case office.SessionNeedsAttention, office.SessionCrashed, office.SessionFailed, office.SessionStopped, office.SessionExited:
-		// The session layer's word (a dialog is up, the process is gone)
-		// is not overwritten by the office's view of the work.
-		return
-	}
-	rec.Status, rec.Detail = status, ""
-	if _, err := o.upsertSession(ctx, rec); err != nil {
+	_, ev, _, err := o.store.SetSessionStatus(ctx, c)
+	switch {
+	case err != nil && kind != "":
+		o.auditFailures.Add(1)
+		o.log.Error("audit event not recorded", "office", a.OfficeID, "agent", a.ID, "kind", kind, "err", err)
+	case err != nil:
 		o.log.Warn("update session status", "agent", a.Name, "err", err)
+	case kind != "":
+		o.publish(ev)
 	}
 }
 

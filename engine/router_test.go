@@ -1162,6 +1162,15 @@ func (s slowStore) AppendEvent(ctx context.Context, e office.Event) (office.Even
 	return s.Store.AppendEvent(ctx, e)
 }
 
+// SetSessionStatus refuses a status written with an event of the kind
+// (its event is in the same write).
+func (s refusingStore) SetSessionStatus(ctx context.Context, c office.SessionStatus) (office.SessionRecord, office.Event, bool, error) {
+	if c.EventKind == s.kind {
+		return office.SessionRecord{}, office.Event{}, false, fmt.Errorf("event log refused the write")
+	}
+	return s.Store.SetSessionStatus(ctx, c)
+}
+
 // The session layer's callbacks never wait for the database (docs/notes/engine.md: the
 // PTY reader never waits for a slow database): text and statuses are queued.
 func TestCallbacksNeverBlockOnTheStore(t *testing.T) {

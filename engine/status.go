@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -82,29 +83,7 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 		o.log.Debug("session status not recorded: office run by another server", "office", officeID, "agent", agentID, "status", status)
 		return
 	}
-	rec, err := o.store.GetSessionByAgent(ctx, agentID)
-	if err != nil {
-		rec = office.SessionRecord{OfficeID: officeID, AgentID: agentID}
-	}
-	o.logLifecycle(ctx, c, rec.Status)
-	if status == office.SessionStarting {
-		now := o.now()
-		rec.StartedAt = &now
-	}
-	if !(rec.Status == office.SessionWaiting && (status == office.SessionReady || status == office.SessionBusy) && o.waitsForAPerson(ctx, agentID)) {
-		rec.Status = status
-		rec.Detail = c.Detail
-	}
-	if status == office.SessionStarting || status == office.SessionReady || status == office.SessionBusy {
-		rec.Detail = c.Detail
-	}
-	rec.PID = c.PID // 0 once the process is gone (stopped, exited, crashed, failed)
-	rec.ExitCode = c.ExitCode
-	if _, err := o.upsertSession(ctx, rec); err != nil {
-		o.log.Warn("record session status", "agent", agentID, "err", err)
-	}
-	k := agentKey{officeID, agentID}
-	o.onStatus(ctx, k, c)
+	o.logLifecycle(ctx, c, o.lastStatus(agentID, status))
 	payload := map[string]any{"pid": c.PID, "exit_code": c.ExitCode}
 	if c.Detail != "" {
 		payload["detail"] = c.Detail
@@ -112,10 +91,35 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 	if len(c.LastLines) > 0 {
 		payload["last_lines"] = c.LastLines
 	}
-	if _, err := o.event(ctx, officeID, agentID, "session."+status, payload, "", ""); err != nil {
-		o.log.Warn("record session event", "agent", agentID, "err", err)
+	pj, _ := json.Marshal(payload)
+	change := office.SessionStatus{OfficeID: officeID, AgentID: agentID, Status: status, Detail: c.Detail,
+		Process: true, PID: c.PID, ExitCode: c.ExitCode, Node: o.cfg.Node, EventKind: "session." + status, EventPayload: pj}
+	if status == office.SessionStarting {
+		now := o.now()
+		change.StartedAt = &now
 	}
-	o.kick(k)
+	// One write: the row (kept waiting while the agent waits for a
+	// person, see office.SessionStatus) and its event.
+	if _, ev, _, err := o.store.SetSessionStatus(ctx, change); err != nil {
+		o.auditFailures.Add(1)
+		o.log.Warn("record session status", "agent", agentID, "err", err)
+	} else {
+		o.publish(ev)
+	}
+	k := agentKey{officeID, agentID}
+	o.onStatus(ctx, k, c)
+	// A new process may be given what the last one held (requeue) and
+	// takes what waits; otherwise a status brings nothing new to deliver
+	// (what became due woke the delivery itself) unless the last round
+	// left something it could not type: then try again now rather than
+	// at its retry.
+	d := o.desk(k)
+	d.mu.Lock()
+	settled := d.settled
+	d.mu.Unlock()
+	if status == office.SessionStarting || !settled {
+		o.kick(k)
+	}
 }
 
 // logLifecycle logs an agent's start, its first ready after a start, and
@@ -155,17 +159,12 @@ func (o *statusWriter) logLifecycle(ctx context.Context, c StatusChange, prev st
 	o.log.Info(msg, attrs...)
 }
 
-// waitsForAPerson reports whether the agent has a question or dependency
-// request still pending: its session row stays `waiting` through the
-// session's ready and busy until a person answered (a failed read keeps it
-// waiting too). Asked only while the row says waiting.
-func (o *statusWriter) waitsForAPerson(ctx context.Context, agentID string) bool {
-	qs, err := o.store.ListQuestions(ctx, office.QuestionFilter{AgentID: agentID, Status: []string{office.QuestionPending}, Limit: 1})
-	if err != nil || len(qs) > 0 {
-		return true
-	}
-	ds, err := o.store.ListDependencies(ctx, office.DependencyFilter{AgentID: agentID, Status: []string{office.DependencyPending}, Limit: 1})
-	return err != nil || len(ds) > 0
+// lastStatus records status as agent's last and returns the one before
+// ("" for none since this server started), for the lifecycle log.
+func (o *statusWriter) lastStatus(agentID, status string) string {
+	prev, _ := o.last.Swap(agentID, status)
+	s, _ := prev.(string)
+	return s
 }
 
 // onStatus acts on a recorded status: a failed session fails the agent's

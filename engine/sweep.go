@@ -298,8 +298,7 @@ func (s *sweeper) questionExpired(ctx context.Context, q office.Question) {
 		msg += " Decide yourself, or ask again later."
 	}
 	o.notify(a, msg)
-	o.setSessionStatus(ctx, a, office.SessionBusy)
-	o.record(ctx, q.OfficeID, q.AgentID, "question.expired", map[string]string{"question_id": q.ID, "default": q.DefaultAnswer}, "")
+	o.setSessionStatus(ctx, a, office.SessionBusy, "question.expired", map[string]string{"question_id": q.ID, "default": q.DefaultAnswer})
 }
 
 func (s *sweeper) expireDependencies(ctx context.Context, now time.Time) {

@@ -51,11 +51,67 @@ type Roster interface {
 	DeleteAgent(ctx context.Context, id string) error
 }
 
-// SessionLog is the agents' session rows: one per agent, updated in place.
+// SessionLog is the agents' session rows (one per agent, updated in
+// place) and what waits to be typed into the session.
 type SessionLog interface {
+	// ListDue returns everything due to one agent, each list as its own
+	// List* method returns it (oldest first), read at once.
+	ListDue(ctx context.Context, officeID, agentID string) (DueWork, error)
 	UpsertSession(ctx context.Context, s SessionRecord) (SessionRecord, error) // by AgentID
 	GetSessionByAgent(ctx context.Context, agentID string) (SessionRecord, error)
 	ListSessions(ctx context.Context, officeID string) ([]SessionRecord, error)
+	// SetSessionStatus records one change of an agent's session status
+	// in one conditional write (the row is not read first, so no change
+	// made in between is lost), and appends c.EventKind's event with it
+	// when set. ok=false (the row not written; the event is) when c is
+	// the office's view and the row holds the session layer's own word;
+	// see SessionStatus.
+	SetSessionStatus(ctx context.Context, c SessionStatus) (rec SessionRecord, ev Event, ok bool, err error)
+}
+
+// SessionStatus is one change of an agent's session status.
+type SessionStatus struct {
+	OfficeID, AgentID string
+	Status            string
+	Detail            string // replaces the row's (cut to MaxSessionDetail)
+	// Process: the session layer reports its process (starting, ready,
+	// busy, exited, ...). PID and ExitCode are written, StartedAt when
+	// set, and a row that says waiting stays waiting through ready and
+	// busy while the agent has a pending question or dependency request.
+	// Otherwise the status is the office's view of the work (busy when an
+	// answer was typed, waiting when it asked), written unless the row
+	// says needs_attention, crashed, failed, stopped or exited.
+	Process   bool
+	PID       int
+	ExitCode  *int
+	StartedAt *time.Time
+	// Node, with Process, is the node running the session
+	// (agent_sessions.node); "" keeps the row's.
+	Node string
+	// EventKind, when set, is the event appended with the change (also
+	// when the office's view is not written), with EventPayload (JSON) as
+	// its payload.
+	EventKind    string
+	EventPayload []byte
+}
+
+// StickySessionStatus reports whether status is the session layer's own
+// word, which the office's view of the work does not overwrite.
+func StickySessionStatus(status string) bool {
+	switch status {
+	case SessionNeedsAttention, SessionCrashed, SessionFailed, SessionStopped, SessionExited:
+		return true
+	}
+	return false
+}
+
+// DueWork is everything waiting for one agent.
+type DueWork struct {
+	Dependencies []DependencyRequest // provided, rejected or expired, not delivered
+	Answers      []Question          // answered, not delivered
+	Results      []Result            // pending, to the agent
+	Messages     []UserMessage       // pending
+	Tasks        []Invocation        // the agent's open invocations: pending or in_progress
 }
 
 // Questions is the agents' questions to people.

@@ -14,9 +14,10 @@ import (
 
 // eventHub tails office_events in the store and fans new events out to the
 // live streams (SSE) and the metrics. It polls the store, so it sees every
-// event whoever wrote it (this process, another server, the office core),
-// and a slow subscriber only loses its own stream: it is dropped, never
-// waited for.
+// event whoever wrote it (this process, another server, the office core);
+// the events this process appends are handed to it (Offer) and published
+// without a read when they follow the last one it has. A slow subscriber
+// only loses its own stream: it is dropped, never waited for.
 type eventHub struct {
 	store   Rows
 	metrics *Metrics
@@ -49,6 +50,21 @@ func (h *eventHub) Poke() {
 	case h.wake <- struct{}{}:
 	default:
 	}
+}
+
+// Offer hands the tail an event this process appended. One that follows
+// the last event the tail has (the next id) is published at once; after a
+// gap (another process's events, an id a refused insert used up) the tail
+// reads the store instead, which publishes this one too.
+func (h *eventHub) Offer(ctx context.Context, ev office.Event) {
+	h.mu.Lock()
+	next := h.last != 0 && ev.ID == h.last+1
+	h.mu.Unlock()
+	if !next || !h.publish(ev) {
+		h.Poke()
+		return
+	}
+	h.metrics.observeEvent(ctx, h.store, ev)
 }
 
 // run polls until ctx ends. It starts at the end of the log: history is for
@@ -86,8 +102,9 @@ func (h *eventHub) run(ctx context.Context) error {
 				break
 			}
 			for _, ev := range evs {
-				h.metrics.observeEvent(ctx, h.store, ev)
-				h.publish(ev)
+				if h.publish(ev) {
+					h.metrics.observeEvent(ctx, h.store, ev)
+				}
 			}
 			if len(evs) < 500 {
 				break
@@ -110,12 +127,15 @@ func (h *eventHub) setLast(id int64) {
 	h.mu.Unlock()
 }
 
-func (h *eventHub) publish(ev office.Event) {
+// publish fans ev out to the streams; false when the tail had it already
+// (offered and then read, or the other way round).
+func (h *eventHub) publish(ev office.Event) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if ev.ID > h.last {
-		h.last = ev.ID
+	if ev.ID <= h.last {
+		return false
 	}
+	h.last = ev.ID
 	for s := range h.subs {
 		if s.officeID != "" && s.officeID != ev.OfficeID {
 			continue
@@ -128,6 +148,7 @@ func (h *eventHub) publish(ev office.Event) {
 			delete(h.subs, s)
 		}
 	}
+	return true
 }
 
 func (h *eventHub) subscribe(officeID string) *eventSub {

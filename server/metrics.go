@@ -153,10 +153,16 @@ func (m *Metrics) observeEvent(ctx context.Context, store Rows, ev office.Event)
 		return
 	}
 	var p struct {
-		QuestionID string `json:"question_id"`
-		ID         string `json:"id"`
+		QuestionID string     `json:"question_id"`
+		ID         string     `json:"id"`
+		AnsweredAt *time.Time `json:"answered_at"`
 	}
 	_ = json.Unmarshal(ev.Payload, &p)
+	if p.AnsweredAt != nil && !ev.CreatedAt.IsZero() {
+		// The office says when the answer came: the event is the delivery.
+		m.AnswerDelivered(max(ev.CreatedAt.Sub(*p.AnsweredAt), 0))
+		return
+	}
 	id := p.QuestionID
 	if id == "" {
 		id = p.ID

@@ -363,10 +363,11 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.events.run(ctx)
 }
 
-// WakeEvents makes the event tail read the store now rather than at its
-// next poll; cmd calls it for each event the office publishes, so the live
-// stream follows without the poll's delay.
-func (s *Server) WakeEvents() { s.events.Poke() }
+// OfferEvent hands the event tail an event the office appended; cmd calls
+// it for each event the office publishes, so the live stream follows
+// without the poll's delay and, when the event follows the last one the
+// tail has, without reading it back from the store.
+func (s *Server) OfferEvent(ctx context.Context, ev office.Event) { s.events.Offer(ctx, ev) }
 
 // Close disconnects every console viewer (hijacked connections are not
 // closed by http.Server.Shutdown) and refuses new ones.

@@ -91,7 +91,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// Rosters from memory: the engine and the API read them on every
 	// delivery and start (store/rostercache).
 	members, _ := store.(office.Members) // PostgreSQL and Supabase; SQLite has no members
-	store = rostercache.New(metered.New(store, metrics.ObserveStore), 0)
+	store = rostercache.New(metered.New(store, metrics.ObserveStore), rosterTTL(c.storeKind()))
 	// Sessions, the office, the server.
 	router, sess, err := m.newOffice(c, log, store, feed, own)
 	if err != nil {
@@ -464,8 +464,8 @@ func (r *running) goRun(f func(ctx context.Context)) {
 	}()
 }
 
-// wakeEvents wakes the server's event tail at once for the office's own
-// events.
+// wakeEvents hands the server's event tail the office's own events at
+// once.
 func (r *running) wakeEvents(ctx context.Context) {
 	for ctx.Err() == nil {
 		sub := r.router.Subscribe(256)
@@ -473,9 +473,13 @@ func (r *running) wakeEvents(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				open = false
-			case _, ok := <-sub.C():
+			case ev, ok := <-sub.C():
 				open = ok // closed: dropped for lagging; subscribe again
-				r.srv.WakeEvents()
+				if ok {
+					r.srv.OfferEvent(ctx, ev)
+				} else {
+					r.srv.OfferEvent(ctx, office.Event{}) // id 0: read what was missed
+				}
 			}
 		}
 		sub.Close()
@@ -524,6 +528,19 @@ func (r *running) wait(ctx context.Context, timeout time.Duration) error {
 	}
 	r.log.Info("stopped")
 	return runErr
+}
+
+// rosterTTL is how long the server keeps an office's roster before reading
+// it again, so that agents written by someone else (SQL by hand, another
+// server) are seen. Over Supabase's REST API (one server per project) only
+// a person editing the table in the dashboard does that, and each read is
+// a request to the hosted project: 30 s. Elsewhere a read is a query:
+// rostercache.DefaultTTL.
+func rosterTTL(storeKind string) time.Duration {
+	if storeKind == "supabase" {
+		return 30 * time.Second
+	}
+	return rostercache.DefaultTTL
 }
 
 // eventPoll is how often the server's event tail reads the store when

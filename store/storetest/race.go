@@ -190,3 +190,32 @@ func testRaceExpireQuestions(t *testing.T, fx *fixture) {
 		}
 	}
 }
+
+// testRaceSessionStatus: the office's busy races the session layer's
+// crashed, many times over. Whatever the order, the row ends crashed:
+// the office's view never overwrites the session layer's word. A
+// read-then-write (read ready, the crash lands, write busy) would lose the
+// crash.
+func testRaceSessionStatus(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	for round := range 20 {
+		if _, _, _, err := s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID, Status: office.SessionReady, Process: true, PID: 1}); err != nil {
+			t.Fatal(err)
+		}
+		race(t, "SetSessionStatus", func(i int) (bool, error) {
+			c := office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID, Status: office.SessionBusy}
+			if i == racers/2 {
+				c = office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID, Status: office.SessionCrashed, Process: true}
+			}
+			_, _, ok, err := s.SetSessionStatus(ctx, c)
+			return ok, err
+		})
+		got, err := s.GetSessionByAgent(ctx, fx.a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != office.SessionCrashed {
+			t.Fatalf("round %d: the session is %s after the office's busy raced the crash; want crashed", round, got.Status)
+		}
+	}
+}

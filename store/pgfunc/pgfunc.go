@@ -1,0 +1,137 @@
+// Package pgfunc calls the office's database functions
+// (migrations/20261128100000_office_functions.sql) for the stores that
+// reach PostgreSQL: it names their arguments and decodes their JSON
+// answers, so that the PostgreSQL store (through pgx) and the Supabase
+// store (through PostgREST's rpc) share one definition of each transition.
+// See docs/notes/store-functions.md.
+package pgfunc
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/office-server/office-server/office"
+)
+
+// Function names.
+const (
+	Due           = "office_due"
+	SessionStatus = "office_set_session_status"
+)
+
+// DueArgs are office_due's named arguments.
+func DueArgs(officeID, agentID string) map[string]any {
+	return map[string]any{"p_office_id": officeID, "p_agent_id": agentID}
+}
+
+// SessionStatusArgs are office_set_session_status's named arguments.
+func SessionStatusArgs(c office.SessionStatus) map[string]any {
+	var kind, payload any
+	if c.EventKind != "" {
+		kind = c.EventKind
+		if len(c.EventPayload) > 0 {
+			payload = json.RawMessage(c.EventPayload)
+		}
+	}
+	return map[string]any{
+		"p_office_id": c.OfficeID, "p_agent_id": c.AgentID, "p_status": c.Status,
+		"p_detail": office.CutSessionDetail(c.Detail), "p_process": c.Process, "p_pid": c.PID,
+		"p_exit_code": c.ExitCode, "p_started_at": c.StartedAt, "p_event_kind": kind, "p_event_payload": payload,
+		"p_node": c.Node,
+	}
+}
+
+// SessionStatusCheck refuses a change the function cannot take.
+func SessionStatusCheck(c office.SessionStatus) error {
+	if c.OfficeID == "" || c.AgentID == "" || c.Status == "" {
+		return &office.Error{Code: office.EINVALID, Op: "set session status", Message: "a session status needs an office, an agent and a status"}
+	}
+	if len(c.EventPayload) > 0 && !json.Valid(c.EventPayload) {
+		return &office.Error{Code: office.EINVALID, Op: "set session status", Message: "event payload is not valid JSON"}
+	}
+	return nil
+}
+
+type dependencyRow struct {
+	office.DependencyRequest
+	Value *string `json:"value"`
+}
+
+// DecodeDue decodes office_due's answer.
+func DecodeDue(b []byte) (office.DueWork, error) {
+	var v struct {
+		Dependencies []dependencyRow      `json:"dependencies"`
+		Answers      []office.Question    `json:"answers"`
+		Results      []office.Result      `json:"results"`
+		Messages     []office.UserMessage `json:"messages"`
+		Tasks        []office.Invocation  `json:"tasks"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return office.DueWork{}, fmt.Errorf("%s: %w", Due, err)
+	}
+	w := office.DueWork{Answers: v.Answers, Results: v.Results, Messages: v.Messages, Tasks: v.Tasks}
+	for _, r := range v.Dependencies {
+		d := r.DependencyRequest
+		if r.Value != nil {
+			hx, ok := strings.CutPrefix(*r.Value, `\x`)
+			if !ok {
+				return office.DueWork{}, fmt.Errorf("%s: dependency %s: value not in hex form", Due, d.ID)
+			}
+			val, err := hex.DecodeString(hx)
+			if err != nil {
+				return office.DueWork{}, fmt.Errorf("%s: dependency %s: %w", Due, d.ID, err)
+			}
+			d.Value = val
+		}
+		w.Dependencies = append(w.Dependencies, d)
+	}
+	return w, nil
+}
+
+// DecodeSessionStatus decodes office_set_session_status's answer: the
+// row written (ok=false when none was) and the event appended (zero when
+// none was).
+func DecodeSessionStatus(b []byte) (rec office.SessionRecord, ev office.Event, ok bool, err error) {
+	var v struct {
+		Session *office.SessionRecord `json:"session"`
+		Event   *office.Event         `json:"event"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return rec, ev, false, fmt.Errorf("%s: %w", SessionStatus, err)
+	}
+	if v.Event != nil {
+		ev = *v.Event
+		if string(ev.Payload) == "null" {
+			ev.Payload = nil
+		}
+	}
+	if v.Session == nil {
+		return rec, ev, false, nil
+	}
+	return *v.Session, ev, true, nil
+}
+
+// SQL is the statement that calls fn with args by name (as PostgREST's rpc
+// passes them), for pgx: select public.fn(a => $1, b => $2, ...).
+func SQL(fn string, args map[string]any) (string, []any) {
+	names := make([]string, 0, len(args))
+	for k := range args {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	vals := make([]any, len(names))
+	b.WriteString("select public." + fn + "(")
+	for i, k := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s => $%d", k, i+1)
+		vals[i] = args[k]
+	}
+	b.WriteString(")")
+	return b.String(), vals
+}

@@ -1,0 +1,59 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/store/pgfunc"
+)
+
+// The office's transitions that are database functions
+// (migrations/20261128100000_office_functions.sql): the same definition
+// the Supabase store calls through PostgREST's rpc.
+
+// call runs fn with args and returns its JSON answer.
+func (s *Store) call(ctx context.Context, op, fn string, args map[string]any) ([]byte, error) {
+	sql, vals := pgfunc.SQL(fn, args)
+	var b []byte
+	if err := s.pool.QueryRow(ctx, sql, vals...).Scan(&b); err != nil {
+		return nil, wrap(op, err)
+	}
+	return b, nil
+}
+
+// ListDue implements office.Store; see its contract in office/store.go.
+func (s *Store) ListDue(ctx context.Context, officeID, agentID string) (office.DueWork, error) {
+	const op = "list due"
+	if !isUUID(officeID) || !isUUID(agentID) {
+		return office.DueWork{}, nil
+	}
+	b, err := s.call(ctx, op, pgfunc.Due, pgfunc.DueArgs(officeID, agentID))
+	if err != nil {
+		return office.DueWork{}, err
+	}
+	w, err := pgfunc.DecodeDue(b)
+	if err != nil {
+		return office.DueWork{}, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
+	}
+	return w, nil
+}
+
+// SetSessionStatus implements office.Store; see its contract in office/store.go.
+func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (office.SessionRecord, office.Event, bool, error) {
+	const op = "set session status"
+	if err := pgfunc.SessionStatusCheck(c); err != nil {
+		return office.SessionRecord{}, office.Event{}, false, err
+	}
+	if !isUUID(c.OfficeID) || !isUUID(c.AgentID) {
+		return office.SessionRecord{}, office.Event{}, false, invalid(op, "no agent %q in office %q", c.AgentID, c.OfficeID)
+	}
+	b, err := s.call(ctx, op, pgfunc.SessionStatus, pgfunc.SessionStatusArgs(c))
+	if err != nil {
+		return office.SessionRecord{}, office.Event{}, false, err
+	}
+	rec, ev, ok, err := pgfunc.DecodeSessionStatus(b)
+	if err != nil {
+		return office.SessionRecord{}, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
+	}
+	return rec, ev, ok, nil
+}

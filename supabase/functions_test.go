@@ -1,0 +1,74 @@
+package supabase
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/supabase/supabasetest"
+)
+
+// The office's functions (migrations/20261128100000_office_functions.sql)
+// are the server's: over the REST API a member of the office and anon are
+// refused (EXECUTE is granted to service_role only), and the server's key
+// is served.
+func TestOfficeFunctionsGrants(t *testing.T) {
+	p := supabasetest.New(t)
+	ctx := context.Background()
+	st, err := New(p.URL, p.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := st.UpsertOffice(ctx, office.Office{Name: "grants"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.UpsertAgent(ctx, office.Agent{OfficeID: off.ID, Name: "po"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := p.MemberOf(t, off.ID, "member@example.com")
+	call := func(fn string, args map[string]any, token string) (int, string) {
+		body, _ := json.Marshal(args)
+		req, _ := http.NewRequest(http.MethodPost, p.URL+"/rest/v1/rpc/"+fn, bytes.NewReader(body))
+		req.Header.Set("apikey", p.AnonKey)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	due := map[string]any{"p_office_id": off.ID, "p_agent_id": a.ID}
+	status := map[string]any{"p_office_id": off.ID, "p_agent_id": a.ID, "p_status": "busy", "p_detail": "",
+		"p_process": false, "p_pid": 0, "p_exit_code": nil, "p_started_at": nil, "p_event_kind": nil, "p_event_payload": nil}
+	for _, tc := range []struct {
+		who, fn string
+		args    map[string]any
+		token   string
+		want    int
+	}{
+		{"member", "office_due", due, member.Token, http.StatusForbidden},
+		{"anon", "office_due", due, "", http.StatusUnauthorized},
+		{"member", "office_set_session_status", status, member.Token, http.StatusForbidden},
+		{"anon", "office_set_session_status", status, "", http.StatusUnauthorized},
+		{"server", "office_due", due, p.Key, http.StatusOK},
+		{"server", "office_set_session_status", status, p.Key, http.StatusOK},
+	} {
+		if got, body := call(tc.fn, tc.args, tc.token); got != tc.want {
+			t.Errorf("%s calls %s: %d %s; want %d", tc.who, tc.fn, got, body, tc.want)
+		}
+	}
+	if rec, err := st.GetSessionByAgent(ctx, a.ID); err != nil || rec.Status != office.SessionBusy {
+		t.Errorf("after the server's call the session is %+v, %v; want busy", rec, err)
+	}
+}
