@@ -290,3 +290,13 @@ func (s *Store) UpsertSession(ctx context.Context, a1 office.SessionRecord) (r0 
 	defer s.observe("UpsertSession", time.Now(), &err)
 	return s.Store.UpsertSession(ctx, a1)
 }
+
+func (s *Store) ListDue(ctx context.Context, a1, a2 string) (r0 office.DueWork, err error) {
+	defer s.observe("ListDue", time.Now(), &err)
+	return s.Store.ListDue(ctx, a1, a2)
+}
+
+func (s *Store) SetSessionStatus(ctx context.Context, a1 office.SessionStatus) (r0 office.SessionRecord, r1 office.Event, r2 bool, err error) {
+	defer s.observe("SetSessionStatus", time.Now(), &err)
+	return s.Store.SetSessionStatus(ctx, a1)
+}
