@@ -84,7 +84,14 @@ type chaos struct {
 
 const chaosToken = "chaos-token-0123456789abcdef"
 
-var chaosTok = regexp.MustCompile(`(MSG|ANS|TASK|RES|VAL)-([LW])-(\d+)`)
+// chaosTok finds a chain's tokens: a dependency's value is in lower
+// case (a package name), the rest in upper case.
+var chaosTok = regexp.MustCompile(`(MSG|ANS|TASK|RES|VAL|val)-([LWlw])-(\d+)`)
+
+// token returns a match of chaosTok in upper case.
+func token(m []string) (tok, kind, agent string) {
+	return strings.ToUpper(m[0]), strings.ToUpper(m[1]), strings.ToUpper(m[2])
+}
 
 func newChaos(t *testing.T, bin, claude string, rnd *rand.Rand) *chaos {
 	c := &chaos{t: t, bin: bin, rnd: rnd, model: anthropictest.New(t), home: t.TempDir(), data: t.TempDir()}
@@ -239,7 +246,9 @@ func (c *chaos) personOnce() {
 	if c.call("GET", "/api/offices/"+c.officeID+"/dependencies?status=pending&limit=500", "", &ds) {
 		for _, d := range ds {
 			if m := chaosDep.FindStringSubmatch(d.Name); m != nil {
-				c.call("POST", "/api/dependencies/"+d.ID+"/provide", fmt.Sprintf(`{"value":"VAL-%s-%s"}`, strings.ToUpper(m[1]), m[2]), nil)
+				if !c.call("POST", "/api/dependencies/"+d.ID+"/provide", fmt.Sprintf(`{"value":"val-%s-%s"}`, m[1], m[2]), nil) {
+					c.t.Logf("provide %s: refused", d.Name)
+				}
 			}
 		}
 	}
@@ -422,13 +431,13 @@ func (c *chaos) settle() ([]row, map[string]bool) {
 // pendingState is "<rows not yet typed> <rows in all>".
 func (c *chaos) pendingState() string {
 	r := c.rows()
-	waiting := 0
+	var waiting []string
 	for _, x := range r {
 		if !x.done {
-			waiting++
+			waiting = append(waiting, x.token+" ("+x.id+")")
 		}
 	}
-	return fmt.Sprintf("%d %d", waiting, len(r))
+	return fmt.Sprintf("%d %d %v", len(waiting), len(r), waiting)
 }
 
 // row is one text the office holds to type: its token and whether it is
@@ -464,11 +473,14 @@ func (c *chaos) rows() []row {
 			out = append(out, row{"result:" + r.ID, tok, r.Status != "pending"})
 		}
 	}
-	var ds []struct{ ID, Status, Name string }
+	var ds []struct {
+		ID, Status, Name string
+		DeliveredAt      *time.Time `json:"delivered_at"`
+	}
 	c.call("GET", id+"/dependencies?limit=1000", "", &ds)
 	for _, d := range ds {
-		if m := chaosDep.FindStringSubmatch(d.Name); m != nil && d.Status != "pending" {
-			out = append(out, row{"dependency:" + d.ID, "VAL-" + strings.ToUpper(m[1]) + "-" + m[2], d.Status == "delivered"})
+		if m := chaosDep.FindStringSubmatch(d.Name); m != nil && d.Status == "provided" {
+			out = append(out, row{"dependency:" + d.ID, "VAL-" + strings.ToUpper(m[1]) + "-" + m[2], d.DeliveredAt != nil})
 		}
 	}
 	for n := 1; n <= c.chains; n++ {
@@ -524,14 +536,14 @@ func (c *chaos) check(rows []row, again map[string]bool) {
 	sort.Strings(toks)
 	for _, tok := range toks {
 		w, g := want[tok], got[tok]
-		m := chaosTok.FindStringSubmatch(tok)
-		kind := m[1] + "-" + m[2]
+		_, k0, agent := token(chaosTok.FindStringSubmatch(tok))
+		kind := k0 + "-" + agent
 		k := byKind[kind]
 		k[0] += w
 		switch {
 		case g == w:
 			k[1] += w
-		case m[2] == "W" && g > w && g <= w+againTok[tok]:
+		case agent == "W" && g > w && g <= w+againTok[tok]:
 			k[1] += w - (g - w)
 			k[2] += g - w
 		default:
@@ -548,7 +560,7 @@ func (c *chaos) check(rows []row, again map[string]bool) {
 	for _, b := range bad {
 		c.t.Error(b)
 	}
-	if len(bad) > 0 {
+	if len(bad) > 0 || os.Getenv("OFFICE_CHAOS_EVENTS") != "" {
 		c.t.Logf("events:\n%s", strings.Join(c.events, "\n"))
 	}
 }
@@ -574,8 +586,8 @@ func (c *chaos) arrived() map[string]int {
 				continue
 			}
 			for _, t := range chaosTok.FindAllStringSubmatch(m.Text(), -1) {
-				if t[2] == "L" {
-					n[t[0]]++
+				if tok, _, agent := token(t); agent == "L" {
+					n[tok]++
 				}
 			}
 		}
@@ -595,8 +607,8 @@ func (c *chaos) arrived() map[string]int {
 	b, _ := os.ReadFile(c.workLog)
 	for _, line := range strings.Split(string(b), "\n") {
 		for _, t := range chaosTok.FindAllStringSubmatch(line, -1) {
-			if t[2] == "W" {
-				got[t[0]]++
+			if tok, _, agent := token(t); agent == "W" {
+				got[tok]++
 			}
 		}
 	}
