@@ -80,6 +80,9 @@ type chaos struct {
 	mu                  sync.Mutex
 	logs                []string // server logs of earlier runs, for a failure
 	events              []string // the office's events at the end, for a failure
+	messages            []row    // the people's messages posted
+	evAfter             int64    // the last event read
+	again, delivered    map[string]bool
 }
 
 const chaosToken = "chaos-token-0123456789abcdef"
@@ -106,7 +109,8 @@ while IFS= read -r l; do
   set -- $n
   case "$1" in
   MSG) printf '[ASK_USER]\nquestion: QW-%s which?\n[/ASK_USER]\n' "$2";;
-  ANS) printf '[INVOKE:lead]\nTASK-L-%s\n[/INVOKE:lead]\n' "$2";;
+  ANS) if [ $(($2 % 2)) = 1 ]; then printf '[INVOKE:lead]\nTASK-L-%s\n[/INVOKE:lead]\n' "$2"
+       else printf '[DEPENDENCY_REQUEST]\ntype: package\nname: depw%s\ndescription: a package\nrequired: true\n[/DEPENDENCY_REQUEST]\n' "$2"; fi;;
   TASK) printf '[DELIVER_RESULT:lead]\ntype: message\ncontent: RES-L-%s\n[/DELIVER_RESULT:lead]\n' "$2";;
   RES) printf '[DEPENDENCY_REQUEST]\ntype: package\nname: depw%s\ndescription: a package\nrequired: true\n[/DEPENDENCY_REQUEST]\n' "$2";;
   esac
@@ -140,7 +144,14 @@ agents:
 			case "MSG":
 				out = append(out, "[ASK_USER]\nquestion: QL-"+n+" which?\n[/ASK_USER]")
 			case "ANS":
-				out = append(out, "[INVOKE:worker]\nTASK-W-"+n+"\n[/INVOKE:worker]")
+				// Odd chains: the worker gives lead a task; even chains:
+				// lead gives the worker one (both at once would often be
+				// a cycle, which the office refuses).
+				if k, _ := strconv.Atoi(n); k%2 == 0 {
+					out = append(out, "[INVOKE:worker]\nTASK-W-"+n+"\n[/INVOKE:worker]")
+				} else {
+					out = append(out, "[DEPENDENCY_REQUEST]\ntype: package\nname: depl"+n+"\ndescription: a package\nrequired: true\n[/DEPENDENCY_REQUEST]")
+				}
 			case "TASK":
 				out = append(out, "[DELIVER_RESULT:worker]\ntype: message\ncontent: RES-W-"+n+"\n[/DELIVER_RESULT:worker]")
 			case "RES":
@@ -290,8 +301,13 @@ func (c *chaos) run(i int) string {
 	go func() { defer wg.Done(); c.person(stop) }()
 	c.chains++
 	n := c.chains
-	c.call("POST", "/api/offices/"+c.officeID+"/messages", fmt.Sprintf(`{"agent":"lead","content":"MSG-L-%d please."}`, n), nil)
-	c.call("POST", "/api/offices/"+c.officeID+"/messages", fmt.Sprintf(`{"agent":"worker","content":"MSG-W-%d please."}`, n), nil)
+	for _, who := range []string{"lead", "worker"} {
+		var m struct{ ID string }
+		if !c.call("POST", "/api/offices/"+c.officeID+"/messages", fmt.Sprintf(`{"agent":%q,"content":"MSG-%s-%d please."}`, who, strings.ToUpper(who[:1]), n), &m) || m.ID == "" {
+			c.t.Fatalf("run %d: post a message to %s", i, who)
+		}
+		c.messages = append(c.messages, row{"message:" + m.ID, fmt.Sprintf("MSG-%s-%d", strings.ToUpper(who[:1]), n), false})
+	}
 	// From the start, or from both agents ready (most texts are typed
 	// then): a random instant in the next few seconds.
 	if c.rnd.IntN(3) > 0 {
@@ -417,7 +433,7 @@ func (c *chaos) settle() ([]row, map[string]bool) {
 	}
 	close(stop)
 	wg.Wait()
-	rows, again := c.rows(), c.typedAgain()
+	rows := c.rows()
 	c.p.stop(c.t)
 	c.mu.Lock()
 	c.logs = append(c.logs, c.p.stderr.String())
@@ -425,7 +441,7 @@ func (c *chaos) settle() ([]row, map[string]bool) {
 	if !strings.HasPrefix(last, "0 ") {
 		c.t.Errorf("still waiting to be typed after 3 minutes: %s", last)
 	}
-	return rows, again
+	return rows, c.again
 }
 
 // pendingState is "<rows not yet typed> <rows in all>".
@@ -483,37 +499,46 @@ func (c *chaos) rows() []row {
 			out = append(out, row{"dependency:" + d.ID, "VAL-" + strings.ToUpper(m[1]) + "-" + m[2], d.DeliveredAt != nil})
 		}
 	}
-	for n := 1; n <= c.chains; n++ {
-		out = append(out, row{"", fmt.Sprintf("MSG-L-%d", n), true}, row{"", fmt.Sprintf("MSG-W-%d", n), true})
+	c.readEvents()
+	for _, m := range c.messages {
+		m.done = c.delivered[m.id]
+		out = append(out, m)
 	}
 	return out
 }
 
-// typedAgain reads which rows the office typed again after a typing
-// whose acknowledgement it never recorded.
-func (c *chaos) typedAgain() map[string]bool {
-	again := map[string]bool{}
-	var after int64
+// readEvents reads the office's events since the last read: the rows
+// the office typed again after a typing whose acknowledgement it never
+// recorded (delivery.typing_again), and the people's messages delivered.
+func (c *chaos) readEvents() {
+	if c.again == nil {
+		c.again, c.delivered = map[string]bool{}, map[string]bool{}
+	}
 	for {
 		var evs []struct {
 			ID      int64           `json:"id"`
 			Kind    string          `json:"kind"`
 			Payload json.RawMessage `json:"payload"`
 		}
-		if !c.call("GET", fmt.Sprintf("/api/offices/%s/events?limit=500&after_id=%d", c.officeID, after), "", &evs) || len(evs) == 0 {
-			break
+		if !c.call("GET", fmt.Sprintf("/api/offices/%s/events?limit=500&after_id=%d", c.officeID, c.evAfter), "", &evs) || len(evs) == 0 {
+			return
 		}
 		for _, e := range evs {
-			after = e.ID
+			c.evAfter = e.ID
 			c.events = append(c.events, e.Kind+" "+string(e.Payload))
-			if e.Kind == "delivery.typing_again" {
-				var p struct{ Row string }
-				_ = json.Unmarshal(e.Payload, &p)
-				again[p.Row] = true
+			var p struct {
+				Row       string `json:"row"`
+				MessageID string `json:"message_id"`
+			}
+			_ = json.Unmarshal(e.Payload, &p)
+			switch e.Kind {
+			case "delivery.typing_again":
+				c.again[p.Row] = true
+			case "message.delivered":
+				c.delivered["message:"+p.MessageID] = true
 			}
 		}
 	}
-	return again
 }
 
 // check matches what the office typed with what arrived.
