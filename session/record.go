@@ -159,13 +159,18 @@ func codexPrompts(line []byte) []stamped {
 // recorded: the Gemini CLI's and Qwen Code's chat recordings hold each
 // prompt as a user record, stamped.
 func (d *chatDriver) recorded(text string, since time.Time) (bool, error) {
-	return recordedIn(d.tail.path, text, since, func(line []byte) []stamped {
+	return recordedIn(d.tail.path, text, since, chatPrompts(d.cli.decode))
+}
+
+// chatPrompts decodes a chat recording's line with decode: its prompts.
+func chatPrompts(decode func([]byte) []chatRecord) func([]byte) []stamped {
+	return func(line []byte) []stamped {
 		var out []stamped
-		for _, r := range d.cli.decode(line) {
+		for _, r := range decode(line) {
 			if r.kind == chatPrompt {
 				out = append(out, stamped{r.text, r.at})
 			}
 		}
 		return out
-	})
+	}
 }
