@@ -101,12 +101,15 @@ func newChaos(t *testing.T, bin, claude string, rnd *rand.Rand) *chaos {
 	dir := t.TempDir()
 	c.workLog = filepath.Join(dir, "worker.log")
 	// The worker: logs each line it reads first, then answers by the
-	// token in it (the next step of its chain), then shows its prompt.
+	// token in it (the next step of its chain), then shows its prompt;
+	// shell builtins only, so that it is back in its read at once.
 	script := `echo "w>"
 while IFS= read -r l; do
   printf '%s\n' "$l" >> ` + c.workLog + `
-  n=$(printf '%s' "$l" | sed -n 's/.*\(MSG\|ANS\|TASK\|RES\|VAL\)-W-\([0-9]*\).*/\1 \2/p')
-  set -- $n
+  set --
+  for k in MSG ANS TASK RES; do
+    case "$l" in *"$k-W-"[0-9]*) n=${l##*"$k-W-"}; n=${n%%[!0-9]*}; set -- "$k" "$n"; break;; esac
+  done
   case "$1" in
   MSG) printf '[ASK_USER]\nquestion: QW-%s which?\n[/ASK_USER]\n' "$2";;
   ANS) if [ $(($2 % 2)) = 1 ]; then printf '[INVOKE:lead]\nTASK-L-%s\n[/INVOKE:lead]\n' "$2"
