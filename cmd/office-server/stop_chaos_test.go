@@ -63,6 +63,13 @@ func TestStopChaos(t *testing.T) {
 	}
 	rows, again := c.settle()
 	t.Logf("stops by kind: %v", kinds)
+	c.mu.Lock()
+	found := 0
+	for _, l := range c.logs {
+		found += strings.Count(l, "not typed again: the agent's record has it")
+	}
+	c.mu.Unlock()
+	t.Logf("rows typed again after an unconfirmed typing: %d; of these, found in the agent's record and not typed: %d", len(again), found)
 	c.check(rows, again)
 }
 
