@@ -90,6 +90,7 @@ type chaos struct {
 	messages            []row    // the people's messages posted
 	evAfter             int64    // the last event read
 	again, delivered    map[string]bool
+	typings             int // delivery.typing events read
 }
 
 const chaosToken = "chaos-token-0123456789abcdef"
@@ -330,7 +331,14 @@ func (c *chaos) run(i int) string {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	time.Sleep(time.Duration(c.rnd.IntN(5000)) * time.Millisecond)
+	if c.rnd.IntN(2) == 0 {
+		// Aim at the instants around a typing: the next row handed to an
+		// agent, then up to 1.5 s (typed, acknowledged, marked).
+		c.nextTyping(10 * time.Second)
+		time.Sleep(time.Duration(c.rnd.IntN(1500)) * time.Millisecond)
+	} else {
+		time.Sleep(time.Duration(c.rnd.IntN(5000)) * time.Millisecond)
+	}
 	how := "sigterm"
 	switch r := c.rnd.IntN(10); {
 	case r < 4:
@@ -517,6 +525,17 @@ func (c *chaos) rows() []row {
 	return out
 }
 
+// nextTyping waits, up to d, until the office records the typing of a
+// row (delivery.typing) after the events read so far.
+func (c *chaos) nextTyping(d time.Duration) {
+	c.readEvents()
+	n := c.typings
+	for deadline := time.Now().Add(d); time.Now().Before(deadline) && c.typings == n; {
+		time.Sleep(30 * time.Millisecond)
+		c.readEvents()
+	}
+}
+
 // readEvents reads the office's events since the last read: the rows
 // the office typed again after a typing whose acknowledgement it never
 // recorded (delivery.typing_again), and the people's messages delivered.
@@ -544,6 +563,8 @@ func (c *chaos) readEvents() {
 			switch e.Kind {
 			case "delivery.typing_again":
 				c.again[p.Row] = true
+			case "delivery.typing":
+				c.typings++
 			case "message.delivered":
 				c.delivered["message:"+p.MessageID] = true
 			}
