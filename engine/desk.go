@@ -41,6 +41,7 @@ type desk struct {
 	droppedNotices int
 	progress       Progress
 	crashed        bool   // crashed since its last ready (see remind)
+	readyOnce      bool   // its session was ready in this server's life
 	cursor         cursor // the newest transcript cursor known
 
 	// Guarded by the router's mu: the loops run.

@@ -218,8 +218,11 @@ func (o *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange)
 		if err == nil && status == office.SessionReady {
 			d := o.desk(k)
 			d.mu.Lock()
-			was := d.crashed
-			d.crashed = false
+			// The first ready in this server's life is a process that
+			// replaced one an earlier server ran: its turn was cut short
+			// as by a crash.
+			was := d.crashed || !d.readyOnce
+			d.crashed, d.readyOnce = false, true
 			d.mu.Unlock()
 			// A fresh conversation after a crash (nothing to resume) is
 			// given back what it had not received by the session itself.

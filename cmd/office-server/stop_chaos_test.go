@@ -146,6 +146,13 @@ agents:
 	// reply never came with the next).
 	c.model.Reply(func(r anthropictest.Request) anthropictest.Response {
 		var out []string
+		if strings.Contains(r.LastUserText(), "ended unexpectedly") {
+			// Reminded of a task whose reply was cut short: deliver the
+			// results the conversation lacks.
+			for _, n := range undelivered(r) {
+				out = append(out, "[DELIVER_RESULT:worker]\ntype: message\ncontent: RES-W-"+n+"\n[/DELIVER_RESULT:worker]")
+			}
+		}
 		for _, m := range chaosTok.FindAllStringSubmatch(r.LastUserText(), -1) {
 			if m[2] != "L" {
 				continue
@@ -194,6 +201,30 @@ agents:
 		}
 	})
 	return c
+}
+
+// undelivered returns the chains whose task lead was given in r's
+// conversation without a result in its replies.
+func undelivered(r anthropictest.Request) []string {
+	tasks, done := map[string]bool{}, map[string]bool{}
+	for _, m := range r.Messages {
+		for _, t := range chaosTok.FindAllStringSubmatch(m.Text(), -1) {
+			switch {
+			case m.Role == "user" && t[1] == "TASK" && t[2] == "L":
+				tasks[t[3]] = true
+			case m.Role == "assistant" && t[1] == "RES" && t[2] == "W":
+				done[t[3]] = true
+			}
+		}
+	}
+	var out []string
+	for n := range tasks {
+		if !done[n] {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // get calls the API; false when the server does not answer (it may be
