@@ -277,6 +277,17 @@ func (a *Sessions) Send(ctx context.Context, officeID, agentID, text string) err
 	return s.Send(ctx, text)
 }
 
+// SendSince is Send for a text an earlier typing (at since) may have
+// delivered already: when the agent's CLI records its prompts, the record
+// is checked first and the text is not typed twice (session.SendSince).
+func (a *Sessions) SendSince(ctx context.Context, officeID, agentID, text string, since time.Time) error {
+	s, ok := a.m.Get(session.Key{OfficeID: officeID, AgentID: agentID})
+	if !ok || !live(s) {
+		return office.Errorf(office.EUNAVAILABLE, "agent has no running session")
+	}
+	return s.SendSince(ctx, text, since)
+}
+
 // DecidePermission sends a decision to the agent's waiting permission
 // hook (engine.Decider); session.ErrNoRequest when none waits.
 func (a *Sessions) DecidePermission(officeID, agentID, id string, d engine.PermissionDecision) error {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/office-server/office-server/agents"
 	"github.com/office-server/office-server/engine"
@@ -61,6 +62,12 @@ func (s *Sessions) Restart(ctx context.Context, spec engine.SessionSpec) error {
 // Send types into the agent if this node holds its office. A Send waiting
 // for the agent to be ready is cancelled when the node loses the office.
 func (s *Sessions) Send(ctx context.Context, officeID, agentID, text string) error {
+	return s.SendSince(ctx, officeID, agentID, text, time.Time{})
+}
+
+// SendSince is Send for a text typed before, at since (engine.SendSince):
+// the agent's record is checked before it is typed again.
+func (s *Sessions) SendSince(ctx context.Context, officeID, agentID, text string, since time.Time) error {
 	if err := s.owned(officeID); err != nil {
 		return err
 	}
@@ -74,6 +81,9 @@ func (s *Sessions) Send(ctx context.Context, officeID, agentID, text string) err
 		case <-ctx.Done():
 		}
 	}()
+	if ss, ok := s.Sessions.(engine.SendSince); ok {
+		return ss.SendSince(ctx, officeID, agentID, text, since)
+	}
 	return s.Sessions.Send(ctx, officeID, agentID, text)
 }
 

@@ -81,14 +81,32 @@ type delivery struct {
 // send types text into the agent; false when the session is down or did
 // not take it (the round ends and is retried).
 func (v *delivery) send(ctx context.Context, text string) bool {
+	return v.sendSince(ctx, text, time.Time{})
+}
+
+// sendSince is send for a text an earlier typing, at since (zero: none),
+// may have delivered: the session checks the agent's record first
+// (SendSince).
+func (v *delivery) sendSince(ctx context.Context, text string, since time.Time) bool {
 	if !v.running || !v.r.serves(v.a.OfficeID) {
 		return false // not running, or the office was taken over mid-round
 	}
+	sctx, release, ok := v.r.delivery.quiet.send(ctx)
+	if !ok {
+		return false // the server is stopping
+	}
+	defer release()
 	// Defused here, for everything typed (notices, answers, results,
 	// tasks): no receiver may read any part of it as its own block, nor
 	// find a control sequence in it (protocol.Defuse; the session
 	// sanitises again).
-	if err := v.r.sess.Send(ctx, v.a.OfficeID, v.a.ID, protocol.Defuse(text)); err != nil {
+	var err error
+	if ss, ok := v.r.sess.(SendSince); ok {
+		err = ss.SendSince(sctx, v.a.OfficeID, v.a.ID, protocol.Defuse(text), since)
+	} else {
+		err = v.r.sess.Send(sctx, v.a.OfficeID, v.a.ID, protocol.Defuse(text))
+	}
+	if err != nil {
 		if ctx.Err() == nil {
 			v.r.log.Info("deliver: send failed; will retry", "agent", v.a.Name, "err", err)
 		}
@@ -114,6 +132,10 @@ func (d *desk) round(ctx context.Context) (retry bool) {
 	if !o.serves(k.officeID) {
 		return false // another server runs the office now
 	}
+	if !o.delivery.quiet.begin() {
+		return false // the server is stopping
+	}
+	defer o.delivery.quiet.end()
 	a, err := o.store.GetAgent(ctx, k.agentID)
 	if err != nil {
 		if !office.IsNotFound(err) && ctx.Err() == nil {
@@ -197,7 +219,7 @@ func (o *deliverer) deliverAnswers(ctx context.Context, v *delivery, x due) outc
 			o.reask(ctx, v.a, q, verr)
 			continue
 		}
-		if !v.send(ctx, answerText(q, answer)) {
+		if !v.sendRow(ctx, rowKey("question", q.ID), answerText(q, answer)) {
 			return again
 		}
 		if ok, err := o.store.MarkQuestionDelivered(ctx, q.ID); err != nil {
@@ -234,7 +256,7 @@ func (o *deliverer) deliverInterruptedAnswer(ctx context.Context, v *delivery, q
 	if now.Status != office.QuestionAnswered {
 		return true
 	}
-	if !v.send(ctx, text) {
+	if !v.sendRow(ctx, rowKey("question", q.ID), text) {
 		return false
 	}
 	ok, err := o.store.MarkQuestionDelivered(ctx, q.ID)
@@ -255,7 +277,7 @@ func (o *deliverer) deliverResults(ctx context.Context, v *delivery, x due) outc
 			o.ensureStarted(ctx, v.a)
 			return again
 		}
-		if !v.send(ctx, resultText(r, o.agentName(ctx, r.FromAgentID))) {
+		if !v.sendRow(ctx, rowKey("result", r.ID), resultText(r, o.agentName(ctx, r.FromAgentID))) {
 			return again
 		}
 		if ok, err := o.store.MarkResultDelivered(ctx, r.ID); err != nil {
@@ -270,7 +292,7 @@ func (o *deliverer) deliverResults(ctx context.Context, v *delivery, x due) outc
 
 func (o *deliverer) deliverMessages(ctx context.Context, v *delivery, x due) outcome {
 	for _, m := range x.ms {
-		if !v.send(ctx, "[OFFICE] Message from a person in the office:\n"+quote(m.Content)) {
+		if !v.sendRow(ctx, rowKey("message", m.ID), "[OFFICE] Message from a person in the office:\n"+quote(m.Content)) {
 			return again
 		}
 		if ok, err := o.store.MarkUserMessageDelivered(ctx, m.ID); err != nil {
@@ -305,7 +327,7 @@ func (o *deliverer) deliverNextTask(ctx context.Context, v *delivery, x due) out
 		o.ensureStarted(ctx, v.a)
 		return again
 	}
-	if !v.send(ctx, taskText(*next, o.agentName(ctx, next.CallerAgentID))) {
+	if !v.sendRow(ctx, rowKey("task", next.ID), taskText(*next, o.agentName(ctx, next.CallerAgentID))) {
 		return again
 	}
 	if inv, ok, err := o.store.TransitionInvocation(ctx, next.ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{}); err != nil {
@@ -516,7 +538,7 @@ func (o *deliverer) deliverDependency(ctx context.Context, v *delivery, d office
 			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: %s\nvalue: %s\n[/DEPENDENCY_PROVIDED]\nIt was %s (%s); go on without it.", d.Name, d.Status, d.Default, d.Status, why)
 		}
 	}
-	if !v.send(ctx, text) {
+	if !v.sendRow(ctx, rowKey("dependency", d.ID), text) {
 		return false
 	}
 	if _, err := o.store.MarkDependencyDelivered(ctx, d.ID); err != nil {

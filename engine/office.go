@@ -394,8 +394,11 @@ func (o *Router) CatchUp(ctx context.Context, officeID string) {
 // (CatchUp) and, with autostart, starts the agents that should run: the
 // declared ones (an office file's) that are not disabled, and every other
 // agent that was running when its last server stopped (status active).
-// Failures to start are logged: the agent stays as it is.
+// Failures to start are logged: the agent stays as it is. First of all,
+// the session rows a server left live when it died are written stopped
+// (statusWriter.settle).
 func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []office.Agent, autostart bool) {
+	o.status.settle(ctx, officeID)
 	o.perms.sweepPermissions(ctx, officeID, "")
 	o.CatchUp(ctx, officeID)
 	if !autostart {

@@ -97,6 +97,7 @@ type deliverer struct {
 	work   *work
 	perms  *permissions
 	sweep  *sweeper
+	quiet  quiesce // the graceful stop (once.go)
 }
 
 // statusWriter records session status changes in order, one at a time.

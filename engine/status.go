@@ -64,6 +64,44 @@ func (o *statusWriter) flush(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// settle makes the session rows of officeID true when this server takes
+// the office: a row left starting, ready, busy, waiting or needs_attention
+// by a server that stopped without writing its final status (SIGKILL, a
+// lost node) names a process that is gone. Each such row whose agent has
+// no session here is written stopped (pid 0) before the office's agents
+// start, in the status writer's turn (one writer per row).
+func (o *statusWriter) settle(ctx context.Context, officeID string) {
+	select {
+	case o.turn <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-o.turn }()
+	rows, err := o.store.ListSessions(ctx, officeID)
+	if err != nil {
+		o.log.Warn("read session rows to settle", "office", officeID, "err", err)
+		return
+	}
+	for _, rec := range rows {
+		switch rec.Status {
+		case office.SessionStarting, office.SessionReady, office.SessionBusy, office.SessionWaiting, office.SessionNeedsAttention:
+		default:
+			continue
+		}
+		if o.work.sess.Running(rec.OfficeID, rec.AgentID) {
+			continue
+		}
+		was, pid := rec.Status, rec.PID
+		rec.Status, rec.PID, rec.ExitCode = office.SessionStopped, 0, nil
+		rec.Detail = "its server stopped without recording the end of this session (found " + was + " when the office was taken)"
+		if _, err := o.store.UpsertSession(ctx, rec); err != nil {
+			o.log.Warn("settle session row", "agent", rec.AgentID, "err", err)
+			continue
+		}
+		o.record(ctx, rec.OfficeID, rec.AgentID, "session."+office.SessionStopped, map[string]any{"pid": 0, "was": was, "was_pid": pid, "detail": rec.Detail}, "")
+	}
+}
+
 // recordQueued records the queued status changes in order; the caller
 // holds statusTurn.
 func (o *statusWriter) recordQueued(ctx context.Context) {
@@ -217,8 +255,11 @@ func (o *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange)
 		if err == nil && status == office.SessionReady {
 			d := o.desk(k)
 			d.mu.Lock()
-			was := d.crashed
-			d.crashed = false
+			// The first ready in this server's life is a process that
+			// replaced one an earlier server ran: its turn was cut short
+			// as by a crash.
+			was := d.crashed || !d.readyOnce
+			d.crashed, d.readyOnce = false, true
 			d.mu.Unlock()
 			// A fresh conversation after a crash (nothing to resume) is
 			// given back what it had not received by the session itself.

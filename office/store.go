@@ -193,7 +193,8 @@ type Dependencies interface {
 // Events is the append-only event log.
 type Events interface {
 	// AppendEvent returns inserted=false (and no error) when an event with
-	// the same non-empty DedupeKey exists in the office.
+	// the same non-empty DedupeKey exists in the office, and then that
+	// event, as stored first.
 	AppendEvent(ctx context.Context, e Event) (ev Event, inserted bool, err error)
 	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
 }

@@ -55,6 +55,7 @@ type chatRecord struct {
 	id   string
 	kind chatKind
 	text string
+	at   time.Time // its time stamp (the record check before typing again: record.go)
 }
 
 // chatKind is what a record is to the office.

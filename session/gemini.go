@@ -205,10 +205,11 @@ func geminiHasTurn(path string) bool {
 
 // geminiRecord is one line of a chat recording (the fields read).
 type geminiRecord struct {
-	ID      string          `json:"id"`
-	Type    string          `json:"type"`
-	Content json.RawMessage `json:"content"`
-	Set     *struct {
+	ID        string          `json:"id"`
+	Timestamp string          `json:"timestamp"`
+	Type      string          `json:"type"`
+	Content   json.RawMessage `json:"content"`
+	Set       *struct {
 		Messages []geminiRecord `json:"messages"`
 	} `json:"$set"`
 }
@@ -248,7 +249,7 @@ func geminiDecode(line []byte) []chatRecord {
 		if m.ID == "" || m.Type == "" {
 			continue
 		}
-		c := chatRecord{id: m.ID}
+		c := chatRecord{id: m.ID, at: stamp(m.Timestamp)}
 		switch m.Type {
 		case "user":
 			c.kind, c.text = chatPrompt, m.text()

@@ -121,10 +121,11 @@ func qwenHasRecord(path string) bool {
 
 // qwenRecord is one line of a Qwen Code chat recording (the fields read).
 type qwenRecord struct {
-	UUID    string `json:"uuid"`
-	Type    string `json:"type"`
-	Subtype string `json:"subtype"`
-	Message struct {
+	UUID      string `json:"uuid"`
+	Timestamp string `json:"timestamp"`
+	Type      string `json:"type"`
+	Subtype   string `json:"subtype"`
+	Message   struct {
 		Parts []struct {
 			Text    string `json:"text"`
 			Thought bool   `json:"thought"`
@@ -144,7 +145,7 @@ func qwenDecode(line []byte) []chatRecord {
 	if json.Unmarshal(line, &r) != nil || r.UUID == "" {
 		return nil
 	}
-	c := chatRecord{id: r.UUID}
+	c := chatRecord{id: r.UUID, at: stamp(r.Timestamp)}
 	var b strings.Builder
 	for _, p := range r.Message.Parts {
 		if !p.Thought {

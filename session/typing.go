@@ -13,6 +13,11 @@ type sendReq struct {
 	text  string
 	taken bool
 	tries int // times typed
+	// since: when the text was first typed (in this server's life or,
+	// given to SendSince, an earlier one); zero until then. A text typed
+	// before is typed again only when the driver's record (promptRecord) has
+	// no prompt with it since then.
+	since time.Time
 	done  chan error
 }
 
@@ -37,11 +42,21 @@ type pendingAck struct {
 // ErrFailed or ErrExited. Text queued while the agent restarts after a
 // crash waits for it.
 func (s *Session) Send(ctx context.Context, text string) error {
+	return s.SendSince(ctx, text, time.Time{})
+}
+
+// SendSince is Send for a text that may have been typed before, at since
+// (zero: never), by an earlier server whose acknowledgement was not
+// recorded. When the agent's CLI records the prompts it got (Claude Code's
+// transcript), the record is read first and a prompt with this text at or
+// after since counts as received: SendSince returns nil without typing.
+// A CLI without a record gets the text again.
+func (s *Session) SendSince(ctx context.Context, text string, since time.Time) error {
 	text = trimNewlines(Sanitize(text))
 	if text == "" {
 		return ErrEmpty
 	}
-	r := &sendReq{text: text, done: make(chan error, 1)}
+	r := &sendReq{text: text, since: since, done: make(chan error, 1)}
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
@@ -89,6 +104,12 @@ func (s *Session) typeNext() {
 	r := s.sendQ[0]
 	s.sendQ = s.sendQ[1:]
 	r.taken = true
+	if s.alreadyRecordedLocked(r) {
+		s.mu.Unlock()
+		r.done <- nil
+		s.poke()
+		return
+	}
 	r.tries++
 	if r.tries > 1 {
 		s.typedAgain.Add(1)
@@ -102,6 +123,9 @@ func (s *Session) typeNext() {
 	s.mu.Unlock()
 	report()
 	typedAt := time.Now()
+	if r.since.IsZero() {
+		r.since = typedAt
+	}
 	if err := s.typeText(p, r.text, paste); err != nil {
 		if isClosed(p.exited) {
 			s.unacked(r, ErrExited) // typed into a process that died: again after the restart
@@ -112,6 +136,25 @@ func (s *Session) typeNext() {
 	}
 	s.ack = &pendingAck{r: r, p: p, typedAt: typedAt, enteredAt: time.Now()}
 	s.poke()
+}
+
+// alreadyRecordedLocked reports whether r, typed before, is in the
+// driver's record of prompts since then (then it is not typed again). A
+// record that cannot be read says nothing: the text is typed. Locked.
+func (s *Session) alreadyRecordedLocked(r *sendReq) bool {
+	rec, ok := s.drv.(promptRecord)
+	if r.since.IsZero() || !ok {
+		return false
+	}
+	got, err := rec.recorded(r.text, r.since)
+	if err != nil {
+		s.log.Warn("read the record of prompts before typing again", "err", err)
+		return false
+	}
+	if got {
+		s.log.Info("not typed again: the agent's record has it", "typed", r.since.Format(time.RFC3339Nano))
+	}
+	return got
 }
 
 // maxTries bounds how often one text is typed when it was not acknowledged

@@ -510,6 +510,14 @@ func (r *running) wait(ctx context.Context, timeout time.Duration) error {
 		r.log.Warn("http shutdown", "err", err)
 		_ = r.hs.Close()
 	}
+	// Texts already typed get their acknowledgement and their mark before
+	// the agents stop (half the time left); what stays unconfirmed keeps
+	// its typing marker, and the next start checks before typing it again.
+	qctx, qcancel := context.WithTimeout(sctx, remaining(sctx)/2)
+	if err := r.router.Quiesce(qctx); err != nil {
+		r.log.Warn("stop typing", "err", err)
+	}
+	qcancel()
 	if err := r.mgr.Close(sctx); err != nil {
 		r.log.Warn("stop sessions", "err", err)
 	}
@@ -541,6 +549,15 @@ func rosterTTL(storeKind string) time.Duration {
 		return 30 * time.Second
 	}
 	return rostercache.DefaultTTL
+}
+
+// remaining is the time left before ctx's deadline.
+func remaining(ctx context.Context) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return time.Until(d)
 }
 
 // eventPoll is how often the server's event tail reads the store when

@@ -342,7 +342,12 @@ func (s *Store) AppendEvent(ctx context.Context, e office.Event) (office.Event, 
 		returning `+eventCols,
 		e.OfficeID, nullStr(e.AgentID), nullStr(e.SessionID), e.Kind, payload, nullStr(e.Raw), nullStr(e.DedupeKey), created))
 	if errors.Is(err, sql.ErrNoRows) {
-		return e, false, nil
+		// A duplicate: the one stored first stands, and is returned.
+		got, err = scanEvent(s.ws.queryRow(ctx, `select `+eventCols+` from office_events where office_id = ? and dedupe_key = ?`, e.OfficeID, e.DedupeKey))
+		if err != nil {
+			return office.Event{}, false, s.fail("append event", err)
+		}
+		return got, false, nil
 	}
 	if err != nil {
 		return office.Event{}, false, s.fail("append event", err)

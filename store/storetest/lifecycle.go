@@ -1299,12 +1299,17 @@ func testEvents(t *testing.T, fx *fixture) {
 	if d := diff(e1, want, fx.opts(ignore(office.Event{}, "ID", "CreatedAt"))); d != "" {
 		t.Errorf("AppendEvent returned (-got +want):\n%s", d)
 	}
-	_, inserted, err = s.AppendEvent(ctx, office.Event{OfficeID: fx.office.ID, Kind: "ask_user", Payload: json.RawMessage(`{"x":2}`), DedupeKey: in.DedupeKey})
+	dup, inserted, err := s.AppendEvent(ctx, office.Event{OfficeID: fx.office.ID, Kind: "ask_user", Payload: json.RawMessage(`{"x":2}`), DedupeKey: in.DedupeKey})
 	if err != nil {
 		t.Errorf("AppendEvent(duplicate key): %v; want no error", err)
 	}
 	if inserted {
 		t.Errorf("AppendEvent(duplicate key) inserted; want inserted=false")
+	}
+	// The one stored first stands and is returned (the engine reads when
+	// a row was first typed from it: engine/once.go).
+	if dup.ID != e1.ID || string(dup.Payload) != string(e1.Payload) {
+		t.Errorf("AppendEvent(duplicate key) = id %d payload %s; want the first, id %d payload %s", dup.ID, dup.Payload, e1.ID, e1.Payload)
 	}
 	eo, inserted, err := s.AppendEvent(ctx, office.Event{OfficeID: other.ID, Kind: "ask_user", DedupeKey: in.DedupeKey})
 	if err != nil || !inserted {

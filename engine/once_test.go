@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/office-server/office-server/office"
+)
+
+// sinceSessions is fakeSessions that can check a record (SendSince): the
+// first Send of a text fails as a stop between typing and acknowledgement
+// would, and each SendSince's time is kept.
+type sinceSessions struct {
+	*fakeSessions
+	mu     sync.Mutex
+	failed map[string]bool
+	since  []time.Time
+}
+
+func (s *sinceSessions) Send(ctx context.Context, officeID, agentID, text string) error {
+	s.mu.Lock()
+	first := !s.failed[text]
+	s.failed[text] = true
+	s.mu.Unlock()
+	if first {
+		return errors.New("typed, then the agent went away before acknowledging it")
+	}
+	return s.fakeSessions.Send(ctx, officeID, agentID, text)
+}
+
+func (s *sinceSessions) SendSince(ctx context.Context, officeID, agentID, text string, since time.Time) error {
+	if since.IsZero() {
+		return s.Send(ctx, officeID, agentID, text)
+	}
+	s.mu.Lock()
+	s.since = append(s.since, since)
+	s.mu.Unlock()
+	return s.fakeSessions.Send(ctx, officeID, agentID, text)
+}
+
+// TestTypedAgainSince: a row whose first typing was never acknowledged is
+// handed to the session again with the time of that first typing (so the
+// agent's record is checked first), a delivery.typing_again event says
+// so, and the row is then marked delivered once.
+func TestTypedAgainSince(t *testing.T) {
+	var ss *sinceSessions
+	h := newHarness(t, func(c *Config) {
+		ss = &sinceSessions{fakeSessions: c.Sessions.(*fakeSessions), failed: map[string]bool{}}
+		c.Sessions = ss
+	})
+	first := h.clk.Now()
+	h.run("DEV")
+	ctx := context.Background()
+	m, err := h.r.SendUserMessage(ctx, h.office.ID, h.id("DEV"), "", "Ship it.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.typed("DEV", "Ship it.")
+	eventually(t, "the message delivered", func() bool {
+		ms, _ := h.st.ListPendingUserMessages(ctx, office.Due{AgentID: h.id("DEV")})
+		return len(ms) == 0
+	})
+	ss.mu.Lock()
+	since := append([]time.Time(nil), ss.since...)
+	ss.mu.Unlock()
+	if len(since) != 1 || !since[0].Equal(first) {
+		t.Errorf("SendSince times %v; want one, %v (the first typing)", since, first)
+	}
+	evs, err := h.st.ListEvents(ctx, office.EventFilter{OfficeID: h.office.ID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, e := range evs {
+		var p typingMark
+		_ = json.Unmarshal(e.Payload, &p)
+		if p.Row == rowKey("message", m.ID) || strings.Contains(string(e.Payload), m.ID) {
+			kinds[e.Kind]++
+		}
+	}
+	if kinds[EventTyping] != 1 || kinds[EventTypingAgain] != 1 || kinds["message.delivered"] != 1 {
+		t.Errorf("events for the message: %v; want one each of %s, %s, message.delivered", kinds, EventTyping, EventTypingAgain)
+	}
+}
+
+// TestTakeOfficeSettlesRows: taking an office writes stopped (pid 0) on
+// the session rows a dead server left live, and leaves the rows of agents
+// running here and of ended sessions alone.
+func TestTakeOfficeSettlesRows(t *testing.T) {
+	h := newHarness(t, nil, office.Agent{Name: "PO"}, office.Agent{Name: "DEV"}, office.Agent{Name: "QA"})
+	ctx := context.Background()
+	h.run("DEV")
+	for name, st := range map[string]string{"PO": office.SessionBusy, "DEV": office.SessionReady, "QA": office.SessionCrashed} {
+		if _, err := h.st.UpsertSession(ctx, office.SessionRecord{OfficeID: h.office.ID, AgentID: h.id(name), Status: st, PID: 4242}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.r.TakeOffice(ctx, h.office.ID, nil, false)
+	want := map[string]string{"PO": office.SessionStopped, "DEV": office.SessionReady, "QA": office.SessionCrashed}
+	for name, w := range want {
+		rec, err := h.st.GetSessionByAgent(ctx, h.id(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Status != w || (w == office.SessionStopped && rec.PID != 0) {
+			t.Errorf("%s's row after the take: %s pid %d; want %s", name, rec.Status, rec.PID, w)
+		}
+	}
+}
