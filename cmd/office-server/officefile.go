@@ -321,13 +321,15 @@ func checkLaunch(doc *yaml.Node, i int, path string, lf launchFile, l office.Lau
 	}
 }
 
-// checkRefs checks the ${NAME} references in v: well formed and, with
-// opt.Deep, set in the environment.
+// checkRefs checks the ${NAME} references in v: with opt.Deep, set in
+// the environment. Anything else in ${...} is not a reference and is
+// passed as written (a shell script's "${x##*/}" in args), as the server
+// does (office.ExpandLaunch).
 func checkRefs(n *yaml.Node, path, v string, opt checkOptions, ps *problems) {
 	for _, m := range envRef.FindAllStringSubmatch(v, -1) {
 		switch {
 		case !envName.MatchString(m[1]):
-			ps.add(n, path, "%q: ${...} must hold a variable name", m[0])
+			continue
 		case opt.Deep && opt.Getenv(m[1]) == "":
 			ps.add(n, path, "%s is not set in this environment: the agent would not start", m[0])
 		}

@@ -212,7 +212,7 @@ agents:
 		t.Fatal(err)
 	}
 	const token = "cli-perm-token-0123456789abcdef"
-	env := []string{"HOME=" + t.TempDir(), "LANG=C.UTF-8", "OFFICE_ADMIN_TOKEN=" + token, "DATABASE_URL=" + dbURL}
+	env := []string{"HOME=" + t.TempDir(), "LANG=C.UTF-8", "OFFICE_ADMIN_TOKEN=" + token, "DATABASE_URL=" + dbURL, "OFFICE_SECRETS_KEY=" + e2eSecretsKey}
 	args := []string{"--office", officeFile, "--data-dir", t.TempDir()}
 	p := launchServer(t, bin, env, args...)
 	p.waitHealthy(t)
