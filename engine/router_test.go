@@ -732,6 +732,14 @@ func TestErrorRecoveries(t *testing.T) {
 	h.run("PO")
 	h.run("DEV")
 	h.say("DEV", "[ERROR]\ntype: recoverable\nmessage: Rate limit exceeded\nrecovery: pause_and_retry\n[/ERROR]")
+	// The clock moves only once the retry is queued: moved before, the
+	// retry would be due two minutes after the new now and never fire.
+	eventually(t, "retry queued", func() bool {
+		q := &h.r.sweep.retries
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.waiting) == 1
+	})
 	h.quiet("DEV", 100*time.Millisecond)
 	h.clk.Add(2 * time.Minute)
 	h.typed("DEV", "retry now")
