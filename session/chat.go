@@ -43,6 +43,9 @@ type chatCLI struct {
 	// reEnters is how many times Enter is pressed again, chatAckTimeout
 	// apart, for typed text the CLI has not recorded (0: once).
 	reEnters int
+	// pasteGuard is how long after a paste the CLI takes an Enter for a
+	// line break rather than a submit (0: never).
+	pasteGuard time.Duration
 	// prepare, if set, adds to the environment what keeps a start-up
 	// dialog away (folder trust), leaving the person's files alone.
 	prepare func(spec Spec, env []string) []string
@@ -225,12 +228,16 @@ func oscTitle(cur string, tail, p []byte) (string, []byte) {
 // flush: the recording holds every word.
 func (d *chatDriver) flush() []Text { return nil }
 
-func (d *chatDriver) typed(string) {
-	d.enter.typed(time.Now())
+func (d *chatDriver) typed(text string) {
+	d.enter.typed(time.Now(), text)
 	d.working, d.replied = false, false
 }
 
 func (d *chatDriver) keys([]byte) bool { return false }
+
+// afterPaste: the Enter of a paste waits out the CLI's paste guard, from
+// when the paste was seen taken.
+func (d *chatDriver) afterPaste() time.Duration { return d.cli.pasteGuard }
 
 // received: the CLI records the prompt it got.
 func (d *chatDriver) received(now time.Time, a *pendingAck) (bool, error) {
@@ -294,9 +301,7 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 	}
 	s.mu.Lock()
 	next := st
-	if len(d.prompts) > 0 {
-		d.enter.recorded()
-	}
+	d.enter.recorded(d.prompts)
 	if d.gotReply {
 		d.replied, d.gotReply = true, false
 	}

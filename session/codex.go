@@ -227,9 +227,9 @@ func codexState(cur string, tail, p []byte) (string, []byte) {
 // flush: the rollout holds every word.
 func (d *codexDriver) flush() []Text { return nil }
 
-func (d *codexDriver) typed(string) {
+func (d *codexDriver) typed(text string) {
 	d.turnEnded = false
-	d.enter.typed(time.Now())
+	d.enter.typed(time.Now(), text)
 }
 
 func (d *codexDriver) keys([]byte) bool { return false }
@@ -344,9 +344,7 @@ func (d *codexDriver) step(now time.Time, st Status) ([]Text, func()) {
 			d.turnEnded = true
 		}
 	}
-	if len(d.prompts) > 0 {
-		d.enter.recorded()
-	}
+	d.enter.recorded(d.prompts)
 	if d.id != "" {
 		s.info.ConversationID, s.info.Transcript = d.id, d.file
 	}

@@ -157,3 +157,21 @@ func TestEnterWaitsForItsOwnText(t *testing.T) {
 
 // pastedContent is Claude Code's markup around a pasted piece of a prompt.
 var pastedContent = regexp.MustCompile(`</?pasted_content id="\d+">`)
+
+// TestEnterAgainOnlyForItsOwnPrompt: a CLI that records another user
+// message (Gemini CLI records the session's context as one) while the
+// typed text sits unsubmitted in its composer is pressed Enter again; the
+// text's own record ends it.
+func TestEnterAgainOnlyForItsOwnPrompt(t *testing.T) {
+	t0 := time.Now()
+	var e enterAgain
+	e.typed(t0, "[OFFICE] Message from a person in the office:\n> please run one")
+	e.recorded([]string{"This is the Gemini CLI. We are setting up the context for our chat."})
+	if !e.due(t0.Add(3100*time.Millisecond), 3, 3*time.Second) {
+		t.Fatal("another prompt recorded stopped the Enter again")
+	}
+	e.recorded([]string{"[OFFICE] Message from a person in the office:\n> please run one"})
+	if e.due(t0.Add(6100*time.Millisecond), 3, 3*time.Second) {
+		t.Fatal("Enter pressed again after the text was recorded")
+	}
+}

@@ -54,7 +54,14 @@ var geminiCLI = &chatCLI{
 	// single Enter 3 s later was not enough. An Enter on an empty
 	// composer does nothing.
 	reEnters: 3,
-	hook:     &chatHook{mode: "before-tool", apply: geminiHook},
+	// An Enter within 40 ms of a bracketed paste is a line break, in a
+	// terminal without the kitty keyboard protocol (a PTY): the paste
+	// guard of its InputPrompt (setRecentUnsafePasteTime, cleared by a
+	// 40 ms timer). Waited from the paste's echo, with a margin for the
+	// timer and the redraw it needs; an Enter lost anyway is pressed
+	// again (reEnters).
+	pasteGuard: 60 * time.Millisecond,
+	hook:       &chatHook{mode: "before-tool", apply: geminiHook},
 }
 
 // geminiTrust trusts the agent's own folder: GEMINI_CLI_TRUST_WORKSPACE=true

@@ -237,8 +237,15 @@ func (s *Session) typeText(p *proc, text string, paste bool) error {
 	if err := s.awaitLanded(p, tail, base, wrote); err != nil {
 		return err
 	}
+	if g, ok := s.drv.(pasteGuarder); ok && strings.HasPrefix(body, "\x1b[200~") && g.afterPaste() > 0 {
+		time.Sleep(g.afterPaste())
+	}
 	return write("\r")
 }
+
+// pasteGuarder is a driver whose program takes an Enter that comes soon
+// after a paste for a line break: afterPaste is how long to wait.
+type pasteGuarder interface{ afterPaste() time.Duration }
 
 // awaitLanded waits until the program has taken the text typed at wrote,
 // so that the Enter that follows submits it rather than joining it (a TUI
@@ -479,14 +486,26 @@ func (s *Session) pressEnterAgain(p *proc) {
 // CLI loads is lost). Locked, as its driver's fields.
 type enterAgain struct {
 	typedAt  time.Time
+	text     string
 	awaiting bool // typed, not yet seen recorded
 	pressed  int  // Enter pressed again since it was typed
 }
 
-func (e *enterAgain) typed(now time.Time) { *e = enterAgain{typedAt: now, awaiting: true} }
+func (e *enterAgain) typed(now time.Time, text string) {
+	*e = enterAgain{typedAt: now, text: text, awaiting: true}
+}
 
-// recorded: the CLI recorded the prompt; nothing more to press.
-func (e *enterAgain) recorded() { e.awaiting = false }
+// recorded is told the prompts the CLI recorded since the last look:
+// once the typed text is among them, nothing more is pressed. Another
+// prompt (a CLI records the session's context as a user message of its
+// own) is no sign that this one was submitted.
+func (e *enterAgain) recorded(prompts []string) {
+	for _, p := range prompts {
+		if e.awaiting && samePrompt(p, e.text) {
+			e.awaiting = false
+		}
+	}
+}
 
 // next is when the next Enter again falls due; false when none will.
 func (e *enterAgain) next(times int, wait time.Duration) (time.Time, bool) {

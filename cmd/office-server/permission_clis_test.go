@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,11 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/office-server/office-server/internal/geminitest"
 	"github.com/office-server/office-server/internal/openaitest"
 	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/server"
+	"github.com/office-server/office-server/session/screen"
 )
 
 // cliModel is a scripted model for TestCLIPermissionRequests: "please run
@@ -26,6 +30,7 @@ type cliModel struct {
 	results func() []string             // the tool results the model got
 	users   func() []string             // the user texts the model got
 	askedAt func(word string) time.Time // when it asked for the command of word
+	trace   func() string               // every request it got, for a failure's log
 }
 
 func scriptedCommand(word string) string { return "mkdir -p d-" + word + " && echo ran-" + word }
@@ -107,6 +112,14 @@ func geminiModel(t *testing.T, officeHome bool) cliModel {
 			return out
 		},
 		askedAt: times.get,
+		trace: func() string {
+			var b strings.Builder
+			for _, r := range srv.Requests() {
+				fmt.Fprintf(&b, "%s %s main=%v tools=%d user=%q\n", r.Time.Format("15:04:05.000"), r.Path, r.Main, r.Tools, r.LastUserText())
+			}
+			fmt.Fprintf(&b, "other requests: %q", srv.Unknown())
+			return b.String()
+		},
 	}
 }
 
@@ -222,6 +235,9 @@ agents:
 		if t.Failed() {
 			t.Logf("server log:\n%s", cur.stderr.String())
 			t.Logf("model results %q; user texts %q", m.results(), m.users())
+			if m.trace != nil {
+				t.Logf("model requests:\n%s", m.trace())
+			}
 		}
 	}()
 	c := apiClient{t: t, base: p.base, token: token}
@@ -233,6 +249,9 @@ agents:
 			t.Logf("sessions %v", ss)
 			for _, e := range evs {
 				t.Logf("event %v %v", e["kind"], e["payload"])
+			}
+			if len(ss) == 1 {
+				t.Logf("qa's screen:\n%s", agentScreen(t, p.base, token, offices[0].ID, fmt.Sprint(ss[0]["agent_id"])))
 			}
 		}
 	}()
@@ -433,4 +452,28 @@ agents:
 		t.Errorf("the events name the path %q, want %q", vias, via)
 	}
 	t.Logf("%s: request → row %s; answer → decision at the model %s", t.Name(), spread(toRow), spread(toDecision))
+}
+
+// agentScreen is what the console shows of an agent: its screen drawn
+// from the snapshot a viewer joining now is sent.
+func agentScreen(t *testing.T, base, token, officeID, agentID string) string {
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+token)
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/ws/offices/"+officeID+"/agents/"+agentID, h)
+	if err != nil {
+		return "console: " + err.Error()
+	}
+	defer ws.Close()
+	scr := screen.New(200, 50)
+	_ = ws.SetReadDeadline(time.Now().Add(time.Second))
+	for {
+		_, b, err := ws.ReadMessage()
+		if err != nil {
+			break
+		}
+		if len(b) > 0 && b[0] == server.FrameOutput {
+			_, _ = scr.Write(b[1:])
+		}
+	}
+	return strings.TrimRight(strings.Join(scr.Lines(), "\n"), "\n ")
 }
