@@ -264,6 +264,11 @@ const (
 type dialogAsk struct {
 	id     string // the request's ID; "" when none
 	dialog string // the dialog's text it was made from
+	// answered is the text of the dialog the office just answered, kept
+	// until it leaves the screen: the CLI redraws after the key, and until
+	// then the dialog still shown is no new request (answered again, its
+	// key would go to whatever follows it).
+	answered string
 }
 
 var (
@@ -271,20 +276,57 @@ var (
 	dialogToolLine   = regexp.MustCompile(`^[?]\s+(\S+)\s+(.*)$`)
 )
 
+// dialogMarker is the highlight before a dialog's chosen option, which
+// moves with the arrow keys and with the digit that answers it.
+var dialogMarker = regexp.MustCompile(`(?m)^(\s*│?\s*)[●›❯>]\s*(\d\.)`)
+
+// sameDialog reports whether two texts of a dialog are the same dialog:
+// equal but for where the highlight is.
+func sameDialog(a, b string) bool {
+	return dialogMarker.ReplaceAllString(a, "$1$2") == dialogMarker.ReplaceAllString(b, "$1$2")
+}
+
+// dialogNow is the text of the dialog on screen ("" when none). Locked.
+func (d *chatDriver) dialogNow() string {
+	if d.term == nil {
+		return ""
+	}
+	return d.cli.dialog(d.term.Lines())
+}
+
+// otherDialog reports whether dialog text now asks about another tool or
+// subject than before; a text without its tool line says nothing.
+func otherDialog(now, before string) bool {
+	tool, subject := dialogHead(now)
+	if tool == "" {
+		return false
+	}
+	t, s := dialogHead(before)
+	return tool != t || subject != s
+}
+
+// dialogHead returns the tool and subject of a dialog's first
+// "? Tool  subject" line ("" when it has none).
+func dialogHead(text string) (tool, subject string) {
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(strings.Trim(strings.TrimSpace(l), "│"))
+		if m := dialogToolLine.FindStringSubmatch(l); m != nil {
+			return m[1], strings.TrimSpace(m[2])
+		}
+	}
+	return "", ""
+}
+
 // dialogRequest reads a tool-approval dialog's text: the tool and what it
 // acts on (its first "? Tool  subject" line), and the options by number.
 func dialogRequest(text string) (tool string, input json.RawMessage, options map[int]string) {
 	options = map[int]string{}
-	subject := ""
+	tool, subject := dialogHead(text)
 	for _, l := range strings.Split(text, "\n") {
 		l = strings.TrimSpace(strings.Trim(strings.TrimSpace(l), "│"))
 		if m := dialogOptionLine.FindStringSubmatch(l); m != nil {
 			n, _ := strconv.Atoi(m[1])
 			options[n] = strings.TrimSpace(m[2])
-			continue
-		}
-		if m := dialogToolLine.FindStringSubmatch(l); m != nil && tool == "" {
-			tool, subject = m[1], strings.TrimSpace(m[2])
 		}
 	}
 	if tool == "" {
@@ -335,13 +377,21 @@ func (d *chatDriver) askDialog(action bool) func() {
 		text = d.cli.dialog(d.term.Lines())
 	}
 	key := d.s.key
-	if d.ask.id != "" && (!action || text != d.ask.dialog) {
+	if d.ask.id != "" && (!action || !sameDialog(text, d.ask.dialog)) {
 		id := d.ask.id
 		d.ask = dialogAsk{}
 		if m.perms.take(key, id) == nil || m.opts.OnPermissionEnd == nil {
 			return nil // decided by the office
 		}
 		return func() { m.opts.OnPermissionEnd(key, id, true) }
+	}
+	if d.ask.answered != "" {
+		// Until it leaves the screen, whatever the title says meanwhile; a
+		// frame drawn in part (no tool line) is no other dialog.
+		if now := d.dialogNow(); now != "" && !otherDialog(now, d.ask.answered) {
+			return nil
+		}
+		d.ask.answered = ""
 	}
 	if !action || text == "" || d.ask.id != "" {
 		return nil
@@ -377,9 +427,11 @@ func (d *chatDriver) answerDialog(id string, options map[int]string, dec Permiss
 	if d.term != nil {
 		text = d.cli.dialog(d.term.Lines())
 	}
-	same := d.ask.id == id && text == d.ask.dialog && d.cli.state(d.title) == chatAction
+	same := d.ask.id == id && sameDialog(text, d.ask.dialog) && d.cli.state(d.title) == chatAction
 	if same {
-		d.ask = dialogAsk{} // decided: its going away is no terminal answer
+		// Decided: its going away is no answer in the terminal, and it is
+		// not asked again while it is still drawn.
+		d.ask = dialogAsk{answered: text}
 	}
 	pr := s.p
 	s.mu.Unlock()

@@ -203,6 +203,14 @@ func TestChatPermissionHook(t *testing.T) {
 					t.Error("a dialog decided twice")
 				}
 			}
+			pr.mu.Lock()
+			if n := len(pr.reqs); n != 2 {
+				// A dialog answered and still drawn until the CLI redraws
+				// is no new request: answered, its key would go to what
+				// follows it.
+				t.Errorf("%d requests for two tool calls", n)
+			}
+			pr.mu.Unlock()
 			if err := m.Stop(ctx, key); err != nil {
 				t.Fatal(err)
 			}
@@ -234,5 +242,23 @@ func TestGeminiHookFailsClosed(t *testing.T) {
 	out.Reset()
 	if code := RunPermissionHook([]string{"permission", filepath.Join(t.TempDir(), "gone.sock")}, strings.NewReader(`{"tool_name":"Bash"}`), &out, &errb); code != 1 || out.Len() != 0 {
 		t.Errorf("a PermissionRequest hook without a server: exit %d, output %q; want 1 and nothing (the CLI shows its dialog)", code, out.String())
+	}
+}
+
+func TestSameDialog(t *testing.T) {
+	a := "? Shell  mkdir -p d-two\nAllow execution of [Shell]?\n● 1. Allow once\n2. Allow for this session\n3. No, suggest changes (esc)"
+	b := "? Shell  mkdir -p d-two\nAllow execution of [Shell]?\n1. Allow once\n2. Allow for this session\n● 3. No, suggest changes (esc)"
+	c := "? Shell  mkdir -p d-three\nAllow execution of [Shell]?\n● 1. Allow once\n2. Allow for this session\n3. No, suggest changes (esc)"
+	if !sameDialog(a, b) {
+		t.Error("the highlight moved: not the same dialog")
+	}
+	if sameDialog(a, c) {
+		t.Error("another command: the same dialog")
+	}
+	if !otherDialog(c, a) || otherDialog(b, a) {
+		t.Error("otherDialog: another command is another dialog, a moved highlight is not")
+	}
+	if otherDialog("Allow execution of [Shell]?\n● 1. Allow once", a) {
+		t.Error("a frame without its tool line taken for another dialog")
 	}
 }
