@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/office-server/office-server/internal/reconnect"
 	"github.com/office-server/office-server/office"
 
 	"github.com/google/uuid"
@@ -40,17 +41,16 @@ func (d *desk) deliver(ctx context.Context) {
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
 	tick := d.r.cfg.Tick
-	delay, maxDelay := tick, min(30*time.Second, 64*tick)
+	delay := reconnect.Backoff(tick, min(30*time.Second, 64*tick))
 	for {
 		left := d.round(ctx)
 		d.mu.Lock()
 		d.settled = !left
 		d.mu.Unlock()
 		if left {
-			retry.Reset(delay)
-			delay = min(2*delay, maxDelay)
+			retry.Reset(delay.NextBackOff())
 		} else {
-			delay = tick
+			delay.Reset()
 		}
 		select {
 		case <-ctx.Done():
