@@ -404,19 +404,22 @@ func (o *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpe
 	if err != nil && !office.IsNotFound(err) {
 		return spec, fmt.Errorf("get session: %w", err)
 	}
-	if rec.AgentSessionID != "" {
-		spec.ConversationID, spec.Resume = rec.AgentSessionID, true
-		spec.TranscriptAfter = o.transcriptCursor(ctx, agentKey{a.OfficeID, a.ID}, rec.AgentSessionID)
-	} else {
-		spec.ConversationID = uuid.NewString()
-		rec.OfficeID, rec.AgentID, rec.AgentSessionID = a.OfficeID, a.ID, spec.ConversationID
-		if rec.Status == "" {
-			rec.Status = office.SessionStarting
-		}
-		if _, err := o.upsertSession(ctx, rec); err != nil {
+	if rec.AgentSessionID == "" {
+		// A new conversation, recorded by the one writer of the row: only
+		// the conversation (and this node) is written, the first one
+		// recorded holds, and a start that raced this one is resumed.
+		fresh := uuid.NewString()
+		rec, _, _, err = o.store.SetSessionStatus(ctx, office.SessionStatus{OfficeID: a.OfficeID, AgentID: a.ID, AgentSessionID: fresh, Node: o.cfg.Node})
+		if err != nil {
 			return spec, fmt.Errorf("record session: %w", err)
 		}
+		if rec.AgentSessionID == fresh {
+			spec.ConversationID = fresh
+			return spec, nil
+		}
 	}
+	spec.ConversationID, spec.Resume = rec.AgentSessionID, true
+	spec.TranscriptAfter = o.transcriptCursor(ctx, agentKey{a.OfficeID, a.ID}, rec.AgentSessionID)
 	return spec, nil
 }
 

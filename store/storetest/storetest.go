@@ -99,6 +99,7 @@ func Run(t *testing.T, h Harness) {
 		{"RaceAppendEventDedupe", testRaceAppendEventDedupe},
 		{"RaceExpireQuestions", testRaceExpireQuestions},
 		{"RaceSessionStatus", testRaceSessionStatus},
+		{"RaceSessionConversation", testRaceSessionConversation},
 		{"FeedAnswer", testFeedAnswer},
 		{"FeedUserMessage", testFeedUserMessage},
 		{"FeedDependency", testFeedDependency},
