@@ -57,7 +57,6 @@ type SessionLog interface {
 	// ListDue returns everything due to one agent, each list as its own
 	// List* method returns it (oldest first), read at once.
 	ListDue(ctx context.Context, officeID, agentID string) (DueWork, error)
-	UpsertSession(ctx context.Context, s SessionRecord) (SessionRecord, error) // by AgentID
 	GetSessionByAgent(ctx context.Context, agentID string) (SessionRecord, error)
 	ListSessions(ctx context.Context, officeID string) ([]SessionRecord, error)
 	// SetSessionStatus records one change of an agent's session status
