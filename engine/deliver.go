@@ -335,9 +335,9 @@ func (o *deliverer) deliverNextTask(ctx context.Context, v *delivery, x due) out
 		return again
 	} else if ok {
 		if inv.StartedAt != nil {
-			o.sweep.invocations.note(inv.StartedAt.Add(o.cfg.InvocationTimeout + time.Nanosecond))
+			o.timers.invocations.note(inv.StartedAt.Add(o.cfg.InvocationTimeout + time.Nanosecond))
 		} else {
-			o.sweep.invocations.forget()
+			o.timers.invocations.forget()
 		}
 		o.record(ctx, v.a.OfficeID, v.a.ID, "invocation.in_progress", map[string]string{"invocation_id": next.ID}, "")
 	}

@@ -80,7 +80,7 @@ type livePerm struct {
 // "allow for this session" answers are in the store (permission_grants).
 type permissions struct {
 	*base
-	sweep *sweeper
+	timers *timers
 
 	mu    sync.Mutex
 	live  map[string]livePerm // by question ID
@@ -184,7 +184,7 @@ func (o *permissions) request(req PermissionRequest) {
 		deny("The office could not record this request, so no one was asked. Try again later.")
 		return
 	}
-	o.sweep.questions.note(q.ExpiresAt)
+	o.timers.questions.note(q.ExpiresAt)
 	o.record(ctx, a.OfficeID, a.ID, "permission.requested", map[string]any{
 		"question_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "question": question,
 		"expires_at": q.ExpiresAt, "session_rule": lp.rule, "via": req.Via,
@@ -315,7 +315,7 @@ func (o *permissions) decideWaiting(ctx context.Context) {
 				// Due: expire the questions now rather than at the next
 				// Sweep, so the timeout holds to the second (the sweeper
 				// expires it and expiredPermission tells the agent).
-				o.sweep.expireQuestions(ctx, o.now())
+				o.timers.expireNow()
 			}
 		case office.QuestionAnswered:
 			o.decideAnswered(ctx, q, lp)
@@ -757,7 +757,7 @@ func (o *permissions) sweepPermissions(ctx context.Context, officeID, agentID st
 		o.notify(a, interruptedText(a, q))
 	}
 	if due {
-		o.sweep.expireQuestions(ctx, o.now())
+		o.timers.expireNow()
 	}
 }
 

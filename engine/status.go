@@ -88,7 +88,7 @@ func (o *statusWriter) settle(ctx context.Context, officeID string) {
 		default:
 			continue
 		}
-		if o.work.sess.Running(rec.OfficeID, rec.AgentID) {
+		if o.sess.Running(rec.OfficeID, rec.AgentID) {
 			continue
 		}
 		detail := "its server stopped without recording the end of this session (found " + rec.Status + " when the office was taken)"
@@ -229,7 +229,7 @@ func (o *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange)
 			o.log.Warn("record agent failed", "agent", agentID, "err", err)
 		}
 		if a, err := o.store.GetAgent(ctx, agentID); err == nil {
-			if err := o.work.failWork(ctx, a, "its session failed for good: "+c.Detail); err != nil {
+			if err := o.failer.failWork(ctx, a, "its session failed for good: "+c.Detail); err != nil {
 				o.log.Warn("fail work", "agent", a.Name, "err", err)
 			}
 		}
@@ -271,7 +271,7 @@ func (o *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange)
 				o.remind(ctx, a)
 			}
 			// A proxy whose session is back may take a parked request.
-			o.sweep.handOver()
+			o.timers.handOver()
 		}
 	}
 }

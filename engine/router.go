@@ -464,19 +464,19 @@ func (o *Router) wire(cfg Config, sealer *office.Sealer) {
 		roster: &roster{cfg: cfg, store: cfg.Store, log: cfg.Logger},
 		notify: o.notify, kick: o.kick, desk: o.desk, running: o.running}
 	o.base = b
-	o.sweep = &sweeper{base: b, wake: make(chan struct{}, 1)}
-	o.perms = &permissions{base: b, sweep: o.sweep}
+	// Each part is made after the parts it holds (docs/notes/engine.md
+	// draws the graph); the status writer's failer is the one set after.
+	tm := &timers{wake: make(chan struct{}, 1)}
+	o.perms = &permissions{base: b, timers: tm}
 	o.perms.init()
-	o.proxies = &proxyWork{base: b}
-	a := &asks{base: b, sweep: o.sweep}
-	o.status = &statusWriter{base: b, perms: o.perms, wake: make(chan struct{}, 1), turn: make(chan struct{}, 1)}
-	w := &work{base: b, sess: cfg.Sessions, asks: a, sweep: o.sweep, status: o.status}
-	o.status.work = w
+	a := &asks{base: b, timers: tm}
+	o.status = &statusWriter{base: b, sess: cfg.Sessions, perms: o.perms, timers: tm, wake: make(chan struct{}, 1), turn: make(chan struct{}, 1)}
+	w := &work{base: b, sess: cfg.Sessions, asks: a, timers: tm, status: o.status}
+	o.status.failer = w
+	o.delivery = &deliverer{base: b, sess: cfg.Sessions, sealer: sealer, asks: a, work: w, perms: o.perms, timers: tm}
+	o.proxies = &proxyWork{base: b, asks: a, delivery: o.delivery, timers: tm}
 	o.intake = &dispatcher{base: b, asks: a, work: w, proxies: o.proxies}
-	o.delivery = &deliverer{base: b, sess: cfg.Sessions, sealer: sealer, asks: a, work: w, perms: o.perms, sweep: o.sweep}
-	o.sweep.perms, o.sweep.work, o.sweep.proxies = o.perms, w, o.proxies
-	o.proxies.asks, o.proxies.delivery, o.proxies.handOver = a, o.delivery, o.sweep.handOver
-	o.status.sweep = o.sweep
+	o.sweep = &sweeper{base: b, timers: tm, perms: o.perms, work: w, proxies: o.proxies}
 }
 
 // HandleStatus takes a session status change (session.Options.OnStatus)
