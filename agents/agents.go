@@ -290,8 +290,8 @@ func (a *Sessions) SendSince(ctx context.Context, officeID, agentID, text string
 
 // DecidePermission sends a decision to the agent's waiting permission
 // hook (engine.Decider); session.ErrNoRequest when none waits.
-func (a *Sessions) DecidePermission(officeID, agentID, id string, d engine.PermissionDecision) error {
-	return a.m.DecidePermission(session.Key{OfficeID: officeID, AgentID: agentID}, id, session.PermissionDecision{Allow: d.Allow, Message: d.Message})
+func (a *Sessions) DecidePermission(officeID, agentID, id string, d session.PermissionDecision) error {
+	return a.m.DecidePermission(session.Key{OfficeID: officeID, AgentID: agentID}, id, d)
 }
 
 // Running reports whether the agent has a live session.

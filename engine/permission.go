@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
 )
 
 // Permission requests (docs/notes/permissions.md). An agent's request to
@@ -52,17 +53,11 @@ const (
 	ViaScreen = "screen"
 )
 
-// PermissionDecision is the decision sent back to the agent.
-type PermissionDecision struct {
-	Allow   bool
-	Message string // with a deny: what the model is told
-}
-
 // Decider sends decisions to the agents' waiting hooks
 // (agents.Sessions). DecidePermission fails when the request no longer
 // waits.
 type Decider interface {
-	DecidePermission(officeID, agentID, id string, d PermissionDecision) error
+	DecidePermission(officeID, agentID, id string, d session.PermissionDecision) error
 }
 
 // livePerm is a request whose hook waits.
@@ -118,7 +113,7 @@ func (o *permissions) timeout(a office.Agent) time.Duration {
 func (o *permissions) request(req PermissionRequest) {
 	k := agentKey{req.OfficeID, req.AgentID}
 	deny := func(why string) {
-		o.decide(k, req.ID, PermissionDecision{Message: why})
+		o.decide(k, req.ID, session.PermissionDecision{Message: why})
 	}
 	ctx := o.running()
 	if ctx == nil {
@@ -141,7 +136,7 @@ func (o *permissions) request(req PermissionRequest) {
 		rule: sessionRule(req.Tool, subject, req.Suggestions), timeout: o.timeout(a), via: req.Via,
 	}
 	if r, allow, ok := officeRule(a, req, subject); !req.RulesApplied && ok {
-		d := PermissionDecision{Allow: allow}
+		d := session.PermissionDecision{Allow: allow}
 		if !allow {
 			d.Message = fmt.Sprintf("The office's rule %s denies this. Do not retry it; go on another way or ask the office with an ASK_USER block.", r)
 		}
@@ -155,7 +150,7 @@ func (o *permissions) request(req PermissionRequest) {
 		return
 	}
 	if r, ok := o.granted(ctx, k, req.ConversationID, req.Tool, subject); ok {
-		if o.decide(k, req.ID, PermissionDecision{Allow: true}) {
+		if o.decide(k, req.ID, session.PermissionDecision{Allow: true}) {
 			o.record(ctx, a.OfficeID, a.ID, "permission.allowed", map[string]any{
 				"request_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "by": "session rule", "rule": r, "via": req.Via,
 			}, "")
@@ -256,7 +251,7 @@ func (o *permissions) forget(id string) bool {
 }
 
 // decide sends d to the request's hook; false when it no longer waits.
-func (o *permissions) decide(k agentKey, id string, d PermissionDecision) bool {
+func (o *permissions) decide(k agentKey, id string, d session.PermissionDecision) bool {
 	if o.cfg.Decider == nil {
 		return false
 	}
@@ -322,13 +317,13 @@ func (o *permissions) decideWaiting(ctx context.Context) {
 		case office.QuestionExpired:
 			o.forget(id)
 			msg := fmt.Sprintf("No one in the office answered this permission request within %s, so it was denied. Do not retry it now; go on without it, or ask the office with an ASK_USER block why you need it.", lp.timeout)
-			if d := (PermissionDecision{Message: msg}); o.decide(lp.key, id, d) {
+			if d := (session.PermissionDecision{Message: msg}); o.decide(lp.key, id, d) {
 				o.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": "timeout", "message": msg, "via": lp.via}, "")
 				o.toldDeniedID(ctx, q.AgentID, lp, d)
 			}
 		default: // cancelled, or delivered by another path
 			o.forget(id)
-			if o.decide(lp.key, id, PermissionDecision{Message: "The office withdrew this permission request; it is denied."}) {
+			if o.decide(lp.key, id, session.PermissionDecision{Message: "The office withdrew this permission request; it is denied."}) {
 				o.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": q.Status}, "")
 			}
 		}
@@ -339,7 +334,7 @@ func (o *permissions) decideWaiting(ctx context.Context) {
 // question delivered.
 func (o *permissions) decideAnswered(ctx context.Context, q office.Question, lp livePerm) {
 	choice, reason := parsePermissionAnswer(q.Response)
-	d := PermissionDecision{Allow: choice != office.PermissionDeny}
+	d := session.PermissionDecision{Allow: choice != office.PermissionDeny}
 	if !d.Allow {
 		d.Message = "A person in the office denied this."
 		if reason != "" {
@@ -385,7 +380,7 @@ func (o *permissions) decideAnswered(ctx context.Context, q office.Question, lp 
 // screen (ViaScreen): the dialog's "No" cancels the call without a word
 // to the model, so the reason follows as a notice. A hook passes it
 // itself.
-func (o *permissions) toldDenied(a office.Agent, lp livePerm, d PermissionDecision) {
+func (o *permissions) toldDenied(a office.Agent, lp livePerm, d session.PermissionDecision) {
 	if d.Allow || lp.via != ViaScreen {
 		return
 	}
@@ -397,7 +392,7 @@ func (o *permissions) toldDenied(a office.Agent, lp livePerm, d PermissionDecisi
 }
 
 // toldDeniedID is toldDenied for the agent of that id.
-func (o *permissions) toldDeniedID(ctx context.Context, agentID string, lp livePerm, d PermissionDecision) {
+func (o *permissions) toldDeniedID(ctx context.Context, agentID string, lp livePerm, d session.PermissionDecision) {
 	if d.Allow || lp.via != ViaScreen {
 		return
 	}

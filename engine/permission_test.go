@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
 )
 
 // fakeDecider stands for the session layer's waiting hooks: a decision
@@ -19,11 +20,11 @@ import (
 type fakeDecider struct {
 	mu        sync.Mutex
 	waiting   map[string]bool
-	decisions map[string][]PermissionDecision
+	decisions map[string][]session.PermissionDecision
 }
 
 func newFakeDecider() *fakeDecider {
-	return &fakeDecider{waiting: map[string]bool{}, decisions: map[string][]PermissionDecision{}}
+	return &fakeDecider{waiting: map[string]bool{}, decisions: map[string][]session.PermissionDecision{}}
 }
 
 func (f *fakeDecider) wait(id string) {
@@ -32,7 +33,7 @@ func (f *fakeDecider) wait(id string) {
 	f.mu.Unlock()
 }
 
-func (f *fakeDecider) DecidePermission(_, _, id string, d PermissionDecision) error {
+func (f *fakeDecider) DecidePermission(_, _, id string, d session.PermissionDecision) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.waiting[id] {
@@ -43,10 +44,10 @@ func (f *fakeDecider) DecidePermission(_, _, id string, d PermissionDecision) er
 	return nil
 }
 
-func (f *fakeDecider) got(id string) []PermissionDecision {
+func (f *fakeDecider) got(id string) []session.PermissionDecision {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]PermissionDecision(nil), f.decisions[id]...)
+	return append([]session.PermissionDecision(nil), f.decisions[id]...)
 }
 
 func bashInput(cmd string) json.RawMessage {
