@@ -339,7 +339,7 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 	}
 	sopts.OnText = func(t session.Text) {
 		if r := ref.Load(); r != nil {
-			r.HandleText(engine.Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd, Lost: t.Lost, Screen: t.Source == session.FromScreen})
+			r.HandleText(t)
 		}
 		if userText != nil {
 			userText(t)

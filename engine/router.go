@@ -82,24 +82,6 @@ type Sessions interface {
 	Running(officeID, agentID string) bool
 }
 
-// Text is a chunk of an agent's words, as the session layer reports it
-// (session.Text): lines in order, an identity stable across re-renders and
-// restarts, and whether the agent's turn ended after them.
-type Text struct {
-	OfficeID, AgentID string
-	ID                string
-	Lines             []string
-	TurnEnd           bool
-	// Lost counts screen lines the session layer dropped before Lines
-	// (session.Text.Lost): the office records it as lost output.
-	Lost int
-	// Screen: the lines were read off the agent's terminal screen
-	// (session.FromScreen): ID is unique only within one process's life,
-	// and what does not fit the inbox is dropped. Otherwise they come from
-	// a durable transcript whose IDs are stable across restarts.
-	Screen bool
-}
-
 // Config configures a Router. Store and Sessions are required.
 type Config struct {
 	Store    office.Store
