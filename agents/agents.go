@@ -326,11 +326,7 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 		if r == nil {
 			return // the hook's connection ends with the session: Claude Code shows its dialog
 		}
-		r.HandlePermission(engine.PermissionRequest{
-			OfficeID: p.Key.OfficeID, AgentID: p.Key.AgentID, ID: p.ID, ConversationID: p.ConversationID,
-			Tool: p.Tool, Input: p.Input, Suggestions: p.Suggestions,
-			Via: p.Via, RulesApplied: p.Kind == session.KindClaude,
-		})
+		r.HandlePermission(p)
 	}
 	sopts.OnPermissionEnd = func(k session.Key, id string, answered bool) {
 		if r := ref.Load(); r != nil {

@@ -27,32 +27,6 @@ import (
 // person when neither the agent's policy nor Config says.
 const DefaultPermissionTimeout = 10 * time.Minute
 
-// PermissionRequest is an agent's request to use a tool
-// (session.PermissionRequest).
-type PermissionRequest struct {
-	OfficeID, AgentID string
-	ID                string // a UUID: the question's ID
-	ConversationID    string
-	Tool              string
-	Input             json.RawMessage
-	Suggestions       json.RawMessage
-	// Via is how the request came, and how its decision goes back:
-	// ViaHook or ViaScreen.
-	Via string
-	// RulesApplied: the CLI applied the office's permission rules itself
-	// (Claude Code, whose settings hold them); for any other the office
-	// applies them (officeRule).
-	RulesApplied bool
-}
-
-// How a permission request came (session.ViaHook, session.ViaScreen).
-const (
-	ViaHook = "hook" // the CLI's hook waits for the decision
-	// ViaScreen: the CLI's dialog, answered with keys; a deny's reason is
-	// told to the agent as a notice, the dialog having no place for it.
-	ViaScreen = "screen"
-)
-
 // Decider sends decisions to the agents' waiting hooks
 // (agents.Sessions). DecidePermission fails when the request no longer
 // waits.
@@ -68,7 +42,7 @@ type livePerm struct {
 	subject      string // the command, file path or URL
 	rule         string // what "allow for this session" remembers
 	timeout      time.Duration
-	via          string // PermissionRequest.Via
+	via          string // session.PermissionRequest.Via
 }
 
 // permissions holds the permission requests waiting for a person. The
@@ -110,8 +84,8 @@ func (o *permissions) timeout(a office.Agent) time.Duration {
 // request that cannot be asked (the store fails, the office is not
 // served here) is denied with the reason, so the agent never waits in
 // vain.
-func (o *permissions) request(req PermissionRequest) {
-	k := agentKey{req.OfficeID, req.AgentID}
+func (o *permissions) request(req session.PermissionRequest) {
+	k := agentKey{req.Key.OfficeID, req.Key.AgentID}
 	deny := func(why string) {
 		o.decide(k, req.ID, session.PermissionDecision{Message: why})
 	}
@@ -120,13 +94,13 @@ func (o *permissions) request(req PermissionRequest) {
 		deny("The office server is shutting down; the request was not asked.")
 		return
 	}
-	if !o.serves(req.OfficeID) {
+	if !o.serves(req.Key.OfficeID) {
 		deny("This office server does not run the office now; the request was not asked.")
 		return
 	}
-	a, err := o.store.GetAgent(ctx, req.AgentID)
+	a, err := o.store.GetAgent(ctx, req.Key.AgentID)
 	if err != nil {
-		o.log.Warn("permission request: get agent", "agent", req.AgentID, "err", err)
+		o.log.Warn("permission request: get agent", "agent", req.Key.AgentID, "err", err)
 		deny("The office could not read this agent's record, so the request was not asked. Try again later.")
 		return
 	}
@@ -135,7 +109,7 @@ func (o *permissions) request(req PermissionRequest) {
 		key: k, conversation: req.ConversationID, tool: req.Tool, subject: subject,
 		rule: sessionRule(req.Tool, subject, req.Suggestions), timeout: o.timeout(a), via: req.Via,
 	}
-	if r, allow, ok := officeRule(a, req, subject); !req.RulesApplied && ok {
+	if r, allow, ok := officeRule(a, req, subject); !req.RulesApplied() && ok {
 		d := session.PermissionDecision{Allow: allow}
 		if !allow {
 			d.Message = fmt.Sprintf("The office's rule %s denies this. Do not retry it; go on another way or ask the office with an ASK_USER block.", r)
@@ -377,11 +351,11 @@ func (o *permissions) decideAnswered(ctx context.Context, q office.Question, lp 
 }
 
 // toldDenied tells agent a the reason of a deny sent to a dialog on its
-// screen (ViaScreen): the dialog's "No" cancels the call without a word
+// screen (session.ViaScreen): the dialog's "No" cancels the call without a word
 // to the model, so the reason follows as a notice. A hook passes it
 // itself.
 func (o *permissions) toldDenied(a office.Agent, lp livePerm, d session.PermissionDecision) {
-	if d.Allow || lp.via != ViaScreen {
+	if d.Allow || lp.via != session.ViaScreen {
 		return
 	}
 	what := lp.tool
@@ -393,7 +367,7 @@ func (o *permissions) toldDenied(a office.Agent, lp livePerm, d session.Permissi
 
 // toldDeniedID is toldDenied for the agent of that id.
 func (o *permissions) toldDeniedID(ctx context.Context, agentID string, lp livePerm, d session.PermissionDecision) {
-	if d.Allow || lp.via != ViaScreen {
+	if d.Allow || lp.via != session.ViaScreen {
 		return
 	}
 	a, err := o.store.GetAgent(ctx, agentID)
@@ -418,7 +392,7 @@ var cliToolNames = map[string]string{
 // own, office.PermissionPolicy) to request req on subject: deny rules
 // first, then ask rules (asked), then allow rules. ok false: no rule
 // settles it.
-func officeRule(a office.Agent, req PermissionRequest, subject string) (rule string, allow, ok bool) {
+func officeRule(a office.Agent, req session.PermissionRequest, subject string) (rule string, allow, ok bool) {
 	p, tool := a.Launch.Permissions, req.Tool
 	if p == nil {
 		return "", false, false

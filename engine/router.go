@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/office-server/office-server/proxy"
+	"github.com/office-server/office-server/session"
 )
 
 // Defaults of Config.
@@ -481,7 +482,7 @@ func (o *Router) FlushStatuses(ctx context.Context) error { return o.status.flus
 // permission question, an office event, and waits for its answer. A
 // request that cannot be asked (the store fails, the office is not served
 // here) is denied with the reason, so the agent never waits in vain.
-func (o *Router) HandlePermission(req PermissionRequest) { o.perms.request(req) }
+func (o *Router) HandlePermission(req session.PermissionRequest) { o.perms.request(req) }
 
 // PermissionEnded is told that a request's hook went away before a
 // decision (session.Options.OnPermissionEnd): answered in the agent's
