@@ -161,13 +161,17 @@ func testSetSessionStatus(t *testing.T, fx *fixture) {
 	}
 	_, _, _, err = s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID})
 	wantCode(t, "SetSessionStatus without a status", err, office.EINVALID)
-	_, _, _, err = s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID, Process: true, AgentSessionID: "conv-3"})
-	wantCode(t, "SetSessionStatus of a process without a status", err, office.EINVALID)
+}
 
-	// A new agent's first conversation makes its row, starting.
+// testSessionConversation: a new agent's first conversation makes its row,
+// starting, on the node named; a process report needs a status.
+func testSessionConversation(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
 	c := office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.b.ID, AgentSessionID: "conv-b", Node: "node-2"}
-	if rec, _, ok, err = s.SetSessionStatus(ctx, c); err != nil || !ok || rec.Status != office.SessionStarting ||
+	if rec, _, ok, err := s.SetSessionStatus(ctx, c); err != nil || !ok || rec.Status != office.SessionStarting ||
 		rec.AgentSessionID != "conv-b" || rec.Node != "node-2" {
 		t.Errorf("first conversation of b = %+v, ok %v, %v; want a starting row with conv-b on node-2", rec, ok, err)
 	}
+	_, _, _, err := s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.b.ID, Process: true, AgentSessionID: "conv-3"})
+	wantCode(t, "SetSessionStatus of a process without a status", err, office.EINVALID)
 }

@@ -76,6 +76,7 @@ func Run(t *testing.T, h Harness) {
 		{"Sessions", testSessions},
 		{"SessionDetail", testSessionDetail},
 		{"SetSessionStatus", testSetSessionStatus},
+		{"SessionConversation", testSessionConversation},
 		{"ListDue", testListDue},
 		{"NotFound", testNotFound},
 		{"QuestionLifecycle", testQuestionLifecycle},
