@@ -290,8 +290,8 @@ func (a *Sessions) SendSince(ctx context.Context, officeID, agentID, text string
 
 // DecidePermission sends a decision to the agent's waiting permission
 // hook (engine.Decider); session.ErrNoRequest when none waits.
-func (a *Sessions) DecidePermission(officeID, agentID, id string, d engine.PermissionDecision) error {
-	return a.m.DecidePermission(session.Key{OfficeID: officeID, AgentID: agentID}, id, session.PermissionDecision{Allow: d.Allow, Message: d.Message})
+func (a *Sessions) DecidePermission(officeID, agentID, id string, d session.PermissionDecision) error {
+	return a.m.DecidePermission(session.Key{OfficeID: officeID, AgentID: agentID}, id, d)
 }
 
 // Running reports whether the agent has a live session.
@@ -326,11 +326,7 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 		if r == nil {
 			return // the hook's connection ends with the session: Claude Code shows its dialog
 		}
-		r.HandlePermission(engine.PermissionRequest{
-			OfficeID: p.Key.OfficeID, AgentID: p.Key.AgentID, ID: p.ID, ConversationID: p.ConversationID,
-			Tool: p.Tool, Input: p.Input, Suggestions: p.Suggestions,
-			Via: p.Via, RulesApplied: p.Kind == session.KindClaude,
-		})
+		r.HandlePermission(p)
 	}
 	sopts.OnPermissionEnd = func(k session.Key, id string, answered bool) {
 		if r := ref.Load(); r != nil {
@@ -339,7 +335,7 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 	}
 	sopts.OnText = func(t session.Text) {
 		if r := ref.Load(); r != nil {
-			r.HandleText(engine.Text{OfficeID: t.Key.OfficeID, AgentID: t.Key.AgentID, ID: t.ID, Lines: t.Lines, TurnEnd: t.TurnEnd, Lost: t.Lost, Screen: t.Source == session.FromScreen})
+			r.HandleText(t)
 		}
 		if userText != nil {
 			userText(t)

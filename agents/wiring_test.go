@@ -18,8 +18,8 @@ import (
 // TestScreenTextAcrossSessions runs a CLI agent through the production
 // wiring, stops it and starts it again: the new session's screen text
 // reuses the first session's chunk ID, and the office still takes it as a
-// new message because the wiring says it was read off a screen (Text.Source
-// → engine.Text.Screen). The statuses say a CLI does not resume its
+// new message because the session says it was read off a screen
+// (session.Text.Source, which the router reads as it is). The statuses say a CLI does not resume its
 // conversation (Info.Resumes → StatusChange.Resumes).
 func TestScreenTextAcrossSessions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

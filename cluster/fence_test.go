@@ -89,8 +89,8 @@ func TestFenceEveryDelivery(t *testing.T) {
 		do   func(s *postgres.Store) (bool, error)
 	}{
 		{"session row", func(s *postgres.Store) (bool, error) {
-			_, err := s.UpsertSession(ctx, office.SessionRecord{OfficeID: officeID, AgentID: po.ID, Status: office.SessionStarting})
-			return err == nil, err
+			_, _, ok, err := s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: officeID, AgentID: po.ID, Status: office.SessionStarting, Process: true})
+			return ok, err
 		}},
 		{"question delivered", func(s *postgres.Store) (bool, error) { return s.MarkQuestionDelivered(ctx, q.ID) }},
 		{"message delivered", func(s *postgres.Store) (bool, error) { return s.MarkUserMessageDelivered(ctx, msg.ID) }},

@@ -56,7 +56,7 @@ func (o *asks) ask(ctx context.Context, src source, a office.Agent, q office.Que
 	if err != nil {
 		return q, fmt.Errorf("create question: %w", err)
 	}
-	o.sweep.questions.note(q.ExpiresAt)
+	o.timers.questions.note(q.ExpiresAt)
 	o.setSessionStatus(ctx, a, office.SessionWaiting, "", nil)
 	_, err = o.event(ctx, a.OfficeID, a.ID, "question.created", map[string]any{"question_id": q.ID, "question": q.Question, "type": q.QuestionType, "options": q.Options, "expires_at": q.ExpiresAt}, "", src.subKey("question/"+q.Category))
 	o.supersede(ctx, src, a, q)
@@ -114,7 +114,7 @@ func (o *asks) onDependency(ctx context.Context, src source, self office.Agent, 
 	if err != nil {
 		return fmt.Errorf("create dependency: %w", err)
 	}
-	o.sweep.dependencies.note(dep.ExpiresAt)
+	o.timers.dependencies.note(dep.ExpiresAt)
 	o.setSessionStatus(ctx, self, office.SessionWaiting, "", nil)
 	_, err = o.event(ctx, self.OfficeID, self.ID, "dependency.requested", map[string]any{"dependency_id": dep.ID, "type": dep.Type, "name": dep.Name, "required": dep.Required}, "", src.subKey("dependency"))
 	return err

@@ -202,7 +202,7 @@ func BenchmarkInvokeToPTY(b *testing.B) {
 		typed := bo.ts.expect(marker)
 		b.StartTimer()
 		t0 := time.Now()
-		bo.r.HandleText(engine.Text{OfficeID: bo.c.officeID, AgentID: bo.c.po.ID, ID: uuid.NewString(), TurnEnd: true,
+		bo.r.HandleText(session.Text{Key: session.Key{OfficeID: bo.c.officeID, AgentID: bo.c.po.ID}, ID: uuid.NewString(), TurnEnd: true,
 			Lines: []string{"[INVOKE:DEV]", marker, "[/INVOKE:DEV]"}})
 		select {
 		case t1 := <-typed:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/office-server/office-server/internal/reconnect"
 	"github.com/office-server/office-server/office"
 
 	"github.com/google/uuid"
@@ -40,17 +41,16 @@ func (d *desk) deliver(ctx context.Context) {
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
 	tick := d.r.cfg.Tick
-	delay, maxDelay := tick, min(30*time.Second, 64*tick)
+	delay := reconnect.Backoff(tick, min(30*time.Second, 64*tick))
 	for {
 		left := d.round(ctx)
 		d.mu.Lock()
 		d.settled = !left
 		d.mu.Unlock()
 		if left {
-			retry.Reset(delay)
-			delay = min(2*delay, maxDelay)
+			retry.Reset(delay.NextBackOff())
 		} else {
-			delay = tick
+			delay.Reset()
 		}
 		select {
 		case <-ctx.Done():
@@ -335,9 +335,9 @@ func (o *deliverer) deliverNextTask(ctx context.Context, v *delivery, x due) out
 		return again
 	} else if ok {
 		if inv.StartedAt != nil {
-			o.sweep.invocations.note(inv.StartedAt.Add(o.cfg.InvocationTimeout + time.Nanosecond))
+			o.timers.invocations.note(inv.StartedAt.Add(o.cfg.InvocationTimeout + time.Nanosecond))
 		} else {
-			o.sweep.invocations.forget()
+			o.timers.invocations.forget()
 		}
 		o.record(ctx, v.a.OfficeID, v.a.ID, "invocation.in_progress", map[string]string{"invocation_id": next.ID}, "")
 	}
@@ -404,19 +404,22 @@ func (o *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpe
 	if err != nil && !office.IsNotFound(err) {
 		return spec, fmt.Errorf("get session: %w", err)
 	}
-	if rec.AgentSessionID != "" {
-		spec.ConversationID, spec.Resume = rec.AgentSessionID, true
-		spec.TranscriptAfter = o.transcriptCursor(ctx, agentKey{a.OfficeID, a.ID}, rec.AgentSessionID)
-	} else {
-		spec.ConversationID = uuid.NewString()
-		rec.OfficeID, rec.AgentID, rec.AgentSessionID = a.OfficeID, a.ID, spec.ConversationID
-		if rec.Status == "" {
-			rec.Status = office.SessionStarting
-		}
-		if _, err := o.upsertSession(ctx, rec); err != nil {
+	if rec.AgentSessionID == "" {
+		// A new conversation, recorded by the one writer of the row: only
+		// the conversation (and this node) is written, the first one
+		// recorded holds, and a start that raced this one is resumed.
+		fresh := uuid.NewString()
+		rec, _, _, err = o.store.SetSessionStatus(ctx, office.SessionStatus{OfficeID: a.OfficeID, AgentID: a.ID, AgentSessionID: fresh, Node: o.cfg.Node})
+		if err != nil {
 			return spec, fmt.Errorf("record session: %w", err)
 		}
+		if rec.AgentSessionID == fresh {
+			spec.ConversationID = fresh
+			return spec, nil
+		}
 	}
+	spec.ConversationID, spec.Resume = rec.AgentSessionID, true
+	spec.TranscriptAfter = o.transcriptCursor(ctx, agentKey{a.OfficeID, a.ID}, rec.AgentSessionID)
 	return spec, nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/office-server/office-server/protocol"
+	"github.com/office-server/office-server/session"
 )
 
 // desk is one agent's place in the router: everything the router keeps
@@ -65,7 +66,7 @@ type desk struct {
 // inboxItem is a chunk of text, or (lost > 0) a record of text dropped at
 // that point of the stream.
 type inboxItem struct {
-	t    Text
+	t    session.Text
 	size int
 	lost int
 }
@@ -110,7 +111,7 @@ func wake(c chan struct{}) {
 }
 
 // textSize is what a chunk holds in memory, roughly.
-func textSize(t Text) int {
+func textSize(t session.Text) int {
 	n := 64 + len(t.ID)
 	for _, l := range t.Lines {
 		n += 16 + len(l)
@@ -132,14 +133,14 @@ const lostItemSize = 64
 // the bound. Screen text (other CLIs) cannot wait: beyond the bound it is
 // dropped, logged, and recorded in order as lost output (see intake).
 //
-// Screen-read chunk IDs (Text.Screen) are unique only within one process's
+// Screen-read chunk IDs (session.FromScreen) are unique only within one process's
 // life; they are prefixed with an epoch renewed at every session start
 // (HandleStatus "starting"), so a message read after a restart is never
 // taken for one already acted on. Transcript IDs (Claude Code's entry
 // uuids) are stable across restarts and used as they are.
-func (o *Router) HandleText(t Text) {
-	d := o.desk(agentKey{t.OfficeID, t.AgentID})
-	screen := t.Screen
+func (o *Router) HandleText(t session.Text) {
+	d := o.desk(agentKey{t.Key.OfficeID, t.Key.AgentID})
+	screen := t.Source == session.FromScreen
 	d.mu.Lock()
 	if screen {
 		if d.epoch == "" {
@@ -155,7 +156,7 @@ func (o *Router) HandleText(t Text) {
 
 // enqueue adds t to the inbox, keeping only what fits of screen text; the
 // caller holds d.mu.
-func (d *desk) enqueue(t Text, screen bool) {
+func (d *desk) enqueue(t session.Text, screen bool) {
 	limit := d.r.cfg.InboxBytes
 	size := textSize(t)
 	if t.Lost > 0 {
@@ -164,7 +165,7 @@ func (d *desk) enqueue(t Text, screen bool) {
 	var lost int
 	if screen && d.bytes+size > limit {
 		// Keep what fits, in order; the rest is lost.
-		keep, room := 0, limit-d.bytes-textSize(Text{ID: t.ID})-lostItemSize
+		keep, room := 0, limit-d.bytes-textSize(session.Text{ID: t.ID})-lostItemSize
 		for keep < len(t.Lines) && room >= 16+len(t.Lines[keep]) {
 			room -= 16 + len(t.Lines[keep])
 			keep++
@@ -251,7 +252,7 @@ func (d *desk) intake(ctx context.Context) {
 				// reads that message again and retries it.
 				d.cursorHeld = true
 			}
-			if it.t.TurnEnd && !d.cursorHeld && !it.t.Screen && ctx.Err() == nil {
+			if it.t.TurnEnd && !d.cursorHeld && it.t.Source != session.FromScreen && ctx.Err() == nil {
 				d.r.intake.recordCursor(ctx, d, it.t.ID)
 			}
 		}
@@ -281,7 +282,7 @@ func (d *desk) outputLost(ctx context.Context, n int) {
 // or re-read chunk is never acted on twice. Invalid blocks are recorded
 // and told within bounds (see onInvalid). It reports false when a message
 // could not be handled.
-func (d *desk) parseText(ctx context.Context, t Text) bool {
+func (d *desk) parseText(ctx context.Context, t session.Text) bool {
 	k := d.key
 	var msgs []protocol.Message
 	for _, l := range t.Lines {

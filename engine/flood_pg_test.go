@@ -10,6 +10,7 @@ import (
 
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/store/postgres"
 )
 
@@ -39,7 +40,7 @@ func TestInvalidBlockFloodPostgres(t *testing.T) {
 
 	start := time.Now()
 	flood := strings.Repeat("[ASK_USER]\n", 100000)
-	r.HandleText(engine.Text{OfficeID: off.ID, AgentID: agents[0].ID, ID: "flood-1", Lines: strings.Split(flood, "\n"), TurnEnd: true})
+	r.HandleText(session.Text{Key: session.Key{OfficeID: off.ID, AgentID: agents[0].ID}, ID: "flood-1", Lines: strings.Split(flood, "\n"), TurnEnd: true})
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)

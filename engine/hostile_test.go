@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
 )
 
 // TestCalleeErrorForwardedAsData: a callee's fatal ERROR whose message
@@ -156,7 +157,7 @@ func TestInvalidBlocksToldWithinAMinute(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run("DEV")
 	chunk := func(id, text string) {
-		h.r.HandleText(Text{OfficeID: h.office.ID, AgentID: h.id("DEV"), ID: id, Lines: strings.Split(text, "\n")})
+		h.r.HandleText(session.Text{Key: session.Key{OfficeID: h.office.ID, AgentID: h.id("DEV")}, ID: id, Lines: strings.Split(text, "\n")})
 	}
 	chunk("c1", "[ASK_USER]\n[ASK_USER]\n[ASK_USER]\nmore text") // the last block is still open
 	h.quiet("DEV", 100*time.Millisecond)

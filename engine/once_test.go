@@ -96,7 +96,7 @@ func TestTakeOfficeSettlesRows(t *testing.T) {
 	ctx := context.Background()
 	h.run("DEV")
 	for name, st := range map[string]string{"PO": office.SessionBusy, "DEV": office.SessionReady, "QA": office.SessionCrashed} {
-		if _, err := h.st.UpsertSession(ctx, office.SessionRecord{OfficeID: h.office.ID, AgentID: h.id(name), Status: st, PID: 4242}); err != nil {
+		if _, _, _, err := h.st.SetSessionStatus(ctx, office.SessionStatus{OfficeID: h.office.ID, AgentID: h.id(name), Status: st, Process: true, PID: 4242}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -27,7 +27,12 @@ import (
 //     starting its session.
 //   - statusWriter: the single writer of session statuses.
 //   - permissions: permission requests waiting for a person.
+//   - timers: what the parts tell the sweeper (deadlines, ERROR retries,
+//     parked proxy requests, a wake-up); it points to no part.
 //   - sweeper: ERROR retries and expiries (sweep.go).
+//
+// The parts call one way: no part holds one that holds it, directly or
+// through others (TestPartsCallOneWay draws the graph from these structs).
 
 // base is what every part shares: the configuration, the store, the clock,
 // the log, the event log and the roster, and the two ways to reach an
@@ -66,7 +71,7 @@ type roster struct {
 // asks turns agents' questions and dependency requests into rows.
 type asks struct {
 	*base
-	sweep *sweeper
+	timers *timers
 }
 
 // work handles tasks between agents, their results and ERROR blocks.
@@ -74,7 +79,7 @@ type work struct {
 	*base
 	sess   Sessions
 	asks   *asks
-	sweep  *sweeper
+	timers *timers
 	status *statusWriter
 }
 
@@ -96,16 +101,20 @@ type deliverer struct {
 	asks   *asks
 	work   *work
 	perms  *permissions
-	sweep  *sweeper
+	timers *timers
 	quiet  quiesce // the graceful stop (once.go)
 }
 
 // statusWriter records session status changes in order, one at a time.
 type statusWriter struct {
 	*base
-	perms *permissions
-	work  *work
-	sweep *sweeper
+	sess   Sessions
+	perms  *permissions
+	timers *timers
+	// failer fails the work of an agent whose session failed for good:
+	// work, which writes its own statuses through the status writer, so
+	// the status writer holds only this.
+	failer workFailer
 
 	mu   sync.Mutex
 	q    []StatusChange
@@ -119,6 +128,11 @@ type proxyWork struct {
 	*base
 	asks     *asks
 	delivery *deliverer
-	parkHint parkHint // whether the sweeper should look for parked requests
-	handOver func()   // look at the parked requests now (sweeper.handOver)
+	timers   *timers
+}
+
+// workFailer fails every open task of an agent and tells its callers why
+// (work.failWork).
+type workFailer interface {
+	failWork(ctx context.Context, a office.Agent, why string) error
 }

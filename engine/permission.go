@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
 )
 
 // Permission requests (docs/notes/permissions.md). An agent's request to
@@ -26,43 +27,11 @@ import (
 // person when neither the agent's policy nor Config says.
 const DefaultPermissionTimeout = 10 * time.Minute
 
-// PermissionRequest is an agent's request to use a tool
-// (session.PermissionRequest).
-type PermissionRequest struct {
-	OfficeID, AgentID string
-	ID                string // a UUID: the question's ID
-	ConversationID    string
-	Tool              string
-	Input             json.RawMessage
-	Suggestions       json.RawMessage
-	// Via is how the request came, and how its decision goes back:
-	// ViaHook or ViaScreen.
-	Via string
-	// RulesApplied: the CLI applied the office's permission rules itself
-	// (Claude Code, whose settings hold them); for any other the office
-	// applies them (officeRule).
-	RulesApplied bool
-}
-
-// How a permission request came (session.ViaHook, session.ViaScreen).
-const (
-	ViaHook = "hook" // the CLI's hook waits for the decision
-	// ViaScreen: the CLI's dialog, answered with keys; a deny's reason is
-	// told to the agent as a notice, the dialog having no place for it.
-	ViaScreen = "screen"
-)
-
-// PermissionDecision is the decision sent back to the agent.
-type PermissionDecision struct {
-	Allow   bool
-	Message string // with a deny: what the model is told
-}
-
 // Decider sends decisions to the agents' waiting hooks
 // (agents.Sessions). DecidePermission fails when the request no longer
 // waits.
 type Decider interface {
-	DecidePermission(officeID, agentID, id string, d PermissionDecision) error
+	DecidePermission(officeID, agentID, id string, d session.PermissionDecision) error
 }
 
 // livePerm is a request whose hook waits.
@@ -73,14 +42,14 @@ type livePerm struct {
 	subject      string // the command, file path or URL
 	rule         string // what "allow for this session" remembers
 	timeout      time.Duration
-	via          string // PermissionRequest.Via
+	via          string // session.PermissionRequest.Via
 }
 
 // permissions holds the permission requests waiting for a person. The
 // "allow for this session" answers are in the store (permission_grants).
 type permissions struct {
 	*base
-	sweep *sweeper
+	timers *timers
 
 	mu    sync.Mutex
 	live  map[string]livePerm // by question ID
@@ -115,23 +84,23 @@ func (o *permissions) timeout(a office.Agent) time.Duration {
 // request that cannot be asked (the store fails, the office is not
 // served here) is denied with the reason, so the agent never waits in
 // vain.
-func (o *permissions) request(req PermissionRequest) {
-	k := agentKey{req.OfficeID, req.AgentID}
+func (o *permissions) request(req session.PermissionRequest) {
+	k := agentKey{req.Key.OfficeID, req.Key.AgentID}
 	deny := func(why string) {
-		o.decide(k, req.ID, PermissionDecision{Message: why})
+		o.decide(k, req.ID, session.PermissionDecision{Message: why})
 	}
 	ctx := o.running()
 	if ctx == nil {
 		deny("The office server is shutting down; the request was not asked.")
 		return
 	}
-	if !o.serves(req.OfficeID) {
+	if !o.serves(req.Key.OfficeID) {
 		deny("This office server does not run the office now; the request was not asked.")
 		return
 	}
-	a, err := o.store.GetAgent(ctx, req.AgentID)
+	a, err := o.store.GetAgent(ctx, req.Key.AgentID)
 	if err != nil {
-		o.log.Warn("permission request: get agent", "agent", req.AgentID, "err", err)
+		o.log.Warn("permission request: get agent", "agent", req.Key.AgentID, "err", err)
 		deny("The office could not read this agent's record, so the request was not asked. Try again later.")
 		return
 	}
@@ -140,8 +109,8 @@ func (o *permissions) request(req PermissionRequest) {
 		key: k, conversation: req.ConversationID, tool: req.Tool, subject: subject,
 		rule: sessionRule(req.Tool, subject, req.Suggestions), timeout: o.timeout(a), via: req.Via,
 	}
-	if r, allow, ok := officeRule(a, req, subject); !req.RulesApplied && ok {
-		d := PermissionDecision{Allow: allow}
+	if r, allow, ok := officeRule(a, req, subject); !req.RulesApplied() && ok {
+		d := session.PermissionDecision{Allow: allow}
 		if !allow {
 			d.Message = fmt.Sprintf("The office's rule %s denies this. Do not retry it; go on another way or ask the office with an ASK_USER block.", r)
 		}
@@ -155,7 +124,7 @@ func (o *permissions) request(req PermissionRequest) {
 		return
 	}
 	if r, ok := o.granted(ctx, k, req.ConversationID, req.Tool, subject); ok {
-		if o.decide(k, req.ID, PermissionDecision{Allow: true}) {
+		if o.decide(k, req.ID, session.PermissionDecision{Allow: true}) {
 			o.record(ctx, a.OfficeID, a.ID, "permission.allowed", map[string]any{
 				"request_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "by": "session rule", "rule": r, "via": req.Via,
 			}, "")
@@ -184,7 +153,7 @@ func (o *permissions) request(req PermissionRequest) {
 		deny("The office could not record this request, so no one was asked. Try again later.")
 		return
 	}
-	o.sweep.questions.note(q.ExpiresAt)
+	o.timers.questions.note(q.ExpiresAt)
 	o.record(ctx, a.OfficeID, a.ID, "permission.requested", map[string]any{
 		"question_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "question": question,
 		"expires_at": q.ExpiresAt, "session_rule": lp.rule, "via": req.Via,
@@ -256,7 +225,7 @@ func (o *permissions) forget(id string) bool {
 }
 
 // decide sends d to the request's hook; false when it no longer waits.
-func (o *permissions) decide(k agentKey, id string, d PermissionDecision) bool {
+func (o *permissions) decide(k agentKey, id string, d session.PermissionDecision) bool {
 	if o.cfg.Decider == nil {
 		return false
 	}
@@ -315,20 +284,20 @@ func (o *permissions) decideWaiting(ctx context.Context) {
 				// Due: expire the questions now rather than at the next
 				// Sweep, so the timeout holds to the second (the sweeper
 				// expires it and expiredPermission tells the agent).
-				o.sweep.expireQuestions(ctx, o.now())
+				o.timers.expireNow()
 			}
 		case office.QuestionAnswered:
 			o.decideAnswered(ctx, q, lp)
 		case office.QuestionExpired:
 			o.forget(id)
 			msg := fmt.Sprintf("No one in the office answered this permission request within %s, so it was denied. Do not retry it now; go on without it, or ask the office with an ASK_USER block why you need it.", lp.timeout)
-			if d := (PermissionDecision{Message: msg}); o.decide(lp.key, id, d) {
+			if d := (session.PermissionDecision{Message: msg}); o.decide(lp.key, id, d) {
 				o.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": "timeout", "message": msg, "via": lp.via}, "")
 				o.toldDeniedID(ctx, q.AgentID, lp, d)
 			}
 		default: // cancelled, or delivered by another path
 			o.forget(id)
-			if o.decide(lp.key, id, PermissionDecision{Message: "The office withdrew this permission request; it is denied."}) {
+			if o.decide(lp.key, id, session.PermissionDecision{Message: "The office withdrew this permission request; it is denied."}) {
 				o.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": q.Status}, "")
 			}
 		}
@@ -339,7 +308,7 @@ func (o *permissions) decideWaiting(ctx context.Context) {
 // question delivered.
 func (o *permissions) decideAnswered(ctx context.Context, q office.Question, lp livePerm) {
 	choice, reason := parsePermissionAnswer(q.Response)
-	d := PermissionDecision{Allow: choice != office.PermissionDeny}
+	d := session.PermissionDecision{Allow: choice != office.PermissionDeny}
 	if !d.Allow {
 		d.Message = "A person in the office denied this."
 		if reason != "" {
@@ -382,11 +351,11 @@ func (o *permissions) decideAnswered(ctx context.Context, q office.Question, lp 
 }
 
 // toldDenied tells agent a the reason of a deny sent to a dialog on its
-// screen (ViaScreen): the dialog's "No" cancels the call without a word
+// screen (session.ViaScreen): the dialog's "No" cancels the call without a word
 // to the model, so the reason follows as a notice. A hook passes it
 // itself.
-func (o *permissions) toldDenied(a office.Agent, lp livePerm, d PermissionDecision) {
-	if d.Allow || lp.via != ViaScreen {
+func (o *permissions) toldDenied(a office.Agent, lp livePerm, d session.PermissionDecision) {
+	if d.Allow || lp.via != session.ViaScreen {
 		return
 	}
 	what := lp.tool
@@ -397,8 +366,8 @@ func (o *permissions) toldDenied(a office.Agent, lp livePerm, d PermissionDecisi
 }
 
 // toldDeniedID is toldDenied for the agent of that id.
-func (o *permissions) toldDeniedID(ctx context.Context, agentID string, lp livePerm, d PermissionDecision) {
-	if d.Allow || lp.via != ViaScreen {
+func (o *permissions) toldDeniedID(ctx context.Context, agentID string, lp livePerm, d session.PermissionDecision) {
+	if d.Allow || lp.via != session.ViaScreen {
 		return
 	}
 	a, err := o.store.GetAgent(ctx, agentID)
@@ -423,7 +392,7 @@ var cliToolNames = map[string]string{
 // own, office.PermissionPolicy) to request req on subject: deny rules
 // first, then ask rules (asked), then allow rules. ok false: no rule
 // settles it.
-func officeRule(a office.Agent, req PermissionRequest, subject string) (rule string, allow, ok bool) {
+func officeRule(a office.Agent, req session.PermissionRequest, subject string) (rule string, allow, ok bool) {
 	p, tool := a.Launch.Permissions, req.Tool
 	if p == nil {
 		return "", false, false
@@ -757,7 +726,7 @@ func (o *permissions) sweepPermissions(ctx context.Context, officeID, agentID st
 		o.notify(a, interruptedText(a, q))
 	}
 	if due {
-		o.sweep.expireQuestions(ctx, o.now())
+		o.timers.expireNow()
 	}
 }
 

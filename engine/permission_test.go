@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
 )
 
 // fakeDecider stands for the session layer's waiting hooks: a decision
@@ -19,11 +20,11 @@ import (
 type fakeDecider struct {
 	mu        sync.Mutex
 	waiting   map[string]bool
-	decisions map[string][]PermissionDecision
+	decisions map[string][]session.PermissionDecision
 }
 
 func newFakeDecider() *fakeDecider {
-	return &fakeDecider{waiting: map[string]bool{}, decisions: map[string][]PermissionDecision{}}
+	return &fakeDecider{waiting: map[string]bool{}, decisions: map[string][]session.PermissionDecision{}}
 }
 
 func (f *fakeDecider) wait(id string) {
@@ -32,7 +33,7 @@ func (f *fakeDecider) wait(id string) {
 	f.mu.Unlock()
 }
 
-func (f *fakeDecider) DecidePermission(_, _, id string, d PermissionDecision) error {
+func (f *fakeDecider) DecidePermission(_, _, id string, d session.PermissionDecision) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.waiting[id] {
@@ -43,10 +44,10 @@ func (f *fakeDecider) DecidePermission(_, _, id string, d PermissionDecision) er
 	return nil
 }
 
-func (f *fakeDecider) got(id string) []PermissionDecision {
+func (f *fakeDecider) got(id string) []session.PermissionDecision {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]PermissionDecision(nil), f.decisions[id]...)
+	return append([]session.PermissionDecision(nil), f.decisions[id]...)
 }
 
 func bashInput(cmd string) json.RawMessage {
@@ -59,7 +60,7 @@ func bashInput(cmd string) json.RawMessage {
 func (h *harness) request(dec *fakeDecider, name, conversation, cmd string) string {
 	id := uuid.NewString()
 	dec.wait(id)
-	h.r.HandlePermission(PermissionRequest{OfficeID: h.office.ID, AgentID: h.id(name), ID: id, ConversationID: conversation, Tool: "Bash", Input: bashInput(cmd),
+	h.r.HandlePermission(session.PermissionRequest{Key: session.Key{OfficeID: h.office.ID, AgentID: h.id(name)}, ID: id, ConversationID: conversation, Tool: "Bash", Input: bashInput(cmd),
 		Suggestions: json.RawMessage(`[{"type":"addRules","rules":[{"toolName":"Bash","ruleContent":"make:*"}],"behavior":"allow","destination":"localSettings"}]`)})
 	return id
 }
@@ -463,7 +464,7 @@ func TestPermissionAnswerNotTypedWhenDecided(t *testing.T) {
 // office-wide "Bash(git push:*)" denies run_shell_command too), ask rules
 // asked, allow rules allowed, each without a question but an event that
 // names the rule and the path; the rest is asked. A request read from a
-// dialog on screen (ViaScreen) that a person denies gets its reason told
+// dialog on screen (session.ViaScreen) that a person denies gets its reason told
 // to the agent as a notice, since the dialog's "No" carries no words; one
 // through a hook never (the hook passes it).
 func TestPermissionOtherCLIs(t *testing.T) {
@@ -478,8 +479,12 @@ func TestPermissionOtherCLIs(t *testing.T) {
 	ask := func(cmd, via string, rulesApplied bool) string {
 		id := uuid.NewString()
 		dec.wait(id)
-		h.r.HandlePermission(PermissionRequest{OfficeID: h.office.ID, AgentID: h.id("QA"), ID: id, ConversationID: "c",
-			Tool: "run_shell_command", Input: bashInput(cmd), Via: via, RulesApplied: rulesApplied})
+		kind := session.KindGemini
+		if rulesApplied {
+			kind = session.KindClaude
+		}
+		h.r.HandlePermission(session.PermissionRequest{Key: session.Key{OfficeID: h.office.ID, AgentID: h.id("QA")}, ID: id, ConversationID: "c",
+			Tool: "run_shell_command", Input: bashInput(cmd), Via: via, Kind: kind})
 		return id
 	}
 	cases := []struct {
@@ -493,7 +498,7 @@ func TestPermissionOtherCLIs(t *testing.T) {
 		{"echo hi", true, true},
 	}
 	for _, c := range cases {
-		id := ask(c.cmd, ViaHook, false)
+		id := ask(c.cmd, session.ViaHook, false)
 		got := dec.got(id)
 		_, qerr := h.st.GetQuestion(ctx, id)
 		switch {
@@ -507,13 +512,13 @@ func TestPermissionOtherCLIs(t *testing.T) {
 		}
 	}
 	// Claude Code applied the rules itself: asked as it came.
-	if id := ask("git push origin main", ViaHook, true); len(dec.got(id)) != 0 {
+	if id := ask("git push origin main", session.ViaHook, true); len(dec.got(id)) != 0 {
 		t.Errorf("a request whose CLI applied the rules was decided by them: %+v", dec.got(id))
 	}
 	h.quiet("QA", 50*time.Millisecond) // a hook's deny is never typed
 
 	// Through the screen: a person's deny is told to the agent, once.
-	id := ask("rm -rf build", ViaScreen, false)
+	id := ask("rm -rf build", session.ViaScreen, false)
 	if _, err := h.r.AnswerQuestion(ctx, id, "deny: not on Fridays", "user-1"); err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func (o *proxyWork) onProxy(ctx context.Context, src source, self office.Agent, 
 	if err != nil {
 		return fmt.Errorf("create proxy request: %w", err)
 	}
-	o.parkHint.more()
+	o.timers.parked.more()
 	return o.advanceProxy(ctx, self, row, req, true)
 }
 
@@ -355,7 +355,7 @@ func (o *proxyWork) updateProxyTask(ctx context.Context, src source, self office
 		return true, err // a replay sets the same status again and tells nobody twice
 	}
 	if t.ProxyAgentID != "" {
-		o.handOver() // its proxy may be free now
+		o.timers.handOver() // its proxy may be free now
 	}
 	row, err := o.store.GetProxyRequest(ctx, t.RequestID)
 	if err != nil {
@@ -394,7 +394,7 @@ func (o *proxyWork) updateProxyTask(ctx context.Context, src source, self office
 // one step: timed out (backed up, a person asked, the requester told), or
 // handed to a proxy that is free now.
 func (o *proxyWork) proxyTick(ctx context.Context, now time.Time) {
-	gen, due := o.parkHint.check()
+	gen, due := o.timers.parked.check()
 	if !due {
 		return
 	}
@@ -406,7 +406,7 @@ func (o *proxyWork) proxyTick(ctx context.Context, now time.Time) {
 		return
 	}
 	if !slices.ContainsFunc(rows, func(r office.ProxyRequest) bool { return o.serves(r.OfficeID) }) {
-		o.parkHint.quiet(gen)
+		o.timers.parked.quiet(gen)
 		return
 	}
 	// Oldest first, and a request never overtakes an older one still

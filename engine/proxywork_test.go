@@ -17,6 +17,7 @@ import (
 
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/store/postgres"
 	"github.com/office-server/office-server/store/sqlite"
 )
@@ -168,7 +169,7 @@ func (p *proxyOffice) start() {
 
 func (p *proxyOffice) say(name, text string) {
 	id := fmt.Sprintf("%s-chunk-%d", name, p.chunk.Add(1))
-	p.r.HandleText(engine.Text{OfficeID: p.office.ID, AgentID: p.ids[name], ID: id, Lines: strings.Split(text, "\n"), TurnEnd: true})
+	p.r.HandleText(session.Text{Key: session.Key{OfficeID: p.office.ID, AgentID: p.ids[name]}, ID: id, Lines: strings.Split(text, "\n"), TurnEnd: true})
 }
 
 // request prints a PROXY_REQUEST block with body as the agent name.
@@ -530,7 +531,7 @@ func TestProxyRequestOnce(t *testing.T) {
 		p := newProxyOffice(t, st, seed004Agents())
 		text := "[PROXY_REQUEST]\n" + plan("senior-sw-engineer", "API", `{"preferred_proxy": "pm"}`) + "\n[/PROXY_REQUEST]"
 		for range 2 {
-			p.r.HandleText(engine.Text{OfficeID: p.office.ID, AgentID: p.ids["senior-sw-engineer"], ID: "same-chunk", Lines: strings.Split(text, "\n"), TurnEnd: true})
+			p.r.HandleText(session.Text{Key: session.Key{OfficeID: p.office.ID, AgentID: p.ids["senior-sw-engineer"]}, ID: "same-chunk", Lines: strings.Split(text, "\n"), TurnEnd: true})
 		}
 		p.response("senior-sw-engineer", 1)
 		time.Sleep(200 * time.Millisecond)
@@ -540,7 +541,7 @@ func TestProxyRequestOnce(t *testing.T) {
 		p.stop()
 		p.ss = &typedSessions{}
 		p.start()
-		p.r.HandleText(engine.Text{OfficeID: p.office.ID, AgentID: p.ids["senior-sw-engineer"], ID: "same-chunk", Lines: strings.Split(text, "\n"), TurnEnd: true})
+		p.r.HandleText(session.Text{Key: session.Key{OfficeID: p.office.ID, AgentID: p.ids["senior-sw-engineer"]}, ID: "same-chunk", Lines: strings.Split(text, "\n"), TurnEnd: true})
 		time.Sleep(300 * time.Millisecond)
 		rows, err := st.ListProxyRequests(context.Background(), office.ProxyRequestFilter{OfficeID: p.office.ID})
 		if err != nil || len(rows) != 1 {

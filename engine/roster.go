@@ -53,13 +53,6 @@ func (o *base) setSessionStatus(ctx context.Context, a office.Agent, status, kin
 	}
 }
 
-// upsertSession writes an agent's session row as this node's
-// (Config.Node): every writer of agent_sessions goes through it.
-func (o *roster) upsertSession(ctx context.Context, rec office.SessionRecord) (office.SessionRecord, error) {
-	rec.Node = o.cfg.Node
-	return o.store.UpsertSession(ctx, rec)
-}
-
 // agents returns the office's agents.
 func (o *roster) agents(ctx context.Context, officeID string) ([]office.Agent, error) {
 	as, err := o.store.ListAgents(ctx, officeID)

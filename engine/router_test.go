@@ -18,6 +18,7 @@ import (
 	"github.com/office-server/office-server/store/sqlite"
 
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
 )
 
 // clock is a settable test clock.
@@ -115,7 +116,7 @@ func (h *harness) say(name, text string) string {
 }
 
 func (h *harness) sayID(name, id, text string) {
-	h.r.HandleText(Text{OfficeID: h.office.ID, AgentID: h.id(name), ID: id, Lines: strings.Split(text, "\n"), TurnEnd: true})
+	h.r.HandleText(session.Text{Key: session.Key{OfficeID: h.office.ID, AgentID: h.id(name)}, ID: id, Lines: strings.Split(text, "\n"), TurnEnd: true})
 }
 
 // typed waits for a text containing want typed into name's terminal that
@@ -951,7 +952,7 @@ func TestExactlyOnceAcrossRouters(t *testing.T) {
 	done := make(chan struct{})
 	go func() { _ = r2.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	r2.HandleText(Text{OfficeID: h.office.ID, AgentID: h.id("PO"), ID: "transcript-uuid-1", Lines: strings.Split(askBlock+"\n[INVOKE:DEV]\ntask\n[/INVOKE:DEV]", "\n"), TurnEnd: true})
+	r2.HandleText(session.Text{Key: session.Key{OfficeID: h.office.ID, AgentID: h.id("PO")}, ID: "transcript-uuid-1", Lines: strings.Split(askBlock+"\n[INVOKE:DEV]\ntask\n[/INVOKE:DEV]", "\n"), TurnEnd: true})
 	time.Sleep(100 * time.Millisecond)
 	if q, i := len(h.questions()), len(h.invocations()); q != 1 || i != 1 {
 		t.Fatalf("after re-reading: %d questions, %d invocations; want 1 and 1", q, i)
@@ -959,10 +960,10 @@ func TestExactlyOnceAcrossRouters(t *testing.T) {
 	// Screen chunk IDs restart with the process: after a new start the same
 	// "screen:1" is a new message.
 	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: office.SessionStarting, PID: 1})
-	h.r.HandleText(Text{OfficeID: h.office.ID, AgentID: h.id("DEV"), ID: "screen:1", Screen: true, Lines: []string{"Step 1/2: a"}, TurnEnd: true})
+	h.r.HandleText(session.Text{Key: session.Key{OfficeID: h.office.ID, AgentID: h.id("DEV")}, ID: "screen:1", Source: session.FromScreen, Lines: []string{"Step 1/2: a"}, TurnEnd: true})
 	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: office.SessionStarting, PID: 2})
 	time.Sleep(20 * time.Millisecond)
-	h.r.HandleText(Text{OfficeID: h.office.ID, AgentID: h.id("DEV"), ID: "screen:1", Screen: true, Lines: []string{"Step 2/2: b"}, TurnEnd: true})
+	h.r.HandleText(session.Text{Key: session.Key{OfficeID: h.office.ID, AgentID: h.id("DEV")}, ID: "screen:1", Source: session.FromScreen, Lines: []string{"Step 2/2: b"}, TurnEnd: true})
 	eventually(t, "second screen chunk acted on", func() bool { return h.r.Progress(h.office.ID, h.id("DEV")).Step == 2 })
 }
 
@@ -1090,7 +1091,7 @@ func TestRunEndsItsGoroutines(t *testing.T) {
 	go func() { _ = r.Run(runCtx); close(done) }()
 	ss.setRunning(as[1].ID, true)
 	for i := 0; i < 5; i++ {
-		r.HandleText(Text{OfficeID: off.ID, AgentID: as[1].ID, ID: fmt.Sprint("c", i), Lines: []string{"[INVOKE:PO]", "x", "[/INVOKE:PO]", askBlock}, TurnEnd: true})
+		r.HandleText(session.Text{Key: session.Key{OfficeID: off.ID, AgentID: as[1].ID}, ID: fmt.Sprint("c", i), Lines: []string{"[INVOKE:PO]", "x", "[/INVOKE:PO]", askBlock}, TurnEnd: true})
 	}
 	r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[0].ID, Status: office.SessionReady, PID: 1})
 	eventually(t, "work", func() bool { return len(eventKinds(t, st)) > 10 })
@@ -1198,7 +1199,7 @@ func TestCallbacksNeverBlockOnTheStore(t *testing.T) {
 	defer func() { close(st.release); cancel(); <-done }()
 	start := time.Now()
 	for i := 0; i < 1000; i++ {
-		r.HandleText(Text{OfficeID: off.ID, AgentID: as[0].ID, ID: fmt.Sprint(i), Lines: []string{"Step 1/2: x"}, TurnEnd: true})
+		r.HandleText(session.Text{Key: session.Key{OfficeID: off.ID, AgentID: as[0].ID}, ID: fmt.Sprint(i), Lines: []string{"Step 1/2: x"}, TurnEnd: true})
 		r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[0].ID, Status: office.SessionBusy, PID: 1})
 	}
 	if d := time.Since(start); d > time.Second {

@@ -88,17 +88,21 @@ func (o *statusWriter) settle(ctx context.Context, officeID string) {
 		default:
 			continue
 		}
-		if o.work.sess.Running(rec.OfficeID, rec.AgentID) {
+		if o.sess.Running(rec.OfficeID, rec.AgentID) {
 			continue
 		}
-		was, pid := rec.Status, rec.PID
-		rec.Status, rec.PID, rec.ExitCode = office.SessionStopped, 0, nil
-		rec.Detail = "its server stopped without recording the end of this session (found " + was + " when the office was taken)"
-		if _, err := o.store.UpsertSession(ctx, rec); err != nil {
+		detail := "its server stopped without recording the end of this session (found " + rec.Status + " when the office was taken)"
+		pj, _ := json.Marshal(map[string]any{"pid": 0, "was": rec.Status, "was_pid": rec.PID, "detail": detail})
+		// The process's end as the session layer would report it: one
+		// conditional write of status, pid and detail with its event.
+		_, ev, _, err := o.store.SetSessionStatus(ctx, office.SessionStatus{OfficeID: rec.OfficeID, AgentID: rec.AgentID,
+			Status: office.SessionStopped, Detail: detail, Process: true, EventKind: "session." + office.SessionStopped, EventPayload: pj})
+		if err != nil {
+			o.auditFailures.Add(1)
 			o.log.Warn("settle session row", "agent", rec.AgentID, "err", err)
 			continue
 		}
-		o.record(ctx, rec.OfficeID, rec.AgentID, "session."+office.SessionStopped, map[string]any{"pid": 0, "was": was, "was_pid": pid, "detail": rec.Detail}, "")
+		o.publish(ev)
 	}
 }
 
@@ -225,7 +229,7 @@ func (o *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange)
 			o.log.Warn("record agent failed", "agent", agentID, "err", err)
 		}
 		if a, err := o.store.GetAgent(ctx, agentID); err == nil {
-			if err := o.work.failWork(ctx, a, "its session failed for good: "+c.Detail); err != nil {
+			if err := o.failer.failWork(ctx, a, "its session failed for good: "+c.Detail); err != nil {
 				o.log.Warn("fail work", "agent", a.Name, "err", err)
 			}
 		}
@@ -267,7 +271,7 @@ func (o *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange)
 				o.remind(ctx, a)
 			}
 			// A proxy whose session is back may take a parked request.
-			o.sweep.handOver()
+			o.timers.handOver()
 		}
 	}
 }

@@ -88,41 +88,55 @@ func earlier(a, b time.Time) time.Time {
 	return a
 }
 
-// sweeper owns the engine's timers: the ERROR retries (in memory, every
-// Config.Tick) and the expiries in the store (deadline hints, every
-// Config.Sweep). An expired permission question goes to permissions, a task
-// past its timeout to work, parked proxy requests to proxyWork.
-type sweeper struct {
-	*base
-	perms   *permissions
-	work    *work
-	proxies *proxyWork
-	retries retryQueue
-
+// timers is what the parts tell the sweeper: the deadlines they learn,
+// the ERROR retries, whether proxy requests may be parked, and a wake-up.
+// It holds no part: every part that sets a timer holds it, the sweeper
+// reads it.
+type timers struct {
 	questions, dependencies, invocations deadline
-	lastSafety                           time.Time     // the last safety-net sweep
-	wake                                 chan struct{} // sweep now (forget)
+	retries                              retryQueue
+	parked                               parkHint      // whether the sweeper should look for parked requests
+	wake                                 chan struct{} // sweep now
 }
 
 // forget makes every kind be queried, at once: an office was taken over
 // (what its previous owner left may be overdue).
-func (s *sweeper) forget() {
-	s.questions.forget()
-	s.dependencies.forget()
-	s.invocations.forget()
-	s.proxies.parkHint.more()
-	wake(s.wake)
+func (t *timers) forget() {
+	t.questions.forget()
+	t.dependencies.forget()
+	t.invocations.forget()
+	t.parked.more()
+	wake(t.wake)
 }
+
+// expireNow makes the sweeper expire the pending questions now rather than
+// at its next sweep: one is due (a permission request's timeout holds to
+// the second).
+func (t *timers) expireNow() { wake(t.wake) }
 
 // handOver carries the parked proxy requests on now rather than at the
 // next sweep: a proxy may have freed up (a task it keeps was closed, an
 // invocation it had ended, its session is ready again). It costs nothing
 // while none can be parked (parkHint: the last look found none and none
 // was parked since).
-func (s *sweeper) handOver() {
-	if _, due := s.proxies.parkHint.check(); due {
-		wake(s.wake)
+func (t *timers) handOver() {
+	if _, due := t.parked.check(); due {
+		wake(t.wake)
 	}
+}
+
+// sweeper runs the engine's timers: the ERROR retries (in memory, every
+// Config.Tick) and the expiries in the store (deadline hints, every
+// Config.Sweep). An expired permission question goes to permissions, a task
+// past its timeout to work, parked proxy requests to proxyWork.
+type sweeper struct {
+	*base
+	*timers
+	perms   *permissions
+	work    *work
+	proxies *proxyWork
+
+	lastSafety time.Time // the last safety-net sweep
 }
 
 // noteChange learns from a change-feed report of a row another process
@@ -208,7 +222,7 @@ func (s *sweeper) due(now time.Time) bool {
 			return true
 		}
 	}
-	_, parked := s.proxies.parkHint.check()
+	_, parked := s.parked.check()
 	return parked
 }
 

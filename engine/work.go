@@ -220,7 +220,7 @@ func (o *work) deliverResult(ctx context.Context, src source, sender office.Agen
 			return res, fmt.Errorf("complete invocation: %w", err)
 		} else if ok {
 			o.record(ctx, sender.OfficeID, sender.ID, "invocation.completed", map[string]string{"invocation_id": inv.ID, "result_id": res.ID}, src.subKey("completed"))
-			o.sweep.handOver() // the sender may be a proxy a request waits for
+			o.timers.handOver() // the sender may be a proxy a request waits for
 		}
 	}
 	_, err = o.event(ctx, sender.OfficeID, sender.ID, "result.created", map[string]string{"result_id": res.ID, "to": to.Name, "invocation_id": inv.ID, "type": r.Type}, "", src.subKey("result"))
@@ -285,7 +285,7 @@ func (o *work) onError(ctx context.Context, src source, self office.Agent, m pro
 	}
 	switch e.Recovery {
 	case protocol.RecoveryPauseAndRetry:
-		o.sweep.retries.add(retry{at: o.now().Add(o.cfg.RetryBackoff), agent: self, message: e.Message})
+		o.timers.retries.add(retry{at: o.now().Add(o.cfg.RetryBackoff), agent: self, message: e.Message})
 		return nil
 	case protocol.RecoveryNotifyUser:
 		q := "Agent " + self.Name + " reports an error: " + e.Message
@@ -324,7 +324,7 @@ func (o *work) failInvocation(ctx context.Context, inv office.Invocation, why st
 	if err != nil || !ok {
 		return err
 	}
-	o.sweep.handOver() // its callee may be a proxy a request waits for
+	o.timers.handOver() // its callee may be a proxy a request waits for
 	callee, _ := o.store.GetAgent(ctx, inv.CalleeAgentID)
 	if caller, err := o.store.GetAgent(ctx, inv.CallerAgentID); err == nil {
 		// why may hold the callee's own words (an ERROR message, a

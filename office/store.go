@@ -57,7 +57,6 @@ type SessionLog interface {
 	// ListDue returns everything due to one agent, each list as its own
 	// List* method returns it (oldest first), read at once.
 	ListDue(ctx context.Context, officeID, agentID string) (DueWork, error)
-	UpsertSession(ctx context.Context, s SessionRecord) (SessionRecord, error) // by AgentID
 	GetSessionByAgent(ctx context.Context, agentID string) (SessionRecord, error)
 	ListSessions(ctx context.Context, officeID string) ([]SessionRecord, error)
 	// SetSessionStatus records one change of an agent's session status
@@ -85,9 +84,15 @@ type SessionStatus struct {
 	PID       int
 	ExitCode  *int
 	StartedAt *time.Time
-	// Node, with Process, is the node running the session
-	// (agent_sessions.node); "" keeps the row's.
+	// Node, with Process or AgentSessionID, is the node running the
+	// session (agent_sessions.node); "" keeps the row's.
 	Node string
+	// AgentSessionID, when set, is the conversation the agent's process
+	// runs (Claude Code's session id), written only when the row has none:
+	// the first one recorded holds, and the row returned names it. With
+	// Status empty (and not Process) it is all that is written: the row's
+	// status is kept, a new row is starting.
+	AgentSessionID string
 	// EventKind, when set, is the event appended with the change (also
 	// when the office's view is not written), with EventPayload (JSON) as
 	// its payload.

@@ -42,6 +42,11 @@ type PermissionRequest struct {
 	Kind string
 }
 
+// RulesApplied reports whether the CLI applied the office's permission
+// rules itself before asking: Claude Code, whose settings hold them
+// (claudeconfig.go). For any other kind the office applies them.
+func (r PermissionRequest) RulesApplied() bool { return r.Kind == KindClaude }
+
 // PermissionDecision is the answer to a PermissionRequest.
 type PermissionDecision struct {
 	Allow bool

@@ -50,7 +50,8 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 	}
 	due := map[string]any{"p_office_id": off.ID, "p_agent_id": a.ID}
 	status := map[string]any{"p_office_id": off.ID, "p_agent_id": a.ID, "p_status": "busy", "p_detail": "",
-		"p_process": false, "p_pid": 0, "p_exit_code": nil, "p_started_at": nil, "p_event_kind": nil, "p_event_payload": nil, "p_node": ""}
+		"p_process": false, "p_pid": 0, "p_exit_code": nil, "p_started_at": nil, "p_event_kind": nil, "p_event_payload": nil, "p_node": "",
+		"p_agent_session_id": ""}
 	for _, tc := range []struct {
 		who, fn string
 		args    map[string]any

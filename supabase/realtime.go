@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/office-server/office-server/internal/reconnect"
 	"github.com/office-server/office-server/office"
 )
 
@@ -47,11 +48,12 @@ type RealtimeOptions struct {
 	// JoinTimeout bounds the wait for the join reply and then for the
 	// "Subscribed to PostgreSQL" system message. Default 10 s.
 	JoinTimeout time.Duration
-	// MinBackoff and MaxBackoff bound the jittered, doubling wait between
-	// reconnects. Defaults 500 ms and 30 s.
 	// Reconnected, when set, is called each time the connection was lost
 	// and is about to be made again (a metric).
-	Reconnected            func()
+	Reconnected func()
+	// MinBackoff and MaxBackoff bound the step of the jittered, doubling
+	// wait between reconnects (reconnect.Backoff: ±50 % of the step).
+	// Defaults 500 ms and 30 s.
 	MinBackoff, MaxBackoff time.Duration
 	// RateLimitBackoff is the least wait after Realtime refused for a rate
 	// limit (…RateLimitReached, "Too many …"). Default 15 s.
@@ -197,7 +199,7 @@ func (r *Realtime) Watch(ctx context.Context, officeIDs []string, fn func(office
 	if err != nil {
 		return err
 	}
-	backoff := r.o.MinBackoff
+	backoff := reconnect.Backoff(r.o.MinBackoff, r.o.MaxBackoff)
 	for {
 		subscribed, err := r.session(ctx, bs, officeIDs, fn)
 		r.connected.Store(false)
@@ -208,9 +210,9 @@ func (r *Realtime) Watch(ctx context.Context, officeIDs []string, fn func(office
 		r.lastErr = err
 		r.mu.Unlock()
 		if subscribed {
-			backoff = r.o.MinBackoff
+			backoff.Reset()
 		}
-		wait := backoff/2 + rand.N(backoff/2+1)
+		wait := backoff.NextBackOff()
 		if isRateLimit(err) && wait < r.o.RateLimitBackoff {
 			wait = r.o.RateLimitBackoff + rand.N(r.o.RateLimitBackoff/4+1)
 		}
@@ -231,7 +233,6 @@ func (r *Realtime) Watch(ctx context.Context, officeIDs []string, fn func(office
 			return nil
 		case <-t.C:
 		}
-		backoff = min(backoff*2, r.o.MaxBackoff)
 	}
 }
 

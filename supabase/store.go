@@ -418,63 +418,6 @@ func (s *Store) DeleteAgent(ctx context.Context, id string) error {
 
 // ---- sessions ----
 
-// UpsertSession implements office.Store; see its contract in office/store.go.
-// Detail is always written, so an empty one clears the last status's; one
-// over office.MaxSessionDetail is cut (office.CutSessionDetail).
-func (s *Store) UpsertSession(ctx context.Context, r office.SessionRecord) (office.SessionRecord, error) {
-	const op = "upsert session"
-	if r.AgentID == "" || r.OfficeID == "" {
-		return office.SessionRecord{}, &office.Error{Code: office.EINVALID, Op: op, Message: "session needs an office and an agent"}
-	}
-	if r.Status == "" {
-		r.Status = office.SessionStarting
-	}
-	for attempt := 0; ; attempt++ {
-		var existing []office.SessionRecord
-		if err := s.exec(ctx, op, s.from("agent_sessions").Select("*", "", false).Eq("agent_id", r.AgentID).Limit(1, ""), "", &existing); err != nil {
-			return office.SessionRecord{}, err
-		}
-		now := s.stamp()
-		body := map[string]any{
-			"office_id": r.OfficeID, "node": r.Node, "pid": r.PID, "status": r.Status,
-			"agent_session_id": r.AgentSessionID, "started_at": r.StartedAt, "last_output_at": r.LastOutputAt,
-			"exit_code": r.ExitCode, "detail": office.CutSessionDetail(r.Detail), "updated_at": now,
-		}
-		if len(existing) == 1 {
-			rows, err := patch[office.SessionRecord](ctx, s, op, "agent_sessions", body, func(f *postgrest.FilterBuilder) *postgrest.FilterBuilder {
-				return f.Eq("id", existing[0].ID)
-			})
-			if err != nil {
-				return office.SessionRecord{}, err
-			}
-			if len(rows) == 1 {
-				return rows[0], nil
-			}
-		} else {
-			id := r.ID
-			if id == "" {
-				id = uuid.NewString()
-			}
-			created := r.CreatedAt
-			if created.IsZero() {
-				created = now
-			}
-			body["id"], body["agent_id"], body["created_at"] = id, r.AgentID, created
-			var rows []office.SessionRecord
-			err := s.exec(ctx, op, s.from("agent_sessions").Insert(body, false, "", "representation", ""), preferRepresentation, &rows)
-			if err == nil && len(rows) == 1 {
-				return rows[0], nil
-			}
-			if err != nil && !(office.IsConflict(err) && attempt == 0) {
-				return office.SessionRecord{}, err
-			}
-		}
-		if attempt > 0 {
-			return office.SessionRecord{}, &office.Error{Code: office.ECONFLICT, Op: op, Message: "session changed concurrently"}
-		}
-	}
-}
-
 // GetSessionByAgent implements office.Store; see its contract in office/store.go.
 func (s *Store) GetSessionByAgent(ctx context.Context, agentID string) (office.SessionRecord, error) {
 	const op = "get session"

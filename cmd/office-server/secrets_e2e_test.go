@@ -192,7 +192,7 @@ func TestPostgresNodeMetricsLogs(t *testing.T) {
 		`office_leases_held 1`,
 		`office_leases_gained_total 1`,
 		`office_leases_lost_total 0`,
-		`office_store_request_seconds_count\{op="UpsertSession"\} [1-9]`,
+		`office_store_request_seconds_count\{op="ListDue"\} [1-9]`,
 		`office_store_request_seconds_count\{op="(AppendEvent|SetSessionStatus)"\} [1-9]`,
 		`office_store_errors_total\{code="not_found",op="GetSessionByAgent"\} [1-9]`,
 		`office_http_requests_total\{route="GET /healthz",status="200"\} [1-9]`,

@@ -19,6 +19,10 @@ import (
 const (
 	maxFuncLines    = 80
 	maxIfaceMethods = 12
+	// maxTestFuncLines bounds test functions: the longest today
+	// (cmd/office-server TestClaudePermissionRequests). Lower it as long
+	// tests become table-driven cases; docs/notes/house.md.
+	maxTestFuncLines = 490
 )
 
 // switchTables are the functions that are one big switch over escape
@@ -29,6 +33,39 @@ var switchTables = map[string]bool{
 }
 
 func TestShape(t *testing.T) {
+	walkGo(t, false, checkFile)
+}
+
+// TestTestShape: no test function is over maxTestFuncLines; with -v it
+// logs how many are over maxFuncLines and the longest.
+func TestTestShape(t *testing.T) {
+	var over int
+	longest, where := 0, ""
+	walkGo(t, true, func(t *testing.T, fset *token.FileSet, rel string, f *ast.File) {
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			l := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+			if l > maxFuncLines {
+				over++
+			}
+			if l > longest {
+				longest, where = l, rel+" "+fd.Name.Name
+			}
+			if l > maxTestFuncLines {
+				t.Errorf("%s: test func %s is %d lines (at most %d): make it table-driven cases or helpers", rel, fd.Name.Name, l, maxTestFuncLines)
+			}
+		}
+	})
+	t.Logf("test functions over %d lines: %d; the longest: %s, %d lines", maxFuncLines, over, where, longest)
+}
+
+// walkGo parses every Go file of the repository, tests or not, and hands
+// it to check.
+func walkGo(t *testing.T, tests bool, check func(*testing.T, *token.FileSet, string, *ast.File)) {
+	t.Helper()
 	root := testenv.RepoRoot()
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -41,7 +78,7 @@ func TestShape(t *testing.T) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") != tests {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, p, nil, 0)
@@ -49,7 +86,7 @@ func TestShape(t *testing.T) {
 			return err
 		}
 		rel, _ := filepath.Rel(root, p)
-		checkFile(t, fset, filepath.ToSlash(rel), f)
+		check(t, fset, filepath.ToSlash(rel), f)
 		return nil
 	})
 	if err != nil {

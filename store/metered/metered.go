@@ -286,11 +286,6 @@ func (s *Store) UpsertOffice(ctx context.Context, a1 office.Office) (r0 office.O
 	return s.Store.UpsertOffice(ctx, a1)
 }
 
-func (s *Store) UpsertSession(ctx context.Context, a1 office.SessionRecord) (r0 office.SessionRecord, err error) {
-	defer s.observe("UpsertSession", time.Now(), &err)
-	return s.Store.UpsertSession(ctx, a1)
-}
-
 func (s *Store) ListDue(ctx context.Context, a1, a2 string) (r0 office.DueWork, err error) {
 	defer s.observe("ListDue", time.Now(), &err)
 	return s.Store.ListDue(ctx, a1, a2)

@@ -40,14 +40,14 @@ func SessionStatusArgs(c office.SessionStatus) map[string]any {
 		"p_office_id": c.OfficeID, "p_agent_id": c.AgentID, "p_status": c.Status,
 		"p_detail": office.CutSessionDetail(c.Detail), "p_process": c.Process, "p_pid": c.PID,
 		"p_exit_code": c.ExitCode, "p_started_at": c.StartedAt, "p_event_kind": kind, "p_event_payload": payload,
-		"p_node": c.Node,
+		"p_node": c.Node, "p_agent_session_id": c.AgentSessionID,
 	}
 }
 
 // SessionStatusCheck refuses a change the function cannot take.
 func SessionStatusCheck(c office.SessionStatus) error {
-	if c.OfficeID == "" || c.AgentID == "" || c.Status == "" {
-		return &office.Error{Code: office.EINVALID, Op: "set session status", Message: "a session status needs an office, an agent and a status"}
+	if c.OfficeID == "" || c.AgentID == "" || (c.Status == "" && (c.Process || c.AgentSessionID == "")) {
+		return &office.Error{Code: office.EINVALID, Op: "set session status", Message: "a session status needs an office, an agent and a status (or a conversation)"}
 	}
 	if len(c.EventPayload) > 0 && !json.Valid(c.EventPayload) {
 		return &office.Error{Code: office.EINVALID, Op: "set session status", Message: "event payload is not valid JSON"}

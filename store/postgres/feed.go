@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/office-server/office-server/internal/reconnect"
 	"github.com/office-server/office-server/office"
 )
 
@@ -30,9 +31,10 @@ order by 6, 2`
 // Watch reports changes of the offices (all when empty) to fn until ctx
 // ends or the store is closed, then returns nil. It LISTENs on a connection
 // of its own; when that drops it reconnects, waiting MinBackoff, doubling up
-// to MaxBackoff. After every (re)connect — LISTEN first, so nothing falls
-// between — it reports every row still awaiting the office with
-// Op=CATCHUP, and only then counts as Connected. A row may so be reported
+// to MaxBackoff, each wait jittered (reconnect.Backoff). After every
+// (re)connect — LISTEN first, so nothing falls between — it reports every
+// row still awaiting the office with Op=CATCHUP, and only then counts as
+// Connected. A row may so be reported
 // twice (catch-up and notification); the office acts through conditional
 // transitions, so it acts once.
 func (s *Store) Watch(ctx context.Context, officeIDs []string, fn func(office.Change)) error {
@@ -59,27 +61,27 @@ func (s *Store) Watch(ctx context.Context, officeIDs []string, fn func(office.Ch
 			fn(c)
 		}
 	}
-	backoff := s.opts.MinBackoff
+	backoff := reconnect.Backoff(s.opts.MinBackoff, s.opts.MaxBackoff)
 	for {
 		caughtUp, err := s.watchOnce(ctx, offices, deliver)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if caughtUp {
-			backoff = s.opts.MinBackoff
+			backoff.Reset()
 		}
-		s.log.Warn("change feed disconnected, reconnecting", "err", err, "in", backoff)
+		wait := backoff.NextBackOff()
+		s.log.Warn("change feed disconnected, reconnecting", "err", err, "in", wait)
 		if s.opts.Reconnected != nil {
 			s.opts.Reconnected()
 		}
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
 		case <-t.C:
 		}
-		backoff = min(2*backoff, s.opts.MaxBackoff)
 	}
 }
 

@@ -190,36 +190,6 @@ func scanSession(r pgx.Row) (office.SessionRecord, error) {
 	return x, err
 }
 
-// UpsertSession inserts or updates, in place, the agent's one session row.
-// Detail is always written, so an empty one clears the last status's; one
-// over office.MaxSessionDetail is cut (office.CutSessionDetail).
-func (s *Store) UpsertSession(ctx context.Context, r office.SessionRecord) (office.SessionRecord, error) {
-	const op = "upsert session"
-	officeID, err := ref(op, "office_id", r.OfficeID, false)
-	if err != nil {
-		return office.SessionRecord{}, err
-	}
-	agentID, err := ref(op, "agent_id", r.AgentID, false)
-	if err != nil {
-		return office.SessionRecord{}, err
-	}
-	id, err := newID(op, r.ID)
-	if err != nil {
-		return office.SessionRecord{}, err
-	}
-	v, _, err := one(ctx, s, op, `insert into agent_sessions (id, office_id, agent_id, node, pid, status, agent_session_id,
-			started_at, last_output_at, exit_code, detail, created_at, updated_at)
-		values ($1, $2, $3, $4, $5, coalesce($6, 'starting'), $7, $8, $9, $10, $11, coalesce($12, now()), coalesce($13, now()))
-		on conflict (agent_id) do update set node = excluded.node, pid = excluded.pid,
-			status = coalesce($6, agent_sessions.status), agent_session_id = excluded.agent_session_id,
-			started_at = excluded.started_at, last_output_at = excluded.last_output_at, exit_code = excluded.exit_code,
-			detail = excluded.detail
-		returning `+sessionCols,
-		[]any{id, officeID, agentID, r.Node, r.PID, null(r.Status), r.AgentSessionID, r.StartedAt, r.LastOutputAt, r.ExitCode,
-			office.CutSessionDetail(r.Detail), ts(r.CreatedAt), ts(r.UpdatedAt)}, scanSession)
-	return v, err
-}
-
 // GetSessionByAgent returns the agent's session row, or ENOTFOUND.
 func (s *Store) GetSessionByAgent(ctx context.Context, agentID string) (office.SessionRecord, error) {
 	const op = "get session"

@@ -44,7 +44,8 @@ type Options struct {
 	// connection and is about to connect again (a metric).
 	Reconnected func()
 	// MinBackoff and MaxBackoff bound the change feed's reconnect delay,
-	// which doubles after each failed attempt (defaults 50ms and 5s).
+	// which doubles after each failed attempt, jittered by ±50 %
+	// (reconnect.Backoff; defaults 50ms and 5s).
 	MinBackoff, MaxBackoff time.Duration
 	// FeedURL, when set, is where the change feed's LISTEN connections go
 	// instead of databaseURL: LISTEN needs a session of its own, so with

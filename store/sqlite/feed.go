@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/office-server/office-server/internal/reconnect"
 	"github.com/office-server/office-server/office"
 )
 
@@ -164,7 +165,7 @@ func (s *Store) Watch(ctx context.Context, officeIDs []string, fn func(office.Ch
 	defer setLive(false)
 
 	catchUp := true
-	backoff := 50 * time.Millisecond
+	backoff := reconnect.Backoff(50*time.Millisecond, 5*time.Second)
 	for {
 		if catchUp {
 			setLive(false)
@@ -176,12 +177,11 @@ func (s *Store) Watch(ctx context.Context, officeIDs []string, fn func(office.Ch
 					return nil
 				case <-s.feed.done:
 					return office.Errorf(office.EUNAVAILABLE, "sqlite: watch: store closed")
-				case <-time.After(backoff):
+				case <-time.After(backoff.NextBackOff()):
 				}
-				backoff = min(2*backoff, 5*time.Second)
 				continue
 			}
-			backoff = 50 * time.Millisecond
+			backoff.Reset()
 			catchUp = false
 			setLive(true)
 		}

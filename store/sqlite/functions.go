@@ -33,6 +33,10 @@ func (s *Store) ListDue(ctx context.Context, officeID, agentID string) (office.D
 	return w, errors.Join(errs[:]...)
 }
 
+// keepConversation writes agent_session_id only when the row has none: the
+// first conversation recorded for an agent holds.
+const keepConversation = `agent_session_id = case when agent_sessions.agent_session_id = '' then excluded.agent_session_id else agent_sessions.agent_session_id end`
+
 // SetSessionStatus implements office.Store; see its contract in
 // office/store.go (office_set_session_status in the PostgreSQL stores).
 func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (office.SessionRecord, office.Event, bool, error) {
@@ -70,21 +74,27 @@ func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (o
 		if c.ExitCode != nil {
 			exit = *c.ExitCode
 		}
-		row = tx.QueryRowContext(ctx, `insert into agent_sessions (id, office_id, agent_id, status, detail, pid, exit_code, started_at, node, created_at, updated_at)
-			values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		row = tx.QueryRowContext(ctx, `insert into agent_sessions (id, office_id, agent_id, status, detail, pid, exit_code, started_at, node, agent_session_id, created_at, updated_at)
+			values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			on conflict (agent_id) do update set status = excluded.status, detail = excluded.detail, pid = excluded.pid,
 				exit_code = excluded.exit_code, started_at = coalesce(excluded.started_at, agent_sessions.started_at),
-				node = coalesce(nullif(excluded.node, ''), agent_sessions.node), updated_at = excluded.updated_at
+				node = coalesce(nullif(excluded.node, ''), agent_sessions.node), `+keepConversation+`, updated_at = excluded.updated_at
 			returning `+sessionCols,
-			uuid.NewString(), c.OfficeID, c.AgentID, status, detail, c.PID, exit, nullTS(c.StartedAt), c.Node, now, now)
-	} else {
-		if !office.StickySessionStatus(cur) {
-			row = tx.QueryRowContext(ctx, `insert into agent_sessions (id, office_id, agent_id, status, detail, created_at, updated_at)
-			values (?, ?, ?, ?, ?, ?, ?)
-			on conflict (agent_id) do update set status = excluded.status, detail = excluded.detail, updated_at = excluded.updated_at
+			uuid.NewString(), c.OfficeID, c.AgentID, status, detail, c.PID, exit, nullTS(c.StartedAt), c.Node, c.AgentSessionID, now, now)
+	} else if status == "" {
+		row = tx.QueryRowContext(ctx, `insert into agent_sessions (id, office_id, agent_id, status, node, agent_session_id, created_at, updated_at)
+			values (?, ?, ?, ?, ?, ?, ?, ?)
+			on conflict (agent_id) do update set node = coalesce(nullif(excluded.node, ''), agent_sessions.node), `+keepConversation+`,
+				updated_at = excluded.updated_at
 			returning `+sessionCols,
-				uuid.NewString(), c.OfficeID, c.AgentID, status, detail, now, now)
-		}
+			uuid.NewString(), c.OfficeID, c.AgentID, office.SessionStarting, c.Node, c.AgentSessionID, now, now)
+	} else if !office.StickySessionStatus(cur) {
+		row = tx.QueryRowContext(ctx, `insert into agent_sessions (id, office_id, agent_id, status, detail, agent_session_id, created_at, updated_at)
+			values (?, ?, ?, ?, ?, ?, ?, ?)
+			on conflict (agent_id) do update set status = excluded.status, detail = excluded.detail, `+keepConversation+`,
+				updated_at = excluded.updated_at
+			returning `+sessionCols,
+			uuid.NewString(), c.OfficeID, c.AgentID, status, detail, c.AgentSessionID, now, now)
 	}
 	var rec office.SessionRecord
 	if row != nil {

@@ -188,39 +188,6 @@ func scanSession(r scanner) (office.SessionRecord, error) {
 	return x, err
 }
 
-// UpsertSession inserts the agent's session row or updates it in place (one
-// row per agent, so its ID and AgentSessionID outlive restarts). Detail is
-// always written, so an empty one clears the last status's; one over
-// office.MaxSessionDetail is cut (office.CutSessionDetail).
-func (s *Store) UpsertSession(ctx context.Context, x office.SessionRecord) (office.SessionRecord, error) {
-	const op = "upsert session"
-	if x.ID == "" {
-		x.ID = uuid.NewString()
-	}
-	if x.Status == "" {
-		x.Status = office.SessionStarting
-	}
-	_, now := nowTS()
-	created := now
-	if !x.CreatedAt.IsZero() {
-		created = ts(x.CreatedAt)
-	}
-	var exit any
-	if x.ExitCode != nil {
-		exit = *x.ExitCode
-	}
-	row := s.ws.queryRow(ctx, `insert into agent_sessions (`+sessionCols+`) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		on conflict (agent_id) do update set office_id = excluded.office_id, node = excluded.node, pid = excluded.pid,
-			status = excluded.status, agent_session_id = excluded.agent_session_id, started_at = excluded.started_at,
-			last_output_at = excluded.last_output_at, exit_code = excluded.exit_code, detail = excluded.detail,
-			updated_at = excluded.updated_at
-		returning `+sessionCols,
-		x.ID, x.OfficeID, x.AgentID, x.Node, x.PID, x.Status, x.AgentSessionID,
-		nullTS(x.StartedAt), nullTS(x.LastOutputAt), exit, office.CutSessionDetail(x.Detail), created, now)
-	got, err := scanSession(row)
-	return got, s.fail(op, err)
-}
-
 // GetSessionByAgent returns the agent's session row, or ENOTFOUND.
 func (s *Store) GetSessionByAgent(ctx context.Context, agentID string) (office.SessionRecord, error) {
 	x, err := scanSession(s.rs.queryRow(ctx, `select `+sessionCols+` from agent_sessions where agent_id = ?`, agentID))

@@ -208,10 +208,10 @@ func TestUpgradeToSessionDetail(t *testing.T) {
 		b.AgentSessionID != "conv-b" || b.StartedAt == nil || b.ExitCode == nil || *b.ExitCode != 2 || b.Detail != "" {
 		t.Errorf("session of B after the upgrade: %+v", b)
 	}
-	a, err := s.UpsertSession(ctx, office.SessionRecord{OfficeID: officeID, AgentID: agentA,
+	a, _, _, err := s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: officeID, AgentID: agentA, Process: true,
 		Status: office.SessionNeedsAttention, Detail: "Do you trust the files in this folder?"})
 	if err != nil || a.ID != sessA || a.Status != office.SessionNeedsAttention || a.Detail != "Do you trust the files in this folder?" {
-		t.Fatalf("UpsertSession(needs_attention) after the upgrade = %+v, %v", a, err)
+		t.Fatalf("SetSessionStatus(needs_attention) after the upgrade = %+v, %v", a, err)
 	}
 
 	// The rebuilt table keeps its checks, its index and its foreign key.

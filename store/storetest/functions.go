@@ -103,11 +103,15 @@ func testSetSessionStatus(t *testing.T, fx *fixture) {
 	if !ok || rec.Status != office.SessionBusy || rec.AgentID != fx.a.ID || rec.ID == "" || ev.ID != 0 {
 		t.Fatalf("office busy, no row = %+v, event %+v, ok %v; want a busy row and no event", rec, ev, ok)
 	}
-	// Kept: what the change does not name (node, conversation).
-	if _, err := s.UpsertSession(ctx, office.SessionRecord{ID: rec.ID, OfficeID: fx.office.ID, AgentID: fx.a.ID, Node: "node-1",
-		Status: office.SessionBusy, AgentSessionID: "conv-1"}); err != nil {
-		t.Fatal(err)
+	// A conversation alone: the status is kept, the first one holds.
+	if rec, _, ok = set(office.SessionStatus{AgentSessionID: "conv-1", Node: "node-1"}); !ok || rec.Status != office.SessionBusy ||
+		rec.AgentSessionID != "conv-1" || rec.Node != "node-1" {
+		t.Errorf("conversation conv-1 on node-1 = %+v, ok %v; want busy kept, conv-1, node-1", rec, ok)
 	}
+	if rec, _, ok = set(office.SessionStatus{AgentSessionID: "conv-2"}); !ok || rec.AgentSessionID != "conv-1" || rec.Node != "node-1" {
+		t.Errorf("conversation conv-2 after conv-1 = %+v, ok %v; want conv-1 kept (the first holds), node kept", rec, ok)
+	}
+	// Kept: what the change does not name (node, conversation).
 	started := now().Add(-time.Second)
 	payload := []byte(`{"pid": 41, "exit_code": null}`)
 	rec, ev, ok = set(office.SessionStatus{Status: office.SessionStarting, Process: true, PID: 41, StartedAt: &started,
@@ -157,4 +161,17 @@ func testSetSessionStatus(t *testing.T, fx *fixture) {
 	}
 	_, _, _, err = s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID})
 	wantCode(t, "SetSessionStatus without a status", err, office.EINVALID)
+}
+
+// testSessionConversation: a new agent's first conversation makes its row,
+// starting, on the node named; a process report needs a status.
+func testSessionConversation(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	c := office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.b.ID, AgentSessionID: "conv-b", Node: "node-2"}
+	if rec, _, ok, err := s.SetSessionStatus(ctx, c); err != nil || !ok || rec.Status != office.SessionStarting ||
+		rec.AgentSessionID != "conv-b" || rec.Node != "node-2" {
+		t.Errorf("first conversation of b = %+v, ok %v, %v; want a starting row with conv-b on node-2", rec, ok, err)
+	}
+	_, _, _, err := s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.b.ID, Process: true, AgentSessionID: "conv-3"})
+	wantCode(t, "SetSessionStatus of a process without a status", err, office.EINVALID)
 }

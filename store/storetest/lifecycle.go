@@ -249,47 +249,38 @@ func testSessions(t *testing.T, fx *fixture) {
 	wantCode(t, "GetSessionByAgent before any session", err, office.ENOTFOUND)
 
 	t0 := now().Add(-time.Minute)
-	in := office.SessionRecord{
-		OfficeID: fx.office.ID, AgentID: fx.a.ID, Node: "node-1", PID: 1234,
-		Status: office.SessionStarting, AgentSessionID: "conv-1", StartedAt: &t0,
+	set := func(what string, c office.SessionStatus) office.SessionRecord {
+		t.Helper()
+		rec, _, ok, err := s.SetSessionStatus(ctx, c)
+		if err != nil || !ok {
+			t.Fatalf("SetSessionStatus(%s) = ok %v, %v", what, ok, err)
+		}
+		return rec
 	}
-	first, err := s.UpsertSession(ctx, in)
-	if err != nil {
-		t.Fatalf("UpsertSession(new): %v", err)
-	}
-	fx.checkStamps(t, "UpsertSession(new)", first.ID, first.CreatedAt, first.UpdatedAt)
-	if d := diff(first, in, fx.opts(ignore(office.SessionRecord{}))); d != "" {
-		t.Errorf("UpsertSession(new) returned (-got +want):\n%s", d)
+	first := set("new", office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID, Node: "node-1", PID: 1234, Process: true,
+		Status: office.SessionStarting, AgentSessionID: "conv-1", StartedAt: &t0})
+	fx.checkStamps(t, "SetSessionStatus(new)", first.ID, first.CreatedAt, first.UpdatedAt)
+	want := office.SessionRecord{OfficeID: fx.office.ID, AgentID: fx.a.ID, Node: "node-1", PID: 1234,
+		Status: office.SessionStarting, AgentSessionID: "conv-1", StartedAt: &t0}
+	if d := diff(first, want, fx.opts(ignore(office.SessionRecord{}))); d != "" {
+		t.Errorf("SetSessionStatus(new) returned (-got +want):\n%s", d)
 	}
 
-	t1 := now()
-	in2 := office.SessionRecord{
-		OfficeID: fx.office.ID, AgentID: fx.a.ID, Node: "node-2", PID: 5678,
-		Status: office.SessionExited, AgentSessionID: "conv-1", StartedAt: &t0,
-		LastOutputAt: &t1, ExitCode: ptr(3),
-	}
-	second, err := s.UpsertSession(ctx, in2)
-	if err != nil {
-		t.Fatalf("UpsertSession(existing agent): %v", err)
-	}
+	second := set("existing agent", office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID, Node: "node-2", PID: 5678, Process: true,
+		Status: office.SessionExited, ExitCode: ptr(3)})
 	if second.ID != first.ID {
-		t.Errorf("UpsertSession for the same agent made row %s; want the row %s updated in place", second.ID, first.ID)
+		t.Errorf("SetSessionStatus for the same agent made row %s; want the row %s updated in place", second.ID, first.ID)
 	}
 	got, err := s.GetSessionByAgent(ctx, fx.a.ID)
 	if err != nil {
 		t.Fatalf("GetSessionByAgent: %v", err)
 	}
-	if d := diff(got, in2, fx.opts(ignore(office.SessionRecord{}))); d != "" {
+	want.Node, want.PID, want.Status, want.ExitCode = "node-2", 5678, office.SessionExited, ptr(3)
+	if d := diff(got, want, fx.opts(ignore(office.SessionRecord{}))); d != "" {
 		t.Errorf("GetSessionByAgent after update (-got +want):\n%s", d)
 	}
-	if got.ExitCode == nil || *got.ExitCode != 3 {
-		t.Errorf("ExitCode = %v; want 3", got.ExitCode)
-	}
 
-	bs, err := s.UpsertSession(ctx, office.SessionRecord{OfficeID: fx.office.ID, AgentID: fx.b.ID, Status: office.SessionReady, ExitCode: ptr(0)})
-	if err != nil {
-		t.Fatalf("UpsertSession(b): %v", err)
-	}
+	bs := set("b", office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.b.ID, Status: office.SessionReady, Process: true, ExitCode: ptr(0)})
 	if bs.ExitCode == nil || *bs.ExitCode != 0 {
 		t.Errorf("ExitCode 0 stored as %v; want a pointer to 0 (0 is not nil)", bs.ExitCode)
 	}
@@ -312,7 +303,7 @@ func testSessions(t *testing.T, fx *fixture) {
 
 // testSessionDetail: Detail (the dialog of a session that needs attention, or
 // why an agent exited) is stored as given, multi-line and in any script;
-// every upsert rewrites it, so an empty Detail clears it; one over
+// every status change rewrites it, so an empty Detail clears it; one over
 // office.MaxSessionDetail is stored cut on a rune boundary, not refused.
 func testSessionDetail(t *testing.T, fx *fixture) {
 	s, ctx := fx.s, fx.ctx
@@ -322,77 +313,46 @@ func testSessionDetail(t *testing.T, fx *fixture) {
 		" ❯ 1. Yes, proceed\n" +
 		"   2. No, exit\n\n" +
 		" Enter 키로 확인 · Esc to cancel"
-	check := func(what string, want office.SessionRecord) {
-		t.Helper()
-		got, err := s.GetSessionByAgent(ctx, fx.a.ID)
-		if err != nil {
-			t.Fatalf("GetSessionByAgent %s: %v", what, err)
-		}
-		if got.Status != want.Status || got.Detail != want.Detail {
-			t.Errorf("GetSessionByAgent %s: status %q detail %q; want %q %q", what, got.Status, got.Detail, want.Status, want.Detail)
-		}
-		list, err := s.ListSessions(ctx, fx.office.ID)
-		if err != nil {
-			t.Fatalf("ListSessions %s: %v", what, err)
-		}
-		if len(list) != 1 || list[0].ID != want.ID || list[0].Status != want.Status || list[0].Detail != want.Detail {
-			t.Errorf("ListSessions %s: %+v; want the one row %s with status %q detail %q", what, list, want.ID, want.Status, want.Detail)
-		}
-	}
-
-	in := office.SessionRecord{
-		OfficeID: fx.office.ID, AgentID: fx.a.ID, Node: "node-1", PID: 4321,
-		Status: office.SessionNeedsAttention, AgentSessionID: "conv-1", Detail: dialog,
-	}
-	first, err := s.UpsertSession(ctx, in)
-	if err != nil {
-		t.Fatalf("UpsertSession(needs_attention): %v", err)
-	}
-	if d := diff(first, in, fx.opts(ignore(office.SessionRecord{}))); d != "" {
-		t.Errorf("UpsertSession(needs_attention) returned (-got +want):\n%s", d)
-	}
-	check("while it needs attention", first)
-
-	in.Status, in.Detail = office.SessionReady, ""
-	ready, err := s.UpsertSession(ctx, in)
-	if err != nil {
-		t.Fatalf("UpsertSession(ready, no detail): %v", err)
-	}
-	if ready.ID != first.ID || ready.Status != office.SessionReady || ready.Detail != "" {
-		t.Errorf("UpsertSession(ready, no detail) = row %s status %q detail %q; want row %s ready with the detail cleared",
-			ready.ID, ready.Status, ready.Detail, first.ID)
-	}
-	check("once ready", ready)
-
 	// Exactly at the cap: kept whole (1333 three-byte runes and one byte).
 	atCap := strings.Repeat("가", office.MaxSessionDetail/3) + "!"
 	if len(atCap) != office.MaxSessionDetail {
 		t.Fatalf("test detail is %d bytes; want %d", len(atCap), office.MaxSessionDetail)
 	}
-	in.Status, in.Detail = office.SessionCrashed, atCap
-	got, err := s.UpsertSession(ctx, in)
-	if err != nil {
-		t.Fatalf("UpsertSession(detail of %d bytes): %v", len(atCap), err)
-	}
-	if got.Detail != atCap {
-		t.Errorf("UpsertSession(detail of exactly %d bytes) stored %d bytes; want it whole", len(atCap), len(got.Detail))
-	}
-
 	// Over the cap, with a rune across it: "마" takes bytes cap-1 to cap+1,
 	// so the stored detail ends just before it, one byte under the cap.
 	head := "exit code 137\n"
 	over := head + strings.Repeat("x", office.MaxSessionDetail-len(head)-2) + "\n마지막 화면 줄 last screen line\n"
-	want := over[:office.MaxSessionDetail-1]
-	in.Status, in.Detail = office.SessionExited, over
-	got, err = s.UpsertSession(ctx, in)
-	if err != nil {
-		t.Fatalf("UpsertSession(detail of %d bytes): %v; want it stored cut, not refused", len(over), err)
+	var first office.SessionRecord
+	for i, tc := range []struct {
+		what, status, detail, want string
+	}{
+		{"while it needs attention", office.SessionNeedsAttention, dialog, dialog},
+		{"once ready (no detail)", office.SessionReady, "", ""},
+		{"a detail of exactly the cap", office.SessionCrashed, atCap, atCap},
+		{"a detail over the cap", office.SessionExited, over, over[:office.MaxSessionDetail-1]},
+	} {
+		got, _, ok, err := s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID, Process: true, PID: 4321,
+			Status: tc.status, Detail: tc.detail})
+		if err != nil || !ok {
+			t.Fatalf("SetSessionStatus(%s) = ok %v, %v; want it stored (cut), not refused", tc.what, ok, err)
+		}
+		if i == 0 {
+			first = got
+		}
+		if got.ID != first.ID || got.Status != tc.status || got.Detail != tc.want {
+			t.Errorf("SetSessionStatus(%s) = row %s status %q, %d bytes of detail ending %q; want row %s %q, %d bytes ending %q",
+				tc.what, got.ID, got.Status, len(got.Detail), got.Detail[max(0, len(got.Detail)-8):],
+				first.ID, tc.status, len(tc.want), tc.want[max(0, len(tc.want)-8):])
+		}
+		read, err := s.GetSessionByAgent(ctx, fx.a.ID)
+		if err != nil || read.Status != tc.status || read.Detail != tc.want {
+			t.Errorf("GetSessionByAgent %s: status %q detail of %d bytes, %v; want %q, %d bytes", tc.what, read.Status, len(read.Detail), err, tc.status, len(tc.want))
+		}
+		list, err := s.ListSessions(ctx, fx.office.ID)
+		if err != nil || len(list) != 1 || list[0].ID != first.ID || list[0].Status != tc.status || list[0].Detail != tc.want {
+			t.Errorf("ListSessions %s: %d rows, %v; want the one row %s with status %q and the detail", tc.what, len(list), err, first.ID, tc.status)
+		}
 	}
-	if got.Detail != want {
-		t.Errorf("UpsertSession(detail of %d bytes) stored %d bytes ending %q; want the first %d bytes, ending %q",
-			len(over), len(got.Detail), got.Detail[max(0, len(got.Detail)-8):], len(want), want[len(want)-8:])
-	}
-	check("after a detail over the cap", office.SessionRecord{ID: first.ID, Status: office.SessionExited, Detail: want})
 }
 
 func testNotFound(t *testing.T, fx *fixture) {
@@ -438,9 +398,9 @@ func testNotFound(t *testing.T, fx *fixture) {
 
 func testQuestionLifecycle(t *testing.T, fx *fixture) {
 	s, ctx := fx.s, fx.ctx
-	sess, err := s.UpsertSession(ctx, office.SessionRecord{OfficeID: fx.office.ID, AgentID: fx.a.ID, Status: office.SessionReady})
+	sess, _, _, err := s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID, Status: office.SessionReady, Process: true})
 	if err != nil {
-		t.Fatalf("UpsertSession: %v", err)
+		t.Fatalf("SetSessionStatus: %v", err)
 	}
 	exp := now().Add(5 * time.Minute)
 	in := office.Question{

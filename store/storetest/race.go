@@ -219,3 +219,45 @@ func testRaceSessionStatus(t *testing.T, fx *fixture) {
 		}
 	}
 }
+
+// testRaceSessionConversation: a new agent's start records its
+// conversation while its process reports; many starts race one crash.
+// The crash stays (a read-then-write of the whole row, read before the
+// crash and written after, would lose it), and every start gets back the
+// one conversation the row keeps.
+func testRaceSessionConversation(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	for round := range 10 {
+		a := fx.mkAgent(t, fx.office.ID, fmt.Sprintf("conv-racer-%d", round))
+		if _, _, _, err := s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: a.ID, Status: office.SessionReady, Process: true, PID: 1}); err != nil {
+			t.Fatal(err)
+		}
+		var (
+			mu   sync.Mutex
+			kept = map[string]bool{}
+		)
+		race(t, "SetSessionStatus conversation", func(i int) (bool, error) {
+			c := office.SessionStatus{OfficeID: fx.office.ID, AgentID: a.ID, AgentSessionID: fmt.Sprintf("conv-%d", i)}
+			if i == racers/2 {
+				c = office.SessionStatus{OfficeID: fx.office.ID, AgentID: a.ID, Status: office.SessionCrashed, Process: true}
+			}
+			rec, _, ok, err := s.SetSessionStatus(ctx, c)
+			if err == nil && c.AgentSessionID != "" {
+				mu.Lock()
+				kept[rec.AgentSessionID] = true
+				mu.Unlock()
+			}
+			return ok, err
+		})
+		got, err := s.GetSessionByAgent(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != office.SessionCrashed {
+			t.Errorf("round %d: the session is %s after starts raced the crash; want crashed", round, got.Status)
+		}
+		if len(kept) != 1 || !kept[got.AgentSessionID] {
+			t.Errorf("round %d: racing starts were given conversations %v; want each the one the row keeps, %q", round, kept, got.AgentSessionID)
+		}
+	}
+}

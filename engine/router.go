@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/office-server/office-server/proxy"
+	"github.com/office-server/office-server/session"
 )
 
 // Defaults of Config.
@@ -80,24 +81,6 @@ type Sessions interface {
 	Stop(ctx context.Context, officeID, agentID string) error
 	Send(ctx context.Context, officeID, agentID, text string) error
 	Running(officeID, agentID string) bool
-}
-
-// Text is a chunk of an agent's words, as the session layer reports it
-// (session.Text): lines in order, an identity stable across re-renders and
-// restarts, and whether the agent's turn ended after them.
-type Text struct {
-	OfficeID, AgentID string
-	ID                string
-	Lines             []string
-	TurnEnd           bool
-	// Lost counts screen lines the session layer dropped before Lines
-	// (session.Text.Lost): the office records it as lost output.
-	Lost int
-	// Screen: the lines were read off the agent's terminal screen
-	// (session.FromScreen): ID is unique only within one process's life,
-	// and what does not fit the inbox is dropped. Otherwise they come from
-	// a durable transcript whose IDs are stable across restarts.
-	Screen bool
 }
 
 // Config configures a Router. Store and Sessions are required.
@@ -464,19 +447,19 @@ func (o *Router) wire(cfg Config, sealer *office.Sealer) {
 		roster: &roster{cfg: cfg, store: cfg.Store, log: cfg.Logger},
 		notify: o.notify, kick: o.kick, desk: o.desk, running: o.running}
 	o.base = b
-	o.sweep = &sweeper{base: b, wake: make(chan struct{}, 1)}
-	o.perms = &permissions{base: b, sweep: o.sweep}
+	// Each part is made after the parts it holds (docs/notes/engine.md
+	// draws the graph); the status writer's failer is the one set after.
+	tm := &timers{wake: make(chan struct{}, 1)}
+	o.perms = &permissions{base: b, timers: tm}
 	o.perms.init()
-	o.proxies = &proxyWork{base: b}
-	a := &asks{base: b, sweep: o.sweep}
-	o.status = &statusWriter{base: b, perms: o.perms, wake: make(chan struct{}, 1), turn: make(chan struct{}, 1)}
-	w := &work{base: b, sess: cfg.Sessions, asks: a, sweep: o.sweep, status: o.status}
-	o.status.work = w
+	a := &asks{base: b, timers: tm}
+	o.status = &statusWriter{base: b, sess: cfg.Sessions, perms: o.perms, timers: tm, wake: make(chan struct{}, 1), turn: make(chan struct{}, 1)}
+	w := &work{base: b, sess: cfg.Sessions, asks: a, timers: tm, status: o.status}
+	o.status.failer = w
+	o.delivery = &deliverer{base: b, sess: cfg.Sessions, sealer: sealer, asks: a, work: w, perms: o.perms, timers: tm}
+	o.proxies = &proxyWork{base: b, asks: a, delivery: o.delivery, timers: tm}
 	o.intake = &dispatcher{base: b, asks: a, work: w, proxies: o.proxies}
-	o.delivery = &deliverer{base: b, sess: cfg.Sessions, sealer: sealer, asks: a, work: w, perms: o.perms, sweep: o.sweep}
-	o.sweep.perms, o.sweep.work, o.sweep.proxies = o.perms, w, o.proxies
-	o.proxies.asks, o.proxies.delivery, o.proxies.handOver = a, o.delivery, o.sweep.handOver
-	o.status.sweep = o.sweep
+	o.sweep = &sweeper{base: b, timers: tm, perms: o.perms, work: w, proxies: o.proxies}
 }
 
 // HandleStatus takes a session status change (session.Options.OnStatus)
@@ -499,7 +482,7 @@ func (o *Router) FlushStatuses(ctx context.Context) error { return o.status.flus
 // permission question, an office event, and waits for its answer. A
 // request that cannot be asked (the store fails, the office is not served
 // here) is denied with the reason, so the agent never waits in vain.
-func (o *Router) HandlePermission(req PermissionRequest) { o.perms.request(req) }
+func (o *Router) HandlePermission(req session.PermissionRequest) { o.perms.request(req) }
 
 // PermissionEnded is told that a request's hook went away before a
 // decision (session.Options.OnPermissionEnd): answered in the agent's
