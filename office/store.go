@@ -67,6 +67,34 @@ type SessionLog interface {
 	// the office's view and the row holds the session layer's own word;
 	// see SessionStatus.
 	SetSessionStatus(ctx context.Context, c SessionStatus) (rec SessionRecord, ev Event, ok bool, err error)
+	// MarkDelivered records that a row was typed into its agent, in one
+	// conditional write with what goes with it: a question answered →
+	// delivered, a result pending → delivered (DeliveredQuestion,
+	// DeliveredResult: delivered_at = now), or a task (invocation)
+	// pending → in_progress (DeliveredTask: started_at = now). The row
+	// must be the agent's (the asker, the result's recipient, the
+	// callee). Only when the row changed (ok), d.EventKind's event is
+	// appended and, with d.Busy, the office's busy is set as
+	// SetSessionStatus sets it (Process false). at is the row's new
+	// delivered_at or started_at.
+	MarkDelivered(ctx context.Context, d Delivered) (at time.Time, ev Event, ok bool, err error)
+}
+
+// Kinds of rows MarkDelivered marks.
+const (
+	DeliveredQuestion = "question"
+	DeliveredResult   = "result"
+	DeliveredTask     = "task"
+)
+
+// Delivered is one row typed into an agent, for MarkDelivered.
+type Delivered struct {
+	OfficeID, AgentID string // the agent it was typed into
+	Kind              string // DeliveredQuestion, DeliveredResult or DeliveredTask
+	ID                string
+	EventKind         string // appended when the row changed; "" none
+	EventPayload      []byte // JSON
+	Busy              bool   // set the office's busy when the row changed
 }
 
 // SessionStatus is one change of an agent's session status.

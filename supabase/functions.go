@@ -4,13 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/store/pgfunc"
 )
 
 // The office's transitions that are database functions
-// (migrations/20261128100000_office_functions.sql), each one rpc request.
+// (migrations/20261128100000_office_functions.sql,
+// 20261128120000_office_mark_delivered.sql), each one rpc request.
 
 // ListDue implements office.Store; see its contract in office/store.go.
 func (s *Store) ListDue(ctx context.Context, officeID, agentID string) (office.DueWork, error) {
@@ -47,4 +49,24 @@ func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (o
 		return office.SessionRecord{}, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
 	}
 	return rec, ev, ok, nil
+}
+
+// MarkDelivered implements office.Store; see its contract in office/store.go.
+func (s *Store) MarkDelivered(ctx context.Context, d office.Delivered) (time.Time, office.Event, bool, error) {
+	const op = "mark delivered"
+	if err := pgfunc.MarkDeliveredCheck(d); err != nil {
+		return time.Time{}, office.Event{}, false, err
+	}
+	if !validID(d.OfficeID) || !validID(d.AgentID) || !validID(d.ID) {
+		return time.Time{}, office.Event{}, false, nil
+	}
+	var b json.RawMessage
+	if err := s.rpc(ctx, op, pgfunc.MarkDelivered, pgfunc.MarkDeliveredArgs(d), &b); err != nil {
+		return time.Time{}, office.Event{}, false, err
+	}
+	at, ev, ok, err := pgfunc.DecodeMarkDelivered(b)
+	if err != nil {
+		return time.Time{}, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
+	}
+	return at, ev, ok, nil
 }

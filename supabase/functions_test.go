@@ -12,8 +12,8 @@ import (
 	"github.com/office-server/office-server/supabase/supabasetest"
 )
 
-// The office's functions (migrations/20261128100000_office_functions.sql)
-// are the server's: over the REST API a member of the office and anon are
+// The office's functions (migrations/20261128100000_office_functions.sql,
+// 20261128120000_office_mark_delivered.sql) are the server's: over the REST API a member of the office and anon are
 // refused (EXECUTE is granted to service_role only), and the server's key
 // is served.
 func TestOfficeFunctionsGrants(t *testing.T) {
@@ -51,6 +51,8 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 	due := map[string]any{"p_office_id": off.ID, "p_agent_id": a.ID}
 	status := map[string]any{"p_office_id": off.ID, "p_agent_id": a.ID, "p_status": "busy", "p_detail": "",
 		"p_process": false, "p_pid": 0, "p_exit_code": nil, "p_started_at": nil, "p_event_kind": nil, "p_event_payload": nil, "p_node": ""}
+	mark := map[string]any{"p_office_id": off.ID, "p_agent_id": a.ID, "p_kind": "question", "p_id": a.ID,
+		"p_event_kind": "question.delivered", "p_event_payload": nil, "p_busy": true}
 	for _, tc := range []struct {
 		who, fn string
 		args    map[string]any
@@ -61,7 +63,10 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 		{"anon", "office_due", due, "", http.StatusUnauthorized},
 		{"member", "office_set_session_status", status, member.Token, http.StatusForbidden},
 		{"anon", "office_set_session_status", status, "", http.StatusUnauthorized},
+		{"member", "office_mark_delivered", mark, member.Token, http.StatusForbidden},
+		{"anon", "office_mark_delivered", mark, "", http.StatusUnauthorized},
 		{"server", "office_due", due, p.Key, http.StatusOK},
+		{"server", "office_mark_delivered", mark, p.Key, http.StatusOK},
 		{"server", "office_set_session_status", status, p.Key, http.StatusOK},
 	} {
 		if got, body := call(tc.fn, tc.args, tc.token); got != tc.want {

@@ -300,3 +300,8 @@ func (s *Store) SetSessionStatus(ctx context.Context, a1 office.SessionStatus) (
 	defer s.observe("SetSessionStatus", time.Now(), &err)
 	return s.Store.SetSessionStatus(ctx, a1)
 }
+
+func (s *Store) MarkDelivered(ctx context.Context, a1 office.Delivered) (r0 time.Time, r1 office.Event, r2 bool, err error) {
+	defer s.observe("MarkDelivered", time.Now(), &err)
+	return s.Store.MarkDelivered(ctx, a1)
+}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/office-server/office-server/office"
 )
@@ -20,6 +21,7 @@ import (
 const (
 	Due           = "office_due"
 	SessionStatus = "office_set_session_status"
+	MarkDelivered = "office_mark_delivered" // migrations/20261128120000_office_mark_delivered.sql
 )
 
 // DueArgs are office_due's named arguments.
@@ -53,6 +55,53 @@ func SessionStatusCheck(c office.SessionStatus) error {
 		return &office.Error{Code: office.EINVALID, Op: "set session status", Message: "event payload is not valid JSON"}
 	}
 	return nil
+}
+
+// MarkDeliveredArgs are office_mark_delivered's named arguments.
+func MarkDeliveredArgs(d office.Delivered) map[string]any {
+	var kind, payload any
+	if d.EventKind != "" {
+		kind = d.EventKind
+		if len(d.EventPayload) > 0 {
+			payload = json.RawMessage(d.EventPayload)
+		}
+	}
+	return map[string]any{
+		"p_office_id": d.OfficeID, "p_agent_id": d.AgentID, "p_kind": d.Kind, "p_id": d.ID,
+		"p_event_kind": kind, "p_event_payload": payload, "p_busy": d.Busy,
+	}
+}
+
+// MarkDeliveredCheck refuses a delivery the function cannot take.
+func MarkDeliveredCheck(d office.Delivered) error {
+	switch d.Kind {
+	case office.DeliveredQuestion, office.DeliveredResult, office.DeliveredTask:
+	default:
+		return &office.Error{Code: office.EINVALID, Op: "mark delivered", Message: fmt.Sprintf("unknown kind of delivery %q", d.Kind)}
+	}
+	if len(d.EventPayload) > 0 && !json.Valid(d.EventPayload) {
+		return &office.Error{Code: office.EINVALID, Op: "mark delivered", Message: "event payload is not valid JSON"}
+	}
+	return nil
+}
+
+// DecodeMarkDelivered decodes office_mark_delivered's answer.
+func DecodeMarkDelivered(b []byte) (at time.Time, ev office.Event, ok bool, err error) {
+	var v struct {
+		OK    bool          `json:"ok"`
+		At    time.Time     `json:"at"`
+		Event *office.Event `json:"event"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return at, ev, false, fmt.Errorf("%s: %w", MarkDelivered, err)
+	}
+	if v.Event != nil {
+		ev = *v.Event
+		if string(ev.Payload) == "null" {
+			ev.Payload = nil
+		}
+	}
+	return v.At, ev, v.OK, nil
 }
 
 type dependencyRow struct {

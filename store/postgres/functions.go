@@ -2,13 +2,14 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/store/pgfunc"
 )
 
 // The office's transitions that are database functions
-// (migrations/20261128100000_office_functions.sql): the same definition
+// (migrations/20261128100000_office_functions.sql and later): the same definition
 // the Supabase store calls through PostgREST's rpc.
 
 // call runs fn with args and returns its JSON answer.
@@ -56,4 +57,24 @@ func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (o
 		return office.SessionRecord{}, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
 	}
 	return rec, ev, ok, nil
+}
+
+// MarkDelivered implements office.Store; see its contract in office/store.go.
+func (s *Store) MarkDelivered(ctx context.Context, d office.Delivered) (time.Time, office.Event, bool, error) {
+	const op = "mark delivered"
+	if err := pgfunc.MarkDeliveredCheck(d); err != nil {
+		return time.Time{}, office.Event{}, false, err
+	}
+	if !isUUID(d.OfficeID) || !isUUID(d.AgentID) || !isUUID(d.ID) {
+		return time.Time{}, office.Event{}, false, nil
+	}
+	b, err := s.call(ctx, op, pgfunc.MarkDelivered, pgfunc.MarkDeliveredArgs(d))
+	if err != nil {
+		return time.Time{}, office.Event{}, false, err
+	}
+	at, ev, ok, err := pgfunc.DecodeMarkDelivered(b)
+	if err != nil {
+		return time.Time{}, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
+	}
+	return at, ev, ok, nil
 }

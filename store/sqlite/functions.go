@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -45,10 +46,22 @@ func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (o
 		return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
 	}
 	defer tx.Rollback()
-	var cur string
-	err = tx.QueryRowContext(ctx, `select status from agent_sessions where agent_id = ?`, c.AgentID).Scan(&cur)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	rec, ev, ok, err := setSessionStatus(ctx, tx, c)
+	if err != nil {
 		return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
+	}
+	return rec, ev, ok, nil
+}
+
+// setSessionStatus is SetSessionStatus within tx.
+func setSessionStatus(ctx context.Context, tx *sql.Tx, c office.SessionStatus) (office.SessionRecord, office.Event, bool, error) {
+	var cur string
+	err := tx.QueryRowContext(ctx, `select status from agent_sessions where agent_id = ?`, c.AgentID).Scan(&cur)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return office.SessionRecord{}, office.Event{}, false, err
 	}
 	status := c.Status
 	_, now := nowTS()
@@ -60,7 +73,7 @@ func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (o
 			err := tx.QueryRowContext(ctx, `select exists (select 1 from user_questions where agent_id = ? and status = 'pending')
 				or exists (select 1 from dependency_requests where agent_id = ? and status = 'pending')`, c.AgentID, c.AgentID).Scan(&waits)
 			if err != nil {
-				return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
+				return office.SessionRecord{}, office.Event{}, false, err
 			}
 			if waits {
 				status = office.SessionWaiting
@@ -89,7 +102,7 @@ func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (o
 	var rec office.SessionRecord
 	if row != nil {
 		if rec, err = scanSession(row); err != nil {
-			return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
+			return office.SessionRecord{}, office.Event{}, false, err
 		}
 	}
 	var ev office.Event
@@ -101,11 +114,64 @@ func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (o
 		ev, err = scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, kind, payload, created_at)
 			values (?, ?, ?, ?, ?) returning `+eventCols, c.OfficeID, c.AgentID, c.EventKind, payload, now))
 		if err != nil {
-			return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
+			return office.SessionRecord{}, office.Event{}, false, err
+		}
+	}
+	return rec, ev, row != nil, nil
+}
+
+// MarkDelivered implements office.Store; see its contract in
+// office/store.go (office_mark_delivered in the PostgreSQL stores).
+func (s *Store) MarkDelivered(ctx context.Context, d office.Delivered) (time.Time, office.Event, bool, error) {
+	const op = "mark delivered"
+	if err := pgfunc.MarkDeliveredCheck(d); err != nil {
+		return time.Time{}, office.Event{}, false, err
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return time.Time{}, office.Event{}, false, s.fail(op, err)
+	}
+	defer tx.Rollback()
+	_, now := nowTS()
+	var q string
+	switch d.Kind {
+	case office.DeliveredQuestion:
+		q = `update user_questions set status = 'delivered', delivered_at = ?, updated_at = ?
+			where id = ? and office_id = ? and agent_id = ? and status = 'answered' returning delivered_at`
+	case office.DeliveredResult:
+		q = `update agent_results set status = 'delivered', delivered_at = ?, updated_at = ?
+			where id = ? and office_id = ? and to_agent_id = ? and status = 'pending' returning delivered_at`
+	default: // office.DeliveredTask
+		q = `update agent_invocations set status = 'in_progress', started_at = coalesce(started_at, ?), updated_at = ?
+			where id = ? and office_id = ? and callee_agent_id = ? and status = 'pending' returning started_at`
+	}
+	var at time.Time
+	err = tx.QueryRowContext(ctx, q, now, now, d.ID, d.OfficeID, d.AgentID).Scan(tsVal{&at})
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, office.Event{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, office.Event{}, false, s.fail(op, err)
+	}
+	var ev office.Event
+	if d.EventKind != "" {
+		var payload any
+		if p := strings.TrimSpace(string(d.EventPayload)); p != "" {
+			payload = p
+		}
+		ev, err = scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, kind, payload, created_at)
+			values (?, ?, ?, ?, ?) returning `+eventCols, d.OfficeID, d.AgentID, d.EventKind, payload, now))
+		if err != nil {
+			return time.Time{}, office.Event{}, false, s.fail(op, err)
+		}
+	}
+	if d.Busy {
+		if _, _, _, err := setSessionStatus(ctx, tx, office.SessionStatus{OfficeID: d.OfficeID, AgentID: d.AgentID, Status: office.SessionBusy}); err != nil {
+			return time.Time{}, office.Event{}, false, s.fail(op, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
+		return time.Time{}, office.Event{}, false, s.fail(op, err)
 	}
-	return rec, ev, row != nil, nil
+	return at, ev, true, nil
 }

@@ -158,3 +158,125 @@ func testSetSessionStatus(t *testing.T, fx *fixture) {
 	_, _, _, err = s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID})
 	wantCode(t, "SetSessionStatus without a status", err, office.EINVALID)
 }
+
+// testMarkDelivered: a typed row marked delivered with its event and the
+// office's busy in one write, as the separate transitions mark it; once
+// (racing callers: one wins, one event); only the agent's own row; the
+// office's busy not over the session layer's own word.
+func testMarkDelivered(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	events := func(kind string) int {
+		t.Helper()
+		evs, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range evs {
+			if e.Kind == kind {
+				n++
+			}
+		}
+		return n
+	}
+	mark := func(d office.Delivered) (time.Time, office.Event, bool) {
+		t.Helper()
+		if d.OfficeID == "" {
+			d.OfficeID, d.AgentID = fx.office.ID, fx.a.ID
+		}
+		at, ev, ok, err := s.MarkDelivered(ctx, d)
+		if err != nil {
+			t.Fatalf("MarkDelivered(%+v): %v", d, err)
+		}
+		return at, ev, ok
+	}
+
+	// An answer: delivered, its event, the office's busy.
+	q := fx.answered(t)
+	payload := []byte(`{"question_id": "` + q.ID + `"}`)
+	if _, _, ok := mark(office.Delivered{AgentID: fx.b.ID, OfficeID: fx.office.ID, Kind: office.DeliveredQuestion, ID: q.ID, EventKind: "question.delivered"}); ok {
+		t.Errorf("MarkDelivered of a's question typed into b = ok; want not marked")
+	}
+	at, ev, ok := mark(office.Delivered{Kind: office.DeliveredQuestion, ID: q.ID, EventKind: "question.delivered", EventPayload: payload, Busy: true})
+	if !ok || ev.ID == 0 || ev.Kind != "question.delivered" || ev.AgentID != fx.a.ID {
+		t.Fatalf("MarkDelivered(answer) = ok %v, event %+v; want marked with question.delivered", ok, ev)
+	}
+	var p, wantP any
+	_ = json.Unmarshal(ev.Payload, &p)
+	_ = json.Unmarshal(payload, &wantP)
+	if d := diff(p, wantP, nil); d != "" {
+		t.Errorf("event payload (-got +want):\n%s", d)
+	}
+	fx.near(t, "MarkDelivered(answer) at", at, now())
+	got, err := s.GetQuestion(ctx, q.ID)
+	if err != nil || got.Status != office.QuestionDelivered || got.DeliveredAt == nil || !got.DeliveredAt.Equal(at) {
+		t.Errorf("question after MarkDelivered = %+v, %v; want delivered at %v", got, err, at)
+	}
+	if rec, err := s.GetSessionByAgent(ctx, fx.a.ID); err != nil || rec.Status != office.SessionBusy {
+		t.Errorf("session after MarkDelivered with Busy = %+v, %v; want busy", rec, err)
+	}
+	if _, _, ok := mark(office.Delivered{Kind: office.DeliveredQuestion, ID: q.ID, EventKind: "question.delivered", Busy: true}); ok || events("question.delivered") != 1 {
+		t.Errorf("MarkDelivered(answer) again = ok %v, %d events; want not marked, one event", ok, events("question.delivered"))
+	}
+	// Racing callers: one wins, one event.
+	q2 := fx.answered(t)
+	wins := race(t, "MarkDelivered(answer)", func(int) (bool, error) {
+		_, _, ok, err := s.MarkDelivered(ctx, office.Delivered{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: office.DeliveredQuestion, ID: q2.ID, EventKind: "question.delivered", Busy: true})
+		return ok, err
+	})
+	wantOneWinner(t, "MarkDelivered(answer)", wins)
+	if n := events("question.delivered"); n != 2 {
+		t.Errorf("%d question.delivered events after the race; want 2 (one per question)", n)
+	}
+	// The office's busy does not overwrite the session layer's own word.
+	if _, _, _, err := s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID, Status: office.SessionCrashed, Process: true}); err != nil {
+		t.Fatal(err)
+	}
+	q3 := fx.answered(t)
+	if _, _, ok := mark(office.Delivered{Kind: office.DeliveredQuestion, ID: q3.ID, EventKind: "question.delivered", Busy: true}); !ok {
+		t.Errorf("MarkDelivered(answer) to a crashed session = not marked; want marked")
+	}
+	if rec, err := s.GetSessionByAgent(ctx, fx.a.ID); err != nil || rec.Status != office.SessionCrashed {
+		t.Errorf("session after the office's busy over crashed = %+v, %v; want crashed", rec, err)
+	}
+
+	// A result: delivered, its event, no session change.
+	r, err := s.CreateResult(ctx, office.Result{OfficeID: fx.office.ID, FromAgentID: fx.b.ID, ToAgentID: fx.a.ID, ResultType: "message", ContentType: "text/plain", Content: "done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, ev, ok = mark(office.Delivered{Kind: office.DeliveredResult, ID: r.ID, EventKind: "result.delivered"})
+	if !ok || ev.Kind != "result.delivered" || ev.Payload != nil {
+		t.Errorf("MarkDelivered(result) = ok %v, event %+v; want marked with result.delivered, no payload", ok, ev)
+	}
+	if rs, err := s.ListResults(ctx, office.ResultFilter{OfficeID: fx.office.ID, ToAgentID: fx.a.ID}); err != nil || len(rs) != 1 ||
+		rs[0].Status != office.ResultDelivered || rs[0].DeliveredAt == nil || !rs[0].DeliveredAt.Equal(at) {
+		t.Errorf("results after MarkDelivered = %+v, %v; want the one delivered at %v", rs, err, at)
+	}
+	if _, _, ok := mark(office.Delivered{Kind: office.DeliveredResult, ID: r.ID, EventKind: "result.delivered"}); ok || events("result.delivered") != 1 {
+		t.Errorf("MarkDelivered(result) again = ok %v; want not marked, one event", ok)
+	}
+
+	// A task: pending → in_progress, started_at, its event; b's task is
+	// not a's to start.
+	inv, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: fx.b.ID, CalleeAgentID: fx.a.ID, Reason: "task"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := mark(office.Delivered{AgentID: fx.b.ID, OfficeID: fx.office.ID, Kind: office.DeliveredTask, ID: inv.ID}); ok {
+		t.Errorf("MarkDelivered of a's task typed into b = ok; want not marked")
+	}
+	at, ev, ok = mark(office.Delivered{Kind: office.DeliveredTask, ID: inv.ID, EventKind: "invocation.in_progress"})
+	if !ok || ev.Kind != "invocation.in_progress" {
+		t.Errorf("MarkDelivered(task) = ok %v, event %+v; want started with invocation.in_progress", ok, ev)
+	}
+	if got, err := s.GetInvocation(ctx, inv.ID); err != nil || got.Status != office.InvocationInProgress || got.StartedAt == nil || !got.StartedAt.Equal(at) {
+		t.Errorf("task after MarkDelivered = %+v, %v; want in_progress, started at %v", got, err, at)
+	}
+	if _, _, ok := mark(office.Delivered{Kind: office.DeliveredTask, ID: inv.ID, EventKind: "invocation.in_progress"}); ok || events("invocation.in_progress") != 1 {
+		t.Errorf("MarkDelivered(task) again = ok %v; want not marked, one event", ok)
+	}
+
+	_, _, _, err = s.MarkDelivered(ctx, office.Delivered{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message", ID: q.ID})
+	wantCode(t, "MarkDelivered of an unknown kind", err, office.EINVALID)
+}

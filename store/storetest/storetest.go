@@ -77,6 +77,7 @@ func Run(t *testing.T, h Harness) {
 		{"SessionDetail", testSessionDetail},
 		{"SetSessionStatus", testSetSessionStatus},
 		{"ListDue", testListDue},
+		{"MarkDelivered", testMarkDelivered},
 		{"NotFound", testNotFound},
 		{"QuestionLifecycle", testQuestionLifecycle},
 		{"QuestionCancel", testQuestionCancel},
