@@ -166,11 +166,7 @@ func (o *work) onResult(ctx context.Context, src source, self office.Agent, m pr
 // invocation from target to sender, and queues the result for target.
 func (o *work) deliverResult(ctx context.Context, src source, sender office.Agent, target string, r protocol.DeliverResult) (office.Result, error) {
 	kind := "DELIVER_RESULT:" + target
-	reg, _, err := o.registry(ctx, sender.OfficeID)
-	if err != nil {
-		return office.Result{}, err
-	}
-	to, why, err := o.recipient(ctx, reg, sender, target)
+	to, why, err := o.recipient(ctx, sender, target)
 	if err != nil {
 		return office.Result{}, err
 	}
@@ -231,9 +227,16 @@ func (o *work) deliverResult(ctx context.Context, src source, sender office.Agen
 
 // recipient resolves a result's target: an agent by name, by role or
 // capability, or (no target) whoever gave the sender its current task. why
-// says why there is none.
-func (o *work) recipient(ctx context.Context, reg *proxy.Registry, sender office.Agent, target string) (to proxy.Agent, why string, err error) {
-	if to, ok := reg.ByName(target); ok {
+// says why there is none. An agent named, or none, needs the roster only; the
+// agents' load (open invocations and proxy tasks, two reads) is read for
+// a role or a capability, where the selector weighs it.
+func (o *work) recipient(ctx context.Context, sender office.Agent, target string) (to proxy.Agent, why string, err error) {
+	agents, err := o.agents(ctx, sender.OfficeID)
+	if err != nil {
+		return to, "", err
+	}
+	roster := registryFrom(agents, nil, nil)
+	if to, ok := roster.ByName(target); ok {
 		return to, "", nil
 	}
 	if strings.TrimSpace(target) == "" {
@@ -243,12 +246,16 @@ func (o *work) recipient(ctx context.Context, reg *proxy.Registry, sender office
 		}
 		ok := false
 		for _, inv := range open {
-			to, ok = reg.ByID(inv.CallerAgentID)
+			to, ok = roster.ByID(inv.CallerAgentID)
 		}
 		if !ok {
 			return to, "it names no agent and you have no task in progress; open the block with DELIVER_RESULT:<agent> in square brackets", nil
 		}
 		return to, "", nil
+	}
+	reg, _, err := o.registry(ctx, sender.OfficeID)
+	if err != nil {
+		return to, "", err
 	}
 	d := reg.Select(proxy.Request{Target: target, Exclude: []string{sender.ID}})
 	switch d.Outcome {
