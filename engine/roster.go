@@ -6,18 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/proxy"
 )
-
-func (o *roster) ttl(ctx context.Context, officeID string) time.Duration {
-	if off, err := o.store.GetOffice(ctx, officeID); err == nil && off.QuestionTTL > 0 {
-		return off.QuestionTTL
-	}
-	return o.cfg.QuestionTTL
-}
 
 func (o *roster) sessionID(ctx context.Context, agentID string) string {
 	if s, err := o.store.GetSessionByAgent(ctx, agentID); err == nil {

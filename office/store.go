@@ -145,6 +145,18 @@ type DueWork struct {
 // Questions is the agents' questions to people.
 type Questions interface {
 	CreateQuestion(ctx context.Context, q Question) (Question, error)
+	// AskQuestion stores a question an agent asks (pending, a.Question's
+	// ID, office, agent and text) with what goes with it, in one write:
+	// session_id is the agent's session row's, expires_at a.At (the
+	// store's now when zero) plus the office's question_ttl (a.TTL when
+	// it has none); the office's
+	// waiting is set as SetSessionStatus sets it (Process false); and
+	// a.EventKind's event is appended with a.EventDedupeKey and the
+	// payload {question_id, question, type, options, expires_at}.
+	// created=false when a question with its ID exists: then nothing is
+	// written and q is the stored one. pending is the agent's other
+	// pending questions, oldest first: those q may supersede.
+	AskQuestion(ctx context.Context, a Ask) (q Question, pending []Question, ev Event, created bool, err error)
 	GetQuestion(ctx context.Context, id string) (Question, error)
 	ListQuestions(ctx context.Context, f QuestionFilter) ([]Question, error)
 	// AnswerQuestion: pending → answered, setting response, answered_by and
@@ -165,6 +177,15 @@ type Questions interface {
 	CancelPendingQuestion(ctx context.Context, id string) (ok bool, err error)
 	// ListAnsweredUndelivered: status answered, due as d says.
 	ListAnsweredUndelivered(ctx context.Context, d Due) ([]Question, error)
+}
+
+// Ask is a question an agent asks, for AskQuestion.
+type Ask struct {
+	Question       Question
+	TTL            time.Duration // how long it waits when its office has no question_ttl
+	At             time.Time     // when it was asked, by the office's clock (zero: the store's now)
+	EventKind      string
+	EventDedupeKey string
 }
 
 // Messages is people's messages to agents.

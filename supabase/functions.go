@@ -70,3 +70,23 @@ func (s *Store) MarkDelivered(ctx context.Context, d office.Delivered) (time.Tim
 	}
 	return at, ev, ok, nil
 }
+
+// AskQuestion implements office.Store; see its contract in office/store.go.
+func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question, []office.Question, office.Event, bool, error) {
+	const op = "ask question"
+	if err := pgfunc.AskCheck(a); err != nil {
+		return office.Question{}, nil, office.Event{}, false, err
+	}
+	if !validID(a.Question.ID) || !validID(a.Question.OfficeID) || !validID(a.Question.AgentID) {
+		return office.Question{}, nil, office.Event{}, false, &office.Error{Code: office.EINVALID, Op: op, Message: "question, office and agent ids must be UUIDs"}
+	}
+	var b json.RawMessage
+	if err := s.rpc(ctx, op, pgfunc.Ask, pgfunc.AskArgs(a), &b); err != nil {
+		return office.Question{}, nil, office.Event{}, false, err
+	}
+	q, pending, ev, created, err := pgfunc.DecodeAsk(b)
+	if err != nil {
+		return office.Question{}, nil, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
+	}
+	return q, pending, ev, created, nil
+}

@@ -13,7 +13,7 @@ import (
 )
 
 // The office's functions (migrations/20261128100000_office_functions.sql,
-// 20261128120000_office_mark_delivered.sql) are the server's: over the REST API a member of the office and anon are
+// 20261128120000_office_mark_delivered.sql, 20261128130000_office_ask.sql) are the server's: over the REST API a member of the office and anon are
 // refused (EXECUTE is granted to service_role only), and the server's key
 // is served.
 func TestOfficeFunctionsGrants(t *testing.T) {
@@ -53,6 +53,9 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 		"p_process": false, "p_pid": 0, "p_exit_code": nil, "p_started_at": nil, "p_event_kind": nil, "p_event_payload": nil, "p_node": ""}
 	mark := map[string]any{"p_office_id": off.ID, "p_agent_id": a.ID, "p_kind": "question", "p_id": a.ID,
 		"p_event_kind": "question.delivered", "p_event_payload": nil, "p_busy": true}
+	ask := map[string]any{"p_id": "8a4cbd6e-3f6a-4b8e-9c1d-2f3e4a5b6c7d", "p_office_id": off.ID, "p_agent_id": a.ID,
+		"p_question_type": "text", "p_category": "", "p_question": "Which?", "p_options": []string{}, "p_default_answer": "",
+		"p_context": "", "p_required": false, "p_ttl_seconds": 60, "p_asked_at": nil, "p_event_kind": nil, "p_event_dedupe_key": nil}
 	for _, tc := range []struct {
 		who, fn string
 		args    map[string]any
@@ -65,8 +68,11 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 		{"anon", "office_set_session_status", status, "", http.StatusUnauthorized},
 		{"member", "office_mark_delivered", mark, member.Token, http.StatusForbidden},
 		{"anon", "office_mark_delivered", mark, "", http.StatusUnauthorized},
+		{"member", "office_ask", ask, member.Token, http.StatusForbidden},
+		{"anon", "office_ask", ask, "", http.StatusUnauthorized},
 		{"server", "office_due", due, p.Key, http.StatusOK},
 		{"server", "office_mark_delivered", mark, p.Key, http.StatusOK},
+		{"server", "office_ask", ask, p.Key, http.StatusOK},
 		{"server", "office_set_session_status", status, p.Key, http.StatusOK},
 	} {
 		if got, body := call(tc.fn, tc.args, tc.token); got != tc.want {
@@ -74,6 +80,9 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 		}
 	}
 	if rec, err := st.GetSessionByAgent(ctx, a.ID); err != nil || rec.Status != office.SessionBusy {
-		t.Errorf("after the server's call the session is %+v, %v; want busy", rec, err)
+		t.Errorf("after the server's calls the session is %+v, %v; want busy", rec, err)
+	}
+	if q, err := st.GetQuestion(ctx, ask["p_id"].(string)); err != nil || q.Question != "Which?" {
+		t.Errorf("after the server's office_ask the question is %+v, %v; want it stored", q, err)
 	}
 }

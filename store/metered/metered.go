@@ -301,6 +301,11 @@ func (s *Store) SetSessionStatus(ctx context.Context, a1 office.SessionStatus) (
 	return s.Store.SetSessionStatus(ctx, a1)
 }
 
+func (s *Store) AskQuestion(ctx context.Context, a1 office.Ask) (r0 office.Question, r1 []office.Question, r2 office.Event, r3 bool, err error) {
+	defer s.observe("AskQuestion", time.Now(), &err)
+	return s.Store.AskQuestion(ctx, a1)
+}
+
 func (s *Store) MarkDelivered(ctx context.Context, a1 office.Delivered) (r0 time.Time, r1 office.Event, r2 bool, err error) {
 	defer s.observe("MarkDelivered", time.Now(), &err)
 	return s.Store.MarkDelivered(ctx, a1)

@@ -22,6 +22,7 @@ const (
 	Due           = "office_due"
 	SessionStatus = "office_set_session_status"
 	MarkDelivered = "office_mark_delivered" // migrations/20261128120000_office_mark_delivered.sql
+	Ask           = "office_ask"            // migrations/20261128130000_office_ask.sql
 )
 
 // DueArgs are office_due's named arguments.
@@ -102,6 +103,60 @@ func DecodeMarkDelivered(b []byte) (at time.Time, ev office.Event, ok bool, err 
 		}
 	}
 	return v.At, ev, v.OK, nil
+}
+
+// AskArgs are office_ask's named arguments.
+func AskArgs(a office.Ask) map[string]any {
+	q := a.Question
+	options := json.RawMessage("[]") // JSON text: under the simple protocol pgx would send a slice as an array literal
+	if len(q.Options) > 0 {
+		options, _ = json.Marshal(q.Options)
+	}
+	var kind, key, askedAt any
+	if !a.At.IsZero() {
+		askedAt = a.At
+	}
+	if a.EventKind != "" {
+		kind = a.EventKind
+		if a.EventDedupeKey != "" {
+			key = a.EventDedupeKey
+		}
+	}
+	return map[string]any{
+		"p_id": q.ID, "p_office_id": q.OfficeID, "p_agent_id": q.AgentID, "p_question_type": q.QuestionType,
+		"p_category": q.Category, "p_question": q.Question, "p_options": options, "p_default_answer": q.DefaultAnswer,
+		"p_context": q.Context, "p_required": q.Required, "p_ttl_seconds": a.TTL.Seconds(), "p_asked_at": askedAt,
+		"p_event_kind": kind, "p_event_dedupe_key": key,
+	}
+}
+
+// AskCheck refuses a question the function cannot take.
+func AskCheck(a office.Ask) error {
+	q := a.Question
+	if q.ID == "" || q.OfficeID == "" || q.AgentID == "" || strings.TrimSpace(q.Question) == "" {
+		return &office.Error{Code: office.EINVALID, Op: "ask question", Message: "a question needs an id, an office, an agent and its text"}
+	}
+	if a.TTL <= 0 {
+		return &office.Error{Code: office.EINVALID, Op: "ask question", Message: "a question needs a positive TTL"}
+	}
+	return nil
+}
+
+// DecodeAsk decodes office_ask's answer.
+func DecodeAsk(b []byte) (q office.Question, pending []office.Question, ev office.Event, created bool, err error) {
+	var v struct {
+		Created  bool              `json:"created"`
+		Question office.Question   `json:"question"`
+		Event    *office.Event     `json:"event"`
+		Pending  []office.Question `json:"pending"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return q, nil, ev, false, fmt.Errorf("%s: %w", Ask, err)
+	}
+	if v.Event != nil {
+		ev = *v.Event
+	}
+	return v.Question, v.Pending, ev, v.Created, nil
 }
 
 type dependencyRow struct {

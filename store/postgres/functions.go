@@ -78,3 +78,23 @@ func (s *Store) MarkDelivered(ctx context.Context, d office.Delivered) (time.Tim
 	}
 	return at, ev, ok, nil
 }
+
+// AskQuestion implements office.Store; see its contract in office/store.go.
+func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question, []office.Question, office.Event, bool, error) {
+	const op = "ask question"
+	if err := pgfunc.AskCheck(a); err != nil {
+		return office.Question{}, nil, office.Event{}, false, err
+	}
+	if !isUUID(a.Question.ID) || !isUUID(a.Question.OfficeID) || !isUUID(a.Question.AgentID) {
+		return office.Question{}, nil, office.Event{}, false, invalid(op, "question, office and agent ids must be UUIDs")
+	}
+	b, err := s.call(ctx, op, pgfunc.Ask, pgfunc.AskArgs(a))
+	if err != nil {
+		return office.Question{}, nil, office.Event{}, false, err
+	}
+	q, pending, ev, created, err := pgfunc.DecodeAsk(b)
+	if err != nil {
+		return office.Question{}, nil, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
+	}
+	return q, pending, ev, created, nil
+}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -174,4 +175,88 @@ func (s *Store) MarkDelivered(ctx context.Context, d office.Delivered) (time.Tim
 		return time.Time{}, office.Event{}, false, s.fail(op, err)
 	}
 	return at, ev, true, nil
+}
+
+// AskQuestion implements office.Store; see its contract in
+// office/store.go (office_ask in the PostgreSQL stores).
+func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question, []office.Question, office.Event, bool, error) {
+	const op = "ask question"
+	if err := pgfunc.AskCheck(a); err != nil {
+		return office.Question{}, nil, office.Event{}, false, err
+	}
+	q := a.Question
+	if q.QuestionType == "" {
+		q.QuestionType = office.QuestionText
+	}
+	opts, err := jsonText(q.Options, "[]")
+	if err != nil {
+		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+	}
+	defer tx.Rollback()
+	t, now := nowTS()
+	var ttl int64 // microseconds (schema/0001_office.sql)
+	if err := tx.QueryRowContext(ctx, `select question_ttl from offices where id = ?`, q.OfficeID).Scan(&ttl); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+	}
+	asked := t
+	if !a.At.IsZero() {
+		asked = a.At
+	}
+	expires := asked.Add(a.TTL)
+	if ttl > 0 {
+		expires = asked.Add(time.Duration(ttl) * time.Microsecond)
+	}
+	got, err := scanQuestion(tx.QueryRowContext(ctx, `insert into user_questions (id, office_id, agent_id, session_id, question_type, category,
+			question, options, default_answer, context, required, status, expires_at, created_at, updated_at)
+		values (?, ?, ?, (select id from agent_sessions where agent_id = ?), ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)
+		on conflict (id) do nothing
+		returning `+questionCols,
+		q.ID, q.OfficeID, q.AgentID, q.AgentID, q.QuestionType, nullStr(q.Category), q.Question, opts,
+		nullStr(q.DefaultAnswer), nullStr(q.Context), q.Required, ts(expires), now, now))
+	created := err == nil
+	if errors.Is(err, sql.ErrNoRows) {
+		got, err = scanQuestion(tx.QueryRowContext(ctx, `select `+questionCols+` from user_questions where id = ?`, q.ID))
+	}
+	if err != nil {
+		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+	}
+	var ev office.Event
+	if created {
+		if _, _, _, err := setSessionStatus(ctx, tx, office.SessionStatus{OfficeID: q.OfficeID, AgentID: q.AgentID, Status: office.SessionWaiting}); err != nil {
+			return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+		}
+		if a.EventKind != "" {
+			payload, _ := json.Marshal(map[string]any{"question_id": got.ID, "question": got.Question, "type": got.QuestionType,
+				"options": got.Options, "expires_at": got.ExpiresAt})
+			ev, err = scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, kind, payload, dedupe_key, created_at)
+				values (?, ?, ?, ?, ?, ?)
+				on conflict (office_id, dedupe_key) where dedupe_key is not null do nothing
+				returning `+eventCols, q.OfficeID, q.AgentID, a.EventKind, string(payload), nullStr(a.EventDedupeKey), now))
+			if errors.Is(err, sql.ErrNoRows) {
+				err = nil // appended before: the one stored first stands
+			}
+			if err != nil {
+				return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+			}
+		}
+	}
+	rows, err := tx.QueryContext(ctx, `select `+questionCols+` from user_questions
+		where office_id = ? and agent_id = ? and status = 'pending' and id <> ? order by created_at, rowid`, got.OfficeID, got.AgentID, got.ID)
+	pending, err := collect(rows, err, scanQuestion)
+	if err != nil {
+		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+	}
+	if created {
+		// Its deadline, for the engine's sweeper (office.Change.ExpiresAt), as CreateQuestion tells it.
+		at := got.ExpiresAt
+		s.feed.publish(office.Change{Table: office.TableQuestions, Op: office.OpInsert, ID: got.ID, OfficeID: got.OfficeID, AgentID: got.AgentID, Status: got.Status, ExpiresAt: &at})
+	}
+	return got, pending, ev, created, nil
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/office-server/office-server/office"
 )
 
@@ -279,4 +281,92 @@ func testMarkDelivered(t *testing.T, fx *fixture) {
 
 	_, _, _, err = s.MarkDelivered(ctx, office.Delivered{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message", ID: q.ID})
 	wantCode(t, "MarkDelivered of an unknown kind", err, office.EINVALID)
+}
+
+// testAskQuestion: a question asked in one write with its session row's
+// id, its office's TTL (or the one given), the office's waiting and its
+// event; asked again (the same id), nothing is written and the stored one
+// comes back; the agent's other pending questions come with it.
+func testAskQuestion(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	rec, _, _, err := s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID, Status: office.SessionReady, Process: true, PID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(id, text string, ttl time.Duration) (office.Question, []office.Question, office.Event, bool) {
+		t.Helper()
+		q, pending, ev, created, err := s.AskQuestion(ctx, office.Ask{
+			Question: office.Question{ID: id, OfficeID: fx.office.ID, AgentID: fx.a.ID, QuestionType: office.QuestionSelection,
+				Category: "scope", Question: text, Options: []string{"A", "B"}, Context: "ctx", Required: true},
+			TTL: ttl, EventKind: "question.created", EventDedupeKey: "ask:" + id})
+		if err != nil {
+			t.Fatalf("AskQuestion(%s): %v", text, err)
+		}
+		return q, pending, ev, created
+	}
+	id1 := uuid.NewString()
+	q1, pending, ev, created := ask(id1, "Which?", time.Hour) // the office's 5 minutes stand
+	if !created || q1.ID != id1 || q1.Status != office.QuestionPending || q1.SessionID != rec.ID || q1.Question != "Which?" ||
+		q1.QuestionType != office.QuestionSelection || q1.Category != "scope" || q1.Context != "ctx" || !q1.Required ||
+		len(q1.Options) != 2 || q1.Options[1] != "B" || len(pending) != 0 {
+		t.Fatalf("AskQuestion = %+v, pending %v, created %v; want a pending question with the session's id %s, none pending before", q1, pending, created, rec.ID)
+	}
+	fx.near(t, "AskQuestion expires_at", q1.ExpiresAt, now().Add(5*time.Minute))
+	if got, err := s.GetQuestion(ctx, id1); err != nil || !got.ExpiresAt.Equal(q1.ExpiresAt) || got.SessionID != rec.ID {
+		t.Errorf("stored question = %+v, %v; want it as returned", got, err)
+	}
+	if ev.ID == 0 || ev.Kind != "question.created" || ev.DedupeKey != "ask:"+id1 || ev.AgentID != fx.a.ID {
+		t.Errorf("AskQuestion event = %+v; want question.created with its dedupe key", ev)
+	}
+	var p struct {
+		QuestionID string    `json:"question_id"`
+		Question   string    `json:"question"`
+		Type       string    `json:"type"`
+		Options    []string  `json:"options"`
+		ExpiresAt  time.Time `json:"expires_at"`
+	}
+	if err := json.Unmarshal(ev.Payload, &p); err != nil || p.QuestionID != id1 || p.Question != "Which?" || p.Type != office.QuestionSelection ||
+		len(p.Options) != 2 || !p.ExpiresAt.Equal(q1.ExpiresAt) {
+		t.Errorf("AskQuestion event payload %s (%v); want the question's id, text, type, options and expiry", ev.Payload, err)
+	}
+	if got, err := s.GetSessionByAgent(ctx, fx.a.ID); err != nil || got.Status != office.SessionWaiting || got.PID != 7 {
+		t.Errorf("session after AskQuestion = %+v, %v; want waiting, pid kept", got, err)
+	}
+	// A second question: the first is pending before it.
+	id2 := uuid.NewString()
+	_, pending, _, created = ask(id2, "And?", time.Hour)
+	if !created || len(pending) != 1 || pending[0].ID != id1 {
+		t.Errorf("second AskQuestion pending = %+v, created %v; want the first", pending, created)
+	}
+	// Asked again: nothing written, the stored question back.
+	again, pending, ev, created := ask(id1, "Which, again?", time.Hour)
+	if created || again.ID != id1 || again.Question != "Which?" || !again.CreatedAt.Equal(q1.CreatedAt) || ev.ID != 0 || len(pending) != 1 || pending[0].ID != id2 {
+		t.Errorf("AskQuestion again = %+v, pending %+v, event %+v, created %v; want the stored one, the other pending, no event", again, pending, ev, created)
+	}
+	evs, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID, Limit: 1000})
+	if err != nil || len(evs) != 2 {
+		t.Errorf("events after three asks = %d, %v; want 2", len(evs), err)
+	}
+	// The office's waiting is not written over the session layer's word;
+	// an office without a TTL takes the one given.
+	if _, _, _, err := s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID, Status: office.SessionCrashed, Process: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertOffice(ctx, office.Office{ID: fx.office.ID, Name: fx.office.Name}); err != nil {
+		t.Fatal(err)
+	}
+	q3, _, _, _ := ask(uuid.NewString(), "Now?", 2*time.Hour)
+	fx.near(t, "AskQuestion expires_at without the office's TTL", q3.ExpiresAt, now().Add(2*time.Hour))
+	if got, err := s.GetSessionByAgent(ctx, fx.a.ID); err != nil || got.Status != office.SessionCrashed {
+		t.Errorf("session after AskQuestion over crashed = %+v, %v; want crashed", got, err)
+	}
+	// Asked at a time of the office's clock: it expires by that clock.
+	at := now().Add(time.Hour)
+	q4, _, _, _, err := s.AskQuestion(ctx, office.Ask{Question: office.Question{ID: uuid.NewString(), OfficeID: fx.office.ID, AgentID: fx.a.ID,
+		Question: "Later?"}, TTL: time.Minute, At: at})
+	if err != nil || !q4.ExpiresAt.Equal(at.Add(time.Minute)) || q4.QuestionType != office.QuestionText {
+		t.Errorf("AskQuestion at %v = %+v, %v; want a text question expiring at %v", at, q4, err, at.Add(time.Minute))
+	}
+	_, _, _, _, err = s.AskQuestion(ctx, office.Ask{Question: office.Question{ID: uuid.NewString(), OfficeID: fx.office.ID, AgentID: fx.a.ID}, TTL: time.Hour})
+	wantCode(t, "AskQuestion without its text", err, office.EINVALID)
 }

@@ -78,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 		{"SetSessionStatus", testSetSessionStatus},
 		{"ListDue", testListDue},
 		{"MarkDelivered", testMarkDelivered},
+		{"AskQuestion", testAskQuestion},
 		{"NotFound", testNotFound},
 		{"QuestionLifecycle", testQuestionLifecycle},
 		{"QuestionCancel", testQuestionCancel},
