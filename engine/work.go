@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/protocol"
 	"github.com/office-server/office-server/proxy"
@@ -185,44 +187,33 @@ func (o *work) deliverResult(ctx context.Context, src source, sender office.Agen
 	if r.ContentType == "" {
 		r.ContentType = "text/plain"
 	}
-	var inv office.Invocation
-	if found, err := o.store.FindOpenInvocation(ctx, sender.OfficeID, to.ID, sender.ID); err == nil {
-		inv = found
-	} else if !office.IsNotFound(err) {
-		return office.Result{}, fmt.Errorf("find invocation: %w", err)
+	// One write: the result, the task it answers completed, their events
+	// (office.Store DeliverResult). A message handled again finishes what
+	// the first run may not have, with the stored row.
+	id := src.rowID("result")
+	if id == "" {
+		id = uuid.NewString() // not from a message with a key: nothing to handle again
 	}
-	res, err := o.store.CreateResult(ctx, office.Result{
-		ID: src.rowID("result"), OfficeID: sender.OfficeID, InvocationID: inv.ID, FromAgentID: sender.ID, ToAgentID: to.ID,
-		ResultType: r.Type, ContentType: r.ContentType, Content: r.Content, Status: office.ResultPending,
+	out, err := o.store.DeliverResult(ctx, office.ResultDelivery{
+		Result: office.Result{ID: id, OfficeID: sender.OfficeID, FromAgentID: sender.ID, ToAgentID: to.ID,
+			ResultType: r.Type, ContentType: r.ContentType, Content: r.Content},
+		ToName: to.Name, EventKind: "result.created", EventDedupeKey: src.subKey("result"),
+		CompletedEventKind: "invocation.completed", CompletedDedupeKey: src.subKey("completed"),
 	})
-	if office.IsConflict(err) {
-		// Stored already (a replayed message): finish what the first run
-		// may not have, with the stored row.
-		if res, err = o.store.GetResult(ctx, src.rowID("result")); err != nil {
-			return res, fmt.Errorf("get result: %w", err)
-		}
-		if res.InvocationID != "" {
-			if inv, err = o.store.GetInvocation(ctx, res.InvocationID); err != nil && !office.IsNotFound(err) {
-				return res, fmt.Errorf("get invocation: %w", err)
-			}
-		} else {
-			inv = office.Invocation{}
-		}
-	} else if err != nil {
-		return res, fmt.Errorf("create result: %w", err)
+	if err != nil {
+		return out.Result, fmt.Errorf("deliver result: %w", err)
 	}
-	if inv.ID != "" {
-		if _, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{office.InvocationPending, office.InvocationInProgress}, office.InvocationCompleted, office.InvocationPatch{ResultID: res.ID}); err != nil {
-			return res, fmt.Errorf("complete invocation: %w", err)
-		} else if ok {
-			o.record(ctx, sender.OfficeID, sender.ID, "invocation.completed", map[string]string{"invocation_id": inv.ID, "result_id": res.ID}, src.subKey("completed"))
-			o.sweep.handOver() // the sender may be a proxy a request waits for
-		}
+	for _, ev := range out.Events {
+		o.publish(ev)
 	}
-	_, err = o.event(ctx, sender.OfficeID, sender.ID, "result.created", map[string]string{"result_id": res.ID, "to": to.Name, "invocation_id": inv.ID, "type": r.Type}, "", src.subKey("result"))
+	if out.Completed {
+		o.sweep.handOver() // the sender may be a proxy a request waits for
+	}
 	o.kick(agentKey{sender.OfficeID, to.ID})
-	o.kick(agentKey{sender.OfficeID, sender.ID}) // its next task, if any
-	return res, err
+	if out.NextTask {
+		o.kick(agentKey{sender.OfficeID, sender.ID}) // its next task
+	}
+	return out.Result, nil
 }
 
 // recipient resolves a result's target: an agent by name, by role or

@@ -214,10 +214,38 @@ type Invocations interface {
 // Results is what agents deliver to each other.
 type Results interface {
 	CreateResult(ctx context.Context, r Result) (Result, error)
+	// DeliverResult stores a result an agent delivers (pending,
+	// d.Result's ID, office, sender, recipient, type and content) with
+	// what goes with it, in one write: its invocation is the oldest open
+	// one from its recipient to its sender (none: ""), completed with it
+	// (result_id set) and recorded by d.CompletedEventKind's event
+	// ({invocation_id, result_id}, d.CompletedDedupeKey); then
+	// d.EventKind's event is appended ({result_id, to: d.ToName,
+	// invocation_id, type}, d.EventDedupeKey). When a result with its ID
+	// exists (Created false) it is not written again, but its
+	// invocation is completed and the events appended if they were not.
+	DeliverResult(ctx context.Context, d ResultDelivery) (ResultStored, error)
 	GetResult(ctx context.Context, id string) (Result, error)
 	ListResults(ctx context.Context, f ResultFilter) ([]Result, error)
 	// MarkResultDelivered: pending → delivered.
 	MarkResultDelivered(ctx context.Context, id string) (ok bool, err error)
+}
+
+// ResultDelivery is a result an agent delivers, for DeliverResult.
+type ResultDelivery struct {
+	Result                                 Result
+	ToName                                 string // the recipient's name, for the event
+	EventKind, EventDedupeKey              string // the result's event
+	CompletedEventKind, CompletedDedupeKey string // its invocation's
+}
+
+// ResultStored is what DeliverResult did.
+type ResultStored struct {
+	Result    Result
+	Created   bool    // false: stored before (a message handled again)
+	Completed bool    // this call completed Result.InvocationID
+	Events    []Event // the events appended, in order
+	NextTask  bool    // the sender has a pending task waiting
 }
 
 // Dependencies is the agents' requests for keys, variables and services.

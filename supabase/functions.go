@@ -90,3 +90,24 @@ func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question,
 	}
 	return q, pending, ev, created, nil
 }
+
+// DeliverResult implements office.Store; see its contract in office/store.go.
+func (s *Store) DeliverResult(ctx context.Context, d office.ResultDelivery) (office.ResultStored, error) {
+	const op = "deliver result"
+	if err := pgfunc.DeliverResultCheck(d); err != nil {
+		return office.ResultStored{}, err
+	}
+	r := d.Result
+	if !validID(r.ID) || !validID(r.OfficeID) || !validID(r.FromAgentID) || !validID(r.ToAgentID) {
+		return office.ResultStored{}, &office.Error{Code: office.EINVALID, Op: op, Message: "result, office and agent ids must be UUIDs"}
+	}
+	var b json.RawMessage
+	if err := s.rpc(ctx, op, pgfunc.DeliverResult, pgfunc.DeliverResultArgs(d), &b); err != nil {
+		return office.ResultStored{}, err
+	}
+	out, err := pgfunc.DecodeDeliverResult(b)
+	if err != nil {
+		return office.ResultStored{}, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
+	}
+	return out, nil
+}

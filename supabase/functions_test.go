@@ -12,10 +12,10 @@ import (
 	"github.com/office-server/office-server/supabase/supabasetest"
 )
 
-// The office's functions (migrations/20261128100000_office_functions.sql,
-// 20261128120000_office_mark_delivered.sql, 20261128130000_office_ask.sql) are the server's: over the REST API a member of the office and anon are
-// refused (EXECUTE is granted to service_role only), and the server's key
-// is served.
+// The office's functions (migrations/20261128100000_office_functions.sql
+// and the office_* migrations after it) are the server's: over the REST
+// API a member of the office and anon are refused (EXECUTE is granted to
+// service_role only), and the server's key is served.
 func TestOfficeFunctionsGrants(t *testing.T) {
 	p := supabasetest.New(t)
 	ctx := context.Background()
@@ -56,6 +56,9 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 	ask := map[string]any{"p_id": "8a4cbd6e-3f6a-4b8e-9c1d-2f3e4a5b6c7d", "p_office_id": off.ID, "p_agent_id": a.ID,
 		"p_question_type": "text", "p_category": "", "p_question": "Which?", "p_options": []string{}, "p_default_answer": "",
 		"p_context": "", "p_required": false, "p_ttl_seconds": 60, "p_asked_at": nil, "p_event_kind": nil, "p_event_dedupe_key": nil}
+	result := map[string]any{"p_id": "9b5dce7f-4a7b-4c9f-8d2e-3a4b5c6d7e8f", "p_office_id": off.ID, "p_from_agent_id": a.ID,
+		"p_to_agent_id": a.ID, "p_result_type": "message", "p_content_type": "text/plain", "p_content": "done", "p_to_name": "po",
+		"p_event_kind": nil, "p_event_dedupe_key": nil, "p_completed_event_kind": nil, "p_completed_dedupe_key": nil}
 	for _, tc := range []struct {
 		who, fn string
 		args    map[string]any
@@ -70,9 +73,12 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 		{"anon", "office_mark_delivered", mark, "", http.StatusUnauthorized},
 		{"member", "office_ask", ask, member.Token, http.StatusForbidden},
 		{"anon", "office_ask", ask, "", http.StatusUnauthorized},
+		{"member", "office_deliver_result", result, member.Token, http.StatusForbidden},
+		{"anon", "office_deliver_result", result, "", http.StatusUnauthorized},
 		{"server", "office_due", due, p.Key, http.StatusOK},
 		{"server", "office_mark_delivered", mark, p.Key, http.StatusOK},
 		{"server", "office_ask", ask, p.Key, http.StatusOK},
+		{"server", "office_deliver_result", result, p.Key, http.StatusOK},
 		{"server", "office_set_session_status", status, p.Key, http.StatusOK},
 	} {
 		if got, body := call(tc.fn, tc.args, tc.token); got != tc.want {

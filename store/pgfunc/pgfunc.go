@@ -23,6 +23,7 @@ const (
 	SessionStatus = "office_set_session_status"
 	MarkDelivered = "office_mark_delivered" // migrations/20261128120000_office_mark_delivered.sql
 	Ask           = "office_ask"            // migrations/20261128130000_office_ask.sql
+	DeliverResult = "office_deliver_result" // migrations/20261128140000_office_deliver_result.sql
 )
 
 // DueArgs are office_due's named arguments.
@@ -157,6 +158,48 @@ func DecodeAsk(b []byte) (q office.Question, pending []office.Question, ev offic
 		ev = *v.Event
 	}
 	return v.Question, v.Pending, ev, v.Created, nil
+}
+
+// DeliverResultArgs are office_deliver_result's named arguments.
+func DeliverResultArgs(d office.ResultDelivery) map[string]any {
+	r := d.Result
+	return map[string]any{
+		"p_id": r.ID, "p_office_id": r.OfficeID, "p_from_agent_id": r.FromAgentID, "p_to_agent_id": r.ToAgentID,
+		"p_result_type": r.ResultType, "p_content_type": r.ContentType, "p_content": r.Content, "p_to_name": d.ToName,
+		"p_event_kind": orNil(d.EventKind), "p_event_dedupe_key": orNil(d.EventDedupeKey),
+		"p_completed_event_kind": orNil(d.CompletedEventKind), "p_completed_dedupe_key": orNil(d.CompletedDedupeKey),
+	}
+}
+
+func orNil(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// DeliverResultCheck refuses a result the function cannot take.
+func DeliverResultCheck(d office.ResultDelivery) error {
+	r := d.Result
+	if r.ID == "" || r.OfficeID == "" || r.FromAgentID == "" || r.ToAgentID == "" {
+		return &office.Error{Code: office.EINVALID, Op: "deliver result", Message: "a result needs an id, an office, a sender and a recipient"}
+	}
+	return nil
+}
+
+// DecodeDeliverResult decodes office_deliver_result's answer.
+func DecodeDeliverResult(b []byte) (office.ResultStored, error) {
+	var v struct {
+		Created   bool           `json:"created"`
+		Result    office.Result  `json:"result"`
+		Completed bool           `json:"completed"`
+		Events    []office.Event `json:"events"`
+		NextTask  bool           `json:"next_task"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return office.ResultStored{}, fmt.Errorf("%s: %w", DeliverResult, err)
+	}
+	return office.ResultStored{Result: v.Result, Created: v.Created, Completed: v.Completed, Events: v.Events, NextTask: v.NextTask}, nil
 }
 
 type dependencyRow struct {

@@ -98,3 +98,24 @@ func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question,
 	}
 	return q, pending, ev, created, nil
 }
+
+// DeliverResult implements office.Store; see its contract in office/store.go.
+func (s *Store) DeliverResult(ctx context.Context, d office.ResultDelivery) (office.ResultStored, error) {
+	const op = "deliver result"
+	if err := pgfunc.DeliverResultCheck(d); err != nil {
+		return office.ResultStored{}, err
+	}
+	r := d.Result
+	if !isUUID(r.ID) || !isUUID(r.OfficeID) || !isUUID(r.FromAgentID) || !isUUID(r.ToAgentID) {
+		return office.ResultStored{}, invalid(op, "result, office and agent ids must be UUIDs")
+	}
+	b, err := s.call(ctx, op, pgfunc.DeliverResult, pgfunc.DeliverResultArgs(d))
+	if err != nil {
+		return office.ResultStored{}, err
+	}
+	out, err := pgfunc.DecodeDeliverResult(b)
+	if err != nil {
+		return office.ResultStored{}, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
+	}
+	return out, nil
+}

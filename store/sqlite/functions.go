@@ -260,3 +260,84 @@ func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question,
 	}
 	return got, pending, ev, created, nil
 }
+
+// DeliverResult implements office.Store; see its contract in
+// office/store.go (office_deliver_result in the PostgreSQL stores).
+func (s *Store) DeliverResult(ctx context.Context, d office.ResultDelivery) (office.ResultStored, error) {
+	const op = "deliver result"
+	if err := pgfunc.DeliverResultCheck(d); err != nil {
+		return office.ResultStored{}, err
+	}
+	r := d.Result
+	if r.ResultType == "" {
+		r.ResultType = "message"
+	}
+	if r.ContentType == "" {
+		r.ContentType = "text/plain"
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return office.ResultStored{}, s.fail(op, err)
+	}
+	defer tx.Rollback()
+	_, now := nowTS()
+	var out office.ResultStored
+	out.Result, err = scanResult(tx.QueryRowContext(ctx, `insert into agent_results (id, office_id, invocation_id, from_agent_id, to_agent_id,
+			result_type, content_type, content, status, created_at, updated_at)
+		values (?, ?, (select id from agent_invocations where office_id = ? and caller_agent_id = ? and callee_agent_id = ?
+				and status in ('pending', 'in_progress') order by created_at, rowid limit 1),
+			?, ?, ?, ?, ?, 'pending', ?, ?)
+		on conflict (id) do nothing
+		returning `+resultCols,
+		r.ID, r.OfficeID, r.OfficeID, r.ToAgentID, r.FromAgentID, r.FromAgentID, r.ToAgentID, r.ResultType, r.ContentType, r.Content, now, now))
+	out.Created = err == nil
+	if errors.Is(err, sql.ErrNoRows) {
+		out.Result, err = scanResult(tx.QueryRowContext(ctx, `select `+resultCols+` from agent_results where id = ?`, r.ID))
+	}
+	if err != nil {
+		return office.ResultStored{}, s.fail(op, err)
+	}
+	res := out.Result
+	event := func(kind, key string, payload map[string]string) error {
+		p, _ := json.Marshal(payload)
+		ev, err := scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, kind, payload, dedupe_key, created_at)
+			values (?, ?, ?, ?, ?, ?)
+			on conflict (office_id, dedupe_key) where dedupe_key is not null do nothing
+			returning `+eventCols, res.OfficeID, res.FromAgentID, kind, string(p), nullStr(key), now))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // appended before: the one stored first stands
+		}
+		if err == nil {
+			out.Events = append(out.Events, ev)
+		}
+		return err
+	}
+	if res.InvocationID != "" {
+		n, err := tx.ExecContext(ctx, `update agent_invocations set status = 'completed', result_id = ?, completed_at = ?, updated_at = ?
+			where id = ? and status in ('pending', 'in_progress')`, res.ID, now, now, res.InvocationID)
+		if err != nil {
+			return office.ResultStored{}, s.fail(op, err)
+		}
+		if k, _ := n.RowsAffected(); k == 1 {
+			out.Completed = true
+			if d.CompletedEventKind != "" {
+				if err := event(d.CompletedEventKind, d.CompletedDedupeKey, map[string]string{"invocation_id": res.InvocationID, "result_id": res.ID}); err != nil {
+					return office.ResultStored{}, s.fail(op, err)
+				}
+			}
+		}
+	}
+	if d.EventKind != "" {
+		if err := event(d.EventKind, d.EventDedupeKey, map[string]string{"result_id": res.ID, "to": d.ToName, "invocation_id": res.InvocationID, "type": res.ResultType}); err != nil {
+			return office.ResultStored{}, s.fail(op, err)
+		}
+	}
+	if err := tx.QueryRowContext(ctx, `select exists (select 1 from agent_invocations where office_id = ? and callee_agent_id = ? and status = 'pending')`,
+		res.OfficeID, res.FromAgentID).Scan(&out.NextTask); err != nil {
+		return office.ResultStored{}, s.fail(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return office.ResultStored{}, s.fail(op, err)
+	}
+	return out, nil
+}

@@ -370,3 +370,82 @@ func testAskQuestion(t *testing.T, fx *fixture) {
 	_, _, _, _, err = s.AskQuestion(ctx, office.Ask{Question: office.Question{ID: uuid.NewString(), OfficeID: fx.office.ID, AgentID: fx.a.ID}, TTL: time.Hour})
 	wantCode(t, "AskQuestion without its text", err, office.EINVALID)
 }
+
+// testDeliverResult: a result delivered in one write with the task it
+// answers (the oldest open one from its recipient to its sender)
+// completed, their events, and whether the sender has a task waiting; a
+// result stored before (a message handled again) is not written twice,
+// but its task is completed and its events appended if they were not.
+func testDeliverResult(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	task := func(caller, callee office.Agent, reason string) office.Invocation {
+		t.Helper()
+		inv, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID, Reason: reason})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inv
+	}
+	deliver := func(id string, from, to office.Agent, content string) office.ResultStored {
+		t.Helper()
+		out, err := s.DeliverResult(ctx, office.ResultDelivery{
+			Result: office.Result{ID: id, OfficeID: fx.office.ID, FromAgentID: from.ID, ToAgentID: to.ID, ResultType: "markdown", ContentType: "text/markdown", Content: content},
+			ToName: to.Name, EventKind: "result.created", EventDedupeKey: "res:" + id, CompletedEventKind: "invocation.completed", CompletedDedupeKey: "done:" + id})
+		if err != nil {
+			t.Fatalf("DeliverResult(%s): %v", content, err)
+		}
+		return out
+	}
+	payload := func(ev office.Event) map[string]string {
+		var m map[string]string
+		_ = json.Unmarshal(ev.Payload, &m)
+		return m
+	}
+	first := task(fx.b, fx.a, "first")
+	if _, ok, err := s.TransitionInvocation(ctx, first.ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	second := task(fx.b, fx.a, "second")
+	id := uuid.NewString()
+	out := deliver(id, fx.a, fx.b, "done")
+	r := out.Result
+	if !out.Created || !out.Completed || !out.NextTask || r.ID != id || r.InvocationID != first.ID || r.Status != office.ResultPending ||
+		r.ResultType != "markdown" || r.ContentType != "text/markdown" || r.Content != "done" || r.FromAgentID != fx.a.ID || r.ToAgentID != fx.b.ID {
+		t.Fatalf("DeliverResult = %+v; want a pending result for the first task, completed, the second waiting", out)
+	}
+	if len(out.Events) != 2 || out.Events[0].Kind != "invocation.completed" || out.Events[1].Kind != "result.created" ||
+		out.Events[0].DedupeKey != "done:"+id || out.Events[1].DedupeKey != "res:"+id || out.Events[0].AgentID != fx.a.ID {
+		t.Fatalf("DeliverResult events = %+v; want invocation.completed then result.created, the sender's, with their keys", out.Events)
+	}
+	if p := payload(out.Events[0]); p["invocation_id"] != first.ID || p["result_id"] != id {
+		t.Errorf("invocation.completed payload %s", out.Events[0].Payload)
+	}
+	if p := payload(out.Events[1]); p["result_id"] != id || p["to"] != fx.b.Name || p["invocation_id"] != first.ID || p["type"] != "markdown" {
+		t.Errorf("result.created payload %s", out.Events[1].Payload)
+	}
+	if inv, err := s.GetInvocation(ctx, first.ID); err != nil || inv.Status != office.InvocationCompleted || inv.ResultID != id || inv.CompletedAt == nil {
+		t.Errorf("first task after DeliverResult = %+v, %v; want completed with the result", inv, err)
+	}
+	// Handled again: nothing twice.
+	again := deliver(id, fx.a, fx.b, "done, again")
+	if again.Created || again.Completed || len(again.Events) != 0 || again.Result.Content != "done" || !again.Result.CreatedAt.Equal(r.CreatedAt) {
+		t.Errorf("DeliverResult again = %+v; want the stored result, nothing completed or appended", again)
+	}
+	// Stored before its task was completed (a stop in between): completed now.
+	id2 := uuid.NewString()
+	if _, err := s.CreateResult(ctx, office.Result{ID: id2, OfficeID: fx.office.ID, InvocationID: second.ID, FromAgentID: fx.a.ID, ToAgentID: fx.b.ID,
+		ResultType: "message", ContentType: "text/plain", Content: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	out = deliver(id2, fx.a, fx.b, "second")
+	if out.Created || !out.Completed || out.NextTask || len(out.Events) != 2 || out.Result.InvocationID != second.ID {
+		t.Errorf("DeliverResult of a result stored before = %+v; want its task completed and both events, nothing waiting", out)
+	}
+	// No task from the recipient: no invocation.
+	out = deliver(uuid.NewString(), fx.b, fx.a, "fyi")
+	if !out.Created || out.Completed || out.Result.InvocationID != "" || len(out.Events) != 1 || payload(out.Events[0])["invocation_id"] != "" {
+		t.Errorf("DeliverResult without a task = %+v; want a result of no invocation, one event", out)
+	}
+	_, err := s.DeliverResult(ctx, office.ResultDelivery{Result: office.Result{ID: uuid.NewString(), OfficeID: fx.office.ID, FromAgentID: fx.a.ID}})
+	wantCode(t, "DeliverResult without a recipient", err, office.EINVALID)
+}

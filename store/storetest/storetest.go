@@ -79,6 +79,7 @@ func Run(t *testing.T, h Harness) {
 		{"ListDue", testListDue},
 		{"MarkDelivered", testMarkDelivered},
 		{"AskQuestion", testAskQuestion},
+		{"DeliverResult", testDeliverResult},
 		{"NotFound", testNotFound},
 		{"QuestionLifecycle", testQuestionLifecycle},
 		{"QuestionCancel", testQuestionCancel},
