@@ -57,19 +57,28 @@ func (o *work) invoke(ctx context.Context, src source, caller office.Agent, targ
 		return o.reject(ctx, r, why, callee.ID)
 	}
 	depth := parent.Depth + 1
-	inv, err := o.store.CreateInvocation(ctx, office.Invocation{
-		ID: src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID,
-		ParentInvocationID: parent.ID, Depth: depth, Reason: task, Context: ctxText, Status: office.InvocationPending,
-	})
-	if office.IsConflict(err) {
-		return inv, nil // created already (a replayed message); Run's catch-up delivers it
+	id := src.rowID("invocation")
+	if id == "" {
+		id = uuid.NewString() // not from a message with a key: nothing to handle again
 	}
+	payload, _ := json.Marshal(map[string]any{"invocation_id": id, "caller": caller.Name, "callee": callee.Name, "depth": depth, "selection": d.String()})
+	// One write: the task and its event (office.Store Invoke).
+	inv, ev, created, err := o.store.Invoke(ctx, office.Invoke{
+		Invocation: office.Invocation{ID: id, OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID,
+			ParentInvocationID: parent.ID, Depth: depth, Reason: task, Context: ctxText},
+		EventKind: "invocation.created", EventPayload: payload, EventDedupeKey: src.subKey("invocation"),
+	})
 	if err != nil {
 		return inv, fmt.Errorf("create invocation: %w", err)
 	}
-	o.kick(agentKey{caller.OfficeID, callee.ID}) // before the event: the task's latency matters
-	_, err = o.event(ctx, caller.OfficeID, caller.ID, "invocation.created", map[string]any{"invocation_id": inv.ID, "caller": caller.Name, "callee": callee.Name, "depth": depth, "selection": d.String()}, "", src.subKey("invocation"))
-	return inv, err
+	if !created {
+		return inv, nil // created already (a replayed message); Run's catch-up delivers it
+	}
+	o.kick(agentKey{caller.OfficeID, callee.ID})
+	if ev.ID != 0 {
+		o.publish(ev)
+	}
+	return inv, nil
 }
 
 // invokeReq is an INVOKE being handled: who asked whom for what.

@@ -200,6 +200,12 @@ type Messages interface {
 // Invocations is the tasks agents give each other.
 type Invocations interface {
 	CreateInvocation(ctx context.Context, inv Invocation) (Invocation, error)
+	// Invoke stores a task one agent gives another (i.Invocation,
+	// pending, with its ID) and appends i.EventKind's event (the
+	// caller's, i.EventPayload, i.EventDedupeKey) in one write.
+	// created=false when an invocation with its ID exists: then nothing
+	// is written and inv is the stored one.
+	Invoke(ctx context.Context, i Invoke) (inv Invocation, ev Event, created bool, err error)
 	GetInvocation(ctx context.Context, id string) (Invocation, error)
 	ListInvocations(ctx context.Context, f InvocationFilter) ([]Invocation, error)
 	// TransitionInvocation moves an invocation whose status is one of from to
@@ -209,6 +215,14 @@ type Invocations interface {
 	// FindOpenInvocation returns the oldest open (pending or in_progress)
 	// invocation from caller to callee, or ENOTFOUND.
 	FindOpenInvocation(ctx context.Context, officeID, callerAgentID, calleeAgentID string) (Invocation, error)
+}
+
+// Invoke is a task one agent gives another, for Invocations.Invoke.
+type Invoke struct {
+	Invocation     Invocation
+	EventKind      string
+	EventPayload   []byte // JSON
+	EventDedupeKey string
 }
 
 // Results is what agents deliver to each other.

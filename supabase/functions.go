@@ -111,3 +111,25 @@ func (s *Store) DeliverResult(ctx context.Context, d office.ResultDelivery) (off
 	}
 	return out, nil
 }
+
+// Invoke implements office.Store; see its contract in office/store.go.
+func (s *Store) Invoke(ctx context.Context, i office.Invoke) (office.Invocation, office.Event, bool, error) {
+	const op = "invoke"
+	if err := pgfunc.InvokeCheck(i); err != nil {
+		return office.Invocation{}, office.Event{}, false, err
+	}
+	v := i.Invocation
+	if !validID(v.ID) || !validID(v.OfficeID) || !validID(v.CallerAgentID) || !validID(v.CalleeAgentID) ||
+		(v.ParentInvocationID != "" && !validID(v.ParentInvocationID)) {
+		return office.Invocation{}, office.Event{}, false, &office.Error{Code: office.EINVALID, Op: op, Message: "invocation, office and agent ids must be UUIDs"}
+	}
+	var b json.RawMessage
+	if err := s.rpc(ctx, op, pgfunc.Invoke, pgfunc.InvokeArgs(i), &b); err != nil {
+		return office.Invocation{}, office.Event{}, false, err
+	}
+	inv, ev, created, err := pgfunc.DecodeInvoke(b)
+	if err != nil {
+		return office.Invocation{}, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
+	}
+	return inv, ev, created, nil
+}

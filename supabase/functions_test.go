@@ -59,6 +59,9 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 	result := map[string]any{"p_id": "9b5dce7f-4a7b-4c9f-8d2e-3a4b5c6d7e8f", "p_office_id": off.ID, "p_from_agent_id": a.ID,
 		"p_to_agent_id": a.ID, "p_result_type": "message", "p_content_type": "text/plain", "p_content": "done", "p_to_name": "po",
 		"p_event_kind": nil, "p_event_dedupe_key": nil, "p_completed_event_kind": nil, "p_completed_dedupe_key": nil}
+	invoke := map[string]any{"p_id": "7c6bde8f-5b8c-4d0f-9e3f-4b5c6d7e8f90", "p_office_id": off.ID, "p_caller_agent_id": a.ID,
+		"p_callee_agent_id": a.ID, "p_parent_invocation_id": nil, "p_depth": 1, "p_reason": "task", "p_context": "",
+		"p_event_kind": nil, "p_event_payload": nil, "p_event_dedupe_key": nil}
 	for _, tc := range []struct {
 		who, fn string
 		args    map[string]any
@@ -75,10 +78,13 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 		{"anon", "office_ask", ask, "", http.StatusUnauthorized},
 		{"member", "office_deliver_result", result, member.Token, http.StatusForbidden},
 		{"anon", "office_deliver_result", result, "", http.StatusUnauthorized},
+		{"member", "office_invoke", invoke, member.Token, http.StatusForbidden},
+		{"anon", "office_invoke", invoke, "", http.StatusUnauthorized},
 		{"server", "office_due", due, p.Key, http.StatusOK},
 		{"server", "office_mark_delivered", mark, p.Key, http.StatusOK},
 		{"server", "office_ask", ask, p.Key, http.StatusOK},
 		{"server", "office_deliver_result", result, p.Key, http.StatusOK},
+		{"server", "office_invoke", invoke, p.Key, http.StatusOK},
 		{"server", "office_set_session_status", status, p.Key, http.StatusOK},
 	} {
 		if got, body := call(tc.fn, tc.args, tc.token); got != tc.want {

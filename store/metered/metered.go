@@ -311,6 +311,11 @@ func (s *Store) DeliverResult(ctx context.Context, a1 office.ResultDelivery) (r0
 	return s.Store.DeliverResult(ctx, a1)
 }
 
+func (s *Store) Invoke(ctx context.Context, a1 office.Invoke) (r0 office.Invocation, r1 office.Event, r2 bool, err error) {
+	defer s.observe("Invoke", time.Now(), &err)
+	return s.Store.Invoke(ctx, a1)
+}
+
 func (s *Store) MarkDelivered(ctx context.Context, a1 office.Delivered) (r0 time.Time, r1 office.Event, r2 bool, err error) {
 	defer s.observe("MarkDelivered", time.Now(), &err)
 	return s.Store.MarkDelivered(ctx, a1)

@@ -24,6 +24,7 @@ const (
 	MarkDelivered = "office_mark_delivered" // migrations/20261128120000_office_mark_delivered.sql
 	Ask           = "office_ask"            // migrations/20261128130000_office_ask.sql
 	DeliverResult = "office_deliver_result" // migrations/20261128140000_office_deliver_result.sql
+	Invoke        = "office_invoke"         // migrations/20261128150000_office_invoke.sql
 )
 
 // DueArgs are office_due's named arguments.
@@ -200,6 +201,48 @@ func DecodeDeliverResult(b []byte) (office.ResultStored, error) {
 		return office.ResultStored{}, fmt.Errorf("%s: %w", DeliverResult, err)
 	}
 	return office.ResultStored{Result: v.Result, Created: v.Created, Completed: v.Completed, Events: v.Events, NextTask: v.NextTask}, nil
+}
+
+// InvokeArgs are office_invoke's named arguments.
+func InvokeArgs(i office.Invoke) map[string]any {
+	v := i.Invocation
+	var payload any
+	if len(i.EventPayload) > 0 {
+		payload = json.RawMessage(i.EventPayload)
+	}
+	return map[string]any{
+		"p_id": v.ID, "p_office_id": v.OfficeID, "p_caller_agent_id": v.CallerAgentID, "p_callee_agent_id": v.CalleeAgentID,
+		"p_parent_invocation_id": orNil(v.ParentInvocationID), "p_depth": v.Depth, "p_reason": v.Reason, "p_context": v.Context,
+		"p_event_kind": orNil(i.EventKind), "p_event_payload": payload, "p_event_dedupe_key": orNil(i.EventDedupeKey),
+	}
+}
+
+// InvokeCheck refuses a task the function cannot take.
+func InvokeCheck(i office.Invoke) error {
+	v := i.Invocation
+	if v.ID == "" || v.OfficeID == "" || v.CallerAgentID == "" || v.CalleeAgentID == "" || v.Reason == "" {
+		return &office.Error{Code: office.EINVALID, Op: "invoke", Message: "a task needs an id, an office, a caller, a callee and its reason"}
+	}
+	if len(i.EventPayload) > 0 && !json.Valid(i.EventPayload) {
+		return &office.Error{Code: office.EINVALID, Op: "invoke", Message: "event payload is not valid JSON"}
+	}
+	return nil
+}
+
+// DecodeInvoke decodes office_invoke's answer.
+func DecodeInvoke(b []byte) (inv office.Invocation, ev office.Event, created bool, err error) {
+	var v struct {
+		Created    bool              `json:"created"`
+		Invocation office.Invocation `json:"invocation"`
+		Event      *office.Event     `json:"event"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return inv, ev, false, fmt.Errorf("%s: %w", Invoke, err)
+	}
+	if v.Event != nil {
+		ev = *v.Event
+	}
+	return v.Invocation, ev, v.Created, nil
 }
 
 type dependencyRow struct {

@@ -119,3 +119,25 @@ func (s *Store) DeliverResult(ctx context.Context, d office.ResultDelivery) (off
 	}
 	return out, nil
 }
+
+// Invoke implements office.Store; see its contract in office/store.go.
+func (s *Store) Invoke(ctx context.Context, i office.Invoke) (office.Invocation, office.Event, bool, error) {
+	const op = "invoke"
+	if err := pgfunc.InvokeCheck(i); err != nil {
+		return office.Invocation{}, office.Event{}, false, err
+	}
+	v := i.Invocation
+	if !isUUID(v.ID) || !isUUID(v.OfficeID) || !isUUID(v.CallerAgentID) || !isUUID(v.CalleeAgentID) ||
+		(v.ParentInvocationID != "" && !isUUID(v.ParentInvocationID)) {
+		return office.Invocation{}, office.Event{}, false, invalid(op, "invocation, office and agent ids must be UUIDs")
+	}
+	b, err := s.call(ctx, op, pgfunc.Invoke, pgfunc.InvokeArgs(i))
+	if err != nil {
+		return office.Invocation{}, office.Event{}, false, err
+	}
+	inv, ev, created, err := pgfunc.DecodeInvoke(b)
+	if err != nil {
+		return office.Invocation{}, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
+	}
+	return inv, ev, created, nil
+}

@@ -341,3 +341,53 @@ func (s *Store) DeliverResult(ctx context.Context, d office.ResultDelivery) (off
 	}
 	return out, nil
 }
+
+// Invoke implements office.Store; see its contract in office/store.go
+// (office_invoke in the PostgreSQL stores).
+func (s *Store) Invoke(ctx context.Context, i office.Invoke) (office.Invocation, office.Event, bool, error) {
+	const op = "invoke"
+	if err := pgfunc.InvokeCheck(i); err != nil {
+		return office.Invocation{}, office.Event{}, false, err
+	}
+	v := i.Invocation
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return office.Invocation{}, office.Event{}, false, s.fail(op, err)
+	}
+	defer tx.Rollback()
+	_, now := nowTS()
+	inv, err := scanInvocation(tx.QueryRowContext(ctx, `insert into agent_invocations (id, office_id, caller_agent_id, callee_agent_id,
+			parent_invocation_id, depth, reason, context, status, created_at, updated_at)
+		values (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)
+		on conflict (id) do nothing
+		returning `+invocationCols,
+		v.ID, v.OfficeID, v.CallerAgentID, v.CalleeAgentID, nullStr(v.ParentInvocationID), v.Depth, v.Reason, nullStr(v.Context), now, now))
+	created := err == nil
+	if errors.Is(err, sql.ErrNoRows) {
+		inv, err = scanInvocation(tx.QueryRowContext(ctx, `select `+invocationCols+` from agent_invocations where id = ?`, v.ID))
+	}
+	if err != nil {
+		return office.Invocation{}, office.Event{}, false, s.fail(op, err)
+	}
+	var ev office.Event
+	if created && i.EventKind != "" {
+		var payload any
+		if p := strings.TrimSpace(string(i.EventPayload)); p != "" {
+			payload = p
+		}
+		ev, err = scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, kind, payload, dedupe_key, created_at)
+			values (?, ?, ?, ?, ?, ?)
+			on conflict (office_id, dedupe_key) where dedupe_key is not null do nothing
+			returning `+eventCols, v.OfficeID, v.CallerAgentID, i.EventKind, payload, nullStr(i.EventDedupeKey), now))
+		if errors.Is(err, sql.ErrNoRows) {
+			err = nil // appended before: the one stored first stands
+		}
+		if err != nil {
+			return office.Invocation{}, office.Event{}, false, s.fail(op, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return office.Invocation{}, office.Event{}, false, s.fail(op, err)
+	}
+	return inv, ev, created, nil
+}

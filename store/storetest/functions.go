@@ -449,3 +449,47 @@ func testDeliverResult(t *testing.T, fx *fixture) {
 	_, err := s.DeliverResult(ctx, office.ResultDelivery{Result: office.Result{ID: uuid.NewString(), OfficeID: fx.office.ID, FromAgentID: fx.a.ID}})
 	wantCode(t, "DeliverResult without a recipient", err, office.EINVALID)
 }
+
+// testInvoke: a task stored with its event in one write; given again (the
+// same id), nothing is written and the stored one comes back.
+func testInvoke(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	parent, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: fx.b.ID, CalleeAgentID: fx.a.ID, Reason: "parent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.NewString()
+	give := func(reason string) (office.Invocation, office.Event, bool) {
+		t.Helper()
+		inv, ev, created, err := s.Invoke(ctx, office.Invoke{
+			Invocation: office.Invocation{ID: id, OfficeID: fx.office.ID, CallerAgentID: fx.a.ID, CalleeAgentID: fx.b.ID,
+				ParentInvocationID: parent.ID, Depth: 2, Reason: reason, Context: "ctx"},
+			EventKind: "invocation.created", EventPayload: []byte(`{"invocation_id": "` + id + `", "depth": 2}`), EventDedupeKey: "inv:" + id})
+		if err != nil {
+			t.Fatalf("Invoke(%s): %v", reason, err)
+		}
+		return inv, ev, created
+	}
+	inv, ev, created := give("build it")
+	if !created || inv.ID != id || inv.Status != office.InvocationPending || inv.CallerAgentID != fx.a.ID || inv.CalleeAgentID != fx.b.ID ||
+		inv.ParentInvocationID != parent.ID || inv.Depth != 2 || inv.Reason != "build it" || inv.Context != "ctx" || inv.StartedAt != nil {
+		t.Fatalf("Invoke = %+v, created %v; want a pending task as given", inv, created)
+	}
+	if got, err := s.GetInvocation(ctx, id); err != nil || got.Reason != "build it" || !got.CreatedAt.Equal(inv.CreatedAt) {
+		t.Errorf("stored task = %+v, %v; want it as returned", got, err)
+	}
+	var p map[string]any
+	if ev.ID == 0 || ev.Kind != "invocation.created" || ev.AgentID != fx.a.ID || ev.DedupeKey != "inv:"+id ||
+		json.Unmarshal(ev.Payload, &p) != nil || p["invocation_id"] != id {
+		t.Errorf("Invoke event = %+v; want invocation.created, the caller's, with its key and payload", ev)
+	}
+	again, ev, created := give("build it again")
+	if created || again.Reason != "build it" || ev.ID != 0 {
+		t.Errorf("Invoke again = %+v, event %+v, created %v; want the stored task, no event", again, ev, created)
+	}
+	if evs, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID}); err != nil || len(evs) != 1 {
+		t.Errorf("events after two Invokes = %d, %v; want 1", len(evs), err)
+	}
+	_, _, _, err = s.Invoke(ctx, office.Invoke{Invocation: office.Invocation{ID: uuid.NewString(), OfficeID: fx.office.ID, CallerAgentID: fx.a.ID, CalleeAgentID: fx.b.ID}})
+	wantCode(t, "Invoke without a reason", err, office.EINVALID)
+}

@@ -80,6 +80,7 @@ func Run(t *testing.T, h Harness) {
 		{"MarkDelivered", testMarkDelivered},
 		{"AskQuestion", testAskQuestion},
 		{"DeliverResult", testDeliverResult},
+		{"Invoke", testInvoke},
 		{"NotFound", testNotFound},
 		{"QuestionLifecycle", testQuestionLifecycle},
 		{"QuestionCancel", testQuestionCancel},
