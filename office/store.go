@@ -212,9 +212,20 @@ type Invocations interface {
 	// status to, applying patch; started_at is set on in_progress,
 	// completed_at on completed, failed, cancelled and rejected.
 	TransitionInvocation(ctx context.Context, id string, from []string, to string, patch InvocationPatch) (inv Invocation, ok bool, err error)
+	// ListOpenWork returns the work the office's agents hold, read at
+	// once: its open (pending or in_progress) invocations and its open
+	// proxy tasks (ProxyTaskOpen), each oldest first, as ListInvocations
+	// and ListProxyTasks return them.
+	ListOpenWork(ctx context.Context, officeID string) (OpenWork, error)
 	// FindOpenInvocation returns the oldest open (pending or in_progress)
 	// invocation from caller to callee, or ENOTFOUND.
 	FindOpenInvocation(ctx context.Context, officeID, callerAgentID, calleeAgentID string) (Invocation, error)
+}
+
+// OpenWork is the work an office's agents hold (ListOpenWork).
+type OpenWork struct {
+	Invocations []Invocation
+	ProxyTasks  []ProxyTask
 }
 
 // Invoke is a task one agent gives another, for Invocations.Invoke.

@@ -133,3 +133,20 @@ func (s *Store) Invoke(ctx context.Context, i office.Invoke) (office.Invocation,
 	}
 	return inv, ev, created, nil
 }
+
+// ListOpenWork implements office.Store; see its contract in office/store.go.
+func (s *Store) ListOpenWork(ctx context.Context, officeID string) (office.OpenWork, error) {
+	const op = "list open work"
+	if !validID(officeID) {
+		return office.OpenWork{}, nil
+	}
+	var b json.RawMessage
+	if err := s.rpc(ctx, op, pgfunc.OpenWork, pgfunc.OpenWorkArgs(officeID), &b); err != nil {
+		return office.OpenWork{}, err
+	}
+	w, err := pgfunc.DecodeOpenWork(b)
+	if err != nil {
+		return office.OpenWork{}, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
+	}
+	return w, nil
+}

@@ -316,6 +316,11 @@ func (s *Store) Invoke(ctx context.Context, a1 office.Invoke) (r0 office.Invocat
 	return s.Store.Invoke(ctx, a1)
 }
 
+func (s *Store) ListOpenWork(ctx context.Context, a1 string) (r0 office.OpenWork, err error) {
+	defer s.observe("ListOpenWork", time.Now(), &err)
+	return s.Store.ListOpenWork(ctx, a1)
+}
+
 func (s *Store) MarkDelivered(ctx context.Context, a1 office.Delivered) (r0 time.Time, r1 office.Event, r2 bool, err error) {
 	defer s.observe("MarkDelivered", time.Now(), &err)
 	return s.Store.MarkDelivered(ctx, a1)

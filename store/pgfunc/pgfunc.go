@@ -25,6 +25,7 @@ const (
 	Ask           = "office_ask"            // migrations/20261128130000_office_ask.sql
 	DeliverResult = "office_deliver_result" // migrations/20261128140000_office_deliver_result.sql
 	Invoke        = "office_invoke"         // migrations/20261128150000_office_invoke.sql
+	OpenWork      = "office_open_work"      // migrations/20261128160000_office_open_work.sql
 )
 
 // DueArgs are office_due's named arguments.
@@ -243,6 +244,23 @@ func DecodeInvoke(b []byte) (inv office.Invocation, ev office.Event, created boo
 		ev = *v.Event
 	}
 	return v.Invocation, ev, v.Created, nil
+}
+
+// OpenWorkArgs are office_open_work's named arguments.
+func OpenWorkArgs(officeID string) map[string]any {
+	return map[string]any{"p_office_id": officeID}
+}
+
+// DecodeOpenWork decodes office_open_work's answer.
+func DecodeOpenWork(b []byte) (office.OpenWork, error) {
+	var v struct {
+		Invocations []office.Invocation `json:"invocations"`
+		ProxyTasks  []office.ProxyTask  `json:"proxy_tasks"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return office.OpenWork{}, fmt.Errorf("%s: %w", OpenWork, err)
+	}
+	return office.OpenWork{Invocations: v.Invocations, ProxyTasks: v.ProxyTasks}, nil
 }
 
 type dependencyRow struct {

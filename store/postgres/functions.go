@@ -141,3 +141,20 @@ func (s *Store) Invoke(ctx context.Context, i office.Invoke) (office.Invocation,
 	}
 	return inv, ev, created, nil
 }
+
+// ListOpenWork implements office.Store; see its contract in office/store.go.
+func (s *Store) ListOpenWork(ctx context.Context, officeID string) (office.OpenWork, error) {
+	const op = "list open work"
+	if !isUUID(officeID) {
+		return office.OpenWork{}, nil
+	}
+	b, err := s.call(ctx, op, pgfunc.OpenWork, pgfunc.OpenWorkArgs(officeID))
+	if err != nil {
+		return office.OpenWork{}, err
+	}
+	w, err := pgfunc.DecodeOpenWork(b)
+	if err != nil {
+		return office.OpenWork{}, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
+	}
+	return w, nil
+}

@@ -391,3 +391,15 @@ func (s *Store) Invoke(ctx context.Context, i office.Invoke) (office.Invocation,
 	}
 	return inv, ev, created, nil
 }
+
+// ListOpenWork implements office.Store; see its contract in
+// office/store.go. The two reads cost no round trip here.
+func (s *Store) ListOpenWork(ctx context.Context, officeID string) (office.OpenWork, error) {
+	var (
+		w          office.OpenWork
+		errI, errT error
+	)
+	w.Invocations, errI = s.ListInvocations(ctx, office.InvocationFilter{OfficeID: officeID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
+	w.ProxyTasks, errT = s.ListProxyTasks(ctx, office.ProxyTaskFilter{OfficeID: officeID, Status: office.ProxyTaskOpen})
+	return w, errors.Join(errI, errT)
+}

@@ -493,3 +493,57 @@ func testInvoke(t *testing.T, fx *fixture) {
 	_, _, _, err = s.Invoke(ctx, office.Invoke{Invocation: office.Invocation{ID: uuid.NewString(), OfficeID: fx.office.ID, CallerAgentID: fx.a.ID, CalleeAgentID: fx.b.ID}})
 	wantCode(t, "Invoke without a reason", err, office.EINVALID)
 }
+
+// testListOpenWork: ListOpenWork returns what ListInvocations and
+// ListProxyTasks return for the office's open work, and nothing of
+// another office.
+func testListOpenWork(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	empty, err := s.ListOpenWork(ctx, fx.office.ID)
+	if err != nil || len(empty.Invocations)+len(empty.ProxyTasks) != 0 {
+		t.Fatalf("ListOpenWork(nothing open) = %+v, %v; want nothing", empty, err)
+	}
+	var invs []office.Invocation
+	for _, reason := range []string{"pending", "in progress", "completed"} {
+		inv, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: fx.a.ID, CalleeAgentID: fx.b.ID, Reason: reason})
+		if err != nil {
+			t.Fatal(err)
+		}
+		invs = append(invs, inv)
+	}
+	if _, ok, err := s.TransitionInvocation(ctx, invs[1].ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if _, ok, err := s.TransitionInvocation(ctx, invs[2].ID, []string{office.InvocationPending}, office.InvocationCompleted, office.InvocationPatch{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	r, err := s.CreateProxyRequest(ctx, office.ProxyRequest{OfficeID: fx.office.ID, RequesterAgentID: fx.a.ID, ProxyAgentID: fx.b.ID,
+		Action: "create_plan", Payload: json.RawMessage(`{}`), ExpiresAt: now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.TransitionProxyRequest(ctx, r.ID, []string{office.ProxyParked}, office.ProxyAssigned, office.ProxyRequestPatch{ProxyAgentID: fx.b.ID,
+		Tasks: []office.ProxyTask{{ID: "d-open1", ProxyAgentID: fx.b.ID, Content: "one"}, {ID: "d-done2", ProxyAgentID: fx.b.ID, Content: "two"}}}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if _, ok, err := s.SetProxyTaskStatus(ctx, fx.office.ID, "d-done2", office.ProxyTaskCompleted); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	got, err := s.ListOpenWork(ctx, fx.office.ID)
+	if err != nil {
+		t.Fatalf("ListOpenWork: %v", err)
+	}
+	var want office.OpenWork
+	want.Invocations, _ = s.ListInvocations(ctx, office.InvocationFilter{OfficeID: fx.office.ID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
+	want.ProxyTasks, _ = s.ListProxyTasks(ctx, office.ProxyTaskFilter{OfficeID: fx.office.ID, Status: office.ProxyTaskOpen})
+	if len(want.Invocations) != 2 || len(want.ProxyTasks) != 1 {
+		t.Fatalf("the List methods found %d invocations, %d proxy tasks; want 2, 1", len(want.Invocations), len(want.ProxyTasks))
+	}
+	if d := diff(got, want, fx.opts()); d != "" {
+		t.Errorf("ListOpenWork differs from the List methods (-got +want):\n%s", d)
+	}
+	other, err := s.ListOpenWork(ctx, fx.mkOffice(t, "Other").ID)
+	if err != nil || len(other.Invocations)+len(other.ProxyTasks) != 0 {
+		t.Errorf("ListOpenWork(another office) = %+v, %v; want nothing", other, err)
+	}
+}

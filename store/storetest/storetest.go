@@ -81,6 +81,7 @@ func Run(t *testing.T, h Harness) {
 		{"AskQuestion", testAskQuestion},
 		{"DeliverResult", testDeliverResult},
 		{"Invoke", testInvoke},
+		{"ListOpenWork", testListOpenWork},
 		{"NotFound", testNotFound},
 		{"QuestionLifecycle", testQuestionLifecycle},
 		{"QuestionCancel", testQuestionCancel},
