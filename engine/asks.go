@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/protocol"
 	"github.com/office-server/office-server/proxy"
@@ -25,7 +27,9 @@ func (o *asks) onQuestion(ctx context.Context, src source, self office.Agent, m 
 	return err
 }
 
-// ask stores a question from agent a and marks its session waiting.
+// ask stores a question from agent a, marks its session waiting and
+// records question.created, in one write (office.Store AskQuestion), and
+// cancels the questions it supersedes.
 func (o *asks) ask(ctx context.Context, src source, a office.Agent, q office.Question) (office.Question, error) {
 	if q.QuestionType == "" {
 		q.QuestionType = office.QuestionText
@@ -34,49 +38,41 @@ func (o *asks) ask(ctx context.Context, src source, a office.Agent, q office.Que
 		}
 	}
 	q.OfficeID, q.AgentID = a.OfficeID, a.ID
-	q.SessionID = o.sessionID(ctx, a.ID)
-	q.Status = office.QuestionPending
-	q.ExpiresAt = o.now().Add(o.ttl(ctx, a.OfficeID))
 	if q.Options == nil {
 		q.Options = []string{}
 	}
 	if q.ID == "" {
 		q.ID = src.rowID("question/" + q.Category)
 	}
-	id := q.ID
-	q, err := o.store.CreateQuestion(ctx, q)
-	if office.IsConflict(err) {
-		// Asked already (a replayed message): what it superseded may not
-		// have been cancelled yet (a crash in between).
-		if was, err := o.store.GetQuestion(ctx, id); err == nil {
-			o.supersede(ctx, src, a, was)
-		}
-		return q, nil
+	if q.ID == "" {
+		q.ID = uuid.NewString() // not from a message (a question asked again after an invalid answer)
 	}
+	q, pending, ev, created, err := o.store.AskQuestion(ctx, office.Ask{Question: q, TTL: o.cfg.QuestionTTL, At: o.now(),
+		EventKind: "question.created", EventDedupeKey: src.subKey("question/" + q.Category)})
 	if err != nil {
-		return q, fmt.Errorf("create question: %w", err)
+		return q, fmt.Errorf("ask question: %w", err)
 	}
-	o.timers.questions.note(q.ExpiresAt)
-	o.setSessionStatus(ctx, a, office.SessionWaiting, "", nil)
-	_, err = o.event(ctx, a.OfficeID, a.ID, "question.created", map[string]any{"question_id": q.ID, "question": q.Question, "type": q.QuestionType, "options": q.Options, "expires_at": q.ExpiresAt}, "", src.subKey("question/"+q.Category))
-	o.supersede(ctx, src, a, q)
-	return q, err
+	if created {
+		if ev.ID != 0 {
+			o.publish(ev)
+		}
+		o.timers.questions.note(q.ExpiresAt)
+	}
+	// Asked already (a replayed message): what it superseded may not have
+	// been cancelled yet (a crash in between).
+	o.supersede(ctx, src, a, q, pending)
+	return q, nil
 }
 
-// supersede cancels the questions still pending that agent a asked before
-// q with the same words: an agent that asks again waits for the new
-// question only (a restarted agent that starts over asks its first
-// question again), so a person sees it once, and no answer goes to a
-// question nobody waits for. An answered question keeps its answer and is
-// delivered as usual. Each cancelled question gets a question.cancelled
-// event with the reason.
-func (o *asks) supersede(ctx context.Context, src source, a office.Agent, q office.Question) {
-	qs, err := o.store.ListQuestions(ctx, office.QuestionFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{office.QuestionPending}})
-	if err != nil {
-		o.log.Warn("list questions asked before", "agent", a.Name, "err", err)
-		return
-	}
-	for _, old := range qs {
+// supersede cancels the questions still pending (of pending, the agent's)
+// that agent a asked before q with the same words: an agent that asks
+// again waits for the new question only (a restarted agent that starts
+// over asks its first question again), so a person sees it once, and no
+// answer goes to a question nobody waits for. An answered question keeps
+// its answer and is delivered as usual. Each cancelled question gets a
+// question.cancelled event with the reason.
+func (o *asks) supersede(ctx context.Context, src source, a office.Agent, q office.Question, pending []office.Question) {
+	for _, old := range pending {
 		if old.ID == q.ID || old.Category != q.Category || old.CreatedAt.After(q.CreatedAt) ||
 			strings.TrimSpace(old.Question) != strings.TrimSpace(q.Question) {
 			continue

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -222,18 +223,74 @@ func (o *deliverer) deliverAnswers(ctx context.Context, v *delivery, x due) outc
 		if !v.sendRow(ctx, rowKey("question", q.ID), answerText(q, answer)) {
 			return again
 		}
-		if ok, err := o.store.MarkQuestionDelivered(ctx, q.ID); err != nil {
-			o.retryErr("mark question delivered", err)
+		payload := map[string]any{"question_id": q.ID}
+		if q.AnsweredAt != nil {
+			payload["answered_at"] = q.AnsweredAt // the metrics' answer latency, without reading the question
+		}
+		if _, _, done := o.markDelivered(ctx, v.a, office.Delivered{Kind: office.DeliveredQuestion, ID: q.ID, EventKind: "question.delivered", Busy: true}, payload); !done {
 			return again
-		} else if ok {
-			payload := map[string]any{"question_id": q.ID}
-			if q.AnsweredAt != nil {
-				payload["answered_at"] = q.AnsweredAt // the metrics' answer latency, without reading the question
-			}
-			o.setSessionStatus(ctx, v.a, office.SessionBusy, "question.delivered", payload)
 		}
 	}
 	return delivered
+}
+
+// markDelivered marks a row typed into a delivered, with its event (and,
+// with d.Busy, the office's busy) in the same write (office.Store
+// MarkDelivered: one request over Supabase). When that write fails, the
+// parts are written one by one, so that an event the store refuses does
+// not keep the row undelivered: the failure is then counted and logged
+// with the event's kind (eventLog.record). done is false when the row
+// could not be marked (the round is retried); ok reports that this
+// caller marked it, at when.
+func (o *deliverer) markDelivered(ctx context.Context, a office.Agent, d office.Delivered, payload any) (at time.Time, ok, done bool) {
+	d.OfficeID, d.AgentID = a.OfficeID, a.ID
+	pj, _ := json.Marshal(payload)
+	d.EventPayload = pj
+	at, ev, ok, err := o.store.MarkDelivered(ctx, d)
+	if err == nil {
+		if ok && ev.ID != 0 {
+			o.publish(ev)
+		}
+		return at, ok, true
+	}
+	if ctx.Err() != nil {
+		return at, false, false
+	}
+	o.log.Warn("deliver: mark delivered with its event; writing each part", "agent", a.Name, "kind", d.Kind, "err", err)
+	switch d.Kind {
+	case office.DeliveredTask:
+		inv, ok2, err := o.store.TransitionInvocation(ctx, d.ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{})
+		if err != nil {
+			o.retryErr("start invocation", err)
+			return at, false, false
+		}
+		ok = ok2
+		if inv.StartedAt != nil {
+			at = *inv.StartedAt
+		}
+	case office.DeliveredResult:
+		if ok, err = o.store.MarkResultDelivered(ctx, d.ID); err != nil {
+			o.retryErr("mark result delivered", err)
+			return at, false, false
+		}
+	default:
+		if ok, err = o.store.MarkQuestionDelivered(ctx, d.ID); err != nil {
+			o.retryErr("mark question delivered", err)
+			return at, false, false
+		}
+	}
+	if !ok {
+		return at, false, true
+	}
+	if at.IsZero() {
+		at = o.now()
+	}
+	if d.Busy {
+		o.setSessionStatus(ctx, a, office.SessionBusy, d.EventKind, payload)
+	} else {
+		o.record(ctx, a.OfficeID, a.ID, d.EventKind, payload, "")
+	}
+	return at, true, true
 }
 
 // deliverInterruptedAnswer types the answer to a permission request
@@ -280,11 +337,8 @@ func (o *deliverer) deliverResults(ctx context.Context, v *delivery, x due) outc
 		if !v.sendRow(ctx, rowKey("result", r.ID), resultText(r, o.agentName(ctx, r.FromAgentID))) {
 			return again
 		}
-		if ok, err := o.store.MarkResultDelivered(ctx, r.ID); err != nil {
-			o.retryErr("mark result delivered", err)
+		if _, _, done := o.markDelivered(ctx, v.a, office.Delivered{Kind: office.DeliveredResult, ID: r.ID, EventKind: "result.delivered"}, map[string]string{"result_id": r.ID}); !done {
 			return again
-		} else if ok {
-			o.record(ctx, v.a.OfficeID, v.a.ID, "result.delivered", map[string]string{"result_id": r.ID}, "")
 		}
 	}
 	return delivered
@@ -330,16 +384,12 @@ func (o *deliverer) deliverNextTask(ctx context.Context, v *delivery, x due) out
 	if !v.sendRow(ctx, rowKey("task", next.ID), taskText(*next, o.agentName(ctx, next.CallerAgentID))) {
 		return again
 	}
-	if inv, ok, err := o.store.TransitionInvocation(ctx, next.ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{}); err != nil {
-		o.retryErr("start invocation", err)
+	started, ok, done := o.markDelivered(ctx, v.a, office.Delivered{Kind: office.DeliveredTask, ID: next.ID, EventKind: "invocation.in_progress"}, map[string]string{"invocation_id": next.ID})
+	if !done {
 		return again
-	} else if ok {
-		if inv.StartedAt != nil {
-			o.timers.invocations.note(inv.StartedAt.Add(o.cfg.InvocationTimeout + time.Nanosecond))
-		} else {
-			o.timers.invocations.forget()
-		}
-		o.record(ctx, v.a.OfficeID, v.a.ID, "invocation.in_progress", map[string]string{"invocation_id": next.ID}, "")
+	}
+	if ok {
+		o.timers.invocations.note(started.Add(o.cfg.InvocationTimeout + time.Nanosecond))
 	}
 	return delivered
 }

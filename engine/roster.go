@@ -6,18 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/proxy"
 )
-
-func (o *roster) ttl(ctx context.Context, officeID string) time.Duration {
-	if off, err := o.store.GetOffice(ctx, officeID); err == nil && off.QuestionTTL > 0 {
-		return off.QuestionTTL
-	}
-	return o.cfg.QuestionTTL
-}
 
 func (o *roster) sessionID(ctx context.Context, agentID string) string {
 	if s, err := o.store.GetSessionByAgent(ctx, agentID); err == nil {
@@ -97,32 +89,25 @@ func (o *roster) registry(ctx context.Context, officeID string) (*proxy.Registry
 // registryOpen is registry that also returns the office's open invocations.
 func (o *roster) registryOpen(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, []office.Invocation, error) {
 	var (
-		agents           []office.Agent
-		invs             []office.Invocation
-		tasks            []office.ProxyTask
-		errA, errI, errT error
-		wg               sync.WaitGroup
+		agents     []office.Agent
+		work       office.OpenWork
+		errA, errW error
+		wg         sync.WaitGroup
 	)
-	wg.Add(2)
-	go func() { // the reads are independent: one round trip, not three
+	wg.Add(1)
+	go func() { // the reads are independent: one round trip, not two
 		defer wg.Done()
-		invs, errI = o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: officeID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
-	}()
-	go func() {
-		defer wg.Done()
-		tasks, errT = o.store.ListProxyTasks(ctx, office.ProxyTaskFilter{OfficeID: officeID, Status: office.ProxyTaskOpen})
+		work, errW = o.store.ListOpenWork(ctx, officeID) // open invocations and proxy tasks at once
 	}()
 	agents, errA = o.agents(ctx, officeID)
 	wg.Wait()
 	if errA != nil {
 		return nil, nil, nil, errA
 	}
-	if errI != nil {
-		return nil, nil, nil, fmt.Errorf("list invocations: %w", errI)
+	if errW != nil {
+		return nil, nil, nil, fmt.Errorf("list open work: %w", errW)
 	}
-	if errT != nil {
-		return nil, nil, nil, fmt.Errorf("list proxy tasks: %w", errT)
-	}
+	invs, tasks := work.Invocations, work.ProxyTasks
 	return registryFrom(agents, invs, tasks), agents, invs, nil
 }
 

@@ -1180,6 +1180,15 @@ func (s refusingStore) SetSessionStatus(ctx context.Context, c office.SessionSta
 	return s.Store.SetSessionStatus(ctx, c)
 }
 
+// MarkDelivered refuses a delivery marked with an event of the kind (its
+// event is in the same write).
+func (s refusingStore) MarkDelivered(ctx context.Context, d office.Delivered) (time.Time, office.Event, bool, error) {
+	if d.EventKind == s.kind {
+		return time.Time{}, office.Event{}, false, fmt.Errorf("event log refused the write")
+	}
+	return s.Store.MarkDelivered(ctx, d)
+}
+
 // The session layer's callbacks never wait for the database (docs/notes/engine.md: the
 // PTY reader never waits for a slow database): text and statuses are queued.
 func TestCallbacksNeverBlockOnTheStore(t *testing.T) {

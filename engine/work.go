@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/protocol"
 	"github.com/office-server/office-server/proxy"
@@ -55,19 +57,28 @@ func (o *work) invoke(ctx context.Context, src source, caller office.Agent, targ
 		return o.reject(ctx, r, why, callee.ID)
 	}
 	depth := parent.Depth + 1
-	inv, err := o.store.CreateInvocation(ctx, office.Invocation{
-		ID: src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID,
-		ParentInvocationID: parent.ID, Depth: depth, Reason: task, Context: ctxText, Status: office.InvocationPending,
-	})
-	if office.IsConflict(err) {
-		return inv, nil // created already (a replayed message); Run's catch-up delivers it
+	id := src.rowID("invocation")
+	if id == "" {
+		id = uuid.NewString() // not from a message with a key: nothing to handle again
 	}
+	payload, _ := json.Marshal(map[string]any{"invocation_id": id, "caller": caller.Name, "callee": callee.Name, "depth": depth, "selection": d.String()})
+	// One write: the task and its event (office.Store Invoke).
+	inv, ev, created, err := o.store.Invoke(ctx, office.Invoke{
+		Invocation: office.Invocation{ID: id, OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID,
+			ParentInvocationID: parent.ID, Depth: depth, Reason: task, Context: ctxText},
+		EventKind: "invocation.created", EventPayload: payload, EventDedupeKey: src.subKey("invocation"),
+	})
 	if err != nil {
 		return inv, fmt.Errorf("create invocation: %w", err)
 	}
-	o.kick(agentKey{caller.OfficeID, callee.ID}) // before the event: the task's latency matters
-	_, err = o.event(ctx, caller.OfficeID, caller.ID, "invocation.created", map[string]any{"invocation_id": inv.ID, "caller": caller.Name, "callee": callee.Name, "depth": depth, "selection": d.String()}, "", src.subKey("invocation"))
-	return inv, err
+	if !created {
+		return inv, nil // created already (a replayed message); Run's catch-up delivers it
+	}
+	o.kick(agentKey{caller.OfficeID, callee.ID})
+	if ev.ID != 0 {
+		o.publish(ev)
+	}
+	return inv, nil
 }
 
 // invokeReq is an INVOKE being handled: who asked whom for what.
@@ -166,11 +177,7 @@ func (o *work) onResult(ctx context.Context, src source, self office.Agent, m pr
 // invocation from target to sender, and queues the result for target.
 func (o *work) deliverResult(ctx context.Context, src source, sender office.Agent, target string, r protocol.DeliverResult) (office.Result, error) {
 	kind := "DELIVER_RESULT:" + target
-	reg, _, err := o.registry(ctx, sender.OfficeID)
-	if err != nil {
-		return office.Result{}, err
-	}
-	to, why, err := o.recipient(ctx, reg, sender, target)
+	to, why, err := o.recipient(ctx, sender, target)
 	if err != nil {
 		return office.Result{}, err
 	}
@@ -189,51 +196,47 @@ func (o *work) deliverResult(ctx context.Context, src source, sender office.Agen
 	if r.ContentType == "" {
 		r.ContentType = "text/plain"
 	}
-	var inv office.Invocation
-	if found, err := o.store.FindOpenInvocation(ctx, sender.OfficeID, to.ID, sender.ID); err == nil {
-		inv = found
-	} else if !office.IsNotFound(err) {
-		return office.Result{}, fmt.Errorf("find invocation: %w", err)
+	// One write: the result, the task it answers completed, their events
+	// (office.Store DeliverResult). A message handled again finishes what
+	// the first run may not have, with the stored row.
+	id := src.rowID("result")
+	if id == "" {
+		id = uuid.NewString() // not from a message with a key: nothing to handle again
 	}
-	res, err := o.store.CreateResult(ctx, office.Result{
-		ID: src.rowID("result"), OfficeID: sender.OfficeID, InvocationID: inv.ID, FromAgentID: sender.ID, ToAgentID: to.ID,
-		ResultType: r.Type, ContentType: r.ContentType, Content: r.Content, Status: office.ResultPending,
+	out, err := o.store.DeliverResult(ctx, office.ResultDelivery{
+		Result: office.Result{ID: id, OfficeID: sender.OfficeID, FromAgentID: sender.ID, ToAgentID: to.ID,
+			ResultType: r.Type, ContentType: r.ContentType, Content: r.Content},
+		ToName: to.Name, EventKind: "result.created", EventDedupeKey: src.subKey("result"),
+		CompletedEventKind: "invocation.completed", CompletedDedupeKey: src.subKey("completed"),
 	})
-	if office.IsConflict(err) {
-		// Stored already (a replayed message): finish what the first run
-		// may not have, with the stored row.
-		if res, err = o.store.GetResult(ctx, src.rowID("result")); err != nil {
-			return res, fmt.Errorf("get result: %w", err)
-		}
-		if res.InvocationID != "" {
-			if inv, err = o.store.GetInvocation(ctx, res.InvocationID); err != nil && !office.IsNotFound(err) {
-				return res, fmt.Errorf("get invocation: %w", err)
-			}
-		} else {
-			inv = office.Invocation{}
-		}
-	} else if err != nil {
-		return res, fmt.Errorf("create result: %w", err)
+	if err != nil {
+		return out.Result, fmt.Errorf("deliver result: %w", err)
 	}
-	if inv.ID != "" {
-		if _, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{office.InvocationPending, office.InvocationInProgress}, office.InvocationCompleted, office.InvocationPatch{ResultID: res.ID}); err != nil {
-			return res, fmt.Errorf("complete invocation: %w", err)
-		} else if ok {
-			o.record(ctx, sender.OfficeID, sender.ID, "invocation.completed", map[string]string{"invocation_id": inv.ID, "result_id": res.ID}, src.subKey("completed"))
-			o.timers.handOver() // the sender may be a proxy a request waits for
-		}
+	for _, ev := range out.Events {
+		o.publish(ev)
 	}
-	_, err = o.event(ctx, sender.OfficeID, sender.ID, "result.created", map[string]string{"result_id": res.ID, "to": to.Name, "invocation_id": inv.ID, "type": r.Type}, "", src.subKey("result"))
+	if out.Completed {
+		o.timers.handOver() // the sender may be a proxy a request waits for
+	}
 	o.kick(agentKey{sender.OfficeID, to.ID})
-	o.kick(agentKey{sender.OfficeID, sender.ID}) // its next task, if any
-	return res, err
+	if out.NextTask {
+		o.kick(agentKey{sender.OfficeID, sender.ID}) // its next task
+	}
+	return out.Result, nil
 }
 
 // recipient resolves a result's target: an agent by name, by role or
 // capability, or (no target) whoever gave the sender its current task. why
-// says why there is none.
-func (o *work) recipient(ctx context.Context, reg *proxy.Registry, sender office.Agent, target string) (to proxy.Agent, why string, err error) {
-	if to, ok := reg.ByName(target); ok {
+// says why there is none. An agent named, or none, needs the roster only; the
+// agents' load (open invocations and proxy tasks, two reads) is read for
+// a role or a capability, where the selector weighs it.
+func (o *work) recipient(ctx context.Context, sender office.Agent, target string) (to proxy.Agent, why string, err error) {
+	agents, err := o.agents(ctx, sender.OfficeID)
+	if err != nil {
+		return to, "", err
+	}
+	roster := registryFrom(agents, nil, nil)
+	if to, ok := roster.ByName(target); ok {
 		return to, "", nil
 	}
 	if strings.TrimSpace(target) == "" {
@@ -243,12 +246,16 @@ func (o *work) recipient(ctx context.Context, reg *proxy.Registry, sender office
 		}
 		ok := false
 		for _, inv := range open {
-			to, ok = reg.ByID(inv.CallerAgentID)
+			to, ok = roster.ByID(inv.CallerAgentID)
 		}
 		if !ok {
 			return to, "it names no agent and you have no task in progress; open the block with DELIVER_RESULT:<agent> in square brackets", nil
 		}
 		return to, "", nil
+	}
+	reg, _, err := o.registry(ctx, sender.OfficeID)
+	if err != nil {
+		return to, "", err
 	}
 	d := reg.Select(proxy.Request{Target: target, Exclude: []string{sender.ID}})
 	switch d.Outcome {

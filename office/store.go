@@ -66,6 +66,34 @@ type SessionLog interface {
 	// the office's view and the row holds the session layer's own word;
 	// see SessionStatus.
 	SetSessionStatus(ctx context.Context, c SessionStatus) (rec SessionRecord, ev Event, ok bool, err error)
+	// MarkDelivered records that a row was typed into its agent, in one
+	// conditional write with what goes with it: a question answered →
+	// delivered, a result pending → delivered (DeliveredQuestion,
+	// DeliveredResult: delivered_at = now), or a task (invocation)
+	// pending → in_progress (DeliveredTask: started_at = now). The row
+	// must be the agent's (the asker, the result's recipient, the
+	// callee). Only when the row changed (ok), d.EventKind's event is
+	// appended and, with d.Busy, the office's busy is set as
+	// SetSessionStatus sets it (Process false). at is the row's new
+	// delivered_at or started_at.
+	MarkDelivered(ctx context.Context, d Delivered) (at time.Time, ev Event, ok bool, err error)
+}
+
+// Kinds of rows MarkDelivered marks.
+const (
+	DeliveredQuestion = "question"
+	DeliveredResult   = "result"
+	DeliveredTask     = "task"
+)
+
+// Delivered is one row typed into an agent, for MarkDelivered.
+type Delivered struct {
+	OfficeID, AgentID string // the agent it was typed into
+	Kind              string // DeliveredQuestion, DeliveredResult or DeliveredTask
+	ID                string
+	EventKind         string // appended when the row changed; "" none
+	EventPayload      []byte // JSON
+	Busy              bool   // set the office's busy when the row changed
 }
 
 // SessionStatus is one change of an agent's session status.
@@ -122,6 +150,18 @@ type DueWork struct {
 // Questions is the agents' questions to people.
 type Questions interface {
 	CreateQuestion(ctx context.Context, q Question) (Question, error)
+	// AskQuestion stores a question an agent asks (pending, a.Question's
+	// ID, office, agent and text) with what goes with it, in one write:
+	// session_id is the agent's session row's, expires_at a.At (the
+	// store's now when zero) plus the office's question_ttl (a.TTL when
+	// it has none); the office's
+	// waiting is set as SetSessionStatus sets it (Process false); and
+	// a.EventKind's event is appended with a.EventDedupeKey and the
+	// payload {question_id, question, type, options, expires_at}.
+	// created=false when a question with its ID exists: then nothing is
+	// written and q is the stored one. pending is the agent's other
+	// pending questions, oldest first: those q may supersede.
+	AskQuestion(ctx context.Context, a Ask) (q Question, pending []Question, ev Event, created bool, err error)
 	GetQuestion(ctx context.Context, id string) (Question, error)
 	ListQuestions(ctx context.Context, f QuestionFilter) ([]Question, error)
 	// AnswerQuestion: pending → answered, setting response, answered_by and
@@ -144,6 +184,15 @@ type Questions interface {
 	ListAnsweredUndelivered(ctx context.Context, d Due) ([]Question, error)
 }
 
+// Ask is a question an agent asks, for AskQuestion.
+type Ask struct {
+	Question       Question
+	TTL            time.Duration // how long it waits when its office has no question_ttl
+	At             time.Time     // when it was asked, by the office's clock (zero: the store's now)
+	EventKind      string
+	EventDedupeKey string
+}
+
 // Messages is people's messages to agents.
 type Messages interface {
 	CreateUserMessage(ctx context.Context, m UserMessage) (UserMessage, error)
@@ -156,24 +205,77 @@ type Messages interface {
 // Invocations is the tasks agents give each other.
 type Invocations interface {
 	CreateInvocation(ctx context.Context, inv Invocation) (Invocation, error)
+	// Invoke stores a task one agent gives another (i.Invocation,
+	// pending, with its ID) and appends i.EventKind's event (the
+	// caller's, i.EventPayload, i.EventDedupeKey) in one write.
+	// created=false when an invocation with its ID exists: then nothing
+	// is written and inv is the stored one.
+	Invoke(ctx context.Context, i Invoke) (inv Invocation, ev Event, created bool, err error)
 	GetInvocation(ctx context.Context, id string) (Invocation, error)
 	ListInvocations(ctx context.Context, f InvocationFilter) ([]Invocation, error)
 	// TransitionInvocation moves an invocation whose status is one of from to
 	// status to, applying patch; started_at is set on in_progress,
 	// completed_at on completed, failed, cancelled and rejected.
 	TransitionInvocation(ctx context.Context, id string, from []string, to string, patch InvocationPatch) (inv Invocation, ok bool, err error)
+	// ListOpenWork returns the work the office's agents hold, read at
+	// once: its open (pending or in_progress) invocations and its open
+	// proxy tasks (ProxyTaskOpen), each oldest first, as ListInvocations
+	// and ListProxyTasks return them.
+	ListOpenWork(ctx context.Context, officeID string) (OpenWork, error)
 	// FindOpenInvocation returns the oldest open (pending or in_progress)
 	// invocation from caller to callee, or ENOTFOUND.
 	FindOpenInvocation(ctx context.Context, officeID, callerAgentID, calleeAgentID string) (Invocation, error)
 }
 
+// OpenWork is the work an office's agents hold (ListOpenWork).
+type OpenWork struct {
+	Invocations []Invocation
+	ProxyTasks  []ProxyTask
+}
+
+// Invoke is a task one agent gives another, for Invocations.Invoke.
+type Invoke struct {
+	Invocation     Invocation
+	EventKind      string
+	EventPayload   []byte // JSON
+	EventDedupeKey string
+}
+
 // Results is what agents deliver to each other.
 type Results interface {
 	CreateResult(ctx context.Context, r Result) (Result, error)
+	// DeliverResult stores a result an agent delivers (pending,
+	// d.Result's ID, office, sender, recipient, type and content) with
+	// what goes with it, in one write: its invocation is the oldest open
+	// one from its recipient to its sender (none: ""), completed with it
+	// (result_id set) and recorded by d.CompletedEventKind's event
+	// ({invocation_id, result_id}, d.CompletedDedupeKey); then
+	// d.EventKind's event is appended ({result_id, to: d.ToName,
+	// invocation_id, type}, d.EventDedupeKey). When a result with its ID
+	// exists (Created false) it is not written again, but its
+	// invocation is completed and the events appended if they were not.
+	DeliverResult(ctx context.Context, d ResultDelivery) (ResultStored, error)
 	GetResult(ctx context.Context, id string) (Result, error)
 	ListResults(ctx context.Context, f ResultFilter) ([]Result, error)
 	// MarkResultDelivered: pending → delivered.
 	MarkResultDelivered(ctx context.Context, id string) (ok bool, err error)
+}
+
+// ResultDelivery is a result an agent delivers, for DeliverResult.
+type ResultDelivery struct {
+	Result                                 Result
+	ToName                                 string // the recipient's name, for the event
+	EventKind, EventDedupeKey              string // the result's event
+	CompletedEventKind, CompletedDedupeKey string // its invocation's
+}
+
+// ResultStored is what DeliverResult did.
+type ResultStored struct {
+	Result    Result
+	Created   bool    // false: stored before (a message handled again)
+	Completed bool    // this call completed Result.InvocationID
+	Events    []Event // the events appended, in order
+	NextTask  bool    // the sender has a pending task waiting
 }
 
 // Dependencies is the agents' requests for keys, variables and services.

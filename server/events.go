@@ -28,8 +28,13 @@ type eventHub struct {
 	mu     sync.Mutex
 	subs   map[*eventSub]struct{}
 	last   int64
-	closed bool // shutting down: new subscriptions end at once
+	ahead  map[int64]office.Event // offered before the ids under them (Offer)
+	closed bool                   // shutting down: new subscriptions end at once
 }
+
+// offerGrace is how long an event offered ahead of the next id waits for
+// the ones before it before the tail reads the store.
+const offerGrace = 200 * time.Millisecond
 
 type eventSub struct {
 	officeID string
@@ -53,11 +58,26 @@ func (h *eventHub) Poke() {
 }
 
 // Offer hands the tail an event this process appended. One that follows
-// the last event the tail has (the next id) is published at once; after a
-// gap (another process's events, an id a refused insert used up) the tail
-// reads the store instead, which publishes this one too.
+// the last event the tail has (the next id) is published at once, and the
+// ones offered ahead of it that now follow too. One ahead of the next id
+// waits offerGrace for the ids under it: the office's goroutines append
+// at once and offer in any order. A gap still open then (another
+// process's events, an id a refused insert used up) makes the tail read
+// the store, which publishes the waiting ones too.
 func (h *eventHub) Offer(ctx context.Context, ev office.Event) {
 	h.mu.Lock()
+	if h.last != 0 && ev.ID > h.last+1 {
+		if h.ahead == nil {
+			h.ahead = map[int64]office.Event{}
+		}
+		h.ahead[ev.ID] = ev
+		first := len(h.ahead) == 1
+		h.mu.Unlock()
+		if first {
+			time.AfterFunc(offerGrace, h.gapOpen)
+		}
+		return
+	}
 	next := h.last != 0 && ev.ID == h.last+1
 	h.mu.Unlock()
 	if !next || !h.publish(ev) {
@@ -65,6 +85,27 @@ func (h *eventHub) Offer(ctx context.Context, ev office.Event) {
 		return
 	}
 	h.metrics.observeEvent(ctx, h.store, ev)
+	for {
+		h.mu.Lock()
+		ev, ok := h.ahead[h.last+1]
+		h.mu.Unlock()
+		if !ok || !h.publish(ev) {
+			return
+		}
+		h.metrics.observeEvent(ctx, h.store, ev)
+	}
+}
+
+// gapOpen reads the store when events offered ahead still wait for the
+// ids under them.
+func (h *eventHub) gapOpen() {
+	h.mu.Lock()
+	open := len(h.ahead) > 0
+	clear(h.ahead) // the read publishes them
+	h.mu.Unlock()
+	if open {
+		h.Poke()
+	}
 }
 
 // run polls until ctx ends. It starts at the end of the log: history is for
@@ -136,6 +177,7 @@ func (h *eventHub) publish(ev office.Event) bool {
 		return false
 	}
 	h.last = ev.ID
+	delete(h.ahead, ev.ID)
 	for s := range h.subs {
 		if s.officeID != "" && s.officeID != ev.OfficeID {
 			continue

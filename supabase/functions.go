@@ -4,13 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/store/pgfunc"
 )
 
 // The office's transitions that are database functions
-// (migrations/20261128100000_office_functions.sql), each one rpc request.
+// (migrations/20261128100000_office_functions.sql,
+// 20261128120000_office_mark_delivered.sql), each one rpc request.
 
 // ListDue implements office.Store; see its contract in office/store.go.
 func (s *Store) ListDue(ctx context.Context, officeID, agentID string) (office.DueWork, error) {
@@ -47,4 +49,104 @@ func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (o
 		return office.SessionRecord{}, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
 	}
 	return rec, ev, ok, nil
+}
+
+// MarkDelivered implements office.Store; see its contract in office/store.go.
+func (s *Store) MarkDelivered(ctx context.Context, d office.Delivered) (time.Time, office.Event, bool, error) {
+	const op = "mark delivered"
+	if err := pgfunc.MarkDeliveredCheck(d); err != nil {
+		return time.Time{}, office.Event{}, false, err
+	}
+	if !validID(d.OfficeID) || !validID(d.AgentID) || !validID(d.ID) {
+		return time.Time{}, office.Event{}, false, nil
+	}
+	var b json.RawMessage
+	if err := s.rpc(ctx, op, pgfunc.MarkDelivered, pgfunc.MarkDeliveredArgs(d), &b); err != nil {
+		return time.Time{}, office.Event{}, false, err
+	}
+	at, ev, ok, err := pgfunc.DecodeMarkDelivered(b)
+	if err != nil {
+		return time.Time{}, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
+	}
+	return at, ev, ok, nil
+}
+
+// AskQuestion implements office.Store; see its contract in office/store.go.
+func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question, []office.Question, office.Event, bool, error) {
+	const op = "ask question"
+	if err := pgfunc.AskCheck(a); err != nil {
+		return office.Question{}, nil, office.Event{}, false, err
+	}
+	if !validID(a.Question.ID) || !validID(a.Question.OfficeID) || !validID(a.Question.AgentID) {
+		return office.Question{}, nil, office.Event{}, false, &office.Error{Code: office.EINVALID, Op: op, Message: "question, office and agent ids must be UUIDs"}
+	}
+	var b json.RawMessage
+	if err := s.rpc(ctx, op, pgfunc.Ask, pgfunc.AskArgs(a), &b); err != nil {
+		return office.Question{}, nil, office.Event{}, false, err
+	}
+	q, pending, ev, created, err := pgfunc.DecodeAsk(b)
+	if err != nil {
+		return office.Question{}, nil, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
+	}
+	return q, pending, ev, created, nil
+}
+
+// DeliverResult implements office.Store; see its contract in office/store.go.
+func (s *Store) DeliverResult(ctx context.Context, d office.ResultDelivery) (office.ResultStored, error) {
+	const op = "deliver result"
+	if err := pgfunc.DeliverResultCheck(d); err != nil {
+		return office.ResultStored{}, err
+	}
+	r := d.Result
+	if !validID(r.ID) || !validID(r.OfficeID) || !validID(r.FromAgentID) || !validID(r.ToAgentID) {
+		return office.ResultStored{}, &office.Error{Code: office.EINVALID, Op: op, Message: "result, office and agent ids must be UUIDs"}
+	}
+	var b json.RawMessage
+	if err := s.rpc(ctx, op, pgfunc.DeliverResult, pgfunc.DeliverResultArgs(d), &b); err != nil {
+		return office.ResultStored{}, err
+	}
+	out, err := pgfunc.DecodeDeliverResult(b)
+	if err != nil {
+		return office.ResultStored{}, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
+	}
+	return out, nil
+}
+
+// Invoke implements office.Store; see its contract in office/store.go.
+func (s *Store) Invoke(ctx context.Context, i office.Invoke) (office.Invocation, office.Event, bool, error) {
+	const op = "invoke"
+	if err := pgfunc.InvokeCheck(i); err != nil {
+		return office.Invocation{}, office.Event{}, false, err
+	}
+	v := i.Invocation
+	if !validID(v.ID) || !validID(v.OfficeID) || !validID(v.CallerAgentID) || !validID(v.CalleeAgentID) ||
+		(v.ParentInvocationID != "" && !validID(v.ParentInvocationID)) {
+		return office.Invocation{}, office.Event{}, false, &office.Error{Code: office.EINVALID, Op: op, Message: "invocation, office and agent ids must be UUIDs"}
+	}
+	var b json.RawMessage
+	if err := s.rpc(ctx, op, pgfunc.Invoke, pgfunc.InvokeArgs(i), &b); err != nil {
+		return office.Invocation{}, office.Event{}, false, err
+	}
+	inv, ev, created, err := pgfunc.DecodeInvoke(b)
+	if err != nil {
+		return office.Invocation{}, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
+	}
+	return inv, ev, created, nil
+}
+
+// ListOpenWork implements office.Store; see its contract in office/store.go.
+func (s *Store) ListOpenWork(ctx context.Context, officeID string) (office.OpenWork, error) {
+	const op = "list open work"
+	if !validID(officeID) {
+		return office.OpenWork{}, nil
+	}
+	var b json.RawMessage
+	if err := s.rpc(ctx, op, pgfunc.OpenWork, pgfunc.OpenWorkArgs(officeID), &b); err != nil {
+		return office.OpenWork{}, err
+	}
+	w, err := pgfunc.DecodeOpenWork(b)
+	if err != nil {
+		return office.OpenWork{}, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
+	}
+	return w, nil
 }

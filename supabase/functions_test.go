@@ -12,10 +12,10 @@ import (
 	"github.com/office-server/office-server/supabase/supabasetest"
 )
 
-// The office's functions (migrations/20261128100000_office_functions.sql)
-// are the server's: over the REST API a member of the office and anon are
-// refused (EXECUTE is granted to service_role only), and the server's key
-// is served.
+// The office's functions (migrations/20261128100000_office_functions.sql
+// and the office_* migrations after it) are the server's: over the REST
+// API a member of the office and anon are refused (EXECUTE is granted to
+// service_role only), and the server's key is served.
 func TestOfficeFunctionsGrants(t *testing.T) {
 	p := supabasetest.New(t)
 	ctx := context.Background()
@@ -52,6 +52,17 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 	status := map[string]any{"p_office_id": off.ID, "p_agent_id": a.ID, "p_status": "busy", "p_detail": "",
 		"p_process": false, "p_pid": 0, "p_exit_code": nil, "p_started_at": nil, "p_event_kind": nil, "p_event_payload": nil, "p_node": "",
 		"p_agent_session_id": ""}
+	mark := map[string]any{"p_office_id": off.ID, "p_agent_id": a.ID, "p_kind": "question", "p_id": a.ID,
+		"p_event_kind": "question.delivered", "p_event_payload": nil, "p_busy": true}
+	ask := map[string]any{"p_id": "8a4cbd6e-3f6a-4b8e-9c1d-2f3e4a5b6c7d", "p_office_id": off.ID, "p_agent_id": a.ID,
+		"p_question_type": "text", "p_category": "", "p_question": "Which?", "p_options": []string{}, "p_default_answer": "",
+		"p_context": "", "p_required": false, "p_ttl_seconds": 60, "p_asked_at": nil, "p_event_kind": nil, "p_event_dedupe_key": nil}
+	result := map[string]any{"p_id": "9b5dce7f-4a7b-4c9f-8d2e-3a4b5c6d7e8f", "p_office_id": off.ID, "p_from_agent_id": a.ID,
+		"p_to_agent_id": a.ID, "p_result_type": "message", "p_content_type": "text/plain", "p_content": "done", "p_to_name": "po",
+		"p_event_kind": nil, "p_event_dedupe_key": nil, "p_completed_event_kind": nil, "p_completed_dedupe_key": nil}
+	invoke := map[string]any{"p_id": "7c6bde8f-5b8c-4d0f-9e3f-4b5c6d7e8f90", "p_office_id": off.ID, "p_caller_agent_id": a.ID,
+		"p_callee_agent_id": a.ID, "p_parent_invocation_id": nil, "p_depth": 1, "p_reason": "task", "p_context": "",
+		"p_event_kind": nil, "p_event_payload": nil, "p_event_dedupe_key": nil}
 	for _, tc := range []struct {
 		who, fn string
 		args    map[string]any
@@ -62,7 +73,22 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 		{"anon", "office_due", due, "", http.StatusUnauthorized},
 		{"member", "office_set_session_status", status, member.Token, http.StatusForbidden},
 		{"anon", "office_set_session_status", status, "", http.StatusUnauthorized},
+		{"member", "office_mark_delivered", mark, member.Token, http.StatusForbidden},
+		{"anon", "office_mark_delivered", mark, "", http.StatusUnauthorized},
+		{"member", "office_ask", ask, member.Token, http.StatusForbidden},
+		{"anon", "office_ask", ask, "", http.StatusUnauthorized},
+		{"member", "office_deliver_result", result, member.Token, http.StatusForbidden},
+		{"anon", "office_deliver_result", result, "", http.StatusUnauthorized},
+		{"member", "office_invoke", invoke, member.Token, http.StatusForbidden},
+		{"anon", "office_invoke", invoke, "", http.StatusUnauthorized},
+		{"member", "office_open_work", map[string]any{"p_office_id": off.ID}, member.Token, http.StatusForbidden},
+		{"anon", "office_open_work", map[string]any{"p_office_id": off.ID}, "", http.StatusUnauthorized},
+		{"server", "office_open_work", map[string]any{"p_office_id": off.ID}, p.Key, http.StatusOK},
 		{"server", "office_due", due, p.Key, http.StatusOK},
+		{"server", "office_mark_delivered", mark, p.Key, http.StatusOK},
+		{"server", "office_ask", ask, p.Key, http.StatusOK},
+		{"server", "office_deliver_result", result, p.Key, http.StatusOK},
+		{"server", "office_invoke", invoke, p.Key, http.StatusOK},
 		{"server", "office_set_session_status", status, p.Key, http.StatusOK},
 	} {
 		if got, body := call(tc.fn, tc.args, tc.token); got != tc.want {
@@ -70,6 +96,9 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 		}
 	}
 	if rec, err := st.GetSessionByAgent(ctx, a.ID); err != nil || rec.Status != office.SessionBusy {
-		t.Errorf("after the server's call the session is %+v, %v; want busy", rec, err)
+		t.Errorf("after the server's calls the session is %+v, %v; want busy", rec, err)
+	}
+	if q, err := st.GetQuestion(ctx, ask["p_id"].(string)); err != nil || q.Question != "Which?" {
+		t.Errorf("after the server's office_ask the question is %+v, %v; want it stored", q, err)
 	}
 }

@@ -16,12 +16,11 @@ import (
 
 // cycleRequestBudget is the most REST requests the serve command may make
 // per answer cycle over Supabase (po asks, a member answers, po invokes
-// dev, dev delivers, po asks again), counted by the PostgREST stand-in.
-// Measured: 134.7 with every read and write a request of its own, 41.0
-// with the delivery read and the session statuses as database functions
-// and fewer delivery rounds (docs/notes/store-functions.md). The goal is
-// 20; what is left is listed there.
-const cycleRequestBudget = 48
+// dev, dev delivers, po asks again), counted by the PostgREST stand-in:
+// 26.0 measured with each transition one database function
+// (docs/notes/store-functions.md, which lists what is left above the
+// goal of 20).
+const cycleRequestBudget = 27
 
 // TestSupabaseAnswerCycleRequests counts the REST requests the serve
 // command makes per answer cycle of the demo office, by method and table

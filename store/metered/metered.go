@@ -106,11 +106,6 @@ func (s *Store) ExpireQuestions(ctx context.Context, a1 time.Time, a2 []string) 
 	return s.Store.ExpireQuestions(ctx, a1, a2)
 }
 
-func (s *Store) FindOpenInvocation(ctx context.Context, a1 string, a2 string, a3 string) (r0 office.Invocation, err error) {
-	defer s.observe("FindOpenInvocation", time.Now(), &err)
-	return s.Store.FindOpenInvocation(ctx, a1, a2, a3)
-}
-
 func (s *Store) GetAgent(ctx context.Context, a1 string) (r0 office.Agent, err error) {
 	defer s.observe("GetAgent", time.Now(), &err)
 	return s.Store.GetAgent(ctx, a1)
@@ -271,6 +266,11 @@ func (s *Store) TransitionInvocation(ctx context.Context, a1 string, a2 []string
 	return s.Store.TransitionInvocation(ctx, a1, a2, a3, a4)
 }
 
+func (s *Store) FindOpenInvocation(ctx context.Context, a1 string, a2 string, a3 string) (r0 office.Invocation, err error) {
+	defer s.observe("FindOpenInvocation", time.Now(), &err)
+	return s.Store.FindOpenInvocation(ctx, a1, a2, a3)
+}
+
 func (s *Store) TransitionProxyRequest(ctx context.Context, a1 string, a2 []string, a3 string, a4 office.ProxyRequestPatch) (r0 office.ProxyRequest, r1 bool, err error) {
 	defer s.observe("TransitionProxyRequest", time.Now(), &err)
 	return s.Store.TransitionProxyRequest(ctx, a1, a2, a3, a4)
@@ -294,4 +294,29 @@ func (s *Store) ListDue(ctx context.Context, a1, a2 string) (r0 office.DueWork, 
 func (s *Store) SetSessionStatus(ctx context.Context, a1 office.SessionStatus) (r0 office.SessionRecord, r1 office.Event, r2 bool, err error) {
 	defer s.observe("SetSessionStatus", time.Now(), &err)
 	return s.Store.SetSessionStatus(ctx, a1)
+}
+
+func (s *Store) AskQuestion(ctx context.Context, a1 office.Ask) (r0 office.Question, r1 []office.Question, r2 office.Event, r3 bool, err error) {
+	defer s.observe("AskQuestion", time.Now(), &err)
+	return s.Store.AskQuestion(ctx, a1)
+}
+
+func (s *Store) DeliverResult(ctx context.Context, a1 office.ResultDelivery) (r0 office.ResultStored, err error) {
+	defer s.observe("DeliverResult", time.Now(), &err)
+	return s.Store.DeliverResult(ctx, a1)
+}
+
+func (s *Store) Invoke(ctx context.Context, a1 office.Invoke) (r0 office.Invocation, r1 office.Event, r2 bool, err error) {
+	defer s.observe("Invoke", time.Now(), &err)
+	return s.Store.Invoke(ctx, a1)
+}
+
+func (s *Store) ListOpenWork(ctx context.Context, a1 string) (r0 office.OpenWork, err error) {
+	defer s.observe("ListOpenWork", time.Now(), &err)
+	return s.Store.ListOpenWork(ctx, a1)
+}
+
+func (s *Store) MarkDelivered(ctx context.Context, a1 office.Delivered) (r0 time.Time, r1 office.Event, r2 bool, err error) {
+	defer s.observe("MarkDelivered", time.Now(), &err)
+	return s.Store.MarkDelivered(ctx, a1)
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/office-server/office-server/office"
 )
@@ -20,6 +21,11 @@ import (
 const (
 	Due           = "office_due"
 	SessionStatus = "office_set_session_status"
+	MarkDelivered = "office_mark_delivered" // migrations/20261128120000_office_mark_delivered.sql
+	Ask           = "office_ask"            // migrations/20261128130000_office_ask.sql
+	DeliverResult = "office_deliver_result" // migrations/20261128140000_office_deliver_result.sql
+	Invoke        = "office_invoke"         // migrations/20261128150000_office_invoke.sql
+	OpenWork      = "office_open_work"      // migrations/20261128160000_office_open_work.sql
 )
 
 // DueArgs are office_due's named arguments.
@@ -53,6 +59,208 @@ func SessionStatusCheck(c office.SessionStatus) error {
 		return &office.Error{Code: office.EINVALID, Op: "set session status", Message: "event payload is not valid JSON"}
 	}
 	return nil
+}
+
+// MarkDeliveredArgs are office_mark_delivered's named arguments.
+func MarkDeliveredArgs(d office.Delivered) map[string]any {
+	var kind, payload any
+	if d.EventKind != "" {
+		kind = d.EventKind
+		if len(d.EventPayload) > 0 {
+			payload = json.RawMessage(d.EventPayload)
+		}
+	}
+	return map[string]any{
+		"p_office_id": d.OfficeID, "p_agent_id": d.AgentID, "p_kind": d.Kind, "p_id": d.ID,
+		"p_event_kind": kind, "p_event_payload": payload, "p_busy": d.Busy,
+	}
+}
+
+// MarkDeliveredCheck refuses a delivery the function cannot take.
+func MarkDeliveredCheck(d office.Delivered) error {
+	switch d.Kind {
+	case office.DeliveredQuestion, office.DeliveredResult, office.DeliveredTask:
+	default:
+		return &office.Error{Code: office.EINVALID, Op: "mark delivered", Message: fmt.Sprintf("unknown kind of delivery %q", d.Kind)}
+	}
+	if len(d.EventPayload) > 0 && !json.Valid(d.EventPayload) {
+		return &office.Error{Code: office.EINVALID, Op: "mark delivered", Message: "event payload is not valid JSON"}
+	}
+	return nil
+}
+
+// DecodeMarkDelivered decodes office_mark_delivered's answer.
+func DecodeMarkDelivered(b []byte) (at time.Time, ev office.Event, ok bool, err error) {
+	var v struct {
+		OK    bool          `json:"ok"`
+		At    time.Time     `json:"at"`
+		Event *office.Event `json:"event"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return at, ev, false, fmt.Errorf("%s: %w", MarkDelivered, err)
+	}
+	if v.Event != nil {
+		ev = *v.Event
+		if string(ev.Payload) == "null" {
+			ev.Payload = nil
+		}
+	}
+	return v.At, ev, v.OK, nil
+}
+
+// AskArgs are office_ask's named arguments.
+func AskArgs(a office.Ask) map[string]any {
+	q := a.Question
+	options := json.RawMessage("[]") // JSON text: under the simple protocol pgx would send a slice as an array literal
+	if len(q.Options) > 0 {
+		options, _ = json.Marshal(q.Options)
+	}
+	var kind, key, askedAt any
+	if !a.At.IsZero() {
+		askedAt = a.At
+	}
+	if a.EventKind != "" {
+		kind = a.EventKind
+		if a.EventDedupeKey != "" {
+			key = a.EventDedupeKey
+		}
+	}
+	return map[string]any{
+		"p_id": q.ID, "p_office_id": q.OfficeID, "p_agent_id": q.AgentID, "p_question_type": q.QuestionType,
+		"p_category": q.Category, "p_question": q.Question, "p_options": options, "p_default_answer": q.DefaultAnswer,
+		"p_context": q.Context, "p_required": q.Required, "p_ttl_seconds": a.TTL.Seconds(), "p_asked_at": askedAt,
+		"p_event_kind": kind, "p_event_dedupe_key": key,
+	}
+}
+
+// AskCheck refuses a question the function cannot take.
+func AskCheck(a office.Ask) error {
+	q := a.Question
+	if q.ID == "" || q.OfficeID == "" || q.AgentID == "" || strings.TrimSpace(q.Question) == "" {
+		return &office.Error{Code: office.EINVALID, Op: "ask question", Message: "a question needs an id, an office, an agent and its text"}
+	}
+	if a.TTL <= 0 {
+		return &office.Error{Code: office.EINVALID, Op: "ask question", Message: "a question needs a positive TTL"}
+	}
+	return nil
+}
+
+// DecodeAsk decodes office_ask's answer.
+func DecodeAsk(b []byte) (q office.Question, pending []office.Question, ev office.Event, created bool, err error) {
+	var v struct {
+		Created  bool              `json:"created"`
+		Question office.Question   `json:"question"`
+		Event    *office.Event     `json:"event"`
+		Pending  []office.Question `json:"pending"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return q, nil, ev, false, fmt.Errorf("%s: %w", Ask, err)
+	}
+	if v.Event != nil {
+		ev = *v.Event
+	}
+	return v.Question, v.Pending, ev, v.Created, nil
+}
+
+// DeliverResultArgs are office_deliver_result's named arguments.
+func DeliverResultArgs(d office.ResultDelivery) map[string]any {
+	r := d.Result
+	return map[string]any{
+		"p_id": r.ID, "p_office_id": r.OfficeID, "p_from_agent_id": r.FromAgentID, "p_to_agent_id": r.ToAgentID,
+		"p_result_type": r.ResultType, "p_content_type": r.ContentType, "p_content": r.Content, "p_to_name": d.ToName,
+		"p_event_kind": orNil(d.EventKind), "p_event_dedupe_key": orNil(d.EventDedupeKey),
+		"p_completed_event_kind": orNil(d.CompletedEventKind), "p_completed_dedupe_key": orNil(d.CompletedDedupeKey),
+	}
+}
+
+func orNil(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// DeliverResultCheck refuses a result the function cannot take.
+func DeliverResultCheck(d office.ResultDelivery) error {
+	r := d.Result
+	if r.ID == "" || r.OfficeID == "" || r.FromAgentID == "" || r.ToAgentID == "" {
+		return &office.Error{Code: office.EINVALID, Op: "deliver result", Message: "a result needs an id, an office, a sender and a recipient"}
+	}
+	return nil
+}
+
+// DecodeDeliverResult decodes office_deliver_result's answer.
+func DecodeDeliverResult(b []byte) (office.ResultStored, error) {
+	var v struct {
+		Created   bool           `json:"created"`
+		Result    office.Result  `json:"result"`
+		Completed bool           `json:"completed"`
+		Events    []office.Event `json:"events"`
+		NextTask  bool           `json:"next_task"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return office.ResultStored{}, fmt.Errorf("%s: %w", DeliverResult, err)
+	}
+	return office.ResultStored{Result: v.Result, Created: v.Created, Completed: v.Completed, Events: v.Events, NextTask: v.NextTask}, nil
+}
+
+// InvokeArgs are office_invoke's named arguments.
+func InvokeArgs(i office.Invoke) map[string]any {
+	v := i.Invocation
+	var payload any
+	if len(i.EventPayload) > 0 {
+		payload = json.RawMessage(i.EventPayload)
+	}
+	return map[string]any{
+		"p_id": v.ID, "p_office_id": v.OfficeID, "p_caller_agent_id": v.CallerAgentID, "p_callee_agent_id": v.CalleeAgentID,
+		"p_parent_invocation_id": orNil(v.ParentInvocationID), "p_depth": v.Depth, "p_reason": v.Reason, "p_context": v.Context,
+		"p_event_kind": orNil(i.EventKind), "p_event_payload": payload, "p_event_dedupe_key": orNil(i.EventDedupeKey),
+	}
+}
+
+// InvokeCheck refuses a task the function cannot take.
+func InvokeCheck(i office.Invoke) error {
+	v := i.Invocation
+	if v.ID == "" || v.OfficeID == "" || v.CallerAgentID == "" || v.CalleeAgentID == "" || v.Reason == "" {
+		return &office.Error{Code: office.EINVALID, Op: "invoke", Message: "a task needs an id, an office, a caller, a callee and its reason"}
+	}
+	if len(i.EventPayload) > 0 && !json.Valid(i.EventPayload) {
+		return &office.Error{Code: office.EINVALID, Op: "invoke", Message: "event payload is not valid JSON"}
+	}
+	return nil
+}
+
+// DecodeInvoke decodes office_invoke's answer.
+func DecodeInvoke(b []byte) (inv office.Invocation, ev office.Event, created bool, err error) {
+	var v struct {
+		Created    bool              `json:"created"`
+		Invocation office.Invocation `json:"invocation"`
+		Event      *office.Event     `json:"event"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return inv, ev, false, fmt.Errorf("%s: %w", Invoke, err)
+	}
+	if v.Event != nil {
+		ev = *v.Event
+	}
+	return v.Invocation, ev, v.Created, nil
+}
+
+// OpenWorkArgs are office_open_work's named arguments.
+func OpenWorkArgs(officeID string) map[string]any {
+	return map[string]any{"p_office_id": officeID}
+}
+
+// DecodeOpenWork decodes office_open_work's answer.
+func DecodeOpenWork(b []byte) (office.OpenWork, error) {
+	var v struct {
+		Invocations []office.Invocation `json:"invocations"`
+		ProxyTasks  []office.ProxyTask  `json:"proxy_tasks"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return office.OpenWork{}, fmt.Errorf("%s: %w", OpenWork, err)
+	}
+	return office.OpenWork{Invocations: v.Invocations, ProxyTasks: v.ProxyTasks}, nil
 }
 
 type dependencyRow struct {

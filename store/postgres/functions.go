@@ -2,13 +2,14 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/store/pgfunc"
 )
 
 // The office's transitions that are database functions
-// (migrations/20261128100000_office_functions.sql): the same definition
+// (migrations/20261128100000_office_functions.sql and later): the same definition
 // the Supabase store calls through PostgREST's rpc.
 
 // call runs fn with args and returns its JSON answer.
@@ -56,4 +57,104 @@ func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (o
 		return office.SessionRecord{}, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
 	}
 	return rec, ev, ok, nil
+}
+
+// MarkDelivered implements office.Store; see its contract in office/store.go.
+func (s *Store) MarkDelivered(ctx context.Context, d office.Delivered) (time.Time, office.Event, bool, error) {
+	const op = "mark delivered"
+	if err := pgfunc.MarkDeliveredCheck(d); err != nil {
+		return time.Time{}, office.Event{}, false, err
+	}
+	if !isUUID(d.OfficeID) || !isUUID(d.AgentID) || !isUUID(d.ID) {
+		return time.Time{}, office.Event{}, false, nil
+	}
+	b, err := s.call(ctx, op, pgfunc.MarkDelivered, pgfunc.MarkDeliveredArgs(d))
+	if err != nil {
+		return time.Time{}, office.Event{}, false, err
+	}
+	at, ev, ok, err := pgfunc.DecodeMarkDelivered(b)
+	if err != nil {
+		return time.Time{}, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
+	}
+	return at, ev, ok, nil
+}
+
+// AskQuestion implements office.Store; see its contract in office/store.go.
+func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question, []office.Question, office.Event, bool, error) {
+	const op = "ask question"
+	if err := pgfunc.AskCheck(a); err != nil {
+		return office.Question{}, nil, office.Event{}, false, err
+	}
+	if !isUUID(a.Question.ID) || !isUUID(a.Question.OfficeID) || !isUUID(a.Question.AgentID) {
+		return office.Question{}, nil, office.Event{}, false, invalid(op, "question, office and agent ids must be UUIDs")
+	}
+	b, err := s.call(ctx, op, pgfunc.Ask, pgfunc.AskArgs(a))
+	if err != nil {
+		return office.Question{}, nil, office.Event{}, false, err
+	}
+	q, pending, ev, created, err := pgfunc.DecodeAsk(b)
+	if err != nil {
+		return office.Question{}, nil, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
+	}
+	return q, pending, ev, created, nil
+}
+
+// DeliverResult implements office.Store; see its contract in office/store.go.
+func (s *Store) DeliverResult(ctx context.Context, d office.ResultDelivery) (office.ResultStored, error) {
+	const op = "deliver result"
+	if err := pgfunc.DeliverResultCheck(d); err != nil {
+		return office.ResultStored{}, err
+	}
+	r := d.Result
+	if !isUUID(r.ID) || !isUUID(r.OfficeID) || !isUUID(r.FromAgentID) || !isUUID(r.ToAgentID) {
+		return office.ResultStored{}, invalid(op, "result, office and agent ids must be UUIDs")
+	}
+	b, err := s.call(ctx, op, pgfunc.DeliverResult, pgfunc.DeliverResultArgs(d))
+	if err != nil {
+		return office.ResultStored{}, err
+	}
+	out, err := pgfunc.DecodeDeliverResult(b)
+	if err != nil {
+		return office.ResultStored{}, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
+	}
+	return out, nil
+}
+
+// Invoke implements office.Store; see its contract in office/store.go.
+func (s *Store) Invoke(ctx context.Context, i office.Invoke) (office.Invocation, office.Event, bool, error) {
+	const op = "invoke"
+	if err := pgfunc.InvokeCheck(i); err != nil {
+		return office.Invocation{}, office.Event{}, false, err
+	}
+	v := i.Invocation
+	if !isUUID(v.ID) || !isUUID(v.OfficeID) || !isUUID(v.CallerAgentID) || !isUUID(v.CalleeAgentID) ||
+		(v.ParentInvocationID != "" && !isUUID(v.ParentInvocationID)) {
+		return office.Invocation{}, office.Event{}, false, invalid(op, "invocation, office and agent ids must be UUIDs")
+	}
+	b, err := s.call(ctx, op, pgfunc.Invoke, pgfunc.InvokeArgs(i))
+	if err != nil {
+		return office.Invocation{}, office.Event{}, false, err
+	}
+	inv, ev, created, err := pgfunc.DecodeInvoke(b)
+	if err != nil {
+		return office.Invocation{}, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
+	}
+	return inv, ev, created, nil
+}
+
+// ListOpenWork implements office.Store; see its contract in office/store.go.
+func (s *Store) ListOpenWork(ctx context.Context, officeID string) (office.OpenWork, error) {
+	const op = "list open work"
+	if !isUUID(officeID) {
+		return office.OpenWork{}, nil
+	}
+	b, err := s.call(ctx, op, pgfunc.OpenWork, pgfunc.OpenWorkArgs(officeID))
+	if err != nil {
+		return office.OpenWork{}, err
+	}
+	w, err := pgfunc.DecodeOpenWork(b)
+	if err != nil {
+		return office.OpenWork{}, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
+	}
+	return w, nil
 }

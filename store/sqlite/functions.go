@@ -3,8 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -49,10 +51,22 @@ func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (o
 		return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
 	}
 	defer tx.Rollback()
-	var cur string
-	err = tx.QueryRowContext(ctx, `select status from agent_sessions where agent_id = ?`, c.AgentID).Scan(&cur)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	rec, ev, ok, err := setSessionStatus(ctx, tx, c)
+	if err != nil {
 		return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
+	}
+	return rec, ev, ok, nil
+}
+
+// setSessionStatus is SetSessionStatus within tx.
+func setSessionStatus(ctx context.Context, tx *sql.Tx, c office.SessionStatus) (office.SessionRecord, office.Event, bool, error) {
+	var cur string
+	err := tx.QueryRowContext(ctx, `select status from agent_sessions where agent_id = ?`, c.AgentID).Scan(&cur)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return office.SessionRecord{}, office.Event{}, false, err
 	}
 	status := c.Status
 	_, now := nowTS()
@@ -64,7 +78,7 @@ func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (o
 			err := tx.QueryRowContext(ctx, `select exists (select 1 from user_questions where agent_id = ? and status = 'pending')
 				or exists (select 1 from dependency_requests where agent_id = ? and status = 'pending')`, c.AgentID, c.AgentID).Scan(&waits)
 			if err != nil {
-				return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
+				return office.SessionRecord{}, office.Event{}, false, err
 			}
 			if waits {
 				status = office.SessionWaiting
@@ -99,7 +113,7 @@ func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (o
 	var rec office.SessionRecord
 	if row != nil {
 		if rec, err = scanSession(row); err != nil {
-			return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
+			return office.SessionRecord{}, office.Event{}, false, err
 		}
 	}
 	var ev office.Event
@@ -111,11 +125,291 @@ func (s *Store) SetSessionStatus(ctx context.Context, c office.SessionStatus) (o
 		ev, err = scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, kind, payload, created_at)
 			values (?, ?, ?, ?, ?) returning `+eventCols, c.OfficeID, c.AgentID, c.EventKind, payload, now))
 		if err != nil {
-			return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
+			return office.SessionRecord{}, office.Event{}, false, err
+		}
+	}
+	return rec, ev, row != nil, nil
+}
+
+// MarkDelivered implements office.Store; see its contract in
+// office/store.go (office_mark_delivered in the PostgreSQL stores).
+func (s *Store) MarkDelivered(ctx context.Context, d office.Delivered) (time.Time, office.Event, bool, error) {
+	const op = "mark delivered"
+	if err := pgfunc.MarkDeliveredCheck(d); err != nil {
+		return time.Time{}, office.Event{}, false, err
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return time.Time{}, office.Event{}, false, s.fail(op, err)
+	}
+	defer tx.Rollback()
+	_, now := nowTS()
+	var q string
+	switch d.Kind {
+	case office.DeliveredQuestion:
+		q = `update user_questions set status = 'delivered', delivered_at = ?, updated_at = ?
+			where id = ? and office_id = ? and agent_id = ? and status = 'answered' returning delivered_at`
+	case office.DeliveredResult:
+		q = `update agent_results set status = 'delivered', delivered_at = ?, updated_at = ?
+			where id = ? and office_id = ? and to_agent_id = ? and status = 'pending' returning delivered_at`
+	default: // office.DeliveredTask
+		q = `update agent_invocations set status = 'in_progress', started_at = coalesce(started_at, ?), updated_at = ?
+			where id = ? and office_id = ? and callee_agent_id = ? and status = 'pending' returning started_at`
+	}
+	var at time.Time
+	err = tx.QueryRowContext(ctx, q, now, now, d.ID, d.OfficeID, d.AgentID).Scan(tsVal{&at})
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, office.Event{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, office.Event{}, false, s.fail(op, err)
+	}
+	var ev office.Event
+	if d.EventKind != "" {
+		var payload any
+		if p := strings.TrimSpace(string(d.EventPayload)); p != "" {
+			payload = p
+		}
+		ev, err = scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, kind, payload, created_at)
+			values (?, ?, ?, ?, ?) returning `+eventCols, d.OfficeID, d.AgentID, d.EventKind, payload, now))
+		if err != nil {
+			return time.Time{}, office.Event{}, false, s.fail(op, err)
+		}
+	}
+	if d.Busy {
+		if _, _, _, err := setSessionStatus(ctx, tx, office.SessionStatus{OfficeID: d.OfficeID, AgentID: d.AgentID, Status: office.SessionBusy}); err != nil {
+			return time.Time{}, office.Event{}, false, s.fail(op, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return office.SessionRecord{}, office.Event{}, false, s.fail(op, err)
+		return time.Time{}, office.Event{}, false, s.fail(op, err)
 	}
-	return rec, ev, row != nil, nil
+	return at, ev, true, nil
+}
+
+// AskQuestion implements office.Store; see its contract in
+// office/store.go (office_ask in the PostgreSQL stores).
+func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question, []office.Question, office.Event, bool, error) {
+	const op = "ask question"
+	if err := pgfunc.AskCheck(a); err != nil {
+		return office.Question{}, nil, office.Event{}, false, err
+	}
+	q := a.Question
+	if q.QuestionType == "" {
+		q.QuestionType = office.QuestionText
+	}
+	opts, err := jsonText(q.Options, "[]")
+	if err != nil {
+		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+	}
+	defer tx.Rollback()
+	t, now := nowTS()
+	var ttl int64 // microseconds (schema/0001_office.sql)
+	if err := tx.QueryRowContext(ctx, `select question_ttl from offices where id = ?`, q.OfficeID).Scan(&ttl); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+	}
+	asked := t
+	if !a.At.IsZero() {
+		asked = a.At
+	}
+	expires := asked.Add(a.TTL)
+	if ttl > 0 {
+		expires = asked.Add(time.Duration(ttl) * time.Microsecond)
+	}
+	got, err := scanQuestion(tx.QueryRowContext(ctx, `insert into user_questions (id, office_id, agent_id, session_id, question_type, category,
+			question, options, default_answer, context, required, status, expires_at, created_at, updated_at)
+		values (?, ?, ?, (select id from agent_sessions where agent_id = ?), ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)
+		on conflict (id) do nothing
+		returning `+questionCols,
+		q.ID, q.OfficeID, q.AgentID, q.AgentID, q.QuestionType, nullStr(q.Category), q.Question, opts,
+		nullStr(q.DefaultAnswer), nullStr(q.Context), q.Required, ts(expires), now, now))
+	created := err == nil
+	if errors.Is(err, sql.ErrNoRows) {
+		got, err = scanQuestion(tx.QueryRowContext(ctx, `select `+questionCols+` from user_questions where id = ?`, q.ID))
+	}
+	if err != nil {
+		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+	}
+	var ev office.Event
+	if created {
+		if _, _, _, err := setSessionStatus(ctx, tx, office.SessionStatus{OfficeID: q.OfficeID, AgentID: q.AgentID, Status: office.SessionWaiting}); err != nil {
+			return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+		}
+		if a.EventKind != "" {
+			payload, _ := json.Marshal(map[string]any{"question_id": got.ID, "question": got.Question, "type": got.QuestionType,
+				"options": got.Options, "expires_at": got.ExpiresAt})
+			ev, err = scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, kind, payload, dedupe_key, created_at)
+				values (?, ?, ?, ?, ?, ?)
+				on conflict (office_id, dedupe_key) where dedupe_key is not null do nothing
+				returning `+eventCols, q.OfficeID, q.AgentID, a.EventKind, string(payload), nullStr(a.EventDedupeKey), now))
+			if errors.Is(err, sql.ErrNoRows) {
+				err = nil // appended before: the one stored first stands
+			}
+			if err != nil {
+				return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+			}
+		}
+	}
+	rows, err := tx.QueryContext(ctx, `select `+questionCols+` from user_questions
+		where office_id = ? and agent_id = ? and status = 'pending' and id <> ? order by created_at, rowid`, got.OfficeID, got.AgentID, got.ID)
+	pending, err := collect(rows, err, scanQuestion)
+	if err != nil {
+		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+	}
+	if created {
+		// Its deadline, for the engine's sweeper (office.Change.ExpiresAt), as CreateQuestion tells it.
+		at := got.ExpiresAt
+		s.feed.publish(office.Change{Table: office.TableQuestions, Op: office.OpInsert, ID: got.ID, OfficeID: got.OfficeID, AgentID: got.AgentID, Status: got.Status, ExpiresAt: &at})
+	}
+	return got, pending, ev, created, nil
+}
+
+// DeliverResult implements office.Store; see its contract in
+// office/store.go (office_deliver_result in the PostgreSQL stores).
+func (s *Store) DeliverResult(ctx context.Context, d office.ResultDelivery) (office.ResultStored, error) {
+	const op = "deliver result"
+	if err := pgfunc.DeliverResultCheck(d); err != nil {
+		return office.ResultStored{}, err
+	}
+	r := d.Result
+	if r.ResultType == "" {
+		r.ResultType = "message"
+	}
+	if r.ContentType == "" {
+		r.ContentType = "text/plain"
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return office.ResultStored{}, s.fail(op, err)
+	}
+	defer tx.Rollback()
+	_, now := nowTS()
+	var out office.ResultStored
+	out.Result, err = scanResult(tx.QueryRowContext(ctx, `insert into agent_results (id, office_id, invocation_id, from_agent_id, to_agent_id,
+			result_type, content_type, content, status, created_at, updated_at)
+		values (?, ?, (select id from agent_invocations where office_id = ? and caller_agent_id = ? and callee_agent_id = ?
+				and status in ('pending', 'in_progress') order by created_at, rowid limit 1),
+			?, ?, ?, ?, ?, 'pending', ?, ?)
+		on conflict (id) do nothing
+		returning `+resultCols,
+		r.ID, r.OfficeID, r.OfficeID, r.ToAgentID, r.FromAgentID, r.FromAgentID, r.ToAgentID, r.ResultType, r.ContentType, r.Content, now, now))
+	out.Created = err == nil
+	if errors.Is(err, sql.ErrNoRows) {
+		out.Result, err = scanResult(tx.QueryRowContext(ctx, `select `+resultCols+` from agent_results where id = ?`, r.ID))
+	}
+	if err != nil {
+		return office.ResultStored{}, s.fail(op, err)
+	}
+	res := out.Result
+	event := func(kind, key string, payload map[string]string) error {
+		p, _ := json.Marshal(payload)
+		ev, err := scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, kind, payload, dedupe_key, created_at)
+			values (?, ?, ?, ?, ?, ?)
+			on conflict (office_id, dedupe_key) where dedupe_key is not null do nothing
+			returning `+eventCols, res.OfficeID, res.FromAgentID, kind, string(p), nullStr(key), now))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // appended before: the one stored first stands
+		}
+		if err == nil {
+			out.Events = append(out.Events, ev)
+		}
+		return err
+	}
+	if res.InvocationID != "" {
+		n, err := tx.ExecContext(ctx, `update agent_invocations set status = 'completed', result_id = ?, completed_at = ?, updated_at = ?
+			where id = ? and status in ('pending', 'in_progress')`, res.ID, now, now, res.InvocationID)
+		if err != nil {
+			return office.ResultStored{}, s.fail(op, err)
+		}
+		if k, _ := n.RowsAffected(); k == 1 {
+			out.Completed = true
+			if d.CompletedEventKind != "" {
+				if err := event(d.CompletedEventKind, d.CompletedDedupeKey, map[string]string{"invocation_id": res.InvocationID, "result_id": res.ID}); err != nil {
+					return office.ResultStored{}, s.fail(op, err)
+				}
+			}
+		}
+	}
+	if d.EventKind != "" {
+		if err := event(d.EventKind, d.EventDedupeKey, map[string]string{"result_id": res.ID, "to": d.ToName, "invocation_id": res.InvocationID, "type": res.ResultType}); err != nil {
+			return office.ResultStored{}, s.fail(op, err)
+		}
+	}
+	if err := tx.QueryRowContext(ctx, `select exists (select 1 from agent_invocations where office_id = ? and callee_agent_id = ? and status = 'pending')`,
+		res.OfficeID, res.FromAgentID).Scan(&out.NextTask); err != nil {
+		return office.ResultStored{}, s.fail(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return office.ResultStored{}, s.fail(op, err)
+	}
+	return out, nil
+}
+
+// Invoke implements office.Store; see its contract in office/store.go
+// (office_invoke in the PostgreSQL stores).
+func (s *Store) Invoke(ctx context.Context, i office.Invoke) (office.Invocation, office.Event, bool, error) {
+	const op = "invoke"
+	if err := pgfunc.InvokeCheck(i); err != nil {
+		return office.Invocation{}, office.Event{}, false, err
+	}
+	v := i.Invocation
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return office.Invocation{}, office.Event{}, false, s.fail(op, err)
+	}
+	defer tx.Rollback()
+	_, now := nowTS()
+	inv, err := scanInvocation(tx.QueryRowContext(ctx, `insert into agent_invocations (id, office_id, caller_agent_id, callee_agent_id,
+			parent_invocation_id, depth, reason, context, status, created_at, updated_at)
+		values (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)
+		on conflict (id) do nothing
+		returning `+invocationCols,
+		v.ID, v.OfficeID, v.CallerAgentID, v.CalleeAgentID, nullStr(v.ParentInvocationID), v.Depth, v.Reason, nullStr(v.Context), now, now))
+	created := err == nil
+	if errors.Is(err, sql.ErrNoRows) {
+		inv, err = scanInvocation(tx.QueryRowContext(ctx, `select `+invocationCols+` from agent_invocations where id = ?`, v.ID))
+	}
+	if err != nil {
+		return office.Invocation{}, office.Event{}, false, s.fail(op, err)
+	}
+	var ev office.Event
+	if created && i.EventKind != "" {
+		var payload any
+		if p := strings.TrimSpace(string(i.EventPayload)); p != "" {
+			payload = p
+		}
+		ev, err = scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, kind, payload, dedupe_key, created_at)
+			values (?, ?, ?, ?, ?, ?)
+			on conflict (office_id, dedupe_key) where dedupe_key is not null do nothing
+			returning `+eventCols, v.OfficeID, v.CallerAgentID, i.EventKind, payload, nullStr(i.EventDedupeKey), now))
+		if errors.Is(err, sql.ErrNoRows) {
+			err = nil // appended before: the one stored first stands
+		}
+		if err != nil {
+			return office.Invocation{}, office.Event{}, false, s.fail(op, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return office.Invocation{}, office.Event{}, false, s.fail(op, err)
+	}
+	return inv, ev, created, nil
+}
+
+// ListOpenWork implements office.Store; see its contract in
+// office/store.go. The two reads cost no round trip here.
+func (s *Store) ListOpenWork(ctx context.Context, officeID string) (office.OpenWork, error) {
+	var (
+		w          office.OpenWork
+		errI, errT error
+	)
+	w.Invocations, errI = s.ListInvocations(ctx, office.InvocationFilter{OfficeID: officeID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
+	w.ProxyTasks, errT = s.ListProxyTasks(ctx, office.ProxyTaskFilter{OfficeID: officeID, Status: office.ProxyTaskOpen})
+	return w, errors.Join(errI, errT)
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/office-server/office-server/office"
 )
 
@@ -174,4 +176,391 @@ func testSessionConversation(t *testing.T, fx *fixture) {
 	}
 	_, _, _, err := s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.b.ID, Process: true, AgentSessionID: "conv-3"})
 	wantCode(t, "SetSessionStatus of a process without a status", err, office.EINVALID)
+}
+
+// testMarkDelivered: a typed row marked delivered with its event and the
+// office's busy in one write, as the separate transitions mark it; once
+// (racing callers: one wins, one event); only the agent's own row; the
+// office's busy not over the session layer's own word.
+func testMarkDelivered(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	events := func(kind string) int {
+		t.Helper()
+		evs, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range evs {
+			if e.Kind == kind {
+				n++
+			}
+		}
+		return n
+	}
+	mark := func(d office.Delivered) (time.Time, office.Event, bool) {
+		t.Helper()
+		if d.OfficeID == "" {
+			d.OfficeID, d.AgentID = fx.office.ID, fx.a.ID
+		}
+		at, ev, ok, err := s.MarkDelivered(ctx, d)
+		if err != nil {
+			t.Fatalf("MarkDelivered(%+v): %v", d, err)
+		}
+		return at, ev, ok
+	}
+
+	// An answer: delivered, its event, the office's busy.
+	q := fx.answered(t)
+	payload := []byte(`{"question_id": "` + q.ID + `"}`)
+	if _, _, ok := mark(office.Delivered{AgentID: fx.b.ID, OfficeID: fx.office.ID, Kind: office.DeliveredQuestion, ID: q.ID, EventKind: "question.delivered"}); ok {
+		t.Errorf("MarkDelivered of a's question typed into b = ok; want not marked")
+	}
+	at, ev, ok := mark(office.Delivered{Kind: office.DeliveredQuestion, ID: q.ID, EventKind: "question.delivered", EventPayload: payload, Busy: true})
+	if !ok || ev.ID == 0 || ev.Kind != "question.delivered" || ev.AgentID != fx.a.ID {
+		t.Fatalf("MarkDelivered(answer) = ok %v, event %+v; want marked with question.delivered", ok, ev)
+	}
+	var p, wantP any
+	_ = json.Unmarshal(ev.Payload, &p)
+	_ = json.Unmarshal(payload, &wantP)
+	if d := diff(p, wantP, nil); d != "" {
+		t.Errorf("event payload (-got +want):\n%s", d)
+	}
+	fx.near(t, "MarkDelivered(answer) at", at, now())
+	got, err := s.GetQuestion(ctx, q.ID)
+	if err != nil || got.Status != office.QuestionDelivered || got.DeliveredAt == nil || !got.DeliveredAt.Equal(at) {
+		t.Errorf("question after MarkDelivered = %+v, %v; want delivered at %v", got, err, at)
+	}
+	if rec, err := s.GetSessionByAgent(ctx, fx.a.ID); err != nil || rec.Status != office.SessionBusy {
+		t.Errorf("session after MarkDelivered with Busy = %+v, %v; want busy", rec, err)
+	}
+	if _, _, ok := mark(office.Delivered{Kind: office.DeliveredQuestion, ID: q.ID, EventKind: "question.delivered", Busy: true}); ok || events("question.delivered") != 1 {
+		t.Errorf("MarkDelivered(answer) again = ok %v, %d events; want not marked, one event", ok, events("question.delivered"))
+	}
+	// Racing callers: one wins, one event.
+	q2 := fx.answered(t)
+	wins := race(t, "MarkDelivered(answer)", func(int) (bool, error) {
+		_, _, ok, err := s.MarkDelivered(ctx, office.Delivered{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: office.DeliveredQuestion, ID: q2.ID, EventKind: "question.delivered", Busy: true})
+		return ok, err
+	})
+	wantOneWinner(t, "MarkDelivered(answer)", wins)
+	if n := events("question.delivered"); n != 2 {
+		t.Errorf("%d question.delivered events after the race; want 2 (one per question)", n)
+	}
+	// The office's busy does not overwrite the session layer's own word.
+	if _, _, _, err := s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID, Status: office.SessionCrashed, Process: true}); err != nil {
+		t.Fatal(err)
+	}
+	q3 := fx.answered(t)
+	if _, _, ok := mark(office.Delivered{Kind: office.DeliveredQuestion, ID: q3.ID, EventKind: "question.delivered", Busy: true}); !ok {
+		t.Errorf("MarkDelivered(answer) to a crashed session = not marked; want marked")
+	}
+	if rec, err := s.GetSessionByAgent(ctx, fx.a.ID); err != nil || rec.Status != office.SessionCrashed {
+		t.Errorf("session after the office's busy over crashed = %+v, %v; want crashed", rec, err)
+	}
+
+	// A result: delivered, its event, no session change.
+	r, err := s.CreateResult(ctx, office.Result{OfficeID: fx.office.ID, FromAgentID: fx.b.ID, ToAgentID: fx.a.ID, ResultType: "message", ContentType: "text/plain", Content: "done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, ev, ok = mark(office.Delivered{Kind: office.DeliveredResult, ID: r.ID, EventKind: "result.delivered"})
+	if !ok || ev.Kind != "result.delivered" || ev.Payload != nil {
+		t.Errorf("MarkDelivered(result) = ok %v, event %+v; want marked with result.delivered, no payload", ok, ev)
+	}
+	if rs, err := s.ListResults(ctx, office.ResultFilter{OfficeID: fx.office.ID, ToAgentID: fx.a.ID}); err != nil || len(rs) != 1 ||
+		rs[0].Status != office.ResultDelivered || rs[0].DeliveredAt == nil || !rs[0].DeliveredAt.Equal(at) {
+		t.Errorf("results after MarkDelivered = %+v, %v; want the one delivered at %v", rs, err, at)
+	}
+	if _, _, ok := mark(office.Delivered{Kind: office.DeliveredResult, ID: r.ID, EventKind: "result.delivered"}); ok || events("result.delivered") != 1 {
+		t.Errorf("MarkDelivered(result) again = ok %v; want not marked, one event", ok)
+	}
+
+	// A task: pending → in_progress, started_at, its event; b's task is
+	// not a's to start.
+	inv, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: fx.b.ID, CalleeAgentID: fx.a.ID, Reason: "task"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := mark(office.Delivered{AgentID: fx.b.ID, OfficeID: fx.office.ID, Kind: office.DeliveredTask, ID: inv.ID}); ok {
+		t.Errorf("MarkDelivered of a's task typed into b = ok; want not marked")
+	}
+	at, ev, ok = mark(office.Delivered{Kind: office.DeliveredTask, ID: inv.ID, EventKind: "invocation.in_progress"})
+	if !ok || ev.Kind != "invocation.in_progress" {
+		t.Errorf("MarkDelivered(task) = ok %v, event %+v; want started with invocation.in_progress", ok, ev)
+	}
+	if got, err := s.GetInvocation(ctx, inv.ID); err != nil || got.Status != office.InvocationInProgress || got.StartedAt == nil || !got.StartedAt.Equal(at) {
+		t.Errorf("task after MarkDelivered = %+v, %v; want in_progress, started at %v", got, err, at)
+	}
+	if _, _, ok := mark(office.Delivered{Kind: office.DeliveredTask, ID: inv.ID, EventKind: "invocation.in_progress"}); ok || events("invocation.in_progress") != 1 {
+		t.Errorf("MarkDelivered(task) again = ok %v; want not marked, one event", ok)
+	}
+
+	_, _, _, err = s.MarkDelivered(ctx, office.Delivered{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message", ID: q.ID})
+	wantCode(t, "MarkDelivered of an unknown kind", err, office.EINVALID)
+}
+
+// testAskQuestion: a question asked in one write with its session row's
+// id, its office's TTL (or the one given), the office's waiting and its
+// event; asked again (the same id), nothing is written and the stored one
+// comes back; the agent's other pending questions come with it.
+func testAskQuestion(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	rec, _, _, err := s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID, Status: office.SessionReady, Process: true, PID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(id, text string, ttl time.Duration) (office.Question, []office.Question, office.Event, bool) {
+		t.Helper()
+		q, pending, ev, created, err := s.AskQuestion(ctx, office.Ask{
+			Question: office.Question{ID: id, OfficeID: fx.office.ID, AgentID: fx.a.ID, QuestionType: office.QuestionSelection,
+				Category: "scope", Question: text, Options: []string{"A", "B"}, Context: "ctx", Required: true},
+			TTL: ttl, EventKind: "question.created", EventDedupeKey: "ask:" + id})
+		if err != nil {
+			t.Fatalf("AskQuestion(%s): %v", text, err)
+		}
+		return q, pending, ev, created
+	}
+	id1 := uuid.NewString()
+	q1, pending, ev, created := ask(id1, "Which?", time.Hour) // the office's 5 minutes stand
+	if !created || q1.ID != id1 || q1.Status != office.QuestionPending || q1.SessionID != rec.ID || q1.Question != "Which?" ||
+		q1.QuestionType != office.QuestionSelection || q1.Category != "scope" || q1.Context != "ctx" || !q1.Required ||
+		len(q1.Options) != 2 || q1.Options[1] != "B" || len(pending) != 0 {
+		t.Fatalf("AskQuestion = %+v, pending %v, created %v; want a pending question with the session's id %s, none pending before", q1, pending, created, rec.ID)
+	}
+	fx.near(t, "AskQuestion expires_at", q1.ExpiresAt, now().Add(5*time.Minute))
+	if got, err := s.GetQuestion(ctx, id1); err != nil || !got.ExpiresAt.Equal(q1.ExpiresAt) || got.SessionID != rec.ID {
+		t.Errorf("stored question = %+v, %v; want it as returned", got, err)
+	}
+	if ev.ID == 0 || ev.Kind != "question.created" || ev.DedupeKey != "ask:"+id1 || ev.AgentID != fx.a.ID {
+		t.Errorf("AskQuestion event = %+v; want question.created with its dedupe key", ev)
+	}
+	var p struct {
+		QuestionID string    `json:"question_id"`
+		Question   string    `json:"question"`
+		Type       string    `json:"type"`
+		Options    []string  `json:"options"`
+		ExpiresAt  time.Time `json:"expires_at"`
+	}
+	if err := json.Unmarshal(ev.Payload, &p); err != nil || p.QuestionID != id1 || p.Question != "Which?" || p.Type != office.QuestionSelection ||
+		len(p.Options) != 2 || !p.ExpiresAt.Equal(q1.ExpiresAt) {
+		t.Errorf("AskQuestion event payload %s (%v); want the question's id, text, type, options and expiry", ev.Payload, err)
+	}
+	if got, err := s.GetSessionByAgent(ctx, fx.a.ID); err != nil || got.Status != office.SessionWaiting || got.PID != 7 {
+		t.Errorf("session after AskQuestion = %+v, %v; want waiting, pid kept", got, err)
+	}
+	// A second question: the first is pending before it.
+	id2 := uuid.NewString()
+	_, pending, _, created = ask(id2, "And?", time.Hour)
+	if !created || len(pending) != 1 || pending[0].ID != id1 {
+		t.Errorf("second AskQuestion pending = %+v, created %v; want the first", pending, created)
+	}
+	// Asked again: nothing written, the stored question back.
+	again, pending, ev, created := ask(id1, "Which, again?", time.Hour)
+	if created || again.ID != id1 || again.Question != "Which?" || !again.CreatedAt.Equal(q1.CreatedAt) || ev.ID != 0 || len(pending) != 1 || pending[0].ID != id2 {
+		t.Errorf("AskQuestion again = %+v, pending %+v, event %+v, created %v; want the stored one, the other pending, no event", again, pending, ev, created)
+	}
+	evs, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID, Limit: 1000})
+	if err != nil || len(evs) != 2 {
+		t.Errorf("events after three asks = %d, %v; want 2", len(evs), err)
+	}
+	// The office's waiting is not written over the session layer's word;
+	// an office without a TTL takes the one given.
+	if _, _, _, err := s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID, Status: office.SessionCrashed, Process: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertOffice(ctx, office.Office{ID: fx.office.ID, Name: fx.office.Name}); err != nil {
+		t.Fatal(err)
+	}
+	q3, _, _, _ := ask(uuid.NewString(), "Now?", 2*time.Hour)
+	fx.near(t, "AskQuestion expires_at without the office's TTL", q3.ExpiresAt, now().Add(2*time.Hour))
+	if got, err := s.GetSessionByAgent(ctx, fx.a.ID); err != nil || got.Status != office.SessionCrashed {
+		t.Errorf("session after AskQuestion over crashed = %+v, %v; want crashed", got, err)
+	}
+	// Asked at a time of the office's clock: it expires by that clock.
+	at := now().Add(time.Hour)
+	q4, _, _, _, err := s.AskQuestion(ctx, office.Ask{Question: office.Question{ID: uuid.NewString(), OfficeID: fx.office.ID, AgentID: fx.a.ID,
+		Question: "Later?"}, TTL: time.Minute, At: at})
+	if err != nil || !q4.ExpiresAt.Equal(at.Add(time.Minute)) || q4.QuestionType != office.QuestionText {
+		t.Errorf("AskQuestion at %v = %+v, %v; want a text question expiring at %v", at, q4, err, at.Add(time.Minute))
+	}
+	_, _, _, _, err = s.AskQuestion(ctx, office.Ask{Question: office.Question{ID: uuid.NewString(), OfficeID: fx.office.ID, AgentID: fx.a.ID}, TTL: time.Hour})
+	wantCode(t, "AskQuestion without its text", err, office.EINVALID)
+}
+
+// testDeliverResult: a result delivered in one write with the task it
+// answers (the oldest open one from its recipient to its sender)
+// completed, their events, and whether the sender has a task waiting; a
+// result stored before (a message handled again) is not written twice,
+// but its task is completed and its events appended if they were not.
+func testDeliverResult(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	task := func(caller, callee office.Agent, reason string) office.Invocation {
+		t.Helper()
+		inv, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID, Reason: reason})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inv
+	}
+	deliver := func(id string, from, to office.Agent, content string) office.ResultStored {
+		t.Helper()
+		out, err := s.DeliverResult(ctx, office.ResultDelivery{
+			Result: office.Result{ID: id, OfficeID: fx.office.ID, FromAgentID: from.ID, ToAgentID: to.ID, ResultType: "markdown", ContentType: "text/markdown", Content: content},
+			ToName: to.Name, EventKind: "result.created", EventDedupeKey: "res:" + id, CompletedEventKind: "invocation.completed", CompletedDedupeKey: "done:" + id})
+		if err != nil {
+			t.Fatalf("DeliverResult(%s): %v", content, err)
+		}
+		return out
+	}
+	payload := func(ev office.Event) map[string]string {
+		var m map[string]string
+		_ = json.Unmarshal(ev.Payload, &m)
+		return m
+	}
+	first := task(fx.b, fx.a, "first")
+	if _, ok, err := s.TransitionInvocation(ctx, first.ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	second := task(fx.b, fx.a, "second")
+	id := uuid.NewString()
+	out := deliver(id, fx.a, fx.b, "done")
+	r := out.Result
+	if !out.Created || !out.Completed || !out.NextTask || r.ID != id || r.InvocationID != first.ID || r.Status != office.ResultPending ||
+		r.ResultType != "markdown" || r.ContentType != "text/markdown" || r.Content != "done" || r.FromAgentID != fx.a.ID || r.ToAgentID != fx.b.ID {
+		t.Fatalf("DeliverResult = %+v; want a pending result for the first task, completed, the second waiting", out)
+	}
+	if len(out.Events) != 2 || out.Events[0].Kind != "invocation.completed" || out.Events[1].Kind != "result.created" ||
+		out.Events[0].DedupeKey != "done:"+id || out.Events[1].DedupeKey != "res:"+id || out.Events[0].AgentID != fx.a.ID {
+		t.Fatalf("DeliverResult events = %+v; want invocation.completed then result.created, the sender's, with their keys", out.Events)
+	}
+	if p := payload(out.Events[0]); p["invocation_id"] != first.ID || p["result_id"] != id {
+		t.Errorf("invocation.completed payload %s", out.Events[0].Payload)
+	}
+	if p := payload(out.Events[1]); p["result_id"] != id || p["to"] != fx.b.Name || p["invocation_id"] != first.ID || p["type"] != "markdown" {
+		t.Errorf("result.created payload %s", out.Events[1].Payload)
+	}
+	if inv, err := s.GetInvocation(ctx, first.ID); err != nil || inv.Status != office.InvocationCompleted || inv.ResultID != id || inv.CompletedAt == nil {
+		t.Errorf("first task after DeliverResult = %+v, %v; want completed with the result", inv, err)
+	}
+	// Handled again: nothing twice.
+	again := deliver(id, fx.a, fx.b, "done, again")
+	if again.Created || again.Completed || len(again.Events) != 0 || again.Result.Content != "done" || !again.Result.CreatedAt.Equal(r.CreatedAt) {
+		t.Errorf("DeliverResult again = %+v; want the stored result, nothing completed or appended", again)
+	}
+	// Stored before its task was completed (a stop in between): completed now.
+	id2 := uuid.NewString()
+	if _, err := s.CreateResult(ctx, office.Result{ID: id2, OfficeID: fx.office.ID, InvocationID: second.ID, FromAgentID: fx.a.ID, ToAgentID: fx.b.ID,
+		ResultType: "message", ContentType: "text/plain", Content: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	out = deliver(id2, fx.a, fx.b, "second")
+	if out.Created || !out.Completed || out.NextTask || len(out.Events) != 2 || out.Result.InvocationID != second.ID {
+		t.Errorf("DeliverResult of a result stored before = %+v; want its task completed and both events, nothing waiting", out)
+	}
+	// No task from the recipient: no invocation.
+	out = deliver(uuid.NewString(), fx.b, fx.a, "fyi")
+	if !out.Created || out.Completed || out.Result.InvocationID != "" || len(out.Events) != 1 || payload(out.Events[0])["invocation_id"] != "" {
+		t.Errorf("DeliverResult without a task = %+v; want a result of no invocation, one event", out)
+	}
+	_, err := s.DeliverResult(ctx, office.ResultDelivery{Result: office.Result{ID: uuid.NewString(), OfficeID: fx.office.ID, FromAgentID: fx.a.ID}})
+	wantCode(t, "DeliverResult without a recipient", err, office.EINVALID)
+}
+
+// testInvoke: a task stored with its event in one write; given again (the
+// same id), nothing is written and the stored one comes back.
+func testInvoke(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	parent, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: fx.b.ID, CalleeAgentID: fx.a.ID, Reason: "parent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.NewString()
+	give := func(reason string) (office.Invocation, office.Event, bool) {
+		t.Helper()
+		inv, ev, created, err := s.Invoke(ctx, office.Invoke{
+			Invocation: office.Invocation{ID: id, OfficeID: fx.office.ID, CallerAgentID: fx.a.ID, CalleeAgentID: fx.b.ID,
+				ParentInvocationID: parent.ID, Depth: 2, Reason: reason, Context: "ctx"},
+			EventKind: "invocation.created", EventPayload: []byte(`{"invocation_id": "` + id + `", "depth": 2}`), EventDedupeKey: "inv:" + id})
+		if err != nil {
+			t.Fatalf("Invoke(%s): %v", reason, err)
+		}
+		return inv, ev, created
+	}
+	inv, ev, created := give("build it")
+	if !created || inv.ID != id || inv.Status != office.InvocationPending || inv.CallerAgentID != fx.a.ID || inv.CalleeAgentID != fx.b.ID ||
+		inv.ParentInvocationID != parent.ID || inv.Depth != 2 || inv.Reason != "build it" || inv.Context != "ctx" || inv.StartedAt != nil {
+		t.Fatalf("Invoke = %+v, created %v; want a pending task as given", inv, created)
+	}
+	if got, err := s.GetInvocation(ctx, id); err != nil || got.Reason != "build it" || !got.CreatedAt.Equal(inv.CreatedAt) {
+		t.Errorf("stored task = %+v, %v; want it as returned", got, err)
+	}
+	var p map[string]any
+	if ev.ID == 0 || ev.Kind != "invocation.created" || ev.AgentID != fx.a.ID || ev.DedupeKey != "inv:"+id ||
+		json.Unmarshal(ev.Payload, &p) != nil || p["invocation_id"] != id {
+		t.Errorf("Invoke event = %+v; want invocation.created, the caller's, with its key and payload", ev)
+	}
+	again, ev, created := give("build it again")
+	if created || again.Reason != "build it" || ev.ID != 0 {
+		t.Errorf("Invoke again = %+v, event %+v, created %v; want the stored task, no event", again, ev, created)
+	}
+	if evs, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID}); err != nil || len(evs) != 1 {
+		t.Errorf("events after two Invokes = %d, %v; want 1", len(evs), err)
+	}
+	_, _, _, err = s.Invoke(ctx, office.Invoke{Invocation: office.Invocation{ID: uuid.NewString(), OfficeID: fx.office.ID, CallerAgentID: fx.a.ID, CalleeAgentID: fx.b.ID}})
+	wantCode(t, "Invoke without a reason", err, office.EINVALID)
+}
+
+// testListOpenWork: ListOpenWork returns what ListInvocations and
+// ListProxyTasks return for the office's open work, and nothing of
+// another office.
+func testListOpenWork(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	empty, err := s.ListOpenWork(ctx, fx.office.ID)
+	if err != nil || len(empty.Invocations)+len(empty.ProxyTasks) != 0 {
+		t.Fatalf("ListOpenWork(nothing open) = %+v, %v; want nothing", empty, err)
+	}
+	var invs []office.Invocation
+	for _, reason := range []string{"pending", "in progress", "completed"} {
+		inv, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: fx.a.ID, CalleeAgentID: fx.b.ID, Reason: reason})
+		if err != nil {
+			t.Fatal(err)
+		}
+		invs = append(invs, inv)
+	}
+	if _, ok, err := s.TransitionInvocation(ctx, invs[1].ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if _, ok, err := s.TransitionInvocation(ctx, invs[2].ID, []string{office.InvocationPending}, office.InvocationCompleted, office.InvocationPatch{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	r, err := s.CreateProxyRequest(ctx, office.ProxyRequest{OfficeID: fx.office.ID, RequesterAgentID: fx.a.ID, ProxyAgentID: fx.b.ID,
+		Action: "create_plan", Payload: json.RawMessage(`{}`), ExpiresAt: now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.TransitionProxyRequest(ctx, r.ID, []string{office.ProxyParked}, office.ProxyAssigned, office.ProxyRequestPatch{ProxyAgentID: fx.b.ID,
+		Tasks: []office.ProxyTask{{ID: "d-open1", ProxyAgentID: fx.b.ID, Content: "one"}, {ID: "d-done2", ProxyAgentID: fx.b.ID, Content: "two"}}}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if _, ok, err := s.SetProxyTaskStatus(ctx, fx.office.ID, "d-done2", office.ProxyTaskCompleted); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	got, err := s.ListOpenWork(ctx, fx.office.ID)
+	if err != nil {
+		t.Fatalf("ListOpenWork: %v", err)
+	}
+	var want office.OpenWork
+	want.Invocations, _ = s.ListInvocations(ctx, office.InvocationFilter{OfficeID: fx.office.ID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
+	want.ProxyTasks, _ = s.ListProxyTasks(ctx, office.ProxyTaskFilter{OfficeID: fx.office.ID, Status: office.ProxyTaskOpen})
+	if len(want.Invocations) != 2 || len(want.ProxyTasks) != 1 {
+		t.Fatalf("the List methods found %d invocations, %d proxy tasks; want 2, 1", len(want.Invocations), len(want.ProxyTasks))
+	}
+	if d := diff(got, want, fx.opts()); d != "" {
+		t.Errorf("ListOpenWork differs from the List methods (-got +want):\n%s", d)
+	}
+	other, err := s.ListOpenWork(ctx, fx.mkOffice(t, "Other").ID)
+	if err != nil || len(other.Invocations)+len(other.ProxyTasks) != 0 {
+		t.Errorf("ListOpenWork(another office) = %+v, %v; want nothing", other, err)
+	}
 }

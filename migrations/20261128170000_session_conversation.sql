@@ -11,7 +11,10 @@
 -- an existing row is kept, a new row is 'starting'.
 --
 -- The rest is migrations/20261128100000_office_functions.sql's function;
--- see docs/notes/store-functions.md. The old signature is dropped
+-- see docs/notes/store-functions.md. p_agent_session_id defaults to
+-- '', so the functions that set a status by position
+-- (20261128120000_office_mark_delivered.sql, 20261128130000_office_ask.sql)
+-- call it unchanged. The old signature is dropped
 -- (a function with one more argument would be a second function beside
 -- it), so running this twice gives the same result.
 
@@ -22,7 +25,7 @@ drop function if exists public.office_set_session_status(uuid, uuid, text, text,
 create or replace function public.office_set_session_status(
   p_office_id uuid, p_agent_id uuid, p_status text, p_detail text,
   p_process boolean, p_pid integer, p_exit_code integer, p_started_at timestamptz,
-  p_event_kind text, p_event_payload jsonb, p_node text, p_agent_session_id text) returns jsonb
+  p_event_kind text, p_event_payload jsonb, p_node text, p_agent_session_id text default '') returns jsonb
 language plpgsql volatile
 security invoker
 set search_path = ''
