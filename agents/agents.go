@@ -148,6 +148,9 @@ func CheckLaunch(l office.LaunchSpec) error {
 	if _, err := session.Check(sp); err != nil {
 		return office.Errorf(office.EINVALID, "%v", err)
 	}
+	if err := office.CheckHibernateAfter(l.HibernateAfter); err != nil {
+		return err
+	}
 	return l.Permissions.Check()
 }
 

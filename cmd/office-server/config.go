@@ -205,20 +205,26 @@ type officeFile struct {
 		// Permissions are every agent's defaults: its own rules are
 		// added to them, its own timeout wins.
 		Permissions *office.PermissionPolicy `yaml:"permissions"`
+		// HibernateAfter is every resuming agent's default idle time
+		// before it hibernates (office.LaunchSpec.HibernateAfter).
+		HibernateAfter time.Duration `yaml:"hibernate_after"`
 	} `yaml:"office"`
 	Agents []agentFile `yaml:"agents"`
 }
 
 type agentFile struct {
-	Name           string     `yaml:"name"`
-	Role           string     `yaml:"role"`
-	Capabilities   []string   `yaml:"capabilities"`
-	Priority       int        `yaml:"priority"`
-	Expertise      []string   `yaml:"expertise"`
-	AllowedActions []string   `yaml:"allowed_actions"`
-	MaxLoad        int        `yaml:"max_load"`
-	Disabled       bool       `yaml:"disabled"`
-	Launch         launchFile `yaml:"launch"`
+	Name           string   `yaml:"name"`
+	Role           string   `yaml:"role"`
+	Capabilities   []string `yaml:"capabilities"`
+	Priority       int      `yaml:"priority"`
+	Expertise      []string `yaml:"expertise"`
+	AllowedActions []string `yaml:"allowed_actions"`
+	MaxLoad        int      `yaml:"max_load"`
+	Disabled       bool     `yaml:"disabled"`
+	// HibernateAfter, when given, is the agent's own idle time before it
+	// hibernates (0: never), in place of the office's.
+	HibernateAfter *time.Duration `yaml:"hibernate_after"`
+	Launch         launchFile     `yaml:"launch"`
 }
 
 type launchFile struct {
