@@ -46,6 +46,9 @@ func (d *desk) deliver(ctx context.Context) {
 		d.mu.Lock()
 		d.settled = !left
 		d.mu.Unlock()
+		if !left {
+			d.r.hib.sleepIfAsked(ctx, d)
+		}
 		if left {
 			retry.Reset(delay)
 			delay = min(2*delay, maxDelay)
@@ -145,6 +148,11 @@ func (d *desk) round(ctx context.Context) (retry bool) {
 		return false
 	}
 	v := &delivery{r: o, a: a, running: o.sess.Running(a.OfficeID, a.ID)}
+	if !v.running {
+		if asleep, retry := o.hib.wakeIfDue(ctx, d, a); asleep {
+			return retry // hibernate.go
+		}
+	}
 	if !d.deliverNotices(ctx, v) {
 		return true
 	}
@@ -436,6 +444,7 @@ func (o *deliverer) startSession(ctx context.Context, a office.Agent, restart bo
 	if err != nil {
 		return fmt.Errorf("start %s: %w", a.Name, err)
 	}
+	o.hib.started(a)
 	if a.Status != office.AgentActive {
 		if err := o.store.SetAgentStatus(ctx, a.ID, office.AgentActive); err != nil {
 			// The session runs; the row catches up at its next status.

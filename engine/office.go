@@ -172,6 +172,11 @@ type Config struct {
 	// person before it is denied, unless the agent's policy says; default
 	// DefaultPermissionTimeout.
 	PermissionTimeout time.Duration
+
+	// MaxLive caps the live agents of this server: a wake-up (or an
+	// autostart) beyond it waits while the least recently used idle agents
+	// hibernate (hibernate.go). 0: no cap.
+	MaxLive int
 }
 
 // StatusChange is a session's new status (session.Options.OnStatus), with
@@ -213,6 +218,7 @@ type Router struct {
 	perms    *permissions
 	proxies  *proxyWork
 	sweep    *sweeper
+	hib      *hibernation
 }
 
 type agentKey struct{ officeID, agentID string }
@@ -302,10 +308,14 @@ func (o *Router) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	o.wg.Add(3)
+	o.wg.Add(4)
 	go func() {
 		defer o.wg.Done()
 		o.sweep.run(ctx)
+	}()
+	go func() {
+		defer o.wg.Done()
+		o.hib.run(ctx)
 	}()
 	go func() {
 		defer o.wg.Done()
@@ -399,6 +409,7 @@ func (o *Router) CatchUp(ctx context.Context, officeID string) {
 // (statusWriter.settle).
 func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []office.Agent, autostart bool) {
 	o.status.settle(ctx, officeID)
+	o.hib.forgetOffice(officeID)
 	o.perms.sweepPermissions(ctx, officeID, "")
 	o.CatchUp(ctx, officeID)
 	if !autostart {
@@ -421,6 +432,9 @@ func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []off
 		}
 	}
 	for _, a := range start {
+		if o.hib.skipStart(ctx, a) {
+			continue // hibernated: the first work for it wakes it
+		}
 		if err := o.StartAgent(ctx, a.ID); err != nil && ctx.Err() == nil {
 			o.log.Warn("start agent", "agent", a.Name, "err", err)
 		}
@@ -477,6 +491,9 @@ func (o *Router) wire(cfg Config, sealer *office.Sealer) {
 	o.sweep.perms, o.sweep.work, o.sweep.proxies = o.perms, w, o.proxies
 	o.proxies.asks, o.proxies.delivery, o.proxies.handOver = a, o.delivery, o.sweep.handOver
 	o.status.sweep = o.sweep
+	o.hib = &hibernation{base: b, sess: cfg.Sessions, perms: o.perms, status: o.status, delivery: o.delivery}
+	o.hib.init()
+	o.status.hib, o.delivery.hib = o.hib, o.hib
 }
 
 // HandleStatus takes a session status change (session.Options.OnStatus)

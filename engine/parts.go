@@ -98,11 +98,13 @@ type deliverer struct {
 	perms  *permissions
 	sweep  *sweeper
 	quiet  quiesce // the graceful stop (once.go)
+	hib    *hibernation
 }
 
 // statusWriter records session status changes in order, one at a time.
 type statusWriter struct {
 	*base
+	hib   *hibernation
 	perms *permissions
 	work  *work
 	sweep *sweeper
