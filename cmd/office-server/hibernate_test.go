@@ -23,6 +23,7 @@ import (
 // wakes it and reaches the model once. Then the server is killed (SIGKILL)
 // while the agent hibernates: the restarted server leaves it asleep, and
 // the next message wakes it, delivered once, in the same conversation.
+// A crash of the agent's process while it wakes loses nothing either.
 func TestClaudeHibernate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs Claude Code")
@@ -130,6 +131,22 @@ agents:
 	c.wait("the model's reply to the answer", 60*time.Second, func() bool { return countLast(srv, "a-51c9") >= 1 })
 	asleep("po hibernated after the answer", po())
 
+	// A crash during the resume: the woken process is killed before its
+	// first turn ends; the session restarts it and the message still
+	// reaches the model once.
+	post(t, c, "/api/offices/"+officeID+"/messages", `{"agent":"po","content":"Status please (m-9b2d)."}`)
+	var waking hibSession
+	c.wait("po waking", 60*time.Second, func() bool {
+		waking = po()
+		return waking.Status != "hibernated" && waking.PID != 0
+	})
+	if err := syscall.Kill(-waking.PID, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the waking po (pid %d): %v", waking.PID, err)
+	}
+	t.Logf("killed po while %s", waking.Status)
+	c.wait("the message after the crash at the model", 90*time.Second, func() bool { return countLast(srv, "m-9b2d") >= 1 })
+	asleep("po hibernated after the crash", po())
+
 	// SIGKILL the server while po hibernates; the restarted server leaves
 	// it asleep until a message comes.
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -162,14 +179,14 @@ agents:
 				n++
 			}
 		}
-		return n == 2
+		return n == 3
 	})
 	time.Sleep(2 * time.Second) // a second typing would show by now
 
 	// Exactly once: each text was the last user text of one request only,
 	// and every wake resumed the one conversation (each request after the
 	// first wake carries the earlier texts).
-	for _, tok := range []string{"m-7f3a", "a-51c9", "m-c02e"} {
+	for _, tok := range []string{"m-7f3a", "a-51c9", "m-9b2d", "m-c02e"} {
 		if n := countLast(srv, tok); n != 1 {
 			t.Errorf("the model got %s as a new prompt %d times, want 1", tok, n)
 		}
