@@ -458,6 +458,20 @@ func (h *hibernation) skipStart(ctx context.Context, a office.Agent) bool {
 	return true
 }
 
+// stoppedOnRequest is told that an operator stopped a (StopAgent): a
+// hibernated agent is stopped now, and work for it no longer wakes it.
+func (h *hibernation) stoppedOnRequest(ctx context.Context, a office.Agent) {
+	k := agentKey{a.OfficeID, a.ID}
+	if !h.sleeping(ctx, k) {
+		return
+	}
+	h.mu.Lock()
+	h.asleep[k] = false
+	h.line = slices.DeleteFunc(h.line, func(x agentKey) bool { return x == k })
+	h.mu.Unlock()
+	h.status.queue(StatusChange{OfficeID: a.OfficeID, AgentID: a.ID, Status: office.SessionStopped, Detail: "stopped on request while hibernated"})
+}
+
 // open reports whether a permission request of k's agent waits for a
 // decision here.
 func (o *permissions) open(k agentKey) bool {

@@ -290,3 +290,26 @@ func TestMaxLive(t *testing.T) {
 		t.Errorf("%d agents were live at once, want at most 1", most)
 	}
 }
+
+// An operator's stop of a hibernated agent makes it stopped: work for it
+// then waits for a start.
+func TestHibernatedStoppedOnRequest(t *testing.T) {
+	r, ss, as := sleepyOffice(t, 0, sleeper("po", 50*time.Millisecond))
+	po := as[0]
+	ctx := context.Background()
+	if err := r.StartAgent(ctx, po.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "hibernated", func() bool { return sessionStatus(t, r, po.ID).Status == office.SessionHibernated })
+	if err := r.StopAgent(ctx, po.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "stopped", func() bool { return sessionStatus(t, r, po.ID).Status == office.SessionStopped })
+	if _, err := r.SendUserMessage(ctx, ss.officeID, po.ID, "", "after the stop"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := ss.starts(po.ID); n != 1 {
+		t.Errorf("po started %d times, want 1: a stopped agent is not woken", n)
+	}
+}
