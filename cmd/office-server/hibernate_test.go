@@ -235,3 +235,111 @@ func countLast(srv *anthropictest.Server, tok string) int {
 	}
 	return n
 }
+
+// TestClaudeMaxLive runs the built server with three real Claude Code
+// agents and --max-live 2 (no hibernate_after): the third is not started
+// at start (hibernated, its row says why); a message to it waits while
+// the least recently used idle agent hibernates, then reaches the model
+// once; never more than two agents are live; a message to the one put to
+// sleep wakes it the same way.
+func TestClaudeMaxLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs Claude Code")
+	}
+	claude := testenv.ClaudeBin(t)
+	bin := buildServer(t)
+	srv := anthropictest.New(t)
+	srv.Reply(func(anthropictest.Request) anthropictest.Response { return anthropictest.Response{Text: "OK"} })
+	home, repo := t.TempDir(), t.TempDir()
+	officeFile := filepath.Join(t.TempDir(), "office.yaml")
+	yaml := "office:\n  name: Capped office\nagents:\n"
+	for _, n := range []string{"a", "b", "c"} {
+		yaml += fmt.Sprintf("  - name: %s\n    launch: {kind: claude, command: %q, dir: %q}\n", n, claude, filepath.Join(repo, n))
+	}
+	if err := os.WriteFile(officeFile, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const token = "maxlive-token-0123456789abcdef"
+	p := launchServer(t, bin, []string{"HOME=" + home, "LANG=C.UTF-8", "OFFICE_ADMIN_TOKEN=" + token, "OFFICE_MAX_LIVE=2",
+		"ANTHROPIC_API_KEY=" + srv.Key, "ANTHROPIC_BASE_URL=" + srv.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
+		"--office", officeFile, "--data-dir", t.TempDir())
+	p.waitHealthy(t)
+	t.Cleanup(func() { p.stop(t) })
+	defer func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", p.stderr.String())
+		}
+	}()
+	c := apiClient{t: t, base: p.base, token: token}
+	var offices []struct{ ID string }
+	c.wait("the office", 30*time.Second, func() bool { return c.do("GET", "/api/offices", "", &offices) == 200 && len(offices) == 1 })
+	officeID := offices[0].ID
+	mostLive := 0
+	sessions := func() map[string]hibSession {
+		var ss []hibSession
+		c.do("GET", "/api/offices/"+officeID+"/sessions", "", &ss)
+		out, live := map[string]hibSession{}, 0
+		for _, s := range ss {
+			out[s.AgentName] = s
+			if s.Status != "hibernated" && s.Status != "stopped" && s.PID != 0 {
+				live++
+			}
+		}
+		mostLive = max(mostLive, live)
+		return out
+	}
+	c.wait("a and b ready, c hibernated", 90*time.Second, func() bool {
+		s := sessions()
+		return s["a"].Status == "ready" && s["b"].Status == "ready" && s["c"].Status == "hibernated"
+	})
+	if d := sessions()["c"].Detail; !strings.Contains(d, "max_live 2") {
+		t.Errorf("c's row says %q, want why it was not started", d)
+	}
+	wakeOnce := func(agent, tok string) {
+		t.Helper()
+		post(t, c, "/api/offices/"+officeID+"/messages", fmt.Sprintf(`{"agent":%q,"content":"Hello (%s)."}`, agent, tok))
+		c.wait(tok+" at the model", 120*time.Second, func() bool { sessions(); return countLast(srv, tok) >= 1 })
+	}
+	wakeOnce("c", "m-c1")
+	s := sessions()
+	slept := ""
+	for _, n := range []string{"a", "b"} {
+		if s[n].Status == "hibernated" {
+			slept = n
+			if !strings.Contains(s[n].Detail, "make room") {
+				t.Errorf("%s's row says %q, want hibernated to make room", n, s[n].Detail)
+			}
+		}
+	}
+	if slept == "" {
+		t.Fatalf("neither a nor b hibernated for c: %+v", s)
+	}
+	wakeOnce(slept, "m-"+slept+"2")
+	time.Sleep(2 * time.Second)
+	sessions()
+	for _, tok := range []string{"m-c1", "m-" + slept + "2"} {
+		if n := countLast(srv, tok); n != 1 {
+			t.Errorf("the model got %s %d times, want 1", tok, n)
+		}
+	}
+	if mostLive > 2 {
+		t.Errorf("%d agents were live at once, want at most 2", mostLive)
+	}
+	var evs []struct {
+		Kind    string `json:"kind"`
+		AgentID string `json:"agent_id"`
+		Payload struct {
+			Detail string `json:"detail"`
+		} `json:"payload"`
+	}
+	c.do("GET", "/api/offices/"+officeID+"/events?limit=500", "", &evs)
+	waited := false
+	for _, e := range evs {
+		if e.Kind == "session.hibernated" && strings.Contains(e.Payload.Detail, "waiting to wake") {
+			waited = true
+		}
+	}
+	if !waited {
+		t.Error("no event says why a wake-up waited")
+	}
+}
