@@ -41,6 +41,7 @@ type hibernateResult struct {
 	SleepCPU         float64       // the tree's CPU share with all hibernated
 	Wake             [2]time.Duration
 	Wakes            int
+	PeakMiB          float64 // the most PSS of the tree seen after a wake
 }
 
 // wakeToken marks the k-th wake-up's message.
@@ -123,6 +124,8 @@ func (r *hibernateRun) run(ctx context.Context, stderr io.Writer) (res hibernate
 			mu.Unlock()
 			if ok {
 				took = append(took, got.Sub(at))
+				pss, _ := treePSS(srv.pid())
+				res.PeakMiB = max(res.PeakMiB, pss)
 				break
 			}
 			if time.Now().After(deadline) {
@@ -258,14 +261,14 @@ func hibernateLine(ctx context.Context, r *hibernateRun, stdout, stderr io.Write
 		capText = strconv.Itoa(h.MaxLive)
 	}
 	fmt.Fprintf(stdout, "\nHibernation, %d Claude Code agents (%s, embedded store, scripted model), max-live %s:\n\n", h.N, h.Version, capText)
-	fmt.Fprintln(stdout, "| agents | ready after | PSS all live (processes) | PSS all hibernated | per live agent | CPU all hibernated | wake → message at the model p50/p99 (wakes) |")
-	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|")
+	fmt.Fprintln(stdout, "| agents | ready after | PSS all live (processes) | PSS all hibernated | per live agent | CPU all hibernated | wake → message at the model p50/p99 (wakes) | PSS peak over the wakes |")
+	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|")
 	live := h.N
 	if h.MaxLive > 0 {
 		live = min(h.N, h.MaxLive)
 	}
-	fmt.Fprintf(stdout, "| %d | %.1f s | %.0f MiB (%d) | %.0f MiB | %.0f MiB | %.2f%% | %.0f / %.0f ms (%d) |\n",
+	fmt.Fprintf(stdout, "| %d | %.1f s | %.0f MiB (%d) | %.0f MiB | %.0f MiB | %.2f%% | %.0f / %.0f ms (%d) | %.0f MiB |\n",
 		h.N, h.Ready.Seconds(), h.LiveMiB, h.LiveProcs, h.SleepMi, (h.LiveMiB-h.SleepMi)/float64(live), 100*h.SleepCPU,
-		ms(h.Wake[0]), ms(h.Wake[1]), h.Wakes)
+		ms(h.Wake[0]), ms(h.Wake[1]), h.Wakes, h.PeakMiB)
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/office-server/office-server/internal/anthropictest"
 	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/server"
 )
 
 // TestClaudeHibernate runs the built `office-server serve` with a real
@@ -23,7 +27,8 @@ import (
 // wakes it and reaches the model once. Then the server is killed (SIGKILL)
 // while the agent hibernates: the restarted server leaves it asleep, and
 // the next message wakes it, delivered once, in the same conversation.
-// A crash of the agent's process while it wakes loses nothing either.
+// A crash of the agent's process while it wakes loses nothing either, and
+// opening the console's terminal of a hibernated agent wakes it.
 func TestClaudeHibernate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs Claude Code")
@@ -100,7 +105,7 @@ agents:
 	asleep := func(what string, old hibSession) {
 		t.Helper()
 		c.wait(what, 60*time.Second, func() bool { return po().Status == "hibernated" })
-		if err := syscall.Kill(old.PID, 0); !errors.Is(err, syscall.ESRCH) {
+		if err := syscall.Kill(old.PID, 0); old.PID > 0 && !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("%s: po's process %d still exists (kill 0: %v)", what, old.PID, err)
 		}
 	}
@@ -209,6 +214,31 @@ agents:
 	for _, l := range strings.Split(p.stderr.String()+p2.stderr.String(), "\n") {
 		if strings.Contains(l, "agent hibernated") || strings.Contains(l, "agent woken") {
 			t.Log(l)
+		}
+	}
+	if s := po(); s.AgentSessionID != first.AgentSessionID {
+		t.Errorf("conversation id changed across hibernation: %q, then %q", first.AgentSessionID, s.AgentSessionID)
+	}
+
+	// Opening the console's terminal of the hibernated agent wakes it.
+	asleep("po hibernated before the console", po())
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+token)
+	ws, res, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(c.base, "http")+"/ws/offices/"+officeID+"/agents/po", h)
+	if err != nil {
+		t.Fatalf("console of the hibernated po: %v (%v)", err, res)
+	}
+	defer ws.Close()
+	c.wait("po awake for the console", 60*time.Second, func() bool { return po().Status == "ready" })
+	screen := ""
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for !strings.Contains(screen, "❯") {
+		_, p, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("console of the woken po: %v; screen so far %q", err, screen)
+		}
+		if len(p) > 0 && p[0] == server.FrameOutput {
+			screen += string(p[1:])
 		}
 	}
 	if s := po(); s.AgentSessionID != first.AgentSessionID {
