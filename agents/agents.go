@@ -378,7 +378,8 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 }
 
 func statusChange(k session.Key, st session.Status, info session.Info) engine.StatusChange {
-	c := engine.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail, Resumes: info.Resumes, Resumed: info.Resumed}
+	c := engine.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail,
+		Resumes: info.Resumes, Resumed: info.Resumed, ConversationID: info.ConversationID}
 	switch st {
 	case session.StatusExited, session.StatusCrashed, session.StatusFailed, session.StatusStopped:
 		code := info.ExitCode

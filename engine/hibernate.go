@@ -66,6 +66,7 @@ type hibernation struct {
 	line     []agentKey           // wake-ups waiting for a live slot (MaxLive), in order
 	told     map[agentKey]int     // the place in line last written to the session row
 	reserved int                  // wake-ups let through whose session is not counted live yet
+	convs    map[agentKey]string  // the conversation id last seen in each agent's row
 	wakeC    chan struct{}
 }
 
@@ -77,6 +78,7 @@ type watched struct {
 
 func (h *hibernation) init() {
 	h.watch, h.asleep, h.going, h.told = map[agentKey]watched{}, map[agentKey]bool{}, map[agentKey]string{}, map[agentKey]int{}
+	h.convs = map[agentKey]string{}
 	h.wakeC = make(chan struct{}, 1)
 	h.idle, _ = h.sess.(Idler)
 }
@@ -470,6 +472,39 @@ func (h *hibernation) stoppedOnRequest(ctx context.Context, a office.Agent) {
 	h.line = slices.DeleteFunc(h.line, func(x agentKey) bool { return x == k })
 	h.mu.Unlock()
 	h.status.queue(StatusChange{OfficeID: a.OfficeID, AgentID: a.ID, Status: office.SessionStopped, Detail: "stopped on request while hibernated"})
+}
+
+// keepConversation writes the conversation a session reports into its
+// row when the row names another: Codex names its conversation itself
+// (the office's made-up id is replaced by Codex's own), and a process
+// started later — after a hibernation, or by the next server — resumes
+// the conversation the row names. The status writer calls it, the row's
+// single writer.
+func (h *hibernation) keepConversation(ctx context.Context, c StatusChange) {
+	if c.ConversationID == "" {
+		return
+	}
+	k := agentKey{c.OfficeID, c.AgentID}
+	h.mu.Lock()
+	known := h.convs[k] == c.ConversationID
+	h.mu.Unlock()
+	if known {
+		return
+	}
+	rec, err := h.store.GetSessionByAgent(ctx, c.AgentID)
+	if err != nil {
+		return // asked again at the next status
+	}
+	if rec.AgentSessionID != c.ConversationID {
+		rec.AgentSessionID = c.ConversationID
+		if _, err := h.store.UpsertSession(ctx, rec); err != nil {
+			h.log.Warn("record the agent's conversation", "agent", c.AgentID, "err", err)
+			return
+		}
+	}
+	h.mu.Lock()
+	h.convs[k] = c.ConversationID
+	h.mu.Unlock()
 }
 
 // open reports whether a permission request of k's agent waits for a

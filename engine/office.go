@@ -197,6 +197,11 @@ type StatusChange struct {
 	// fresh one gets what it had not acknowledged typed again by the
 	// session.
 	Resumed bool
+	// ConversationID is the conversation the process holds
+	// (session.Info.ConversationID): Codex names its own, which the
+	// office keeps in the session row so that the next process, after a
+	// hibernation or a server restart, resumes it (hibernate.go).
+	ConversationID string
 }
 
 // Router is the routing core: it acts on every message the agents print and

@@ -145,6 +145,7 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 	} else {
 		o.publish(ev)
 	}
+	o.hib.keepConversation(ctx, c)
 	k := agentKey{officeID, agentID}
 	o.onStatus(ctx, k, c)
 	// A new process may be given what the last one held (requeue) and
