@@ -60,13 +60,14 @@ type hibernation struct {
 	delivery *deliverer
 
 	mu       sync.Mutex
-	watch    map[agentKey]watched // agents started here that may hibernate
-	asleep   map[agentKey]bool    // known hibernated or not; missing: the session row says
-	going    map[agentKey]string  // being put to sleep: the detail of its hibernated row
-	line     []agentKey           // wake-ups waiting for a live slot (MaxLive), in order
-	told     map[agentKey]int     // the place in line last written to the session row
-	reserved int                  // wake-ups let through whose session is not counted live yet
-	convs    map[agentKey]string  // the conversation id last seen in each agent's row
+	watch    map[agentKey]watched   // agents started here that may hibernate
+	asleep   map[agentKey]bool      // known hibernated or not; missing: the session row says
+	going    map[agentKey]string    // being put to sleep: the detail of its hibernated row
+	line     []agentKey             // wake-ups waiting for a live slot (MaxLive), in order
+	told     map[agentKey]int       // the place in line last written to the session row
+	reserved int                    // wake-ups let through whose session is not counted live yet
+	convs    map[agentKey]string    // the conversation id last seen in each agent's row
+	asked    map[agentKey]time.Time // when look last asked an agent to sleep
 	wakeC    chan struct{}
 }
 
@@ -78,7 +79,7 @@ type watched struct {
 
 func (h *hibernation) init() {
 	h.watch, h.asleep, h.going, h.told = map[agentKey]watched{}, map[agentKey]bool{}, map[agentKey]string{}, map[agentKey]int{}
-	h.convs = map[agentKey]string{}
+	h.convs, h.asked = map[agentKey]string{}, map[agentKey]time.Time{}
 	h.wakeC = make(chan struct{}, 1)
 	h.idle, _ = h.sess.(Idler)
 }
@@ -91,6 +92,7 @@ func (h *hibernation) started(a office.Agent) {
 	w := watched{after: after, may: after > 0 || slices.Contains(office.ResumingKinds, a.Launch.Kind)}
 	h.mu.Lock()
 	h.asleep[k] = false
+	delete(h.asked, k)
 	if w.may {
 		h.watch[k] = w
 	} else {
@@ -159,7 +161,11 @@ func (h *hibernation) look(ctx context.Context) {
 		if w.after <= 0 {
 			continue
 		}
+		if at, ok := h.asked[k]; ok && now.Sub(at) < w.after {
+			continue // asked, and it could not sleep (work came): not before another hibernate_after
+		}
 		if since, ok := h.idle.IdleSince(k.officeID, k.agentID); ok && now.Sub(since) >= w.after {
+			h.asked[k] = now
 			due = append(due, k)
 			whys = append(whys, fmt.Sprintf("idle since %s (hibernate_after %s)", since.UTC().Format(time.RFC3339), w.after))
 		}
