@@ -236,7 +236,7 @@ func (h *hibernation) sleepIfAsked(ctx context.Context, d *desk) {
 
 // rewrite is the status writer's look at a status change before it is
 // written: the stop of an agent put to sleep is written hibernated, with
-// why; a start ends any sleep.
+// why.
 func (h *hibernation) rewrite(c StatusChange) StatusChange {
 	k := agentKey{c.OfficeID, c.AgentID}
 	h.mu.Lock()
@@ -248,7 +248,9 @@ func (h *hibernation) rewrite(c StatusChange) StatusChange {
 			c.Status, c.Detail, c.LastLines = office.SessionHibernated, why, nil
 		}
 	case office.SessionStarting:
-		delete(h.going, k)
+		// Not the end of a sleep being made: a start queued before the
+		// stop may be written after going was set (the stop's own status
+		// always comes, before Stop returns).
 		delete(h.told, k)
 	}
 	return c
@@ -475,6 +477,7 @@ func (h *hibernation) stoppedOnRequest(ctx context.Context, a office.Agent) {
 	}
 	h.mu.Lock()
 	h.asleep[k] = false
+	delete(h.going, k)
 	h.line = slices.DeleteFunc(h.line, func(x agentKey) bool { return x == k })
 	h.mu.Unlock()
 	h.status.queue(StatusChange{OfficeID: a.OfficeID, AgentID: a.ID, Status: office.SessionStopped, Detail: "stopped on request while hibernated"})

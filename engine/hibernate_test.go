@@ -313,3 +313,46 @@ func TestHibernatedStoppedOnRequest(t *testing.T) {
 		t.Errorf("po started %d times, want 1: a stopped agent is not woken", n)
 	}
 }
+
+// A task and a result wake their hibernated receivers, each typed once.
+func TestHibernateWakesForTaskAndResult(t *testing.T) {
+	r, ss, as := sleepyOffice(t, 0, sleeper("caller", 100*time.Millisecond), sleeper("po", 100*time.Millisecond))
+	caller, po := as[0], as[1]
+	ctx := context.Background()
+	for _, a := range as {
+		if err := r.StartAgent(ctx, a.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	asleep := func(a office.Agent) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for sessionStatus(t, r, a.ID).Status != office.SessionHibernated {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never hibernated: %+v", a.Name, sessionStatus(t, r, a.ID))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	asleep(caller)
+	asleep(po)
+	if _, err := r.SendUserMessage(ctx, ss.officeID, caller.ID, "", "give po a task"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the message typed into caller", func() bool { return ss.typedTo(caller.ID, "give po a task") == 1 })
+	r.HandleText(Text{OfficeID: ss.officeID, AgentID: caller.ID, ID: "c-1", TurnEnd: true,
+		Lines: []string{"[INVOKE:po]", "Write the release notes.", "[/INVOKE:po]"}})
+	eventually(t, "the task typed into po", func() bool { return ss.typedTo(po.ID, "Write the release notes.") == 1 })
+	asleep(caller)
+	r.HandleText(Text{OfficeID: ss.officeID, AgentID: po.ID, ID: "p-1", TurnEnd: true,
+		Lines: []string{"[DELIVER_RESULT:caller]", "type: markdown", "content: Release notes written.", "[/DELIVER_RESULT:caller]"}})
+	eventually(t, "the result typed into caller", func() bool { return ss.typedTo(caller.ID, "Release notes written.") == 1 })
+	asleep(po)
+	asleep(caller)
+	if n, m := ss.typedTo(po.ID, "Write the release notes."), ss.typedTo(caller.ID, "Release notes written."); n != 1 || m != 1 {
+		t.Errorf("the task was typed %d times and the result %d times, want 1 and 1", n, m)
+	}
+	if n := ss.starts(caller.ID); n != 3 {
+		t.Errorf("caller started %d times, want 3 (start, message, result)", n)
+	}
+}
