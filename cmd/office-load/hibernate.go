@@ -110,6 +110,17 @@ func (r *hibernateRun) run(ctx context.Context, stderr io.Writer) (res hibernate
 	res.SleepCPU = float64(cpu1-cpu0+tree1-tree0) / float64(5*time.Second)
 
 	// Wake-ups one at a time, each to an agent asleep.
+	return r.wakeAll(ctx, srv, id, res, func(k int) (time.Time, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		at, ok := arrived[k]
+		return at, ok
+	})
+}
+
+// wakeAll posts a message to each hibernated agent in turn and times it
+// to the model (arrived: when the k-th wake's message reached it).
+func (r *hibernateRun) wakeAll(ctx context.Context, srv *serverProc, id string, res hibernateResult, arrived func(k int) (time.Time, bool)) (hibernateResult, error) {
 	var took []time.Duration
 	for k := 1; k <= min(r.wakes, r.n); k++ {
 		at := time.Now()
@@ -119,10 +130,7 @@ func (r *hibernateRun) run(ctx context.Context, stderr io.Writer) (res hibernate
 		}
 		deadline := time.Now().Add(2 * time.Minute)
 		for {
-			mu.Lock()
-			got, ok := arrived[k]
-			mu.Unlock()
-			if ok {
+			if got, ok := arrived(k); ok {
 				took = append(took, got.Sub(at))
 				pss, _ := treePSS(srv.pid())
 				res.PeakMiB = max(res.PeakMiB, pss)
