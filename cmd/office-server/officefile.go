@@ -279,7 +279,11 @@ func hibernateAfter(doc *yaml.Node, i int, a agentFile, kind string, def time.Du
 		return 0
 	}
 	if err := office.CheckHibernateAfter(*a.HibernateAfter); err != nil {
-		ps.add(node(doc, "agents", i, "hibernate_after"), fmt.Sprintf("agents[%d].hibernate_after", i), "%s", office.ErrorMessage(err))
+		path := fmt.Sprintf("agents[%d]", i)
+		if a.Name != "" {
+			path = fmt.Sprintf("agents[%d] (%s)", i, a.Name)
+		}
+		ps.add(node(doc, "agents", i, "hibernate_after"), path+".hibernate_after", "%s", office.ErrorMessage(err))
 	}
 	return *a.HibernateAfter
 }
