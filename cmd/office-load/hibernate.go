@@ -36,7 +36,7 @@ type hibernateResult struct {
 	Version          string
 	N, MaxLive       int
 	Ready            time.Duration // all agents ready
-	LiveMiB, SleepMi float64       // PSS of the server's tree, all live / all hibernated
+	LiveMiB, SleepMiB float64       // PSS of the server's tree, all live / all hibernated
 	LiveProcs        int           // processes in the tree with all live
 	SleepCPU         float64       // the tree's CPU share with all hibernated
 	Wake             [2]time.Duration
@@ -101,7 +101,7 @@ func (r *hibernateRun) run(ctx context.Context, stderr io.Writer) (res hibernate
 		return res, err
 	}
 	time.Sleep(time.Second) // the last stops' processes are reaped
-	res.SleepMi, _ = treePSS(srv.pid())
+	res.SleepMiB, _ = treePSS(srv.pid())
 	cpu0, _ := procCPU(srv.pid())
 	tree0, _ := treeCPU(srv.pid())
 	time.Sleep(5 * time.Second)
@@ -276,7 +276,7 @@ func hibernateLine(ctx context.Context, r *hibernateRun, stdout, stderr io.Write
 		live = min(h.N, h.MaxLive)
 	}
 	fmt.Fprintf(stdout, "| %d | %.1f s | %.0f MiB (%d) | %.0f MiB | %.0f MiB | %.2f%% | %.0f / %.0f ms (%d) | %.0f MiB |\n",
-		h.N, h.Ready.Seconds(), h.LiveMiB, h.LiveProcs, h.SleepMi, (h.LiveMiB-h.SleepMi)/float64(live), 100*h.SleepCPU,
+		h.N, h.Ready.Seconds(), h.LiveMiB, h.LiveProcs, h.SleepMiB, (h.LiveMiB-h.SleepMiB)/float64(live), 100*h.SleepCPU,
 		ms(h.Wake[0]), ms(h.Wake[1]), h.Wakes, h.PeakMiB)
 	return nil
 }
