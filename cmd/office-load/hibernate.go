@@ -33,15 +33,15 @@ type hibernateRun struct {
 
 // hibernateResult is the run's figures.
 type hibernateResult struct {
-	Version          string
-	N, MaxLive       int
-	Ready            time.Duration // all agents ready
+	Version           string
+	N, MaxLive        int
+	Ready             time.Duration // all agents ready
 	LiveMiB, SleepMiB float64       // PSS of the server's tree, all live / all hibernated
-	LiveProcs        int           // processes in the tree with all live
-	SleepCPU         float64       // the tree's CPU share with all hibernated
-	Wake             [2]time.Duration
-	Wakes            int
-	PeakMiB          float64 // the most PSS of the tree seen after a wake
+	LiveProcs         int           // processes in the tree with all live
+	SleepCPU          float64       // the tree's CPU share with all hibernated
+	Wake              [2]time.Duration
+	Wakes             int
+	PeakMiB           float64 // the most PSS of the tree seen after a wake
 }
 
 // wakeToken marks the k-th wake-up's message.
