@@ -148,6 +148,9 @@ func CheckLaunch(l office.LaunchSpec) error {
 	if _, err := session.Check(sp); err != nil {
 		return office.Errorf(office.EINVALID, "%v", err)
 	}
+	if err := office.CheckHibernateAfter(l.HibernateAfter); err != nil {
+		return err
+	}
 	return l.Permissions.Check()
 }
 
@@ -371,7 +374,8 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 }
 
 func statusChange(k session.Key, st session.Status, info session.Info) engine.StatusChange {
-	c := engine.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail, Resumes: info.Resumes, Resumed: info.Resumed}
+	c := engine.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail,
+		Resumes: info.Resumes, Resumed: info.Resumed, ConversationID: info.ConversationID}
 	switch st {
 	case session.StatusExited, session.StatusCrashed, session.StatusFailed, session.StatusStopped:
 		code := info.ExitCode

@@ -613,3 +613,32 @@ func TestCutOffNodeStopsFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestCapacityCountsLiveAgents: an office weighs its agents that are not
+// hibernated, so a node of capacity 6 takes one office of four live agents
+// and two whose four agents all hibernate.
+func TestCapacityCountsLiveAgents(t *testing.T) {
+	pool, ids := database(t, 3)
+	ctx := context.Background()
+	for i, id := range ids {
+		var agents []string
+		err := pool.QueryRow(ctx, `with a as (insert into public.office_agents (office_id, name)
+			select $1, 'a' || i from generate_series(1, 4) i returning id) select array_agg(id::text) from a`, id).Scan(&agents)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := "hibernated"
+		if i == 0 {
+			status = "ready"
+		}
+		for _, a := range agents {
+			if _, err := pool.Exec(ctx, `insert into public.agent_sessions (office_id, agent_id, status) values ($1, $2, $3)`, id, a, status); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	small := cluster.Config{Lease: 2 * time.Second, Renew: 300 * time.Millisecond, Capacity: 6}
+	a := startNode(t, pool, small)
+	waitFor(t, 10*time.Second, "every office on the node", func() bool { return a.rec.count() == 3 })
+	checkOnce(t, ids, a)
+}

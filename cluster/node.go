@@ -49,7 +49,10 @@ type Config struct {
 	// console's terminal proxy).
 	Addr string
 	// Capacity is how many agents this node may run; 0: no limit. An
-	// office weighs its agents that are not disabled (at least 1).
+	// office weighs its agents that are neither disabled nor hibernated
+	// (at least 1): a hibernated agent has no process, so a node holds
+	// more offices of sleeping agents (their wake-ups are capped per node
+	// by --max-live, docs/notes/hibernate.md).
 	Capacity int
 	// Lease is how long a lease lasts unrenewed (default DefaultLease);
 	// Renew how often the node renews, takes and balances (default

@@ -38,8 +38,9 @@ func (n *Node) view(ctx context.Context) (view, error) {
 	b := &pgx.Batch{}
 	b.Queue(`
 		with w as (
-		  select o.id, o.created_at, greatest(count(a.id) filter (where a.status <> 'disabled'), 1)::int as w
+		  select o.id, o.created_at, greatest(count(a.id) filter (where a.status <> 'disabled' and s.status is distinct from 'hibernated'), 1)::int as w
 		  from public.offices o left join public.office_agents a on a.office_id = o.id
+		  left join public.agent_sessions s on s.agent_id = a.id
 		  group by o.id)
 		select w.id::text, w.w, l.office_id is null or l.expires_at <= now(),
 		       extract(epoch from now() - coalesce(l.expires_at, w.created_at))::float8
@@ -48,8 +49,9 @@ func (n *Node) view(ctx context.Context) (view, error) {
 		select n.node_id, n.capacity, coalesce(sum(w.w), 0)::int
 		from office_cluster.nodes n
 		left join office_cluster.leases l on l.node_id = n.node_id and l.expires_at > now()
-		left join lateral (select greatest(count(*) filter (where a.status <> 'disabled'), 1)::int as w
-		                   from public.office_agents a where a.office_id = l.office_id) w on l.office_id is not null
+		left join lateral (select greatest(count(*) filter (where a.status <> 'disabled' and s.status is distinct from 'hibernated'), 1)::int as w
+		                   from public.office_agents a left join public.agent_sessions s on s.agent_id = a.id
+		                   where a.office_id = l.office_id) w on l.office_id is not null
 		where n.heartbeat > now() - make_interval(secs => $1) and not n.draining
 		group by n.node_id, n.capacity`, n.cfg.Lease.Seconds())
 	br := n.pool.SendBatch(ctx, b)

@@ -209,6 +209,7 @@ func (o *Router) StopAgent(ctx context.Context, agentID string) error {
 	if err := o.sess.Stop(ctx, a.OfficeID, a.ID); err != nil {
 		return err
 	}
+	o.hib.stoppedOnRequest(ctx, a)
 	return o.status.stopped(ctx, a)
 }
 

@@ -48,6 +48,9 @@ func (d *desk) deliver(ctx context.Context) {
 		d.mu.Lock()
 		d.settled = !left
 		d.mu.Unlock()
+		if !left {
+			d.r.hib.sleepIfAsked(ctx, d)
+		}
 		if left {
 			retry.Reset(delay.NextBackOff())
 		} else {
@@ -146,6 +149,11 @@ func (d *desk) round(ctx context.Context) (retry bool) {
 		return false
 	}
 	v := &delivery{r: o, a: a, running: o.sess.Running(a.OfficeID, a.ID)}
+	if !v.running {
+		if asleep, retry := o.hib.wakeIfDue(ctx, d, a); asleep {
+			return retry // hibernate.go
+		}
+	}
 	if !d.deliverNotices(ctx, v) {
 		return true
 	}
@@ -394,6 +402,13 @@ func (o *deliverer) deliverNextTask(ctx context.Context, v *delivery, x due) out
 	return delivered
 }
 
+// beginRound counts a round outside the desks' own (the hibernation's)
+// for the graceful stop; false once it began.
+func (o *deliverer) beginRound() bool { return o.quiet.begin() }
+
+// endRound ends a round beginRound counted.
+func (o *deliverer) endRound() { o.quiet.end() }
+
 func (o *deliverer) retryErr(what string, err error) bool {
 	o.log.Warn("deliver: "+what, "err", err)
 	return true
@@ -454,6 +469,11 @@ func (o *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpe
 	if err != nil && !office.IsNotFound(err) {
 		return spec, fmt.Errorf("get session: %w", err)
 	}
+	if rec.AgentSessionID == "" && launch.Kind == selfNamingKind {
+		// Codex names its conversation itself: the row records Codex's id
+		// once its process reports it (hibernation.keepConversation).
+		return spec, nil
+	}
 	if rec.AgentSessionID == "" {
 		// A new conversation, recorded by the one writer of the row: only
 		// the conversation (and this node) is written, the first one
@@ -489,6 +509,7 @@ func (o *deliverer) startSession(ctx context.Context, a office.Agent, restart bo
 	if err != nil {
 		return fmt.Errorf("start %s: %w", a.Name, err)
 	}
+	o.hib.started(a)
 	if a.Status != office.AgentActive {
 		if err := o.store.SetAgentStatus(ctx, a.ID, office.AgentActive); err != nil {
 			// The session runs; the row catches up at its next status.

@@ -44,6 +44,7 @@ type desk struct {
 	crashed        bool   // crashed since its last ready (see remind)
 	settled        bool   // the last delivery round delivered everything it found (see recordStatus)
 	readyOnce      bool   // its session was ready in this server's life
+	sleep          string // asked to hibernate, and why (hibernate.go)
 	cursor         cursor // the newest transcript cursor known
 
 	// Guarded by the router's mu: the loops run.

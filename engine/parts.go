@@ -103,6 +103,7 @@ type deliverer struct {
 	perms  *permissions
 	timers *timers
 	quiet  quiesce // the graceful stop (once.go)
+	hib    *hibernation
 }
 
 // statusWriter records session status changes in order, one at a time.
@@ -115,6 +116,7 @@ type statusWriter struct {
 	// work, which writes its own statuses through the status writer, so
 	// the status writer holds only this.
 	failer workFailer
+	hib    *hibernation
 
 	mu   sync.Mutex
 	q    []StatusChange

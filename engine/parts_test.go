@@ -14,7 +14,7 @@ import (
 // parts are the engine's parts (engine/parts.go, docs/notes/engine.md):
 // the types whose fields make its call graph.
 var parts = []string{"Router", "base", "eventLog", "roster", "timers", "dispatcher", "asks", "work",
-	"proxyWork", "deliverer", "statusWriter", "permissions", "sweeper"}
+	"proxyWork", "deliverer", "statusWriter", "permissions", "sweeper", "hibernation"}
 
 // partGraph reads the engine's source (not its tests) and returns, for
 // each part, the parts its struct holds: a field or an embedded field of

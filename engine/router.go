@@ -155,6 +155,11 @@ type Config struct {
 	// person before it is denied, unless the agent's policy says; default
 	// DefaultPermissionTimeout.
 	PermissionTimeout time.Duration
+
+	// MaxLive caps the live agents of this server: a wake-up (or an
+	// autostart) beyond it waits while the least recently used idle agents
+	// hibernate (hibernate.go). 0: no cap.
+	MaxLive int
 }
 
 // StatusChange is a session's new status (session.Options.OnStatus), with
@@ -175,6 +180,11 @@ type StatusChange struct {
 	// fresh one gets what it had not acknowledged typed again by the
 	// session.
 	Resumed bool
+	// ConversationID is the conversation the process holds
+	// (session.Info.ConversationID): Codex names its own, which the
+	// office keeps in the session row so that the next process, after a
+	// hibernation or a server restart, resumes it (hibernate.go).
+	ConversationID string
 }
 
 // Router is the routing core: it acts on every message the agents print and
@@ -196,6 +206,7 @@ type Router struct {
 	perms    *permissions
 	proxies  *proxyWork
 	sweep    *sweeper
+	hib      *hibernation
 }
 
 type agentKey struct{ officeID, agentID string }
@@ -285,10 +296,14 @@ func (o *Router) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	o.wg.Add(3)
+	o.wg.Add(4)
 	go func() {
 		defer o.wg.Done()
 		o.sweep.run(ctx)
+	}()
+	go func() {
+		defer o.wg.Done()
+		o.hib.run(ctx)
 	}()
 	go func() {
 		defer o.wg.Done()
@@ -382,6 +397,7 @@ func (o *Router) CatchUp(ctx context.Context, officeID string) {
 // (statusWriter.settle).
 func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []office.Agent, autostart bool) {
 	o.status.settle(ctx, officeID)
+	o.hib.forgetOffice(officeID)
 	o.perms.sweepPermissions(ctx, officeID, "")
 	o.CatchUp(ctx, officeID)
 	if !autostart {
@@ -404,6 +420,9 @@ func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []off
 		}
 	}
 	for _, a := range start {
+		if o.hib.skipStart(ctx, a) {
+			continue // hibernated: the first work for it wakes it
+		}
 		if err := o.StartAgent(ctx, a.ID); err != nil && ctx.Err() == nil {
 			o.log.Warn("start agent", "agent", a.Name, "err", err)
 		}
@@ -460,6 +479,9 @@ func (o *Router) wire(cfg Config, sealer *office.Sealer) {
 	o.proxies = &proxyWork{base: b, asks: a, delivery: o.delivery, timers: tm}
 	o.intake = &dispatcher{base: b, asks: a, work: w, proxies: o.proxies}
 	o.sweep = &sweeper{base: b, timers: tm, perms: o.perms, work: w, proxies: o.proxies}
+	o.hib = &hibernation{base: b, sess: cfg.Sessions, perms: o.perms, status: o.status.queue, desks: o.delivery}
+	o.hib.init()
+	o.status.hib, o.delivery.hib = o.hib, o.hib
 }
 
 // HandleStatus takes a session status change (session.Options.OnStatus)

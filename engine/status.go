@@ -119,6 +119,7 @@ func (o *statusWriter) recordQueued(ctx context.Context) {
 }
 
 func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
+	c = o.hib.rewrite(c) // the stop of an agent put to sleep is hibernated
 	officeID, agentID, status := c.OfficeID, c.AgentID, c.Status
 	if !o.serves(officeID) {
 		// The office was taken over: its row is the new owner's now.
@@ -148,6 +149,7 @@ func (o *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 	} else {
 		o.publish(ev)
 	}
+	o.hib.keepConversation(ctx, c)
 	k := agentKey{officeID, agentID}
 	o.onStatus(ctx, k, c)
 	// A new process may be given what the last one held (requeue) and

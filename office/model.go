@@ -75,6 +75,30 @@ type LaunchSpec struct {
 	// what runs without asking, what is refused, what is always asked, and
 	// how long a request waits for a person. See docs/notes/permissions.md.
 	Permissions *PermissionPolicy `json:"permissions,omitempty"`
+	// HibernateAfter, when positive, is how long the agent may be idle
+	// (no turn in progress, nothing queued for it, no dialog or permission
+	// request open, nothing typed to it) before its process is stopped and
+	// its session is hibernated; zero: never. See CanHibernate.
+	HibernateAfter time.Duration `json:"hibernate_after,omitempty"`
+}
+
+// ResumingKinds are the kinds of agent whose CLI keeps its conversation
+// across a stop and resumes it at the next start (session.Info.Resumes):
+// an office's hibernate_after applies to them. An agent of another kind
+// (a plain command, the built-in scripts) loses its state when stopped, so
+// it hibernates only when its own launch spec says so.
+var ResumingKinds = []string{"", "claude", "codex", "gemini", "qwen"}
+
+// MaxHibernateAfter bounds LaunchSpec.HibernateAfter.
+const MaxHibernateAfter = 30 * 24 * time.Hour
+
+// CheckHibernateAfter reports an EINVALID error for a negative or too
+// long hibernate_after.
+func CheckHibernateAfter(d time.Duration) error {
+	if d < 0 || d > MaxHibernateAfter {
+		return Errorf(EINVALID, "hibernate_after %s: want between 0 (never) and %s", d, MaxHibernateAfter)
+	}
+	return nil
 }
 
 // WithDefaults returns a with what a stored agent has when nobody said
@@ -107,6 +131,11 @@ const (
 	// prompt…). Nothing is typed into it; SessionRecord.Detail holds the
 	// dialog's text, and a person resolves it from the console.
 	SessionNeedsAttention = "needs_attention"
+	// SessionHibernated: the agent was idle for its HibernateAfter and its
+	// process was stopped cleanly to give its memory back; its
+	// conversation is kept, and any work for it starts it again with the
+	// conversation resumed (docs/notes/hibernate.md).
+	SessionHibernated = "hibernated"
 )
 
 // SessionRecord is an agent's session as persisted (agent_sessions). There is

@@ -132,7 +132,7 @@ type SessionStatus struct {
 // word, which the office's view of the work does not overwrite.
 func StickySessionStatus(status string) bool {
 	switch status {
-	case SessionNeedsAttention, SessionCrashed, SessionFailed, SessionStopped, SessionExited:
+	case SessionNeedsAttention, SessionCrashed, SessionFailed, SessionStopped, SessionExited, SessionHibernated:
 		return true
 	}
 	return false

@@ -120,6 +120,15 @@ func (s *Server) console(w http.ResponseWriter, r *http.Request) {
 		return // another node runs the office
 	}
 	term, ok := s.cfg.Terminals.Terminal(o.ID, a.ID)
+	if !ok && s.hibernated(r.Context(), o.ID, a.ID) {
+		// Opening a hibernated agent's terminal wakes it, its
+		// conversation resumed (docs/notes/hibernate.md).
+		if err := s.cfg.Office.StartAgent(r.Context(), o.ID, a.ID); err != nil {
+			writeError(w, err)
+			return
+		}
+		term, ok = s.cfg.Terminals.Terminal(o.ID, a.ID)
+	}
 	if !ok {
 		writeError(w, office.Errorf(office.ENOTFOUND, "agent %q has no running session", a.Name))
 		return

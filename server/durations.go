@@ -59,15 +59,16 @@ type policyJSON struct {
 	Timeout Duration `json:"timeout,omitempty"`
 }
 
-// launchJSON is a launch spec with its permission policy's timeout as a
-// duration string.
+// launchJSON is a launch spec with its permission policy's timeout and
+// its hibernate_after as duration strings.
 type launchJSON struct {
 	office.LaunchSpec
-	Permissions *policyJSON `json:"permissions,omitempty"`
+	Permissions    *policyJSON `json:"permissions,omitempty"`
+	HibernateAfter Duration    `json:"hibernate_after,omitempty"`
 }
 
 func launchOut(l office.LaunchSpec) launchJSON {
-	out := launchJSON{LaunchSpec: l}
+	out := launchJSON{LaunchSpec: l, HibernateAfter: Duration(l.HibernateAfter)}
 	if l.Permissions != nil {
 		out.Permissions = &policyJSON{PermissionPolicy: *l.Permissions, Timeout: Duration(l.Permissions.Timeout)}
 	}
@@ -77,6 +78,7 @@ func launchOut(l office.LaunchSpec) launchJSON {
 func (l launchJSON) spec() office.LaunchSpec {
 	out := l.LaunchSpec
 	out.Permissions = nil
+	out.HibernateAfter = time.Duration(l.HibernateAfter)
 	if l.Permissions != nil {
 		p := l.Permissions.PermissionPolicy
 		p.Timeout = time.Duration(l.Permissions.Timeout)

@@ -211,8 +211,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	invs := map[string]int{}
 	for _, o := range offices {
 		if agents, err := st.ListAgents(ctx, o.ID); err == nil {
+			asleep := c.s.hibernatedAgents(ctx, o.ID)
 			for _, a := range agents {
 				status := office.SessionStopped
+				if asleep[a.ID] {
+					status = office.SessionHibernated
+				}
 				if t, ok := c.s.cfg.Terminals.Terminal(o.ID, a.ID); ok {
 					status = t.Status()
 				}

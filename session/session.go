@@ -262,6 +262,7 @@ type Session struct {
 	modes      modeTracker
 	lastOutput time.Time
 	inputAt    time.Time
+	statusAt   time.Time // when info.Status last changed (IdleSince)
 	crashes    []time.Time
 	sendQ      []*sendReq
 	ended      bool // stopped for good
@@ -355,6 +356,7 @@ func (s *Session) setStatusLocked(st Status) (func(), bool) {
 		return func() {}, false
 	}
 	s.info.Status = st
+	s.statusAt = time.Now()
 	info := s.infoLocked()
 	return func() {
 		s.log.Debug("session status", "status", st)

@@ -71,6 +71,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.Logs, "server-log", "", "keep the server's log of each run, at debug level, in this directory (DIR/sqlite-10-r1.log)")
 	claudeN := fs.Int("claude", 0, "also time this many INVOKEs from a real Claude Code caller (transcript line → task Enter in an idle load agent; embedded store, scripted model)")
 	claudeBin := fs.String("claude-bin", envOr("OFFICE_CLAUDE_BIN", "claude"), "the Claude Code binary for -claude (env OFFICE_CLAUDE_BIN)")
+	hibN := fs.Int("hibernate", 0, "measure hibernation with this many real Claude Code agents instead (PSS live and hibernated, wake → message at the model; embedded store, scripted model)")
+	hibAfter := fs.Duration("hibernate-after", 60*time.Second, "with -hibernate: the agents' hibernate_after (all must be ready before it)")
+	maxLive := fs.Int("max-live", 0, "with -hibernate: the server's --max-live")
+	wakes := fs.Int("wakes", 20, "with -hibernate: wake-ups timed, one at a time, each to a hibernated agent (at most one per agent)")
 	repeat := fs.Int("repeat", 1, "runs of each store and size; the table gives each column's median, the upper one for an even count (runs interleaved: every size once, then again)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -80,6 +84,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *repeat < 1 {
 		return fmt.Errorf("bad -repeat %d", *repeat)
+	}
+	if *hibN > 0 {
+		return hibernateLine(ctx, &hibernateRun{c: c, bin: *claudeBin, n: *hibN, after: *hibAfter, maxLive: *maxLive, wakes: *wakes}, stdout, stderr)
 	}
 	sizes, kinds, err := parseSizes(*ns, *inputs, *claudeN > 0, c.Command != "")
 	if err != nil {

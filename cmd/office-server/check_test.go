@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
@@ -44,6 +45,10 @@ var badOffices = []struct {
 		want: []string{`office.yaml:6: agents[0] (a).launch.command: "no-such-agent-cli" is not an executable here`}, schemaOK: true},
 	{name: "variable not set", yaml: "office: {name: x}\nagents:\n  - name: a\n    launch:\n      kind: command\n      command: /bin/true\n      env: {KEY: \"${OFFICE_TEST_UNSET_VAR}\"}\n",
 		want: []string{`office.yaml:7: agents[0] (a).launch.env.KEY: ${OFFICE_TEST_UNSET_VAR} is not set in this environment`}, schemaOK: true},
+	{name: "negative hibernate_after", yaml: "office:\n  name: x\n  hibernate_after: -5s\n",
+		want: []string{"office.yaml:3: office.hibernate_after: hibernate_after -5s: want between 0 (never) and 720h0m0s"}},
+	{name: "hibernate_after too long", yaml: "office: {name: x}\nagents:\n  - name: a\n    hibernate_after: 1000h\n",
+		want: []string{"office.yaml:4: agents[0] (a).hibernate_after: hibernate_after 1000h0m0s: want between 0 (never) and 720h0m0s"}, schemaOK: true},
 	{name: "two unknown keys", yaml: "office: {name: x, colour: red}\nagents:\n  - name: a\n    rol: x\n",
 		want: []string{`office.yaml:1: unknown key "colour" in office`, `office.yaml:4: unknown key "rol" in agents[0] (did you mean "role"?)`}},
 }
@@ -144,6 +149,34 @@ func TestSchemaValidates(t *testing.T) {
 		}
 		if err := sch.Validate(decode([]byte(tc.yaml))); err == nil {
 			t.Errorf("%s: the schema accepts it", tc.name)
+		}
+	}
+}
+
+// TestHibernateAfterInherited: the office's hibernate_after goes to the
+// agents whose kind resumes its conversation; a command agent hibernates
+// only with its own; an agent's own wins, 0s included.
+func TestHibernateAfterInherited(t *testing.T) {
+	_, as, err := parseOfficeFile("office.yaml", []byte(`office: {name: x, hibernate_after: 10m}
+agents:
+  - name: claude
+  - name: codex
+    launch: {kind: codex}
+  - name: cmd
+    launch: {kind: command, command: /bin/cat}
+  - name: cmd-own
+    hibernate_after: 1h
+    launch: {kind: command, command: /bin/cat}
+  - name: never
+    hibernate_after: 0s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]time.Duration{"claude": 10 * time.Minute, "codex": 10 * time.Minute, "cmd": 0, "cmd-own": time.Hour, "never": 0}
+	for _, a := range as {
+		if got := a.Launch.HibernateAfter; got != want[a.Name] {
+			t.Errorf("%s: hibernate_after %s, want %s", a.Name, got, want[a.Name])
 		}
 	}
 }

@@ -56,6 +56,9 @@ type serveConfig struct {
 	ContentRules string
 	AgentBin     string // executable for "builtin" agents; default: this one
 	NoAutostart  bool
+	// MaxLive caps the live agents of this server (engine.Config.MaxLive);
+	// 0: no cap.
+	MaxLive int
 	// Node names this server in agent_sessions.node; with PostgreSQL it is
 	// also the cluster node's id (default: the data directory's node-id).
 	Node string
@@ -97,6 +100,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	s.String(&c.ContentRules, "content-rules", "OFFICE_CONTENT_RULES", "", "file of content rules for proxy requests, added to the built-in ones")
 	s.String(&c.AgentBin, "agent-bin", "OFFICE_AGENT_BIN", "", "executable for builtin agents (default: this executable)")
 	s.Bool(&c.NoAutostart, "no-autostart", "OFFICE_NO_AUTOSTART", "do not start the agents' sessions at start")
+	s.Int(&c.MaxLive, "max-live", "OFFICE_MAX_LIVE", 0, "most agents live at once on this server: beyond it, the least recently used idle agent hibernates before another wakes, and wake-ups wait in line; 0: no cap")
 	s.Bool(&c.AllowAnonymousMembers, "allow-anonymous-members", supabase.EnvAllowAnonymous, "accept Supabase's anonymous sign-ins (is_anonymous) as members on the member endpoints")
 	s.String(&c.Node, "node", "OFFICE_NODE", "", "this server's node name, recorded in agent_sessions.node (with PostgreSQL, default: the node id kept in the data directory)")
 	s.String(&c.NodeAddr, "node-addr", "OFFICE_NODE_ADDR", "", "with PostgreSQL: host:port where the other servers reach this one, for the console's terminals (default: the listen address)")
@@ -120,6 +124,9 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		if err := postgres.CheckSessionURL(c.DatabaseURL); err != nil {
 			return c, usagef("DATABASE_URL: %w", err)
 		}
+	}
+	if c.MaxLive < 0 {
+		return c, usagef("max-live %d: want a number of agents, 0 for no cap", c.MaxLive)
 	}
 	if c.Capacity < 0 {
 		return c, usagef("capacity %d: want a number of agents, 0 for no limit", c.Capacity)
@@ -205,20 +212,26 @@ type officeFile struct {
 		// Permissions are every agent's defaults: its own rules are
 		// added to them, its own timeout wins.
 		Permissions *office.PermissionPolicy `yaml:"permissions"`
+		// HibernateAfter is every resuming agent's default idle time
+		// before it hibernates (office.LaunchSpec.HibernateAfter).
+		HibernateAfter time.Duration `yaml:"hibernate_after"`
 	} `yaml:"office"`
 	Agents []agentFile `yaml:"agents"`
 }
 
 type agentFile struct {
-	Name           string     `yaml:"name"`
-	Role           string     `yaml:"role"`
-	Capabilities   []string   `yaml:"capabilities"`
-	Priority       int        `yaml:"priority"`
-	Expertise      []string   `yaml:"expertise"`
-	AllowedActions []string   `yaml:"allowed_actions"`
-	MaxLoad        int        `yaml:"max_load"`
-	Disabled       bool       `yaml:"disabled"`
-	Launch         launchFile `yaml:"launch"`
+	Name           string   `yaml:"name"`
+	Role           string   `yaml:"role"`
+	Capabilities   []string `yaml:"capabilities"`
+	Priority       int      `yaml:"priority"`
+	Expertise      []string `yaml:"expertise"`
+	AllowedActions []string `yaml:"allowed_actions"`
+	MaxLoad        int      `yaml:"max_load"`
+	Disabled       bool     `yaml:"disabled"`
+	// HibernateAfter, when given, is the agent's own idle time before it
+	// hibernates (0: never), in place of the office's.
+	HibernateAfter *time.Duration `yaml:"hibernate_after"`
+	Launch         launchFile     `yaml:"launch"`
 }
 
 type launchFile struct {

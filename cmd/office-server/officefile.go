@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -200,13 +201,18 @@ func checkOfficeFile(b []byte, opt checkOptions) (office.Office, []office.Agent,
 	if f.Office.QuestionTTL < 0 {
 		ps.add(node(&doc, "office", "question_ttl"), "office.question_ttl", "%s is negative", f.Office.QuestionTTL)
 	}
+	if err := office.CheckHibernateAfter(f.Office.HibernateAfter); err != nil {
+		ps.add(node(&doc, "office", "hibernate_after"), "office.hibernate_after", "%s", office.ErrorMessage(err))
+	}
 	if err := f.Office.Permissions.Check(); err != nil {
 		ps.add(node(&doc, "office", "permissions"), "", "office.%s", office.ErrorMessage(err))
 	}
 	seen := map[string]bool{}
 	var list []office.Agent
 	for i, a := range f.Agents {
-		list = append(list, checkAgent(&doc, i, a, f.Office.Permissions, seen, opt, &ps))
+		ag := checkAgent(&doc, i, a, f.Office.Permissions, seen, opt, &ps)
+		ag.Launch.HibernateAfter = hibernateAfter(&doc, i, a, ag.Launch.Kind, f.Office.HibernateAfter, &ps)
+		list = append(list, ag)
 	}
 	return o, list, ps
 }
@@ -259,6 +265,27 @@ func checkAgent(doc *yaml.Node, i int, a agentFile, defaults *office.PermissionP
 		Expertise: a.Expertise, AllowedActions: a.AllowedActions, MaxLoad: a.MaxLoad, Status: status,
 		Launch: launch,
 	}
+}
+
+// hibernateAfter returns agent i's idle time before it hibernates: its
+// own hibernate_after when given, else the office's for a kind that
+// resumes its conversation (office.ResumingKinds). An agent of another
+// kind loses its state when stopped, so only its own setting says it may.
+func hibernateAfter(doc *yaml.Node, i int, a agentFile, kind string, def time.Duration, ps *problems) time.Duration {
+	if a.HibernateAfter == nil {
+		if slices.Contains(office.ResumingKinds, kind) {
+			return def
+		}
+		return 0
+	}
+	if err := office.CheckHibernateAfter(*a.HibernateAfter); err != nil {
+		path := fmt.Sprintf("agents[%d]", i)
+		if a.Name != "" {
+			path = fmt.Sprintf("agents[%d] (%s)", i, a.Name)
+		}
+		ps.add(node(doc, "agents", i, "hibernate_after"), path+".hibernate_after", "%s", office.ErrorMessage(err))
+	}
+	return *a.HibernateAfter
 }
 
 // checkLaunch checks agent i's launch spec: its kind, the keys that apply

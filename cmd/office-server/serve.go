@@ -182,7 +182,7 @@ func (m *Main) newOffice(c serveConfig, log *slog.Logger, store office.Store, fe
 		Store: store, Feed: feed, Logger: log.With("part", "office"),
 		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
 		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(), Node: own.nodeName(c),
-		ProxyWait: c.ProxyWait, ContentRules: rules,
+		ProxyWait: c.ProxyWait, ContentRules: rules, MaxLive: c.MaxLive,
 	}, agents.Options{AgentBin: c.AgentBin, StateDir: stateDir, Wrap: own.wrap(stateDir)},
 		session.Options{Logger: log.With("part", "session"), Keeper: keeper, Hook: hook})
 	if err != nil {

@@ -161,6 +161,14 @@ func testSetSessionStatus(t *testing.T, fx *fixture) {
 	if err != nil || got.Status != office.SessionCrashed || got.Detail != "boom" || got.ExitCode == nil || *got.ExitCode != 2 {
 		t.Errorf("row after office busy over crashed = %+v, %v; want crashed, boom, exit 2", got, err)
 	}
+	// So does hibernated (an idle agent whose process was stopped).
+	set(office.SessionStatus{Status: office.SessionHibernated, Process: true, Detail: "idle since then"})
+	if _, _, ok = set(office.SessionStatus{Status: office.SessionWaiting}); ok {
+		t.Error("office waiting over hibernated: written, want the row kept")
+	}
+	if got, err = s.GetSessionByAgent(ctx, fx.a.ID); err != nil || got.Status != office.SessionHibernated || got.Detail != "idle since then" {
+		t.Errorf("row after office waiting over hibernated = %+v, %v; want hibernated, its detail", got, err)
+	}
 	_, _, _, err = s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID})
 	wantCode(t, "SetSessionStatus without a status", err, office.EINVALID)
 }

@@ -438,6 +438,7 @@ function renderTermStatus() {
 const statusLabels = {
   ready: 'waiting for input', busy: 'working', waiting: 'waiting for a result', needs_attention: 'waits for a person',
   starting: 'starting', stopped: 'stopped', exited: 'exited', crashed: 'crashed', failed: 'failed to start',
+  hibernated: 'hibernated (wakes on work)',
 };
 const statusLabel = (s) => statusLabels[s] || s || 'unknown';
 
