@@ -32,7 +32,7 @@ func NewTestStore(t testing.TB) (*sqlite.Store, string) {
 // recorded them.
 func DropNewestEvents(t testing.TB, path, kind, agentID string, n int) {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	db, err := sql.Open(sqlite.DriverName, "file:"+path+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}

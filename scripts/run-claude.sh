@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --cli claude
-# The first build downloads the Go modules (about 60 MB, go names each) and
+# The first build downloads the Go modules (about 19 MB, go names each) and
 # compiles them, naming each package (-v): minutes on a small machine.
 verbose=()
 if [ ! -x bin/office-server ]; then

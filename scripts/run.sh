@@ -5,7 +5,7 @@
 # (go prints each one). Extra arguments go to `office-server serve`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The first build downloads the Go modules (about 60 MB, go names each) and
+# The first build downloads the Go modules (about 19 MB, go names each) and
 # compiles them, naming each package (-v): minutes on a small machine.
 verbose=()
 if [ ! -x bin/office-server ]; then

@@ -1,5 +1,6 @@
 // Package sqlite is the embedded default office.Store: one SQLite file in WAL
-// mode through the pure-Go driver modernc.org/sqlite (no cgo), with an
+// mode through the pure-Go driver github.com/ncruces/go-sqlite3 (no cgo;
+// SQLite compiled to WebAssembly and translated to Go), with an
 // in-process change feed. It keeps the same tables, columns and semantics as
 // the Postgres store and passes store/storetest.
 //
@@ -32,14 +33,17 @@ import (
 	"sync"
 	"time"
 
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
+	"github.com/ncruces/go-sqlite3"
+	_ "github.com/ncruces/go-sqlite3/driver" // database/sql driver "sqlite3"
 
 	"github.com/office-server/office-server/office"
 )
 
 //go:embed schema/*.sql
 var schemaFS embed.FS
+
+// DriverName is the database/sql driver the store opens its files with.
+const DriverName = "sqlite3"
 
 // BusyTimeout is how long a connection waits for another process's write
 // lock before SQLITE_BUSY.
@@ -86,7 +90,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	q.Set("_txlock", "immediate")
 	dsn := "file:" + abs + "?" + q.Encode()
 
-	w, err := sql.Open("sqlite", dsn)
+	w, err := sql.Open(DriverName, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
@@ -106,7 +110,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	rq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
 	rq.Add("_pragma", "foreign_keys(1)")
 	rq.Add("_pragma", "query_only(1)")
-	r, err := sql.Open("sqlite", "file:"+abs+"?"+rq.Encode())
+	r, err := sql.Open(DriverName, "file:"+abs+"?"+rq.Encode())
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open readers %s: %w", abs, err)
@@ -323,16 +327,16 @@ func (s *Store) fail(op string, err error) error {
 	} else if errors.Is(err, sql.ErrConnDone) {
 		code = office.EUNAVAILABLE
 	}
-	var se *sqlite.Error
+	var se *sqlite3.Error
 	if errors.As(err, &se) {
-		switch se.Code() {
-		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		switch se.ExtendedCode() {
+		case sqlite3.CONSTRAINT_UNIQUE, sqlite3.CONSTRAINT_PRIMARYKEY:
 			code = office.ECONFLICT
-		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY, sqlite3.SQLITE_CONSTRAINT_CHECK, sqlite3.SQLITE_CONSTRAINT_NOTNULL:
+		case sqlite3.CONSTRAINT_FOREIGNKEY, sqlite3.CONSTRAINT_CHECK, sqlite3.CONSTRAINT_NOTNULL:
 			code = office.EINVALID
 		}
-		switch se.Code() & 0xff {
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		switch se.Code() {
+		case sqlite3.BUSY, sqlite3.LOCKED:
 			code = office.EUNAVAILABLE
 		}
 	}

@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	_ "modernc.org/sqlite"
-
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/store/sqlite"
 	"github.com/office-server/office-server/store/storetest"
@@ -116,7 +114,7 @@ func TestReopenKeepsDataAndSchemaVersion(t *testing.T) {
 		t.Errorf("SchemaVersion = %d, %v; want %d", v, err, sqlite.LatestSchemaVersion())
 	}
 	// WAL mode, foreign keys on the write connection.
-	db, err := sql.Open("sqlite", path)
+	db, err := sql.Open(sqlite.DriverName, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +133,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "office.db")
 	s := openPath(t, path)
 	s.Close()
-	db, err := sql.Open("sqlite", path)
+	db, err := sql.Open(sqlite.DriverName, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +158,7 @@ func TestUpgradeToSessionDetail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+	db, err := sql.Open(sqlite.DriverName, "file:"+path+"?_pragma=foreign_keys(1)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -699,7 +697,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 func TestUpgradeToRejectedInvocations(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "office.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+	db, err := sql.Open(sqlite.DriverName, "file:"+path+"?_pragma=foreign_keys(1)")
 	if err != nil {
 		t.Fatal(err)
 	}
