@@ -53,11 +53,11 @@ const (
 // hibernation puts idle agents to sleep and wakes them for work.
 type hibernation struct {
 	*base
-	sess     Sessions
-	idle     Idler // nil: nothing hibernates
-	perms    *permissions
-	status   func(StatusChange) // the status writer's queue
-	desks    wakeDesks          // the deliverer
+	sess   Sessions
+	idle   Idler // nil: nothing hibernates
+	perms  *permissions
+	status func(StatusChange) // the status writer's queue
+	desks  wakeDesks          // the deliverer
 
 	mu       sync.Mutex
 	watch    map[agentKey]watched   // agents started here that may hibernate

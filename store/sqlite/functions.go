@@ -208,17 +208,9 @@ func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question,
 	}
 	defer tx.Rollback()
 	t, now := nowTS()
-	var ttl int64 // microseconds (schema/0001_office.sql)
-	if err := tx.QueryRowContext(ctx, `select question_ttl from offices where id = ?`, q.OfficeID).Scan(&ttl); err != nil && !errors.Is(err, sql.ErrNoRows) {
+	expires, err := questionExpiry(ctx, tx, q.OfficeID, a, t)
+	if err != nil {
 		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
-	}
-	asked := t
-	if !a.At.IsZero() {
-		asked = a.At
-	}
-	expires := asked.Add(a.TTL)
-	if ttl > 0 {
-		expires = asked.Add(time.Duration(ttl) * time.Microsecond)
 	}
 	got, err := scanQuestion(tx.QueryRowContext(ctx, `insert into user_questions (id, office_id, agent_id, session_id, question_type, category,
 			question, options, default_answer, context, required, status, expires_at, created_at, updated_at)
@@ -269,6 +261,23 @@ func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question,
 		s.feed.publish(office.Change{Table: office.TableQuestions, Op: office.OpInsert, ID: got.ID, OfficeID: got.OfficeID, AgentID: got.AgentID, Status: got.Status, ExpiresAt: &at})
 	}
 	return got, pending, ev, created, nil
+}
+
+// questionExpiry is when a question asked (at a.At, or now) expires: after
+// its office's question_ttl, or a.TTL where the office sets none.
+func questionExpiry(ctx context.Context, tx *sql.Tx, officeID string, a office.Ask, now time.Time) (time.Time, error) {
+	var ttl int64 // microseconds (schema/0001_office.sql)
+	if err := tx.QueryRowContext(ctx, `select question_ttl from offices where id = ?`, officeID).Scan(&ttl); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, err
+	}
+	asked := now
+	if !a.At.IsZero() {
+		asked = a.At
+	}
+	if ttl > 0 {
+		return asked.Add(time.Duration(ttl) * time.Microsecond), nil
+	}
+	return asked.Add(a.TTL), nil
 }
 
 // DeliverResult implements office.Store; see its contract in

@@ -151,13 +151,22 @@ func testSetSessionStatus(t *testing.T, fx *fixture) {
 	if rec, _, _ = set(office.SessionStatus{Status: office.SessionReady, Process: true, PID: 42}); rec.Status != office.SessionReady || rec.Detail != "" {
 		t.Errorf("process ready after the answer = %+v; want ready, detail cleared", rec)
 	}
+	checkStickyStatuses(t, fx, set)
+	_, _, _, err = s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID})
+	wantCode(t, "SetSessionStatus without a status", err, office.EINVALID)
+}
+
+// checkStickyStatuses: the session layer's own word (crashed, hibernated)
+// stays against the office's view of the work, whose event is appended.
+func checkStickyStatuses(t *testing.T, fx *fixture, set func(office.SessionStatus) (office.SessionRecord, office.Event, bool)) {
+	t.Helper()
 	// The session layer's own word stays.
 	set(office.SessionStatus{Status: office.SessionCrashed, Process: true, ExitCode: ptr(2), Detail: "boom"})
-	_, ev, ok = set(office.SessionStatus{Status: office.SessionBusy, EventKind: "question.delivered"})
+	_, ev, ok := set(office.SessionStatus{Status: office.SessionBusy, EventKind: "question.delivered"})
 	if ok || ev.ID == 0 || ev.Kind != "question.delivered" {
 		t.Errorf("office busy over crashed = ok %v, event %+v; want the row kept and the event appended", ok, ev)
 	}
-	got, err := s.GetSessionByAgent(ctx, fx.a.ID)
+	got, err := fx.s.GetSessionByAgent(fx.ctx, fx.a.ID)
 	if err != nil || got.Status != office.SessionCrashed || got.Detail != "boom" || got.ExitCode == nil || *got.ExitCode != 2 {
 		t.Errorf("row after office busy over crashed = %+v, %v; want crashed, boom, exit 2", got, err)
 	}
@@ -166,11 +175,9 @@ func testSetSessionStatus(t *testing.T, fx *fixture) {
 	if _, _, ok = set(office.SessionStatus{Status: office.SessionWaiting}); ok {
 		t.Error("office waiting over hibernated: written, want the row kept")
 	}
-	if got, err = s.GetSessionByAgent(ctx, fx.a.ID); err != nil || got.Status != office.SessionHibernated || got.Detail != "idle since then" {
+	if got, err = fx.s.GetSessionByAgent(fx.ctx, fx.a.ID); err != nil || got.Status != office.SessionHibernated || got.Detail != "idle since then" {
 		t.Errorf("row after office waiting over hibernated = %+v, %v; want hibernated, its detail", got, err)
 	}
-	_, _, _, err = s.SetSessionStatus(ctx, office.SessionStatus{OfficeID: fx.office.ID, AgentID: fx.a.ID})
-	wantCode(t, "SetSessionStatus without a status", err, office.EINVALID)
 }
 
 // testSessionConversation: a new agent's first conversation makes its row,
@@ -191,40 +198,57 @@ func testSessionConversation(t *testing.T, fx *fixture) {
 // (racing callers: one wins, one event); only the agent's own row; the
 // office's busy not over the session layer's own word.
 func testMarkDelivered(t *testing.T, fx *fixture) {
-	s, ctx := fx.s, fx.ctx
-	events := func(kind string) int {
-		t.Helper()
-		evs, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID, Limit: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, e := range evs {
-			if e.Kind == kind {
-				n++
-			}
-		}
-		return n
-	}
-	mark := func(d office.Delivered) (time.Time, office.Event, bool) {
-		t.Helper()
-		if d.OfficeID == "" {
-			d.OfficeID, d.AgentID = fx.office.ID, fx.a.ID
-		}
-		at, ev, ok, err := s.MarkDelivered(ctx, d)
-		if err != nil {
-			t.Fatalf("MarkDelivered(%+v): %v", d, err)
-		}
-		return at, ev, ok
-	}
+	m := marker{t: t, fx: fx}
+	q := testMarkAnswer(t, fx, m)
+	testMarkResultAndTask(t, fx, m)
+	_, _, _, err := fx.s.MarkDelivered(fx.ctx, office.Delivered{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message", ID: q.ID})
+	wantCode(t, "MarkDelivered of an unknown kind", err, office.EINVALID)
+}
 
+// marker marks rows delivered for testMarkDelivered, and counts events.
+type marker struct {
+	t  *testing.T
+	fx *fixture
+}
+
+func (m marker) events(kind string) int {
+	m.t.Helper()
+	evs, err := m.fx.s.ListEvents(m.fx.ctx, office.EventFilter{OfficeID: m.fx.office.ID, Limit: 1000})
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func (m marker) mark(d office.Delivered) (time.Time, office.Event, bool) {
+	m.t.Helper()
+	if d.OfficeID == "" {
+		d.OfficeID, d.AgentID = m.fx.office.ID, m.fx.a.ID
+	}
+	at, ev, ok, err := m.fx.s.MarkDelivered(m.fx.ctx, d)
+	if err != nil {
+		m.t.Fatalf("MarkDelivered(%+v): %v", d, err)
+	}
+	return at, ev, ok
+}
+
+// testMarkAnswer: an answer marked delivered with its event and the
+// office's busy, once, by one of racing callers, not over crashed.
+func testMarkAnswer(t *testing.T, fx *fixture, m marker) office.Question {
+	s, ctx := fx.s, fx.ctx
 	// An answer: delivered, its event, the office's busy.
 	q := fx.answered(t)
 	payload := []byte(`{"question_id": "` + q.ID + `"}`)
-	if _, _, ok := mark(office.Delivered{AgentID: fx.b.ID, OfficeID: fx.office.ID, Kind: office.DeliveredQuestion, ID: q.ID, EventKind: "question.delivered"}); ok {
+	if _, _, ok := m.mark(office.Delivered{AgentID: fx.b.ID, OfficeID: fx.office.ID, Kind: office.DeliveredQuestion, ID: q.ID, EventKind: "question.delivered"}); ok {
 		t.Errorf("MarkDelivered of a's question typed into b = ok; want not marked")
 	}
-	at, ev, ok := mark(office.Delivered{Kind: office.DeliveredQuestion, ID: q.ID, EventKind: "question.delivered", EventPayload: payload, Busy: true})
+	at, ev, ok := m.mark(office.Delivered{Kind: office.DeliveredQuestion, ID: q.ID, EventKind: "question.delivered", EventPayload: payload, Busy: true})
 	if !ok || ev.ID == 0 || ev.Kind != "question.delivered" || ev.AgentID != fx.a.ID {
 		t.Fatalf("MarkDelivered(answer) = ok %v, event %+v; want marked with question.delivered", ok, ev)
 	}
@@ -242,8 +266,8 @@ func testMarkDelivered(t *testing.T, fx *fixture) {
 	if rec, err := s.GetSessionByAgent(ctx, fx.a.ID); err != nil || rec.Status != office.SessionBusy {
 		t.Errorf("session after MarkDelivered with Busy = %+v, %v; want busy", rec, err)
 	}
-	if _, _, ok := mark(office.Delivered{Kind: office.DeliveredQuestion, ID: q.ID, EventKind: "question.delivered", Busy: true}); ok || events("question.delivered") != 1 {
-		t.Errorf("MarkDelivered(answer) again = ok %v, %d events; want not marked, one event", ok, events("question.delivered"))
+	if _, _, ok := m.mark(office.Delivered{Kind: office.DeliveredQuestion, ID: q.ID, EventKind: "question.delivered", Busy: true}); ok || m.events("question.delivered") != 1 {
+		t.Errorf("MarkDelivered(answer) again = ok %v, %d events; want not marked, one event", ok, m.events("question.delivered"))
 	}
 	// Racing callers: one wins, one event.
 	q2 := fx.answered(t)
@@ -252,7 +276,7 @@ func testMarkDelivered(t *testing.T, fx *fixture) {
 		return ok, err
 	})
 	wantOneWinner(t, "MarkDelivered(answer)", wins)
-	if n := events("question.delivered"); n != 2 {
+	if n := m.events("question.delivered"); n != 2 {
 		t.Errorf("%d question.delivered events after the race; want 2 (one per question)", n)
 	}
 	// The office's busy does not overwrite the session layer's own word.
@@ -260,19 +284,26 @@ func testMarkDelivered(t *testing.T, fx *fixture) {
 		t.Fatal(err)
 	}
 	q3 := fx.answered(t)
-	if _, _, ok := mark(office.Delivered{Kind: office.DeliveredQuestion, ID: q3.ID, EventKind: "question.delivered", Busy: true}); !ok {
+	if _, _, ok := m.mark(office.Delivered{Kind: office.DeliveredQuestion, ID: q3.ID, EventKind: "question.delivered", Busy: true}); !ok {
 		t.Errorf("MarkDelivered(answer) to a crashed session = not marked; want marked")
 	}
 	if rec, err := s.GetSessionByAgent(ctx, fx.a.ID); err != nil || rec.Status != office.SessionCrashed {
 		t.Errorf("session after the office's busy over crashed = %+v, %v; want crashed", rec, err)
 	}
 
+	return q
+}
+
+// testMarkResultAndTask: a result delivered and a task started, each with
+// its event, once, only the agent's own.
+func testMarkResultAndTask(t *testing.T, fx *fixture, m marker) {
+	s, ctx := fx.s, fx.ctx
 	// A result: delivered, its event, no session change.
 	r, err := s.CreateResult(ctx, office.Result{OfficeID: fx.office.ID, FromAgentID: fx.b.ID, ToAgentID: fx.a.ID, ResultType: "message", ContentType: "text/plain", Content: "done"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	at, ev, ok = mark(office.Delivered{Kind: office.DeliveredResult, ID: r.ID, EventKind: "result.delivered"})
+	at, ev, ok := m.mark(office.Delivered{Kind: office.DeliveredResult, ID: r.ID, EventKind: "result.delivered"})
 	if !ok || ev.Kind != "result.delivered" || ev.Payload != nil {
 		t.Errorf("MarkDelivered(result) = ok %v, event %+v; want marked with result.delivered, no payload", ok, ev)
 	}
@@ -280,7 +311,7 @@ func testMarkDelivered(t *testing.T, fx *fixture) {
 		rs[0].Status != office.ResultDelivered || rs[0].DeliveredAt == nil || !rs[0].DeliveredAt.Equal(at) {
 		t.Errorf("results after MarkDelivered = %+v, %v; want the one delivered at %v", rs, err, at)
 	}
-	if _, _, ok := mark(office.Delivered{Kind: office.DeliveredResult, ID: r.ID, EventKind: "result.delivered"}); ok || events("result.delivered") != 1 {
+	if _, _, ok := m.mark(office.Delivered{Kind: office.DeliveredResult, ID: r.ID, EventKind: "result.delivered"}); ok || m.events("result.delivered") != 1 {
 		t.Errorf("MarkDelivered(result) again = ok %v; want not marked, one event", ok)
 	}
 
@@ -290,22 +321,19 @@ func testMarkDelivered(t *testing.T, fx *fixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := mark(office.Delivered{AgentID: fx.b.ID, OfficeID: fx.office.ID, Kind: office.DeliveredTask, ID: inv.ID}); ok {
+	if _, _, ok := m.mark(office.Delivered{AgentID: fx.b.ID, OfficeID: fx.office.ID, Kind: office.DeliveredTask, ID: inv.ID}); ok {
 		t.Errorf("MarkDelivered of a's task typed into b = ok; want not marked")
 	}
-	at, ev, ok = mark(office.Delivered{Kind: office.DeliveredTask, ID: inv.ID, EventKind: "invocation.in_progress"})
+	at, ev, ok = m.mark(office.Delivered{Kind: office.DeliveredTask, ID: inv.ID, EventKind: "invocation.in_progress"})
 	if !ok || ev.Kind != "invocation.in_progress" {
 		t.Errorf("MarkDelivered(task) = ok %v, event %+v; want started with invocation.in_progress", ok, ev)
 	}
 	if got, err := s.GetInvocation(ctx, inv.ID); err != nil || got.Status != office.InvocationInProgress || got.StartedAt == nil || !got.StartedAt.Equal(at) {
 		t.Errorf("task after MarkDelivered = %+v, %v; want in_progress, started at %v", got, err, at)
 	}
-	if _, _, ok := mark(office.Delivered{Kind: office.DeliveredTask, ID: inv.ID, EventKind: "invocation.in_progress"}); ok || events("invocation.in_progress") != 1 {
+	if _, _, ok := m.mark(office.Delivered{Kind: office.DeliveredTask, ID: inv.ID, EventKind: "invocation.in_progress"}); ok || m.events("invocation.in_progress") != 1 {
 		t.Errorf("MarkDelivered(task) again = ok %v; want not marked, one event", ok)
 	}
-
-	_, _, _, err = s.MarkDelivered(ctx, office.Delivered{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message", ID: q.ID})
-	wantCode(t, "MarkDelivered of an unknown kind", err, office.EINVALID)
 }
 
 // testAskQuestion: a question asked in one write with its session row's
@@ -340,20 +368,7 @@ func testAskQuestion(t *testing.T, fx *fixture) {
 	if got, err := s.GetQuestion(ctx, id1); err != nil || !got.ExpiresAt.Equal(q1.ExpiresAt) || got.SessionID != rec.ID {
 		t.Errorf("stored question = %+v, %v; want it as returned", got, err)
 	}
-	if ev.ID == 0 || ev.Kind != "question.created" || ev.DedupeKey != "ask:"+id1 || ev.AgentID != fx.a.ID {
-		t.Errorf("AskQuestion event = %+v; want question.created with its dedupe key", ev)
-	}
-	var p struct {
-		QuestionID string    `json:"question_id"`
-		Question   string    `json:"question"`
-		Type       string    `json:"type"`
-		Options    []string  `json:"options"`
-		ExpiresAt  time.Time `json:"expires_at"`
-	}
-	if err := json.Unmarshal(ev.Payload, &p); err != nil || p.QuestionID != id1 || p.Question != "Which?" || p.Type != office.QuestionSelection ||
-		len(p.Options) != 2 || !p.ExpiresAt.Equal(q1.ExpiresAt) {
-		t.Errorf("AskQuestion event payload %s (%v); want the question's id, text, type, options and expiry", ev.Payload, err)
-	}
+	checkAskEvent(t, ev, q1, fx.a.ID)
 	if got, err := s.GetSessionByAgent(ctx, fx.a.ID); err != nil || got.Status != office.SessionWaiting || got.PID != 7 {
 		t.Errorf("session after AskQuestion = %+v, %v; want waiting, pid kept", got, err)
 	}
@@ -394,6 +409,26 @@ func testAskQuestion(t *testing.T, fx *fixture) {
 	}
 	_, _, _, _, err = s.AskQuestion(ctx, office.Ask{Question: office.Question{ID: uuid.NewString(), OfficeID: fx.office.ID, AgentID: fx.a.ID}, TTL: time.Hour})
 	wantCode(t, "AskQuestion without its text", err, office.EINVALID)
+}
+
+// checkAskEvent: the question.created event of question q (asked as
+// "Which?", a selection of two options) with its dedupe key and payload.
+func checkAskEvent(t *testing.T, ev office.Event, q office.Question, agentID string) {
+	t.Helper()
+	if ev.ID == 0 || ev.Kind != "question.created" || ev.DedupeKey != "ask:"+q.ID || ev.AgentID != agentID {
+		t.Errorf("AskQuestion event = %+v; want question.created with its dedupe key", ev)
+	}
+	var p struct {
+		QuestionID string    `json:"question_id"`
+		Question   string    `json:"question"`
+		Type       string    `json:"type"`
+		Options    []string  `json:"options"`
+		ExpiresAt  time.Time `json:"expires_at"`
+	}
+	if err := json.Unmarshal(ev.Payload, &p); err != nil || p.QuestionID != q.ID || p.Question != "Which?" || p.Type != office.QuestionSelection ||
+		len(p.Options) != 2 || !p.ExpiresAt.Equal(q.ExpiresAt) {
+		t.Errorf("AskQuestion event payload %s (%v); want the question's id, text, type, options and expiry", ev.Payload, err)
+	}
 }
 
 // testDeliverResult: a result delivered in one write with the task it
