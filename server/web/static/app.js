@@ -18,6 +18,8 @@ const state = {
   events: [], lastEvent: 0, activity: {}, es: null, refreshTimer: null, term: null,
   minis: {}, // pinned terminal previews by agent id
   newEvents: [], eventsFrame: 0, // events not yet drawn in the history
+  pushed: {}, // agent id → the status its last session event said, and when it came
+  drawFrame: 0,
 };
 
 // ---- helpers ----
@@ -147,6 +149,7 @@ function scheduleRefresh() {
 async function refresh() {
   if (!state.office) return;
   const o = encodeURIComponent(state.office);
+  const began = performance.now();
   try {
     const [agents, questions, deps, invs, results] = await Promise.all([
       api('GET', `/api/offices/${o}/agents`),
@@ -155,6 +158,12 @@ async function refresh() {
       api('GET', `/api/offices/${o}/invocations?limit=100`),
       api('GET', `/api/offices/${o}/results?limit=50`),
     ]);
+    // A status pushed by the event stream after this read began is newer
+    // than what the read returned.
+    for (const a of agents) {
+      const p = state.pushed[a.id];
+      if (p && p.at > began) Object.assign(a, p.status);
+    }
     liveStatus(agents);
     Object.assign(state, { agents, questions, deps, invs, results });
     setText($('#agentserror'), '');
@@ -447,6 +456,9 @@ function doing(a) {
   const parts = [];
   const task = state.invs.find((i) => i.callee_agent_id === a.id && (i.status === 'in_progress' || i.status === 'pending'));
   if (task) parts.push(`task from ${agentName(task.caller_agent_id)}: ${short(task.reason, 70)}`);
+  // Who it waits for: the agents it gave a task that is not done.
+  const callees = state.invs.filter((i) => i.caller_agent_id === a.id && (i.status === 'in_progress' || i.status === 'pending'));
+  if (callees.length) parts.push(`waits for ${[...new Set(callees.map((i) => agentName(i.callee_agent_id)))].join(', ')}`);
   const now = state.activity[a.id] || {};
   if (now.step) parts.push(`step ${now.step}`);
   if (now.phase) parts.push(`phase ${now.phase}`);
@@ -464,7 +476,7 @@ const agentFilters = {
 function renderAgents() {
   const f = agentFilters[state.agentFilter || 'all'];
   const shown = state.agents.filter(f);
-  for (const b of document.querySelectorAll('#agentfilter button')) {
+  for (const b of document.querySelectorAll('#agentfilter button[data-filter]')) {
     const n = state.agents.filter(agentFilters[b.dataset.filter]).length;
     setText(b, `${b.dataset.label} (${n})`);
     b.classList.toggle('on', (state.agentFilter || 'all') === b.dataset.filter);
@@ -690,8 +702,31 @@ function openEvents() {
     // stream catching up on thousands of events (an office of 200 agents)
     // must not lay the page out once per event.
     if (!state.eventsFrame) state.eventsFrame = setTimeout(flushEvents, 50);
-    scheduleRefresh();
+    if (applyEvent(ev)) scheduleDraw(); else scheduleRefresh();
   });
+}
+
+// applyEvent takes what an event says about an agent into the page without
+// a request: a session event is the agent's new status (from the session,
+// with its detail), a step or phase is what it does. It reports whether
+// the event was taken; any other event (a question, a call, a result, a
+// new agent) has the lists read again.
+function applyEvent(ev) {
+  if (ev.kind.startsWith('transcript.') || ['message.step', 'message.step_complete', 'message.phase_complete'].includes(ev.kind)) return true;
+  if (!ev.kind.startsWith('session.')) return false;
+  const a = agentById(ev.agent_id);
+  if (!a) return false;
+  const status = { session_status: ev.kind.slice(8), session_detail: (ev.payload && ev.payload.detail) || '', session_since: ev.created_at };
+  state.pushed[a.id] = { status, at: performance.now() };
+  Object.assign(a, status);
+  return true;
+}
+
+// scheduleDraw draws the lists from what the page holds, once per frame
+// however many events came.
+function scheduleDraw() {
+  if (state.drawFrame) return;
+  state.drawFrame = setTimeout(() => { state.drawFrame = 0; liveStatus(state.agents); render(); }, 16);
 }
 
 function flushEvents() {
@@ -1058,7 +1093,7 @@ $('#message').addEventListener('submit', async (ev) => {
 $('#wide').addEventListener('click', () => toggleWide());
 $('#pin').addEventListener('click', () => pin());
 window.addEventListener('resize', () => Object.values(state.minis).forEach((m) => m.scale()));
-for (const b of document.querySelectorAll('#agentfilter button')) {
+for (const b of document.querySelectorAll('#agentfilter button[data-filter]')) {
   b.dataset.label = b.textContent;
   b.addEventListener('click', () => { state.agentFilter = b.dataset.filter; renderAgents(); });
 }
@@ -1087,14 +1122,23 @@ document.addEventListener('keydown', (ev) => {
     if (a) { openTerminal(a); ev.preventDefault(); }
   } else if (ev.key === 'w') { toggleWide(); ev.preventDefault(); } else if (ev.key === 'p') { pin(); ev.preventDefault(); }
 });
+// The agents as a compact grid of tiles (the default) or as a table.
+function setLayout(layout) {
+  $('#agents').classList.toggle('grid', layout !== 'table');
+  setText($('#layout'), layout === 'table' ? 'grid' : 'table');
+  try { localStorage.setItem('office.layout', layout); } catch { /* private window */ }
+}
+$('#layout').addEventListener('click', () => setLayout($('#agents').classList.contains('grid') ? 'table' : 'grid'));
+setLayout((() => { try { return localStorage.getItem('office.layout'); } catch { return null; } })() || 'grid');
 $('#office').addEventListener('change', (ev) => selectOffice(ev.target.value));
 for (const id of ['#evagent', '#evkind', '#evinternal']) $(id).addEventListener('change', renderEvents);
 // Everything that changes is an event on the stream (a status change, a
-// question, a call…), and each one schedules a refresh: the page does not
-// poll. Durations ("for 12s") are counted here, every second, with no
-// request; a refresh every 30 s is the safety net for a missed event.
+// question, a call…): a status change is drawn from the event itself, any
+// other change has the lists read once. The page does not poll: a stream
+// that reconnects resumes after the last event it had (after_id) and reads
+// the lists again. Durations ("for 12s") are counted here, every second,
+// with no request.
 setInterval(() => state.office && renderAgents(), 1000);
-setInterval(() => state.office && refresh(), 30000);
 loadOffices().catch((e) => note('load: ' + e.message));
 // Every script of the page has run (tests wait for it before clicking a
 // form whose handler another script adds).
