@@ -533,6 +533,8 @@ function updateAgentRow(tr, a) {
   setAttr(tr, 'data-waits', w ? 'yes' : '');
   if (w) parts.unshift(`waits for a person (${w})`);
   setText(doingCell, parts.join(' · ') || (a.session_status === 'ready' ? 'idle' : a.session_status === 'busy' ? 'working' : ''));
+  // Only the status in other words: the grid's tile leaves it out.
+  setAttr(doingCell, 'data-plain', parts.length ? '' : 'yes');
 }
 
 // waitsFor says what of an agent waits for a person: a question, a
