@@ -166,6 +166,16 @@ new MutationObserver((ms) => { for (const m of ms) {
 	}
 	text := `(t) => { const b = t.xterm.buffer.active; let s = ''; for (let i = 0; i < b.length; i++) { const l = b.getLine(i); if (l) s += l.translateToString(true) + '\n'; } return s; }`
 	waitJS(`(` + text + `)(state.term).includes('hello from g2') && (` + text + `)(state.minis[state.agents.find((a) => a.name === 'g1').id]).includes('hello from g1')`)
+	// A tile's peek adds a third, small, live: g0's prompt, then its output.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr.agent[data-name="g0"] button.peek`))); err != nil {
+		t.Fatal(err)
+	}
+	peeked := `state.minis[state.agents.find((a) => a.name === 'g0').id]`
+	waitJS(`!!` + peeked + ` && (` + text + `)(` + peeked + `).includes('g0>')`)
+	if st, body := r.do(t, "POST", "/api/offices/"+officeID+"/messages", `{"agent":"g0","content":"hello from g0"}`); st/100 != 2 {
+		t.Fatalf("message: %d %s", st, body)
+	}
+	waitJS(`(` + text + `)(` + peeked + `).includes('hello from g0') && state.term.agent.name === 'g2'`)
 	saveScreenshot(t, ctx, "console-grid-two-terminals.png")
 	t.Logf("grid of 8: a stop showed in its tile %v after the request; a question raised the needs-me count %v after its creation",
 		stopShown.Round(time.Millisecond), needShown.Round(time.Millisecond))

@@ -497,6 +497,7 @@ function agentRow(a) {
       el('div', { class: 'detail short' })),
     el('td', { class: 'doing' }),
     el('td', { class: 'actions' },
+      el('button', { type: 'button', class: 'peek', title: 'a small live preview of its terminal, beside the open one', onclick: () => peek(agentById(a.id) || a) }, 'peek'), ' ',
       el('button', { type: 'button', class: 'start', onclick: () => agentAction(tr, agentById(a.id) || a, 'start') }, 'start'), ' ',
       el('button', { type: 'button', class: 'stop danger', onclick: (ev) => confirmClick(ev.currentTarget, 'stop', () => agentAction(tr, agentById(a.id) || a, 'stop')) }, 'stop…'), ' ',
       el('button', { type: 'button', class: 'restart danger', onclick: (ev) => confirmClick(ev.currentTarget, 'restart', () => agentAction(tr, agentById(a.id) || a, 'restart')) }, 'restart…'),
@@ -1014,6 +1015,13 @@ function pin() {
   const t = state.term;
   if (!t || !window.Terminal || state.minis[t.agent.id]) return;
   state.minis[t.agent.id] = new MiniTerm(t.agent);
+}
+
+// peek shows an agent's terminal as a small live preview beside the open
+// one without opening it (a tile's "peek"); a second peek takes it away.
+function peek(a) {
+  if (!window.Terminal) return;
+  if (state.minis[a.id]) unpin(a.id); else state.minis[a.id] = new MiniTerm(a);
 }
 
 function unpin(id) {
