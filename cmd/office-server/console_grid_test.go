@@ -143,8 +143,19 @@ new MutationObserver((ms) => { for (const m of ms) {
 	}
 	waitJS(`!!document.querySelector('tr.agent[data-name="asker"][data-waits="yes"]')`)
 	after = requests()
-	got, _ := json.Marshal(diff(before, after))
+	// The question's events have the page read the questions, nothing else.
+	asked := diff(before, after)
+	got, _ := json.Marshal(asked)
 	t.Logf("requests for the question: %s", got)
+	for p := range asked {
+		if !strings.HasSuffix(p, "/questions") {
+			kinds, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`state.events.slice(-8).map((e) => e.kind).join(' ')`))
+			t.Errorf("for a question the page requested %s: %s (last events: %s)", p, got, kinds)
+		}
+	}
+	if len(asked) == 0 {
+		t.Errorf("for a question the page requested nothing")
+	}
 	saveScreenshot(t, ctx, "console-grid-needs.png")
 
 	// Two terminals side by side, both live: g1 pinned, g2 open.

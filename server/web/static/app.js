@@ -141,31 +141,43 @@ async function selectOffice(id) {
   openEvents();
 }
 
-function scheduleRefresh() {
-  if (state.refreshTimer) return;
-  state.refreshTimer = setTimeout(() => { state.refreshTimer = null; refresh(); }, 250);
+// lists are the office's lists the page reads, by the name it keeps them
+// under.
+const lists = {
+  agents: (o) => `/api/offices/${o}/agents`,
+  questions: (o) => `/api/offices/${o}/questions?status=pending`,
+  deps: (o) => `/api/offices/${o}/dependencies?status=pending`,
+  invs: (o) => `/api/offices/${o}/invocations?limit=100`,
+  results: (o) => `/api/offices/${o}/results?limit=50`,
+};
+
+// scheduleRefresh reads the named lists (all of them without names) once,
+// 250 ms from the first call, whatever is asked meanwhile.
+function scheduleRefresh(names) {
+  state.want = state.want || new Set();
+  for (const n of names || Object.keys(lists)) state.want.add(n);
+  if (state.refreshTimer || !state.want.size) return;
+  state.refreshTimer = setTimeout(() => { state.refreshTimer = null; const want = [...state.want]; state.want.clear(); refresh(want); }, 250);
 }
 
-async function refresh() {
+async function refresh(names) {
   if (!state.office) return;
   const o = encodeURIComponent(state.office);
   const began = performance.now();
+  names = names || Object.keys(lists);
   try {
-    const [agents, questions, deps, invs, results] = await Promise.all([
-      api('GET', `/api/offices/${o}/agents`),
-      api('GET', `/api/offices/${o}/questions?status=pending`),
-      api('GET', `/api/offices/${o}/dependencies?status=pending`),
-      api('GET', `/api/offices/${o}/invocations?limit=100`),
-      api('GET', `/api/offices/${o}/results?limit=50`),
-    ]);
-    // A status pushed by the event stream after this read began is newer
-    // than what the read returned.
-    for (const a of agents) {
-      const p = state.pushed[a.id];
-      if (p && p.at > began) Object.assign(a, p.status);
+    const got = await Promise.all(names.map((n) => api('GET', lists[n](o))));
+    const next = Object.fromEntries(names.map((n, i) => [n, got[i]]));
+    if (next.agents) {
+      // A status pushed by the event stream after this read began is newer
+      // than what the read returned.
+      for (const a of next.agents) {
+        const p = state.pushed[a.id];
+        if (p && p.at > began) Object.assign(a, p.status);
+      }
+      liveStatus(next.agents);
     }
-    liveStatus(agents);
-    Object.assign(state, { agents, questions, deps, invs, results });
+    Object.assign(state, next);
     setText($('#agentserror'), '');
     render();
   } catch (e) { setText($('#agentserror'), 'refresh: ' + e.message); }
@@ -705,7 +717,7 @@ function openEvents() {
     // stream catching up on thousands of events (an office of 200 agents)
     // must not lay the page out once per event.
     if (!state.eventsFrame) state.eventsFrame = setTimeout(flushEvents, 50);
-    if (applyEvent(ev)) scheduleDraw(); else scheduleRefresh();
+    if (applyEvent(ev)) scheduleDraw(); else scheduleRefresh(listsOf(ev.kind));
   });
 }
 
@@ -723,6 +735,22 @@ function applyEvent(ev) {
   state.pushed[a.id] = { status, at: performance.now() };
   Object.assign(a, status);
   return true;
+}
+
+// listsOf names the lists an event changes; none for an event no list
+// shows, all of them for one the page does not know.
+function listsOf(kind) {
+  const top = kind.split('.')[0];
+  if (top === 'question' || top === 'permission') return ['questions'];
+  if (top === 'dependency') return ['deps'];
+  if (top === 'invocation') return ['invs'];
+  if (top === 'delivery') return []; // the office typing a message into a terminal
+  if (top === 'result') return ['results', 'invs'];
+  if (top === 'message') {
+    return { 'message.ask_user': ['questions'], 'message.user_question': ['questions'], 'message.invoke': ['invs'],
+      'message.deliver_result': ['results', 'invs'], 'message.dependency_request': ['deps'] }[kind] || [];
+  }
+  return undefined;
 }
 
 // scheduleDraw draws the lists from what the page holds, once per frame
