@@ -432,7 +432,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		}
 		d := time.Since(start)
 		s.metrics.observeHTTP(r.Pattern, status, d)
-		// Requests, probes and the console's polling are many: debug.
+		// Requests and probes are many: debug.
 		s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "route", r.Pattern, "status", status,
 			"dur_ms", d.Milliseconds(), "remote", r.RemoteAddr)
 	})

@@ -225,7 +225,10 @@ func TestConsoleMembers(t *testing.T) {
 	if err != nil || !strings.Contains(note, "invited") {
 		t.Fatalf("note after inviting: %q, %v", note, err)
 	}
+	// Remove asks to be confirmed: the first click arms it, the second removes.
 	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`#members tr[data-email="console@example.com"] button.remove`)),
+		chromedp.WaitVisible(chromedp.CSS(`#members tr[data-email="console@example.com"] button.remove[data-armed="yes"]`)),
 		chromedp.Click(chromedp.CSS(`#members tr[data-email="console@example.com"] button.remove`)),
 		chromedp.WaitNotPresent(chromedp.CSS(`#members tr[data-email="console@example.com"]`)),
 	); err != nil {

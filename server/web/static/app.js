@@ -18,6 +18,8 @@ const state = {
   events: [], lastEvent: 0, activity: {}, es: null, refreshTimer: null, term: null,
   minis: {}, // pinned terminal previews by agent id
   newEvents: [], eventsFrame: 0, // events not yet drawn in the history
+  pushed: {}, // agent id → the status its last session event said, and when it came
+  drawFrame: 0,
 };
 
 // ---- helpers ----
@@ -139,24 +141,43 @@ async function selectOffice(id) {
   openEvents();
 }
 
-function scheduleRefresh() {
-  if (state.refreshTimer) return;
-  state.refreshTimer = setTimeout(() => { state.refreshTimer = null; refresh(); }, 250);
+// lists are the office's lists the page reads, by the name it keeps them
+// under.
+const lists = {
+  agents: (o) => `/api/offices/${o}/agents`,
+  questions: (o) => `/api/offices/${o}/questions?status=pending`,
+  deps: (o) => `/api/offices/${o}/dependencies?status=pending`,
+  invs: (o) => `/api/offices/${o}/invocations?limit=100`,
+  results: (o) => `/api/offices/${o}/results?limit=50`,
+};
+
+// scheduleRefresh reads the named lists (all of them without names) once,
+// 250 ms from the first call, whatever is asked meanwhile.
+function scheduleRefresh(names) {
+  state.want = state.want || new Set();
+  for (const n of names || Object.keys(lists)) state.want.add(n);
+  if (state.refreshTimer || !state.want.size) return;
+  state.refreshTimer = setTimeout(() => { state.refreshTimer = null; const want = [...state.want]; state.want.clear(); refresh(want); }, 250);
 }
 
-async function refresh() {
+async function refresh(names) {
   if (!state.office) return;
   const o = encodeURIComponent(state.office);
+  const began = performance.now();
+  names = names || Object.keys(lists);
   try {
-    const [agents, questions, deps, invs, results] = await Promise.all([
-      api('GET', `/api/offices/${o}/agents`),
-      api('GET', `/api/offices/${o}/questions?status=pending`),
-      api('GET', `/api/offices/${o}/dependencies?status=pending`),
-      api('GET', `/api/offices/${o}/invocations?limit=100`),
-      api('GET', `/api/offices/${o}/results?limit=50`),
-    ]);
-    liveStatus(agents);
-    Object.assign(state, { agents, questions, deps, invs, results });
+    const got = await Promise.all(names.map((n) => api('GET', lists[n](o))));
+    const next = Object.fromEntries(names.map((n, i) => [n, got[i]]));
+    if (next.agents) {
+      // A status pushed by the event stream after this read began is newer
+      // than what the read returned.
+      for (const a of next.agents) {
+        const p = state.pushed[a.id];
+        if (p && p.at > began) Object.assign(a, p.status);
+      }
+      liveStatus(next.agents);
+    }
+    Object.assign(state, next);
     setText($('#agentserror'), '');
     render();
   } catch (e) { setText($('#agentserror'), 'refresh: ' + e.message); }
@@ -448,6 +469,9 @@ function doing(a) {
   const parts = [];
   const task = state.invs.find((i) => i.callee_agent_id === a.id && (i.status === 'in_progress' || i.status === 'pending'));
   if (task) parts.push(`task from ${agentName(task.caller_agent_id)}: ${short(task.reason, 70)}`);
+  // Who it waits for: the agents it gave a task that is not done.
+  const callees = state.invs.filter((i) => i.caller_agent_id === a.id && (i.status === 'in_progress' || i.status === 'pending'));
+  if (callees.length) parts.push(`waits for ${[...new Set(callees.map((i) => agentName(i.callee_agent_id)))].join(', ')}`);
   const now = state.activity[a.id] || {};
   if (now.step) parts.push(`step ${now.step}`);
   if (now.phase) parts.push(`phase ${now.phase}`);
@@ -465,7 +489,7 @@ const agentFilters = {
 function renderAgents() {
   const f = agentFilters[state.agentFilter || 'all'];
   const shown = state.agents.filter(f);
-  for (const b of document.querySelectorAll('#agentfilter button')) {
+  for (const b of document.querySelectorAll('#agentfilter button[data-filter]')) {
     const n = state.agents.filter(agentFilters[b.dataset.filter]).length;
     setText(b, `${b.dataset.label} (${n})`);
     b.classList.toggle('on', (state.agentFilter || 'all') === b.dataset.filter);
@@ -486,6 +510,7 @@ function agentRow(a) {
       el('div', { class: 'detail short' })),
     el('td', { class: 'doing' }),
     el('td', { class: 'actions' },
+      el('button', { type: 'button', class: 'peek', title: 'a small live preview of its terminal, beside the open one', onclick: () => peek(agentById(a.id) || a) }, 'peek'), ' ',
       el('button', { type: 'button', class: 'start', onclick: () => agentAction(tr, agentById(a.id) || a, 'start') }, 'start'), ' ',
       el('button', { type: 'button', class: 'stop danger', onclick: (ev) => confirmClick(ev.currentTarget, 'stop', () => agentAction(tr, agentById(a.id) || a, 'stop')) }, 'stop…'), ' ',
       el('button', { type: 'button', class: 'restart danger', onclick: (ev) => confirmClick(ev.currentTarget, 'restart', () => agentAction(tr, agentById(a.id) || a, 'restart')) }, 'restart…'),
@@ -522,6 +547,8 @@ function updateAgentRow(tr, a) {
   setAttr(tr, 'data-waits', w ? 'yes' : '');
   if (w) parts.unshift(`waits for a person (${w})`);
   setText(doingCell, parts.join(' · ') || (a.session_status === 'ready' ? 'idle' : a.session_status === 'busy' ? 'working' : ''));
+  // Only the status in other words: the grid's tile leaves it out.
+  setAttr(doingCell, 'data-plain', parts.length ? '' : 'yes');
 }
 
 // waitsFor says what of an agent waits for a person: a question, a
@@ -691,8 +718,47 @@ function openEvents() {
     // stream catching up on thousands of events (an office of 200 agents)
     // must not lay the page out once per event.
     if (!state.eventsFrame) state.eventsFrame = setTimeout(flushEvents, 50);
-    scheduleRefresh();
+    if (applyEvent(ev)) scheduleDraw(); else scheduleRefresh(listsOf(ev.kind));
   });
+}
+
+// applyEvent takes what an event says about an agent into the page without
+// a request: a session event is the agent's new status (from the session,
+// with its detail), a step or phase is what it does. It reports whether
+// the event was taken; any other event (a question, a call, a result, a
+// new agent) has the lists read again.
+function applyEvent(ev) {
+  if (ev.kind.startsWith('transcript.') || ['message.step', 'message.step_complete', 'message.phase_complete'].includes(ev.kind)) return true;
+  if (!ev.kind.startsWith('session.')) return false;
+  const a = agentById(ev.agent_id);
+  if (!a) return false;
+  const status = { session_status: ev.kind.slice(8), session_detail: (ev.payload && ev.payload.detail) || '', session_since: ev.created_at };
+  state.pushed[a.id] = { status, at: performance.now() };
+  Object.assign(a, status);
+  return true;
+}
+
+// listsOf names the lists an event changes; none for an event no list
+// shows, all of them for one the page does not know.
+function listsOf(kind) {
+  const top = kind.split('.')[0];
+  if (top === 'question' || top === 'permission') return ['questions'];
+  if (top === 'dependency') return ['deps'];
+  if (top === 'invocation') return ['invs'];
+  if (top === 'delivery') return []; // the office typing a message into a terminal
+  if (top === 'result') return ['results', 'invs'];
+  if (top === 'message') {
+    return { 'message.ask_user': ['questions'], 'message.user_question': ['questions'], 'message.invoke': ['invs'],
+      'message.deliver_result': ['results', 'invs'], 'message.dependency_request': ['deps'] }[kind] || [];
+  }
+  return undefined;
+}
+
+// scheduleDraw draws the lists from what the page holds, once per frame
+// however many events came.
+function scheduleDraw() {
+  if (state.drawFrame) return;
+  state.drawFrame = setTimeout(() => { state.drawFrame = 0; liveStatus(state.agents); render(); }, 16);
 }
 
 function flushEvents() {
@@ -980,6 +1046,13 @@ function pin() {
   state.minis[t.agent.id] = new MiniTerm(t.agent);
 }
 
+// peek shows an agent's terminal as a small live preview beside the open
+// one without opening it (a tile's "peek"); a second peek takes it away.
+function peek(a) {
+  if (!window.Terminal) return;
+  if (state.minis[a.id]) unpin(a.id); else state.minis[a.id] = new MiniTerm(a);
+}
+
 function unpin(id) {
   const m = state.minis[id];
   if (!m) return;
@@ -1059,7 +1132,7 @@ $('#message').addEventListener('submit', async (ev) => {
 $('#wide').addEventListener('click', () => toggleWide());
 $('#pin').addEventListener('click', () => pin());
 window.addEventListener('resize', () => Object.values(state.minis).forEach((m) => m.scale()));
-for (const b of document.querySelectorAll('#agentfilter button')) {
+for (const b of document.querySelectorAll('#agentfilter button[data-filter]')) {
   b.dataset.label = b.textContent;
   b.addEventListener('click', () => { state.agentFilter = b.dataset.filter; renderAgents(); });
 }
@@ -1088,14 +1161,23 @@ document.addEventListener('keydown', (ev) => {
     if (a) { openTerminal(a); ev.preventDefault(); }
   } else if (ev.key === 'w') { toggleWide(); ev.preventDefault(); } else if (ev.key === 'p') { pin(); ev.preventDefault(); }
 });
+// The agents as a compact grid of tiles (the default) or as a table.
+function setLayout(layout) {
+  $('#agents').classList.toggle('grid', layout !== 'table');
+  setText($('#layout'), layout === 'table' ? 'grid' : 'table');
+  try { localStorage.setItem('office.layout', layout); } catch { /* private window */ }
+}
+$('#layout').addEventListener('click', () => setLayout($('#agents').classList.contains('grid') ? 'table' : 'grid'));
+setLayout((() => { try { return localStorage.getItem('office.layout'); } catch { return null; } })() || 'grid');
 $('#office').addEventListener('change', (ev) => selectOffice(ev.target.value));
 for (const id of ['#evagent', '#evkind', '#evinternal']) $(id).addEventListener('change', renderEvents);
 // Everything that changes is an event on the stream (a status change, a
-// question, a call…), and each one schedules a refresh: the page does not
-// poll. Durations ("for 12s") are counted here, every second, with no
-// request; a refresh every 30 s is the safety net for a missed event.
+// question, a call…): a status change is drawn from the event itself, any
+// other change has the lists read once. The page does not poll: a stream
+// that reconnects resumes after the last event it had (after_id) and reads
+// the lists again. Durations ("for 12s") are counted here, every second,
+// with no request.
 setInterval(() => state.office && renderAgents(), 1000);
-setInterval(() => state.office && refresh(), 30000);
 loadOffices().catch((e) => note('load: ' + e.message));
 // Every script of the page has run (tests wait for it before clicking a
 // form whose handler another script adds).

@@ -43,12 +43,13 @@
       tr.dataset.status = m.status;
       const rm = document.createElement('button');
       rm.type = 'button';
-      rm.className = 'remove';
-      rm.textContent = m.status === 'invited' ? 'Withdraw' : 'Remove';
-      rm.onclick = async () => {
+      rm.className = 'remove danger';
+      rm.textContent = m.status === 'invited' ? 'Withdraw…' : 'Remove…';
+      // Destructive: the first click asks to be confirmed (confirmClick, app.js).
+      rm.onclick = (ev) => confirmClick(ev.currentTarget, m.status === 'invited' ? 'withdraw' : 'remove', async () => {
         try { await call('DELETE', `${path()}/${encodeURIComponent(m.user_id || m.email)}`); say(''); } catch (e) { say(e.message); }
         load();
-      };
+      });
       const action = document.createElement('td');
       action.append(rm);
       tr.append(cell(m.email || m.user_id), cell(m.role), cell(m.status), action);
