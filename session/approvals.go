@@ -305,6 +305,20 @@ func otherDialog(now, before string) bool {
 	return tool != t || subject != s
 }
 
+// choiceBox reports whether a box's text is (part of) an approval dialog:
+// its "? Tool" line or a numbered option.
+func choiceBox(text string) bool {
+	if tool, _ := dialogHead(text); tool != "" {
+		return true
+	}
+	for _, l := range strings.Split(text, "\n") {
+		if dialogOptionLine.MatchString(strings.TrimSpace(l)) {
+			return true
+		}
+	}
+	return false
+}
+
 // dialogHead returns the tool and subject of a dialog's first
 // "? Tool  subject" line ("" when it has none).
 func dialogHead(text string) (tool, subject string) {
@@ -386,9 +400,10 @@ func (d *chatDriver) askDialog(action bool) func() {
 		return func() { m.opts.OnPermissionEnd(key, id, true) }
 	}
 	if d.ask.answered != "" {
-		// Until it leaves the screen, whatever the title says meanwhile; a
-		// frame drawn in part (no tool line) is no other dialog.
-		if now := d.dialogNow(); now != "" && !otherDialog(now, d.ask.answered) {
+		// Until it leaves the screen (the last box is none, or another
+		// kind of box: the tool's own, once it ran), whatever the title
+		// says meanwhile; a frame drawn in part is no other dialog.
+		if now := d.dialogNow(); choiceBox(now) && !otherDialog(now, d.ask.answered) {
 			return nil
 		}
 		d.ask.answered = ""

@@ -261,4 +261,7 @@ func TestSameDialog(t *testing.T) {
 	if otherDialog("Allow execution of [Shell]?\n● 1. Allow once", a) {
 		t.Error("a frame without its tool line taken for another dialog")
 	}
+	if choiceBox("✓  Shell mkdir -p d-two\nran-two") || !choiceBox("Allow execution of [Shell]?\n● 1. Allow once") {
+		t.Error("choiceBox: the tool's own box after it ran is no dialog; a dialog drawn in part is one")
+	}
 }

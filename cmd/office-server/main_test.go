@@ -253,7 +253,7 @@ func TestParseOfficeFile(t *testing.T) {
 		{"ok", testOffice, ""},
 		{"no office name", "agents: []", "office.name: required"},
 		{"unknown key", "office: {name: x}\nagents: [{name: a, colour: red}]", `line 2: unknown key "colour" in agents[0]; valid keys: allowed_actions,`},
-		{"typo", "office:\n  name: x\n  question_tll: 10m", `f.yaml: line 3: unknown key "question_tll" in office (did you mean "question_ttl"?); valid keys: name, permissions, question_ttl`},
+		{"typo", "office:\n  name: x\n  question_tll: 10m", `f.yaml: line 3: unknown key "question_tll" in office (did you mean "question_ttl"?); valid keys: hibernate_after, name, permissions, question_ttl`},
 		{"typo in launch", "office: {name: x}\nagents:\n  - name: a\n    launch: {kind: builtin, scrpt: po}", `line 4: unknown key "scrpt" in agents[0].launch (did you mean "script"?)`},
 		{"bad duration", "office:\n  name: x\n  question_ttl: 10 min", "line 3: `10 min` is not a duration (write it like 30s, 10m or 1h30m)"},
 		{"duplicate", "office: {name: x}\nagents: [{name: a}, {name: A}]", `agent "A" declared twice`},

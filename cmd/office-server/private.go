@@ -8,7 +8,7 @@ import (
 // privateFiles makes the store's files readable by the server's user only
 // (issue 12, break 10: an agent of another user must not read office.db).
 // The database file is created 0600 if missing; SQLite creates its -wal and
-// -shm files with the database file's mode, and existing ones are fixed.
+// -shm files with the database file's mode (store/sqlite journalModes), and existing ones are fixed.
 func privateFiles(db string, more ...string) error {
 	f, err := os.OpenFile(db, os.O_RDONLY|os.O_CREATE, 0o600)
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -71,6 +72,34 @@ var (
 	_ office.ChangeFeed = (*Store)(nil)
 )
 
+// journalModes gives an existing database file's -wal and -shm files its
+// mode, made now if missing, as SQLite's own unix VFS does (os_unix.c,
+// findCreateFileMode): the driver's Go VFS makes them 0644 under the
+// umask, and a database kept private would share its contents through
+// them. An empty -wal holds no frames and an empty -shm is initialised by
+// the first connection.
+func journalModes(db string) error {
+	st, err := os.Stat(db)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	mode := st.Mode().Perm()
+	for _, p := range []string{db + "-wal", db + "-shm"} {
+		f, err := os.OpenFile(p, os.O_RDONLY|os.O_CREATE, mode)
+		if err != nil {
+			return err
+		}
+		f.Close()
+		if err := os.Chmod(p, mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Open opens (creating if needed) the database file at path, brings its
 // schema up to date and starts the change feed's watch for writes by other
 // processes. It fails if the file's schema is newer than this build knows.
@@ -89,6 +118,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	q.Add("_pragma", "synchronous(NORMAL)") // durable across process crashes; WAL fsyncs at checkpoints
 	q.Set("_txlock", "immediate")
 	dsn := "file:" + abs + "?" + q.Encode()
+	if err := journalModes(abs); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 
 	w, err := sql.Open(DriverName, dsn)
 	if err != nil {
@@ -124,6 +156,13 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: %s: %w", abs, err)
 	}
 
+	// Again now that the file is in WAL mode (the switch makes the -wal
+	// anew); the writer's connection keeps them from here on.
+	if err := journalModes(abs); err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 	var version int64
 	if err := w.QueryRowContext(ctx, "pragma data_version").Scan(&version); err != nil {
 		w.Close()
