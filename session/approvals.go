@@ -401,9 +401,10 @@ func (d *chatDriver) askDialog(action bool) func() {
 	}
 	if d.ask.answered != "" {
 		// Until it leaves the screen (the last box is none, or another
-		// kind of box: the tool's own, once it ran), whatever the title
-		// says meanwhile; a frame drawn in part is no other dialog.
-		if now := d.dialogNow(); choiceBox(now) && !otherDialog(now, d.ask.answered) {
+		// kind of box: the tool's own, once it ran) with the title no
+		// longer saying a choice waits: the CLI redraws it in between; a
+		// frame drawn in part is no other dialog.
+		if now := d.dialogNow(); (action || choiceBox(now)) && !otherDialog(now, d.ask.answered) {
 			return nil
 		}
 		d.ask.answered = ""
