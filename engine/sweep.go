@@ -137,6 +137,24 @@ type sweeper struct {
 	proxies *proxyWork
 
 	lastSafety time.Time // the last safety-net sweep
+	feedUp     bool      // the change feed was connected at the last loop
+}
+
+// feedCameUp makes every kind be queried when the change feed has just
+// connected or reconnected: a pending row inserted before it listened is
+// reported by no notification and by no catch-up (office.ChangeFeed), so
+// its deadline is learned from the store.
+func (s *sweeper) feedCameUp() {
+	if s.cfg.Feed == nil {
+		return
+	}
+	up := s.cfg.Feed.Connected()
+	if up && !s.feedUp {
+		s.questions.forget()
+		s.dependencies.forget()
+		s.invocations.forget()
+	}
+	s.feedUp = up
 }
 
 // noteChange learns from a change-feed report of a row another process
@@ -171,6 +189,7 @@ func (s *sweeper) run(ctx context.Context) {
 	defer t.Stop()
 	var swept time.Time
 	for {
+		s.feedCameUp()
 		if now := s.now(); now.Sub(swept) >= cfg.Sweep || now.Before(swept) {
 			swept = now
 			s.sweep(ctx, now)

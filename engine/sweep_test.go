@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,4 +254,44 @@ func TestExpiryLeavesOtherServersOffices(t *testing.T) {
 	if got, err := st.GetQuestion(ctx, theirs.ID); err != nil || got.Status != office.QuestionPending {
 		t.Errorf("another server's due question: status %q, err %v; want pending (its own server expires it and tells its asker)", got.Status, err)
 	}
+}
+
+// lateFeed is a change feed that reports nothing and is connected only
+// once up is set: a feed that came up after rows were inserted.
+type lateFeed struct{ up atomic.Bool }
+
+func (f *lateFeed) Watch(ctx context.Context, _ []string, _ func(office.Change)) error {
+	<-ctx.Done()
+	return nil
+}
+func (f *lateFeed) Connected() bool { return f.up.Load() }
+
+// A question inserted by another process before the change feed listened
+// is reported by neither a notification nor the catch-up: its deadline is
+// learned from the store when the feed comes up, not at the next
+// safety-net sweep (an hour here).
+func TestDeadlineLearnedWhenFeedComesUp(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "office.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	feed := &lateFeed{}
+	_, off, po := runOn(t, engine.Config{Store: st, Feed: feed, Tick: 20 * time.Millisecond, Sweep: 50 * time.Millisecond, SafetySweep: time.Hour})
+	time.Sleep(200 * time.Millisecond) // the safety sweep at start has run: nothing pending then
+	q, err := st.CreateQuestion(ctx, office.Question{OfficeID: off.ID, AgentID: po.ID, QuestionType: office.QuestionText,
+		Question: "asked while the feed was down", Options: []string{}, ExpiresAt: time.Now().Add(100 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if got, _ := st.GetQuestion(ctx, q.ID); got.Status != office.QuestionPending {
+		t.Fatalf("status %q before the feed came up; want pending (no deadline known yet)", got.Status)
+	}
+	feed.up.Store(true)
+	waitFor(t, "the question expired once the feed came up", 5*time.Second, func() bool {
+		got, _ := st.GetQuestion(ctx, q.ID)
+		return got.Status == office.QuestionExpired
+	})
 }

@@ -395,7 +395,8 @@ type Change struct {
 // provided or rejected. A feed may also report pending questions and
 // dependency requests as they are inserted (Op INSERT, with ExpiresAt), so
 // that the engine knows their deadlines without polling; the catch-up does
-// not report them.
+// not report them (the engine asks the store for deadlines each time
+// Connected turns true).
 type ChangeFeed interface {
 	// Watch calls fn for each change in the given offices (all when empty)
 	// until ctx ends, reconnecting with backoff when its connection drops.
