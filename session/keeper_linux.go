@@ -232,18 +232,63 @@ func (r *reaperState) startWatchLocked() error {
 	cmd.Env = setEnv(os.Environ(), "GOMAXPROCS", "1")
 	// Its own process group: a ^C to the server's terminal is not for it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The agents running are told before the watchdog starts, as many as
+	// the socket holds: a server killed just after the start (a watchdog
+	// started again, say) leaves it knowing them all. The rest, if any,
+	// once it reads.
+	r.watch, r.watchPid = pw, 0
+	var rest []int
+	for pid, master := range r.agents {
+		if len(rest) > 0 || !r.tryTellLocked(pid, master) {
+			rest = append(rest, pid)
+		}
+	}
 	err = cmd.Start()
 	pr.Close()
 	if err != nil {
 		pw.Close()
+		r.watch = nil
 		return fmt.Errorf("start the watchdog: %w", ptyError(err))
 	}
-	r.watch, r.watchPid = pw, cmd.Process.Pid
-	for pid, master := range r.agents {
-		r.tellLocked('+', pid, master)
+	r.watchPid = cmd.Process.Pid
+	for _, pid := range rest {
+		r.tellLocked('+', pid, r.agents[pid])
 	}
 	go r.awaitWatchdog(cmd, pw)
 	return nil
+}
+
+// tryTellLocked tells the watchdog of a running agent if the socket takes
+// the message at once; false when it is full (or the agent is gone, which
+// costs nothing to try again).
+func (r *reaperState) tryTellLocked(pid int, master *os.File) bool {
+	msg, ok := startMessage(pid, master)
+	if !ok {
+		return true // already gone: nothing to tell
+	}
+	sent := false
+	rc, err1 := r.watch.SyscallConn()
+	mc, err2 := master.SyscallConn()
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	_ = mc.Control(func(mfd uintptr) {
+		_ = rc.Control(func(fd uintptr) {
+			sent = unix.Sendmsg(int(fd), msg, unix.UnixRights(int(mfd)), nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT) == nil
+		})
+	})
+	return sent
+}
+
+// startMessage is the watchdog's message for an agent's start: its pid
+// and its start time (so that a pid reused later is not killed); false
+// when the agent is gone or has no terminal.
+func startMessage(pid int, master *os.File) ([]byte, bool) {
+	start, err := procStartTime(pid)
+	if err != nil || master == nil {
+		return nil, false
+	}
+	return fmt.Appendf(nil, "+%d %d", pid, start), true
 }
 
 // awaitWatchdog starts the watchdog again if it ends while the server
@@ -279,11 +324,10 @@ func (r *reaperState) tellLocked(op byte, pid int, master *os.File) {
 	}
 	msg := fmt.Appendf(nil, "-%d", pid)
 	if op == '+' {
-		start, err := procStartTime(pid)
-		if err != nil || master == nil {
+		var ok bool
+		if msg, ok = startMessage(pid, master); !ok {
 			return // already gone
 		}
-		msg = fmt.Appendf(nil, "+%d %d", pid, start)
 	}
 	send := func(oob []byte) {
 		rc, err := r.watch.SyscallConn()
