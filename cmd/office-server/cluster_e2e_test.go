@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -663,5 +664,7 @@ func spread(ds []time.Duration) string {
 	ds = slices.Clone(ds)
 	slices.Sort(ds)
 	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
-	return fmt.Sprintf("min %v, median %v, p90 %v, max %v", r(ds[0]), r(ds[len(ds)/2]), r(ds[(len(ds)-1)*9/10]), r(ds[len(ds)-1]))
+	// Nearest rank: the smallest sample with at least p of them at or below it.
+	rank := func(p float64) time.Duration { return r(ds[int(math.Ceil(p*float64(len(ds))))-1]) }
+	return fmt.Sprintf("min %v, median %v, p90 %v, max %v", r(ds[0]), rank(0.5), rank(0.9), r(ds[len(ds)-1]))
 }
