@@ -66,6 +66,7 @@ func (s *Server) routes() {
 	api("GET /debug/pprof/profile", pprof.Profile)
 
 	m.HandleFunc("GET /ws/offices/{office}/agents/{agent}", s.console)
+	m.HandleFunc("GET /ws/offices/{office}/previews", s.previews)
 
 	m.HandleFunc("GET /healthz", s.healthz)
 	m.HandleFunc("GET /readyz", s.readyz)

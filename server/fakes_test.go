@@ -181,6 +181,7 @@ type fakeTerm struct {
 	inputs  chan []byte
 	cols    int
 	rows    int
+	writes  uint64 // the screen's version, less one
 }
 
 func newFakeTerm() *fakeTerm {
@@ -225,6 +226,7 @@ func (t *fakeTerm) write(p []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.scroll = append(t.scroll, p...)
+	t.writes++
 	if len(t.scroll) > 1<<20 {
 		t.scroll = t.scroll[len(t.scroll)-1<<20:]
 	}
@@ -259,7 +261,18 @@ func (t *fakeTerm) Size() (cols, rows int) {
 }
 func (t *fakeTerm) Status() string { return "ready" }
 func (t *fakeTerm) Detail() string { return "" }
-func (t *fakeTerm) typed() string  { t.mu.Lock(); defer t.mu.Unlock(); return t.input.String() }
+
+// ScreenLines is the output written so far, a line a row (no terminal
+// emulation: the tests write plain lines).
+func (t *fakeTerm) ScreenLines(since uint64) ([]string, uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.writes+1 == since {
+		return nil, since
+	}
+	return strings.Split(string(t.scroll), "\n"), t.writes + 1
+}
+func (t *fakeTerm) typed() string { t.mu.Lock(); defer t.mu.Unlock(); return t.input.String() }
 
 type fakeTerminals struct {
 	mu    sync.Mutex
