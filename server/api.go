@@ -45,6 +45,8 @@ func (s *Server) routes() {
 	api("POST /api/offices/{office}/messages", s.createMessage)
 
 	api("GET /api/offices/{office}/invocations", s.listInvocations)
+	api("GET /api/invocations/{id}", s.getInvocation)
+	api("GET /api/results/{id}", s.getResult)
 	api("GET /api/offices/{office}/callgraph", s.callGraph)
 	api("GET /api/offices/{office}/results", s.listResults)
 
@@ -577,6 +579,26 @@ func (s *Server) getQuestion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, q)
+}
+
+// getInvocation and getResult read one row: the console updates a call or
+// a result by its row when an event names it.
+func (s *Server) getInvocation(w http.ResponseWriter, r *http.Request) {
+	inv, err := s.cfg.Store.GetInvocation(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, inv)
+}
+
+func (s *Server) getResult(w http.ResponseWriter, r *http.Request) {
+	res, err := s.cfg.Store.GetResult(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) getDependency(w http.ResponseWriter, r *http.Request) {

@@ -85,8 +85,21 @@ func (m *memStore) ListInvocations(context.Context, office.InvocationFilter) ([]
 	defer m.mu.Unlock()
 	return append([]office.Invocation(nil), m.invs...), nil
 }
+func (m *memStore) GetInvocation(_ context.Context, id string) (office.Invocation, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, inv := range m.invs {
+		if inv.ID == id {
+			return inv, nil
+		}
+	}
+	return office.Invocation{}, office.Errorf(office.ENOTFOUND, "no invocation %s", id)
+}
 func (m *memStore) ListResults(context.Context, office.ResultFilter) ([]office.Result, error) {
 	return nil, nil
+}
+func (m *memStore) GetResult(_ context.Context, id string) (office.Result, error) {
+	return office.Result{}, office.Errorf(office.ENOTFOUND, "no result %s", id)
 }
 func (m *memStore) ListDependencies(context.Context, office.DependencyFilter) ([]office.DependencyRequest, error) {
 	return nil, nil

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gorilla/websocket"
+
+	"github.com/office-server/office-server/office"
 )
 
 // previewClient is a page's preview socket, read in the background.
@@ -222,4 +224,20 @@ func previewScreens(t *testing.T, f *fixture) float64 {
 	}
 	t.Fatal("no office_console_preview_screens in /metrics")
 	return 0
+}
+
+// TestRowByID: a call or a result is read by its id (the console's row
+// updates), 404 for one that does not exist.
+func TestRowByID(t *testing.T) {
+	f := newFixture(t, nil)
+	f.store.invs = append(f.store.invs, office.Invocation{ID: "i1", OfficeID: "o1", CallerAgentID: "a1", CalleeAgentID: "a2", Reason: "build it", Status: "pending"})
+	st, body := f.do(t, "GET", "/api/invocations/i1", testToken, "")
+	if st != http.StatusOK || !strings.Contains(body, `"reason":"build it"`) {
+		t.Errorf("GET /api/invocations/i1: %d %s", st, body)
+	}
+	for _, path := range []string{"/api/invocations/nope", "/api/results/nope"} {
+		if st, body := f.do(t, "GET", path, testToken, ""); st != http.StatusNotFound || errCode(t, body) != "not_found" {
+			t.Errorf("GET %s: %d %s, want 404 not_found", path, st, body)
+		}
+	}
 }
