@@ -19,8 +19,9 @@ import (
 )
 
 // TestConsoleTilePreviews opens, in headless Chromium at 1280×800, an
-// office of a full-screen program and 47 line agents, each a tile with a
-// small live preview of its screen. Only the tiles in view are watched
+// office of a full-screen program, 47 line agents and one that hibernates,
+// each a tile with a small live preview of its screen. The hibernated
+// tile says it sleeps and what wakes it; the filter finds it. Only the tiles in view are watched
 // (the page's watch set, the server's gauge); a tile out of view is sent
 // nothing, even when its agent writes; scrolled into view it shows its
 // agent's screen, equal to tmux's rendering of what a late viewer of that
@@ -49,6 +50,8 @@ func TestConsoleTilePreviews(t *testing.T) {
 	}
 	var y strings.Builder
 	fmt.Fprintf(&y, "office:\n  name: Preview office\nagents:\n  - name: alt\n    launch: {kind: command, command: /bin/sh, args: [%q]}\n", script)
+	// nap hibernates when idle for a second.
+	fmt.Fprintf(&y, "  - name: nap\n    hibernate_after: 1s\n    launch: {kind: command, command: /bin/sh, args: [%q, nap], prompt_pattern: \"^nap>$\"}\n", lines)
 	var names []string
 	for i := range 47 {
 		n := fmt.Sprintf("p%02d", i)
@@ -71,7 +74,25 @@ func TestConsoleTilePreviews(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := page{t: t, ctx: ctx}
-	p.wait(`document.querySelectorAll('#agents.grid tr.agent').length === 48 && window.consolePreviewStats().open && (window.consoleWatched() || []).length > 0`)
+	p.wait(`document.querySelectorAll('#agents.grid tr.agent').length === 49 && window.consolePreviewStats().open && (window.consoleWatched() || []).length > 0`)
+
+	// A hibernated agent's tile says it sleeps and what wakes it, with no
+	// screen; the filter finds it.
+	p.wait(`!!document.querySelector('tr.agent[data-name="nap"][data-status="hibernated"] td.preview[data-live="no"]')`)
+	if got := p.string(`getComputedStyle(document.querySelector('tr.agent[data-name="nap"] td.preview'), '::before').content`); !strings.Contains(got, "wakes it") {
+		t.Errorf("the hibernated tile's preview says %s, want what wakes it", got)
+	}
+	if got := p.string(`document.querySelector('tr.agent[data-name="nap"] button.start').hidden ? '' : document.querySelector('tr.agent[data-name="nap"] button.start').textContent`); got != "wake" {
+		t.Errorf("the hibernated tile offers %q, want wake", got)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#agentfilter button[data-filter="hibernated"]`))); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(`[...document.querySelectorAll('#agents tr.agent')].map((e) => e.dataset.name).join() === 'nap' && document.querySelector('#agentfilter button[data-filter="hibernated"]').textContent === 'hibernated (1)'`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#agentfilter button[data-filter="all"]`))); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(`document.querySelectorAll('#agents tr.agent').length === 49`)
 
 	// The watched tiles are those in view, and only those.
 	inView := func() []string {
@@ -91,13 +112,13 @@ func TestConsoleTilePreviews(t *testing.T) {
 				t.Fatalf("%s: the page watches %q, the server %d screens; in view: %q", label, got, previewGauge(t, r), want)
 			}
 		}
-		if len(want) == 0 || len(want) >= 48 {
+		if len(want) == 0 || len(want) >= 49 {
 			t.Fatalf("%s: %d tiles in view, want some and not all", label, len(want))
 		}
 		return got
 	}
 	top := watchedIs("first screen")
-	t.Logf("first screen: %d of 48 tiles in view and watched", len(top))
+	t.Logf("first screen: %d of 49 tiles in view and watched", len(top))
 	if !slices.Contains(top, "alt") || slices.Contains(top, "p46") {
 		t.Fatalf("watched %q: want alt (first) and not p46 (last)", top)
 	}
@@ -179,7 +200,8 @@ func (p page) wait(js string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("never true: %s", js)
+			tiles, _ := chromedp.Run(p.ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('#agents tr.agent')].slice(0, 6).map((e) => e.dataset.name + ':' + e.dataset.status + ':' + (e.querySelector('td.preview') || {dataset: {}}).dataset.live).join(' ')`))
+			p.t.Fatalf("never true: %s\nfirst tiles: %s", js, tiles)
 		}
 	}
 }
@@ -227,16 +249,22 @@ func pageMetrics(t *testing.T, ctx context.Context) map[string]float64 {
 // previewGauge reads office_console_preview_screens from the server.
 func previewGauge(t *testing.T, r *liveServer) int {
 	t.Helper()
+	return int(metricValue(t, r, "office_console_preview_screens"))
+}
+
+// metricValue reads a metric without labels from the server's /metrics.
+func metricValue(t *testing.T, r *liveServer, name string) float64 {
+	t.Helper()
 	_, body := r.do(t, "GET", "/metrics", "")
 	for _, l := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(l, "office_console_preview_screens "); ok {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
 			n, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return int(n)
+			return n
 		}
 	}
-	t.Fatal("no office_console_preview_screens in /metrics")
+	t.Fatalf("no %s in /metrics", name)
 	return 0
 }
