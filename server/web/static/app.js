@@ -945,21 +945,32 @@ function rowsOf(ev) {
   return rows.length ? rows : undefined;
 }
 
-// updateRows takes the rows an event changed into the lists: a settled
-// one leaves at once; the others are read by their id, together, 50 ms
-// after the first (the events of one change come in a burst).
+// updateRows takes the rows an event changed into the lists: the rows
+// are read by their id, together, 50 ms after the first (the events of one
+// change come in a burst); a settled one leaves with no request, at once,
+// or with the rows being read (a question asked again replaces the one it
+// cancels in one step: the count does not drop to 0 between).
 function updateRows(rows) {
-  let gone = false;
   for (const r of rows) {
-    if (r.gone) { setRow(r.list, r.id, null); gone = true; } else state.wantRows.set(r.list + ' ' + r.id, r);
+    const k = r.list + ' ' + r.id;
+    if (r.gone) state.wantRows.delete(k);
+    state.wantRows.set(k, r);
   }
+  if (![...state.wantRows.values()].some((r) => !r.gone)) { settleRows(); return; }
+  if (!state.rowTimer) state.rowTimer = setTimeout(readRows, 50);
+}
+
+// settleRows takes the settled rows out of their lists.
+function settleRows() {
+  let gone = false;
+  for (const [k, r] of state.wantRows) if (r.gone) { setRow(r.list, r.id, null); state.wantRows.delete(k); gone = true; }
   if (gone) scheduleDraw();
-  if (state.wantRows.size && !state.rowTimer) state.rowTimer = setTimeout(readRows, 50);
 }
 
 async function readRows() {
   state.rowTimer = 0;
-  const want = [...state.wantRows.values()];
+  const want = [...state.wantRows.values()].filter((r) => !r.gone);
+  const gone = [...state.wantRows.values()].filter((r) => r.gone);
   state.wantRows.clear();
   const office = state.office;
   await Promise.all(want.map(async (r) => {
@@ -971,6 +982,7 @@ async function readRows() {
     }
     if (state.office === office) setRow(r.list, r.id, row);
   }));
+  if (state.office === office) for (const r of gone) setRow(r.list, r.id, null);
   scheduleDraw();
 }
 
