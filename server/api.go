@@ -45,6 +45,8 @@ func (s *Server) routes() {
 	api("POST /api/offices/{office}/messages", s.createMessage)
 
 	api("GET /api/offices/{office}/invocations", s.listInvocations)
+	api("GET /api/invocations/{id}", s.getInvocation)
+	api("GET /api/results/{id}", s.getResult)
 	api("GET /api/offices/{office}/callgraph", s.callGraph)
 	api("GET /api/offices/{office}/results", s.listResults)
 
@@ -66,6 +68,7 @@ func (s *Server) routes() {
 	api("GET /debug/pprof/profile", pprof.Profile)
 
 	m.HandleFunc("GET /ws/offices/{office}/agents/{agent}", s.console)
+	m.HandleFunc("GET /ws/offices/{office}/previews", s.previews)
 
 	m.HandleFunc("GET /healthz", s.healthz)
 	m.HandleFunc("GET /readyz", s.readyz)
@@ -576,6 +579,26 @@ func (s *Server) getQuestion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, q)
+}
+
+// getInvocation and getResult read one row: the console updates a call or
+// a result by its row when an event names it.
+func (s *Server) getInvocation(w http.ResponseWriter, r *http.Request) {
+	inv, err := s.cfg.Store.GetInvocation(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, inv)
+}
+
+func (s *Server) getResult(w http.ResponseWriter, r *http.Request) {
+	res, err := s.cfg.Store.GetResult(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) getDependency(w http.ResponseWriter, r *http.Request) {

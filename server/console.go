@@ -98,17 +98,10 @@ var upgrader = websocket.Upgrader{
 // console upgrades to the console WebSocket of one agent's terminal.
 // Checks, in order: the token (401), the Origin against the allow-list (403;
 // a request without Origin is only accepted with a Bearer header, as
-// browsers always send one), the agent and its running terminal (404).
+// browsers always send one: wsAllowed), the agent and its running terminal
+// (404).
 func (s *Server) console(w http.ResponseWriter, r *http.Request) {
-	ok, viaCookie := s.authorized(r)
-	if !ok {
-		refuseUnread(w, r, office.Errorf(office.EUNAUTHORIZED, "missing or wrong admin token"))
-		return
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" && viaCookie || origin != "" && !s.originAllowed(origin) {
-		s.log.Warn("console: origin refused", "origin", origin, "path", r.URL.Path)
-		writeError(w, office.Errorf(office.EFORBIDDEN, "origin %q is not allowed", origin))
+	if !s.wsAllowed(w, r) {
 		return
 	}
 	o, a, err := s.agent(r.Context(), r.PathValue("office"), r.PathValue("agent"))

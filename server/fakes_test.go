@@ -85,8 +85,21 @@ func (m *memStore) ListInvocations(context.Context, office.InvocationFilter) ([]
 	defer m.mu.Unlock()
 	return append([]office.Invocation(nil), m.invs...), nil
 }
+func (m *memStore) GetInvocation(_ context.Context, id string) (office.Invocation, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, inv := range m.invs {
+		if inv.ID == id {
+			return inv, nil
+		}
+	}
+	return office.Invocation{}, office.Errorf(office.ENOTFOUND, "no invocation %s", id)
+}
 func (m *memStore) ListResults(context.Context, office.ResultFilter) ([]office.Result, error) {
 	return nil, nil
+}
+func (m *memStore) GetResult(_ context.Context, id string) (office.Result, error) {
+	return office.Result{}, office.Errorf(office.ENOTFOUND, "no result %s", id)
 }
 func (m *memStore) ListDependencies(context.Context, office.DependencyFilter) ([]office.DependencyRequest, error) {
 	return nil, nil
@@ -181,6 +194,7 @@ type fakeTerm struct {
 	inputs  chan []byte
 	cols    int
 	rows    int
+	writes  uint64 // the screen's version, less one
 }
 
 func newFakeTerm() *fakeTerm {
@@ -225,6 +239,7 @@ func (t *fakeTerm) write(p []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.scroll = append(t.scroll, p...)
+	t.writes++
 	if len(t.scroll) > 1<<20 {
 		t.scroll = t.scroll[len(t.scroll)-1<<20:]
 	}
@@ -259,7 +274,18 @@ func (t *fakeTerm) Size() (cols, rows int) {
 }
 func (t *fakeTerm) Status() string { return "ready" }
 func (t *fakeTerm) Detail() string { return "" }
-func (t *fakeTerm) typed() string  { t.mu.Lock(); defer t.mu.Unlock(); return t.input.String() }
+
+// ScreenLines is the output written so far, a line a row (no terminal
+// emulation: the tests write plain lines).
+func (t *fakeTerm) ScreenLines(since uint64) ([]string, uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.writes+1 == since {
+		return nil, since
+	}
+	return strings.Split(string(t.scroll), "\n"), t.writes + 1
+}
+func (t *fakeTerm) typed() string { t.mu.Lock(); defer t.mu.Unlock(); return t.input.String() }
 
 type fakeTerminals struct {
 	mu    sync.Mutex

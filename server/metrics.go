@@ -31,6 +31,8 @@ type Metrics struct {
 	viewers          prometheus.Gauge
 	viewersDropped   prometheus.Counter
 	viewerSkips      prometheus.Counter
+	previewScreens   prometheus.Gauge
+	previewBytes     prometheus.Counter
 	httpRequests     *prometheus.CounterVec
 	httpLatency      *prometheus.HistogramVec
 	storeLatency     *prometheus.HistogramVec
@@ -66,6 +68,12 @@ func NewMetrics() *Metrics {
 		viewerSkips: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "office_console_viewer_skips_total", Help: "Times a console viewer fell behind (over its rate, paused too long, or dropped) and skipped ahead to a fresh replay.",
 		}),
+		previewScreens: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "office_console_preview_screens", Help: "Agents' screens watched by the console's tile previews (the tiles in view of every open page).",
+		}),
+		previewBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "office_console_preview_bytes_total", Help: "Bytes of screen rows sent to the console's tile previews.",
+		}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "office_http_requests_total", Help: "HTTP requests answered, by route (the handler's pattern; \"unmatched\" for none) and status code.",
 		}, []string{"route", "status"}),
@@ -91,6 +99,7 @@ func NewMetrics() *Metrics {
 	})
 	build.Set(1)
 	m.reg.MustRegister(m.events, m.messages, m.answersDelivered, m.answerLatency, m.viewers, m.viewersDropped, m.viewerSkips,
+		m.previewScreens, m.previewBytes,
 		m.httpRequests, m.httpLatency, m.storeLatency, m.storeErrors, m.feedReconnects, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

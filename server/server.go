@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/office-server/office-server/office"
 )
 
@@ -35,7 +37,9 @@ type Rows interface {
 	ListSessions(ctx context.Context, officeID string) ([]office.SessionRecord, error)
 	GetQuestion(ctx context.Context, id string) (office.Question, error)
 	ListQuestions(ctx context.Context, f office.QuestionFilter) ([]office.Question, error)
+	GetInvocation(ctx context.Context, id string) (office.Invocation, error)
 	ListInvocations(ctx context.Context, f office.InvocationFilter) ([]office.Invocation, error)
+	GetResult(ctx context.Context, id string) (office.Result, error)
 	ListResults(ctx context.Context, f office.ResultFilter) ([]office.Result, error)
 	GetDependency(ctx context.Context, id string) (office.DependencyRequest, error)
 	ListDependencies(ctx context.Context, f office.DependencyFilter) ([]office.DependencyRequest, error)
@@ -97,6 +101,11 @@ type Terminal interface {
 	// Detail says why it is in that status: the dialog it shows
 	// (needs_attention), or how its last process ended. Empty otherwise.
 	Detail() string
+	// ScreenLines returns the rows of the terminal's screen as text (what a
+	// viewer's screen shows, trailing blanks trimmed) and the screen's
+	// version, which changes with every output; rows is nil when the
+	// version is still since. Versions start above 0.
+	ScreenLines(since uint64) (rows []string, version uint64)
 }
 
 // Viewer receives a terminal's output.
@@ -167,13 +176,15 @@ type Server struct {
 	metrics *Metrics
 	events  *eventHub
 
-	mu       sync.Mutex
-	origins  map[string]bool
-	hosts    map[string]bool // Host values of the origins (see hostAllowed)
-	conns    map[*consoleConn]struct{}
-	controls map[string]*consoleConn // session key → controlling viewer
-	since    map[string]statusSince  // session key → its status and since when
-	closed   bool
+	mu      sync.Mutex
+	origins map[string]bool
+	hosts   map[string]bool // Host values of the origins (see hostAllowed)
+	conns   map[*consoleConn]struct{}
+	// previewConns are the pages' tile-preview sockets (preview.go).
+	previewConns map[*previewConn]struct{}
+	controls     map[string]*consoleConn // session key → controlling viewer
+	since        map[string]statusSince  // session key → its status and since when
+	closed       bool
 }
 
 // New returns a Server for cfg. It fails when the token is empty or the
@@ -207,13 +218,14 @@ func New(cfg Config) (*Server, error) {
 		cfg.EventPoll = 250 * time.Millisecond
 	}
 	s := &Server{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		mux:      http.NewServeMux(),
-		conns:    map[*consoleConn]struct{}{},
-		controls: map[string]*consoleConn{},
-		since:    map[string]statusSince{},
-		origins:  map[string]bool{},
+		cfg:          cfg,
+		log:          cfg.Logger,
+		mux:          http.NewServeMux(),
+		conns:        map[*consoleConn]struct{}{},
+		previewConns: map[*previewConn]struct{}{},
+		controls:     map[string]*consoleConn{},
+		since:        map[string]statusSince{},
+		origins:      map[string]bool{},
 	}
 	s.SetOrigins(cfg.Origins)
 	s.metrics = cfg.Metrics
@@ -378,11 +390,21 @@ func (s *Server) Close() {
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
+	previews := make([]*previewConn, 0, len(s.previewConns))
+	for c := range s.previewConns {
+		previews = append(previews, c)
+	}
 	s.mu.Unlock()
 	for _, c := range conns {
 		c.shutdown("server shutting down")
 	}
+	for _, c := range previews {
+		c.shutdown(websocket.CloseGoingAway, "server shutting down")
+	}
 	for _, c := range conns {
+		<-c.done
+	}
+	for _, c := range previews {
 		<-c.done
 	}
 	s.events.closeSubscribers()

@@ -34,6 +34,22 @@ func (s *Session) resizeView(cols, rows int) {
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
 	s.view.Resize(cols, rows)
+	s.viewVersion++
+}
+
+// ScreenLines returns the rows of the viewers' screen as a person sees
+// them (screen.Screen.Lines: one string a row, trailing blanks trimmed)
+// and the screen's version, which changes with every output and resize.
+// When the version is still since, rows is nil and nothing is rendered:
+// a reader that polls many screens (the console's tile previews) pays
+// only for those that changed. Versions start at 1.
+func (s *Session) ScreenLines(since uint64) (rows []string, version uint64) {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	if s.viewVersion == since {
+		return nil, since
+	}
+	return s.view.Lines(), s.viewVersion
 }
 
 // Viewer receives a session's output: first the snapshot of its screen,
@@ -131,6 +147,7 @@ func (s *Session) broadcast(p []byte) {
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
 	_, _ = s.view.Write(p)
+	s.viewVersion++
 	for v := range s.viewers {
 		if !v.offer(p) {
 			delete(s.viewers, v)

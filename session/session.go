@@ -268,9 +268,10 @@ type Session struct {
 	ended      bool // stopped for good
 
 	// output fan-out
-	outMu   sync.Mutex
-	view    *screen.Screen // what every viewer's terminal shows (fanout.go)
-	viewers map[*Viewer]struct{}
+	outMu       sync.Mutex
+	view        *screen.Screen // what every viewer's terminal shows (fanout.go)
+	viewVersion uint64         // counts the changes of view (ScreenLines); from 1
+	viewers     map[*Viewer]struct{}
 
 	wake chan struct{}
 	ctrl chan ctrlReq
@@ -304,6 +305,7 @@ func newSession(m *Manager, key Key, spec Spec) *Session {
 		done: make(chan struct{}),
 	}
 	s.view = newView(spec.Cols, spec.Rows, m.opts.Scrollback)
+	s.viewVersion = 1
 	s.info = Info{Key: key, Kind: spec.Kind, Cols: spec.Cols, Rows: spec.Rows}
 	return s
 }

@@ -27,7 +27,7 @@ done
 // one tile per agent; a stop shows in its tile within a second, measured
 // by the page (a MutationObserver stamps the moment the tile changes);
 // a new question raises the needs-me count within a second of the
-// question's creation; the page requests nothing while nothing happens
+// question's creation, the page reading that question alone; the page requests nothing while nothing happens
 // (requests counted by path from the page's resource timings); two
 // terminals open side by side both show new output.
 func TestConsoleGridLive(t *testing.T) {
@@ -143,12 +143,13 @@ new MutationObserver((ms) => { for (const m of ms) {
 	}
 	waitJS(`!!document.querySelector('tr.agent[data-name="asker"][data-waits="yes"]')`)
 	after = requests()
-	// The question's events have the page read the questions, nothing else.
+	// The question's events have the page read that question, by its id,
+	// and nothing else.
 	asked := diff(before, after)
 	got, _ := json.Marshal(asked)
 	t.Logf("requests for the question: %s", got)
 	for p := range asked {
-		if !strings.HasSuffix(p, "/questions") {
+		if p != "/api/questions/"+q.ID {
 			kinds, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`state.events.slice(-8).map((e) => e.kind).join(' ')`))
 			t.Errorf("for a question the page requested %s: %s (last events: %s)", p, got, kinds)
 		}

@@ -32,6 +32,9 @@ func (t sessionTerminal) Input(p []byte) error           { return t.s.Input(p) }
 func (t sessionTerminal) Resize(cols, rows int) error    { return t.s.Resize(cols, rows) }
 func (t sessionTerminal) Status() string                 { return string(t.s.Status()) }
 func (t sessionTerminal) Detail() string                 { return t.s.Info().Detail }
+func (t sessionTerminal) ScreenLines(since uint64) ([]string, uint64) {
+	return t.s.ScreenLines(since)
+}
 func (t sessionTerminal) Size() (cols, rows int) {
 	i := t.s.Info()
 	return i.Cols, i.Rows

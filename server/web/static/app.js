@@ -20,6 +20,8 @@ const state = {
   newEvents: [], eventsFrame: 0, // events not yet drawn in the history
   pushed: {}, // agent id → the status its last session event said, and when it came
   drawFrame: 0,
+  wantRows: new Map(), rowTimer: 0, // rows to read by id (updateRows)
+  edits: [], // rows changed by events, kept a minute: a list read begun before one does not undo it
 };
 
 // ---- helpers ----
@@ -53,7 +55,11 @@ async function api(method, path, body) {
   const res = await fetch(path, opts);
   if (res.status === 204) return null;
   const data = await res.json().catch(() => null);
-  if (!res.ok) throw new Error((data && data.error && data.error.message) || `${res.status} ${res.statusText}`);
+  if (!res.ok) {
+    const err = new Error((data && data.error && data.error.message) || `${res.status} ${res.statusText}`);
+    err.status = res.status;
+    throw err;
+  }
   return data;
 }
 
@@ -76,15 +82,16 @@ const agentName = (id) => { const a = agentById(id); return a ? a.name : (id ? i
 // sync makes container's children one per item, in order, keyed by
 // key(item): an existing child is kept and update(child, item) refreshes
 // it; a new one is made by make(item); children whose item is gone are
-// removed. Elements are never replaced, so clicks and typing survive.
-function sync(container, items, key, make, update) {
+// removed (and given to gone, if any). Elements are never replaced, so
+// clicks and typing survive.
+function sync(container, items, key, make, update, gone) {
   const have = new Map();
   for (const c of [...container.children]) {
     if (c.dataset.key === undefined) continue;
     have.set(c.dataset.key, c);
   }
   const want = new Set(items.map(key));
-  for (const [k, c] of have) if (!want.has(k)) c.remove();
+  for (const [k, c] of have) if (!want.has(k)) { c.remove(); if (gone) gone(c); }
   let prev = null;
   for (const it of items) {
     const k = key(it);
@@ -106,14 +113,15 @@ async function act(card, what, fn) {
   try {
     await fn();
     if (err) setText(err, '');
-    // An answered card leaves at the next refresh: dim it meanwhile.
+    // An answered card leaves with the event that says so: dim it meanwhile.
     if (card.matches('.question, .permission, .dependency')) card.classList.add('done');
   } catch (e) {
     if (err) setText(err, `${what}: ${e.message}`); else note(`${what}: ${e.message}`);
   } finally {
     buttons.forEach((b) => { b.disabled = false; });
   }
-  scheduleRefresh();
+  // No list is read here: what the action changed comes back as events
+  // (an answered question leaves, a stopped agent shows stopped).
 }
 
 // ---- office and refresh ----
@@ -131,6 +139,7 @@ async function loadOffices() {
 
 async function selectOffice(id) {
   for (const a of Object.keys(state.minis)) unpin(a);
+  closePreviews();
   state.office = id;
   state.lastEvent = 0;
   state.events = [];
@@ -168,6 +177,8 @@ async function refresh(names) {
   try {
     const got = await Promise.all(names.map((n) => api('GET', lists[n](o))));
     const next = Object.fromEntries(names.map((n, i) => [n, got[i]]));
+    // A row an event changed after this read began is newer than the list.
+    for (const e of state.edits) if (e.at > began && next[e.list]) next[e.list] = placeRow(next[e.list], e.list, e.id, e.row);
     if (next.agents) {
       // A status pushed by the event stream after this read began is newer
       // than what the read returned.
@@ -459,7 +470,7 @@ function renderTermStatus() {
 const statusLabels = {
   ready: 'waiting for input', busy: 'working', waiting: 'waiting for a result', needs_attention: 'waits for a person',
   starting: 'starting', stopped: 'stopped', exited: 'exited', crashed: 'crashed', failed: 'failed to start',
-  hibernated: 'hibernated (wakes on work)',
+  hibernated: 'hibernated',
 };
 const statusLabel = (s) => statusLabels[s] || s || 'unknown';
 
@@ -484,6 +495,7 @@ const agentFilters = {
   needs: (a) => !!waitsFor(a) || ['crashed', 'failed'].includes(a.session_status),
   busy: (a) => ['busy', 'waiting', 'starting'].includes(a.session_status),
   failed: (a) => ['crashed', 'failed', 'exited'].includes(a.session_status),
+  hibernated: (a) => a.session_status === 'hibernated',
 };
 
 function renderAgents() {
@@ -494,7 +506,7 @@ function renderAgents() {
     setText(b, `${b.dataset.label} (${n})`);
     b.classList.toggle('on', (state.agentFilter || 'all') === b.dataset.filter);
   }
-  sync($('#agents tbody'), shown, (a) => a.id, agentRow, updateAgentRow);
+  sync($('#agents tbody'), shown, (a) => a.id, agentRow, updateAgentRow, forgetRow);
   const sel = $('#msgagent');
   const cur = sel.value;
   sync(sel, state.agents, (a) => a.id, (a) => el('option', { value: a.id }, a.name), (o, a) => setText(o, a.name));
@@ -509,27 +521,34 @@ function agentRow(a) {
       el('a', { class: 'waits', href: '#attention', hidden: true, onclick: (ev) => { ev.preventDefault(); showNeed(a.id); } }),
       el('div', { class: 'detail short' })),
     el('td', { class: 'doing' }),
+    previewCell(a),
     el('td', { class: 'actions' },
       el('button', { type: 'button', class: 'peek', title: 'a small live preview of its terminal, beside the open one', onclick: () => peek(agentById(a.id) || a) }, 'peek'), ' ',
       el('button', { type: 'button', class: 'start', onclick: () => agentAction(tr, agentById(a.id) || a, 'start') }, 'start'), ' ',
       el('button', { type: 'button', class: 'stop danger', onclick: (ev) => confirmClick(ev.currentTarget, 'stop', () => agentAction(tr, agentById(a.id) || a, 'stop')) }, 'stop…'), ' ',
       el('button', { type: 'button', class: 'restart danger', onclick: (ev) => confirmClick(ev.currentTarget, 'restart', () => agentAction(tr, agentById(a.id) || a, 'restart')) }, 'restart…'),
       el('div', { class: 'error' })));
+  if (rowObserver) rowObserver.observe(tr);
   return tr;
 }
 
 function updateAgentRow(tr, a) {
   setAttr(tr, 'data-status', a.session_status);
-  // Start for an agent whose process is not running, stop for one that is.
+  // Start for an agent whose process is not running, stop for one that is;
+  // a hibernated one can be woken or stopped for good.
   const running = !['stopped', 'exited', 'crashed', 'failed', undefined, null, ''].includes(a.session_status);
-  tr.querySelector('button.start').hidden = running;
+  const asleep = a.session_status === 'hibernated';
+  tr.querySelector('button.start').hidden = running && !asleep;
+  setText(tr.querySelector('button.start'), asleep ? 'wake' : 'start');
   tr.querySelector('button.stop').hidden = !running;
+  // Its terminal opened, peeked or restarted would wake it too: wake says so.
+  tr.querySelector('button.peek').hidden = asleep;
+  tr.querySelector('button.restart').hidden = asleep;
   setText(tr.querySelector('.role'), a.role || '');
   const pill = tr.querySelector('.pill');
   setText(pill, statusLabel(a.session_status));
   pill.className = 'pill ' + a.session_status;
-  const since = a.session_since ? Date.now() - new Date(a.session_since).getTime() : NaN;
-  setText(tr.querySelector('.since'), since >= 0 ? ` for ${duration(since)}` : '');
+  setText(tr.querySelector('.since'), sinceText(a));
   // A process that ended: its last words say why; a dialog: its title.
   const lines = (a.session_detail || '').split('\n').map((l) => l.trim()).filter(Boolean);
   const ended = ['crashed', 'failed', 'exited'].includes(a.session_status);
@@ -549,6 +568,34 @@ function updateAgentRow(tr, a) {
   setText(doingCell, parts.join(' · ') || (a.session_status === 'ready' ? 'idle' : a.session_status === 'busy' ? 'working' : ''));
   // Only the status in other words: the grid's tile leaves it out.
   setAttr(doingCell, 'data-plain', parts.length ? '' : 'yes');
+}
+
+// sinceText says for how long an agent is in its status.
+function sinceText(a) {
+  const since = a.session_since ? Date.now() - new Date(a.session_since).getTime() : NaN;
+  return since >= 0 ? ` for ${duration(since)}` : '';
+}
+
+// tickDurations counts on the durations ("for 12s") of the rows in view,
+// touching nothing else: the 200 rows of a big office changed every
+// second kept Chromium's main thread 16% busy on an idle page
+// (TestConsoleTwoHundredAgents), the rows in view alone 1%.
+const rowsInView = new Set();
+const rowObserver = window.IntersectionObserver ? new IntersectionObserver((entries) => {
+  for (const e of entries) {
+    if (e.isIntersecting) { rowsInView.add(e.target); tickRow(e.target); } else rowsInView.delete(e.target);
+  }
+}) : null;
+
+function tickRow(tr) {
+  const a = agentById(tr.dataset.id);
+  if (a) setText(tr.querySelector('.since'), sinceText(a));
+}
+
+function tickDurations() {
+  if (!state.office) return;
+  if (!rowObserver) { document.querySelectorAll('#agents tr.agent').forEach(tickRow); return; }
+  for (const tr of rowsInView) if (tr.isConnected) tickRow(tr); else rowsInView.delete(tr);
 }
 
 // waitsFor says what of an agent waits for a person: a question, a
@@ -575,6 +622,119 @@ function showNeed(agentId) {
 
 async function agentAction(row, a, action) {
   await act(row, `${action} ${a.name}`, () => api('POST', `/api/offices/${encodeURIComponent(state.office)}/agents/${a.id}/${action}`));
+}
+
+// ---- tile previews ----
+
+// Each tile in view shows its agent's screen, small and live: the rows
+// as text, from the office's preview socket (GET /ws/offices/{office}/
+// previews, framing in server/preview.go). One socket for the page; it
+// watches only the tiles in view (an IntersectionObserver says which), so
+// 200 agents cost what the dozen on screen cost. A preview is text in a
+// <pre>, not a terminal: no emulator per tile, and nothing it could type.
+const previews = {
+  ws: null, io: null, timer: 0,
+  visible: new Map(), // agent id → its preview cell, while in view
+  watching: null, // the ids last sent, joined
+  screens: {}, // agent id → {live, cols, rows, lines}
+  stats: { connects: 0, messages: 0, bytes: 0, updates: 0, agents: {} }, // what the socket brought (agents: updates by agent id)
+};
+
+function previewCell(a) {
+  const td = el('td', { class: 'preview', 'data-id': a.id, title: `${a.name}'s screen, live (click to open its terminal)`,
+    onclick: () => openTerminal(agentById(a.id) || a) }, el('pre', { class: 'screen' }));
+  if (!previews.io && window.IntersectionObserver) {
+    previews.io = new IntersectionObserver((entries) => {
+      for (const e of entries) {
+        if (e.isIntersecting) previews.visible.set(e.target.dataset.id, e.target);
+        else previews.visible.delete(e.target.dataset.id);
+      }
+      scheduleWatch();
+    });
+  }
+  if (previews.io) previews.io.observe(td);
+  const s = previews.screens[a.id];
+  if (s) drawPreview(td, s);
+  return td;
+}
+
+// forgetRow stops watching a row the list removed: its duration, its
+// preview.
+function forgetRow(tr) {
+  if (rowObserver) { rowObserver.unobserve(tr); rowsInView.delete(tr); }
+  const td = tr.querySelector('td.preview');
+  if (!td || !previews.io) return;
+  previews.io.unobserve(td);
+  if (previews.visible.get(td.dataset.id) === td) { previews.visible.delete(td.dataset.id); scheduleWatch(); }
+}
+
+// scheduleWatch tells the server the tiles in view, 100 ms after the
+// first change (a scroll moves many at once).
+function scheduleWatch() {
+  if (!previews.timer) previews.timer = setTimeout(watchNow, 100);
+}
+
+function watchNow() {
+  previews.timer = 0;
+  const ids = [...previews.visible.keys()].sort();
+  if (!previews.ws) { if (ids.length && state.office) connectPreviews(); return; }
+  if (previews.ws.readyState !== WebSocket.OPEN || ids.join(' ') === previews.watching) return;
+  previews.ws.send(JSON.stringify({ watch: ids }));
+  previews.watching = ids.join(' ');
+  // What the server no longer sends is stale: a tile back in view is
+  // sent its screen whole.
+  for (const id of Object.keys(previews.screens)) if (!previews.visible.has(id)) delete previews.screens[id];
+}
+
+function connectPreviews() {
+  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  const ws = new WebSocket(`${proto}//${location.host}/ws/offices/${encodeURIComponent(state.office)}/previews`);
+  previews.ws = ws;
+  previews.watching = null;
+  previews.stats.connects++;
+  ws.onopen = () => watchNow();
+  ws.onmessage = (m) => {
+    previews.stats.messages++;
+    previews.stats.bytes += m.data.length;
+    for (const u of JSON.parse(m.data).screens || []) applyPreview(u);
+  };
+  ws.onclose = () => {
+    if (previews.ws !== ws) return;
+    previews.ws = null;
+    previews.screens = {};
+    setTimeout(scheduleWatch, 1500); // reconnects if tiles are in view
+  };
+}
+
+function closePreviews() {
+  const ws = previews.ws;
+  previews.ws = null;
+  previews.screens = {};
+  if (ws) ws.close();
+}
+
+// applyPreview takes one screen from the server: whole, or the rows that
+// changed.
+function applyPreview(u) {
+  previews.stats.updates++;
+  previews.stats.agents[u.agent] = (previews.stats.agents[u.agent] || 0) + 1;
+  let s = previews.screens[u.agent];
+  if (!u.live) s = { live: false, lines: [] };
+  else if (u.full) s = { live: true, cols: u.cols, rows: u.rows, lines: u.lines || [] };
+  else if (s) (u.at || []).forEach((i, k) => { s.lines[i] = u.lines[k]; });
+  else return;
+  previews.screens[u.agent] = s;
+  const td = previews.visible.get(u.agent);
+  if (td) drawPreview(td, s);
+}
+
+// drawPreview shows a screen's rows down to its last non-blank one; the
+// tile shows the bottom of them (where a program's latest output is).
+function drawPreview(td, s) {
+  setAttr(td, 'data-live', s.live ? 'yes' : 'no');
+  let n = s.lines.length;
+  while (n > 0 && !s.lines[n - 1]) n--;
+  setText(td.firstChild, s.lines.slice(0, n).join('\n'));
 }
 
 // ---- calls and results ----
@@ -718,7 +878,9 @@ function openEvents() {
     // stream catching up on thousands of events (an office of 200 agents)
     // must not lay the page out once per event.
     if (!state.eventsFrame) state.eventsFrame = setTimeout(flushEvents, 50);
-    if (applyEvent(ev)) scheduleDraw(); else scheduleRefresh(listsOf(ev.kind));
+    if (applyEvent(ev)) { scheduleDraw(); return; }
+    const rows = rowsOf(ev);
+    if (rows) updateRows(rows); else scheduleRefresh(listsOf(ev.kind));
   });
 }
 
@@ -730,12 +892,120 @@ function openEvents() {
 function applyEvent(ev) {
   if (ev.kind.startsWith('transcript.') || ['message.step', 'message.step_complete', 'message.phase_complete'].includes(ev.kind)) return true;
   if (!ev.kind.startsWith('session.')) return false;
+  // session.woken says for what a hibernated agent is started; its
+  // status comes with session.starting.
+  if (ev.kind === 'session.woken') return true;
   const a = agentById(ev.agent_id);
   if (!a) return false;
   const status = { session_status: ev.kind.slice(8), session_detail: (ev.payload && ev.payload.detail) || '', session_since: ev.created_at };
   state.pushed[a.id] = { status, at: performance.now() };
   Object.assign(a, status);
   return true;
+}
+
+// rowLists are the lists the page updates by the row: how one row is
+// read, which rows the list keeps (pending questions and dependencies;
+// the latest calls and results, up to max).
+const rowLists = {
+  questions: { path: (id) => `/api/questions/${id}`, keep: (r) => r.status === 'pending' },
+  deps: { path: (id) => `/api/dependencies/${id}`, keep: (r) => r.status === 'pending' },
+  invs: { path: (id) => `/api/invocations/${id}`, keep: () => true, max: 200 },
+  results: { path: (id) => `/api/results/${id}`, keep: () => true, max: 100 },
+};
+
+// settledKinds are the events after which the question or dependency
+// they name is no longer pending: it leaves its list with no request.
+const settledKinds = new Set(['question.answered', 'question.expired', 'question.cancelled', 'question.delivered',
+  'permission.allowed', 'permission.denied', 'permission.expired', 'permission.ended',
+  'dependency.provided', 'dependency.rejected', 'dependency.delivered']);
+
+// rowsOf names the rows an event changes, [{list, id, gone}] (none for an
+// event no list shows: a message is followed by the event of the row it
+// made), or undefined when the event names no row of the lists it changes
+// (then those lists are read whole, listsOf).
+function rowsOf(ev) {
+  const p = ev.payload || {};
+  const top = ev.kind.split('.')[0];
+  const rows = [];
+  const row = (list, id) => { if (id) rows.push({ list, id: String(id), gone: settledKinds.has(ev.kind) && rowLists[list].max === undefined }); };
+  switch (top) {
+    case 'question': case 'permission':
+      row('questions', p.question_id); row('questions', p.new_question_id);
+      // A permission decided by a rule asks nobody: no row.
+      return rows.length || top === 'permission' ? rows : undefined;
+    case 'dependency': row('deps', p.dependency_id); break;
+    case 'invocation': row('invs', p.invocation_id); break;
+    case 'result':
+      if (ev.kind !== 'result.created') return [];
+      row('results', p.result_id); row('invs', p.invocation_id);
+      break;
+    case 'message': case 'delivery': case 'transcript': return [];
+    default: return undefined;
+  }
+  return rows.length ? rows : undefined;
+}
+
+// updateRows takes the rows an event changed into the lists: the rows
+// are read by their id, together, 50 ms after the first (the events of one
+// change come in a burst); a settled one leaves with no request, at once,
+// or with the rows being read (a question asked again replaces the one it
+// cancels in one step: the count does not drop to 0 between).
+function updateRows(rows) {
+  for (const r of rows) {
+    const k = r.list + ' ' + r.id;
+    if (r.gone) state.wantRows.delete(k);
+    state.wantRows.set(k, r);
+  }
+  if (![...state.wantRows.values()].some((r) => !r.gone)) { settleRows(); return; }
+  if (!state.rowTimer) state.rowTimer = setTimeout(readRows, 50);
+}
+
+// settleRows takes the settled rows out of their lists.
+function settleRows() {
+  let gone = false;
+  for (const [k, r] of state.wantRows) if (r.gone) { setRow(r.list, r.id, null); state.wantRows.delete(k); gone = true; }
+  if (gone) scheduleDraw();
+}
+
+async function readRows() {
+  state.rowTimer = 0;
+  const want = [...state.wantRows.values()].filter((r) => !r.gone);
+  const gone = [...state.wantRows.values()].filter((r) => r.gone);
+  state.wantRows.clear();
+  const office = state.office;
+  await Promise.all(want.map(async (r) => {
+    let row = null;
+    try {
+      row = await api('GET', rowLists[r.list].path(encodeURIComponent(r.id)));
+    } catch (e) {
+      if (e.status !== 404) { scheduleRefresh([r.list]); return; } // read the list instead
+    }
+    if (state.office === office) setRow(r.list, r.id, row);
+  }));
+  if (state.office === office) for (const r of gone) setRow(r.list, r.id, null);
+  scheduleDraw();
+}
+
+// setRow puts a row read by its id (null: gone) into its list, and keeps
+// the change for a list read begun before it (refresh).
+function setRow(list, id, row) {
+  state[list] = placeRow(state[list], list, id, row);
+  const now = performance.now();
+  state.edits = state.edits.filter((e) => now - e.at < 60000);
+  state.edits.push({ list, id, row, at: now });
+}
+
+// placeRow returns rows with the row of id replaced by row, or left out
+// when row is null or not kept, in the lists' order (oldest first).
+function placeRow(rows, list, id, row) {
+  const spec = rowLists[list];
+  const out = rows.filter((x) => x.id !== id);
+  if (row && spec.keep(row)) {
+    out.push(row);
+    out.sort((a, b) => new Date(a.created_at) - new Date(b.created_at));
+    if (spec.max && out.length > spec.max) out.splice(0, out.length - spec.max);
+  }
+  return out;
 }
 
 // listsOf names the lists an event changes; none for an event no list
@@ -1077,6 +1347,15 @@ window.consolePinned = (name) => {
   const m = Object.values(state.minis).find((x) => x.agent.name === name);
   return m ? m.screen() : null;
 };
+// What an agent's tile preview shows (null: none drawn), the agents the
+// page watches, and what the preview socket brought.
+window.consolePreview = (name) => {
+  const a = state.agents.find((x) => x.name === name);
+  const td = a && document.querySelector(`#agents td.preview[data-id="${a.id}"]`);
+  return td && td.dataset.live ? td.firstChild.textContent : null;
+};
+window.consoleWatched = () => (previews.watching === null ? null : previews.watching.split(' ').filter(Boolean).map(agentName));
+window.consolePreviewStats = () => ({ ...previews.stats, open: !!previews.ws && previews.ws.readyState === WebSocket.OPEN });
 window.consoleSize = () => (state.term && state.term.xterm ? [state.term.xterm.cols, state.term.xterm.rows] : [0, 0]);
 // The terminal's state beyond its text: modes, title, connections made,
 // the drawn scale and whether any column is out of reach.
@@ -1164,11 +1443,20 @@ document.addEventListener('keydown', (ev) => {
 // The agents as a compact grid of tiles (the default) or as a table.
 function setLayout(layout) {
   $('#agents').classList.toggle('grid', layout !== 'table');
+  // (a table hides the previews: their tiles leave view, the page stops watching them)
   setText($('#layout'), layout === 'table' ? 'grid' : 'table');
   try { localStorage.setItem('office.layout', layout); } catch { /* private window */ }
 }
 $('#layout').addEventListener('click', () => setLayout($('#agents').classList.contains('grid') ? 'table' : 'grid'));
 setLayout((() => { try { return localStorage.getItem('office.layout'); } catch { return null; } })() || 'grid');
+// Previews on or off (a denser grid without them); remembered.
+function setPreviews(on) {
+  $('#agents').classList.toggle('nopreviews', !on);
+  $('#previews').classList.toggle('on', on);
+  try { localStorage.setItem('office.previews', on ? 'on' : 'off'); } catch { /* private window */ }
+}
+$('#previews').addEventListener('click', () => setPreviews($('#agents').classList.contains('nopreviews')));
+setPreviews((() => { try { return localStorage.getItem('office.previews'); } catch { return null; } })() !== 'off');
 $('#office').addEventListener('change', (ev) => selectOffice(ev.target.value));
 for (const id of ['#evagent', '#evkind', '#evinternal']) $(id).addEventListener('change', renderEvents);
 // Everything that changes is an event on the stream (a status change, a
@@ -1177,7 +1465,7 @@ for (const id of ['#evagent', '#evkind', '#evinternal']) $(id).addEventListener(
 // that reconnects resumes after the last event it had (after_id) and reads
 // the lists again. Durations ("for 12s") are counted here, every second,
 // with no request.
-setInterval(() => state.office && renderAgents(), 1000);
+setInterval(tickDurations, 1000);
 loadOffices().catch((e) => note('load: ' + e.message));
 // Every script of the page has run (tests wait for it before clicking a
 // form whose handler another script adds).
