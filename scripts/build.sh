@@ -38,8 +38,15 @@ progress() {
 }
 # stale PACKAGES... counts the packages of the build not in the build cache.
 stale() {
-  go list -deps "${flags[@]}" -f '{{if .Stale}}{{.ImportPath}}{{end}}' "$@" | grep -c . || true
+  local out
+  out=$(go list -deps "${flags[@]}" -f '{{if .Stale}}{{.ImportPath}}{{end}}' "$@") || return 1
+  grep -c . <<<"$out" || true
 }
+
+# Nothing to compile (and every module there): just link, if that.
+if todo=$(GOPROXY=off stale ./cmd/office-server 2>/dev/null) && [ "$todo" -le 1 ]; then
+  exec go build "${flags[@]}" -o bin/office-server ./cmd/office-server
+fi
 
 start=$SECONDS
 bg=
@@ -53,10 +60,6 @@ fi
 deps=$(go list -deps -f '{{.ImportPath}} {{join .Deps " "}}' ./cmd/office-server) || { wait; exit 1; }
 if [ -n "$bg" ]; then wait "$bg" || true; fi
 todo=$(stale ./cmd/office-server)
-if [ "$todo" -le 1 ]; then
-  go build "${flags[@]}" -o bin/office-server ./cmd/office-server
-  exit
-fi
 # The packages that do not import the SQLite translation (phase 2).
 mapfile -t rest < <(awk -v w="$sqlite" '{ for (i = 1; i <= NF; i++) if ($i == w) next; print $1 }' <<<"$deps")
 echo "$name: compiling $todo packages into bin/office-server" >&2
