@@ -32,9 +32,9 @@ sqlite_std=(bytes embed encoding/binary math math/bits runtime strconv time)
 # a count every 20 packages; any other line (an error) passes unchanged.
 progress() {
   awk -v label="$1" -v total="$2" '
-    /^[^ :]+$/ { n++; if (n % 20 == 0) printf "%s [%d/%d] %s\n", label, n, total, $0 > "/dev/stderr"; next }
+    /^[^ :]+$/ { n++; last = $0; if (n % 20 == 0) printf "%s [%d/%d] %s\n", label, n, total, $0 > "/dev/stderr"; next }
     { print > "/dev/stderr" }
-    END { if (n % 20) printf "%s [%d/%d] %s\n", label, n, total, "done" > "/dev/stderr" }'
+    END { if (n % 20) printf "%s [%d/%d] %s\n", label, n, total, last > "/dev/stderr" }'
 }
 # stale PACKAGES... counts the packages of the build not in the build cache.
 stale() {
