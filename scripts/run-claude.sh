@@ -9,12 +9,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --cli claude
-# The first build downloads the Go modules (about 19 MB, go names each) and
-# compiles them, naming each package (-v): minutes on a small machine.
-verbose=()
-if [ ! -x bin/office-server ]; then
-  echo "run-claude.sh: first build of bin/office-server: Go modules, then each package as it compiles" >&2
-  verbose=(-v)
-fi
-go build ${verbose[@]+"${verbose[@]}"} -o bin/office-server ./cmd/office-server
+scripts/build.sh run-claude.sh
 exec bin/office-server serve --office examples/claude-office.yaml "$@"
