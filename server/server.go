@@ -30,18 +30,28 @@ import (
 // rows the console shows. office.Store has all of it; the server never
 // writes through it (every change goes through Office).
 type Rows interface {
+	RowsByID
+	RowLists
+}
+
+// RowsByID reads one row by its id (and pings the store).
+type RowsByID interface {
 	Ping(ctx context.Context) error
 	GetOffice(ctx context.Context, id string) (office.Office, error)
+	GetQuestion(ctx context.Context, id string) (office.Question, error)
+	GetInvocation(ctx context.Context, id string) (office.Invocation, error)
+	GetResult(ctx context.Context, id string) (office.Result, error)
+	GetDependency(ctx context.Context, id string) (office.DependencyRequest, error)
+}
+
+// RowLists reads lists of rows.
+type RowLists interface {
 	ListOffices(ctx context.Context) ([]office.Office, error)
 	ListAgents(ctx context.Context, officeID string) ([]office.Agent, error)
 	ListSessions(ctx context.Context, officeID string) ([]office.SessionRecord, error)
-	GetQuestion(ctx context.Context, id string) (office.Question, error)
 	ListQuestions(ctx context.Context, f office.QuestionFilter) ([]office.Question, error)
-	GetInvocation(ctx context.Context, id string) (office.Invocation, error)
 	ListInvocations(ctx context.Context, f office.InvocationFilter) ([]office.Invocation, error)
-	GetResult(ctx context.Context, id string) (office.Result, error)
 	ListResults(ctx context.Context, f office.ResultFilter) ([]office.Result, error)
-	GetDependency(ctx context.Context, id string) (office.DependencyRequest, error)
 	ListDependencies(ctx context.Context, f office.DependencyFilter) ([]office.DependencyRequest, error)
 	ListEvents(ctx context.Context, f office.EventFilter) ([]office.Event, error)
 }
