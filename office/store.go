@@ -380,6 +380,10 @@ type Events interface {
 	// the same non-empty DedupeKey exists in the office, and then that
 	// event, as stored first.
 	AppendEvent(ctx context.Context, e Event) (ev Event, inserted bool, err error)
+	// AppendEvents appends events in order in one write, each as
+	// AppendEvent appends it: stored[i] is the event inserted, or the one
+	// stored first with its dedupe key (inserted[i] false).
+	AppendEvents(ctx context.Context, events []Event) (stored []Event, inserted []bool, err error)
 	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
 }
 

@@ -159,3 +159,28 @@ func (s *Store) ListOpenWork(ctx context.Context, officeID string) (office.OpenW
 	}
 	return w, nil
 }
+
+// AppendEvents implements office.Store; see its contract in office/store.go.
+func (s *Store) AppendEvents(ctx context.Context, events []office.Event) ([]office.Event, []bool, error) {
+	const op = "append events"
+	if len(events) == 0 {
+		return nil, nil, nil
+	}
+	if err := pgfunc.AppendEventsCheck(events); err != nil {
+		return nil, nil, err
+	}
+	for _, e := range events {
+		if !validID(e.OfficeID) || (e.AgentID != "" && !validID(e.AgentID)) {
+			return nil, nil, &office.Error{Code: office.EINVALID, Op: op, Message: "office and agent ids must be UUIDs"}
+		}
+	}
+	var b json.RawMessage
+	if err := s.rpc(ctx, op, pgfunc.AppendEvents, pgfunc.AppendEventsArgs(events), &b); err != nil {
+		return nil, nil, err
+	}
+	stored, inserted, err := pgfunc.DecodeAppendEvents(b)
+	if err != nil {
+		return nil, nil, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
+	}
+	return stored, inserted, nil
+}

@@ -291,6 +291,11 @@ func (s *Store) ListDue(ctx context.Context, a1, a2 string) (r0 office.DueWork, 
 	return s.Store.ListDue(ctx, a1, a2)
 }
 
+func (s *Store) AppendEvents(ctx context.Context, a1 []office.Event) (r0 []office.Event, r1 []bool, err error) {
+	defer s.observe("AppendEvents", time.Now(), &err)
+	return s.Store.AppendEvents(ctx, a1)
+}
+
 func (s *Store) ListDueTyping(ctx context.Context, a1, a2 string, a3 time.Time) (r0 office.DueWork, err error) {
 	defer s.observe("ListDueTyping", time.Now(), &err)
 	return s.Store.ListDueTyping(ctx, a1, a2, a3)

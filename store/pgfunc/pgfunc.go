@@ -26,6 +26,7 @@ const (
 	DeliverResult = "office_deliver_result" // migrations/20261128194000_office_message_events.sql
 	Invoke        = "office_invoke"         // migrations/20261128194000_office_message_events.sql
 	OpenWork      = "office_open_work"      // migrations/20261128160000_office_open_work.sql
+	AppendEvents  = "office_append_events"  // migrations/20261128194200_office_append_events.sql
 )
 
 // DueArgs are office_due's named arguments: typingAt, when not zero,
@@ -265,6 +266,57 @@ func DecodeInvoke(b []byte) (inv office.Invocation, events []office.Event, creat
 		return inv, nil, false, fmt.Errorf("%s: %w", Invoke, err)
 	}
 	return v.Invocation, v.Events, v.Created, nil
+}
+
+// AppendEventsArgs are office_append_events's named arguments.
+func AppendEventsArgs(events []office.Event) map[string]any {
+	list := make([]map[string]any, len(events))
+	for i, e := range events {
+		m := map[string]any{"office_id": e.OfficeID, "kind": e.Kind, "agent_id": orNil(e.AgentID), "session_id": orNil(e.SessionID),
+			"raw": orNil(e.Raw), "dedupe_key": orNil(e.DedupeKey)}
+		if len(e.Payload) > 0 {
+			m["payload"] = json.RawMessage(e.Payload)
+		}
+		if !e.CreatedAt.IsZero() {
+			m["created_at"] = e.CreatedAt
+		}
+		list[i] = m
+	}
+	b, _ := json.Marshal(list) // JSON text: under the simple protocol pgx would send a slice as an array literal
+	return map[string]any{"p_events": json.RawMessage(b)}
+}
+
+// AppendEventsCheck refuses events the function cannot take.
+func AppendEventsCheck(events []office.Event) error {
+	for _, e := range events {
+		if e.OfficeID == "" || e.Kind == "" {
+			return &office.Error{Code: office.EINVALID, Op: "append events", Message: "an event needs an office and a kind"}
+		}
+		if len(e.Payload) > 0 && !json.Valid(e.Payload) {
+			return &office.Error{Code: office.EINVALID, Op: "append events", Message: "payload is not JSON"}
+		}
+	}
+	return nil
+}
+
+// DecodeAppendEvents decodes office_append_events's answer.
+func DecodeAppendEvents(b []byte) (stored []office.Event, inserted []bool, err error) {
+	var v struct {
+		Events []struct {
+			Event    office.Event `json:"event"`
+			Inserted bool         `json:"inserted"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", AppendEvents, err)
+	}
+	for _, e := range v.Events {
+		if string(e.Event.Payload) == "null" {
+			e.Event.Payload = nil
+		}
+		stored, inserted = append(stored, e.Event), append(inserted, e.Inserted)
+	}
+	return stored, inserted, nil
 }
 
 // OpenWorkArgs are office_open_work's named arguments.

@@ -167,3 +167,28 @@ func (s *Store) ListOpenWork(ctx context.Context, officeID string) (office.OpenW
 	}
 	return w, nil
 }
+
+// AppendEvents implements office.Store; see its contract in office/store.go.
+func (s *Store) AppendEvents(ctx context.Context, events []office.Event) ([]office.Event, []bool, error) {
+	const op = "append events"
+	if len(events) == 0 {
+		return nil, nil, nil
+	}
+	if err := pgfunc.AppendEventsCheck(events); err != nil {
+		return nil, nil, err
+	}
+	for _, e := range events {
+		if !isUUID(e.OfficeID) || (e.AgentID != "" && !isUUID(e.AgentID)) {
+			return nil, nil, invalid(op, "office and agent ids must be UUIDs")
+		}
+	}
+	b, err := s.call(ctx, op, pgfunc.AppendEvents, pgfunc.AppendEventsArgs(events))
+	if err != nil {
+		return nil, nil, err
+	}
+	stored, inserted, err := pgfunc.DecodeAppendEvents(b)
+	if err != nil {
+		return nil, nil, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
+	}
+	return stored, inserted, nil
+}

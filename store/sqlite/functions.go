@@ -489,3 +489,50 @@ func (s *Store) ListOpenWork(ctx context.Context, officeID string) (office.OpenW
 	w.ProxyTasks, errT = s.ListProxyTasks(ctx, office.ProxyTaskFilter{OfficeID: officeID, Status: office.ProxyTaskOpen})
 	return w, errors.Join(errI, errT)
 }
+
+// AppendEvents implements office.Store; see its contract in
+// office/store.go (office_append_events in the PostgreSQL stores): each
+// event as AppendEvent appends it, in one transaction.
+func (s *Store) AppendEvents(ctx context.Context, events []office.Event) ([]office.Event, []bool, error) {
+	const op = "append events"
+	if len(events) == 0 {
+		return nil, nil, nil
+	}
+	if err := pgfunc.AppendEventsCheck(events); err != nil {
+		return nil, nil, err
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, nil, s.fail(op, err)
+	}
+	defer tx.Rollback()
+	_, now := nowTS()
+	stored, inserted := make([]office.Event, len(events)), make([]bool, len(events))
+	for i, e := range events {
+		var payload any
+		if p := strings.TrimSpace(string(e.Payload)); p != "" {
+			payload = p
+		}
+		created := now
+		if !e.CreatedAt.IsZero() {
+			created = ts(e.CreatedAt)
+		}
+		stored[i], err = scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, session_id, kind, payload, raw, dedupe_key, created_at)
+			values (?, ?, ?, ?, ?, ?, ?, ?)
+			on conflict (office_id, dedupe_key) where dedupe_key is not null do nothing
+			returning `+eventCols,
+			e.OfficeID, nullStr(e.AgentID), nullStr(e.SessionID), e.Kind, payload, nullStr(e.Raw), nullStr(e.DedupeKey), created))
+		inserted[i] = err == nil
+		if errors.Is(err, sql.ErrNoRows) {
+			// A duplicate: the one stored first stands, and is returned.
+			stored[i], err = scanEvent(tx.QueryRowContext(ctx, `select `+eventCols+` from office_events where office_id = ? and dedupe_key = ?`, e.OfficeID, e.DedupeKey))
+		}
+		if err != nil {
+			return nil, nil, s.fail(op, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, nil, s.fail(op, err)
+	}
+	return stored, inserted, nil
+}

@@ -856,3 +856,51 @@ func testListOpenWork(t *testing.T, fx *fixture) {
 		t.Errorf("ListOpenWork(another office) = %+v, %v; want nothing", other, err)
 	}
 }
+
+// testAppendEvents: events appended in order in one write, each as
+// AppendEvent appends it: one whose dedupe key is stored already is kept
+// (inserted false, the stored one returned); payload, raw and the agent
+// kept; none at all is nothing.
+func testAppendEvents(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	if stored, inserted, err := s.AppendEvents(ctx, nil); err != nil || len(stored)+len(inserted) != 0 {
+		t.Errorf("AppendEvents(none) = %v, %v, %v; want nothing", stored, inserted, err)
+	}
+	first, _, err := s.AppendEvent(ctx, office.Event{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message.step", DedupeKey: "chunk-1#1", Payload: []byte(`{"current": 2}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := []office.Event{
+		{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message.step", DedupeKey: "chunk-1#0", Payload: []byte(`{"current": 1}`), Raw: "Step 1/3: a"},
+		{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message.step", DedupeKey: "chunk-1#1", Payload: []byte(`{"current": 2, "again": true}`), Raw: "Step 2/3: b"},
+		{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message.phase_complete", DedupeKey: "chunk-1#2", Raw: "=== PHASE 1 COMPLETE ==="},
+		{OfficeID: fx.office.ID, Kind: "output.lost", Payload: []byte(`{"lines": 3}`)},
+	}
+	stored, inserted, err := s.AppendEvents(ctx, in)
+	if err != nil {
+		t.Fatalf("AppendEvents: %v", err)
+	}
+	if len(stored) != 4 || len(inserted) != 4 || !inserted[0] || inserted[1] || !inserted[2] || !inserted[3] {
+		t.Fatalf("AppendEvents = %d events, inserted %v; want 4, the second stored before", len(stored), inserted)
+	}
+	if stored[1].ID != first.ID || !jsonEqual(stored[1].Payload, first.Payload) {
+		t.Errorf("AppendEvents returned %+v for a key stored before; want the one stored first %+v", stored[1], first)
+	}
+	if !(stored[0].ID < stored[2].ID && stored[2].ID < stored[3].ID) {
+		t.Errorf("AppendEvents ids %d, %d, %d; want increasing in the order given", stored[0].ID, stored[2].ID, stored[3].ID)
+	}
+	for _, i := range []int{0, 2, 3} {
+		got, want := stored[i], in[i]
+		if got.Kind != want.Kind || got.DedupeKey != want.DedupeKey || got.Raw != want.Raw || got.AgentID != want.AgentID ||
+			got.OfficeID != fx.office.ID || !jsonEqual(got.Payload, want.Payload) || (len(want.Payload) == 0 && len(got.Payload) != 0) {
+			t.Errorf("AppendEvents[%d] = %+v; want %+v as given", i, got, want)
+		}
+		fx.near(t, "AppendEvents created_at", got.CreatedAt, now())
+	}
+	all, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID, Limit: 100})
+	if err != nil || len(all) != 4 {
+		t.Errorf("events after AppendEvents = %d, %v; want 4", len(all), err)
+	}
+	_, _, err = s.AppendEvents(ctx, []office.Event{{OfficeID: fx.office.ID, Kind: "x", Payload: []byte("{no")}})
+	wantCode(t, "AppendEvents with a payload that is not JSON", err, office.EINVALID)
+}

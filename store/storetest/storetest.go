@@ -99,6 +99,7 @@ func Run(t *testing.T, h Harness) {
 		{"ProxyWork", testProxyWork},
 		{"PermissionGrants", testPermissionGrants},
 		{"Events", testEvents},
+		{"AppendEvents", testAppendEvents},
 		{"EventsDefaultLimit", testEventsDefaultLimit},
 		{"RaceAnswerQuestion", testRaceAnswerQuestion},
 		{"RaceMarkQuestionDelivered", testRaceMarkQuestionDelivered},
