@@ -58,6 +58,56 @@ func (o *dispatcher) handle(ctx context.Context, src source, m protocol.Message)
 	return o.dispatch(ctx, src, m)
 }
 
+// sourced is a parsed message and its source.
+type sourced struct {
+	src source
+	m   protocol.Message
+}
+
+// progress reports whether a message of kind only reports progress (it
+// changes no row: handle records it and sets the desk's progress).
+func progress(kind protocol.Kind) bool {
+	switch kind {
+	case protocol.KindPhaseComplete, protocol.KindStep, protocol.KindStepComplete:
+		return true
+	}
+	return false
+}
+
+// handleProgress handles progress messages an agent printed together, in
+// order, as handle does, with their events appended in one write
+// (office.Store AppendEvents: one request over Supabase): each message
+// whose event was not stored before sets the progress.
+func (o *dispatcher) handleProgress(ctx context.Context, run []sourced) error {
+	switch len(run) {
+	case 0:
+		return nil
+	case 1:
+		return o.handle(ctx, run[0].src, run[0].m)
+	}
+	evs := make([]office.Event, len(run))
+	for i, x := range run {
+		payload, err := json.Marshal(x.m)
+		if err != nil {
+			return fmt.Errorf("event %s: %w", x.m.Kind, err)
+		}
+		evs[i] = office.Event{OfficeID: x.src.officeID, AgentID: x.src.agentID, Kind: "message." + strings.ToLower(string(x.m.Kind)),
+			Payload: payload, Raw: x.m.Raw, DedupeKey: x.src.key}
+	}
+	stored, inserted, err := o.store.AppendEvents(ctx, evs)
+	if err != nil {
+		o.auditFailures.Add(1)
+		return fmt.Errorf("append %d progress events: %w", len(evs), err)
+	}
+	for i, x := range run {
+		if i < len(inserted) && inserted[i] {
+			o.publish(stored[i])
+			o.desk(agentKey{x.src.officeID, x.src.agentID}).onProgress(x.m)
+		}
+	}
+	return nil
+}
+
 // carried reports whether a message of kind is appended by the write of
 // the row it creates (handle).
 func carried(kind protocol.Kind) bool {

@@ -16,11 +16,9 @@ import (
 
 // cycleRequestBudget is the most REST requests the serve command may make
 // per answer cycle over Supabase (po asks, a member answers, po invokes
-// dev, dev delivers, po asks again), counted by the PostgREST stand-in:
-// 26.0 measured with each transition one database function
-// (docs/notes/store-functions.md, which lists what is left above the
-// goal of 20).
-const cycleRequestBudget = 27
+// dev, dev delivers, po asks again), counted by the PostgREST stand-in
+// (docs/notes/store-functions.md lists each request of a cycle).
+const cycleRequestBudget = 20
 
 // TestSupabaseAnswerCycleRequests counts the REST requests the serve
 // command makes per answer cycle of the demo office, by method and table
