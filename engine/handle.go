@@ -32,8 +32,10 @@ func (o *dispatcher) handle(ctx context.Context, src source, m protocol.Message)
 		}
 		src.msg = &pendingMessage{ev: office.Event{OfficeID: src.officeID, AgentID: src.agentID, Kind: kind, Payload: payload, Raw: m.Raw, DedupeKey: src.key}}
 		err = o.dispatch(ctx, src, m)
-		if err == nil {
-			err = o.recordMessage(ctx, &src) // a path that neither stored a row nor refused
+		// A path that neither stored a row nor refused (or failed before
+		// either) records the message as handle records the others.
+		if rerr := o.recordMessage(ctx, &src); err == nil {
+			err = rerr
 		}
 		return err
 	}
