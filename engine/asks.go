@@ -28,8 +28,9 @@ func (o *asks) onQuestion(ctx context.Context, src source, self office.Agent, m 
 }
 
 // ask stores a question from agent a, marks its session waiting and
-// records question.created, in one write (office.Store AskQuestion), and
-// cancels the questions it supersedes.
+// records question.created, after the event of the message that asked it
+// (src.message), in one write (office.Store AskQuestion), and cancels the
+// questions it supersedes.
 func (o *asks) ask(ctx context.Context, src source, a office.Agent, q office.Question) (office.Question, error) {
 	if q.QuestionType == "" {
 		q.QuestionType = office.QuestionText
@@ -47,15 +48,16 @@ func (o *asks) ask(ctx context.Context, src source, a office.Agent, q office.Que
 	if q.ID == "" {
 		q.ID = uuid.NewString() // not from a message (a question asked again after an invalid answer)
 	}
-	q, pending, ev, created, err := o.store.AskQuestion(ctx, office.Ask{Question: q, TTL: o.cfg.QuestionTTL, At: o.now(),
-		EventKind: "question.created", EventDedupeKey: src.subKey("question/" + q.Category)})
+	q, pending, events, created, err := o.store.AskQuestion(ctx, office.Ask{Question: q, TTL: o.cfg.QuestionTTL, At: o.now(),
+		EventKind: "question.created", EventDedupeKey: src.subKey("question/" + q.Category), Message: src.message()})
 	if err != nil {
 		return q, fmt.Errorf("ask question: %w", err)
 	}
+	src.carried(events)
+	for _, ev := range events {
+		o.publish(ev)
+	}
 	if created {
-		if ev.ID != 0 {
-			o.publish(ev)
-		}
 		o.timers.questions.note(q.ExpiresAt)
 	}
 	// Asked already (a replayed message): what it superseded may not have

@@ -80,6 +80,11 @@ type delivery struct {
 	r       *Router
 	a       office.Agent
 	running bool
+	// marked is the typing marker the round's read appended (or found)
+	// for the row it types first, at markedAt; sendRow takes it for
+	// that row.
+	marked   office.Typing
+	markedAt time.Time
 }
 
 // send types text into the agent; false when the session is down or did
@@ -157,7 +162,7 @@ func (d *desk) round(ctx context.Context) (retry bool) {
 	if !d.deliverNotices(ctx, v) {
 		return true
 	}
-	items, err := o.delivery.readDue(ctx, a)
+	items, err := o.delivery.readDueTyping(ctx, v)
 	if err != nil {
 		return o.delivery.retryErr("read what is due", err)
 	}
@@ -202,6 +207,24 @@ func (d *desk) deliverNotices(ctx context.Context, v *delivery) bool {
 func (o *deliverer) readDue(ctx context.Context, a office.Agent) (due, error) {
 	w, err := o.store.ListDue(ctx, a.OfficeID, a.ID)
 	return due{deps: w.Dependencies, qs: w.Answers, rs: w.Results, ms: w.Messages, invs: w.Tasks}, err
+}
+
+// readDueTyping is readDue for a round that types into v's running
+// agent: the read also appends the typing marker of the row the round
+// types first (office.TypingFirst; exactly once across stops, once.go),
+// which v keeps for sendRow. A round that types into no running agent
+// reads only.
+func (o *deliverer) readDueTyping(ctx context.Context, v *delivery) (due, error) {
+	if !v.running || !o.serves(v.a.OfficeID) {
+		return o.readDue(ctx, v.a)
+	}
+	v.markedAt = o.now()
+	w, err := o.store.ListDueTyping(ctx, v.a.OfficeID, v.a.ID, v.markedAt)
+	if err != nil {
+		return due{}, err
+	}
+	v.marked = w.Typing
+	return due{deps: w.Dependencies, qs: w.Answers, rs: w.Results, ms: w.Messages, invs: w.Tasks}, nil
 }
 
 func (o *deliverer) deliverDependencies(ctx context.Context, v *delivery, x due) outcome {

@@ -298,12 +298,28 @@ func (d *desk) parseText(ctx context.Context, t session.Text) bool {
 	}
 	ok := true
 	sort.SliceStable(idx, func(a, b int) bool { return msgs[idx[a]].Priority() > msgs[idx[b]].Priority() })
+	// Progress blocks next to each other are recorded together (one
+	// write: handleProgress), the others one by one, in order.
+	var run []sourced
+	flush := func() {
+		if err := d.r.intake.handleProgress(ctx, run); err != nil {
+			d.r.log.Error("handle message", "office", k.officeID, "agent", k.agentID, "kind", "progress", "err", err)
+			ok = false
+		}
+		run = run[:0]
+	}
 	for _, i := range idx {
 		src := source{officeID: k.officeID, agentID: k.agentID, key: fmt.Sprintf("%s#%d", t.ID, i)}
 		var err error
 		if msgs[i].Kind == protocol.KindInvalid {
+			flush()
 			err = d.r.intake.onInvalid(ctx, src, &d.invalid, msgs[i])
 		} else if d.r.intake.admit(&d.blocks, msgs[i]) {
+			if progress(msgs[i].Kind) {
+				run = append(run, sourced{src, msgs[i]})
+				continue
+			}
+			flush()
 			err = d.r.intake.handle(ctx, src, msgs[i])
 		}
 		if err != nil {
@@ -311,6 +327,7 @@ func (d *desk) parseText(ctx context.Context, t session.Text) bool {
 			ok = false
 		}
 	}
+	flush()
 	if err := d.r.intake.flushInvalid(ctx, k, &d.invalid, t.TurnEnd, t.ID); err != nil {
 		d.r.log.Error("record invalid blocks", "office", k.officeID, "agent", k.agentID, "err", err)
 		ok = false

@@ -16,10 +16,30 @@ import (
 
 // handle acts on one parsed message exactly once: the message's event is
 // appended with its dedupe key first, and only the caller that inserted it
-// acts. Invalid blocks do not come here: parseText records them within
-// bounds (onInvalid).
+// acts. A question, a task or a result (carried) is the exception: its
+// event is appended by the write that stores the row, first in the same
+// transaction (one request over Supabase), and the row's id, derived
+// from the same key, makes a second handling write nothing; a path that
+// stores no row (a refusal) appends the event first (recordMessage), and
+// tells the agent nothing when it was stored before. Invalid blocks do
+// not come here: parseText records them within bounds (onInvalid).
 func (o *dispatcher) handle(ctx context.Context, src source, m protocol.Message) error {
-	inserted, err := o.event(ctx, src.officeID, src.agentID, "message."+strings.ToLower(string(m.Kind)), m, m.Raw, src.key)
+	kind := "message." + strings.ToLower(string(m.Kind))
+	if carried(m.Kind) {
+		payload, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("event %s: %w", kind, err)
+		}
+		src.msg = &pendingMessage{ev: office.Event{OfficeID: src.officeID, AgentID: src.agentID, Kind: kind, Payload: payload, Raw: m.Raw, DedupeKey: src.key}}
+		err = o.dispatch(ctx, src, m)
+		// A path that neither stored a row nor refused (or failed before
+		// either) records the message as handle records the others.
+		if rerr := o.recordMessage(ctx, &src); err == nil {
+			err = rerr
+		}
+		return err
+	}
+	inserted, err := o.event(ctx, src.officeID, src.agentID, kind, m, m.Raw, src.key)
 	if err != nil {
 		return err
 	}
@@ -37,6 +57,90 @@ func (o *dispatcher) handle(ctx context.Context, src source, m protocol.Message)
 		}
 	}
 	src.replay = !inserted
+	return o.dispatch(ctx, src, m)
+}
+
+// sourced is a parsed message and its source.
+type sourced struct {
+	src source
+	m   protocol.Message
+}
+
+// progress reports whether a message of kind only reports progress (it
+// changes no row: handle records it and sets the desk's progress).
+func progress(kind protocol.Kind) bool {
+	switch kind {
+	case protocol.KindPhaseComplete, protocol.KindStep, protocol.KindStepComplete:
+		return true
+	}
+	return false
+}
+
+// handleProgress handles progress messages an agent printed together, in
+// order, as handle does, with their events appended in one write
+// (office.Store AppendEvents: one request over Supabase): each message
+// whose event was not stored before sets the progress.
+func (o *dispatcher) handleProgress(ctx context.Context, run []sourced) error {
+	switch len(run) {
+	case 0:
+		return nil
+	case 1:
+		return o.handle(ctx, run[0].src, run[0].m)
+	}
+	evs := make([]office.Event, len(run))
+	for i, x := range run {
+		payload, err := json.Marshal(x.m)
+		if err != nil {
+			return fmt.Errorf("event %s: %w", x.m.Kind, err)
+		}
+		evs[i] = office.Event{OfficeID: x.src.officeID, AgentID: x.src.agentID, Kind: "message." + strings.ToLower(string(x.m.Kind)),
+			Payload: payload, Raw: x.m.Raw, DedupeKey: x.src.key}
+	}
+	stored, inserted, err := o.store.AppendEvents(ctx, evs)
+	if err != nil {
+		o.auditFailures.Add(1)
+		return fmt.Errorf("append %d progress events: %w", len(evs), err)
+	}
+	for i, x := range run {
+		if i < len(inserted) && inserted[i] {
+			o.publish(stored[i])
+			o.desk(agentKey{x.src.officeID, x.src.agentID}).onProgress(x.m)
+		}
+	}
+	return nil
+}
+
+// carried reports whether a message of kind is appended by the write of
+// the row it creates (handle).
+func carried(kind protocol.Kind) bool {
+	switch kind {
+	case protocol.KindAskUser, protocol.KindUserQuestion, protocol.KindInvoke, protocol.KindDeliverResult:
+		return true
+	}
+	return false
+}
+
+// recordMessage appends the event of the message src is handling unless
+// it was (by the transition that carried it, or before): for a path that
+// stores no row, before it acts. When the event was stored before (the
+// message handled already) src becomes a replay: nothing is told.
+func (o *eventLog) recordMessage(ctx context.Context, src *source) error {
+	if src.msg == nil {
+		return nil
+	}
+	if m := src.msg; !m.done {
+		inserted, err := o.event(ctx, m.ev.OfficeID, m.ev.AgentID, m.ev.Kind, json.RawMessage(m.ev.Payload), m.ev.Raw, m.ev.DedupeKey)
+		if err != nil {
+			return err
+		}
+		m.done, m.inserted = true, inserted
+	}
+	src.replay = src.replay || !src.msg.inserted
+	return nil
+}
+
+// dispatch acts on m for its sender.
+func (o *dispatcher) dispatch(ctx context.Context, src source, m protocol.Message) error {
 	self, err := o.store.GetAgent(ctx, src.agentID)
 	if err != nil {
 		return fmt.Errorf("sender: %w", err)
@@ -72,8 +176,12 @@ func (o *base) tell(src source, a office.Agent, text string) {
 	o.notify(a, text)
 }
 
-// refuse tells the sender an action was refused and records why.
+// refuse tells the sender an action was refused and records why, after
+// the message's own event (recordMessage).
 func (o *base) refuse(ctx context.Context, src source, self office.Agent, kind, why string) error {
+	if err := o.recordMessage(ctx, &src); err != nil {
+		return err
+	}
 	o.tell(src, self, fmt.Sprintf("Your %s was refused: %s", kind, why))
 	_, err := o.event(ctx, self.OfficeID, self.ID, "refused", map[string]string{"kind": kind, "reason": why}, "", src.subKey("refused"))
 	return err

@@ -30,7 +30,9 @@ type SendSince interface {
 // Event kinds of the typing marker.
 const (
 	// EventTyping marks a row's first typing (dedupe key "typed:<row>").
-	EventTyping = "delivery.typing"
+	// The round's first row gets its marker with the round's read
+	// (office.Store ListDueTyping: one request over Supabase).
+	EventTyping = office.EventTyping
 	// EventTypingAgain records a row typed once more after a typing whose
 	// acknowledgement was never recorded (the record is checked first
 	// where the agent's CLI keeps one).
@@ -47,14 +49,21 @@ type typingMark struct {
 func (o *deliverer) typing(ctx context.Context, a office.Agent, row string) (time.Time, error) {
 	now := o.now()
 	p, _ := json.Marshal(typingMark{Row: row, At: now})
-	ev, inserted, err := o.store.AppendEvent(ctx, office.Event{OfficeID: a.OfficeID, AgentID: a.ID, Kind: EventTyping, Payload: p, DedupeKey: "typed:" + row})
+	ev, inserted, err := o.store.AppendEvent(ctx, office.Event{OfficeID: a.OfficeID, AgentID: a.ID, Kind: EventTyping, Payload: p, DedupeKey: office.TypingKey(row)})
 	if err != nil {
 		o.eventLog.auditFailures.Add(1)
 		return time.Time{}, fmt.Errorf("record typing of %s: %w", row, err)
 	}
+	return o.typed(ctx, a, row, ev, inserted, now), nil
+}
+
+// typed returns when row was first typed into a before this typing,
+// from its marker ev (zero: inserted now, this is its first typing), and
+// records that it is typed again otherwise.
+func (o *deliverer) typed(ctx context.Context, a office.Agent, row string, ev office.Event, inserted bool, now time.Time) time.Time {
 	if inserted {
 		o.eventLog.publish(ev)
-		return time.Time{}, nil
+		return time.Time{}
 	}
 	var m typingMark
 	if json.Unmarshal(ev.Payload, &m) != nil || m.At.IsZero() {
@@ -64,7 +73,7 @@ func (o *deliverer) typing(ctx context.Context, a office.Agent, row string) (tim
 		m.At = now.Add(-24 * time.Hour) // nothing says when: check the whole recent record
 	}
 	o.record(ctx, a.OfficeID, a.ID, EventTypingAgain, typingMark{Row: row, At: m.At}, "")
-	return m.At, nil
+	return m.At
 }
 
 // sendRow types the text that delivers row (rowKey) into the agent: the
@@ -74,7 +83,15 @@ func (v *delivery) sendRow(ctx context.Context, row, text string) bool {
 	if !v.running || !v.r.serves(v.a.OfficeID) {
 		return false
 	}
-	since, err := v.r.delivery.typing(ctx, v.a, row)
+	var since time.Time
+	var err error
+	if t := v.marked; t.Row == row {
+		// Marked by the round's read (readDueTyping).
+		v.marked = office.Typing{}
+		since = v.r.delivery.typed(ctx, v.a, row, t.Event, t.Inserted, v.markedAt)
+	} else {
+		since, err = v.r.delivery.typing(ctx, v.a, row)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			v.r.log.Warn("deliver: mark typing; will retry", "agent", v.a.Name, "err", err)
@@ -85,7 +102,7 @@ func (v *delivery) sendRow(ctx context.Context, row, text string) bool {
 }
 
 // rowKey names a delivered row in its typing marker.
-func rowKey(kind, id string) string { return kind + ":" + id }
+func rowKey(kind, id string) string { return office.TypingRow(kind, id) }
 
 // quiesce is the graceful stop's part of the delivery: no round starts
 // once it is stopping, the Sends not typed yet are withdrawn, and the

@@ -439,6 +439,43 @@ type source struct {
 	officeID, agentID string
 	key               string
 	replay            bool
+	// msg is the message's own event while a transition may still carry
+	// it (handle.go carried): nil for the other messages, whose event is
+	// appended before they are handled.
+	msg *pendingMessage
+}
+
+// pendingMessage is a message's event that the transition acting on the
+// message appends first with its rows (office.Ask, office.Invoke,
+// office.ResultDelivery Message), or recordMessage on any other path.
+type pendingMessage struct {
+	ev       office.Event
+	done     bool // appended, or found stored before
+	inserted bool // appended by this handling
+}
+
+// message returns the event a transition appends first with its rows:
+// the message's, while it is not appended yet (zero otherwise).
+func (s source) message() office.Event {
+	if s.msg == nil || s.msg.done {
+		return office.Event{}
+	}
+	return s.msg.ev
+}
+
+// carried records the write of a transition that was given message():
+// the message's event is among events when that write appended it, and
+// was stored before otherwise.
+func (s source) carried(events []office.Event) {
+	if s.msg == nil || s.msg.done {
+		return
+	}
+	s.msg.done = true
+	for _, ev := range events {
+		if ev.Kind == s.msg.ev.Kind && ev.DedupeKey == s.msg.ev.DedupeKey {
+			s.msg.inserted = true
+		}
+	}
 }
 
 // rowID returns the ID of the row the message creates as what, or "" for

@@ -1303,3 +1303,51 @@ func (h *harness) logText() string {
 	defer h.logMu.Unlock()
 	return h.logs.String()
 }
+
+// eventKinds counts the office's events by kind.
+func (h *harness) eventKinds() map[string]int {
+	h.t.Helper()
+	evs, err := h.st.ListEvents(context.Background(), office.EventFilter{OfficeID: h.office.ID, Limit: 1000})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, ev := range evs {
+		n[ev.Kind]++
+	}
+	return n
+}
+
+// A question, a task and a result have their block's event written with
+// their rows, a refused one before its refusal, and progress blocks
+// printed together in one write: each event once, read again or not, and
+// a refusal read again tells the agent nothing more.
+func TestCarriedMessageEventsOnce(t *testing.T) {
+	h := newHarness(t, nil)
+	h.run("PO")
+	h.run("DEV")
+	text := askBlock + "\n[INVOKE:DEV]\ntask\n[/INVOKE:DEV]\n[INVOKE:NOBODY]\nlost\n[/INVOKE:NOBODY]"
+	h.sayID("PO", "entry-1", text)
+	h.typed("DEV", "> task")
+	if got := h.typed("PO", "rejected"); !strings.Contains(got, "NOBODY") {
+		t.Errorf("told %q", got)
+	}
+	h.sayID("DEV", "entry-2", "Step 1/2: read\nStep 2/2: build\n[DELIVER_RESULT:PO]\ncontent: done\n[/DELIVER_RESULT:PO]")
+	h.typed("PO", "> done")
+	eventually(t, "progress", func() bool { return h.r.Progress(h.office.ID, h.id("DEV")).Step == 2 })
+	// Read again (a restart, a re-render): nothing new, nothing told.
+	h.sayID("PO", "entry-1", text)
+	h.sayID("DEV", "entry-2", "Step 1/2: read\nStep 2/2: build\n[DELIVER_RESULT:PO]\ncontent: done\n[/DELIVER_RESULT:PO]")
+	h.quiet("PO", 100*time.Millisecond)
+	want := map[string]int{"message.ask_user": 1, "question.created": 1, "message.invoke": 2, "invocation.created": 1,
+		"invocation.rejected": 1, "message.step": 2, "message.deliver_result": 1, "result.created": 1, "invocation.completed": 1}
+	got := h.eventKinds()
+	for kind, n := range want {
+		if got[kind] != n {
+			t.Errorf("%d %s events; want %d (all: %v)", got[kind], kind, n, got)
+		}
+	}
+	if q, i := len(h.questions()), len(h.invocations()); q != 1 || i != 2 {
+		t.Errorf("%d questions, %d invocations; want 1 and 2 (one rejected)", q, i)
+	}
+}

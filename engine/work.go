@@ -29,11 +29,6 @@ func (o *work) onInvoke(ctx context.Context, src source, self office.Agent, m pr
 // or a rejected one (the caller is told why).
 func (o *work) invoke(ctx context.Context, src source, caller office.Agent, target, task, ctxText string) (office.Invocation, error) {
 	r := invokeReq{src: src, caller: caller, target: target, task: task, ctxText: ctxText}
-	if src.replay {
-		if inv, err := o.store.GetInvocation(ctx, src.rowID("invocation")); err == nil {
-			return inv, nil // handled in full the first time
-		}
-	}
 	if strings.TrimSpace(task) == "" {
 		return o.reject(ctx, r, "the task is empty; write the task as the block's text", "")
 	}
@@ -62,22 +57,25 @@ func (o *work) invoke(ctx context.Context, src source, caller office.Agent, targ
 		id = uuid.NewString() // not from a message with a key: nothing to handle again
 	}
 	payload, _ := json.Marshal(map[string]any{"invocation_id": id, "caller": caller.Name, "callee": callee.Name, "depth": depth, "selection": d.String()})
-	// One write: the task and its event (office.Store Invoke).
-	inv, ev, created, err := o.store.Invoke(ctx, office.Invoke{
+	// One write: the message's event, the task and its event (office.Store
+	// Invoke).
+	inv, events, created, err := o.store.Invoke(ctx, office.Invoke{
 		Invocation: office.Invocation{ID: id, OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID,
 			ParentInvocationID: parent.ID, Depth: depth, Reason: task, Context: ctxText},
 		EventKind: "invocation.created", EventPayload: payload, EventDedupeKey: src.subKey("invocation"),
+		Message: src.message(),
 	})
 	if err != nil {
 		return inv, fmt.Errorf("create invocation: %w", err)
+	}
+	src.carried(events)
+	for _, ev := range events {
+		o.publish(ev)
 	}
 	if !created {
 		return inv, nil // created already (a replayed message); Run's catch-up delivers it
 	}
 	o.kick(agentKey{caller.OfficeID, callee.ID})
-	if ev.ID != 0 {
-		o.publish(ev)
-	}
 	return inv, nil
 }
 
@@ -121,6 +119,9 @@ func (o *work) callee(ctx context.Context, r invokeReq, d proxy.Decision, agents
 // and no task, so that the frontend sees every refusal and why:
 // docs/frontend.md) and tells the caller why.
 func (o *work) reject(ctx context.Context, r invokeReq, why, callee string) (office.Invocation, error) {
+	if err := o.recordMessage(ctx, &r.src); err != nil {
+		return office.Invocation{}, err
+	}
 	reason := r.task
 	if strings.TrimSpace(reason) == "" {
 		reason = "(no task) INVOKE:" + r.target
@@ -196,9 +197,10 @@ func (o *work) deliverResult(ctx context.Context, src source, sender office.Agen
 	if r.ContentType == "" {
 		r.ContentType = "text/plain"
 	}
-	// One write: the result, the task it answers completed, their events
-	// (office.Store DeliverResult). A message handled again finishes what
-	// the first run may not have, with the stored row.
+	// One write: the message's event, the result, the task it answers
+	// completed, their events (office.Store DeliverResult). A message
+	// handled again finishes what the first run may not have, with the
+	// stored row.
 	id := src.rowID("result")
 	if id == "" {
 		id = uuid.NewString() // not from a message with a key: nothing to handle again
@@ -208,10 +210,12 @@ func (o *work) deliverResult(ctx context.Context, src source, sender office.Agen
 			ResultType: r.Type, ContentType: r.ContentType, Content: r.Content},
 		ToName: to.Name, EventKind: "result.created", EventDedupeKey: src.subKey("result"),
 		CompletedEventKind: "invocation.completed", CompletedDedupeKey: src.subKey("completed"),
+		Message: src.message(),
 	})
 	if err != nil {
 		return out.Result, fmt.Errorf("deliver result: %w", err)
 	}
+	src.carried(out.Events)
 	for _, ev := range out.Events {
 		o.publish(ev)
 	}

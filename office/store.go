@@ -57,6 +57,13 @@ type SessionLog interface {
 	// ListDue returns everything due to one agent, each list as its own
 	// List* method returns it (oldest first), read at once.
 	ListDue(ctx context.Context, officeID, agentID string) (DueWork, error)
+	// ListDueTyping is ListDue for a delivery round about to type into
+	// a running agent: with the read, in one write, it appends the
+	// typing marker (EventTyping, dedupe key TypingKey(row), payload
+	// {row, at}) of the row the round types first (TypingFirst), and
+	// returns it in DueWork.Typing: inserted, or stored by an earlier
+	// typing of the same row.
+	ListDueTyping(ctx context.Context, officeID, agentID string, at time.Time) (DueWork, error)
 	GetSessionByAgent(ctx context.Context, agentID string) (SessionRecord, error)
 	ListSessions(ctx context.Context, officeID string) ([]SessionRecord, error)
 	// SetSessionStatus records one change of an agent's session status
@@ -145,6 +152,66 @@ type DueWork struct {
 	Results      []Result            // pending, to the agent
 	Messages     []UserMessage       // pending
 	Tasks        []Invocation        // the agent's open invocations: pending or in_progress
+	Typing       Typing              // ListDueTyping's marker (zero: none appended)
+}
+
+// EventTyping is the event kind of a typing marker: a row of the store is
+// about to be typed into its agent (exactly once across stops,
+// docs/notes/engine.md). Its dedupe key is TypingKey(row), its payload
+// {"row": <row>, "at": <when it was first typed>}.
+const EventTyping = "delivery.typing"
+
+// TypingRow names a row typed into an agent in its typing marker:
+// "<kind>:<id>", kind one of question, result, message, task, dependency.
+func TypingRow(kind, id string) string { return kind + ":" + id }
+
+// TypingKey is the dedupe key of row's typing marker.
+func TypingKey(row string) string { return "typed:" + row }
+
+// Typing is the typing marker ListDueTyping appended, or found.
+type Typing struct {
+	Row      string // TypingRow of the row; "" when no marker was appended
+	Event    Event  // the marker: appended now (Inserted), or as stored first
+	Inserted bool
+}
+
+// TypingFirst returns the row (TypingRow) a delivery round types first of
+// w, for an agent whose status (office_agents.status) is agentStatus,
+// when the round's first typing is known from w alone: none ("") when a
+// dependency is due (its delivery may restart the agent first) or when
+// the first answer is a permission request's (decided, not typed, while
+// its hook waits). Otherwise the first of: the oldest answer, the oldest
+// result, the oldest message, the oldest pending task when none is in
+// progress and the agent is neither disabled nor failed (the order of
+// engine/deliver.go round).
+func TypingFirst(w DueWork, agentStatus string) string {
+	switch {
+	case len(w.Dependencies) > 0:
+		return ""
+	case len(w.Answers) > 0:
+		if w.Answers[0].Category == QuestionPermission {
+			return ""
+		}
+		return TypingRow("question", w.Answers[0].ID)
+	case len(w.Results) > 0:
+		return TypingRow("result", w.Results[0].ID)
+	case len(w.Messages) > 0:
+		return TypingRow("message", w.Messages[0].ID)
+	}
+	if agentStatus == AgentDisabled || agentStatus == AgentFailed {
+		return ""
+	}
+	for _, t := range w.Tasks {
+		if t.Status == InvocationInProgress {
+			return ""
+		}
+	}
+	for _, t := range w.Tasks {
+		if t.Status == InvocationPending {
+			return TypingRow("task", t.ID)
+		}
+	}
+	return ""
 }
 
 // Questions is the agents' questions to people.
@@ -159,9 +226,12 @@ type Questions interface {
 	// a.EventKind's event is appended with a.EventDedupeKey and the
 	// payload {question_id, question, type, options, expires_at}.
 	// created=false when a question with its ID exists: then nothing is
-	// written and q is the stored one. pending is the agent's other
-	// pending questions, oldest first: those q may supersede.
-	AskQuestion(ctx context.Context, a Ask) (q Question, pending []Question, ev Event, created bool, err error)
+	// written and q is the stored one. Before all this a.Message, when
+	// its Kind is set, is appended (whether or not the question is new;
+	// an event with its dedupe key stored before is kept). events are the
+	// events appended, in order. pending is the agent's other pending
+	// questions, oldest first: those q may supersede.
+	AskQuestion(ctx context.Context, a Ask) (q Question, pending []Question, events []Event, created bool, err error)
 	GetQuestion(ctx context.Context, id string) (Question, error)
 	ListQuestions(ctx context.Context, f QuestionFilter) ([]Question, error)
 	// AnswerQuestion: pending → answered, setting response, answered_by and
@@ -191,6 +261,7 @@ type Ask struct {
 	At             time.Time     // when it was asked, by the office's clock (zero: the store's now)
 	EventKind      string
 	EventDedupeKey string
+	Message        Event // the agent's message that asked it (Kind, Payload, Raw, DedupeKey): appended first
 }
 
 // Messages is people's messages to agents.
@@ -209,8 +280,10 @@ type Invocations interface {
 	// pending, with its ID) and appends i.EventKind's event (the
 	// caller's, i.EventPayload, i.EventDedupeKey) in one write.
 	// created=false when an invocation with its ID exists: then nothing
-	// is written and inv is the stored one.
-	Invoke(ctx context.Context, i Invoke) (inv Invocation, ev Event, created bool, err error)
+	// is written and inv is the stored one. Before all this i.Message is
+	// appended as AskQuestion appends a.Message. events are the events
+	// appended, in order.
+	Invoke(ctx context.Context, i Invoke) (inv Invocation, events []Event, created bool, err error)
 	GetInvocation(ctx context.Context, id string) (Invocation, error)
 	ListInvocations(ctx context.Context, f InvocationFilter) ([]Invocation, error)
 	// TransitionInvocation moves an invocation whose status is one of from to
@@ -239,6 +312,7 @@ type Invoke struct {
 	EventKind      string
 	EventPayload   []byte // JSON
 	EventDedupeKey string
+	Message        Event // the agent's message that gave the task: appended first
 }
 
 // Results is what agents deliver to each other.
@@ -254,6 +328,8 @@ type Results interface {
 	// invocation_id, type}, d.EventDedupeKey). When a result with its ID
 	// exists (Created false) it is not written again, but its
 	// invocation is completed and the events appended if they were not.
+	// Before all this d.Message is appended as AskQuestion appends
+	// a.Message.
 	DeliverResult(ctx context.Context, d ResultDelivery) (ResultStored, error)
 	GetResult(ctx context.Context, id string) (Result, error)
 	ListResults(ctx context.Context, f ResultFilter) ([]Result, error)
@@ -267,6 +343,7 @@ type ResultDelivery struct {
 	ToName                                 string // the recipient's name, for the event
 	EventKind, EventDedupeKey              string // the result's event
 	CompletedEventKind, CompletedDedupeKey string // its invocation's
+	Message                                Event  // the agent's message that delivered it: appended first
 }
 
 // ResultStored is what DeliverResult did.
@@ -303,6 +380,10 @@ type Events interface {
 	// the same non-empty DedupeKey exists in the office, and then that
 	// event, as stored first.
 	AppendEvent(ctx context.Context, e Event) (ev Event, inserted bool, err error)
+	// AppendEvents appends events in order in one write, each as
+	// AppendEvent appends it: stored[i] is the event inserted, or the one
+	// stored first with its dedupe key (inserted[i] false).
+	AppendEvents(ctx context.Context, events []Event) (stored []Event, inserted []bool, err error)
 	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
 }
 

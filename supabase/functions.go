@@ -16,12 +16,21 @@ import (
 
 // ListDue implements office.Store; see its contract in office/store.go.
 func (s *Store) ListDue(ctx context.Context, officeID, agentID string) (office.DueWork, error) {
+	return s.listDue(ctx, officeID, agentID, time.Time{})
+}
+
+// ListDueTyping implements office.Store; see its contract in office/store.go.
+func (s *Store) ListDueTyping(ctx context.Context, officeID, agentID string, at time.Time) (office.DueWork, error) {
+	return s.listDue(ctx, officeID, agentID, at)
+}
+
+func (s *Store) listDue(ctx context.Context, officeID, agentID string, typingAt time.Time) (office.DueWork, error) {
 	const op = "list due"
 	if !validID(officeID) || !validID(agentID) {
 		return office.DueWork{}, nil
 	}
 	var b json.RawMessage
-	if err := s.rpc(ctx, op, pgfunc.Due, pgfunc.DueArgs(officeID, agentID), &b); err != nil {
+	if err := s.rpc(ctx, op, pgfunc.Due, pgfunc.DueArgs(officeID, agentID, typingAt), &b); err != nil {
 		return office.DueWork{}, err
 	}
 	w, err := pgfunc.DecodeDue(b)
@@ -72,23 +81,23 @@ func (s *Store) MarkDelivered(ctx context.Context, d office.Delivered) (time.Tim
 }
 
 // AskQuestion implements office.Store; see its contract in office/store.go.
-func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question, []office.Question, office.Event, bool, error) {
+func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question, []office.Question, []office.Event, bool, error) {
 	const op = "ask question"
 	if err := pgfunc.AskCheck(a); err != nil {
-		return office.Question{}, nil, office.Event{}, false, err
+		return office.Question{}, nil, nil, false, err
 	}
 	if !validID(a.Question.ID) || !validID(a.Question.OfficeID) || !validID(a.Question.AgentID) {
-		return office.Question{}, nil, office.Event{}, false, &office.Error{Code: office.EINVALID, Op: op, Message: "question, office and agent ids must be UUIDs"}
+		return office.Question{}, nil, nil, false, &office.Error{Code: office.EINVALID, Op: op, Message: "question, office and agent ids must be UUIDs"}
 	}
 	var b json.RawMessage
 	if err := s.rpc(ctx, op, pgfunc.Ask, pgfunc.AskArgs(a), &b); err != nil {
-		return office.Question{}, nil, office.Event{}, false, err
+		return office.Question{}, nil, nil, false, err
 	}
-	q, pending, ev, created, err := pgfunc.DecodeAsk(b)
+	q, pending, evs, created, err := pgfunc.DecodeAsk(b)
 	if err != nil {
-		return office.Question{}, nil, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
+		return office.Question{}, nil, nil, false, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
 	}
-	return q, pending, ev, created, nil
+	return q, pending, evs, created, nil
 }
 
 // DeliverResult implements office.Store; see its contract in office/store.go.
@@ -113,25 +122,25 @@ func (s *Store) DeliverResult(ctx context.Context, d office.ResultDelivery) (off
 }
 
 // Invoke implements office.Store; see its contract in office/store.go.
-func (s *Store) Invoke(ctx context.Context, i office.Invoke) (office.Invocation, office.Event, bool, error) {
+func (s *Store) Invoke(ctx context.Context, i office.Invoke) (office.Invocation, []office.Event, bool, error) {
 	const op = "invoke"
 	if err := pgfunc.InvokeCheck(i); err != nil {
-		return office.Invocation{}, office.Event{}, false, err
+		return office.Invocation{}, nil, false, err
 	}
 	v := i.Invocation
 	if !validID(v.ID) || !validID(v.OfficeID) || !validID(v.CallerAgentID) || !validID(v.CalleeAgentID) ||
 		(v.ParentInvocationID != "" && !validID(v.ParentInvocationID)) {
-		return office.Invocation{}, office.Event{}, false, &office.Error{Code: office.EINVALID, Op: op, Message: "invocation, office and agent ids must be UUIDs"}
+		return office.Invocation{}, nil, false, &office.Error{Code: office.EINVALID, Op: op, Message: "invocation, office and agent ids must be UUIDs"}
 	}
 	var b json.RawMessage
 	if err := s.rpc(ctx, op, pgfunc.Invoke, pgfunc.InvokeArgs(i), &b); err != nil {
-		return office.Invocation{}, office.Event{}, false, err
+		return office.Invocation{}, nil, false, err
 	}
-	inv, ev, created, err := pgfunc.DecodeInvoke(b)
+	inv, evs, created, err := pgfunc.DecodeInvoke(b)
 	if err != nil {
-		return office.Invocation{}, office.Event{}, false, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
+		return office.Invocation{}, nil, false, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
 	}
-	return inv, ev, created, nil
+	return inv, evs, created, nil
 }
 
 // ListOpenWork implements office.Store; see its contract in office/store.go.
@@ -149,4 +158,29 @@ func (s *Store) ListOpenWork(ctx context.Context, officeID string) (office.OpenW
 		return office.OpenWork{}, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
 	}
 	return w, nil
+}
+
+// AppendEvents implements office.Store; see its contract in office/store.go.
+func (s *Store) AppendEvents(ctx context.Context, events []office.Event) ([]office.Event, []bool, error) {
+	const op = "append events"
+	if len(events) == 0 {
+		return nil, nil, nil
+	}
+	if err := pgfunc.AppendEventsCheck(events); err != nil {
+		return nil, nil, err
+	}
+	for _, e := range events {
+		if !validID(e.OfficeID) || (e.AgentID != "" && !validID(e.AgentID)) {
+			return nil, nil, &office.Error{Code: office.EINVALID, Op: op, Message: "office and agent ids must be UUIDs"}
+		}
+	}
+	var b json.RawMessage
+	if err := s.rpc(ctx, op, pgfunc.AppendEvents, pgfunc.AppendEventsArgs(events), &b); err != nil {
+		return nil, nil, err
+	}
+	stored, inserted, err := pgfunc.DecodeAppendEvents(b)
+	if err != nil {
+		return nil, nil, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
+	}
+	return stored, inserted, nil
 }

@@ -63,6 +63,7 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 	invoke := map[string]any{"p_id": "7c6bde8f-5b8c-4d0f-9e3f-4b5c6d7e8f90", "p_office_id": off.ID, "p_caller_agent_id": a.ID,
 		"p_callee_agent_id": a.ID, "p_parent_invocation_id": nil, "p_depth": 1, "p_reason": "task", "p_context": "",
 		"p_event_kind": nil, "p_event_payload": nil, "p_event_dedupe_key": nil}
+	events := map[string]any{"p_events": []map[string]any{{"office_id": off.ID, "agent_id": a.ID, "kind": "message.step", "dedupe_key": "chunk#0"}}}
 	for _, tc := range []struct {
 		who, fn string
 		args    map[string]any
@@ -83,7 +84,10 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 		{"anon", "office_invoke", invoke, "", http.StatusUnauthorized},
 		{"member", "office_open_work", map[string]any{"p_office_id": off.ID}, member.Token, http.StatusForbidden},
 		{"anon", "office_open_work", map[string]any{"p_office_id": off.ID}, "", http.StatusUnauthorized},
+		{"member", "office_append_events", events, member.Token, http.StatusForbidden},
+		{"anon", "office_append_events", events, "", http.StatusUnauthorized},
 		{"server", "office_open_work", map[string]any{"p_office_id": off.ID}, p.Key, http.StatusOK},
+		{"server", "office_append_events", events, p.Key, http.StatusOK},
 		{"server", "office_due", due, p.Key, http.StatusOK},
 		{"server", "office_mark_delivered", mark, p.Key, http.StatusOK},
 		{"server", "office_ask", ask, p.Key, http.StatusOK},

@@ -291,12 +291,22 @@ func (s *Store) ListDue(ctx context.Context, a1, a2 string) (r0 office.DueWork, 
 	return s.Store.ListDue(ctx, a1, a2)
 }
 
+func (s *Store) AppendEvents(ctx context.Context, a1 []office.Event) (r0 []office.Event, r1 []bool, err error) {
+	defer s.observe("AppendEvents", time.Now(), &err)
+	return s.Store.AppendEvents(ctx, a1)
+}
+
+func (s *Store) ListDueTyping(ctx context.Context, a1, a2 string, a3 time.Time) (r0 office.DueWork, err error) {
+	defer s.observe("ListDueTyping", time.Now(), &err)
+	return s.Store.ListDueTyping(ctx, a1, a2, a3)
+}
+
 func (s *Store) SetSessionStatus(ctx context.Context, a1 office.SessionStatus) (r0 office.SessionRecord, r1 office.Event, r2 bool, err error) {
 	defer s.observe("SetSessionStatus", time.Now(), &err)
 	return s.Store.SetSessionStatus(ctx, a1)
 }
 
-func (s *Store) AskQuestion(ctx context.Context, a1 office.Ask) (r0 office.Question, r1 []office.Question, r2 office.Event, r3 bool, err error) {
+func (s *Store) AskQuestion(ctx context.Context, a1 office.Ask) (r0 office.Question, r1 []office.Question, r2 []office.Event, r3 bool, err error) {
 	defer s.observe("AskQuestion", time.Now(), &err)
 	return s.Store.AskQuestion(ctx, a1)
 }
@@ -306,7 +316,7 @@ func (s *Store) DeliverResult(ctx context.Context, a1 office.ResultDelivery) (r0
 	return s.Store.DeliverResult(ctx, a1)
 }
 
-func (s *Store) Invoke(ctx context.Context, a1 office.Invoke) (r0 office.Invocation, r1 office.Event, r2 bool, err error) {
+func (s *Store) Invoke(ctx context.Context, a1 office.Invoke) (r0 office.Invocation, r1 []office.Event, r2 bool, err error) {
 	defer s.observe("Invoke", time.Now(), &err)
 	return s.Store.Invoke(ctx, a1)
 }

@@ -19,18 +19,46 @@ import (
 
 // Function names.
 const (
-	Due           = "office_due"
+	Due           = "office_due" // migrations/20261128194100_office_due_typing.sql
 	SessionStatus = "office_set_session_status"
 	MarkDelivered = "office_mark_delivered" // migrations/20261128120000_office_mark_delivered.sql
-	Ask           = "office_ask"            // migrations/20261128130000_office_ask.sql
-	DeliverResult = "office_deliver_result" // migrations/20261128140000_office_deliver_result.sql
-	Invoke        = "office_invoke"         // migrations/20261128150000_office_invoke.sql
+	Ask           = "office_ask"            // migrations/20261128194000_office_message_events.sql
+	DeliverResult = "office_deliver_result" // migrations/20261128194000_office_message_events.sql
+	Invoke        = "office_invoke"         // migrations/20261128194000_office_message_events.sql
 	OpenWork      = "office_open_work"      // migrations/20261128160000_office_open_work.sql
+	AppendEvents  = "office_append_events"  // migrations/20261128194200_office_append_events.sql
 )
 
-// DueArgs are office_due's named arguments.
-func DueArgs(officeID, agentID string) map[string]any {
-	return map[string]any{"p_office_id": officeID, "p_agent_id": agentID}
+// DueArgs are office_due's named arguments: typingAt, when not zero,
+// appends the typing marker of the row typed first (ListDueTyping).
+func DueArgs(officeID, agentID string, typingAt time.Time) map[string]any {
+	var at any
+	if !typingAt.IsZero() {
+		at = typingAt
+	}
+	return map[string]any{"p_office_id": officeID, "p_agent_id": agentID, "p_typing_at": at}
+}
+
+// withMessage adds the named arguments of the agent's message event that
+// a transition appends first (office.Ask.Message and the like) to args.
+func withMessage(args map[string]any, m office.Event) map[string]any {
+	var kind, payload, raw, key any
+	if m.Kind != "" {
+		kind, raw, key = m.Kind, orNil(m.Raw), orNil(m.DedupeKey)
+		if len(m.Payload) > 0 {
+			payload = json.RawMessage(m.Payload)
+		}
+	}
+	args["p_message_kind"], args["p_message_payload"], args["p_message_raw"], args["p_message_dedupe_key"] = kind, payload, raw, key
+	return args
+}
+
+// messageCheck refuses a message event the functions cannot take.
+func messageCheck(op string, m office.Event) error {
+	if len(m.Payload) > 0 && !json.Valid(m.Payload) {
+		return &office.Error{Code: office.EINVALID, Op: op, Message: "message event payload is not valid JSON"}
+	}
+	return nil
 }
 
 // SessionStatusArgs are office_set_session_status's named arguments.
@@ -125,12 +153,12 @@ func AskArgs(a office.Ask) map[string]any {
 			key = a.EventDedupeKey
 		}
 	}
-	return map[string]any{
+	return withMessage(map[string]any{
 		"p_id": q.ID, "p_office_id": q.OfficeID, "p_agent_id": q.AgentID, "p_question_type": q.QuestionType,
 		"p_category": q.Category, "p_question": q.Question, "p_options": options, "p_default_answer": q.DefaultAnswer,
 		"p_context": q.Context, "p_required": q.Required, "p_ttl_seconds": a.TTL.Seconds(), "p_asked_at": askedAt,
 		"p_event_kind": kind, "p_event_dedupe_key": key,
-	}
+	}, a.Message)
 }
 
 // AskCheck refuses a question the function cannot take.
@@ -142,35 +170,32 @@ func AskCheck(a office.Ask) error {
 	if a.TTL <= 0 {
 		return &office.Error{Code: office.EINVALID, Op: "ask question", Message: "a question needs a positive TTL"}
 	}
-	return nil
+	return messageCheck("ask question", a.Message)
 }
 
 // DecodeAsk decodes office_ask's answer.
-func DecodeAsk(b []byte) (q office.Question, pending []office.Question, ev office.Event, created bool, err error) {
+func DecodeAsk(b []byte) (q office.Question, pending []office.Question, events []office.Event, created bool, err error) {
 	var v struct {
 		Created  bool              `json:"created"`
 		Question office.Question   `json:"question"`
-		Event    *office.Event     `json:"event"`
+		Events   []office.Event    `json:"events"`
 		Pending  []office.Question `json:"pending"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
-		return q, nil, ev, false, fmt.Errorf("%s: %w", Ask, err)
+		return q, nil, nil, false, fmt.Errorf("%s: %w", Ask, err)
 	}
-	if v.Event != nil {
-		ev = *v.Event
-	}
-	return v.Question, v.Pending, ev, v.Created, nil
+	return v.Question, v.Pending, v.Events, v.Created, nil
 }
 
 // DeliverResultArgs are office_deliver_result's named arguments.
 func DeliverResultArgs(d office.ResultDelivery) map[string]any {
 	r := d.Result
-	return map[string]any{
+	return withMessage(map[string]any{
 		"p_id": r.ID, "p_office_id": r.OfficeID, "p_from_agent_id": r.FromAgentID, "p_to_agent_id": r.ToAgentID,
 		"p_result_type": r.ResultType, "p_content_type": r.ContentType, "p_content": r.Content, "p_to_name": d.ToName,
 		"p_event_kind": orNil(d.EventKind), "p_event_dedupe_key": orNil(d.EventDedupeKey),
 		"p_completed_event_kind": orNil(d.CompletedEventKind), "p_completed_dedupe_key": orNil(d.CompletedDedupeKey),
-	}
+	}, d.Message)
 }
 
 func orNil(s string) any {
@@ -186,7 +211,7 @@ func DeliverResultCheck(d office.ResultDelivery) error {
 	if r.ID == "" || r.OfficeID == "" || r.FromAgentID == "" || r.ToAgentID == "" {
 		return &office.Error{Code: office.EINVALID, Op: "deliver result", Message: "a result needs an id, an office, a sender and a recipient"}
 	}
-	return nil
+	return messageCheck("deliver result", d.Message)
 }
 
 // DecodeDeliverResult decodes office_deliver_result's answer.
@@ -211,11 +236,11 @@ func InvokeArgs(i office.Invoke) map[string]any {
 	if len(i.EventPayload) > 0 {
 		payload = json.RawMessage(i.EventPayload)
 	}
-	return map[string]any{
+	return withMessage(map[string]any{
 		"p_id": v.ID, "p_office_id": v.OfficeID, "p_caller_agent_id": v.CallerAgentID, "p_callee_agent_id": v.CalleeAgentID,
 		"p_parent_invocation_id": orNil(v.ParentInvocationID), "p_depth": v.Depth, "p_reason": v.Reason, "p_context": v.Context,
 		"p_event_kind": orNil(i.EventKind), "p_event_payload": payload, "p_event_dedupe_key": orNil(i.EventDedupeKey),
-	}
+	}, i.Message)
 }
 
 // InvokeCheck refuses a task the function cannot take.
@@ -227,23 +252,71 @@ func InvokeCheck(i office.Invoke) error {
 	if len(i.EventPayload) > 0 && !json.Valid(i.EventPayload) {
 		return &office.Error{Code: office.EINVALID, Op: "invoke", Message: "event payload is not valid JSON"}
 	}
-	return nil
+	return messageCheck("invoke", i.Message)
 }
 
 // DecodeInvoke decodes office_invoke's answer.
-func DecodeInvoke(b []byte) (inv office.Invocation, ev office.Event, created bool, err error) {
+func DecodeInvoke(b []byte) (inv office.Invocation, events []office.Event, created bool, err error) {
 	var v struct {
 		Created    bool              `json:"created"`
 		Invocation office.Invocation `json:"invocation"`
-		Event      *office.Event     `json:"event"`
+		Events     []office.Event    `json:"events"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
-		return inv, ev, false, fmt.Errorf("%s: %w", Invoke, err)
+		return inv, nil, false, fmt.Errorf("%s: %w", Invoke, err)
 	}
-	if v.Event != nil {
-		ev = *v.Event
+	return v.Invocation, v.Events, v.Created, nil
+}
+
+// AppendEventsArgs are office_append_events's named arguments.
+func AppendEventsArgs(events []office.Event) map[string]any {
+	list := make([]map[string]any, len(events))
+	for i, e := range events {
+		m := map[string]any{"office_id": e.OfficeID, "kind": e.Kind, "agent_id": orNil(e.AgentID), "session_id": orNil(e.SessionID),
+			"raw": orNil(e.Raw), "dedupe_key": orNil(e.DedupeKey)}
+		if len(e.Payload) > 0 {
+			m["payload"] = json.RawMessage(e.Payload)
+		}
+		if !e.CreatedAt.IsZero() {
+			m["created_at"] = e.CreatedAt
+		}
+		list[i] = m
 	}
-	return v.Invocation, ev, v.Created, nil
+	b, _ := json.Marshal(list) // JSON text: under the simple protocol pgx would send a slice as an array literal
+	return map[string]any{"p_events": json.RawMessage(b)}
+}
+
+// AppendEventsCheck refuses events the function cannot take.
+func AppendEventsCheck(events []office.Event) error {
+	for _, e := range events {
+		if e.OfficeID == "" || e.Kind == "" {
+			return &office.Error{Code: office.EINVALID, Op: "append events", Message: "an event needs an office and a kind"}
+		}
+		if len(e.Payload) > 0 && !json.Valid(e.Payload) {
+			return &office.Error{Code: office.EINVALID, Op: "append events", Message: "payload is not JSON"}
+		}
+	}
+	return nil
+}
+
+// DecodeAppendEvents decodes office_append_events's answer.
+func DecodeAppendEvents(b []byte) (stored []office.Event, inserted []bool, err error) {
+	var v struct {
+		Events []struct {
+			Event    office.Event `json:"event"`
+			Inserted bool         `json:"inserted"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", AppendEvents, err)
+	}
+	for _, e := range v.Events {
+		if string(e.Event.Payload) == "null" {
+			e.Event.Payload = nil
+		}
+		stored, inserted = append(stored, e.Event), append(inserted, e.Inserted)
+	}
+	return stored, inserted, nil
 }
 
 // OpenWorkArgs are office_open_work's named arguments.
@@ -276,11 +349,19 @@ func DecodeDue(b []byte) (office.DueWork, error) {
 		Results      []office.Result      `json:"results"`
 		Messages     []office.UserMessage `json:"messages"`
 		Tasks        []office.Invocation  `json:"tasks"`
+		Typing       *struct {
+			Row      string       `json:"row"`
+			Event    office.Event `json:"event"`
+			Inserted bool         `json:"inserted"`
+		} `json:"typing"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return office.DueWork{}, fmt.Errorf("%s: %w", Due, err)
 	}
 	w := office.DueWork{Answers: v.Answers, Results: v.Results, Messages: v.Messages, Tasks: v.Tasks}
+	if v.Typing != nil {
+		w.Typing = office.Typing{Row: v.Typing.Row, Event: v.Typing.Event, Inserted: v.Typing.Inserted}
+	}
 	for _, r := range v.Dependencies {
 		d := r.DependencyRequest
 		if r.Value != nil {

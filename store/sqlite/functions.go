@@ -35,6 +35,54 @@ func (s *Store) ListDue(ctx context.Context, officeID, agentID string) (office.D
 	return w, errors.Join(errs[:]...)
 }
 
+// ListDueTyping implements office.Store; see its contract in
+// office/store.go (office_due with p_typing_at in the PostgreSQL stores):
+// the reads, then the marker of the row typed first (office.TypingFirst).
+func (s *Store) ListDueTyping(ctx context.Context, officeID, agentID string, at time.Time) (office.DueWork, error) {
+	w, err := s.ListDue(ctx, officeID, agentID)
+	if err != nil {
+		return w, err
+	}
+	var status string
+	err = s.rs.queryRow(ctx, `select status from office_agents where id = ? and office_id = ?`, agentID, officeID).Scan(&status)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return w, s.fail("list due", err)
+	}
+	row := office.TypingFirst(w, status)
+	if row == "" {
+		return w, nil
+	}
+	p, _ := json.Marshal(map[string]any{"row": row, "at": at})
+	ev, inserted, err := s.AppendEvent(ctx, office.Event{OfficeID: officeID, AgentID: agentID, Kind: office.EventTyping, Payload: p, DedupeKey: office.TypingKey(row)})
+	if err != nil {
+		return w, err
+	}
+	w.Typing = office.Typing{Row: row, Event: ev, Inserted: inserted}
+	return w, nil
+}
+
+// appendMessage appends m, the agent's message that makes a transition,
+// as the event of agentID in officeID within tx (nothing when m.Kind is
+// empty): the event, and whether it was appended now (an event with its
+// dedupe key stored before is kept).
+func appendMessage(ctx context.Context, tx *sql.Tx, officeID, agentID string, m office.Event, now string) (office.Event, bool, error) {
+	if m.Kind == "" {
+		return office.Event{}, false, nil
+	}
+	var payload any
+	if p := strings.TrimSpace(string(m.Payload)); p != "" {
+		payload = p
+	}
+	ev, err := scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, kind, payload, raw, dedupe_key, created_at)
+		values (?, ?, ?, ?, ?, ?, ?)
+		on conflict (office_id, dedupe_key) where dedupe_key is not null do nothing
+		returning `+eventCols, officeID, agentID, m.Kind, payload, nullStr(m.Raw), nullStr(m.DedupeKey), now))
+	if errors.Is(err, sql.ErrNoRows) {
+		return office.Event{}, false, nil // appended before: the one stored first stands
+	}
+	return ev, err == nil, err
+}
+
 // keepConversation writes agent_session_id only when the row has none: the
 // first conversation recorded for an agent holds.
 const keepConversation = `agent_session_id = case when agent_sessions.agent_session_id = '' then excluded.agent_session_id else agent_sessions.agent_session_id end`
@@ -189,10 +237,10 @@ func (s *Store) MarkDelivered(ctx context.Context, d office.Delivered) (time.Tim
 
 // AskQuestion implements office.Store; see its contract in
 // office/store.go (office_ask in the PostgreSQL stores).
-func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question, []office.Question, office.Event, bool, error) {
+func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question, []office.Question, []office.Event, bool, error) {
 	const op = "ask question"
 	if err := pgfunc.AskCheck(a); err != nil {
-		return office.Question{}, nil, office.Event{}, false, err
+		return office.Question{}, nil, nil, false, err
 	}
 	q := a.Question
 	if q.QuestionType == "" {
@@ -200,17 +248,23 @@ func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question,
 	}
 	opts, err := jsonText(q.Options, "[]")
 	if err != nil {
-		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+		return office.Question{}, nil, nil, false, s.fail(op, err)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+		return office.Question{}, nil, nil, false, s.fail(op, err)
 	}
 	defer tx.Rollback()
 	t, now := nowTS()
+	var events []office.Event
+	if m, ok, err := appendMessage(ctx, tx, q.OfficeID, q.AgentID, a.Message, now); err != nil {
+		return office.Question{}, nil, nil, false, s.fail(op, err)
+	} else if ok {
+		events = append(events, m)
+	}
 	expires, err := questionExpiry(ctx, tx, q.OfficeID, a, t)
 	if err != nil {
-		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+		return office.Question{}, nil, nil, false, s.fail(op, err)
 	}
 	got, err := scanQuestion(tx.QueryRowContext(ctx, `insert into user_questions (id, office_id, agent_id, session_id, question_type, category,
 			question, options, default_answer, context, required, status, expires_at, created_at, updated_at)
@@ -224,25 +278,26 @@ func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question,
 		got, err = scanQuestion(tx.QueryRowContext(ctx, `select `+questionCols+` from user_questions where id = ?`, q.ID))
 	}
 	if err != nil {
-		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+		return office.Question{}, nil, nil, false, s.fail(op, err)
 	}
-	var ev office.Event
 	if created {
 		if _, _, _, err := setSessionStatus(ctx, tx, office.SessionStatus{OfficeID: q.OfficeID, AgentID: q.AgentID, Status: office.SessionWaiting}); err != nil {
-			return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+			return office.Question{}, nil, nil, false, s.fail(op, err)
 		}
 		if a.EventKind != "" {
 			payload, _ := json.Marshal(map[string]any{"question_id": got.ID, "question": got.Question, "type": got.QuestionType,
 				"options": got.Options, "expires_at": got.ExpiresAt})
-			ev, err = scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, kind, payload, dedupe_key, created_at)
+			ev, err := scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, kind, payload, dedupe_key, created_at)
 				values (?, ?, ?, ?, ?, ?)
 				on conflict (office_id, dedupe_key) where dedupe_key is not null do nothing
 				returning `+eventCols, q.OfficeID, q.AgentID, a.EventKind, string(payload), nullStr(a.EventDedupeKey), now))
-			if errors.Is(err, sql.ErrNoRows) {
+			if err == nil {
+				events = append(events, ev)
+			} else if errors.Is(err, sql.ErrNoRows) {
 				err = nil // appended before: the one stored first stands
 			}
 			if err != nil {
-				return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+				return office.Question{}, nil, nil, false, s.fail(op, err)
 			}
 		}
 	}
@@ -250,17 +305,17 @@ func (s *Store) AskQuestion(ctx context.Context, a office.Ask) (office.Question,
 		where office_id = ? and agent_id = ? and status = 'pending' and id <> ? order by created_at, rowid`, got.OfficeID, got.AgentID, got.ID)
 	pending, err := collect(rows, err, scanQuestion)
 	if err != nil {
-		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+		return office.Question{}, nil, nil, false, s.fail(op, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return office.Question{}, nil, office.Event{}, false, s.fail(op, err)
+		return office.Question{}, nil, nil, false, s.fail(op, err)
 	}
 	if created {
 		// Its deadline, for the engine's sweeper (office.Change.ExpiresAt), as CreateQuestion tells it.
 		at := got.ExpiresAt
 		s.feed.publish(office.Change{Table: office.TableQuestions, Op: office.OpInsert, ID: got.ID, OfficeID: got.OfficeID, AgentID: got.AgentID, Status: got.Status, ExpiresAt: &at})
 	}
-	return got, pending, ev, created, nil
+	return got, pending, events, created, nil
 }
 
 // questionExpiry is when a question asked (at a.At, or now) expires: after
@@ -301,6 +356,11 @@ func (s *Store) DeliverResult(ctx context.Context, d office.ResultDelivery) (off
 	defer tx.Rollback()
 	_, now := nowTS()
 	var out office.ResultStored
+	if m, ok, err := appendMessage(ctx, tx, r.OfficeID, r.FromAgentID, d.Message, now); err != nil {
+		return office.ResultStored{}, s.fail(op, err)
+	} else if ok {
+		out.Events = append(out.Events, m)
+	}
 	out.Result, err = scanResult(tx.QueryRowContext(ctx, `insert into agent_results (id, office_id, invocation_id, from_agent_id, to_agent_id,
 			result_type, content_type, content, status, created_at, updated_at)
 		values (?, ?, (select id from agent_invocations where office_id = ? and caller_agent_id = ? and callee_agent_id = ?
@@ -363,18 +423,24 @@ func (s *Store) DeliverResult(ctx context.Context, d office.ResultDelivery) (off
 
 // Invoke implements office.Store; see its contract in office/store.go
 // (office_invoke in the PostgreSQL stores).
-func (s *Store) Invoke(ctx context.Context, i office.Invoke) (office.Invocation, office.Event, bool, error) {
+func (s *Store) Invoke(ctx context.Context, i office.Invoke) (office.Invocation, []office.Event, bool, error) {
 	const op = "invoke"
 	if err := pgfunc.InvokeCheck(i); err != nil {
-		return office.Invocation{}, office.Event{}, false, err
+		return office.Invocation{}, nil, false, err
 	}
 	v := i.Invocation
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return office.Invocation{}, office.Event{}, false, s.fail(op, err)
+		return office.Invocation{}, nil, false, s.fail(op, err)
 	}
 	defer tx.Rollback()
 	_, now := nowTS()
+	var events []office.Event
+	if m, ok, err := appendMessage(ctx, tx, v.OfficeID, v.CallerAgentID, i.Message, now); err != nil {
+		return office.Invocation{}, nil, false, s.fail(op, err)
+	} else if ok {
+		events = append(events, m)
+	}
 	inv, err := scanInvocation(tx.QueryRowContext(ctx, `insert into agent_invocations (id, office_id, caller_agent_id, callee_agent_id,
 			parent_invocation_id, depth, reason, context, status, created_at, updated_at)
 		values (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)
@@ -386,29 +452,30 @@ func (s *Store) Invoke(ctx context.Context, i office.Invoke) (office.Invocation,
 		inv, err = scanInvocation(tx.QueryRowContext(ctx, `select `+invocationCols+` from agent_invocations where id = ?`, v.ID))
 	}
 	if err != nil {
-		return office.Invocation{}, office.Event{}, false, s.fail(op, err)
+		return office.Invocation{}, nil, false, s.fail(op, err)
 	}
-	var ev office.Event
 	if created && i.EventKind != "" {
 		var payload any
 		if p := strings.TrimSpace(string(i.EventPayload)); p != "" {
 			payload = p
 		}
-		ev, err = scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, kind, payload, dedupe_key, created_at)
+		ev, err := scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, kind, payload, dedupe_key, created_at)
 			values (?, ?, ?, ?, ?, ?)
 			on conflict (office_id, dedupe_key) where dedupe_key is not null do nothing
 			returning `+eventCols, v.OfficeID, v.CallerAgentID, i.EventKind, payload, nullStr(i.EventDedupeKey), now))
-		if errors.Is(err, sql.ErrNoRows) {
+		if err == nil {
+			events = append(events, ev)
+		} else if errors.Is(err, sql.ErrNoRows) {
 			err = nil // appended before: the one stored first stands
 		}
 		if err != nil {
-			return office.Invocation{}, office.Event{}, false, s.fail(op, err)
+			return office.Invocation{}, nil, false, s.fail(op, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return office.Invocation{}, office.Event{}, false, s.fail(op, err)
+		return office.Invocation{}, nil, false, s.fail(op, err)
 	}
-	return inv, ev, created, nil
+	return inv, events, created, nil
 }
 
 // ListOpenWork implements office.Store; see its contract in
@@ -421,4 +488,51 @@ func (s *Store) ListOpenWork(ctx context.Context, officeID string) (office.OpenW
 	w.Invocations, errI = s.ListInvocations(ctx, office.InvocationFilter{OfficeID: officeID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
 	w.ProxyTasks, errT = s.ListProxyTasks(ctx, office.ProxyTaskFilter{OfficeID: officeID, Status: office.ProxyTaskOpen})
 	return w, errors.Join(errI, errT)
+}
+
+// AppendEvents implements office.Store; see its contract in
+// office/store.go (office_append_events in the PostgreSQL stores): each
+// event as AppendEvent appends it, in one transaction.
+func (s *Store) AppendEvents(ctx context.Context, events []office.Event) ([]office.Event, []bool, error) {
+	const op = "append events"
+	if len(events) == 0 {
+		return nil, nil, nil
+	}
+	if err := pgfunc.AppendEventsCheck(events); err != nil {
+		return nil, nil, err
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, nil, s.fail(op, err)
+	}
+	defer tx.Rollback()
+	_, now := nowTS()
+	stored, inserted := make([]office.Event, len(events)), make([]bool, len(events))
+	for i, e := range events {
+		var payload any
+		if p := strings.TrimSpace(string(e.Payload)); p != "" {
+			payload = p
+		}
+		created := now
+		if !e.CreatedAt.IsZero() {
+			created = ts(e.CreatedAt)
+		}
+		stored[i], err = scanEvent(tx.QueryRowContext(ctx, `insert into office_events (office_id, agent_id, session_id, kind, payload, raw, dedupe_key, created_at)
+			values (?, ?, ?, ?, ?, ?, ?, ?)
+			on conflict (office_id, dedupe_key) where dedupe_key is not null do nothing
+			returning `+eventCols,
+			e.OfficeID, nullStr(e.AgentID), nullStr(e.SessionID), e.Kind, payload, nullStr(e.Raw), nullStr(e.DedupeKey), created))
+		inserted[i] = err == nil
+		if errors.Is(err, sql.ErrNoRows) {
+			// A duplicate: the one stored first stands, and is returned.
+			stored[i], err = scanEvent(tx.QueryRowContext(ctx, `select `+eventCols+` from office_events where office_id = ? and dedupe_key = ?`, e.OfficeID, e.DedupeKey))
+		}
+		if err != nil {
+			return nil, nil, s.fail(op, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, nil, s.fail(op, err)
+	}
+	return stored, inserted, nil
 }

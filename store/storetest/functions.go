@@ -348,12 +348,19 @@ func testAskQuestion(t *testing.T, fx *fixture) {
 	}
 	ask := func(id, text string, ttl time.Duration) (office.Question, []office.Question, office.Event, bool) {
 		t.Helper()
-		q, pending, ev, created, err := s.AskQuestion(ctx, office.Ask{
+		q, pending, evs, created, err := s.AskQuestion(ctx, office.Ask{
 			Question: office.Question{ID: id, OfficeID: fx.office.ID, AgentID: fx.a.ID, QuestionType: office.QuestionSelection,
 				Category: "scope", Question: text, Options: []string{"A", "B"}, Context: "ctx", Required: true},
 			TTL: ttl, EventKind: "question.created", EventDedupeKey: "ask:" + id})
 		if err != nil {
 			t.Fatalf("AskQuestion(%s): %v", text, err)
+		}
+		if len(evs) > 1 {
+			t.Fatalf("AskQuestion(%s) without a message appended %d events; want at most question.created", text, len(evs))
+		}
+		var ev office.Event
+		if len(evs) == 1 {
+			ev = evs[0]
 		}
 		return q, pending, ev, created
 	}
@@ -521,12 +528,19 @@ func testInvoke(t *testing.T, fx *fixture) {
 	id := uuid.NewString()
 	give := func(reason string) (office.Invocation, office.Event, bool) {
 		t.Helper()
-		inv, ev, created, err := s.Invoke(ctx, office.Invoke{
+		inv, evs, created, err := s.Invoke(ctx, office.Invoke{
 			Invocation: office.Invocation{ID: id, OfficeID: fx.office.ID, CallerAgentID: fx.a.ID, CalleeAgentID: fx.b.ID,
 				ParentInvocationID: parent.ID, Depth: 2, Reason: reason, Context: "ctx"},
 			EventKind: "invocation.created", EventPayload: []byte(`{"invocation_id": "` + id + `", "depth": 2}`), EventDedupeKey: "inv:" + id})
 		if err != nil {
 			t.Fatalf("Invoke(%s): %v", reason, err)
+		}
+		if len(evs) > 1 {
+			t.Fatalf("Invoke(%s) without a message appended %d events; want at most invocation.created", reason, len(evs))
+		}
+		var ev office.Event
+		if len(evs) == 1 {
+			ev = evs[0]
 		}
 		return inv, ev, created
 	}
@@ -552,6 +566,241 @@ func testInvoke(t *testing.T, fx *fixture) {
 	}
 	_, _, _, err = s.Invoke(ctx, office.Invoke{Invocation: office.Invocation{ID: uuid.NewString(), OfficeID: fx.office.ID, CallerAgentID: fx.a.ID, CalleeAgentID: fx.b.ID}})
 	wantCode(t, "Invoke without a reason", err, office.EINVALID)
+}
+
+// testMessageEvents: AskQuestion, Invoke and DeliverResult append the
+// agent's message that makes them (Message: its payload, raw text and
+// dedupe key, as the sender's event) first, in the same write, whether
+// or not the row is new; a message stored before is kept, and the rows
+// are written as without it; a message handled again appends nothing.
+func testMessageEvents(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	msg := func(kind, key string) office.Event {
+		return office.Event{Kind: kind, Payload: []byte(`{"kind": "` + kind + `", "line": 3}`), Raw: "[" + kind + "]\nraw text", DedupeKey: key}
+	}
+	check := func(what string, evs []office.Event, agentID string, kinds ...string) {
+		t.Helper()
+		var got []string
+		for _, ev := range evs {
+			got = append(got, ev.Kind)
+		}
+		if len(got) != len(kinds) {
+			t.Fatalf("%s appended %v; want %v", what, got, kinds)
+		}
+		for i := range kinds {
+			if got[i] != kinds[i] || evs[i].ID == 0 || evs[i].AgentID != agentID {
+				t.Fatalf("%s appended %+v; want %v, the sender's", what, evs, kinds)
+			}
+		}
+	}
+	checkMessage := func(what string, ev office.Event, want office.Event) {
+		t.Helper()
+		if ev.Kind != want.Kind || ev.DedupeKey != want.DedupeKey || ev.Raw != want.Raw || !jsonEqual(ev.Payload, want.Payload) || ev.OfficeID != fx.office.ID {
+			t.Errorf("%s message event = %+v; want kind, payload, raw and key as given: %+v", what, ev, want)
+		}
+		stored, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID, AfterID: ev.ID - 1, Limit: 1})
+		if err != nil || len(stored) != 1 || stored[0].Raw != want.Raw || stored[0].DedupeKey != want.DedupeKey {
+			t.Errorf("%s message event as stored = %+v, %v; want its raw text and key", what, stored, err)
+		}
+	}
+	// A question.
+	qm := msg("message.ask_user", "entry-1#0")
+	qid := uuid.NewString()
+	askWith := func(m office.Event) (office.Question, []office.Event, bool) {
+		t.Helper()
+		q, _, evs, created, err := s.AskQuestion(ctx, office.Ask{Question: office.Question{ID: qid, OfficeID: fx.office.ID, AgentID: fx.a.ID,
+			Question: "Which?"}, TTL: time.Hour, EventKind: "question.created", EventDedupeKey: "entry-1#0#question/", Message: m})
+		if err != nil {
+			t.Fatalf("AskQuestion with its message: %v", err)
+		}
+		return q, evs, created
+	}
+	q, evs, created := askWith(qm)
+	if !created || q.ID != qid {
+		t.Fatalf("AskQuestion with its message = %+v, created %v; want the question", q, created)
+	}
+	check("AskQuestion", evs, fx.a.ID, "message.ask_user", "question.created")
+	checkMessage("AskQuestion", evs[0], qm)
+	if evs[0].ID >= evs[1].ID {
+		t.Errorf("AskQuestion events %d, %d; want the message's first", evs[0].ID, evs[1].ID)
+	}
+	if _, evs, created = askWith(qm); created || len(evs) != 0 {
+		t.Errorf("AskQuestion with its message again = created %v, %d events; want neither", created, len(evs))
+	}
+	// A message stored before (appended on its own): kept, the row written.
+	stored, _, err := s.AppendEvent(ctx, office.Event{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message.ask_user", DedupeKey: "entry-2#0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qid = uuid.NewString()
+	if q, evs, created = askWith(msg("message.ask_user", "entry-2#0")); !created || len(evs) != 0 || q.ID != qid {
+		// the question.created key of askWith is the first question's: appended before too
+		t.Errorf("AskQuestion with a message stored before = %+v, %d events, created %v; want the question, no event", q, len(evs), created)
+	}
+	// A task.
+	im := msg("message.invoke", "entry-3#0")
+	iid := uuid.NewString()
+	invokeWith := func(m office.Event) ([]office.Event, bool) {
+		t.Helper()
+		_, evs, created, err := s.Invoke(ctx, office.Invoke{Invocation: office.Invocation{ID: iid, OfficeID: fx.office.ID, CallerAgentID: fx.a.ID,
+			CalleeAgentID: fx.b.ID, Reason: "build it"}, EventKind: "invocation.created", EventPayload: []byte(`{}`), EventDedupeKey: "entry-3#0#invocation", Message: m})
+		if err != nil {
+			t.Fatalf("Invoke with its message: %v", err)
+		}
+		return evs, created
+	}
+	evs, created = invokeWith(im)
+	if !created {
+		t.Fatal("Invoke with its message created nothing")
+	}
+	check("Invoke", evs, fx.a.ID, "message.invoke", "invocation.created")
+	checkMessage("Invoke", evs[0], im)
+	if evs, created = invokeWith(im); created || len(evs) != 0 {
+		t.Errorf("Invoke with its message again = created %v, %d events; want neither", created, len(evs))
+	}
+	// A result for that task: the message, the task completed, the result.
+	rm := msg("message.deliver_result", "entry-4#0")
+	rid := uuid.NewString()
+	deliverWith := func(m office.Event) office.ResultStored {
+		t.Helper()
+		out, err := s.DeliverResult(ctx, office.ResultDelivery{Result: office.Result{ID: rid, OfficeID: fx.office.ID, FromAgentID: fx.b.ID,
+			ToAgentID: fx.a.ID, Content: "done"}, ToName: fx.a.Name, EventKind: "result.created", EventDedupeKey: "entry-4#0#result",
+			CompletedEventKind: "invocation.completed", CompletedDedupeKey: "entry-4#0#completed", Message: m})
+		if err != nil {
+			t.Fatalf("DeliverResult with its message: %v", err)
+		}
+		return out
+	}
+	out := deliverWith(rm)
+	if !out.Created || !out.Completed || out.Result.InvocationID != iid {
+		t.Fatalf("DeliverResult with its message = %+v; want the result, its task completed", out)
+	}
+	check("DeliverResult", out.Events, fx.b.ID, "message.deliver_result", "invocation.completed", "result.created")
+	checkMessage("DeliverResult", out.Events[0], rm)
+	if out = deliverWith(rm); out.Created || len(out.Events) != 0 {
+		t.Errorf("DeliverResult with its message again = %+v; want nothing appended", out)
+	}
+	// Each message once in the log, and the one stored before as it was.
+	all, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, ev := range all {
+		n[ev.DedupeKey]++
+		if ev.ID == stored.ID && ev.Raw != "" {
+			t.Errorf("the message stored before was changed: %+v", ev)
+		}
+	}
+	for _, key := range []string{"entry-1#0", "entry-2#0", "entry-3#0", "entry-4#0"} {
+		if n[key] != 1 {
+			t.Errorf("%d events with key %s; want 1", n[key], key)
+		}
+	}
+	_, _, _, _, err = s.AskQuestion(ctx, office.Ask{Question: office.Question{ID: uuid.NewString(), OfficeID: fx.office.ID, AgentID: fx.a.ID,
+		Question: "Bad?"}, TTL: time.Hour, Message: office.Event{Kind: "message.ask_user", Payload: []byte("{not json")}})
+	wantCode(t, "AskQuestion with a message whose payload is not JSON", err, office.EINVALID)
+}
+
+// testListDueTyping: ListDueTyping reads as ListDue and appends the typing
+// marker of the row a delivery round types first (office.TypingFirst),
+// once: a second read finds the marker stored first; ListDue appends
+// nothing.
+func testListDueTyping(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	at := now().Add(-time.Minute)
+	firstAt := map[string]time.Time{} // each row's first typing
+	read := func(what, want string, inserted bool) office.DueWork {
+		t.Helper()
+		w, err := s.ListDueTyping(ctx, fx.office.ID, fx.a.ID, at)
+		if err != nil {
+			t.Fatalf("ListDueTyping (%s): %v", what, err)
+		}
+		if w.Typing.Row != want || (want != "" && w.Typing.Inserted != inserted) {
+			t.Fatalf("ListDueTyping (%s) marked %q (inserted %v); want %q (inserted %v)", what, w.Typing.Row, w.Typing.Inserted, want, inserted)
+		}
+		if want == "" {
+			return w
+		}
+		ev := w.Typing.Event
+		var p struct {
+			Row string    `json:"row"`
+			At  time.Time `json:"at"`
+		}
+		if ev.ID == 0 || ev.Kind != office.EventTyping || ev.DedupeKey != office.TypingKey(want) || ev.AgentID != fx.a.ID ||
+			json.Unmarshal(ev.Payload, &p) != nil || p.Row != want {
+			t.Fatalf("ListDueTyping (%s) marker = %+v; want %s of %s with its key and row", what, ev, office.EventTyping, want)
+		}
+		if inserted {
+			firstAt[want] = at
+		}
+		if !p.At.Equal(firstAt[want]) {
+			t.Errorf("ListDueTyping (%s) marker at %v; want %v (the first typing's)", what, p.At, firstAt[want])
+		}
+		return w
+	}
+	read("nothing due", "", false)
+	// Tasks: the oldest pending one, unless one is in progress.
+	t1, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: fx.b.ID, CalleeAgentID: fx.a.ID, Reason: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: fx.b.ID, CalleeAgentID: fx.a.ID, Reason: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	w := read("two tasks", office.TypingRow("task", t1.ID), true)
+	first := w.Typing.Event
+	at = at.Add(time.Second) // a later typing of the same row: the first one's marker stands
+	if w = read("two tasks again", office.TypingRow("task", t1.ID), false); w.Typing.Event.ID != first.ID {
+		t.Errorf("ListDueTyping again returned marker %d; want the first, %d", w.Typing.Event.ID, first.ID)
+	}
+	if _, ok, err := s.TransitionInvocation(ctx, t1.ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	read("a task in progress", "", false)
+	// A person's message comes before the tasks, a result before it, an answer first.
+	m, err := s.CreateUserMessage(ctx, office.UserMessage{OfficeID: fx.office.ID, AgentID: fx.a.ID, Content: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read("a message", office.TypingRow("message", m.ID), true)
+	r, err := s.CreateResult(ctx, office.Result{OfficeID: fx.office.ID, FromAgentID: fx.b.ID, ToAgentID: fx.a.ID, ResultType: "message", ContentType: "text/plain", Content: "fyi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read("a result", office.TypingRow("result", r.ID), true)
+	perm := fx.answered(t, func(q *office.Question) { q.Category = office.QuestionPermission })
+	read("a permission answer first", "", false)
+	if ok, err := s.MarkQuestionDelivered(ctx, perm.ID); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	q := fx.answered(t)
+	read("an answer", office.TypingRow("question", q.ID), true)
+	d := fx.dependency(t)
+	if _, ok, err := s.RejectDependency(ctx, d.ID, "no"); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	read("a dependency", "", false)
+	// ListDue reads only; a disabled agent is given no task.
+	before, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.ListDue(ctx, fx.office.ID, fx.a.ID); err != nil || w.Typing.Row != "" {
+		t.Errorf("ListDue = typing %+v, %v; want none", w.Typing, err)
+	}
+	if after, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID, Limit: 1000}); err != nil || len(after) != len(before) {
+		t.Errorf("ListDue appended %d events (%v); want none", len(after)-len(before), err)
+	}
+	if _, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: fx.a.ID, CalleeAgentID: fx.b.ID, Reason: "for b"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAgentStatus(ctx, fx.b.ID, office.AgentDisabled); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.ListDueTyping(ctx, fx.office.ID, fx.b.ID, at); err != nil || w.Typing.Row != "" || len(w.Tasks) != 1 {
+		t.Errorf("ListDueTyping(a disabled agent) = typing %+v, %d tasks, %v; want no marker, its task", w.Typing, len(w.Tasks), err)
+	}
 }
 
 // testListOpenWork: ListOpenWork returns what ListInvocations and
@@ -606,4 +855,52 @@ func testListOpenWork(t *testing.T, fx *fixture) {
 	if err != nil || len(other.Invocations)+len(other.ProxyTasks) != 0 {
 		t.Errorf("ListOpenWork(another office) = %+v, %v; want nothing", other, err)
 	}
+}
+
+// testAppendEvents: events appended in order in one write, each as
+// AppendEvent appends it: one whose dedupe key is stored already is kept
+// (inserted false, the stored one returned); payload, raw and the agent
+// kept; none at all is nothing.
+func testAppendEvents(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	if stored, inserted, err := s.AppendEvents(ctx, nil); err != nil || len(stored)+len(inserted) != 0 {
+		t.Errorf("AppendEvents(none) = %v, %v, %v; want nothing", stored, inserted, err)
+	}
+	first, _, err := s.AppendEvent(ctx, office.Event{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message.step", DedupeKey: "chunk-1#1", Payload: []byte(`{"current": 2}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := []office.Event{
+		{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message.step", DedupeKey: "chunk-1#0", Payload: []byte(`{"current": 1}`), Raw: "Step 1/3: a"},
+		{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message.step", DedupeKey: "chunk-1#1", Payload: []byte(`{"current": 2, "again": true}`), Raw: "Step 2/3: b"},
+		{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message.phase_complete", DedupeKey: "chunk-1#2", Raw: "=== PHASE 1 COMPLETE ==="},
+		{OfficeID: fx.office.ID, Kind: "output.lost", Payload: []byte(`{"lines": 3}`)},
+	}
+	stored, inserted, err := s.AppendEvents(ctx, in)
+	if err != nil {
+		t.Fatalf("AppendEvents: %v", err)
+	}
+	if len(stored) != 4 || len(inserted) != 4 || !inserted[0] || inserted[1] || !inserted[2] || !inserted[3] {
+		t.Fatalf("AppendEvents = %d events, inserted %v; want 4, the second stored before", len(stored), inserted)
+	}
+	if stored[1].ID != first.ID || !jsonEqual(stored[1].Payload, first.Payload) {
+		t.Errorf("AppendEvents returned %+v for a key stored before; want the one stored first %+v", stored[1], first)
+	}
+	if !(stored[0].ID < stored[2].ID && stored[2].ID < stored[3].ID) {
+		t.Errorf("AppendEvents ids %d, %d, %d; want increasing in the order given", stored[0].ID, stored[2].ID, stored[3].ID)
+	}
+	for _, i := range []int{0, 2, 3} {
+		got, want := stored[i], in[i]
+		if got.Kind != want.Kind || got.DedupeKey != want.DedupeKey || got.Raw != want.Raw || got.AgentID != want.AgentID ||
+			got.OfficeID != fx.office.ID || !jsonEqual(got.Payload, want.Payload) || (len(want.Payload) == 0 && len(got.Payload) != 0) {
+			t.Errorf("AppendEvents[%d] = %+v; want %+v as given", i, got, want)
+		}
+		fx.near(t, "AppendEvents created_at", got.CreatedAt, now())
+	}
+	all, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID, Limit: 100})
+	if err != nil || len(all) != 4 {
+		t.Errorf("events after AppendEvents = %d, %v; want 4", len(all), err)
+	}
+	_, _, err = s.AppendEvents(ctx, []office.Event{{OfficeID: fx.office.ID, Kind: "x", Payload: []byte("{no")}})
+	wantCode(t, "AppendEvents with a payload that is not JSON", err, office.EINVALID)
 }
