@@ -335,6 +335,25 @@ func questionExpiry(ctx context.Context, tx *sql.Tx, officeID string, a office.A
 	return asked.Add(a.TTL), nil
 }
 
+// insertResult stores r for the oldest open task from its recipient to its
+// sender, or, when a row with its id exists (a result handled again),
+// returns that row; created says which.
+func insertResult(ctx context.Context, tx *sql.Tx, r office.Result, now string) (office.Result, bool, error) {
+	res, err := scanResult(tx.QueryRowContext(ctx, `insert into agent_results (id, office_id, invocation_id, from_agent_id, to_agent_id,
+			result_type, content_type, content, status, created_at, updated_at)
+		values (?, ?, (select id from agent_invocations where office_id = ? and caller_agent_id = ? and callee_agent_id = ?
+				and status in ('pending', 'in_progress') order by created_at, rowid limit 1),
+			?, ?, ?, ?, ?, 'pending', ?, ?)
+		on conflict (id) do nothing
+		returning `+resultCols,
+		r.ID, r.OfficeID, r.OfficeID, r.ToAgentID, r.FromAgentID, r.FromAgentID, r.ToAgentID, r.ResultType, r.ContentType, r.Content, now, now))
+	if errors.Is(err, sql.ErrNoRows) {
+		res, err = scanResult(tx.QueryRowContext(ctx, `select `+resultCols+` from agent_results where id = ?`, r.ID))
+		return res, false, err
+	}
+	return res, err == nil, err
+}
+
 // DeliverResult implements office.Store; see its contract in
 // office/store.go (office_deliver_result in the PostgreSQL stores).
 func (s *Store) DeliverResult(ctx context.Context, d office.ResultDelivery) (office.ResultStored, error) {
@@ -361,19 +380,7 @@ func (s *Store) DeliverResult(ctx context.Context, d office.ResultDelivery) (off
 	} else if ok {
 		out.Events = append(out.Events, m)
 	}
-	out.Result, err = scanResult(tx.QueryRowContext(ctx, `insert into agent_results (id, office_id, invocation_id, from_agent_id, to_agent_id,
-			result_type, content_type, content, status, created_at, updated_at)
-		values (?, ?, (select id from agent_invocations where office_id = ? and caller_agent_id = ? and callee_agent_id = ?
-				and status in ('pending', 'in_progress') order by created_at, rowid limit 1),
-			?, ?, ?, ?, ?, 'pending', ?, ?)
-		on conflict (id) do nothing
-		returning `+resultCols,
-		r.ID, r.OfficeID, r.OfficeID, r.ToAgentID, r.FromAgentID, r.FromAgentID, r.ToAgentID, r.ResultType, r.ContentType, r.Content, now, now))
-	out.Created = err == nil
-	if errors.Is(err, sql.ErrNoRows) {
-		out.Result, err = scanResult(tx.QueryRowContext(ctx, `select `+resultCols+` from agent_results where id = ?`, r.ID))
-	}
-	if err != nil {
+	if out.Result, out.Created, err = insertResult(ctx, tx, r, now); err != nil {
 		return office.ResultStored{}, s.fail(op, err)
 	}
 	res := out.Result

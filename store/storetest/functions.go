@@ -574,114 +574,10 @@ func testInvoke(t *testing.T, fx *fixture) {
 // or not the row is new; a message stored before is kept, and the rows
 // are written as without it; a message handled again appends nothing.
 func testMessageEvents(t *testing.T, fx *fixture) {
-	s, ctx := fx.s, fx.ctx
-	msg := func(kind, key string) office.Event {
-		return office.Event{Kind: kind, Payload: []byte(`{"kind": "` + kind + `", "line": 3}`), Raw: "[" + kind + "]\nraw text", DedupeKey: key}
-	}
-	check := func(what string, evs []office.Event, agentID string, kinds ...string) {
-		t.Helper()
-		var got []string
-		for _, ev := range evs {
-			got = append(got, ev.Kind)
-		}
-		if len(got) != len(kinds) {
-			t.Fatalf("%s appended %v; want %v", what, got, kinds)
-		}
-		for i := range kinds {
-			if got[i] != kinds[i] || evs[i].ID == 0 || evs[i].AgentID != agentID {
-				t.Fatalf("%s appended %+v; want %v, the sender's", what, evs, kinds)
-			}
-		}
-	}
-	checkMessage := func(what string, ev office.Event, want office.Event) {
-		t.Helper()
-		if ev.Kind != want.Kind || ev.DedupeKey != want.DedupeKey || ev.Raw != want.Raw || !jsonEqual(ev.Payload, want.Payload) || ev.OfficeID != fx.office.ID {
-			t.Errorf("%s message event = %+v; want kind, payload, raw and key as given: %+v", what, ev, want)
-		}
-		stored, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID, AfterID: ev.ID - 1, Limit: 1})
-		if err != nil || len(stored) != 1 || stored[0].Raw != want.Raw || stored[0].DedupeKey != want.DedupeKey {
-			t.Errorf("%s message event as stored = %+v, %v; want its raw text and key", what, stored, err)
-		}
-	}
-	// A question.
-	qm := msg("message.ask_user", "entry-1#0")
-	qid := uuid.NewString()
-	askWith := func(m office.Event) (office.Question, []office.Event, bool) {
-		t.Helper()
-		q, _, evs, created, err := s.AskQuestion(ctx, office.Ask{Question: office.Question{ID: qid, OfficeID: fx.office.ID, AgentID: fx.a.ID,
-			Question: "Which?"}, TTL: time.Hour, EventKind: "question.created", EventDedupeKey: "entry-1#0#question/", Message: m})
-		if err != nil {
-			t.Fatalf("AskQuestion with its message: %v", err)
-		}
-		return q, evs, created
-	}
-	q, evs, created := askWith(qm)
-	if !created || q.ID != qid {
-		t.Fatalf("AskQuestion with its message = %+v, created %v; want the question", q, created)
-	}
-	check("AskQuestion", evs, fx.a.ID, "message.ask_user", "question.created")
-	checkMessage("AskQuestion", evs[0], qm)
-	if evs[0].ID >= evs[1].ID {
-		t.Errorf("AskQuestion events %d, %d; want the message's first", evs[0].ID, evs[1].ID)
-	}
-	if _, evs, created = askWith(qm); created || len(evs) != 0 {
-		t.Errorf("AskQuestion with its message again = created %v, %d events; want neither", created, len(evs))
-	}
-	// A message stored before (appended on its own): kept, the row written.
-	stored, _, err := s.AppendEvent(ctx, office.Event{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message.ask_user", DedupeKey: "entry-2#0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	qid = uuid.NewString()
-	if q, evs, created = askWith(msg("message.ask_user", "entry-2#0")); !created || len(evs) != 0 || q.ID != qid {
-		// the question.created key of askWith is the first question's: appended before too
-		t.Errorf("AskQuestion with a message stored before = %+v, %d events, created %v; want the question, no event", q, len(evs), created)
-	}
-	// A task.
-	im := msg("message.invoke", "entry-3#0")
-	iid := uuid.NewString()
-	invokeWith := func(m office.Event) ([]office.Event, bool) {
-		t.Helper()
-		_, evs, created, err := s.Invoke(ctx, office.Invoke{Invocation: office.Invocation{ID: iid, OfficeID: fx.office.ID, CallerAgentID: fx.a.ID,
-			CalleeAgentID: fx.b.ID, Reason: "build it"}, EventKind: "invocation.created", EventPayload: []byte(`{}`), EventDedupeKey: "entry-3#0#invocation", Message: m})
-		if err != nil {
-			t.Fatalf("Invoke with its message: %v", err)
-		}
-		return evs, created
-	}
-	evs, created = invokeWith(im)
-	if !created {
-		t.Fatal("Invoke with its message created nothing")
-	}
-	check("Invoke", evs, fx.a.ID, "message.invoke", "invocation.created")
-	checkMessage("Invoke", evs[0], im)
-	if evs, created = invokeWith(im); created || len(evs) != 0 {
-		t.Errorf("Invoke with its message again = created %v, %d events; want neither", created, len(evs))
-	}
-	// A result for that task: the message, the task completed, the result.
-	rm := msg("message.deliver_result", "entry-4#0")
-	rid := uuid.NewString()
-	deliverWith := func(m office.Event) office.ResultStored {
-		t.Helper()
-		out, err := s.DeliverResult(ctx, office.ResultDelivery{Result: office.Result{ID: rid, OfficeID: fx.office.ID, FromAgentID: fx.b.ID,
-			ToAgentID: fx.a.ID, Content: "done"}, ToName: fx.a.Name, EventKind: "result.created", EventDedupeKey: "entry-4#0#result",
-			CompletedEventKind: "invocation.completed", CompletedDedupeKey: "entry-4#0#completed", Message: m})
-		if err != nil {
-			t.Fatalf("DeliverResult with its message: %v", err)
-		}
-		return out
-	}
-	out := deliverWith(rm)
-	if !out.Created || !out.Completed || out.Result.InvocationID != iid {
-		t.Fatalf("DeliverResult with its message = %+v; want the result, its task completed", out)
-	}
-	check("DeliverResult", out.Events, fx.b.ID, "message.deliver_result", "invocation.completed", "result.created")
-	checkMessage("DeliverResult", out.Events[0], rm)
-	if out = deliverWith(rm); out.Created || len(out.Events) != 0 {
-		t.Errorf("DeliverResult with its message again = %+v; want nothing appended", out)
-	}
+	stored := messageEventsAsk(t, fx)
+	messageEventsWork(t, fx)
 	// Each message once in the log, and the one stored before as it was.
-	all, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID, Limit: 1000})
+	all, err := fx.s.ListEvents(fx.ctx, office.EventFilter{OfficeID: fx.office.ID, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -697,48 +593,183 @@ func testMessageEvents(t *testing.T, fx *fixture) {
 			t.Errorf("%d events with key %s; want 1", n[key], key)
 		}
 	}
-	_, _, _, _, err = s.AskQuestion(ctx, office.Ask{Question: office.Question{ID: uuid.NewString(), OfficeID: fx.office.ID, AgentID: fx.a.ID,
+	_, _, _, _, err = fx.s.AskQuestion(fx.ctx, office.Ask{Question: office.Question{ID: uuid.NewString(), OfficeID: fx.office.ID, AgentID: fx.a.ID,
 		Question: "Bad?"}, TTL: time.Hour, Message: office.Event{Kind: "message.ask_user", Payload: []byte("{not json")}})
 	wantCode(t, "AskQuestion with a message whose payload is not JSON", err, office.EINVALID)
+}
+
+// messageEvent is the message event of a block of kind, with its key.
+func messageEvent(kind, key string) office.Event {
+	return office.Event{Kind: kind, Payload: []byte(`{"kind": "` + kind + `", "line": 3}`), Raw: "[" + kind + "]\nraw text", DedupeKey: key}
+}
+
+// checkEventKinds fails unless evs are of kinds, in order, each stored
+// (an id) and the agent's.
+func checkEventKinds(t *testing.T, what string, evs []office.Event, agentID string, kinds ...string) {
+	t.Helper()
+	var got []string
+	for _, ev := range evs {
+		got = append(got, ev.Kind)
+	}
+	if len(got) != len(kinds) {
+		t.Fatalf("%s appended %v; want %v", what, got, kinds)
+	}
+	for i := range kinds {
+		if got[i] != kinds[i] || evs[i].ID == 0 || evs[i].AgentID != agentID {
+			t.Fatalf("%s appended %+v; want %v, the sender's", what, evs, kinds)
+		}
+	}
+}
+
+// checkMessageEvent fails unless ev, as returned and as stored, is want.
+func checkMessageEvent(t *testing.T, fx *fixture, what string, ev office.Event, want office.Event) {
+	t.Helper()
+	if ev.Kind != want.Kind || ev.DedupeKey != want.DedupeKey || ev.Raw != want.Raw || !jsonEqual(ev.Payload, want.Payload) || ev.OfficeID != fx.office.ID {
+		t.Errorf("%s message event = %+v; want kind, payload, raw and key as given: %+v", what, ev, want)
+	}
+	stored, err := fx.s.ListEvents(fx.ctx, office.EventFilter{OfficeID: fx.office.ID, AfterID: ev.ID - 1, Limit: 1})
+	if err != nil || len(stored) != 1 || stored[0].Raw != want.Raw || stored[0].DedupeKey != want.DedupeKey {
+		t.Errorf("%s message event as stored = %+v, %v; want its raw text and key", what, stored, err)
+	}
+}
+
+// messageEventsAsk: a question with its message event, once; a message
+// stored before is kept and the row written. It returns that message.
+func messageEventsAsk(t *testing.T, fx *fixture) office.Event {
+	s, ctx := fx.s, fx.ctx
+	qm := messageEvent("message.ask_user", "entry-1#0")
+	qid := uuid.NewString()
+	askWith := func(m office.Event) (office.Question, []office.Event, bool) {
+		t.Helper()
+		q, _, evs, created, err := s.AskQuestion(ctx, office.Ask{Question: office.Question{ID: qid, OfficeID: fx.office.ID, AgentID: fx.a.ID,
+			Question: "Which?"}, TTL: time.Hour, EventKind: "question.created", EventDedupeKey: "entry-1#0#question/", Message: m})
+		if err != nil {
+			t.Fatalf("AskQuestion with its message: %v", err)
+		}
+		return q, evs, created
+	}
+	q, evs, created := askWith(qm)
+	if !created || q.ID != qid {
+		t.Fatalf("AskQuestion with its message = %+v, created %v; want the question", q, created)
+	}
+	checkEventKinds(t, "AskQuestion", evs, fx.a.ID, "message.ask_user", "question.created")
+	checkMessageEvent(t, fx, "AskQuestion", evs[0], qm)
+	if evs[0].ID >= evs[1].ID {
+		t.Errorf("AskQuestion events %d, %d; want the message's first", evs[0].ID, evs[1].ID)
+	}
+	if _, evs, created = askWith(qm); created || len(evs) != 0 {
+		t.Errorf("AskQuestion with its message again = created %v, %d events; want neither", created, len(evs))
+	}
+	stored, _, err := s.AppendEvent(ctx, office.Event{OfficeID: fx.office.ID, AgentID: fx.a.ID, Kind: "message.ask_user", DedupeKey: "entry-2#0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qid = uuid.NewString()
+	if q, evs, created = askWith(messageEvent("message.ask_user", "entry-2#0")); !created || len(evs) != 0 || q.ID != qid {
+		// the question.created key of askWith is the first question's: appended before too
+		t.Errorf("AskQuestion with a message stored before = %+v, %d events, created %v; want the question, no event", q, len(evs), created)
+	}
+	return stored
+}
+
+// messageEventsWork: a task and its result, each with its message event,
+// once.
+func messageEventsWork(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	im := messageEvent("message.invoke", "entry-3#0")
+	iid := uuid.NewString()
+	invokeWith := func(m office.Event) ([]office.Event, bool) {
+		t.Helper()
+		_, evs, created, err := s.Invoke(ctx, office.Invoke{Invocation: office.Invocation{ID: iid, OfficeID: fx.office.ID, CallerAgentID: fx.a.ID,
+			CalleeAgentID: fx.b.ID, Reason: "build it"}, EventKind: "invocation.created", EventPayload: []byte(`{}`), EventDedupeKey: "entry-3#0#invocation", Message: m})
+		if err != nil {
+			t.Fatalf("Invoke with its message: %v", err)
+		}
+		return evs, created
+	}
+	evs, created := invokeWith(im)
+	if !created {
+		t.Fatal("Invoke with its message created nothing")
+	}
+	checkEventKinds(t, "Invoke", evs, fx.a.ID, "message.invoke", "invocation.created")
+	checkMessageEvent(t, fx, "Invoke", evs[0], im)
+	if evs, created = invokeWith(im); created || len(evs) != 0 {
+		t.Errorf("Invoke with its message again = created %v, %d events; want neither", created, len(evs))
+	}
+	// A result for that task: the message, the task completed, the result.
+	rm := messageEvent("message.deliver_result", "entry-4#0")
+	rid := uuid.NewString()
+	deliverWith := func(m office.Event) office.ResultStored {
+		t.Helper()
+		out, err := s.DeliverResult(ctx, office.ResultDelivery{Result: office.Result{ID: rid, OfficeID: fx.office.ID, FromAgentID: fx.b.ID,
+			ToAgentID: fx.a.ID, Content: "done"}, ToName: fx.a.Name, EventKind: "result.created", EventDedupeKey: "entry-4#0#result",
+			CompletedEventKind: "invocation.completed", CompletedDedupeKey: "entry-4#0#completed", Message: m})
+		if err != nil {
+			t.Fatalf("DeliverResult with its message: %v", err)
+		}
+		return out
+	}
+	out := deliverWith(rm)
+	if !out.Created || !out.Completed || out.Result.InvocationID != iid {
+		t.Fatalf("DeliverResult with its message = %+v; want the result, its task completed", out)
+	}
+	checkEventKinds(t, "DeliverResult", out.Events, fx.b.ID, "message.deliver_result", "invocation.completed", "result.created")
+	checkMessageEvent(t, fx, "DeliverResult", out.Events[0], rm)
+	if out = deliverWith(rm); out.Created || len(out.Events) != 0 {
+		t.Errorf("DeliverResult with its message again = %+v; want nothing appended", out)
+	}
 }
 
 // testListDueTyping: ListDueTyping reads as ListDue and appends the typing
 // marker of the row a delivery round types first (office.TypingFirst),
 // once: a second read finds the marker stored first; ListDue appends
 // nothing.
-func testListDueTyping(t *testing.T, fx *fixture) {
-	s, ctx := fx.s, fx.ctx
-	at := now().Add(-time.Minute)
-	firstAt := map[string]time.Time{} // each row's first typing
-	read := func(what, want string, inserted bool) office.DueWork {
-		t.Helper()
-		w, err := s.ListDueTyping(ctx, fx.office.ID, fx.a.ID, at)
-		if err != nil {
-			t.Fatalf("ListDueTyping (%s): %v", what, err)
-		}
-		if w.Typing.Row != want || (want != "" && w.Typing.Inserted != inserted) {
-			t.Fatalf("ListDueTyping (%s) marked %q (inserted %v); want %q (inserted %v)", what, w.Typing.Row, w.Typing.Inserted, want, inserted)
-		}
-		if want == "" {
-			return w
-		}
-		ev := w.Typing.Event
-		var p struct {
-			Row string    `json:"row"`
-			At  time.Time `json:"at"`
-		}
-		if ev.ID == 0 || ev.Kind != office.EventTyping || ev.DedupeKey != office.TypingKey(want) || ev.AgentID != fx.a.ID ||
-			json.Unmarshal(ev.Payload, &p) != nil || p.Row != want {
-			t.Fatalf("ListDueTyping (%s) marker = %+v; want %s of %s with its key and row", what, ev, office.EventTyping, want)
-		}
-		if inserted {
-			firstAt[want] = at
-		}
-		if !p.At.Equal(firstAt[want]) {
-			t.Errorf("ListDueTyping (%s) marker at %v; want %v (the first typing's)", what, p.At, firstAt[want])
-		}
+// typingReads calls ListDueTyping as of at and checks the typing marker
+// it writes: each row's first typing stands (firstAt).
+type typingReads struct {
+	t       *testing.T
+	fx      *fixture
+	at      time.Time
+	firstAt map[string]time.Time
+}
+
+// read checks that ListDueTyping marks want (none: "") and whether it
+// inserted the marker now.
+func (tr *typingReads) read(what, want string, inserted bool) office.DueWork {
+	t, fx, at := tr.t, tr.fx, tr.at
+	t.Helper()
+	w, err := fx.s.ListDueTyping(fx.ctx, fx.office.ID, fx.a.ID, at)
+	if err != nil {
+		t.Fatalf("ListDueTyping (%s): %v", what, err)
+	}
+	if w.Typing.Row != want || (want != "" && w.Typing.Inserted != inserted) {
+		t.Fatalf("ListDueTyping (%s) marked %q (inserted %v); want %q (inserted %v)", what, w.Typing.Row, w.Typing.Inserted, want, inserted)
+	}
+	if want == "" {
 		return w
 	}
+	ev := w.Typing.Event
+	var p struct {
+		Row string    `json:"row"`
+		At  time.Time `json:"at"`
+	}
+	if ev.ID == 0 || ev.Kind != office.EventTyping || ev.DedupeKey != office.TypingKey(want) || ev.AgentID != fx.a.ID ||
+		json.Unmarshal(ev.Payload, &p) != nil || p.Row != want {
+		t.Fatalf("ListDueTyping (%s) marker = %+v; want %s of %s with its key and row", what, ev, office.EventTyping, want)
+	}
+	if inserted {
+		tr.firstAt[want] = at
+	}
+	if !p.At.Equal(tr.firstAt[want]) {
+		t.Errorf("ListDueTyping (%s) marker at %v; want %v (the first typing's)", what, p.At, tr.firstAt[want])
+	}
+	return w
+}
+
+func testListDueTyping(t *testing.T, fx *fixture) {
+	s, ctx := fx.s, fx.ctx
+	tr := &typingReads{t: t, fx: fx, at: now().Add(-time.Minute), firstAt: map[string]time.Time{}}
+	read := tr.read
 	read("nothing due", "", false)
 	// Tasks: the oldest pending one, unless one is in progress.
 	t1, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: fx.office.ID, CallerAgentID: fx.b.ID, CalleeAgentID: fx.a.ID, Reason: "first"})
@@ -750,7 +781,7 @@ func testListDueTyping(t *testing.T, fx *fixture) {
 	}
 	w := read("two tasks", office.TypingRow("task", t1.ID), true)
 	first := w.Typing.Event
-	at = at.Add(time.Second) // a later typing of the same row: the first one's marker stands
+	tr.at = tr.at.Add(time.Second) // a later typing of the same row: the first one's marker stands
 	if w = read("two tasks again", office.TypingRow("task", t1.ID), false); w.Typing.Event.ID != first.ID {
 		t.Errorf("ListDueTyping again returned marker %d; want the first, %d", w.Typing.Event.ID, first.ID)
 	}
@@ -781,7 +812,13 @@ func testListDueTyping(t *testing.T, fx *fixture) {
 		t.Fatal(ok, err)
 	}
 	read("a dependency", "", false)
-	// ListDue reads only; a disabled agent is given no task.
+	listDueReadsOnly(t, fx, tr.at)
+}
+
+// listDueReadsOnly: ListDue appends nothing; a disabled agent is given no
+// task (and no marker) by ListDueTyping.
+func listDueReadsOnly(t *testing.T, fx *fixture, at time.Time) {
+	s, ctx := fx.s, fx.ctx
 	before, err := s.ListEvents(ctx, office.EventFilter{OfficeID: fx.office.ID, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
