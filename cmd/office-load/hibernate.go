@@ -74,7 +74,14 @@ func (r *hibernateRun) run(ctx context.Context, stderr io.Writer) (res hibernate
 	if err != nil {
 		return res, err
 	}
-	srv, err := startServer(r.c.Server, officeFile, filepath.Join(dir, "data"), "", env)
+	logFile := ""
+	if r.c.Logs != "" {
+		if err := os.MkdirAll(r.c.Logs, 0o755); err != nil {
+			return res, err
+		}
+		logFile = filepath.Join(r.c.Logs, fmt.Sprintf("hibernate-%d-max%d.log", r.n, r.maxLive))
+	}
+	srv, err := startServer(r.c.Server, officeFile, filepath.Join(dir, "data"), logFile, env)
 	if err != nil {
 		return res, err
 	}
