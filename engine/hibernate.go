@@ -29,7 +29,8 @@ import (
 // Config.MaxLive caps the live agents of this server: a wake-up that would
 // exceed it waits in line (its session row says why), and the least
 // recently used idle agents that may hibernate are put to sleep to make
-// room.
+// room; a few slots are kept free ahead of demand (spareSlots), and an
+// operator's start takes a slot as a wake-up does (startSlot).
 
 // Idler is a Sessions that tells whether an agent is idle and how many
 // agents are live (agents.Sessions, cluster.Sessions). With a Sessions
