@@ -188,7 +188,13 @@ func (o *Router) StartAgent(ctx context.Context, agentID string) error {
 		}
 		a.Status = office.AgentIdle
 	}
-	if err := o.delivery.startSession(ctx, a, false); err != nil {
+	release, err := o.hib.startSlot(ctx, agentKey{a.OfficeID, a.ID}) // --max-live holds it as a wake-up
+	if err != nil {
+		return err
+	}
+	err = o.delivery.startSession(ctx, a, false)
+	release()
+	if err != nil {
 		return err
 	}
 	o.kick(agentKey{a.OfficeID, a.ID})

@@ -29,7 +29,8 @@ import (
 // Config.MaxLive caps the live agents of this server: a wake-up that would
 // exceed it waits in line (its session row says why), and the least
 // recently used idle agents that may hibernate are put to sleep to make
-// room.
+// room; a few slots are kept free ahead of demand (spareSlots), and an
+// operator's start takes a slot as a wake-up does (startSlot).
 
 // Idler is a Sessions that tells whether an agent is idle and how many
 // agents are live (agents.Sessions, cluster.Sessions). With a Sessions
@@ -69,6 +70,7 @@ type hibernation struct {
 	convs    map[agentKey]string    // the conversation id last seen in each agent's row
 	asked    map[agentKey]time.Time // when look last asked an agent to sleep
 	wakeC    chan struct{}
+	freed    chan struct{} // closed (and replaced) by served
 }
 
 // selfNamingKind is the kind whose CLI names its conversation itself.
@@ -94,7 +96,7 @@ type watched struct {
 func (h *hibernation) init() {
 	h.watch, h.asleep, h.going, h.told = map[agentKey]watched{}, map[agentKey]bool{}, map[agentKey]string{}, map[agentKey]int{}
 	h.convs, h.asked = map[agentKey]string{}, map[agentKey]time.Time{}
-	h.wakeC = make(chan struct{}, 1)
+	h.wakeC, h.freed = make(chan struct{}, 1), make(chan struct{})
 	h.idle, _ = h.sess.(Idler)
 }
 
@@ -165,7 +167,7 @@ func (h *hibernation) period() time.Duration {
 }
 
 // look asks every agent idle past its HibernateAfter to sleep, and makes
-// room for the wake-ups waiting in line.
+// room for the wake-ups waiting in line and the next ones (makeRoom).
 func (h *hibernation) look(ctx context.Context) {
 	now := h.now()
 	h.mu.Lock()
@@ -184,14 +186,11 @@ func (h *hibernation) look(ctx context.Context) {
 			whys = append(whys, fmt.Sprintf("idle since %s (hibernate_after %s)", since.UTC().Format(time.RFC3339), w.after))
 		}
 	}
-	waiting := len(h.line) > 0
 	h.mu.Unlock()
 	for i, k := range due {
 		h.ask(k, whys[i])
 	}
-	if waiting {
-		h.makeRoom(ctx)
-	}
+	h.makeRoom(ctx)
 }
 
 // ask asks k's desk to put its agent to sleep after its current round.
@@ -332,7 +331,7 @@ func (h *hibernation) wakeIfDue(ctx context.Context, d *desk, a office.Agent) (a
 	if a.Status == office.AgentDisabled || a.Status == office.AgentFailed {
 		return true, false // an operator's matter
 	}
-	if !h.slot(ctx, k) {
+	if !h.slot(ctx, k, true) {
 		return true, true // waits for a live slot; served() kicks it
 	}
 	err := h.desks.startSession(ctx, a, false)
@@ -343,6 +342,7 @@ func (h *hibernation) wakeIfDue(ctx context.Context, d *desk, a office.Agent) (a
 	}
 	h.log.Info("agent woken", "office", a.OfficeID, "agent", a.ID, "agent_name", a.Name, "for", what)
 	h.record(ctx, a.OfficeID, a.ID, "session.woken", map[string]string{"for": what}, "")
+	h.makeRoom(ctx) // a slot free for the next wake-up
 	return true, true
 }
 
@@ -362,9 +362,9 @@ func (x due) what() string {
 }
 
 // slot reports whether k may start now under Config.MaxLive; if not, k
-// waits in line (its session row says so) and idle agents are asked to
-// make room. A true slot is held until release.
-func (h *hibernation) slot(ctx context.Context, k agentKey) bool {
+// waits in line (with tell, its session row says so) and idle agents are
+// asked to make room. A true slot is held until release.
+func (h *hibernation) slot(ctx context.Context, k agentKey, tell bool) bool {
 	limit := h.cfg.MaxLive
 	if limit <= 0 || h.idle == nil {
 		h.mu.Lock()
@@ -386,7 +386,7 @@ func (h *hibernation) slot(ctx context.Context, k agentKey) bool {
 		h.mu.Unlock()
 		return true
 	}
-	tell := h.told[k] != pos+1
+	tell = tell && h.told[k] != pos+1
 	h.told[k] = pos + 1
 	h.mu.Unlock()
 	if tell {
@@ -408,19 +408,24 @@ func (h *hibernation) release() {
 }
 
 // makeRoom asks the least recently used idle agents that may hibernate
-// to sleep, as many as the wake-ups in line need beyond the free slots.
+// to sleep: as many as the wake-ups in line need beyond the free slots,
+// and then, among agents idle at least minSpareIdle, as many as keep
+// spareSlots(MaxLive) slots free, so that the next wake-up starts at once
+// instead of first waiting for another agent's graceful stop.
 func (h *hibernation) makeRoom(ctx context.Context) {
 	limit := h.cfg.MaxLive
-	if limit <= 0 {
+	if limit <= 0 || h.idle == nil {
 		return
 	}
 	type idleAgent struct {
 		k     agentKey
 		since time.Time
 	}
+	now := h.now()
 	h.mu.Lock()
 	free := limit - h.idle.Live() - h.reserved
 	need := len(h.line) - free - len(h.going)
+	spare := need + spareSlots(limit)
 	var idle []idleAgent
 	for k, w := range h.watch {
 		if _, ok := h.going[k]; ok || !w.may || slices.Contains(h.line, k) {
@@ -434,22 +439,79 @@ func (h *hibernation) makeRoom(ctx context.Context) {
 	if free > 0 {
 		h.served() // room already: the line goes on
 	}
-	if need <= 0 {
+	if spare <= 0 {
 		return
 	}
 	sort.Slice(idle, func(i, j int) bool { return idle[i].since.Before(idle[j].since) })
-	for _, c := range idle[:min(need, len(idle))] {
-		h.ask(c.k, fmt.Sprintf("idle since %s, hibernated to make room for a wake-up (max_live %d)", c.since.UTC().Format(time.RFC3339), limit))
+	for i, c := range idle[:min(spare, len(idle))] {
+		why := "hibernated to make room for a wake-up"
+		if i >= need {
+			if now.Sub(c.since) < minSpareIdle {
+				break // the rest are idle even less long
+			}
+			why = "hibernated to keep a live slot free for the next wake-up"
+		}
+		h.ask(c.k, fmt.Sprintf("idle since %s, %s (max_live %d)", c.since.UTC().Format(time.RFC3339), why, limit))
 	}
 }
 
-// served kicks the wake-ups waiting in line: a slot may be free.
+// minSpareIdle is how long an agent has been idle before it may be put to
+// sleep only to keep a slot free (not for a wake-up waiting now).
+const minSpareIdle = 5 * time.Second
+
+// spareSlots is how many of maxLive slots the server keeps free by putting
+// its least recently used idle agents to sleep ahead of demand: a tenth,
+// rounded up, from a cap of 3; none below (the cap is then the room).
+func spareSlots(maxLive int) int {
+	if maxLive < 3 {
+		return 0
+	}
+	return (maxLive + 9) / 10
+}
+
+// served kicks the wake-ups waiting in line, and the operators' starts
+// waiting in startSlot: a slot may be free.
 func (h *hibernation) served() {
 	h.mu.Lock()
 	line := slices.Clone(h.line)
+	close(h.freed)
+	h.freed = make(chan struct{})
 	h.mu.Unlock()
 	for _, k := range line {
 		h.kick(k)
+	}
+}
+
+// maxStartWait bounds how long an operator's start waits for a live slot.
+const maxStartWait = 30 * time.Second
+
+// startSlot holds a live slot for an operator's start of k (StartAgent,
+// the console's "open terminal"): a session that runs needs none; else
+// the start takes its place in the wake-ups' line and the least recently
+// used idle agents are put to sleep to make room, as for a wake-up. It
+// returns the slot's release, or why there is none after maxStartWait.
+func (h *hibernation) startSlot(ctx context.Context, k agentKey) (func(), error) {
+	if h.cfg.MaxLive <= 0 || h.idle == nil || h.sess.Running(k.officeID, k.agentID) {
+		return func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, maxStartWait)
+	defer cancel()
+	for {
+		h.mu.Lock()
+		freed := h.freed
+		h.mu.Unlock()
+		if h.slot(ctx, k, false) {
+			return h.release, nil
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			h.mu.Lock()
+			h.line = slices.DeleteFunc(h.line, func(x agentKey) bool { return x == k })
+			delete(h.told, k)
+			h.mu.Unlock()
+			return nil, office.Errorf(office.EUNAVAILABLE, "max_live %d agents are live on this server and none became idle to make room (waited %s)", h.cfg.MaxLive, maxStartWait)
+		}
 	}
 }
 

@@ -357,3 +357,71 @@ func TestHibernateWakesForTaskAndResult(t *testing.T) {
 		t.Errorf("caller started %d times, want 3 (start, message, result)", n)
 	}
 }
+
+// Under a cap of 3 the server keeps one slot free: an agent idle past
+// minSpareIdle is put to sleep ahead of demand, so a wake-up starts at
+// once instead of waiting in line for another agent's stop.
+func TestMaxLiveKeepsASpareSlot(t *testing.T) {
+	r, ss, as := sleepyOffice(t, 3, sleeper("a", 0), sleeper("b", 0), sleeper("c", 0), sleeper("d", 0))
+	d := as[3]
+	ctx := context.Background()
+	r.TakeOffice(ctx, ss.officeID, as, true)
+	deadline := time.Now().Add(minSpareIdle + 2*maxHibernateCheck + 5*time.Second)
+	spared := ""
+	for spared == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("no agent was put to sleep to keep a slot free; live %d", ss.Live())
+		}
+		for _, a := range as[:3] {
+			if rec := sessionStatus(t, r, a.ID); rec.Status == office.SessionHibernated && strings.Contains(rec.Detail, "keep a live slot free") {
+				spared = a.Name
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := ss.Live(); n != 2 {
+		t.Errorf("%d agents live after %s was put to sleep ahead of demand, want 2", n, spared)
+	}
+	if _, err := r.SendUserMessage(ctx, ss.officeID, d.ID, "", "for d"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the message typed into d", func() bool { return ss.typedTo(d.ID, "for d") == 1 })
+	for _, e := range allEvents(t, r.store.(office.Events), d.ID) {
+		if strings.Contains(string(e.Payload), "waiting to wake") {
+			t.Errorf("d's wake-up waited in line with a spare slot kept: %s", e.Payload)
+		}
+	}
+	ss.mu.Lock()
+	most := ss.maxLive
+	ss.mu.Unlock()
+	if most > 3 {
+		t.Errorf("%d agents were live at once, want at most 3", most)
+	}
+}
+
+// An operator's start of a hibernated agent under a full cap makes room
+// as a wake-up does: the least recently used idle agent sleeps first.
+func TestStartAgentRespectsMaxLive(t *testing.T) {
+	r, ss, as := sleepyOffice(t, 1, sleeper("po", 0), sleeper("dev", 0))
+	po, dev := as[0], as[1]
+	ctx := context.Background()
+	r.TakeOffice(ctx, ss.officeID, as, true)
+	eventually(t, "po live, dev hibernated", func() bool {
+		return ss.Running(ss.officeID, po.ID) && sessionStatus(t, r, dev.ID).Status == office.SessionHibernated
+	})
+	if err := r.StartAgent(ctx, dev.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !ss.Running(ss.officeID, dev.ID) || ss.Running(ss.officeID, po.ID) {
+		t.Errorf("after the start: dev running %v, po running %v; want dev only", ss.Running(ss.officeID, dev.ID), ss.Running(ss.officeID, po.ID))
+	}
+	if rec := sessionStatus(t, r, po.ID); rec.Status != office.SessionHibernated || !strings.Contains(rec.Detail, "make room") {
+		t.Errorf("po's row: %s %q, want hibernated to make room", rec.Status, rec.Detail)
+	}
+	ss.mu.Lock()
+	most := ss.maxLive
+	ss.mu.Unlock()
+	if most != 1 {
+		t.Errorf("%d agents were live at once, want at most 1", most)
+	}
+}

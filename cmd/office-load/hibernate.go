@@ -37,7 +37,7 @@ type hibernateResult struct {
 	N, MaxLive        int
 	Ready             time.Duration // all agents ready
 	LiveMiB, SleepMiB float64       // PSS of the server's tree, all live / all hibernated
-	LiveProcs         int           // processes in the tree with all live
+	Live, LiveProcs   int           // agents live and processes in the tree then
 	SleepCPU          float64       // the tree's CPU share with all hibernated
 	Wake              [2]time.Duration
 	Wakes             int
@@ -74,7 +74,14 @@ func (r *hibernateRun) run(ctx context.Context, stderr io.Writer) (res hibernate
 	if err != nil {
 		return res, err
 	}
-	srv, err := startServer(r.c.Server, officeFile, filepath.Join(dir, "data"), "", env)
+	logFile := ""
+	if r.c.Logs != "" {
+		if err := os.MkdirAll(r.c.Logs, 0o755); err != nil {
+			return res, err
+		}
+		logFile = filepath.Join(r.c.Logs, fmt.Sprintf("hibernate-%d-max%d.log", r.n, r.maxLive))
+	}
+	srv, err := startServer(r.c.Server, officeFile, filepath.Join(dir, "data"), logFile, env)
 	if err != nil {
 		return res, err
 	}
@@ -88,16 +95,15 @@ func (r *hibernateRun) run(ctx context.Context, stderr io.Writer) (res hibernate
 	}
 	fmt.Fprintf(stderr, "office-load: hibernation, %d Claude Code agents (%s), hibernate_after %s, max-live %d…\n", r.n, res.Version, r.after, r.maxLive)
 	t0 := time.Now()
-	live := r.n
-	if r.maxLive > 0 {
-		live = min(r.n, r.maxLive)
-	}
-	if err := r.await(ctx, srv, id, "ready", live, r.after+r.c.Ready); err != nil {
+	// Every agent ready, or hibernated by the cap (beyond --max-live at
+	// the start, or to keep a slot free): the live ones are then counted.
+	live, err := r.await(ctx, srv, id, r.n, r.after+r.c.Ready, func(ready, asleep int) bool { return ready > 0 && ready+asleep == r.n })
+	if err != nil {
 		return res, err
 	}
-	res.Ready = time.Since(t0)
+	res.Ready, res.Live = time.Since(t0), live
 	res.LiveMiB, res.LiveProcs = treePSS(srv.pid())
-	if err := r.await(ctx, srv, id, "hibernated", r.n, 2*r.after+time.Minute); err != nil {
+	if _, err := r.await(ctx, srv, id, r.n, 2*r.after+time.Minute, func(_, asleep int) bool { return asleep == r.n }); err != nil {
 		return res, err
 	}
 	time.Sleep(time.Second) // the last stops' processes are reaped
@@ -172,32 +178,36 @@ func (r *hibernateRun) prepare(dir string, model *anthropictest.Server) (string,
 
 func hibAgent(i int) string { return fmt.Sprintf("h%04d", i+1) }
 
-// await waits until at least n sessions of the office say status.
-func (r *hibernateRun) await(ctx context.Context, srv *serverProc, officeID, status string, n int, d time.Duration) error {
+// await waits until done holds of the office's n sessions (how many are
+// ready, how many hibernated), and returns how many are ready then.
+func (r *hibernateRun) await(ctx context.Context, srv *serverProc, officeID string, n int, d time.Duration, done func(ready, asleep int) bool) (int, error) {
 	deadline := time.Now().Add(d)
 	for {
 		var ss []struct {
 			Status string `json:"status"`
 		}
-		got := 0
+		ready, asleep := 0, 0
 		if err := srv.get(ctx, "/api/offices/"+officeID+"/sessions", &ss); err == nil {
 			for _, s := range ss {
-				if s.Status == status {
-					got++
+				switch s.Status {
+				case "ready":
+					ready++
+				case "hibernated":
+					asleep++
 				}
 			}
 		}
-		if got >= n {
-			return nil
+		if done(ready, asleep) {
+			return ready, nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d agents %s after %s; server log ends: %s", got, n, status, d, lastLines(srv.logs.String(), 5))
+			return 0, fmt.Errorf("of %d agents %d ready and %d hibernated after %s; server log ends: %s", n, ready, asleep, d, lastLines(srv.logs.String(), 5))
 		}
 		select {
 		case <-srv.exited:
-			return fmt.Errorf("server exited (%v): %s", srv.err, srv.logs.String())
+			return 0, fmt.Errorf("server exited (%v): %s", srv.err, srv.logs.String())
 		case <-ctx.Done():
-			return ctx.Err()
+			return 0, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -269,14 +279,10 @@ func hibernateLine(ctx context.Context, r *hibernateRun, stdout, stderr io.Write
 		capText = strconv.Itoa(h.MaxLive)
 	}
 	fmt.Fprintf(stdout, "\nHibernation, %d Claude Code agents (%s, embedded store, scripted model), max-live %s:\n\n", h.N, h.Version, capText)
-	fmt.Fprintln(stdout, "| agents | ready after | PSS all live (processes) | PSS all hibernated | per live agent | CPU all hibernated | wake → message at the model p50/p99 (wakes) | PSS peak over the wakes |")
+	fmt.Fprintln(stdout, "| agents | ready after | PSS all live (agents, processes) | PSS all hibernated | per live agent | CPU all hibernated | wake → message at the model p50/p99 (wakes) | PSS peak over the wakes |")
 	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|")
-	live := h.N
-	if h.MaxLive > 0 {
-		live = min(h.N, h.MaxLive)
-	}
-	fmt.Fprintf(stdout, "| %d | %.1f s | %.0f MiB (%d) | %.0f MiB | %.0f MiB | %.2f%% | %.0f / %.0f ms (%d) | %.0f MiB |\n",
-		h.N, h.Ready.Seconds(), h.LiveMiB, h.LiveProcs, h.SleepMiB, (h.LiveMiB-h.SleepMiB)/float64(live), 100*h.SleepCPU,
+	fmt.Fprintf(stdout, "| %d | %.1f s | %.0f MiB (%d, %d) | %.0f MiB | %.0f MiB | %.2f%% | %.0f / %.0f ms (%d) | %.0f MiB |\n",
+		h.N, h.Ready.Seconds(), h.LiveMiB, h.Live, h.LiveProcs, h.SleepMiB, (h.LiveMiB-h.SleepMiB)/float64(h.Live), 100*h.SleepCPU,
 		ms(h.Wake[0]), ms(h.Wake[1]), h.Wakes, h.PeakMiB)
 	return nil
 }

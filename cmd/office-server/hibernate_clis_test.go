@@ -8,13 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/office-server/office-server/internal/geminitest"
 	"github.com/office-server/office-server/internal/openaitest"
 	"github.com/office-server/office-server/internal/testenv"
 )
 
 // TestCLIsHibernate runs the built server (embedded store) with a real
-// Codex agent and a real Qwen Code agent, both with the office's
-// hibernate_after: 3s, against a scripted OpenAI-compatible model. Each
+// Codex agent, a real Qwen Code agent and a real Gemini CLI agent, all
+// with the office's hibernate_after: 3s, against a scripted
+// OpenAI-compatible model and a scripted Gemini API. Each
 // hibernates when idle; a message wakes it and reaches its model once; a
 // second message after it slept again reaches the model once, in a
 // request that carries the first (its conversation was resumed).
@@ -22,18 +24,22 @@ func TestCLIsHibernate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs Codex and Qwen Code")
 	}
-	codex, qwen := testenv.CLIBin(t, "codex"), testenv.CLIBin(t, "qwen")
+	codex, qwen, gemini := testenv.CLIBin(t, "codex"), testenv.CLIBin(t, "qwen"), testenv.CLIBin(t, "gemini")
 	bin := buildServer(t)
-	srv := openaitest.New(t)
+	srv, gsrv := openaitest.New(t), geminitest.New(t)
 	srv.Side(openaitest.QwenSide)
 	srv.Reply(func(openaitest.Request) openaitest.Response { return openaitest.Response{Text: "OK"} })
+	gsrv.Reply(func(geminitest.Request) geminitest.Response { return geminitest.Response{Text: "OK"} })
 	work := t.TempDir()
-	dirs := []string{filepath.Join(work, "po"), filepath.Join(work, "dev")}
-	codexHome, qwenHome := t.TempDir(), t.TempDir()
+	dirs := []string{filepath.Join(work, "po"), filepath.Join(work, "dev"), filepath.Join(work, "qa")}
+	codexHome, qwenHome, geminiHome := t.TempDir(), t.TempDir(), t.TempDir()
 	if err := srv.PrepareCodex(codexHome); err != nil {
 		t.Fatal(err)
 	}
 	if err := openaitest.PrepareQwen(qwenHome); err != nil {
+		t.Fatal(err)
+	}
+	if err := geminitest.Prepare(geminiHome); err != nil {
 		t.Fatal(err)
 	}
 	testenv.GitInit(t, dirs[0])
@@ -50,7 +56,10 @@ agents:
       command: %q
       dir: %q
       env: {HOME: %q, OPENAI_API_KEY: %q, OPENAI_BASE_URL: %q, OPENAI_MODEL: %q}
-`, codex, dirs[0], filepath.Join(codexHome, ".codex"), srv.Key, qwen, dirs[1], qwenHome, srv.Key, srv.URL, openaitest.Model)
+  - name: qa
+    launch: {kind: gemini, command: %q, dir: %q, env: {HOME: %q, GOOGLE_GEMINI_BASE_URL: %q, GEMINI_API_KEY: %q}}
+`, codex, dirs[0], filepath.Join(codexHome, ".codex"), srv.Key, qwen, dirs[1], qwenHome, srv.Key, srv.URL, openaitest.Model,
+		gemini, dirs[2], geminiHome, gsrv.URL, gsrv.Key)
 	if err := os.WriteFile(officeFile, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -78,29 +87,39 @@ agents:
 		}
 		return ""
 	}
-	last := func(tok string) (n int, r openaitest.Request) {
+	// last counts the requests of name's model whose last user text holds
+	// tok, and reports whether the last of them also carries has.
+	last := func(name, tok, has string) (n int, carries bool) {
+		if name == "qa" {
+			for _, q := range gsrv.MainRequests() {
+				if strings.Contains(q.LastUserText(), tok) {
+					n, carries = n+1, q.Has(has)
+				}
+			}
+			return n, carries
+		}
 		for _, q := range srv.MainRequests() {
 			if strings.Contains(q.LastUserText(), tok) {
-				n, r = n+1, q
+				n, carries = n+1, q.Has(has)
 			}
 		}
-		return n, r
+		return n, carries
 	}
-	for _, name := range []string{"po", "dev"} {
+	for _, name := range []string{"po", "dev", "qa"} {
 		c.wait(name+" hibernated", 120*time.Second, func() bool { return status(name) == "hibernated" })
 		first, second := "first-"+name+"-4d1", "second-"+name+"-9e2"
 		post(t, c, "/api/offices/"+officeID+"/messages", fmt.Sprintf(`{"agent":%q,"content":"Note %s."}`, name, first))
-		c.wait(first+" at the model", 120*time.Second, func() bool { n, _ := last(first); return n >= 1 })
+		c.wait(first+" at the model", 120*time.Second, func() bool { n, _ := last(name, first, ""); return n >= 1 })
 		c.wait(name+" hibernated again", 120*time.Second, func() bool { return status(name) == "hibernated" })
 		post(t, c, "/api/offices/"+officeID+"/messages", fmt.Sprintf(`{"agent":%q,"content":"Note %s."}`, name, second))
-		c.wait(second+" at the model", 120*time.Second, func() bool { n, _ := last(second); return n >= 1 })
+		c.wait(second+" at the model", 120*time.Second, func() bool { n, _ := last(name, second, ""); return n >= 1 })
 		time.Sleep(2 * time.Second) // a second typing would show by now
-		n1, _ := last(first)
-		n2, r := last(second)
+		n1, _ := last(name, first, "")
+		n2, resumed := last(name, second, first)
 		if n1 != 1 || n2 != 1 {
 			t.Errorf("%s: the model got the first message %d times and the second %d times, want 1 and 1", name, n1, n2)
 		}
-		if !r.Has(first) {
+		if !resumed {
 			t.Errorf("%s: the request after the second wake does not carry the first message: its conversation was not resumed", name)
 		}
 	}
