@@ -52,8 +52,8 @@ func validAnswer(q office.Question) (string, error) {
 // AnswerQuestion answers a pending question (the console, or the server on
 // behalf of a person) and wakes its agent's delivery. An answer that does
 // not fit the question is refused with EINVALID and changes nothing.
-func (o *Router) AnswerQuestion(ctx context.Context, id, response, answeredBy string) (office.Question, error) {
-	q, err := o.store.GetQuestion(ctx, id)
+func (rt *Router) AnswerQuestion(ctx context.Context, id, response, answeredBy string) (office.Question, error) {
+	q, err := rt.store.GetQuestion(ctx, id)
 	if err != nil {
 		return q, err
 	}
@@ -74,42 +74,42 @@ func (o *Router) AnswerQuestion(ctx context.Context, id, response, answeredBy st
 	if err != nil {
 		return q, err
 	}
-	q, ok, err := o.store.AnswerQuestion(ctx, id, norm, answeredBy)
+	q, ok, err := rt.store.AnswerQuestion(ctx, id, norm, answeredBy)
 	if err != nil {
 		return q, err
 	}
 	if !ok {
 		return q, office.Errorf(office.ECONFLICT, "question %s is no longer pending", id)
 	}
-	o.record(ctx, q.OfficeID, q.AgentID, "question.answered", map[string]string{"question_id": id, "answered_by": answeredBy}, "")
+	rt.record(ctx, q.OfficeID, q.AgentID, "question.answered", map[string]string{"question_id": id, "answered_by": answeredBy}, "")
 	if q.Category == office.QuestionPermission {
-		o.perms.wake()
+		rt.perms.wake()
 	}
-	o.kick(agentKey{q.OfficeID, q.AgentID})
+	rt.kick(agentKey{q.OfficeID, q.AgentID})
 	return q, nil
 }
 
 // SendUserMessage stores a message from a person to an agent; it is typed
 // into the agent's terminal when it is ready.
-func (o *Router) SendUserMessage(ctx context.Context, officeID, agentID, userID, content string) (office.UserMessage, error) {
+func (rt *Router) SendUserMessage(ctx context.Context, officeID, agentID, userID, content string) (office.UserMessage, error) {
 	if strings.TrimSpace(content) == "" {
 		return office.UserMessage{}, office.Errorf(office.EINVALID, "the message is empty")
 	}
-	if err := proxy.ValidateContent(content, o.cfg.MaxContent); err != nil {
+	if err := proxy.ValidateContent(content, rt.cfg.MaxContent); err != nil {
 		return office.UserMessage{}, office.Errorf(office.EINVALID, "%s", err)
 	}
-	a, err := o.store.GetAgent(ctx, agentID)
+	a, err := rt.store.GetAgent(ctx, agentID)
 	if err != nil {
 		return office.UserMessage{}, err
 	}
 	if a.OfficeID != officeID {
 		return office.UserMessage{}, office.Errorf(office.ENOTFOUND, "agent %s is not in office %s", agentID, officeID)
 	}
-	m, err := o.store.CreateUserMessage(ctx, office.UserMessage{OfficeID: officeID, AgentID: agentID, UserID: userID, Content: content, Status: office.MessagePending})
+	m, err := rt.store.CreateUserMessage(ctx, office.UserMessage{OfficeID: officeID, AgentID: agentID, UserID: userID, Content: content, Status: office.MessagePending})
 	if err != nil {
 		return m, err
 	}
-	o.kick(agentKey{officeID, agentID})
+	rt.kick(agentKey{officeID, agentID})
 	return m, nil
 }
 
@@ -130,8 +130,8 @@ func ValidateDependencyValue(typ, v string) error {
 // api_key and env_variable its session is restarted with the variable in
 // its environment and the conversation resumed. The value is never logged
 // nor put in an event.
-func (o *Router) ProvideDependency(ctx context.Context, id, value string) (office.DependencyRequest, error) {
-	d, err := o.store.GetDependency(ctx, id)
+func (rt *Router) ProvideDependency(ctx context.Context, id, value string) (office.DependencyRequest, error) {
+	d, err := rt.store.GetDependency(ctx, id)
 	if err != nil {
 		return d, err
 	}
@@ -141,41 +141,41 @@ func (o *Router) ProvideDependency(ctx context.Context, id, value string) (offic
 	if err := ValidateDependencyValue(d.Type, value); err != nil {
 		return d, err
 	}
-	sealed, err := o.delivery.sealer.Seal(value, office.SecretDependency(d.Type))
+	sealed, err := rt.delivery.sealer.Seal(value, office.SecretDependency(d.Type))
 	if err != nil {
 		return d, err
 	}
-	d, ok, err := o.store.ProvideDependency(ctx, id, sealed)
+	d, ok, err := rt.store.ProvideDependency(ctx, id, sealed)
 	if err != nil {
 		return d, err
 	}
 	if !ok {
 		return d, office.Errorf(office.ECONFLICT, "dependency %s is no longer pending", id)
 	}
-	o.record(ctx, d.OfficeID, d.AgentID, "dependency.provided", map[string]string{"dependency_id": id, "name": d.Name, "value": "[redacted]"}, "")
-	o.kick(agentKey{d.OfficeID, d.AgentID})
+	rt.record(ctx, d.OfficeID, d.AgentID, "dependency.provided", map[string]string{"dependency_id": id, "name": d.Name, "value": "[redacted]"}, "")
+	rt.kick(agentKey{d.OfficeID, d.AgentID})
 	return d, nil
 }
 
 // RejectDependency rejects a pending request with a reason: a required one
 // fails the agent's open tasks; an optional one resumes it with the
 // default (or an empty value).
-func (o *Router) RejectDependency(ctx context.Context, id, reason string) (office.DependencyRequest, error) {
-	d, ok, err := o.store.RejectDependency(ctx, id, reason)
+func (rt *Router) RejectDependency(ctx context.Context, id, reason string) (office.DependencyRequest, error) {
+	d, ok, err := rt.store.RejectDependency(ctx, id, reason)
 	if err != nil {
 		return d, err
 	}
 	if !ok {
 		return d, office.Errorf(office.ECONFLICT, "dependency %s is not pending", id)
 	}
-	o.record(ctx, d.OfficeID, d.AgentID, "dependency.rejected", map[string]string{"dependency_id": id, "reason": reason}, "")
-	o.kick(agentKey{d.OfficeID, d.AgentID})
+	rt.record(ctx, d.OfficeID, d.AgentID, "dependency.rejected", map[string]string{"dependency_id": id, "reason": reason}, "")
+	rt.kick(agentKey{d.OfficeID, d.AgentID})
 	return d, nil
 }
 
 // StartAgent starts an agent's session (resuming its conversation).
-func (o *Router) StartAgent(ctx context.Context, agentID string) error {
-	a, err := o.store.GetAgent(ctx, agentID)
+func (rt *Router) StartAgent(ctx context.Context, agentID string) error {
+	a, err := rt.store.GetAgent(ctx, agentID)
 	if err != nil {
 		return err
 	}
@@ -183,53 +183,53 @@ func (o *Router) StartAgent(ctx context.Context, agentID string) error {
 		return office.Errorf(office.EFORBIDDEN, "agent %s is disabled", a.Name)
 	}
 	if a.Status == office.AgentFailed {
-		if err := o.store.SetAgentStatus(ctx, a.ID, office.AgentIdle); err != nil {
+		if err := rt.store.SetAgentStatus(ctx, a.ID, office.AgentIdle); err != nil {
 			return fmt.Errorf("clear failed status: %w", err)
 		}
 		a.Status = office.AgentIdle
 	}
-	release, err := o.hib.startSlot(ctx, agentKey{a.OfficeID, a.ID}) // --max-live holds it as a wake-up
+	release, err := rt.hib.startSlot(ctx, agentKey{a.OfficeID, a.ID}) // --max-live holds it as a wake-up
 	if err != nil {
 		return err
 	}
-	err = o.delivery.startSession(ctx, a, false)
+	err = rt.delivery.startSession(ctx, a, false)
 	release()
 	if err != nil {
 		return err
 	}
-	o.kick(agentKey{a.OfficeID, a.ID})
+	rt.kick(agentKey{a.OfficeID, a.ID})
 	return nil
 }
 
 // StopAgent stops an agent's session and makes the agent idle (not started
 // again at the server's next start). What is due to it stays in the store
 // and is delivered when it runs again.
-func (o *Router) StopAgent(ctx context.Context, agentID string) error {
-	a, err := o.store.GetAgent(ctx, agentID)
+func (rt *Router) StopAgent(ctx context.Context, agentID string) error {
+	a, err := rt.store.GetAgent(ctx, agentID)
 	if err != nil {
 		return err
 	}
-	if !o.serves(a.OfficeID) {
+	if !rt.serves(a.OfficeID) {
 		return office.Errorf(office.EUNAVAILABLE, "office %s is run by another server", a.OfficeID)
 	}
-	if err := o.sess.Stop(ctx, a.OfficeID, a.ID); err != nil {
+	if err := rt.sess.Stop(ctx, a.OfficeID, a.ID); err != nil {
 		return err
 	}
-	o.hib.stoppedOnRequest(ctx, a)
-	return o.status.stopped(ctx, a)
+	rt.hib.stoppedOnRequest(ctx, a)
+	return rt.status.stopped(ctx, a)
 }
 
 // RestartAgent restarts an agent's session with a fresh spec (instructions,
 // environment), resuming its conversation.
-func (o *Router) RestartAgent(ctx context.Context, agentID string) error {
-	a, err := o.store.GetAgent(ctx, agentID)
+func (rt *Router) RestartAgent(ctx context.Context, agentID string) error {
+	a, err := rt.store.GetAgent(ctx, agentID)
 	if err != nil {
 		return err
 	}
-	if err := o.delivery.startSession(ctx, a, true); err != nil {
+	if err := rt.delivery.startSession(ctx, a, true); err != nil {
 		return err
 	}
-	o.kick(agentKey{a.OfficeID, a.ID})
+	rt.kick(agentKey{a.OfficeID, a.ID})
 	return nil
 }
 
@@ -244,7 +244,7 @@ type OfficeConfig struct {
 // deleted, so their history stays. It returns the office and its agents as
 // stored. A name that breaks ValidateAgentName fails the whole sync
 // (EINVALID) before anything is written.
-func (o *Router) SyncOffice(ctx context.Context, c OfficeConfig) (office.Office, []office.Agent, error) {
+func (rt *Router) SyncOffice(ctx context.Context, c OfficeConfig) (office.Office, []office.Agent, error) {
 	if strings.TrimSpace(c.Office.Name) == "" && c.Office.ID == "" {
 		return office.Office{}, nil, office.Errorf(office.EINVALID, "the office has no name")
 	}
@@ -259,11 +259,11 @@ func (o *Router) SyncOffice(ctx context.Context, c OfficeConfig) (office.Office,
 		}
 		seen[n] = true
 	}
-	off, err := o.store.UpsertOffice(ctx, c.Office)
+	off, err := rt.store.UpsertOffice(ctx, c.Office)
 	if err != nil {
 		return off, nil, fmt.Errorf("upsert office: %w", err)
 	}
-	existing, err := o.store.ListAgents(ctx, off.ID)
+	existing, err := rt.store.ListAgents(ctx, off.ID)
 	if err != nil {
 		return off, nil, err
 	}
@@ -274,10 +274,10 @@ func (o *Router) SyncOffice(ctx context.Context, c OfficeConfig) (office.Office,
 	var out []office.Agent
 	for _, a := range c.Agents {
 		a.OfficeID = off.ID
-		if a.Launch, err = o.delivery.sealer.SealLaunchEnv(a.Launch, stored[strings.ToLower(a.Name)]); err != nil {
+		if a.Launch, err = rt.delivery.sealer.SealLaunchEnv(a.Launch, stored[strings.ToLower(a.Name)]); err != nil {
 			return off, out, fmt.Errorf("agent %s: %w", a.Name, err)
 		}
-		sa, err := o.store.UpsertAgent(ctx, a.WithDefaults())
+		sa, err := rt.store.UpsertAgent(ctx, a.WithDefaults())
 		if err != nil {
 			return off, out, fmt.Errorf("upsert agent %s: %w", a.Name, err)
 		}
@@ -285,7 +285,7 @@ func (o *Router) SyncOffice(ctx context.Context, c OfficeConfig) (office.Office,
 	}
 	for _, a := range existing {
 		if !seen[strings.ToLower(a.Name)] && a.Status != office.AgentDisabled {
-			if err := o.store.SetAgentStatus(ctx, a.ID, office.AgentDisabled); err != nil {
+			if err := rt.store.SetAgentStatus(ctx, a.ID, office.AgentDisabled); err != nil {
 				return off, out, err
 			}
 		}
@@ -296,8 +296,8 @@ func (o *Router) SyncOffice(ctx context.Context, c OfficeConfig) (office.Office,
 // SealLaunch returns l as it is stored: its env values sealed
 // (office.Sealer.SealLaunchEnv), those of prev that did not change kept.
 // With no secrets key, a literal value is an EUNAVAILABLE error.
-func (o *Router) SealLaunch(l, prev office.LaunchSpec) (office.LaunchSpec, error) {
-	return o.delivery.sealer.SealLaunchEnv(l, prev)
+func (rt *Router) SealLaunch(l, prev office.LaunchSpec) (office.LaunchSpec, error) {
+	return rt.delivery.sealer.SealLaunchEnv(l, prev)
 }
 
 // Edge is one invocation in the call graph.
@@ -318,8 +318,8 @@ type Graph struct {
 
 // CallGraph returns the office's invocations (open ones when openOnly) as a
 // graph of agent names.
-func (o *Router) CallGraph(ctx context.Context, officeID string, openOnly bool) (Graph, error) {
-	as, err := o.agents(ctx, officeID)
+func (rt *Router) CallGraph(ctx context.Context, officeID string, openOnly bool) (Graph, error) {
+	as, err := rt.agents(ctx, officeID)
 	if err != nil {
 		return Graph{}, err
 	}
@@ -327,7 +327,7 @@ func (o *Router) CallGraph(ctx context.Context, officeID string, openOnly bool) 
 	if openOnly {
 		f.Status = []string{office.InvocationPending, office.InvocationInProgress}
 	}
-	invs, err := o.store.ListInvocations(ctx, f)
+	invs, err := rt.store.ListInvocations(ctx, f)
 	if err != nil {
 		return Graph{}, err
 	}

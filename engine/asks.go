@@ -12,15 +12,15 @@ import (
 	"github.com/office-server/office-server/proxy"
 )
 
-func (o *asks) onQuestion(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
-	if ok, err := o.authorize(ctx, src, self, proxy.ActionAskUser, "question"); !ok {
+func (as *asks) onQuestion(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+	if ok, err := as.authorize(ctx, src, self, proxy.ActionAskUser, "question"); !ok {
 		return err
 	}
 	q := m.Question
 	if q == nil || strings.TrimSpace(q.Question) == "" {
-		return o.refuse(ctx, src, self, "question", "it has no question")
+		return as.refuse(ctx, src, self, "question", "it has no question")
 	}
-	_, err := o.ask(ctx, src, self, office.Question{
+	_, err := as.ask(ctx, src, self, office.Question{
 		QuestionType: q.Type, Category: q.Category, Question: q.Question, Options: q.Options,
 		DefaultAnswer: q.Default, Context: q.Context, Required: q.Required,
 	})
@@ -31,7 +31,7 @@ func (o *asks) onQuestion(ctx context.Context, src source, self office.Agent, m 
 // records question.created, after the event of the message that asked it
 // (src.message), in one write (office.Store AskQuestion), and cancels the
 // questions it supersedes.
-func (o *asks) ask(ctx context.Context, src source, a office.Agent, q office.Question) (office.Question, error) {
+func (as *asks) ask(ctx context.Context, src source, a office.Agent, q office.Question) (office.Question, error) {
 	if q.QuestionType == "" {
 		q.QuestionType = office.QuestionText
 		if len(q.Options) > 0 {
@@ -48,21 +48,21 @@ func (o *asks) ask(ctx context.Context, src source, a office.Agent, q office.Que
 	if q.ID == "" {
 		q.ID = uuid.NewString() // not from a message (a question asked again after an invalid answer)
 	}
-	q, pending, events, created, err := o.store.AskQuestion(ctx, office.Ask{Question: q, TTL: o.cfg.QuestionTTL, At: o.now(),
+	q, pending, events, created, err := as.store.AskQuestion(ctx, office.Ask{Question: q, TTL: as.cfg.QuestionTTL, At: as.now(),
 		EventKind: "question.created", EventDedupeKey: src.subKey("question/" + q.Category), Message: src.message()})
 	if err != nil {
 		return q, fmt.Errorf("ask question: %w", err)
 	}
 	src.carried(events)
 	for _, ev := range events {
-		o.publish(ev)
+		as.publish(ev)
 	}
 	if created {
-		o.timers.questions.note(q.ExpiresAt)
+		as.timers.questions.note(q.ExpiresAt)
 	}
 	// Asked already (a replayed message): what it superseded may not have
 	// been cancelled yet (a crash in between).
-	o.supersede(ctx, src, a, q, pending)
+	as.supersede(ctx, src, a, q, pending)
 	return q, nil
 }
 
@@ -73,19 +73,19 @@ func (o *asks) ask(ctx context.Context, src source, a office.Agent, q office.Que
 // answer goes to a question nobody waits for. An answered question keeps
 // its answer and is delivered as usual. Each cancelled question gets a
 // question.cancelled event with the reason.
-func (o *asks) supersede(ctx context.Context, src source, a office.Agent, q office.Question, pending []office.Question) {
+func (as *asks) supersede(ctx context.Context, src source, a office.Agent, q office.Question, pending []office.Question) {
 	for _, old := range pending {
 		if old.ID == q.ID || old.Category != q.Category || old.CreatedAt.After(q.CreatedAt) ||
 			strings.TrimSpace(old.Question) != strings.TrimSpace(q.Question) {
 			continue
 		}
-		ok, err := o.store.CancelPendingQuestion(ctx, old.ID)
+		ok, err := as.store.CancelPendingQuestion(ctx, old.ID)
 		if err != nil {
-			o.log.Warn("cancel superseded question", "question", old.ID, "err", err)
+			as.log.Warn("cancel superseded question", "question", old.ID, "err", err)
 			continue
 		}
 		if ok {
-			o.record(ctx, a.OfficeID, a.ID, "question.cancelled", map[string]string{
+			as.record(ctx, a.OfficeID, a.ID, "question.cancelled", map[string]string{
 				"question_id": old.ID, "question": old.Question, "superseded_by": q.ID,
 				"reason": fmt.Sprintf("%s asked the same question again (question %s); only the new one is waited for", a.Name, q.ID),
 			}, src.subKey("supersede/"+old.ID))
@@ -93,18 +93,18 @@ func (o *asks) supersede(ctx context.Context, src source, a office.Agent, q offi
 	}
 }
 
-func (o *asks) onDependency(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
-	if ok, err := o.authorize(ctx, src, self, proxy.ActionDependency, "DEPENDENCY_REQUEST"); !ok {
+func (as *asks) onDependency(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+	if ok, err := as.authorize(ctx, src, self, proxy.ActionDependency, "DEPENDENCY_REQUEST"); !ok {
 		return err
 	}
 	d := m.Dependency
 	if d == nil || d.Name == "" {
-		return o.refuse(ctx, src, self, "DEPENDENCY_REQUEST", "it has no name")
+		return as.refuse(ctx, src, self, "DEPENDENCY_REQUEST", "it has no name")
 	}
-	dep, err := o.store.CreateDependency(ctx, office.DependencyRequest{
-		ID: src.rowID("dependency"), OfficeID: self.OfficeID, AgentID: self.ID, SessionID: o.sessionID(ctx, self.ID),
+	dep, err := as.store.CreateDependency(ctx, office.DependencyRequest{
+		ID: src.rowID("dependency"), OfficeID: self.OfficeID, AgentID: self.ID, SessionID: as.sessionID(ctx, self.ID),
 		Type: d.Type, Name: d.Name, Description: d.Description, Required: d.Required, Default: d.Default,
-		Status: office.DependencyPending, ExpiresAt: o.now().Add(o.cfg.DependencyTTL),
+		Status: office.DependencyPending, ExpiresAt: as.now().Add(as.cfg.DependencyTTL),
 	})
 	if office.IsConflict(err) {
 		return nil // requested already (a replayed message)
@@ -112,8 +112,8 @@ func (o *asks) onDependency(ctx context.Context, src source, self office.Agent, 
 	if err != nil {
 		return fmt.Errorf("create dependency: %w", err)
 	}
-	o.timers.dependencies.note(dep.ExpiresAt)
-	o.setSessionStatus(ctx, self, office.SessionWaiting, "", nil)
-	_, err = o.event(ctx, self.OfficeID, self.ID, "dependency.requested", map[string]any{"dependency_id": dep.ID, "type": dep.Type, "name": dep.Name, "required": dep.Required}, "", src.subKey("dependency"))
+	as.timers.dependencies.note(dep.ExpiresAt)
+	as.setSessionStatus(ctx, self, office.SessionWaiting, "", nil)
+	_, err = as.event(ctx, self.OfficeID, self.ID, "dependency.requested", map[string]any{"dependency_id": dep.ID, "type": dep.Type, "name": dep.Name, "required": dep.Required}, "", src.subKey("dependency"))
 	return err
 }

@@ -37,17 +37,17 @@ type cursor struct {
 }
 
 // recordCursor records that the turn ending with chunk id was acted on.
-func (o *dispatcher) recordCursor(ctx context.Context, d *desk, id string) {
+func (dp *dispatcher) recordCursor(ctx context.Context, d *desk, id string) {
 	k := d.key
-	rec, err := o.store.GetSessionByAgent(ctx, k.agentID)
+	rec, err := dp.store.GetSessionByAgent(ctx, k.agentID)
 	if err != nil || rec.AgentSessionID == "" {
 		return
 	}
 	c := cursor{Conversation: rec.AgentSessionID, After: id}
-	ev, inserted, err := o.store.AppendEvent(ctx, office.Event{OfficeID: k.officeID, AgentID: k.agentID, Kind: cursorEvent,
+	ev, inserted, err := dp.store.AppendEvent(ctx, office.Event{OfficeID: k.officeID, AgentID: k.agentID, Kind: cursorEvent,
 		Payload: json.RawMessage(mustJSON(c)), DedupeKey: id + "#cursor"})
 	if err != nil {
-		o.log.Warn("record transcript cursor", "office", k.officeID, "agent", k.agentID, "err", err)
+		dp.log.Warn("record transcript cursor", "office", k.officeID, "agent", k.agentID, "err", err)
 		return
 	}
 	if !inserted {
@@ -69,16 +69,16 @@ func (d *desk) newerCursor(c cursor) {
 // transcriptCursor returns the newest cursor recorded for the agent's
 // conversation ("" when there is none). The event log is scanned once per
 // agent and server life (from the newest cursor known in memory on).
-func (o *deliverer) transcriptCursor(ctx context.Context, k agentKey, conversation string) string {
-	d := o.desk(k)
+func (dl *deliverer) transcriptCursor(ctx context.Context, k agentKey, conversation string) string {
+	d := dl.desk(k)
 	d.mu.Lock()
 	c := d.cursor
 	d.mu.Unlock()
 	after := c.event
 	for {
-		evs, err := o.store.ListEvents(ctx, office.EventFilter{OfficeID: k.officeID, AgentID: k.agentID, AfterID: after, Limit: 1000})
+		evs, err := dl.store.ListEvents(ctx, office.EventFilter{OfficeID: k.officeID, AgentID: k.agentID, AfterID: after, Limit: 1000})
 		if err != nil {
-			o.log.Warn("read transcript cursor", "office", k.officeID, "agent", k.agentID, "err", err)
+			dl.log.Warn("read transcript cursor", "office", k.officeID, "agent", k.agentID, "err", err)
 			break
 		}
 		for _, ev := range evs {

@@ -21,18 +21,18 @@ import (
 // after its restart rather than losing it.
 
 // kick wakes k's delivery, starting its loop if needed.
-func (o *Router) kick(k agentKey) {
-	if !o.serves(k.officeID) {
+func (rt *Router) kick(k agentKey) {
+	if !rt.serves(k.officeID) {
 		return
 	}
-	d := o.desk(k)
+	d := rt.desk(k)
 	d.startDelivery()
 	wake(d.deliverWake)
 }
 
 // notify queues a notice for a, typed as "[OFFICE] <text>".
-func (o *Router) notify(a office.Agent, text string) {
-	o.desk(agentKey{a.OfficeID, a.ID}).notify(text)
+func (rt *Router) notify(a office.Agent, text string) {
+	rt.desk(agentKey{a.OfficeID, a.ID}).notify(text)
 }
 
 // deliver is the desk's delivery loop: a round at every wake-up, and what
@@ -204,8 +204,8 @@ func (d *desk) deliverNotices(ctx context.Context, v *delivery) bool {
 // PostgreSQL stores, one request over Supabase). A row that changes
 // meanwhile is safe: every mark is a conditional transition, and the
 // change wakes the delivery for another round.
-func (o *deliverer) readDue(ctx context.Context, a office.Agent) (due, error) {
-	w, err := o.store.ListDue(ctx, a.OfficeID, a.ID)
+func (dl *deliverer) readDue(ctx context.Context, a office.Agent) (due, error) {
+	w, err := dl.store.ListDue(ctx, a.OfficeID, a.ID)
 	return due{deps: w.Dependencies, qs: w.Answers, rs: w.Results, ms: w.Messages, invs: w.Tasks}, err
 }
 
@@ -214,12 +214,12 @@ func (o *deliverer) readDue(ctx context.Context, a office.Agent) (due, error) {
 // types first (office.TypingFirst; exactly once across stops, once.go),
 // which v keeps for sendRow. A round that types into no running agent
 // reads only.
-func (o *deliverer) readDueTyping(ctx context.Context, v *delivery) (due, error) {
-	if !v.running || !o.serves(v.a.OfficeID) {
-		return o.readDue(ctx, v.a)
+func (dl *deliverer) readDueTyping(ctx context.Context, v *delivery) (due, error) {
+	if !v.running || !dl.serves(v.a.OfficeID) {
+		return dl.readDue(ctx, v.a)
 	}
-	v.markedAt = o.now()
-	w, err := o.store.ListDueTyping(ctx, v.a.OfficeID, v.a.ID, v.markedAt)
+	v.markedAt = dl.now()
+	w, err := dl.store.ListDueTyping(ctx, v.a.OfficeID, v.a.ID, v.markedAt)
 	if err != nil {
 		return due{}, err
 	}
@@ -227,28 +227,28 @@ func (o *deliverer) readDueTyping(ctx context.Context, v *delivery) (due, error)
 	return due{deps: w.Dependencies, qs: w.Answers, rs: w.Results, ms: w.Messages, invs: w.Tasks}, nil
 }
 
-func (o *deliverer) deliverDependencies(ctx context.Context, v *delivery, x due) outcome {
+func (dl *deliverer) deliverDependencies(ctx context.Context, v *delivery, x due) outcome {
 	for _, d := range x.deps {
-		if !o.deliverDependency(ctx, v, d) {
+		if !dl.deliverDependency(ctx, v, d) {
 			return again
 		}
 	}
 	return delivered
 }
 
-func (o *deliverer) deliverAnswers(ctx context.Context, v *delivery, x due) outcome {
+func (dl *deliverer) deliverAnswers(ctx context.Context, v *delivery, x due) outcome {
 	for _, q := range x.qs {
 		if q.Category == office.QuestionPermission {
 			// Decided, never typed (permission.go); unless its hook is
 			// gone: then the agent is told the answer.
-			if !o.deliverInterruptedAnswer(ctx, v, q) {
+			if !dl.deliverInterruptedAnswer(ctx, v, q) {
 				return again
 			}
 			continue
 		}
 		answer, verr := validAnswer(q)
 		if verr != nil {
-			o.reask(ctx, v.a, q, verr)
+			dl.reask(ctx, v.a, q, verr)
 			continue
 		}
 		if !v.sendRow(ctx, rowKey("question", q.ID), answerText(q, answer)) {
@@ -258,7 +258,7 @@ func (o *deliverer) deliverAnswers(ctx context.Context, v *delivery, x due) outc
 		if q.AnsweredAt != nil {
 			payload["answered_at"] = q.AnsweredAt // the metrics' answer latency, without reading the question
 		}
-		if _, _, done := o.markDelivered(ctx, v.a, office.Delivered{Kind: office.DeliveredQuestion, ID: q.ID, EventKind: "question.delivered", Busy: true}, payload); !done {
+		if _, _, done := dl.markDelivered(ctx, v.a, office.Delivered{Kind: office.DeliveredQuestion, ID: q.ID, EventKind: "question.delivered", Busy: true}, payload); !done {
 			return again
 		}
 	}
@@ -273,26 +273,26 @@ func (o *deliverer) deliverAnswers(ctx context.Context, v *delivery, x due) outc
 // with the event's kind (eventLog.record). done is false when the row
 // could not be marked (the round is retried); ok reports that this
 // caller marked it, at when.
-func (o *deliverer) markDelivered(ctx context.Context, a office.Agent, d office.Delivered, payload any) (at time.Time, ok, done bool) {
+func (dl *deliverer) markDelivered(ctx context.Context, a office.Agent, d office.Delivered, payload any) (at time.Time, ok, done bool) {
 	d.OfficeID, d.AgentID = a.OfficeID, a.ID
 	pj, _ := json.Marshal(payload)
 	d.EventPayload = pj
-	at, ev, ok, err := o.store.MarkDelivered(ctx, d)
+	at, ev, ok, err := dl.store.MarkDelivered(ctx, d)
 	if err == nil {
 		if ok && ev.ID != 0 {
-			o.publish(ev)
+			dl.publish(ev)
 		}
 		return at, ok, true
 	}
 	if ctx.Err() != nil {
 		return at, false, false
 	}
-	o.log.Warn("deliver: mark delivered with its event; writing each part", "agent", a.Name, "kind", d.Kind, "err", err)
+	dl.log.Warn("deliver: mark delivered with its event; writing each part", "agent", a.Name, "kind", d.Kind, "err", err)
 	switch d.Kind {
 	case office.DeliveredTask:
-		inv, ok2, err := o.store.TransitionInvocation(ctx, d.ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{})
+		inv, ok2, err := dl.store.TransitionInvocation(ctx, d.ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{})
 		if err != nil {
-			o.retryErr("start invocation", err)
+			dl.retryErr("start invocation", err)
 			return at, false, false
 		}
 		ok = ok2
@@ -300,13 +300,13 @@ func (o *deliverer) markDelivered(ctx context.Context, a office.Agent, d office.
 			at = *inv.StartedAt
 		}
 	case office.DeliveredResult:
-		if ok, err = o.store.MarkResultDelivered(ctx, d.ID); err != nil {
-			o.retryErr("mark result delivered", err)
+		if ok, err = dl.store.MarkResultDelivered(ctx, d.ID); err != nil {
+			dl.retryErr("mark result delivered", err)
 			return at, false, false
 		}
 	default:
-		if ok, err = o.store.MarkQuestionDelivered(ctx, d.ID); err != nil {
-			o.retryErr("mark question delivered", err)
+		if ok, err = dl.store.MarkQuestionDelivered(ctx, d.ID); err != nil {
+			dl.retryErr("mark question delivered", err)
 			return at, false, false
 		}
 	}
@@ -314,12 +314,12 @@ func (o *deliverer) markDelivered(ctx context.Context, a office.Agent, d office.
 		return at, false, true
 	}
 	if at.IsZero() {
-		at = o.now()
+		at = dl.now()
 	}
 	if d.Busy {
-		o.setSessionStatus(ctx, a, office.SessionBusy, d.EventKind, payload)
+		dl.setSessionStatus(ctx, a, office.SessionBusy, d.EventKind, payload)
 	} else {
-		o.record(ctx, a.OfficeID, a.ID, d.EventKind, payload, "")
+		dl.record(ctx, a.OfficeID, a.ID, d.EventKind, payload, "")
 	}
 	return at, true, true
 }
@@ -328,17 +328,17 @@ func (o *deliverer) markDelivered(ctx context.Context, a office.Agent, d office.
 // whose hook no longer waits, then marks it delivered (a restart in
 // between types it again rather than losing it); false when it could not
 // be typed now.
-func (o *deliverer) deliverInterruptedAnswer(ctx context.Context, v *delivery, q office.Question) bool {
-	text := o.perms.interruptedAnswer(v.a, q)
+func (dl *deliverer) deliverInterruptedAnswer(ctx context.Context, v *delivery, q office.Question) bool {
+	text := dl.perms.interruptedAnswer(v.a, q)
 	if text == "" {
 		return true // its hook waits: the decider answers it
 	}
 	// Read again after the look at the waiting hooks: the decider forgets
 	// a request only once it marked it delivered, so a question still
 	// answered now is one no hook of this server decides.
-	now, err := o.store.GetQuestion(ctx, q.ID)
+	now, err := dl.store.GetQuestion(ctx, q.ID)
 	if err != nil {
-		o.retryErr("read permission question", err)
+		dl.retryErr("read permission question", err)
 		return false
 	}
 	if now.Status != office.QuestionAnswered {
@@ -347,44 +347,44 @@ func (o *deliverer) deliverInterruptedAnswer(ctx context.Context, v *delivery, q
 	if !v.sendRow(ctx, rowKey("question", q.ID), text) {
 		return false
 	}
-	ok, err := o.store.MarkQuestionDelivered(ctx, q.ID)
+	ok, err := dl.store.MarkQuestionDelivered(ctx, q.ID)
 	if err != nil {
-		o.retryErr("mark permission answer delivered", err)
+		dl.retryErr("mark permission answer delivered", err)
 		return false
 	}
 	if ok {
 		choice, _ := parsePermissionAnswer(q.Response)
-		o.record(ctx, v.a.OfficeID, v.a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "answer": choice, "reason": "answered while no hook waited"}, "")
+		dl.record(ctx, v.a.OfficeID, v.a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "answer": choice, "reason": "answered while no hook waited"}, "")
 	}
 	return true
 }
 
-func (o *deliverer) deliverResults(ctx context.Context, v *delivery, x due) outcome {
+func (dl *deliverer) deliverResults(ctx context.Context, v *delivery, x due) outcome {
 	for _, r := range x.rs {
 		if !v.running {
-			o.ensureStarted(ctx, v.a)
+			dl.ensureStarted(ctx, v.a)
 			return again
 		}
-		if !v.sendRow(ctx, rowKey("result", r.ID), resultText(r, o.agentName(ctx, r.FromAgentID))) {
+		if !v.sendRow(ctx, rowKey("result", r.ID), resultText(r, dl.agentName(ctx, r.FromAgentID))) {
 			return again
 		}
-		if _, _, done := o.markDelivered(ctx, v.a, office.Delivered{Kind: office.DeliveredResult, ID: r.ID, EventKind: "result.delivered"}, map[string]string{"result_id": r.ID}); !done {
+		if _, _, done := dl.markDelivered(ctx, v.a, office.Delivered{Kind: office.DeliveredResult, ID: r.ID, EventKind: "result.delivered"}, map[string]string{"result_id": r.ID}); !done {
 			return again
 		}
 	}
 	return delivered
 }
 
-func (o *deliverer) deliverMessages(ctx context.Context, v *delivery, x due) outcome {
+func (dl *deliverer) deliverMessages(ctx context.Context, v *delivery, x due) outcome {
 	for _, m := range x.ms {
 		if !v.sendRow(ctx, rowKey("message", m.ID), "[OFFICE] Message from a person in the office:\n"+quote(m.Content)) {
 			return again
 		}
-		if ok, err := o.store.MarkUserMessageDelivered(ctx, m.ID); err != nil {
-			o.retryErr("mark message delivered", err)
+		if ok, err := dl.store.MarkUserMessageDelivered(ctx, m.ID); err != nil {
+			dl.retryErr("mark message delivered", err)
 			return again
 		} else if ok {
-			o.record(ctx, v.a.OfficeID, v.a.ID, "message.delivered", map[string]string{"message_id": m.ID}, "")
+			dl.record(ctx, v.a.OfficeID, v.a.ID, "message.delivered", map[string]string{"message_id": m.ID}, "")
 		}
 	}
 	return delivered
@@ -392,7 +392,7 @@ func (o *deliverer) deliverMessages(ctx context.Context, v *delivery, x due) out
 
 // deliverNextTask types the agent's oldest pending task unless it is busy
 // with one: one task at a time, in order.
-func (o *deliverer) deliverNextTask(ctx context.Context, v *delivery, x due) outcome {
+func (dl *deliverer) deliverNextTask(ctx context.Context, v *delivery, x due) outcome {
 	var next *office.Invocation
 	for i := range x.invs {
 		if x.invs[i].Status == office.InvocationInProgress {
@@ -409,42 +409,42 @@ func (o *deliverer) deliverNextTask(ctx context.Context, v *delivery, x due) out
 		return hold // the selector should not have chosen it; wait for an operator
 	}
 	if !v.running {
-		o.ensureStarted(ctx, v.a)
+		dl.ensureStarted(ctx, v.a)
 		return again
 	}
-	if !v.sendRow(ctx, rowKey("task", next.ID), taskText(*next, o.agentName(ctx, next.CallerAgentID))) {
+	if !v.sendRow(ctx, rowKey("task", next.ID), taskText(*next, dl.agentName(ctx, next.CallerAgentID))) {
 		return again
 	}
-	started, ok, done := o.markDelivered(ctx, v.a, office.Delivered{Kind: office.DeliveredTask, ID: next.ID, EventKind: "invocation.in_progress"}, map[string]string{"invocation_id": next.ID})
+	started, ok, done := dl.markDelivered(ctx, v.a, office.Delivered{Kind: office.DeliveredTask, ID: next.ID, EventKind: "invocation.in_progress"}, map[string]string{"invocation_id": next.ID})
 	if !done {
 		return again
 	}
 	if ok {
-		o.timers.invocations.note(started.Add(o.cfg.InvocationTimeout + time.Nanosecond))
+		dl.timers.invocations.note(started.Add(dl.cfg.InvocationTimeout + time.Nanosecond))
 	}
 	return delivered
 }
 
 // beginRound counts a round outside the desks' own (the hibernation's)
 // for the graceful stop; false once it began.
-func (o *deliverer) beginRound() bool { return o.quiet.begin() }
+func (dl *deliverer) beginRound() bool { return dl.quiet.begin() }
 
 // endRound ends a round beginRound counted.
-func (o *deliverer) endRound() { o.quiet.end() }
+func (dl *deliverer) endRound() { dl.quiet.end() }
 
-func (o *deliverer) retryErr(what string, err error) bool {
-	o.log.Warn("deliver: "+what, "err", err)
+func (dl *deliverer) retryErr(what string, err error) bool {
+	dl.log.Warn("deliver: "+what, "err", err)
 	return true
 }
 
 // ensureStarted starts a's session unless it is running or an operator
 // switched the agent off.
-func (o *deliverer) ensureStarted(ctx context.Context, a office.Agent) {
-	if a.Status == office.AgentDisabled || a.Status == office.AgentFailed || o.sess.Running(a.OfficeID, a.ID) {
+func (dl *deliverer) ensureStarted(ctx context.Context, a office.Agent) {
+	if a.Status == office.AgentDisabled || a.Status == office.AgentFailed || dl.sess.Running(a.OfficeID, a.ID) {
 		return
 	}
-	if err := o.startSession(ctx, a, false); err != nil {
-		o.log.Warn("start session", "agent", a.Name, "err", err)
+	if err := dl.startSession(ctx, a, false); err != nil {
+		dl.log.Warn("start session", "agent", a.Name, "err", err)
 	}
 }
 
@@ -452,29 +452,29 @@ func (o *deliverer) ensureStarted(ctx context.Context, a office.Agent) {
 // spec, the workspace, the instructions, the values of provided api_key and
 // env_variable dependencies, and Claude Code's conversation id (resumed
 // when it exists).
-func (o *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpec, error) {
-	off, err := o.store.GetOffice(ctx, a.OfficeID)
+func (dl *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpec, error) {
+	off, err := dl.store.GetOffice(ctx, a.OfficeID)
 	if err != nil {
 		return SessionSpec{}, fmt.Errorf("get office: %w", err)
 	}
-	roster, err := o.rosterText(ctx, a.OfficeID)
+	roster, err := dl.rosterText(ctx, a.OfficeID)
 	if err != nil {
 		return SessionSpec{}, err
 	}
 	// The launch spec as the agent gets it: its sealed values opened, the
 	// server's environment in place of its ${NAME} references.
-	launch, err := o.sealer.OpenLaunchEnv(a.Launch)
+	launch, err := dl.sealer.OpenLaunchEnv(a.Launch)
 	if err != nil {
 		return SessionSpec{}, err
 	}
-	if launch, err = office.ExpandLaunch(launch, o.cfg.LookupEnv); err != nil {
+	if launch, err = office.ExpandLaunch(launch, dl.cfg.LookupEnv); err != nil {
 		return SessionSpec{}, err
 	}
 	spec := SessionSpec{
-		OfficeID: a.OfficeID, AgentID: a.ID, OfficeName: off.Name, AgentName: a.Name, Launch: launch, Dir: o.workspace(a),
-		SystemPrompt: roster.Instructions(off, a), PermissionTimeout: o.perms.timeout(a),
+		OfficeID: a.OfficeID, AgentID: a.ID, OfficeName: off.Name, AgentName: a.Name, Launch: launch, Dir: dl.workspace(a),
+		SystemPrompt: roster.Instructions(off, a), PermissionTimeout: dl.perms.timeout(a),
 	}
-	deps, err := o.store.ListDependencies(ctx, office.DependencyFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{office.DependencyProvided}})
+	deps, err := dl.store.ListDependencies(ctx, office.DependencyFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{office.DependencyProvided}})
 	if err != nil {
 		return spec, fmt.Errorf("list dependencies: %w", err)
 	}
@@ -482,13 +482,13 @@ func (o *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpe
 		if d.Type != protocol.DependencyAPIKey && d.Type != protocol.DependencyEnvVar {
 			continue
 		}
-		v, err := o.sealer.Open(d.Value)
+		v, err := dl.sealer.Open(d.Value)
 		if err != nil {
 			return spec, fmt.Errorf("dependency %s: %w", d.Name, err)
 		}
 		spec.Env = append(spec.Env, d.Name+"="+v)
 	}
-	rec, err := o.store.GetSessionByAgent(ctx, a.ID)
+	rec, err := dl.store.GetSessionByAgent(ctx, a.ID)
 	if err != nil && !office.IsNotFound(err) {
 		return spec, fmt.Errorf("get session: %w", err)
 	}
@@ -502,7 +502,7 @@ func (o *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpe
 		// the conversation (and this node) is written, the first one
 		// recorded holds, and a start that raced this one is resumed.
 		fresh := uuid.NewString()
-		rec, _, _, err = o.store.SetSessionStatus(ctx, office.SessionStatus{OfficeID: a.OfficeID, AgentID: a.ID, AgentSessionID: fresh, Node: o.cfg.Node})
+		rec, _, _, err = dl.store.SetSessionStatus(ctx, office.SessionStatus{OfficeID: a.OfficeID, AgentID: a.ID, AgentSessionID: fresh, Node: dl.cfg.Node})
 		if err != nil {
 			return spec, fmt.Errorf("record session: %w", err)
 		}
@@ -512,31 +512,31 @@ func (o *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSpe
 		}
 	}
 	spec.ConversationID, spec.Resume = rec.AgentSessionID, true
-	spec.TranscriptAfter = o.transcriptCursor(ctx, agentKey{a.OfficeID, a.ID}, rec.AgentSessionID)
+	spec.TranscriptAfter = dl.transcriptCursor(ctx, agentKey{a.OfficeID, a.ID}, rec.AgentSessionID)
 	return spec, nil
 }
 
-func (o *deliverer) startSession(ctx context.Context, a office.Agent, restart bool) error {
-	if !o.serves(a.OfficeID) {
+func (dl *deliverer) startSession(ctx context.Context, a office.Agent, restart bool) error {
+	if !dl.serves(a.OfficeID) {
 		return office.Errorf(office.EUNAVAILABLE, "office %s is run by another server", a.OfficeID)
 	}
-	spec, err := o.sessionSpec(ctx, a)
+	spec, err := dl.sessionSpec(ctx, a)
 	if err != nil {
 		return err
 	}
-	if restart && o.sess.Running(a.OfficeID, a.ID) {
-		err = o.sess.Restart(ctx, spec)
+	if restart && dl.sess.Running(a.OfficeID, a.ID) {
+		err = dl.sess.Restart(ctx, spec)
 	} else {
-		err = o.sess.Start(ctx, spec)
+		err = dl.sess.Start(ctx, spec)
 	}
 	if err != nil {
 		return fmt.Errorf("start %s: %w", a.Name, err)
 	}
-	o.hib.started(a)
+	dl.hib.started(a)
 	if a.Status != office.AgentActive {
-		if err := o.store.SetAgentStatus(ctx, a.ID, office.AgentActive); err != nil {
+		if err := dl.store.SetAgentStatus(ctx, a.ID, office.AgentActive); err != nil {
 			// The session runs; the row catches up at its next status.
-			o.log.Warn("record agent active", "agent", a.Name, "err", err)
+			dl.log.Warn("record agent active", "agent", a.Name, "err", err)
 		}
 	}
 	return nil
@@ -572,10 +572,10 @@ func taskText(inv office.Invocation, caller string) string {
 // frontend can write anything): the question is cancelled and asked again
 // as a new pending question whose context says what was wrong, so the
 // person sees it and the agent keeps waiting. Nothing invalid is typed.
-func (o *deliverer) reask(ctx context.Context, a office.Agent, q office.Question, why error) {
-	ok, err := o.store.CancelQuestion(ctx, q.ID)
+func (dl *deliverer) reask(ctx context.Context, a office.Agent, q office.Question, why error) {
+	ok, err := dl.store.CancelQuestion(ctx, q.ID)
 	if err != nil {
-		o.log.Warn("cancel question to re-ask it", "question", q.ID, "err", err)
+		dl.log.Warn("cancel question to re-ask it", "question", q.ID, "err", err)
 		return
 	}
 	if !ok {
@@ -589,17 +589,17 @@ func (o *deliverer) reask(ctx context.Context, a office.Agent, q office.Question
 	} else {
 		nq.Context = note
 	}
-	nq, err = o.asks.ask(ctx, source{}, a, nq)
+	nq, err = dl.asks.ask(ctx, source{}, a, nq)
 	if err != nil {
-		o.log.Warn("re-ask question", "err", err)
+		dl.log.Warn("re-ask question", "err", err)
 		return
 	}
-	o.record(ctx, a.OfficeID, a.ID, "question.answer_invalid", map[string]string{"question_id": q.ID, "reason": office.ErrorMessage(why), "new_question_id": nq.ID}, "")
+	dl.record(ctx, a.OfficeID, a.ID, "question.answer_invalid", map[string]string{"question_id": q.ID, "reason": office.ErrorMessage(why), "new_question_id": nq.ID}, "")
 }
 
 // deliverDependency tells v's agent about a provided, rejected or expired
 // request. It reports false when it could not (the session is down).
-func (o *deliverer) deliverDependency(ctx context.Context, v *delivery, d office.DependencyRequest) bool {
+func (dl *deliverer) deliverDependency(ctx context.Context, v *delivery, d office.DependencyRequest) bool {
 	a := v.a
 	var text string
 	switch d.Status {
@@ -607,16 +607,16 @@ func (o *deliverer) deliverDependency(ctx context.Context, v *delivery, d office
 		if d.Type == protocol.DependencyAPIKey || d.Type == protocol.DependencyEnvVar {
 			// A running process's environment cannot change: restart with
 			// the variable set and the conversation resumed.
-			if err := o.startSession(ctx, a, true); err != nil {
-				o.log.Warn("restart with dependency", "agent", a.Name, "err", err)
+			if err := dl.startSession(ctx, a, true); err != nil {
+				dl.log.Warn("restart with dependency", "agent", a.Name, "err", err)
 				return false
 			}
-			v.running = o.sess.Running(a.OfficeID, a.ID)
+			v.running = dl.sess.Running(a.OfficeID, a.ID)
 			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: provided\nvalue: (in your environment as $%s)\n[/DEPENDENCY_PROVIDED]", d.Name, d.Name)
 		} else {
-			v, err := o.sealer.Open(d.Value)
+			v, err := dl.sealer.Open(d.Value)
 			if err != nil {
-				o.log.Warn("open dependency value", "dependency", d.ID, "err", err)
+				dl.log.Warn("open dependency value", "dependency", d.ID, "err", err)
 				return false
 			}
 			text = fmt.Sprintf("[DEPENDENCY_PROVIDED]\nname: %s\nstatus: provided\nvalue: %s\n[/DEPENDENCY_PROVIDED]", d.Name, v)
@@ -627,8 +627,8 @@ func (o *deliverer) deliverDependency(ctx context.Context, v *delivery, d office
 			why = "nobody provided it in time"
 		}
 		if d.Required {
-			if err := o.work.failWork(ctx, a, fmt.Sprintf("required dependency %s was %s", d.Name, d.Status)); err != nil {
-				o.log.Warn("fail work", "agent", a.Name, "err", err)
+			if err := dl.work.failWork(ctx, a, fmt.Sprintf("required dependency %s was %s", d.Name, d.Status)); err != nil {
+				dl.log.Warn("fail work", "agent", a.Name, "err", err)
 			}
 			text = fmt.Sprintf("[OFFICE] Your required dependency %s was %s (%s). The work that needs it cannot go on: stop it and say so.", d.Name, d.Status, why)
 		} else {
@@ -638,10 +638,10 @@ func (o *deliverer) deliverDependency(ctx context.Context, v *delivery, d office
 	if !v.sendRow(ctx, rowKey("dependency", d.ID), text) {
 		return false
 	}
-	if _, err := o.store.MarkDependencyDelivered(ctx, d.ID); err != nil {
-		o.log.Warn("mark dependency delivered", "err", err)
+	if _, err := dl.store.MarkDependencyDelivered(ctx, d.ID); err != nil {
+		dl.log.Warn("mark dependency delivered", "err", err)
 		return false
 	}
-	o.setSessionStatus(ctx, a, office.SessionBusy, "dependency.delivered", map[string]string{"dependency_id": d.ID, "status": d.Status})
+	dl.setSessionStatus(ctx, a, office.SessionBusy, "dependency.delivered", map[string]string{"dependency_id": d.ID, "status": d.Status})
 	return true
 }

@@ -73,14 +73,14 @@ type inboxItem struct {
 }
 
 // desk returns k's desk, making it when needed.
-func (o *Router) desk(k agentKey) *desk {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	d := o.desks[k]
+func (rt *Router) desk(k agentKey) *desk {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	d := rt.desks[k]
 	if d == nil {
-		d = &desk{r: o, key: k, parser: protocol.NewParser(protocol.Options{}),
+		d = &desk{r: rt, key: k, parser: protocol.NewParser(protocol.Options{}),
 			intakeWake: make(chan struct{}, 1), deliverWake: make(chan struct{}, 1)}
-		o.desks[k] = d
+		rt.desks[k] = d
 	}
 	return d
 }
@@ -139,8 +139,8 @@ const lostItemSize = 64
 // (HandleStatus "starting"), so a message read after a restart is never
 // taken for one already acted on. Transcript IDs (Claude Code's entry
 // uuids) are stable across restarts and used as they are.
-func (o *Router) HandleText(t session.Text) {
-	d := o.desk(agentKey{t.Key.OfficeID, t.Key.AgentID})
+func (rt *Router) HandleText(t session.Text) {
+	d := rt.desk(agentKey{t.Key.OfficeID, t.Key.AgentID})
 	screen := t.Source == session.FromScreen
 	d.mu.Lock()
 	if screen {
@@ -202,16 +202,16 @@ func (d *desk) addLost(n int) {
 
 // Backlogged reports whether the agent's text waiting to be acted on has
 // reached Config.InboxBytes (wire it to session.Options.Paused).
-func (o *Router) Backlogged(officeID, agentID string) bool {
-	o.mu.Lock()
-	d := o.desks[agentKey{officeID, agentID}]
-	o.mu.Unlock()
+func (rt *Router) Backlogged(officeID, agentID string) bool {
+	rt.mu.Lock()
+	d := rt.desks[agentKey{officeID, agentID}]
+	rt.mu.Unlock()
 	if d == nil {
 		return false
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.bytes >= o.cfg.InboxBytes
+	return d.bytes >= rt.cfg.InboxBytes
 }
 
 // next takes the inbox's first item; ok=false when it is empty.
@@ -351,10 +351,10 @@ func (d *desk) notify(text string) {
 }
 
 // Progress returns an agent's last reported phase and step.
-func (o *Router) Progress(officeID, agentID string) Progress {
-	o.mu.Lock()
-	d := o.desks[agentKey{officeID, agentID}]
-	o.mu.Unlock()
+func (rt *Router) Progress(officeID, agentID string) Progress {
+	rt.mu.Lock()
+	d := rt.desks[agentKey{officeID, agentID}]
+	rt.mu.Unlock()
 	if d == nil {
 		return Progress{}
 	}

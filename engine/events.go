@@ -22,14 +22,14 @@ type Subscription struct {
 }
 
 // subscribe returns a subscription with a queue of n events (64 when n <= 0).
-func (o *eventLog) subscribe(n int) *Subscription {
+func (el *eventLog) subscribe(n int) *Subscription {
 	if n <= 0 {
 		n = 64
 	}
-	s := &Subscription{o: o, c: make(chan office.Event, n)}
-	o.mu.Lock()
-	o.subs[s] = struct{}{}
-	o.mu.Unlock()
+	s := &Subscription{o: el, c: make(chan office.Event, n)}
+	el.mu.Lock()
+	el.subs[s] = struct{}{}
+	el.mu.Unlock()
 	return s
 }
 
@@ -59,13 +59,13 @@ func (s *Subscription) end(dropped bool) {
 	}
 }
 
-func (o *eventLog) publish(ev office.Event) {
-	o.mu.Lock()
-	subs := make([]*Subscription, 0, len(o.subs))
-	for s := range o.subs {
+func (el *eventLog) publish(ev office.Event) {
+	el.mu.Lock()
+	subs := make([]*Subscription, 0, len(el.subs))
+	for s := range el.subs {
 		subs = append(subs, s)
 	}
-	o.mu.Unlock()
+	el.mu.Unlock()
 	for _, s := range subs {
 		s.mu.Lock()
 		if s.closed {
@@ -84,21 +84,21 @@ func (o *eventLog) publish(ev office.Event) {
 
 // record appends an event the caller has nothing else to do with: its
 // failure is logged here (and counted by event), never dropped.
-func (o *eventLog) record(ctx context.Context, officeID, agentID, kind string, payload any, key string) {
-	if _, err := o.event(ctx, officeID, agentID, kind, payload, "", key); err != nil && ctx.Err() == nil {
-		o.log.Error("audit event not recorded", "office", officeID, "agent", agentID, "kind", kind, "err", err)
+func (el *eventLog) record(ctx context.Context, officeID, agentID, kind string, payload any, key string) {
+	if _, err := el.event(ctx, officeID, agentID, kind, payload, "", key); err != nil && ctx.Err() == nil {
+		el.log.Error("audit event not recorded", "office", officeID, "agent", agentID, "kind", kind, "err", err)
 	}
 }
 
 // failures returns how many events could not be appended to the
 // event log since New (the store refused them); cmd/office-server exports
 // it in /metrics.
-func (o *eventLog) failures() uint64 { return o.auditFailures.Load() }
+func (el *eventLog) failures() uint64 { return el.auditFailures.Load() }
 
 // event appends an event (deduplicated when key is set) and publishes it to
 // subscribers when it was inserted. A failure is counted (AuditFailures)
 // and returned.
-func (o *eventLog) event(ctx context.Context, officeID, agentID, kind string, payload any, raw, key string) (bool, error) {
+func (el *eventLog) event(ctx context.Context, officeID, agentID, kind string, payload any, raw, key string) (bool, error) {
 	var pj json.RawMessage
 	if payload != nil {
 		b, err := json.Marshal(payload)
@@ -107,13 +107,13 @@ func (o *eventLog) event(ctx context.Context, officeID, agentID, kind string, pa
 		}
 		pj = b
 	}
-	ev, inserted, err := o.store.AppendEvent(ctx, office.Event{OfficeID: officeID, AgentID: agentID, Kind: kind, Payload: pj, Raw: raw, DedupeKey: key})
+	ev, inserted, err := el.store.AppendEvent(ctx, office.Event{OfficeID: officeID, AgentID: agentID, Kind: kind, Payload: pj, Raw: raw, DedupeKey: key})
 	if err != nil {
-		o.auditFailures.Add(1)
+		el.auditFailures.Add(1)
 		return false, fmt.Errorf("append event %s: %w", kind, err)
 	}
 	if inserted {
-		o.publish(ev)
+		el.publish(ev)
 	}
 	return inserted, nil
 }

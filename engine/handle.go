@@ -23,7 +23,7 @@ import (
 // stores no row (a refusal) appends the event first (recordMessage), and
 // tells the agent nothing when it was stored before. Invalid blocks do
 // not come here: parseText records them within bounds (onInvalid).
-func (o *dispatcher) handle(ctx context.Context, src source, m protocol.Message) error {
+func (dp *dispatcher) handle(ctx context.Context, src source, m protocol.Message) error {
 	kind := "message." + strings.ToLower(string(m.Kind))
 	if carried(m.Kind) {
 		payload, err := json.Marshal(m)
@@ -31,15 +31,15 @@ func (o *dispatcher) handle(ctx context.Context, src source, m protocol.Message)
 			return fmt.Errorf("event %s: %w", kind, err)
 		}
 		src.msg = &pendingMessage{ev: office.Event{OfficeID: src.officeID, AgentID: src.agentID, Kind: kind, Payload: payload, Raw: m.Raw, DedupeKey: src.key}}
-		err = o.dispatch(ctx, src, m)
+		err = dp.dispatch(ctx, src, m)
 		// A path that neither stored a row nor refused (or failed before
 		// either) records the message as handle records the others.
-		if rerr := o.recordMessage(ctx, &src); err == nil {
+		if rerr := dp.recordMessage(ctx, &src); err == nil {
 			err = rerr
 		}
 		return err
 	}
-	inserted, err := o.event(ctx, src.officeID, src.agentID, kind, m, m.Raw, src.key)
+	inserted, err := dp.event(ctx, src.officeID, src.agentID, kind, m, m.Raw, src.key)
 	if err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func (o *dispatcher) handle(ctx context.Context, src source, m protocol.Message)
 		}
 	}
 	src.replay = !inserted
-	return o.dispatch(ctx, src, m)
+	return dp.dispatch(ctx, src, m)
 }
 
 // sourced is a parsed message and its source.
@@ -80,12 +80,12 @@ func progress(kind protocol.Kind) bool {
 // order, as handle does, with their events appended in one write
 // (office.Store AppendEvents: one request over Supabase): each message
 // whose event was not stored before sets the progress.
-func (o *dispatcher) handleProgress(ctx context.Context, run []sourced) error {
+func (dp *dispatcher) handleProgress(ctx context.Context, run []sourced) error {
 	switch len(run) {
 	case 0:
 		return nil
 	case 1:
-		return o.handle(ctx, run[0].src, run[0].m)
+		return dp.handle(ctx, run[0].src, run[0].m)
 	}
 	evs := make([]office.Event, len(run))
 	for i, x := range run {
@@ -96,15 +96,15 @@ func (o *dispatcher) handleProgress(ctx context.Context, run []sourced) error {
 		evs[i] = office.Event{OfficeID: x.src.officeID, AgentID: x.src.agentID, Kind: "message." + strings.ToLower(string(x.m.Kind)),
 			Payload: payload, Raw: x.m.Raw, DedupeKey: x.src.key}
 	}
-	stored, inserted, err := o.store.AppendEvents(ctx, evs)
+	stored, inserted, err := dp.store.AppendEvents(ctx, evs)
 	if err != nil {
-		o.auditFailures.Add(1)
+		dp.auditFailures.Add(1)
 		return fmt.Errorf("append %d progress events: %w", len(evs), err)
 	}
 	for i, x := range run {
 		if i < len(inserted) && inserted[i] {
-			o.publish(stored[i])
-			o.desk(agentKey{x.src.officeID, x.src.agentID}).onProgress(x.m)
+			dp.publish(stored[i])
+			dp.desk(agentKey{x.src.officeID, x.src.agentID}).onProgress(x.m)
 		}
 	}
 	return nil
@@ -124,12 +124,12 @@ func carried(kind protocol.Kind) bool {
 // it was (by the transition that carried it, or before): for a path that
 // stores no row, before it acts. When the event was stored before (the
 // message handled already) src becomes a replay: nothing is told.
-func (o *eventLog) recordMessage(ctx context.Context, src *source) error {
+func (el *eventLog) recordMessage(ctx context.Context, src *source) error {
 	if src.msg == nil {
 		return nil
 	}
 	if m := src.msg; !m.done {
-		inserted, err := o.event(ctx, m.ev.OfficeID, m.ev.AgentID, m.ev.Kind, json.RawMessage(m.ev.Payload), m.ev.Raw, m.ev.DedupeKey)
+		inserted, err := el.event(ctx, m.ev.OfficeID, m.ev.AgentID, m.ev.Kind, json.RawMessage(m.ev.Payload), m.ev.Raw, m.ev.DedupeKey)
 		if err != nil {
 			return err
 		}
@@ -140,27 +140,27 @@ func (o *eventLog) recordMessage(ctx context.Context, src *source) error {
 }
 
 // dispatch acts on m for its sender.
-func (o *dispatcher) dispatch(ctx context.Context, src source, m protocol.Message) error {
-	self, err := o.store.GetAgent(ctx, src.agentID)
+func (dp *dispatcher) dispatch(ctx context.Context, src source, m protocol.Message) error {
+	self, err := dp.store.GetAgent(ctx, src.agentID)
 	if err != nil {
 		return fmt.Errorf("sender: %w", err)
 	}
 	switch m.Kind {
 	case protocol.KindAskUser, protocol.KindUserQuestion:
-		return o.asks.onQuestion(ctx, src, self, m)
+		return dp.asks.onQuestion(ctx, src, self, m)
 	case protocol.KindInvoke:
-		return o.work.onInvoke(ctx, src, self, m)
+		return dp.work.onInvoke(ctx, src, self, m)
 	case protocol.KindDeliverResult:
-		return o.work.onResult(ctx, src, self, m)
+		return dp.work.onResult(ctx, src, self, m)
 	case protocol.KindDependencyRequest:
-		return o.asks.onDependency(ctx, src, self, m)
+		return dp.asks.onDependency(ctx, src, self, m)
 	case protocol.KindError:
-		return o.work.onError(ctx, src, self, m)
+		return dp.work.onError(ctx, src, self, m)
 	case protocol.KindPhaseComplete, protocol.KindStep, protocol.KindStepComplete:
-		o.desk(agentKey{self.OfficeID, self.ID}).onProgress(m)
+		dp.desk(agentKey{self.OfficeID, self.ID}).onProgress(m)
 		return nil
 	case protocol.KindProxyRequest:
-		return o.proxies.onProxy(ctx, src, self, m)
+		return dp.proxies.onProxy(ctx, src, self, m)
 	}
 	return nil
 }
@@ -169,30 +169,30 @@ func (o *dispatcher) dispatch(ctx context.Context, src source, m protocol.Messag
 var rowNamespace = uuid.MustParse("6f0b1d8e-4c5a-4f43-9d0e-0ffce5e1a7d1")
 
 // tell queues a notice unless the message is being replayed.
-func (o *base) tell(src source, a office.Agent, text string) {
+func (b *base) tell(src source, a office.Agent, text string) {
 	if src.replay {
 		return
 	}
-	o.notify(a, text)
+	b.notify(a, text)
 }
 
 // refuse tells the sender an action was refused and records why, after
 // the message's own event (recordMessage).
-func (o *base) refuse(ctx context.Context, src source, self office.Agent, kind, why string) error {
-	if err := o.recordMessage(ctx, &src); err != nil {
+func (b *base) refuse(ctx context.Context, src source, self office.Agent, kind, why string) error {
+	if err := b.recordMessage(ctx, &src); err != nil {
 		return err
 	}
-	o.tell(src, self, fmt.Sprintf("Your %s was refused: %s", kind, why))
-	_, err := o.event(ctx, self.OfficeID, self.ID, "refused", map[string]string{"kind": kind, "reason": why}, "", src.subKey("refused"))
+	b.tell(src, self, fmt.Sprintf("Your %s was refused: %s", kind, why))
+	_, err := b.event(ctx, self.OfficeID, self.ID, "refused", map[string]string{"kind": kind, "reason": why}, "", src.subKey("refused"))
 	return err
 }
 
 // authorize checks the sender's allowed actions.
 // It returns the refusal's error (recording it) when the action is not
 // allowed, and ok=false.
-func (o *base) authorize(ctx context.Context, src source, self office.Agent, action, kind string) (ok bool, err error) {
+func (b *base) authorize(ctx context.Context, src source, self office.Agent, action, kind string) (ok bool, err error) {
 	if aerr := proxy.Authorize(toProxy(self, 0), action); aerr != nil {
-		return false, o.refuse(ctx, src, self, kind, aerr.Error())
+		return false, b.refuse(ctx, src, self, kind, aerr.Error())
 	}
 	return true, nil
 }

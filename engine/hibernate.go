@@ -592,10 +592,10 @@ func (h *hibernation) keepConversation(ctx context.Context, c StatusChange) {
 
 // open reports whether a permission request of k's agent waits for a
 // decision here.
-func (o *permissions) open(k agentKey) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, lp := range o.live {
+func (pm *permissions) open(k agentKey) bool {
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	for _, lp := range pm.live {
 		if lp.key == k {
 			return true
 		}

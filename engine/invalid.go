@@ -39,13 +39,13 @@ type invalidTally struct {
 }
 
 // onInvalid records an invalid block within the window's bounds.
-func (o *dispatcher) onInvalid(ctx context.Context, src source, tl *invalidTally, m protocol.Message) error {
+func (dp *dispatcher) onInvalid(ctx context.Context, src source, tl *invalidTally, m protocol.Message) error {
 	what, why := "a block", "it could not be read"
 	if m.Invalid != nil {
 		what, why = string(m.Invalid.Kind), m.Invalid.Reason
 	}
 	if tl.n == 0 {
-		tl.since, tl.first = o.now(), what
+		tl.since, tl.first = dp.now(), what
 		tl.kinds = map[string]int{}
 	}
 	tl.n++
@@ -57,7 +57,7 @@ func (o *dispatcher) onInvalid(ctx context.Context, src source, tl *invalidTally
 		tl.unrecorded++
 		return nil
 	}
-	inserted, err := o.event(ctx, src.officeID, src.agentID, "message.invalid", m, m.Raw, src.key)
+	inserted, err := dp.event(ctx, src.officeID, src.agentID, "message.invalid", m, m.Raw, src.key)
 	if inserted {
 		tl.fresh = true
 	}
@@ -68,8 +68,8 @@ func (o *dispatcher) onInvalid(ctx context.Context, src source, tl *invalidTally
 // or the window is over a minute old: the blocks not recorded one by one
 // become one event, and the agent gets one notice. key names the chunk
 // that closes the window (the summary's dedupe key).
-func (o *dispatcher) flushInvalid(ctx context.Context, k agentKey, tl *invalidTally, turnEnd bool, key string) error {
-	if tl.n == 0 || !turnEnd && o.now().Sub(tl.since) < invalidWindow {
+func (dp *dispatcher) flushInvalid(ctx context.Context, k agentKey, tl *invalidTally, turnEnd bool, key string) error {
+	if tl.n == 0 || !turnEnd && dp.now().Sub(tl.since) < invalidWindow {
 		return nil
 	}
 	w := *tl
@@ -77,12 +77,12 @@ func (o *dispatcher) flushInvalid(ctx context.Context, k agentKey, tl *invalidTa
 	var err error
 	if w.unrecorded > 0 {
 		var inserted bool
-		inserted, err = o.event(ctx, k.officeID, k.agentID, "message.invalid.summary",
+		inserted, err = dp.event(ctx, k.officeID, k.agentID, "message.invalid.summary",
 			map[string]any{"invalid": w.n, "not_recorded_one_by_one": w.unrecorded, "kinds": w.kinds}, "", key+"#invalid")
 		w.fresh = w.fresh || inserted
 	}
 	if w.fresh {
-		o.notify(office.Agent{OfficeID: k.officeID, ID: k.agentID}, invalidNotice(w))
+		dp.notify(office.Agent{OfficeID: k.officeID, ID: k.agentID}, invalidNotice(w))
 	}
 	return err
 }

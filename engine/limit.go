@@ -41,8 +41,8 @@ type blockTally struct {
 
 // admit reports whether message m may be acted on: within the window's
 // bound. A refused message is counted, not recorded.
-func (o *dispatcher) admit(bt *blockTally, m protocol.Message) bool {
-	now := o.now()
+func (dp *dispatcher) admit(bt *blockTally, m protocol.Message) bool {
+	now := dp.now()
 	if bt.n+bt.progress == 0 || now.Sub(bt.since) >= blockWindow {
 		bt.since, bt.n, bt.progress = now, 0, 0
 	}
@@ -69,13 +69,13 @@ func (o *dispatcher) admit(bt *blockTally, m protocol.Message) bool {
 // flushRefused records and tells the refused blocks, if any, at turn end
 // or once the window is over. key names the chunk that flushes (the
 // summary's dedupe key).
-func (o *dispatcher) flushRefused(ctx context.Context, k agentKey, bt *blockTally, turnEnd bool, key string) error {
-	if bt.refused == 0 || !turnEnd && o.now().Sub(bt.since) < blockWindow {
+func (dp *dispatcher) flushRefused(ctx context.Context, k agentKey, bt *blockTally, turnEnd bool, key string) error {
+	if bt.refused == 0 || !turnEnd && dp.now().Sub(bt.since) < blockWindow {
 		return nil
 	}
 	refused, kinds := bt.refused, bt.kinds
 	bt.refused, bt.kinds = 0, nil
-	inserted, err := o.event(ctx, k.officeID, k.agentID, "message.refused.summary",
+	inserted, err := dp.event(ctx, k.officeID, k.agentID, "message.refused.summary",
 		map[string]any{"refused": refused, "kinds": kinds, "limit_per_minute": maxBlocksPerMinute, "progress_limit_per_minute": maxProgressPerMinute}, "", key+"#refused")
 	if inserted {
 		names := make([]string, 0, len(kinds))
@@ -83,7 +83,7 @@ func (o *dispatcher) flushRefused(ctx context.Context, k agentKey, bt *blockTall
 			names = append(names, fmt.Sprintf("%s: %d", n, c))
 		}
 		sort.Strings(names)
-		o.notify(office.Agent{OfficeID: k.officeID, ID: k.agentID}, fmt.Sprintf(
+		dp.notify(office.Agent{OfficeID: k.officeID, ID: k.agentID}, fmt.Sprintf(
 			"%d of your blocks were not acted on (%s): the office acts on at most %d blocks (and %d step or phase updates) per agent per minute. Print again, later, only the ones you meant.",
 			refused, strings.Join(names, ", "), maxBlocksPerMinute, maxProgressPerMinute))
 	}

@@ -46,23 +46,23 @@ type typingMark struct {
 
 // typing records that row is about to be typed into a and returns when it
 // was first typed before (zero: this is its first typing).
-func (o *deliverer) typing(ctx context.Context, a office.Agent, row string) (time.Time, error) {
-	now := o.now()
+func (dl *deliverer) typing(ctx context.Context, a office.Agent, row string) (time.Time, error) {
+	now := dl.now()
 	p, _ := json.Marshal(typingMark{Row: row, At: now})
-	ev, inserted, err := o.store.AppendEvent(ctx, office.Event{OfficeID: a.OfficeID, AgentID: a.ID, Kind: EventTyping, Payload: p, DedupeKey: office.TypingKey(row)})
+	ev, inserted, err := dl.store.AppendEvent(ctx, office.Event{OfficeID: a.OfficeID, AgentID: a.ID, Kind: EventTyping, Payload: p, DedupeKey: office.TypingKey(row)})
 	if err != nil {
-		o.eventLog.auditFailures.Add(1)
+		dl.eventLog.auditFailures.Add(1)
 		return time.Time{}, fmt.Errorf("record typing of %s: %w", row, err)
 	}
-	return o.typed(ctx, a, row, ev, inserted, now), nil
+	return dl.typed(ctx, a, row, ev, inserted, now), nil
 }
 
 // typed returns when row was first typed into a before this typing,
 // from its marker ev (zero: inserted now, this is its first typing), and
 // records that it is typed again otherwise.
-func (o *deliverer) typed(ctx context.Context, a office.Agent, row string, ev office.Event, inserted bool, now time.Time) time.Time {
+func (dl *deliverer) typed(ctx context.Context, a office.Agent, row string, ev office.Event, inserted bool, now time.Time) time.Time {
 	if inserted {
-		o.eventLog.publish(ev)
+		dl.eventLog.publish(ev)
 		return time.Time{}
 	}
 	var m typingMark
@@ -72,7 +72,7 @@ func (o *deliverer) typed(ctx context.Context, a office.Agent, row string, ev of
 	if m.At.IsZero() {
 		m.At = now.Add(-24 * time.Hour) // nothing says when: check the whole recent record
 	}
-	o.record(ctx, a.OfficeID, a.ID, EventTypingAgain, typingMark{Row: row, At: m.At}, "")
+	dl.record(ctx, a.OfficeID, a.ID, EventTypingAgain, typingMark{Row: row, At: m.At}, "")
 	return m.At
 }
 
@@ -175,8 +175,8 @@ func (q *quiesce) stop(ctx context.Context) error {
 // mark, bounded by ctx. Call it before the sessions are stopped. A text
 // still unconfirmed when ctx ends keeps its typing marker, so the next
 // server checks the agent's record before typing it again.
-func (o *Router) Quiesce(ctx context.Context) error {
-	if err := o.delivery.quiet.stop(ctx); err != nil {
+func (rt *Router) Quiesce(ctx context.Context) error {
+	if err := rt.delivery.quiet.stop(ctx); err != nil {
 		return fmt.Errorf("wait for typed texts to be acknowledged: %w", err)
 	}
 	return nil

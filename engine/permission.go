@@ -62,19 +62,19 @@ func (p *permissions) init() {
 }
 
 // wake makes the decider look at the waiting requests now.
-func (o *permissions) wake() {
+func (pm *permissions) wake() {
 	select {
-	case o.wakeC <- struct{}{}:
+	case pm.wakeC <- struct{}{}:
 	default:
 	}
 }
 
 // timeout is how long a's requests wait.
-func (o *permissions) timeout(a office.Agent) time.Duration {
+func (pm *permissions) timeout(a office.Agent) time.Duration {
 	if p := a.Launch.Permissions; p != nil && p.Timeout > 0 {
 		return p.Timeout
 	}
-	return o.cfg.PermissionTimeout
+	return pm.cfg.PermissionTimeout
 }
 
 // request takes an agent's permission request
@@ -84,56 +84,56 @@ func (o *permissions) timeout(a office.Agent) time.Duration {
 // request that cannot be asked (the store fails, the office is not
 // served here) is denied with the reason, so the agent never waits in
 // vain.
-func (o *permissions) request(req session.PermissionRequest) {
+func (pm *permissions) request(req session.PermissionRequest) {
 	k := agentKey{req.Key.OfficeID, req.Key.AgentID}
 	deny := func(why string) {
-		o.decide(k, req.ID, session.PermissionDecision{Message: why})
+		pm.decide(k, req.ID, session.PermissionDecision{Message: why})
 	}
-	ctx := o.running()
+	ctx := pm.running()
 	if ctx == nil {
 		deny("The office server is shutting down; the request was not asked.")
 		return
 	}
-	if !o.serves(req.Key.OfficeID) {
+	if !pm.serves(req.Key.OfficeID) {
 		deny("This office server does not run the office now; the request was not asked.")
 		return
 	}
-	a, err := o.store.GetAgent(ctx, req.Key.AgentID)
+	a, err := pm.store.GetAgent(ctx, req.Key.AgentID)
 	if err != nil {
-		o.log.Warn("permission request: get agent", "agent", req.Key.AgentID, "err", err)
+		pm.log.Warn("permission request: get agent", "agent", req.Key.AgentID, "err", err)
 		deny("The office could not read this agent's record, so the request was not asked. Try again later.")
 		return
 	}
 	subject := toolSubject(req.Tool, req.Input)
 	lp := livePerm{
 		key: k, conversation: req.ConversationID, tool: req.Tool, subject: subject,
-		rule: sessionRule(req.Tool, subject, req.Suggestions), timeout: o.timeout(a), via: req.Via,
+		rule: sessionRule(req.Tool, subject, req.Suggestions), timeout: pm.timeout(a), via: req.Via,
 	}
 	if r, allow, ok := officeRule(a, req, subject); !req.RulesApplied() && ok {
 		d := session.PermissionDecision{Allow: allow}
 		if !allow {
 			d.Message = fmt.Sprintf("The office's rule %s denies this. Do not retry it; go on another way or ask the office with an ASK_USER block.", r)
 		}
-		if o.decide(k, req.ID, d) {
+		if pm.decide(k, req.ID, d) {
 			kind := map[bool]string{true: "permission.allowed", false: "permission.denied"}[allow]
-			o.record(ctx, a.OfficeID, a.ID, kind, map[string]any{
+			pm.record(ctx, a.OfficeID, a.ID, kind, map[string]any{
 				"request_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "by": "office rule", "rule": r, "via": req.Via,
 			}, "")
-			o.toldDenied(a, lp, d)
+			pm.toldDenied(a, lp, d)
 		}
 		return
 	}
-	if r, ok := o.granted(ctx, k, req.ConversationID, req.Tool, subject); ok {
-		if o.decide(k, req.ID, session.PermissionDecision{Allow: true}) {
-			o.record(ctx, a.OfficeID, a.ID, "permission.allowed", map[string]any{
+	if r, ok := pm.granted(ctx, k, req.ConversationID, req.Tool, subject); ok {
+		if pm.decide(k, req.ID, session.PermissionDecision{Allow: true}) {
+			pm.record(ctx, a.OfficeID, a.ID, "permission.allowed", map[string]any{
 				"request_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "by": "session rule", "rule": r, "via": req.Via,
 			}, "")
 		}
 		return
 	}
-	o.mu.Lock()
-	o.live[req.ID] = lp
-	o.mu.Unlock()
+	pm.mu.Lock()
+	pm.live[req.ID] = lp
+	pm.mu.Unlock()
 	question, details := describePermission(a.Name, req.Tool, req.Input)
 	if lp.rule != "" {
 		details += "\n\n\"" + office.PermissionAllowSession + "\" allows " + lp.rule + " until this session ends."
@@ -144,21 +144,21 @@ func (o *permissions) request(req session.PermissionRequest) {
 		Question: question, Options: office.PermissionOptions(), Context: details, Required: true,
 	}
 	q.OfficeID, q.AgentID = a.OfficeID, a.ID
-	q.SessionID = o.sessionID(ctx, a.ID)
+	q.SessionID = pm.sessionID(ctx, a.ID)
 	q.Status = office.QuestionPending
-	q.ExpiresAt = o.now().Add(lp.timeout)
-	if _, err := o.store.CreateQuestion(ctx, q); err != nil && !office.IsConflict(err) {
-		o.forget(req.ID)
-		o.log.Warn("permission request: create question", "agent", a.Name, "err", err)
+	q.ExpiresAt = pm.now().Add(lp.timeout)
+	if _, err := pm.store.CreateQuestion(ctx, q); err != nil && !office.IsConflict(err) {
+		pm.forget(req.ID)
+		pm.log.Warn("permission request: create question", "agent", a.Name, "err", err)
 		deny("The office could not record this request, so no one was asked. Try again later.")
 		return
 	}
-	o.timers.questions.note(q.ExpiresAt)
-	o.record(ctx, a.OfficeID, a.ID, "permission.requested", map[string]any{
+	pm.timers.questions.note(q.ExpiresAt)
+	pm.record(ctx, a.OfficeID, a.ID, "permission.requested", map[string]any{
 		"question_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "question": question,
 		"expires_at": q.ExpiresAt, "session_rule": lp.rule, "via": req.Via,
 	}, "permission/"+req.ID)
-	o.wake() // answered already?
+	pm.wake() // answered already?
 }
 
 // maxEventInput bounds the tool input kept in an event (a Write's content
@@ -180,125 +180,125 @@ func eventInput(raw json.RawMessage) any {
 // agent ended (a crash, a stop): the question is left for the sweep of the
 // agent's next start (sweepAgentPermissions), which makes it final and
 // tells the resumed agent, as after a server restart.
-func (o *permissions) ended(officeID, agentID, id string, answered bool) {
-	ctx := o.running()
-	if !o.waiting(id) || ctx == nil {
-		o.forget(id)
+func (pm *permissions) ended(officeID, agentID, id string, answered bool) {
+	ctx := pm.running()
+	if !pm.waiting(id) || ctx == nil {
+		pm.forget(id)
 		return
 	}
 	if !answered {
-		o.forget(id)
-		o.record(ctx, officeID, agentID, "permission.hook_gone", map[string]string{"question_id": id}, "")
+		pm.forget(id)
+		pm.record(ctx, officeID, agentID, "permission.hook_gone", map[string]string{"question_id": id}, "")
 		return
 	}
 	// Cancelled before it is forgotten: a person's answer given in the
 	// same instant is then not mistaken for one to an interrupted request
 	// (deliverAnswers types those).
-	ok, err := o.store.CancelQuestion(ctx, id)
-	o.forget(id)
+	ok, err := pm.store.CancelQuestion(ctx, id)
+	pm.forget(id)
 	if err != nil {
-		o.log.Warn("permission request ended: cancel its question", "question", id, "err", err)
+		pm.log.Warn("permission request ended: cancel its question", "question", id, "err", err)
 		return
 	}
 	if ok {
-		o.record(ctx, officeID, agentID, "permission.ended", map[string]string{
+		pm.record(ctx, officeID, agentID, "permission.ended", map[string]string{
 			"question_id": id, "reason": "answered in the agent's terminal",
 		}, "")
 	}
 }
 
 // waiting reports whether a hook of this server waits for the request.
-func (o *permissions) waiting(id string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	_, ok := o.live[id]
+func (pm *permissions) waiting(id string) bool {
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	_, ok := pm.live[id]
 	return ok
 }
 
 // forget drops a waiting request; false when it was not waiting.
-func (o *permissions) forget(id string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	_, ok := o.live[id]
-	delete(o.live, id)
+func (pm *permissions) forget(id string) bool {
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	_, ok := pm.live[id]
+	delete(pm.live, id)
 	return ok
 }
 
 // decide sends d to the request's hook; false when it no longer waits.
-func (o *permissions) decide(k agentKey, id string, d session.PermissionDecision) bool {
-	if o.cfg.Decider == nil {
+func (pm *permissions) decide(k agentKey, id string, d session.PermissionDecision) bool {
+	if pm.cfg.Decider == nil {
 		return false
 	}
-	if err := o.cfg.Decider.DecidePermission(k.officeID, k.agentID, id, d); err != nil {
-		o.log.Info("permission decision not delivered", "question", id, "err", err)
+	if err := pm.cfg.Decider.DecidePermission(k.officeID, k.agentID, id, d); err != nil {
+		pm.log.Info("permission decision not delivered", "question", id, "err", err)
 		return false
 	}
 	return true
 }
 
 // run is the decider's loop (owned by Run).
-func (o *permissions) run(ctx context.Context) {
-	t := time.NewTicker(o.cfg.Tick)
+func (pm *permissions) run(ctx context.Context) {
+	t := time.NewTicker(pm.cfg.Tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-o.wakeC:
+		case <-pm.wakeC:
 		case <-t.C:
 		}
-		o.decideWaiting(ctx)
+		pm.decideWaiting(ctx)
 	}
 }
 
 // decideWaiting reads the question of every waiting request and sends the
 // decision of those that are final: answered (the answer), expired (a
 // deny saying so), cancelled (a deny).
-func (o *permissions) decideWaiting(ctx context.Context) {
-	o.mu.Lock()
-	ids := make([]string, 0, len(o.live))
-	for id := range o.live {
+func (pm *permissions) decideWaiting(ctx context.Context) {
+	pm.mu.Lock()
+	ids := make([]string, 0, len(pm.live))
+	for id := range pm.live {
 		ids = append(ids, id)
 	}
-	o.mu.Unlock()
+	pm.mu.Unlock()
 	for _, id := range ids {
-		q, err := o.store.GetQuestion(ctx, id)
+		q, err := pm.store.GetQuestion(ctx, id)
 		if office.IsNotFound(err) {
 			continue // being created
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				o.log.Warn("permission: read question", "question", id, "err", err)
+				pm.log.Warn("permission: read question", "question", id, "err", err)
 			}
 			continue
 		}
-		o.mu.Lock()
-		lp, ok := o.live[id]
-		o.mu.Unlock()
-		if !ok || !o.serves(q.OfficeID) {
+		pm.mu.Lock()
+		lp, ok := pm.live[id]
+		pm.mu.Unlock()
+		if !ok || !pm.serves(q.OfficeID) {
 			continue
 		}
 		switch q.Status {
 		case office.QuestionPending:
-			if !q.ExpiresAt.IsZero() && !o.now().Before(q.ExpiresAt) {
+			if !q.ExpiresAt.IsZero() && !pm.now().Before(q.ExpiresAt) {
 				// Due: expire the questions now rather than at the next
 				// Sweep, so the timeout holds to the second (the sweeper
 				// expires it and expiredPermission tells the agent).
-				o.timers.expireNow()
+				pm.timers.expireNow()
 			}
 		case office.QuestionAnswered:
-			o.decideAnswered(ctx, q, lp)
+			pm.decideAnswered(ctx, q, lp)
 		case office.QuestionExpired:
-			o.forget(id)
+			pm.forget(id)
 			msg := fmt.Sprintf("No one in the office answered this permission request within %s, so it was denied. Do not retry it now; go on without it, or ask the office with an ASK_USER block why you need it.", lp.timeout)
-			if d := (session.PermissionDecision{Message: msg}); o.decide(lp.key, id, d) {
-				o.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": "timeout", "message": msg, "via": lp.via}, "")
-				o.toldDeniedID(ctx, q.AgentID, lp, d)
+			if d := (session.PermissionDecision{Message: msg}); pm.decide(lp.key, id, d) {
+				pm.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": "timeout", "message": msg, "via": lp.via}, "")
+				pm.toldDeniedID(ctx, q.AgentID, lp, d)
 			}
 		default: // cancelled, or delivered by another path
-			o.forget(id)
-			if o.decide(lp.key, id, session.PermissionDecision{Message: "The office withdrew this permission request; it is denied."}) {
-				o.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": q.Status}, "")
+			pm.forget(id)
+			if pm.decide(lp.key, id, session.PermissionDecision{Message: "The office withdrew this permission request; it is denied."}) {
+				pm.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": q.Status}, "")
 			}
 		}
 	}
@@ -306,7 +306,7 @@ func (o *permissions) decideWaiting(ctx context.Context) {
 
 // decideAnswered sends a person's answer to the hook and marks the
 // question delivered.
-func (o *permissions) decideAnswered(ctx context.Context, q office.Question, lp livePerm) {
+func (pm *permissions) decideAnswered(ctx context.Context, q office.Question, lp livePerm) {
 	choice, reason := parsePermissionAnswer(q.Response)
 	d := session.PermissionDecision{Allow: choice != office.PermissionDeny}
 	if !d.Allow {
@@ -317,22 +317,22 @@ func (o *permissions) decideAnswered(ctx context.Context, q office.Question, lp 
 		d.Message += " Do not retry it; go on another way or ask the office with an ASK_USER block."
 	}
 	if choice == office.PermissionAllowSession && lp.rule != "" {
-		o.grant(ctx, lp.key, lp.conversation, lp.rule, q.ID)
+		pm.grant(ctx, lp.key, lp.conversation, lp.rule, q.ID)
 	}
-	sent := o.decide(lp.key, q.ID, d)
+	sent := pm.decide(lp.key, q.ID, d)
 	if sent {
-		o.toldDeniedID(ctx, q.AgentID, lp, d)
+		pm.toldDeniedID(ctx, q.AgentID, lp, d)
 	}
-	ok, err := o.store.MarkQuestionDelivered(ctx, q.ID)
+	ok, err := pm.store.MarkQuestionDelivered(ctx, q.ID)
 	if err != nil {
 		// Kept waiting, so the next round marks it (its decision is sent
 		// once: the hook takes one).
-		o.log.Warn("permission: mark question delivered", "question", q.ID, "err", err)
+		pm.log.Warn("permission: mark question delivered", "question", q.ID, "err", err)
 		return
 	}
 	// Forgotten once final: an answered question no hook waits for is
 	// one deliverAnswers tells the agent about.
-	o.forget(q.ID)
+	pm.forget(q.ID)
 	if !ok {
 		return
 	}
@@ -347,14 +347,14 @@ func (o *permissions) decideAnswered(ctx context.Context, q office.Question, lp 
 	if choice == office.PermissionAllowSession {
 		payload["rule"] = lp.rule
 	}
-	o.record(ctx, q.OfficeID, q.AgentID, kind, payload, "")
+	pm.record(ctx, q.OfficeID, q.AgentID, kind, payload, "")
 }
 
 // toldDenied tells agent a the reason of a deny sent to a dialog on its
 // screen (session.ViaScreen): the dialog's "No" cancels the call without a word
 // to the model, so the reason follows as a notice. A hook passes it
 // itself.
-func (o *permissions) toldDenied(a office.Agent, lp livePerm, d session.PermissionDecision) {
+func (pm *permissions) toldDenied(a office.Agent, lp livePerm, d session.PermissionDecision) {
 	if d.Allow || lp.via != session.ViaScreen {
 		return
 	}
@@ -362,20 +362,20 @@ func (o *permissions) toldDenied(a office.Agent, lp livePerm, d session.Permissi
 	if lp.subject != "" {
 		what += " (" + cutRunes(lp.subject, 200) + ")"
 	}
-	o.notify(a, fmt.Sprintf("Your request to use %s was not approved. %s", what, d.Message))
+	pm.notify(a, fmt.Sprintf("Your request to use %s was not approved. %s", what, d.Message))
 }
 
 // toldDeniedID is toldDenied for the agent of that id.
-func (o *permissions) toldDeniedID(ctx context.Context, agentID string, lp livePerm, d session.PermissionDecision) {
+func (pm *permissions) toldDeniedID(ctx context.Context, agentID string, lp livePerm, d session.PermissionDecision) {
 	if d.Allow || lp.via != session.ViaScreen {
 		return
 	}
-	a, err := o.store.GetAgent(ctx, agentID)
+	a, err := pm.store.GetAgent(ctx, agentID)
 	if err != nil {
-		o.log.Warn("permission: get agent to tell the deny", "agent", agentID, "err", err)
+		pm.log.Warn("permission: get agent to tell the deny", "agent", agentID, "err", err)
 		return
 	}
-	o.toldDenied(a, lp, d)
+	pm.toldDenied(a, lp, d)
 }
 
 // cliToolNames are the tools of Gemini CLI and Qwen Code (and their dialog
@@ -448,26 +448,26 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 // grant stores an "allow for this session" answer: it holds for the
 // conversation until the agent starts a fresh one (endGrants), across
 // restarts of the server and of the agent's process, which resume it.
-func (o *permissions) grant(ctx context.Context, k agentKey, conversation, rule, questionID string) {
+func (pm *permissions) grant(ctx context.Context, k agentKey, conversation, rule, questionID string) {
 	if conversation == "" {
 		return // a hook that did not say its conversation: the answer allows this call only
 	}
-	err := o.store.AddPermissionGrant(ctx, office.PermissionGrant{OfficeID: k.officeID, AgentID: k.agentID, ConversationID: conversation, Rule: rule, QuestionID: questionID})
+	err := pm.store.AddPermissionGrant(ctx, office.PermissionGrant{OfficeID: k.officeID, AgentID: k.agentID, ConversationID: conversation, Rule: rule, QuestionID: questionID})
 	if err != nil && !office.IsConflict(err) {
-		o.log.Warn("permission: store the session grant", "agent", k.agentID, "rule", rule, "err", err)
+		pm.log.Warn("permission: store the session grant", "agent", k.agentID, "rule", rule, "err", err)
 	}
 }
 
 // granted returns the rule of an "allow for this session" answer that
 // covers the call. A store that cannot be read grants nothing: the call is
 // asked.
-func (o *permissions) granted(ctx context.Context, k agentKey, conversation, tool, subject string) (string, bool) {
+func (pm *permissions) granted(ctx context.Context, k agentKey, conversation, tool, subject string) (string, bool) {
 	if conversation == "" {
 		return "", false
 	}
-	gs, err := o.store.ListPermissionGrants(ctx, k.agentID, conversation)
+	gs, err := pm.store.ListPermissionGrants(ctx, k.agentID, conversation)
 	if err != nil {
-		o.log.Warn("permission: read session grants", "agent", k.agentID, "err", err)
+		pm.log.Warn("permission: read session grants", "agent", k.agentID, "err", err)
 		return "", false
 	}
 	for _, g := range gs {
@@ -480,14 +480,14 @@ func (o *permissions) granted(ctx context.Context, k agentKey, conversation, too
 
 // endGrants deletes the "allow for this session" answers of an agent
 // whose conversation ended: its process started without resuming it.
-func (o *permissions) endGrants(ctx context.Context, k agentKey) {
-	n, err := o.store.EndPermissionGrants(ctx, k.agentID)
+func (pm *permissions) endGrants(ctx context.Context, k agentKey) {
+	n, err := pm.store.EndPermissionGrants(ctx, k.agentID)
 	if err != nil {
-		o.log.Warn("permission: end session grants", "agent", k.agentID, "err", err)
+		pm.log.Warn("permission: end session grants", "agent", k.agentID, "err", err)
 		return
 	}
 	if n > 0 {
-		o.record(ctx, k.officeID, k.agentID, "permission.grants_ended", map[string]any{"grants": n, "reason": "a fresh conversation"}, "")
+		pm.record(ctx, k.officeID, k.agentID, "permission.grants_ended", map[string]any{"grants": n, "reason": "a fresh conversation"}, "")
 	}
 }
 
@@ -660,17 +660,17 @@ func cutRunes(s string, n int) string {
 // waiting request is denied by the decider. One nobody waits for was left
 // by a server that stopped (and expired before the office was taken): the
 // agent is told, as sweepPermissions does.
-func (o *permissions) expiredPermission(ctx context.Context, q office.Question) {
-	o.mu.Lock()
-	_, live := o.live[q.ID]
-	o.mu.Unlock()
+func (pm *permissions) expiredPermission(ctx context.Context, q office.Question) {
+	pm.mu.Lock()
+	_, live := pm.live[q.ID]
+	pm.mu.Unlock()
 	if live {
-		o.wake()
+		pm.wake()
 		return
 	}
-	o.record(ctx, q.OfficeID, q.AgentID, "permission.expired", map[string]string{"question_id": q.ID}, "")
-	if a, err := o.store.GetAgent(ctx, q.AgentID); err == nil {
-		o.notify(a, interruptedText(a, q))
+	pm.record(ctx, q.OfficeID, q.AgentID, "permission.expired", map[string]string{"question_id": q.ID}, "")
+	if a, err := pm.store.GetAgent(ctx, q.AgentID); err == nil {
+		pm.notify(a, interruptedText(a, q))
 	}
 }
 
@@ -694,39 +694,39 @@ func interruptedText(a office.Agent, q office.Question) string {
 // this notice. An answered one (a person answered while no hook waited)
 // is told by deliverAnswers (interruptedAnswer), typed before it is
 // marked delivered, so no restart loses it.
-func (o *permissions) sweepPermissions(ctx context.Context, officeID, agentID string) {
-	qs, err := o.store.ListQuestions(ctx, office.QuestionFilter{OfficeID: officeID, AgentID: agentID, Status: []string{office.QuestionPending}})
+func (pm *permissions) sweepPermissions(ctx context.Context, officeID, agentID string) {
+	qs, err := pm.store.ListQuestions(ctx, office.QuestionFilter{OfficeID: officeID, AgentID: agentID, Status: []string{office.QuestionPending}})
 	if err != nil {
-		o.log.Warn("permission: list open questions", "office", officeID, "err", err)
+		pm.log.Warn("permission: list open questions", "office", officeID, "err", err)
 		return
 	}
 	due := false
 	for _, q := range qs {
-		if q.Category != office.QuestionPermission || o.waiting(q.ID) {
+		if q.Category != office.QuestionPermission || pm.waiting(q.ID) {
 			continue
 		}
-		if !q.ExpiresAt.IsZero() && !o.now().Before(q.ExpiresAt) {
+		if !q.ExpiresAt.IsZero() && !pm.now().Before(q.ExpiresAt) {
 			due = true // its timeout passed meanwhile: expired, not cancelled (expiredPermission tells the agent)
 			continue
 		}
-		ok, err := o.store.CancelPendingQuestion(ctx, q.ID)
+		ok, err := pm.store.CancelPendingQuestion(ctx, q.ID)
 		if err != nil {
-			o.log.Warn("permission: cancel interrupted request", "question", q.ID, "err", err)
+			pm.log.Warn("permission: cancel interrupted request", "question", q.ID, "err", err)
 			continue
 		}
 		if !ok {
 			continue // answered meanwhile (deliverAnswers tells it), or final already
 		}
-		a, err := o.store.GetAgent(ctx, q.AgentID)
+		a, err := pm.store.GetAgent(ctx, q.AgentID)
 		if err != nil {
-			o.log.Warn("permission: get agent", "agent", q.AgentID, "err", err)
+			pm.log.Warn("permission: get agent", "agent", q.AgentID, "err", err)
 			continue
 		}
-		o.record(ctx, a.OfficeID, a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "reason": "the agent or the office server stopped while the request waited"}, "")
-		o.notify(a, interruptedText(a, q))
+		pm.record(ctx, a.OfficeID, a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "reason": "the agent or the office server stopped while the request waited"}, "")
+		pm.notify(a, interruptedText(a, q))
 	}
 	if due {
-		o.timers.expireNow()
+		pm.timers.expireNow()
 	}
 }
 
@@ -734,8 +734,8 @@ func (o *permissions) sweepPermissions(ctx context.Context, officeID, agentID st
 // permission question whose hook no longer waits (a person answered while
 // the agent or the server was down), or "" for one a hook of this server
 // still waits for (the decider sends it).
-func (o *permissions) interruptedAnswer(a office.Agent, q office.Question) string {
-	if o.waiting(q.ID) {
+func (pm *permissions) interruptedAnswer(a office.Agent, q office.Question) string {
+	if pm.waiting(q.ID) {
 		return ""
 	}
 	what := strings.TrimPrefix(q.Question, a.Name+" wants to ")

@@ -27,34 +27,34 @@ import (
 // rows too (proxy_tasks): they count in its load until the proxy or the
 // requester closes them with update_status.
 
-func (o *proxyWork) onProxy(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+func (pw *proxyWork) onProxy(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	if m.Proxy == nil {
-		return o.refuse(ctx, src, self, "PROXY_REQUEST", "it has no JSON body")
+		return pw.refuse(ctx, src, self, "PROXY_REQUEST", "it has no JSON body")
 	}
 	body := []byte(m.Proxy.Payload)
 	req, err := proxy.ParseAction(body)
 	if err != nil {
-		return o.refuse(ctx, src, self, "PROXY_REQUEST", err.Error())
+		return pw.refuse(ctx, src, self, "PROXY_REQUEST", err.Error())
 	}
 	if !strings.EqualFold(req.Requester, self.Name) {
-		return o.refuse(ctx, src, self, "PROXY_REQUEST", fmt.Sprintf("requester is %q but you are %s", req.Requester, self.Name))
+		return pw.refuse(ctx, src, self, "PROXY_REQUEST", fmt.Sprintf("requester is %q but you are %s", req.Requester, self.Name))
 	}
-	if ok, err := o.authorize(ctx, src, self, req.Action, "PROXY_REQUEST "+req.Action); !ok {
+	if ok, err := pw.authorize(ctx, src, self, req.Action, "PROXY_REQUEST "+req.Action); !ok {
 		return err
 	}
-	if err := req.Screen(o.cfg.ContentRules); err != nil {
-		return o.refuse(ctx, src, self, "PROXY_REQUEST", err.Error())
+	if err := req.Screen(pw.cfg.ContentRules); err != nil {
+		return pw.refuse(ctx, src, self, "PROXY_REQUEST", err.Error())
 	}
 	if req.Action == proxy.ActionUpdateStatus {
-		if done, err := o.updateProxyTask(ctx, src, self, req); done || err != nil {
+		if done, err := pw.updateProxyTask(ctx, src, self, req); done || err != nil {
 			return err
 		}
 		// A task the office does not hold (kept by a proxy before, or by
 		// hand): the update goes to a proxy like any request.
 	}
-	row, err := o.store.CreateProxyRequest(ctx, office.ProxyRequest{
+	row, err := pw.store.CreateProxyRequest(ctx, office.ProxyRequest{
 		ID: src.rowID("proxy"), OfficeID: self.OfficeID, RequesterAgentID: self.ID, Action: req.Action,
-		Payload: json.RawMessage(body), Status: office.ProxyParked, ExpiresAt: o.now().Add(o.cfg.ProxyWait),
+		Payload: json.RawMessage(body), Status: office.ProxyParked, ExpiresAt: pw.now().Add(pw.cfg.ProxyWait),
 	})
 	if office.IsConflict(err) {
 		return nil // accepted already (a replayed message); the ticker carries it on
@@ -62,16 +62,16 @@ func (o *proxyWork) onProxy(ctx context.Context, src source, self office.Agent, 
 	if err != nil {
 		return fmt.Errorf("create proxy request: %w", err)
 	}
-	o.timers.parked.more()
-	return o.advanceProxy(ctx, self, row, req, true)
+	pw.timers.parked.more()
+	return pw.advanceProxy(ctx, self, row, req, true)
 }
 
 // advanceProxy walks a parked request's fallback chain once: to the proxy
 // the selector picks (assigned), or to the backup file and a person when no
 // proxy can ever take it; else it stays parked, and on the first attempt
 // the requester is told it waits and until when.
-func (o *proxyWork) advanceProxy(ctx context.Context, requester office.Agent, row office.ProxyRequest, req proxy.ActionRequest, first bool) error {
-	reg, _, err := o.registry(ctx, row.OfficeID)
+func (pw *proxyWork) advanceProxy(ctx context.Context, requester office.Agent, row office.ProxyRequest, req proxy.ActionRequest, first bool) error {
+	reg, _, err := pw.registry(ctx, row.OfficeID)
 	if err != nil {
 		return err
 	}
@@ -83,25 +83,25 @@ func (o *proxyWork) advanceProxy(ctx context.Context, requester office.Agent, ro
 	}
 	switch d.Outcome {
 	case proxy.AskUser:
-		return o.backupProxy(ctx, requester, row, req, office.ProxyBackedUp, "no proxy can take it: "+d.Reason)
+		return pw.backupProxy(ctx, requester, row, req, office.ProxyBackedUp, "no proxy can take it: "+d.Reason)
 	case proxy.Park:
 		if !first {
 			return nil // still waiting
 		}
 		waitFor := d.Waiting[0]
-		row, ok, err := o.store.TransitionProxyRequest(ctx, row.ID, []string{office.ProxyParked}, office.ProxyParked,
+		row, ok, err := pw.store.TransitionProxyRequest(ctx, row.ID, []string{office.ProxyParked}, office.ProxyParked,
 			office.ProxyRequestPatch{ProxyAgentID: waitFor.ID, Reason: d.Reason})
 		if err != nil || !ok {
 			return err
 		}
-		o.respondProxy(requester, row, proxy.Response{Status: office.ProxyParked, Proxy: waitFor.Name, ExpiresAt: row.ExpiresAt.UTC().Format(time.RFC3339),
+		pw.respondProxy(requester, row, proxy.Response{Status: office.ProxyParked, Proxy: waitFor.Name, ExpiresAt: row.ExpiresAt.UTC().Format(time.RFC3339),
 			Error:   "no proxy can take it now: " + d.Reason,
 			Message: fmt.Sprintf("Your request %s waits for a proxy (%s). The office hands it over as soon as one is free, or at %s tells you it timed out.", row.ID, d.Reason, row.ExpiresAt.UTC().Format(time.RFC3339))})
-		_, err = o.event(ctx, row.OfficeID, requester.ID, "proxy.parked", map[string]string{"request_id": row.ID, "action": req.Action, "waiting_for": waitFor.Name, "reason": d.Reason, "expires_at": row.ExpiresAt.UTC().Format(time.RFC3339)}, "", "")
+		_, err = pw.event(ctx, row.OfficeID, requester.ID, "proxy.parked", map[string]string{"request_id": row.ID, "action": req.Action, "waiting_for": waitFor.Name, "reason": d.Reason, "expires_at": row.ExpiresAt.UTC().Format(time.RFC3339)}, "", "")
 		return err
 	}
 
-	proxyAgent, err := o.store.GetAgent(ctx, d.Agent.ID)
+	proxyAgent, err := pw.store.GetAgent(ctx, d.Agent.ID)
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func (o *proxyWork) advanceProxy(ctx context.Context, requester office.Agent, ro
 	for salt := 0; ; salt++ {
 		tasks, lines = proxyTasks(requester, row, req, proxyAgent.ID, salt)
 		var claimed office.ProxyRequest
-		claimed, ok, err = o.store.TransitionProxyRequest(ctx, row.ID, []string{office.ProxyParked}, office.ProxyAssigned,
+		claimed, ok, err = pw.store.TransitionProxyRequest(ctx, row.ID, []string{office.ProxyParked}, office.ProxyAssigned,
 			office.ProxyRequestPatch{ProxyAgentID: proxyAgent.ID, Reason: d.String(), Tasks: tasks})
 		if office.IsConflict(err) && salt < maxTaskIDSalt {
 			continue // a task ID taken in the office already: name the tasks again
@@ -124,18 +124,18 @@ func (o *proxyWork) advanceProxy(ctx context.Context, requester office.Agent, ro
 	if err != nil || !ok {
 		return err // !ok: another attempt (the ticker, another server) took it
 	}
-	o.delivery.ensureStarted(ctx, proxyAgent) // the request is typed when it is ready
+	pw.delivery.ensureStarted(ctx, proxyAgent) // the request is typed when it is ready
 	resp := proxy.Response{Success: true, Proxy: proxyAgent.Name, Status: office.ProxyAssigned}
 	for _, t := range tasks {
 		resp.TaskIDs = append(resp.TaskIDs, t.ID)
 	}
 	resp.TasksCreated = len(tasks)
-	o.notify(proxyAgent, fmt.Sprintf("Proxy request from %s (%s, request %s). Record these in your todo list with your todo tools:\n%s\n"+
+	pw.notify(proxyAgent, fmt.Sprintf("Proxy request from %s (%s, request %s). Record these in your todo list with your todo tools:\n%s\n"+
 		"They count as your work until they are closed: when one is done, print a PROXY_REQUEST block with "+
 		`{"action": "update_status", "requester": "%s", "task_id": "<id>", "status": "completed"}.`,
 		requester.Name, req.Action, row.ID, quote(strings.Join(lines, "\n")), proxyAgent.Name))
-	o.respondProxy(requester, row, resp)
-	_, err = o.event(ctx, row.OfficeID, requester.ID, "proxy.handled", map[string]any{"request_id": row.ID, "proxy": proxyAgent.Name, "task_ids": resp.TaskIDs, "selection": d.String()}, "", "")
+	pw.respondProxy(requester, row, resp)
+	_, err = pw.event(ctx, row.OfficeID, requester.ID, "proxy.handled", map[string]any{"request_id": row.ID, "proxy": proxyAgent.Name, "task_ids": resp.TaskIDs, "selection": d.String()}, "", "")
 	return err
 }
 
@@ -181,20 +181,20 @@ func proxyTasks(requester office.Agent, row office.ProxyRequest, req proxy.Actio
 // respondProxy types a [PROXY_RESPONSE] into the requester: the response
 // JSON of docs/protocol.md "Proxy requests" with the office's additions
 // (proxy.Response).
-func (o *proxyWork) respondProxy(requester office.Agent, row office.ProxyRequest, resp proxy.Response) {
+func (pw *proxyWork) respondProxy(requester office.Agent, row office.ProxyRequest, resp proxy.Response) {
 	resp.Requester, resp.RequestID = requester.Name, row.ID
 	if resp.TaskIDs == nil {
 		resp.TaskIDs = []string{}
 	}
-	resp.ExecutionTime = fmt.Sprintf("%.1fs", o.now().Sub(row.CreatedAt).Seconds())
-	o.notify(requester, "[PROXY_RESPONSE]\n"+mustJSON(resp)+"\n[/PROXY_RESPONSE]")
+	resp.ExecutionTime = fmt.Sprintf("%.1fs", pw.now().Sub(row.CreatedAt).Seconds())
+	pw.notify(requester, "[PROXY_RESPONSE]\n"+mustJSON(resp)+"\n[/PROXY_RESPONSE]")
 }
 
 // backupProxy is the end of the fallback chain: the request is written to
 // its backup file, marked status (backed_up, or timed_out for a parked
 // request that waited too long), a person is asked to handle it by hand,
 // and the requester is told where the file is.
-func (o *proxyWork) backupProxy(ctx context.Context, requester office.Agent, row office.ProxyRequest, req proxy.ActionRequest, status, why string) error {
+func (pw *proxyWork) backupProxy(ctx context.Context, requester office.Agent, row office.ProxyRequest, req proxy.ActionRequest, status, why string) error {
 	var (
 		tasks []office.ProxyTask
 		path  string
@@ -205,15 +205,15 @@ func (o *proxyWork) backupProxy(ctx context.Context, requester office.Agent, row
 		tasks, _ = proxyTasks(requester, row, req, "", salt)
 		reason := why
 		var werr error
-		path, werr = o.writeProxyBackup(requester, row, tasks, status, why)
+		path, werr = pw.writeProxyBackup(requester, row, tasks, status, why)
 		if werr != nil {
 			// The row keeps the request whatever happens to the file; the
 			// person is still asked.
-			o.log.Error("write proxy backup", "request", row.ID, "err", werr)
+			pw.log.Error("write proxy backup", "request", row.ID, "err", werr)
 			reason += "; the backup file could not be written"
 		}
 		var claimed office.ProxyRequest
-		claimed, ok, err = o.store.TransitionProxyRequest(ctx, row.ID, []string{office.ProxyParked}, status,
+		claimed, ok, err = pw.store.TransitionProxyRequest(ctx, row.ID, []string{office.ProxyParked}, status,
 			office.ProxyRequestPatch{Reason: reason, BackupPath: path, Tasks: tasks})
 		if office.IsConflict(err) && salt < maxTaskIDSalt {
 			continue
@@ -239,12 +239,12 @@ func (o *proxyWork) backupProxy(ctx context.Context, requester office.Agent, row
 		Question: fmt.Sprintf("%s asked for %s, but no agent could act as its proxy (%s). Please handle it by hand; %s.", requester.Name, req.Action, why, where),
 		Context:  string(row.Payload),
 	}
-	_, err = o.asks.ask(ctx, source{}, requester, q)
-	o.respondProxy(requester, row, resp) // the row says what became of it, even if the question failed
+	_, err = pw.asks.ask(ctx, source{}, requester, q)
+	pw.respondProxy(requester, row, resp) // the row says what became of it, even if the question failed
 	if err != nil {
 		return err
 	}
-	_, err = o.event(ctx, row.OfficeID, requester.ID, "proxy."+status, map[string]any{"request_id": row.ID, "action": req.Action, "reason": why, "backup_file": path, "task_ids": resp.TaskIDs}, "", "")
+	_, err = pw.event(ctx, row.OfficeID, requester.ID, "proxy."+status, map[string]any{"request_id": row.ID, "action": req.Action, "reason": why, "backup_file": path, "task_ids": resp.TaskIDs}, "", "")
 	return err
 }
 
@@ -273,8 +273,8 @@ type backupTask struct {
 // <data dir>/<office>/.proxy-backup/<request id>.json. The directory
 // starts with a dot, which no agent name does, so it is never an agent's
 // workspace.
-func (o *proxyWork) proxyBackupPath(officeID, requestID string) (string, error) {
-	base := o.cfg.DataDir
+func (pw *proxyWork) proxyBackupPath(officeID, requestID string) (string, error) {
+	base := pw.cfg.DataDir
 	if base == "" {
 		base = "office-data" // as office.Workspace
 	}
@@ -289,13 +289,13 @@ func (o *proxyWork) proxyBackupPath(officeID, requestID string) (string, error) 
 // writeProxyBackup writes the backup file (0600, in a 0700 directory;
 // written whole to a temporary file and renamed, so a reader never sees
 // half a file) and returns its absolute path.
-func (o *proxyWork) writeProxyBackup(requester office.Agent, row office.ProxyRequest, tasks []office.ProxyTask, status, why string) (string, error) {
-	path, err := o.proxyBackupPath(row.OfficeID, row.ID)
+func (pw *proxyWork) writeProxyBackup(requester office.Agent, row office.ProxyRequest, tasks []office.ProxyTask, status, why string) (string, error) {
+	path, err := pw.proxyBackupPath(row.OfficeID, row.ID)
 	if err != nil {
 		return "", err
 	}
 	f := proxyBackup{RequestID: row.ID, OfficeID: row.OfficeID, Requester: requester.Name, Status: status,
-		Reason: why, WrittenAt: o.now().UTC(), Request: row.Payload}
+		Reason: why, WrittenAt: pw.now().UTC(), Request: row.Payload}
 	for _, t := range tasks {
 		f.Tasks = append(f.Tasks, backupTask{ID: t.ID, Content: t.Content, Priority: t.Priority, Status: t.Status})
 	}
@@ -328,8 +328,8 @@ func (o *proxyWork) writeProxyBackup(requester office.Agent, row office.ProxyReq
 // updateProxyTask applies an update_status to a task the office holds:
 // only its requester or its proxy may change it; the other one is told.
 // done is false when the office holds no task with that ID.
-func (o *proxyWork) updateProxyTask(ctx context.Context, src source, self office.Agent, req proxy.ActionRequest) (done bool, err error) {
-	ts, err := o.store.ListProxyTasks(ctx, office.ProxyTaskFilter{OfficeID: self.OfficeID, ID: req.TaskID})
+func (pw *proxyWork) updateProxyTask(ctx context.Context, src source, self office.Agent, req proxy.ActionRequest) (done bool, err error) {
+	ts, err := pw.store.ListProxyTasks(ctx, office.ProxyTaskFilter{OfficeID: self.OfficeID, ID: req.TaskID})
 	if err != nil {
 		return true, fmt.Errorf("list proxy tasks: %w", err)
 	}
@@ -338,7 +338,7 @@ func (o *proxyWork) updateProxyTask(ctx context.Context, src source, self office
 	}
 	t := ts[0]
 	names := func(id string) string {
-		if a, err := o.store.GetAgent(ctx, id); err == nil {
+		if a, err := pw.store.GetAgent(ctx, id); err == nil {
 			return a.Name
 		}
 		return id
@@ -348,16 +348,16 @@ func (o *proxyWork) updateProxyTask(ctx context.Context, src source, self office
 		if t.ProxyAgentID != "" {
 			why += " and is kept by " + names(t.ProxyAgentID)
 		}
-		return true, o.refuse(ctx, src, self, "PROXY_REQUEST update_status", why+"; only they may update it")
+		return true, pw.refuse(ctx, src, self, "PROXY_REQUEST update_status", why+"; only they may update it")
 	}
-	t, ok, err := o.store.SetProxyTaskStatus(ctx, self.OfficeID, t.ID, req.Status)
+	t, ok, err := pw.store.SetProxyTaskStatus(ctx, self.OfficeID, t.ID, req.Status)
 	if err != nil || !ok || src.replay {
 		return true, err // a replay sets the same status again and tells nobody twice
 	}
 	if t.ProxyAgentID != "" {
-		o.timers.handOver() // its proxy may be free now
+		pw.timers.handOver() // its proxy may be free now
 	}
-	row, err := o.store.GetProxyRequest(ctx, t.RequestID)
+	row, err := pw.store.GetProxyRequest(ctx, t.RequestID)
 	if err != nil {
 		return true, fmt.Errorf("proxy request of task %s: %w", t.ID, err)
 	}
@@ -371,42 +371,42 @@ func (o *proxyWork) updateProxyTask(ctx context.Context, src source, self office
 		resp.BackupFile = row.BackupPath
 		resp.Message = fmt.Sprintf("Task %s is now %s. No proxy keeps it (it is in the backup file).", t.ID, t.Status)
 	case self.ID == t.RequesterAgentID:
-		p, err := o.store.GetAgent(ctx, t.ProxyAgentID)
+		p, err := pw.store.GetAgent(ctx, t.ProxyAgentID)
 		if err != nil {
 			return true, err
 		}
 		resp.Proxy = p.Name
 		resp.Message = fmt.Sprintf("Task %s is now %s; %s was told.", t.ID, t.Status, p.Name)
-		o.notify(p, fmt.Sprintf("Proxy request from %s (update_status). Update your todo list:\n%s", self.Name, quote(line)))
+		pw.notify(p, fmt.Sprintf("Proxy request from %s (update_status). Update your todo list:\n%s", self.Name, quote(line)))
 	default: // the proxy reports
 		resp.Proxy = self.Name
 		resp.Message = fmt.Sprintf("Task %s is now %s; %s was told.", t.ID, t.Status, names(t.RequesterAgentID))
-		if r, err := o.store.GetAgent(ctx, t.RequesterAgentID); err == nil {
-			o.notify(r, fmt.Sprintf("[OFFICE] %s updated a task it keeps for you:\n%s", self.Name, quote(line)))
+		if r, err := pw.store.GetAgent(ctx, t.RequesterAgentID); err == nil {
+			pw.notify(r, fmt.Sprintf("[OFFICE] %s updated a task it keeps for you:\n%s", self.Name, quote(line)))
 		}
 	}
-	o.respondProxy(self, row, resp)
-	_, err = o.event(ctx, self.OfficeID, self.ID, "proxy.task_updated", map[string]string{"task_id": t.ID, "status": t.Status, "request_id": t.RequestID}, "", src.subKey("proxy-task"))
+	pw.respondProxy(self, row, resp)
+	_, err = pw.event(ctx, self.OfficeID, self.ID, "proxy.task_updated", map[string]string{"task_id": t.ID, "status": t.Status, "request_id": t.RequestID}, "", src.subKey("proxy-task"))
 	return true, err
 }
 
 // proxyTick carries every parked request of the offices this server runs
 // one step: timed out (backed up, a person asked, the requester told), or
 // handed to a proxy that is free now.
-func (o *proxyWork) proxyTick(ctx context.Context, now time.Time) {
-	gen, due := o.timers.parked.check()
+func (pw *proxyWork) proxyTick(ctx context.Context, now time.Time) {
+	gen, due := pw.timers.parked.check()
 	if !due {
 		return
 	}
-	rows, err := o.store.ListProxyRequests(ctx, office.ProxyRequestFilter{Status: []string{office.ProxyParked}})
+	rows, err := pw.store.ListProxyRequests(ctx, office.ProxyRequestFilter{Status: []string{office.ProxyParked}})
 	if err != nil {
 		if ctx.Err() == nil {
-			o.log.Warn("list parked proxy requests", "err", err)
+			pw.log.Warn("list parked proxy requests", "err", err)
 		}
 		return
 	}
-	if !slices.ContainsFunc(rows, func(r office.ProxyRequest) bool { return o.serves(r.OfficeID) }) {
-		o.timers.parked.quiet(gen)
+	if !slices.ContainsFunc(rows, func(r office.ProxyRequest) bool { return pw.serves(r.OfficeID) }) {
+		pw.timers.parked.quiet(gen)
 		return
 	}
 	// Oldest first, and a request never overtakes an older one still
@@ -414,37 +414,37 @@ func (o *proxyWork) proxyTick(ctx context.Context, now time.Time) {
 	// goes to the one that waited longest).
 	waiting := map[string]bool{}
 	for _, row := range rows {
-		if !o.serves(row.OfficeID) || (row.ProxyAgentID != "" && waiting[row.ProxyAgentID] && now.Before(row.ExpiresAt)) {
+		if !pw.serves(row.OfficeID) || (row.ProxyAgentID != "" && waiting[row.ProxyAgentID] && now.Before(row.ExpiresAt)) {
 			continue
 		}
-		if err := o.proxyStep(ctx, now, row); err != nil && ctx.Err() == nil {
-			o.log.Warn("parked proxy request", "request", row.ID, "err", err)
+		if err := pw.proxyStep(ctx, now, row); err != nil && ctx.Err() == nil {
+			pw.log.Warn("parked proxy request", "request", row.ID, "err", err)
 		}
 		if row.ProxyAgentID != "" {
-			if cur, err := o.store.GetProxyRequest(ctx, row.ID); err != nil || cur.Status == office.ProxyParked {
+			if cur, err := pw.store.GetProxyRequest(ctx, row.ID); err != nil || cur.Status == office.ProxyParked {
 				waiting[row.ProxyAgentID] = true
 			}
 		}
 	}
 }
 
-func (o *proxyWork) proxyStep(ctx context.Context, now time.Time, row office.ProxyRequest) error {
-	requester, err := o.store.GetAgent(ctx, row.RequesterAgentID)
+func (pw *proxyWork) proxyStep(ctx context.Context, now time.Time, row office.ProxyRequest) error {
+	requester, err := pw.store.GetAgent(ctx, row.RequesterAgentID)
 	if err != nil {
 		return err
 	}
 	req, err := proxy.ParseAction(row.Payload)
 	if err != nil {
-		return o.backupProxy(ctx, requester, row, req, office.ProxyBackedUp, "the stored request no longer parses: "+err.Error())
+		return pw.backupProxy(ctx, requester, row, req, office.ProxyBackedUp, "the stored request no longer parses: "+err.Error())
 	}
 	if !now.Before(row.ExpiresAt) {
 		why := fmt.Sprintf("timed out after waiting %s for a proxy", row.ExpiresAt.Sub(row.CreatedAt).Round(time.Second))
 		if row.Reason != "" {
 			why += " (" + row.Reason + ")"
 		}
-		return o.backupProxy(ctx, requester, row, req, office.ProxyTimedOut, why)
+		return pw.backupProxy(ctx, requester, row, req, office.ProxyTimedOut, why)
 	}
-	return o.advanceProxy(ctx, requester, row, req, false)
+	return pw.advanceProxy(ctx, requester, row, req, false)
 }
 
 const maxTaskIDSalt = 8

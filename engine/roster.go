@@ -11,8 +11,8 @@ import (
 	"github.com/office-server/office-server/proxy"
 )
 
-func (o *roster) sessionID(ctx context.Context, agentID string) string {
-	if s, err := o.store.GetSessionByAgent(ctx, agentID); err == nil {
+func (ros *roster) sessionID(ctx context.Context, agentID string) string {
+	if s, err := ros.store.GetSessionByAgent(ctx, agentID); err == nil {
 		return s.ID
 	}
 	return ""
@@ -23,31 +23,31 @@ func (o *roster) sessionID(ctx context.Context, agentID string) string {
 // when kind is set, the event kind with payload in the same write. The
 // session layer's word (a dialog is up, the process is gone) is not
 // overwritten by the office's view of the work: the store checks.
-func (o *base) setSessionStatus(ctx context.Context, a office.Agent, status, kind string, payload any) {
+func (b *base) setSessionStatus(ctx context.Context, a office.Agent, status, kind string, payload any) {
 	c := office.SessionStatus{OfficeID: a.OfficeID, AgentID: a.ID, Status: status, EventKind: kind}
 	if kind != "" && payload != nil {
 		pj, err := json.Marshal(payload)
 		if err != nil {
-			o.log.Error("event payload", "kind", kind, "err", err)
+			b.log.Error("event payload", "kind", kind, "err", err)
 			return
 		}
 		c.EventPayload = pj
 	}
-	_, ev, _, err := o.store.SetSessionStatus(ctx, c)
+	_, ev, _, err := b.store.SetSessionStatus(ctx, c)
 	switch {
 	case err != nil && kind != "":
-		o.auditFailures.Add(1)
-		o.log.Error("audit event not recorded", "office", a.OfficeID, "agent", a.ID, "kind", kind, "err", err)
+		b.auditFailures.Add(1)
+		b.log.Error("audit event not recorded", "office", a.OfficeID, "agent", a.ID, "kind", kind, "err", err)
 	case err != nil:
-		o.log.Warn("update session status", "agent", a.Name, "err", err)
+		b.log.Warn("update session status", "agent", a.Name, "err", err)
 	case kind != "":
-		o.publish(ev)
+		b.publish(ev)
 	}
 }
 
 // agents returns the office's agents.
-func (o *roster) agents(ctx context.Context, officeID string) ([]office.Agent, error) {
-	as, err := o.store.ListAgents(ctx, officeID)
+func (ros *roster) agents(ctx context.Context, officeID string) ([]office.Agent, error) {
+	as, err := ros.store.ListAgents(ctx, officeID)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
@@ -64,15 +64,15 @@ type rosterMemo interface {
 // rendered once per roster where the store keeps it (an agent's start
 // then costs a copy of it, not a sort and format of the whole office),
 // else from a read.
-func (o *roster) rosterText(ctx context.Context, officeID string) (*office.RosterText, error) {
-	if m, ok := o.store.(rosterMemo); ok {
+func (ros *roster) rosterText(ctx context.Context, officeID string) (*office.RosterText, error) {
+	if m, ok := ros.store.(rosterMemo); ok {
 		v, err := m.Derived(ctx, officeID, "engine.rosterText", func(as []office.Agent) any { return office.NewRosterText(as) })
 		if err != nil {
 			return nil, fmt.Errorf("list agents: %w", err)
 		}
 		return v.(*office.RosterText), nil
 	}
-	as, err := o.agents(ctx, officeID)
+	as, err := ros.agents(ctx, officeID)
 	if err != nil {
 		return nil, err
 	}
@@ -81,13 +81,13 @@ func (o *roster) rosterText(ctx context.Context, officeID string) (*office.Roste
 
 // registry builds the proxy selector's snapshot: agents with their load
 // (open invocations they are the callee of, open proxy tasks they hold).
-func (o *roster) registry(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, error) {
-	reg, as, _, err := o.registryOpen(ctx, officeID)
+func (ros *roster) registry(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, error) {
+	reg, as, _, err := ros.registryOpen(ctx, officeID)
 	return reg, as, err
 }
 
 // registryOpen is registry that also returns the office's open invocations.
-func (o *roster) registryOpen(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, []office.Invocation, error) {
+func (ros *roster) registryOpen(ctx context.Context, officeID string) (*proxy.Registry, []office.Agent, []office.Invocation, error) {
 	var (
 		agents     []office.Agent
 		work       office.OpenWork
@@ -97,9 +97,9 @@ func (o *roster) registryOpen(ctx context.Context, officeID string) (*proxy.Regi
 	wg.Add(1)
 	go func() { // the reads are independent: one round trip, not two
 		defer wg.Done()
-		work, errW = o.store.ListOpenWork(ctx, officeID) // open invocations and proxy tasks at once
+		work, errW = ros.store.ListOpenWork(ctx, officeID) // open invocations and proxy tasks at once
 	}()
-	agents, errA = o.agents(ctx, officeID)
+	agents, errA = ros.agents(ctx, officeID)
 	wg.Wait()
 	if errA != nil {
 		return nil, nil, nil, errA
@@ -111,30 +111,30 @@ func (o *roster) registryOpen(ctx context.Context, officeID string) (*proxy.Regi
 	return registryFrom(agents, invs, tasks), agents, invs, nil
 }
 
-func (o *roster) offices(ctx context.Context) ([]office.Office, error) {
-	all, err := o.store.ListOffices(ctx)
+func (ros *roster) offices(ctx context.Context) ([]office.Office, error) {
+	all, err := ros.store.ListOffices(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(all, func(of office.Office) bool { return !o.serves(of.ID) }), nil
+	return slices.DeleteFunc(all, func(of office.Office) bool { return !ros.serves(of.ID) }), nil
 }
 
-func (o *roster) serves(officeID string) bool {
-	if o.cfg.Owns != nil && !o.cfg.Owns(officeID) {
+func (ros *roster) serves(officeID string) bool {
+	if ros.cfg.Owns != nil && !ros.cfg.Owns(officeID) {
 		return false
 	}
-	return len(o.cfg.OfficeIDs) == 0 || slices.Contains(o.cfg.OfficeIDs, officeID)
+	return len(ros.cfg.OfficeIDs) == 0 || slices.Contains(ros.cfg.OfficeIDs, officeID)
 }
 
 // workspace returns an agent's working directory (Workspace).
-func (o *roster) workspace(a office.Agent) string { return office.Workspace(o.cfg.DataDir, a) }
+func (ros *roster) workspace(a office.Agent) string { return office.Workspace(ros.cfg.DataDir, a) }
 
 // agentName returns the name of the agent with id, for the forms typed
 // into another agent; "" (logged) when it cannot be read.
-func (o *roster) agentName(ctx context.Context, id string) string {
-	a, err := o.store.GetAgent(ctx, id)
+func (ros *roster) agentName(ctx context.Context, id string) string {
+	a, err := ros.store.GetAgent(ctx, id)
 	if err != nil && ctx.Err() == nil {
-		o.log.Warn("deliver: read the sender's name", "agent", id, "err", err)
+		ros.log.Warn("deliver: read the sender's name", "agent", id, "err", err)
 	}
 	return a.Name
 }

@@ -272,102 +272,102 @@ func New(cfg Config) (*Router, error) {
 // and delivery loops — and blocks until ctx ends, then waits for all of
 // them. Everything still to be delivered is in the store, so a later Run
 // picks it up.
-func (o *Router) Run(ctx context.Context) error {
-	o.mu.Lock()
-	if o.runCtx != nil {
-		o.mu.Unlock()
+func (rt *Router) Run(ctx context.Context) error {
+	rt.mu.Lock()
+	if rt.runCtx != nil {
+		rt.mu.Unlock()
 		return office.Errorf(office.ECONFLICT, "office: Run called twice")
 	}
-	o.runCtx = ctx
-	for _, d := range o.desks {
+	rt.runCtx = ctx
+	for _, d := range rt.desks {
 		if !d.intakeOn {
-			d.intakeOn = o.goLocked(d.intake)
+			d.intakeOn = rt.goLocked(d.intake)
 		}
 	}
-	o.mu.Unlock()
+	rt.mu.Unlock()
 
-	if o.cfg.Feed != nil {
-		o.wg.Add(1)
+	if rt.cfg.Feed != nil {
+		rt.wg.Add(1)
 		go func() {
-			defer o.wg.Done()
-			err := o.cfg.Feed.Watch(ctx, o.cfg.OfficeIDs, o.onChange)
+			defer rt.wg.Done()
+			err := rt.cfg.Feed.Watch(ctx, rt.cfg.OfficeIDs, rt.onChange)
 			if err != nil && ctx.Err() == nil {
-				o.log.Error("change feed stopped", "err", err)
+				rt.log.Error("change feed stopped", "err", err)
 			}
 		}()
 	}
-	o.wg.Add(4)
+	rt.wg.Add(4)
 	go func() {
-		defer o.wg.Done()
-		o.sweep.run(ctx)
+		defer rt.wg.Done()
+		rt.sweep.run(ctx)
 	}()
 	go func() {
-		defer o.wg.Done()
-		o.hib.run(ctx)
+		defer rt.wg.Done()
+		rt.hib.run(ctx)
 	}()
 	go func() {
-		defer o.wg.Done()
-		o.perms.run(ctx)
+		defer rt.wg.Done()
+		rt.perms.run(ctx)
 	}()
 	go func() {
-		defer o.wg.Done()
-		o.status.run(ctx)
+		defer rt.wg.Done()
+		rt.status.run(ctx)
 	}()
 	// Catch up on everything waiting in the store (the feed does too; the
 	// store's conditional transitions make doing it twice harmless).
-	o.kickAll(ctx)
+	rt.kickAll(ctx)
 	<-ctx.Done()
-	o.wg.Wait()
+	rt.wg.Wait()
 	return nil
 }
 
 // goLocked starts f as a goroutine owned by Run; false when Run is not
 // running. The caller holds o.mu.
-func (o *Router) goLocked(f func(ctx context.Context)) bool {
-	ctx := o.runCtx
+func (rt *Router) goLocked(f func(ctx context.Context)) bool {
+	ctx := rt.runCtx
 	if ctx == nil || ctx.Err() != nil {
 		return false
 	}
-	o.wg.Add(1)
+	rt.wg.Add(1)
 	go func() {
-		defer o.wg.Done()
+		defer rt.wg.Done()
 		f(ctx)
 	}()
 	return true
 }
 
-func (o *Router) onChange(c office.Change) {
-	if o.sweep.noteChange(c) {
+func (rt *Router) onChange(c office.Change) {
+	if rt.sweep.noteChange(c) {
 		return // a pending row another process inserted: a deadline, nothing to deliver
 	}
-	o.perms.wake() // an answer to a permission question?
+	rt.perms.wake() // an answer to a permission question?
 	if c.AgentID != "" && c.OfficeID != "" {
-		o.kick(agentKey{c.OfficeID, c.AgentID})
+		rt.kick(agentKey{c.OfficeID, c.AgentID})
 		return
 	}
-	o.mu.Lock()
-	ctx := o.runCtx
-	o.mu.Unlock()
+	rt.mu.Lock()
+	ctx := rt.runCtx
+	rt.mu.Unlock()
 	if ctx != nil {
-		o.kickAll(ctx)
+		rt.kickAll(ctx)
 	}
 }
 
 // kickAll wakes the delivery of every agent of the served offices.
-func (o *Router) kickAll(ctx context.Context) {
-	offices, err := o.offices(ctx)
+func (rt *Router) kickAll(ctx context.Context) {
+	offices, err := rt.offices(ctx)
 	if err != nil {
-		o.log.Warn("list offices", "err", err)
+		rt.log.Warn("list offices", "err", err)
 		return
 	}
 	for _, off := range offices {
-		agents, err := o.store.ListAgents(ctx, off.ID)
+		agents, err := rt.store.ListAgents(ctx, off.ID)
 		if err != nil {
-			o.log.Warn("list agents", "office", off.ID, "err", err)
+			rt.log.Warn("list agents", "office", off.ID, "err", err)
 			continue
 		}
 		for _, a := range agents {
-			o.kick(agentKey{a.OfficeID, a.ID})
+			rt.kick(agentKey{a.OfficeID, a.ID})
 		}
 	}
 }
@@ -375,16 +375,16 @@ func (o *Router) kickAll(ctx context.Context) {
 // CatchUp wakes the delivery of every agent of officeID, so that what waits in
 // the store for them (answers, messages, tasks, results) is delivered: call
 // it when this server takes the office over (Config.Owns).
-func (o *Router) CatchUp(ctx context.Context, officeID string) {
-	agents, err := o.store.ListAgents(ctx, officeID)
+func (rt *Router) CatchUp(ctx context.Context, officeID string) {
+	agents, err := rt.store.ListAgents(ctx, officeID)
 	if err != nil {
-		o.log.Warn("list agents", "office", officeID, "err", err)
+		rt.log.Warn("list agents", "office", officeID, "err", err)
 		return
 	}
 	for _, a := range agents {
-		o.kick(agentKey{a.OfficeID, a.ID})
+		rt.kick(agentKey{a.OfficeID, a.ID})
 	}
-	o.sweep.forget() // its deadlines and parked proxy requests are this server's now
+	rt.sweep.forget() // its deadlines and parked proxy requests are this server's now
 }
 
 // TakeOffice is what this server does when it becomes officeID's owner
@@ -395,11 +395,11 @@ func (o *Router) CatchUp(ctx context.Context, officeID string) {
 // Failures to start are logged: the agent stays as it is. First of all,
 // the session rows a server left live when it died are written stopped
 // (statusWriter.settle).
-func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []office.Agent, autostart bool) {
-	o.status.settle(ctx, officeID)
-	o.hib.forgetOffice(officeID)
-	o.perms.sweepPermissions(ctx, officeID, "")
-	o.CatchUp(ctx, officeID)
+func (rt *Router) TakeOffice(ctx context.Context, officeID string, declared []office.Agent, autostart bool) {
+	rt.status.settle(ctx, officeID)
+	rt.hib.forgetOffice(officeID)
+	rt.perms.sweepPermissions(ctx, officeID, "")
+	rt.CatchUp(ctx, officeID)
 	if !autostart {
 		return
 	}
@@ -410,9 +410,9 @@ func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []off
 			start, seen[a.ID] = append(start, a), true
 		}
 	}
-	agents, err := o.store.ListAgents(ctx, officeID)
+	agents, err := rt.store.ListAgents(ctx, officeID)
 	if err != nil {
-		o.log.Warn("list agents", "office", officeID, "err", err)
+		rt.log.Warn("list agents", "office", officeID, "err", err)
 	}
 	for _, a := range agents {
 		if a.Status == office.AgentActive && !seen[a.ID] {
@@ -420,11 +420,11 @@ func (o *Router) TakeOffice(ctx context.Context, officeID string, declared []off
 		}
 	}
 	for _, a := range start {
-		if o.hib.skipStart(ctx, a) {
+		if rt.hib.skipStart(ctx, a) {
 			continue // hibernated: the first work for it wakes it
 		}
-		if err := o.StartAgent(ctx, a.ID); err != nil && ctx.Err() == nil {
-			o.log.Warn("start agent", "agent", a.Name, "err", err)
+		if err := rt.StartAgent(ctx, a.ID); err != nil && ctx.Err() == nil {
+			rt.log.Warn("start agent", "agent", a.Name, "err", err)
 		}
 	}
 }
@@ -497,35 +497,35 @@ func (s source) subKey(what string) string {
 }
 
 // wire makes the Router's parts and connects them.
-func (o *Router) wire(cfg Config, sealer *office.Sealer) {
+func (rt *Router) wire(cfg Config, sealer *office.Sealer) {
 	ev := &eventLog{store: cfg.Store, log: cfg.Logger, subs: map[*Subscription]struct{}{}}
 	b := &base{cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now, eventLog: ev,
 		roster: &roster{cfg: cfg, store: cfg.Store, log: cfg.Logger},
-		notify: o.notify, kick: o.kick, desk: o.desk, running: o.running}
-	o.base = b
+		notify: rt.notify, kick: rt.kick, desk: rt.desk, running: rt.running}
+	rt.base = b
 	// Each part is made after the parts it holds (docs/notes/engine.md
 	// draws the graph); the status writer's failer is the one set after.
 	tm := &timers{wake: make(chan struct{}, 1)}
-	o.perms = &permissions{base: b, timers: tm}
-	o.perms.init()
+	rt.perms = &permissions{base: b, timers: tm}
+	rt.perms.init()
 	a := &asks{base: b, timers: tm}
-	o.status = &statusWriter{base: b, sess: cfg.Sessions, perms: o.perms, timers: tm, wake: make(chan struct{}, 1), turn: make(chan struct{}, 1)}
-	w := &work{base: b, sess: cfg.Sessions, asks: a, timers: tm, status: o.status}
-	o.status.failer = w
-	o.delivery = &deliverer{base: b, sess: cfg.Sessions, sealer: sealer, asks: a, work: w, perms: o.perms, timers: tm}
-	o.proxies = &proxyWork{base: b, asks: a, delivery: o.delivery, timers: tm}
-	o.intake = &dispatcher{base: b, asks: a, work: w, proxies: o.proxies}
-	o.sweep = &sweeper{base: b, timers: tm, perms: o.perms, work: w, proxies: o.proxies}
-	o.hib = &hibernation{base: b, sess: cfg.Sessions, perms: o.perms, status: o.status.queue, desks: o.delivery}
-	o.hib.init()
-	o.status.hib, o.delivery.hib = o.hib, o.hib
+	rt.status = &statusWriter{base: b, sess: cfg.Sessions, perms: rt.perms, timers: tm, wake: make(chan struct{}, 1), turn: make(chan struct{}, 1)}
+	w := &work{base: b, sess: cfg.Sessions, asks: a, timers: tm, status: rt.status}
+	rt.status.failer = w
+	rt.delivery = &deliverer{base: b, sess: cfg.Sessions, sealer: sealer, asks: a, work: w, perms: rt.perms, timers: tm}
+	rt.proxies = &proxyWork{base: b, asks: a, delivery: rt.delivery, timers: tm}
+	rt.intake = &dispatcher{base: b, asks: a, work: w, proxies: rt.proxies}
+	rt.sweep = &sweeper{base: b, timers: tm, perms: rt.perms, work: w, proxies: rt.proxies}
+	rt.hib = &hibernation{base: b, sess: cfg.Sessions, perms: rt.perms, status: rt.status.queue, desks: rt.delivery}
+	rt.hib.init()
+	rt.status.hib, rt.delivery.hib = rt.hib, rt.hib
 }
 
 // HandleStatus takes a session status change (session.Options.OnStatus)
 // without blocking: the status writer records the session, wakes the
 // agent's delivery when it is ready, and fails the agent's open tasks when
 // its session failed for good.
-func (o *Router) HandleStatus(c StatusChange) { o.status.queue(c) }
+func (rt *Router) HandleStatus(c StatusChange) { rt.status.queue(c) }
 
 // FlushStatuses writes every session status change reported so far, after
 // the one being written now, with ctx; it returns ctx's error if ctx ends
@@ -533,7 +533,7 @@ func (o *Router) HandleStatus(c StatusChange) { o.status.queue(c) }
 // before it ends Run's context, so that the final rows (stopped, pid 0) are
 // written with a context that is still alive, bounded by ctx (the shutdown
 // timeout).
-func (o *Router) FlushStatuses(ctx context.Context) error { return o.status.flush(ctx) }
+func (rt *Router) FlushStatuses(ctx context.Context) error { return rt.status.flush(ctx) }
 
 // HandlePermission takes an agent's permission request
 // (session.Options.OnPermission; it may block). A request an "allow for
@@ -541,31 +541,31 @@ func (o *Router) FlushStatuses(ctx context.Context) error { return o.status.flus
 // permission question, an office event, and waits for its answer. A
 // request that cannot be asked (the store fails, the office is not served
 // here) is denied with the reason, so the agent never waits in vain.
-func (o *Router) HandlePermission(req session.PermissionRequest) { o.perms.request(req) }
+func (rt *Router) HandlePermission(req session.PermissionRequest) { rt.perms.request(req) }
 
 // PermissionEnded is told that a request's hook went away before a
 // decision (session.Options.OnPermissionEnd): answered in the agent's
 // terminal, its question is cancelled; the agent ended, the question is
 // left for the sweep of the agent's next start.
-func (o *Router) PermissionEnded(officeID, agentID, id string, answered bool) {
-	o.perms.ended(officeID, agentID, id, answered)
+func (rt *Router) PermissionEnded(officeID, agentID, id string, answered bool) {
+	rt.perms.ended(officeID, agentID, id, answered)
 }
 
 // Subscribe returns a subscription to the office's events with a queue of
 // n events (64 when n <= 0).
-func (o *Router) Subscribe(n int) *Subscription { return o.eventLog.subscribe(n) }
+func (rt *Router) Subscribe(n int) *Subscription { return rt.eventLog.subscribe(n) }
 
 // AuditFailures returns how many events could not be appended to the
 // event log since New (the store refused them); cmd/office-server exports
 // it in /metrics.
-func (o *Router) AuditFailures() uint64 { return o.failures() }
+func (rt *Router) AuditFailures() uint64 { return rt.failures() }
 
 // running returns Run's context, or nil when Run does not run.
-func (o *Router) running() context.Context {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.runCtx == nil || o.runCtx.Err() != nil {
+func (rt *Router) running() context.Context {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.runCtx == nil || rt.runCtx.Err() != nil {
 		return nil
 	}
-	return o.runCtx
+	return rt.runCtx
 }

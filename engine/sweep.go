@@ -271,21 +271,20 @@ func (s *sweeper) expireQuestions(ctx context.Context, now time.Time) {
 	if !s.questions.begin(now) {
 		return
 	}
-	o := s
-	pending, err := o.store.ListQuestions(ctx, office.QuestionFilter{Status: []string{office.QuestionPending}})
+	pending, err := s.store.ListQuestions(ctx, office.QuestionFilter{Status: []string{office.QuestionPending}})
 	if err != nil {
 		s.questions.end(time.Time{}, false)
 		if ctx.Err() == nil {
-			o.log.Warn("list pending questions", "err", err)
+			s.log.Warn("list pending questions", "err", err)
 		}
 		return
 	}
 	var at []time.Time
 	var mine []string // nil: every office is this server's
 	for _, q := range pending {
-		if o.serves(q.OfficeID) {
+		if s.serves(q.OfficeID) {
 			at = append(at, q.ExpiresAt)
-			if o.cfg.Owns != nil || len(o.cfg.OfficeIDs) > 0 {
+			if s.cfg.Owns != nil || len(s.cfg.OfficeIDs) > 0 {
 				mine = append(mine, q.OfficeID)
 			}
 		}
@@ -296,17 +295,17 @@ func (s *sweeper) expireQuestions(ctx context.Context, now time.Time) {
 	var qs []office.Question
 	if due {
 		// Only this server's offices: it alone tells their askers.
-		if qs, err = o.store.ExpireQuestions(ctx, now, mine); err != nil {
+		if qs, err = s.store.ExpireQuestions(ctx, now, mine); err != nil {
 			s.questions.end(time.Time{}, false)
 			if ctx.Err() == nil {
-				o.log.Warn("expire questions", "err", err)
+				s.log.Warn("expire questions", "err", err)
 			}
 			return
 		}
 	}
 	s.questions.end(next, true)
 	for _, q := range qs {
-		if o.serves(q.OfficeID) {
+		if s.serves(q.OfficeID) {
 			s.questionExpired(ctx, q)
 		}
 	}
@@ -315,12 +314,11 @@ func (s *sweeper) expireQuestions(ctx context.Context, now time.Time) {
 // questionExpired tells the asker that q expired (a permission request's
 // decider, when it is one).
 func (s *sweeper) questionExpired(ctx context.Context, q office.Question) {
-	o := s
 	if q.Category == office.QuestionPermission {
-		o.perms.expiredPermission(ctx, q)
+		s.perms.expiredPermission(ctx, q)
 		return
 	}
-	a, err := o.store.GetAgent(ctx, q.AgentID)
+	a, err := s.store.GetAgent(ctx, q.AgentID)
 	if err != nil {
 		return
 	}
@@ -330,43 +328,42 @@ func (s *sweeper) questionExpired(ctx context.Context, q office.Question) {
 	} else {
 		msg += " Decide yourself, or ask again later."
 	}
-	o.notify(a, msg)
-	o.setSessionStatus(ctx, a, office.SessionBusy, "question.expired", map[string]string{"question_id": q.ID, "default": q.DefaultAnswer})
+	s.notify(a, msg)
+	s.setSessionStatus(ctx, a, office.SessionBusy, "question.expired", map[string]string{"question_id": q.ID, "default": q.DefaultAnswer})
 }
 
 func (s *sweeper) expireDependencies(ctx context.Context, now time.Time) {
 	if !s.dependencies.begin(now) {
 		return
 	}
-	o := s
-	pending, err := o.store.ListDependencies(ctx, office.DependencyFilter{Status: []string{office.DependencyPending}})
+	pending, err := s.store.ListDependencies(ctx, office.DependencyFilter{Status: []string{office.DependencyPending}})
 	if err != nil {
 		s.dependencies.end(time.Time{}, false)
 		if ctx.Err() == nil {
-			o.log.Warn("list pending dependencies", "err", err)
+			s.log.Warn("list pending dependencies", "err", err)
 		}
 		return
 	}
 	var at []time.Time
 	for _, d := range pending {
-		if o.serves(d.OfficeID) {
+		if s.serves(d.OfficeID) {
 			at = append(at, d.ExpiresAt)
 		}
 	}
 	next, due := nextAfter(now, at)
 	var ds []office.DependencyRequest
 	if due {
-		if ds, err = o.store.ExpireDependencies(ctx, now); err != nil {
+		if ds, err = s.store.ExpireDependencies(ctx, now); err != nil {
 			s.dependencies.end(time.Time{}, false)
 			if ctx.Err() == nil {
-				o.log.Warn("expire dependencies", "err", err)
+				s.log.Warn("expire dependencies", "err", err)
 			}
 			return
 		}
 	}
 	s.dependencies.end(next, true)
 	for _, d := range ds {
-		o.kick(agentKey{d.OfficeID, d.AgentID})
+		s.kick(agentKey{d.OfficeID, d.AgentID})
 	}
 }
 
@@ -374,29 +371,28 @@ func (s *sweeper) expireInvocations(ctx context.Context, now time.Time) {
 	if !s.invocations.begin(now) {
 		return
 	}
-	o := s
-	timeout := o.cfg.InvocationTimeout
-	invs, err := o.store.ListInvocations(ctx, office.InvocationFilter{Status: []string{office.InvocationInProgress}})
+	timeout := s.cfg.InvocationTimeout
+	invs, err := s.store.ListInvocations(ctx, office.InvocationFilter{Status: []string{office.InvocationInProgress}})
 	if err != nil {
 		s.invocations.end(time.Time{}, false)
 		if ctx.Err() == nil {
-			o.log.Warn("list invocations", "err", err)
+			s.log.Warn("list invocations", "err", err)
 		}
 		return
 	}
 	var next time.Time
 	for _, inv := range invs {
-		if inv.StartedAt == nil || !o.serves(inv.OfficeID) {
+		if inv.StartedAt == nil || !s.serves(inv.OfficeID) {
 			continue
 		}
 		if now.Sub(*inv.StartedAt) <= timeout {
 			next = earlier(next, inv.StartedAt.Add(timeout+time.Nanosecond))
 			continue
 		}
-		if err := o.work.failInvocation(ctx, inv, fmt.Sprintf("timed out after %s", timeout)); err != nil {
-			o.log.Warn("time out invocation", "err", err)
+		if err := s.work.failInvocation(ctx, inv, fmt.Sprintf("timed out after %s", timeout)); err != nil {
+			s.log.Warn("time out invocation", "err", err)
 		}
-		o.kick(agentKey{inv.OfficeID, inv.CalleeAgentID})
+		s.kick(agentKey{inv.OfficeID, inv.CalleeAgentID})
 	}
 	s.invocations.end(next, true)
 }

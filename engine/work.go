@@ -13,43 +13,43 @@ import (
 	"github.com/office-server/office-server/proxy"
 )
 
-func (o *work) onInvoke(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
-	if ok, err := o.authorize(ctx, src, self, proxy.ActionInvoke, "INVOKE"); !ok {
+func (wk *work) onInvoke(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+	if ok, err := wk.authorize(ctx, src, self, proxy.ActionInvoke, "INVOKE"); !ok {
 		return err
 	}
 	task, context_ := "", ""
 	if m.Invoke != nil {
 		task, context_ = m.Invoke.Task, m.Invoke.Context
 	}
-	_, err := o.invoke(ctx, src, self, m.Target, task, context_)
+	_, err := wk.invoke(ctx, src, self, m.Target, task, context_)
 	return err
 }
 
 // invoke creates an invocation from caller to the agent target resolves to,
 // or a rejected one (the caller is told why).
-func (o *work) invoke(ctx context.Context, src source, caller office.Agent, target, task, ctxText string) (office.Invocation, error) {
+func (wk *work) invoke(ctx context.Context, src source, caller office.Agent, target, task, ctxText string) (office.Invocation, error) {
 	r := invokeReq{src: src, caller: caller, target: target, task: task, ctxText: ctxText}
 	if strings.TrimSpace(task) == "" {
-		return o.reject(ctx, r, "the task is empty; write the task as the block's text", "")
+		return wk.reject(ctx, r, "the task is empty; write the task as the block's text", "")
 	}
-	if err := proxy.ValidateContent(task+"\n"+ctxText, o.cfg.MaxContent); err != nil {
-		return o.reject(ctx, r, err.Error(), "")
+	if err := proxy.ValidateContent(task+"\n"+ctxText, wk.cfg.MaxContent); err != nil {
+		return wk.reject(ctx, r, err.Error(), "")
 	}
-	reg, agents, open, err := o.registryOpen(ctx, caller.OfficeID)
+	reg, agents, open, err := wk.registryOpen(ctx, caller.OfficeID)
 	if err != nil {
 		return office.Invocation{}, err
 	}
 	if a, ok := reg.ByName(target); ok && a.ID == caller.ID {
-		return o.reject(ctx, r, "an agent cannot invoke itself", caller.ID)
+		return wk.reject(ctx, r, "an agent cannot invoke itself", caller.ID)
 	}
 	d := reg.Select(proxy.Request{Target: target, Exclude: []string{caller.ID}})
-	callee, ok := o.callee(ctx, r, d, agents)
+	callee, ok := wk.callee(ctx, r, d, agents)
 	if !ok {
-		return o.reject(ctx, r, d.Reason, "")
+		return wk.reject(ctx, r, d.Reason, "")
 	}
-	parent, why := o.chain(caller, callee, agents, open)
+	parent, why := wk.chain(caller, callee, agents, open)
 	if why != "" {
-		return o.reject(ctx, r, why, callee.ID)
+		return wk.reject(ctx, r, why, callee.ID)
 	}
 	depth := parent.Depth + 1
 	id := src.rowID("invocation")
@@ -59,7 +59,7 @@ func (o *work) invoke(ctx context.Context, src source, caller office.Agent, targ
 	payload, _ := json.Marshal(map[string]any{"invocation_id": id, "caller": caller.Name, "callee": callee.Name, "depth": depth, "selection": d.String()})
 	// One write: the message's event, the task and its event (office.Store
 	// Invoke).
-	inv, events, created, err := o.store.Invoke(ctx, office.Invoke{
+	inv, events, created, err := wk.store.Invoke(ctx, office.Invoke{
 		Invocation: office.Invocation{ID: id, OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee.ID,
 			ParentInvocationID: parent.ID, Depth: depth, Reason: task, Context: ctxText},
 		EventKind: "invocation.created", EventPayload: payload, EventDedupeKey: src.subKey("invocation"),
@@ -70,12 +70,12 @@ func (o *work) invoke(ctx context.Context, src source, caller office.Agent, targ
 	}
 	src.carried(events)
 	for _, ev := range events {
-		o.publish(ev)
+		wk.publish(ev)
 	}
 	if !created {
 		return inv, nil // created already (a replayed message); Run's catch-up delivers it
 	}
-	o.kick(agentKey{caller.OfficeID, callee.ID})
+	wk.kick(agentKey{caller.OfficeID, callee.ID})
 	return inv, nil
 }
 
@@ -92,7 +92,7 @@ type invokeReq struct {
 // false at the end of the fallback chain: when agents for the target exist
 // but none can ever take it now (all disabled or failed), a person is asked
 // as well; a target naming nobody is the caller's mistake.
-func (o *work) callee(ctx context.Context, r invokeReq, d proxy.Decision, agents []office.Agent) (callee proxy.Agent, ok bool) {
+func (wk *work) callee(ctx context.Context, r invokeReq, d proxy.Decision, agents []office.Agent) (callee proxy.Agent, ok bool) {
 	switch d.Outcome {
 	case proxy.Assign:
 		return d.Agent, true
@@ -106,10 +106,10 @@ func (o *work) callee(ctx context.Context, r invokeReq, d proxy.Decision, agents
 		return callee, true
 	}
 	if exists(agents, r.target) {
-		if _, err := o.asks.ask(ctx, r.src, r.caller, office.Question{QuestionType: office.QuestionText, Category: "routing", Required: false,
+		if _, err := wk.asks.ask(ctx, r.src, r.caller, office.Question{QuestionType: office.QuestionText, Category: "routing", Required: false,
 			Question: fmt.Sprintf("%s wants to give %q a task, but no agent can take it (%s). Please start or enable an agent, or handle it.", r.caller.Name, r.target, d.Reason),
 			Context:  r.task}); err != nil {
-			o.log.Warn("ask a person to route a task", "agent", r.caller.Name, "err", err)
+			wk.log.Warn("ask a person to route a task", "agent", r.caller.Name, "err", err)
 		}
 	}
 	return proxy.Agent{}, false
@@ -118,8 +118,8 @@ func (o *work) callee(ctx context.Context, r invokeReq, d proxy.Decision, agents
 // reject records r as a rejected invocation (stored even with no callee
 // and no task, so that the frontend sees every refusal and why:
 // docs/frontend.md) and tells the caller why.
-func (o *work) reject(ctx context.Context, r invokeReq, why, callee string) (office.Invocation, error) {
-	if err := o.recordMessage(ctx, &r.src); err != nil {
+func (wk *work) reject(ctx context.Context, r invokeReq, why, callee string) (office.Invocation, error) {
+	if err := wk.recordMessage(ctx, &r.src); err != nil {
 		return office.Invocation{}, err
 	}
 	reason := r.task
@@ -127,15 +127,15 @@ func (o *work) reject(ctx context.Context, r invokeReq, why, callee string) (off
 		reason = "(no task) INVOKE:" + r.target
 	}
 	caller := r.caller
-	inv, err := o.store.CreateInvocation(ctx, office.Invocation{ID: r.src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee, Reason: reason, Context: r.ctxText, Status: office.InvocationRejected, Error: why})
+	inv, err := wk.store.CreateInvocation(ctx, office.Invocation{ID: r.src.rowID("invocation"), OfficeID: caller.OfficeID, CallerAgentID: caller.ID, CalleeAgentID: callee, Reason: reason, Context: r.ctxText, Status: office.InvocationRejected, Error: why})
 	if office.IsConflict(err) {
 		return inv, nil // rejected already (a replayed message)
 	}
 	if err != nil {
-		o.log.Warn("record rejected invocation", "err", err)
+		wk.log.Warn("record rejected invocation", "err", err)
 	}
-	o.tell(r.src, caller, fmt.Sprintf("Your INVOKE:%s was rejected: %s", r.target, why))
-	o.record(ctx, caller.OfficeID, caller.ID, "invocation.rejected", map[string]string{"invocation_id": inv.ID, "target": r.target, "reason": why}, r.src.subKey("rejected"))
+	wk.tell(r.src, caller, fmt.Sprintf("Your INVOKE:%s was rejected: %s", r.target, why))
+	wk.record(ctx, caller.OfficeID, caller.ID, "invocation.rejected", map[string]string{"invocation_id": inv.ID, "target": r.target, "reason": why}, r.src.subKey("rejected"))
 	return inv, nil
 }
 
@@ -143,14 +143,14 @@ func (o *work) reject(ctx context.Context, r invokeReq, why, callee string) (off
 // child of (the one the caller works on, if any), or why the invocation
 // may not be: the call chain would be too deep, or callee already waits
 // on caller.
-func (o *work) chain(caller office.Agent, callee proxy.Agent, agents []office.Agent, open []office.Invocation) (parent office.Invocation, why string) {
+func (wk *work) chain(caller office.Agent, callee proxy.Agent, agents []office.Agent, open []office.Invocation) (parent office.Invocation, why string) {
 	for _, inv := range open {
 		if inv.Status == office.InvocationInProgress && inv.CalleeAgentID == caller.ID && (parent.ID == "" || inv.CreatedAt.After(parent.CreatedAt)) {
 			parent = inv
 		}
 	}
-	if depth := parent.Depth + 1; depth > o.cfg.DepthLimit {
-		return parent, fmt.Sprintf("the call chain would be %d deep, over the limit of %d", depth, o.cfg.DepthLimit)
+	if depth := parent.Depth + 1; depth > wk.cfg.DepthLimit {
+		return parent, fmt.Sprintf("the call chain would be %d deep, over the limit of %d", depth, wk.cfg.DepthLimit)
 	}
 	if path := waitPath(open, callee.ID, caller.ID); path != nil {
 		names := make([]string, len(path))
@@ -163,22 +163,22 @@ func (o *work) chain(caller office.Agent, callee proxy.Agent, agents []office.Ag
 	return parent, ""
 }
 
-func (o *work) onResult(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
-	if ok, err := o.authorize(ctx, src, self, proxy.ActionDeliver, "DELIVER_RESULT"); !ok {
+func (wk *work) onResult(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+	if ok, err := wk.authorize(ctx, src, self, proxy.ActionDeliver, "DELIVER_RESULT"); !ok {
 		return err
 	}
 	if m.Result == nil {
-		return o.refuse(ctx, src, self, "DELIVER_RESULT:"+m.Target, "it has no content")
+		return wk.refuse(ctx, src, self, "DELIVER_RESULT:"+m.Target, "it has no content")
 	}
-	_, err := o.deliverResult(ctx, src, self, m.Target, *m.Result)
+	_, err := wk.deliverResult(ctx, src, self, m.Target, *m.Result)
 	return err
 }
 
 // deliverResult stores a result from sender for target, completes the open
 // invocation from target to sender, and queues the result for target.
-func (o *work) deliverResult(ctx context.Context, src source, sender office.Agent, target string, r protocol.DeliverResult) (office.Result, error) {
+func (wk *work) deliverResult(ctx context.Context, src source, sender office.Agent, target string, r protocol.DeliverResult) (office.Result, error) {
 	kind := "DELIVER_RESULT:" + target
-	to, why, err := o.recipient(ctx, sender, target)
+	to, why, err := wk.recipient(ctx, sender, target)
 	if err != nil {
 		return office.Result{}, err
 	}
@@ -186,10 +186,10 @@ func (o *work) deliverResult(ctx context.Context, src source, sender office.Agen
 		if strings.TrimSpace(target) == "" {
 			kind = "DELIVER_RESULT"
 		}
-		return office.Result{}, o.refuse(ctx, src, sender, kind, why)
+		return office.Result{}, wk.refuse(ctx, src, sender, kind, why)
 	}
-	if why := o.badResult(sender, r); why != "" {
-		return office.Result{}, o.refuse(ctx, src, sender, kind, why)
+	if why := wk.badResult(sender, r); why != "" {
+		return office.Result{}, wk.refuse(ctx, src, sender, kind, why)
 	}
 	if r.Type == "" {
 		r.Type = protocol.ResultMessage
@@ -205,7 +205,7 @@ func (o *work) deliverResult(ctx context.Context, src source, sender office.Agen
 	if id == "" {
 		id = uuid.NewString() // not from a message with a key: nothing to handle again
 	}
-	out, err := o.store.DeliverResult(ctx, office.ResultDelivery{
+	out, err := wk.store.DeliverResult(ctx, office.ResultDelivery{
 		Result: office.Result{ID: id, OfficeID: sender.OfficeID, FromAgentID: sender.ID, ToAgentID: to.ID,
 			ResultType: r.Type, ContentType: r.ContentType, Content: r.Content},
 		ToName: to.Name, EventKind: "result.created", EventDedupeKey: src.subKey("result"),
@@ -217,14 +217,14 @@ func (o *work) deliverResult(ctx context.Context, src source, sender office.Agen
 	}
 	src.carried(out.Events)
 	for _, ev := range out.Events {
-		o.publish(ev)
+		wk.publish(ev)
 	}
 	if out.Completed {
-		o.timers.handOver() // the sender may be a proxy a request waits for
+		wk.timers.handOver() // the sender may be a proxy a request waits for
 	}
-	o.kick(agentKey{sender.OfficeID, to.ID})
+	wk.kick(agentKey{sender.OfficeID, to.ID})
 	if out.NextTask {
-		o.kick(agentKey{sender.OfficeID, sender.ID}) // its next task
+		wk.kick(agentKey{sender.OfficeID, sender.ID}) // its next task
 	}
 	return out.Result, nil
 }
@@ -234,8 +234,8 @@ func (o *work) deliverResult(ctx context.Context, src source, sender office.Agen
 // says why there is none. An agent named, or none, needs the roster only; the
 // agents' load (open invocations and proxy tasks, two reads) is read for
 // a role or a capability, where the selector weighs it.
-func (o *work) recipient(ctx context.Context, sender office.Agent, target string) (to proxy.Agent, why string, err error) {
-	agents, err := o.agents(ctx, sender.OfficeID)
+func (wk *work) recipient(ctx context.Context, sender office.Agent, target string) (to proxy.Agent, why string, err error) {
+	agents, err := wk.agents(ctx, sender.OfficeID)
 	if err != nil {
 		return to, "", err
 	}
@@ -244,7 +244,7 @@ func (o *work) recipient(ctx context.Context, sender office.Agent, target string
 		return to, "", nil
 	}
 	if strings.TrimSpace(target) == "" {
-		open, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: sender.OfficeID, CalleeAgentID: sender.ID, Status: []string{office.InvocationInProgress}})
+		open, err := wk.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: sender.OfficeID, CalleeAgentID: sender.ID, Status: []string{office.InvocationInProgress}})
 		if err != nil {
 			return to, "", fmt.Errorf("list invocations: %w", err)
 		}
@@ -257,7 +257,7 @@ func (o *work) recipient(ctx context.Context, sender office.Agent, target string
 		}
 		return to, "", nil
 	}
-	reg, _, err := o.registry(ctx, sender.OfficeID)
+	reg, _, err := wk.registry(ctx, sender.OfficeID)
 	if err != nil {
 		return to, "", err
 	}
@@ -272,8 +272,8 @@ func (o *work) recipient(ctx context.Context, sender office.Agent, target string
 }
 
 // badResult says why a result's content is refused ("" when it is not).
-func (o *work) badResult(sender office.Agent, r protocol.DeliverResult) string {
-	if err := proxy.ValidateContent(r.Content, o.cfg.MaxContent); err != nil {
+func (wk *work) badResult(sender office.Agent, r protocol.DeliverResult) string {
+	if err := proxy.ValidateContent(r.Content, wk.cfg.MaxContent); err != nil {
 		return err.Error()
 	}
 	switch r.Type {
@@ -282,34 +282,34 @@ func (o *work) badResult(sender office.Agent, r protocol.DeliverResult) string {
 			return "its content is not valid JSON"
 		}
 	case protocol.ResultFilePath:
-		if err := insideDir(o.workspace(sender), r.Content); err != nil {
+		if err := insideDir(wk.workspace(sender), r.Content); err != nil {
 			return err.Error()
 		}
 	}
 	return ""
 }
 
-func (o *work) onError(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
+func (wk *work) onError(ctx context.Context, src source, self office.Agent, m protocol.Message) error {
 	e := m.Error
 	if e == nil {
 		return nil
 	}
 	switch e.Recovery {
 	case protocol.RecoveryPauseAndRetry:
-		o.timers.retries.add(retry{at: o.now().Add(o.cfg.RetryBackoff), agent: self, message: e.Message})
+		wk.timers.retries.add(retry{at: wk.now().Add(wk.cfg.RetryBackoff), agent: self, message: e.Message})
 		return nil
 	case protocol.RecoveryNotifyUser:
 		q := "Agent " + self.Name + " reports an error: " + e.Message
-		_, err := o.asks.ask(ctx, src, self, office.Question{QuestionType: office.QuestionText, Category: "error", Question: q, Context: e.Details, Required: true})
+		_, err := wk.asks.ask(ctx, src, self, office.Question{QuestionType: office.QuestionText, Category: "error", Question: q, Context: e.Details, Required: true})
 		return err
 	default: // checkpoint_and_fail, fatal
-		if err := o.failWork(ctx, self, "fatal error: "+e.Message); err != nil {
+		if err := wk.failWork(ctx, self, "fatal error: "+e.Message); err != nil {
 			return err
 		}
-		if err := o.sess.Stop(ctx, self.OfficeID, self.ID); err != nil {
-			o.log.Warn("stop after fatal error", "agent", self.Name, "err", err)
-		} else if err := o.status.stopped(ctx, self); err != nil {
-			o.log.Warn("agent idle after fatal error", "agent", self.Name, "err", err)
+		if err := wk.sess.Stop(ctx, self.OfficeID, self.ID); err != nil {
+			wk.log.Warn("stop after fatal error", "agent", self.Name, "err", err)
+		} else if err := wk.status.stopped(ctx, self); err != nil {
+			wk.log.Warn("agent idle after fatal error", "agent", self.Name, "err", err)
 		}
 		return nil
 	}
@@ -317,31 +317,31 @@ func (o *work) onError(ctx context.Context, src source, self office.Agent, m pro
 
 // failWork fails every open invocation a is the callee of and tells the
 // callers why.
-func (o *work) failWork(ctx context.Context, a office.Agent, why string) error {
-	open, err := o.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
+func (wk *work) failWork(ctx context.Context, a office.Agent, why string) error {
+	open, err := wk.store.ListInvocations(ctx, office.InvocationFilter{OfficeID: a.OfficeID, CalleeAgentID: a.ID, Status: []string{office.InvocationPending, office.InvocationInProgress}})
 	if err != nil {
 		return fmt.Errorf("list invocations: %w", err)
 	}
 	for _, inv := range open {
-		if err := o.failInvocation(ctx, inv, why); err != nil {
+		if err := wk.failInvocation(ctx, inv, why); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (o *work) failInvocation(ctx context.Context, inv office.Invocation, why string) error {
-	_, ok, err := o.store.TransitionInvocation(ctx, inv.ID, []string{office.InvocationPending, office.InvocationInProgress}, office.InvocationFailed, office.InvocationPatch{Error: why})
+func (wk *work) failInvocation(ctx context.Context, inv office.Invocation, why string) error {
+	_, ok, err := wk.store.TransitionInvocation(ctx, inv.ID, []string{office.InvocationPending, office.InvocationInProgress}, office.InvocationFailed, office.InvocationPatch{Error: why})
 	if err != nil || !ok {
 		return err
 	}
-	o.timers.handOver() // its callee may be a proxy a request waits for
-	callee, _ := o.store.GetAgent(ctx, inv.CalleeAgentID)
-	if caller, err := o.store.GetAgent(ctx, inv.CallerAgentID); err == nil {
+	wk.timers.handOver() // its callee may be a proxy a request waits for
+	callee, _ := wk.store.GetAgent(ctx, inv.CalleeAgentID)
+	if caller, err := wk.store.GetAgent(ctx, inv.CallerAgentID); err == nil {
 		// why may hold the callee's own words (an ERROR message, a
 		// dependency name): forwarded as quoted data, like a result.
-		o.notify(caller, fmt.Sprintf("Task %s that you gave %s failed:\n%s", inv.ID, callee.Name, quote(why)))
+		wk.notify(caller, fmt.Sprintf("Task %s that you gave %s failed:\n%s", inv.ID, callee.Name, quote(why)))
 	}
-	_, err = o.event(ctx, inv.OfficeID, inv.CalleeAgentID, "invocation.failed", map[string]string{"invocation_id": inv.ID, "reason": why}, "", "")
+	_, err = wk.event(ctx, inv.OfficeID, inv.CalleeAgentID, "invocation.failed", map[string]string{"invocation_id": inv.ID, "reason": why}, "", "")
 	return err
 }

@@ -47,9 +47,9 @@ func officeOut(o office.Office) officeJSON {
 	return officeJSON{Office: o, QuestionTTL: Duration(o.QuestionTTL)}
 }
 
-func (o officeJSON) office() office.Office {
-	out := o.Office
-	out.QuestionTTL = time.Duration(o.QuestionTTL)
+func (oj officeJSON) office() office.Office {
+	out := oj.Office
+	out.QuestionTTL = time.Duration(oj.QuestionTTL)
 	return out
 }
 

@@ -48,24 +48,24 @@ type serverOffice struct {
 	sess  *agents.Sessions
 }
 
-func (o serverOffice) AnswerQuestion(ctx context.Context, id, response, by string) (office.Question, error) {
-	return o.r.AnswerQuestion(ctx, id, response, by)
+func (so serverOffice) AnswerQuestion(ctx context.Context, id, response, by string) (office.Question, error) {
+	return so.r.AnswerQuestion(ctx, id, response, by)
 }
 
-func (o serverOffice) SendUserMessage(ctx context.Context, m office.UserMessage) (office.UserMessage, error) {
-	return o.r.SendUserMessage(ctx, m.OfficeID, m.AgentID, m.UserID, m.Content)
+func (so serverOffice) SendUserMessage(ctx context.Context, m office.UserMessage) (office.UserMessage, error) {
+	return so.r.SendUserMessage(ctx, m.OfficeID, m.AgentID, m.UserID, m.Content)
 }
 
-func (o serverOffice) ProvideDependency(ctx context.Context, id, value string) (office.DependencyRequest, error) {
-	return o.r.ProvideDependency(ctx, id, value)
+func (so serverOffice) ProvideDependency(ctx context.Context, id, value string) (office.DependencyRequest, error) {
+	return so.r.ProvideDependency(ctx, id, value)
 }
 
-func (o serverOffice) RejectDependency(ctx context.Context, id, reason string) (office.DependencyRequest, error) {
-	return o.r.RejectDependency(ctx, id, reason)
+func (so serverOffice) RejectDependency(ctx context.Context, id, reason string) (office.DependencyRequest, error) {
+	return so.r.RejectDependency(ctx, id, reason)
 }
 
-func (o serverOffice) StartAgent(ctx context.Context, _, agentID string) error {
-	return launchError(o.r.StartAgent(ctx, agentID))
+func (so serverOffice) StartAgent(ctx context.Context, _, agentID string) error {
+	return launchError(so.r.StartAgent(ctx, agentID))
 }
 
 // launchError gives a failed start its reason: an error from launching the
@@ -79,49 +79,49 @@ func launchError(err error) error {
 	return office.Errorf(office.EUNAVAILABLE, "%v", err)
 }
 
-func (o serverOffice) StopAgent(ctx context.Context, _, agentID string) error {
-	return o.r.StopAgent(ctx, agentID)
+func (so serverOffice) StopAgent(ctx context.Context, _, agentID string) error {
+	return so.r.StopAgent(ctx, agentID)
 }
 
-func (o serverOffice) RestartAgent(ctx context.Context, _, agentID string) error {
-	return launchError(o.r.RestartAgent(ctx, agentID))
+func (so serverOffice) RestartAgent(ctx context.Context, _, agentID string) error {
+	return launchError(so.r.RestartAgent(ctx, agentID))
 }
 
-func (o serverOffice) SendInput(ctx context.Context, officeID, agentID, text string) error {
-	return o.sess.Send(ctx, officeID, agentID, text)
+func (so serverOffice) SendInput(ctx context.Context, officeID, agentID, text string) error {
+	return so.sess.Send(ctx, officeID, agentID, text)
 }
 
-func (o serverOffice) CallGraph(ctx context.Context, officeID string) (any, error) {
-	return o.r.CallGraph(ctx, officeID, false)
+func (so serverOffice) CallGraph(ctx context.Context, officeID string) (any, error) {
+	return so.r.CallGraph(ctx, officeID, false)
 }
 
-func (o serverOffice) SaveOffice(ctx context.Context, off office.Office) (office.Office, error) {
-	return o.store.UpsertOffice(ctx, off)
+func (so serverOffice) SaveOffice(ctx context.Context, off office.Office) (office.Office, error) {
+	return so.store.UpsertOffice(ctx, off)
 }
 
-func (o serverOffice) SaveAgent(ctx context.Context, a office.Agent) (office.Agent, error) {
+func (so serverOffice) SaveAgent(ctx context.Context, a office.Agent) (office.Agent, error) {
 	if err := agents.CheckLaunch(a.Launch); err != nil {
 		return a, err
 	}
 	var prev office.LaunchSpec
 	if a.ID != "" {
-		if cur, err := o.store.GetAgent(ctx, a.ID); err == nil {
+		if cur, err := so.store.GetAgent(ctx, a.ID); err == nil {
 			prev = cur.Launch
 		}
 	}
-	sealed, err := o.r.SealLaunch(a.Launch, prev)
+	sealed, err := so.r.SealLaunch(a.Launch, prev)
 	if err != nil {
 		return a, err
 	}
 	a.Launch = sealed
-	return o.store.UpsertAgent(ctx, a.WithDefaults())
+	return so.store.UpsertAgent(ctx, a.WithDefaults())
 }
 
-func (o serverOffice) DeleteAgent(ctx context.Context, _, agentID string) error {
-	if err := o.r.StopAgent(ctx, agentID); err != nil && !office.IsNotFound(err) {
+func (so serverOffice) DeleteAgent(ctx context.Context, _, agentID string) error {
+	if err := so.r.StopAgent(ctx, agentID); err != nil && !office.IsNotFound(err) {
 		return fmt.Errorf("stop agent: %w", err)
 	}
-	return o.store.DeleteAgent(ctx, agentID)
+	return so.store.DeleteAgent(ctx, agentID)
 }
 
 // registerInputMetrics exports the sessions' input counters
