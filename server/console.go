@@ -233,23 +233,31 @@ func (c *consoleConn) tell(note string) {
 	c.poke()
 }
 
-// readLoop reads client frames until the connection fails or closes. Frames
-// over MaxFrame make the library close the connection (1009).
-func (c *consoleConn) readLoop() {
-	ws, s := c.ws, c.s
+// keepReading bounds ws's frames (MaxFrame: the library closes with 1009
+// over it) and its silence (two pings and a write), renewed by every pong,
+// ping and frame (the returned func, for the frames); a ping's data goes to
+// pongs, for the writer goroutine to answer (never answered here).
+func (s *Server) keepReading(ws *websocket.Conn, pongs chan<- string) (deadline func()) {
 	ws.SetReadLimit(s.cfg.MaxFrame)
-	deadline := func() { _ = ws.SetReadDeadline(time.Now().Add(2*s.cfg.PingInterval + s.cfg.WriteTimeout)) }
+	deadline = func() { _ = ws.SetReadDeadline(time.Now().Add(2*s.cfg.PingInterval + s.cfg.WriteTimeout)) }
 	deadline()
 	ws.SetPongHandler(func(string) error { deadline(); return nil })
-	// Pongs are written by the writer goroutine, not here.
 	ws.SetPingHandler(func(data string) error {
 		deadline()
 		select {
-		case c.pongs <- data:
+		case pongs <- data:
 		default:
 		}
 		return nil
 	})
+	return deadline
+}
+
+// readLoop reads client frames until the connection fails or closes. Frames
+// over MaxFrame make the library close the connection (1009).
+func (c *consoleConn) readLoop() {
+	ws, s := c.ws, c.s
+	deadline := s.keepReading(ws, c.pongs)
 	for {
 		mt, p, err := ws.ReadMessage()
 		if err != nil {

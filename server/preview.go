@@ -137,18 +137,7 @@ func (c *previewConn) shutdown(code int, reason string) {
 // readLoop reads watch messages until the connection fails or closes.
 func (c *previewConn) readLoop() {
 	ws, s := c.ws, c.s
-	ws.SetReadLimit(s.cfg.MaxFrame)
-	deadline := func() { _ = ws.SetReadDeadline(time.Now().Add(2*s.cfg.PingInterval + s.cfg.WriteTimeout)) }
-	deadline()
-	ws.SetPongHandler(func(string) error { deadline(); return nil })
-	ws.SetPingHandler(func(data string) error {
-		deadline()
-		select {
-		case c.pongs <- data:
-		default:
-		}
-		return nil
-	})
+	deadline := s.keepReading(ws, c.pongs)
 	for {
 		mt, p, err := ws.ReadMessage()
 		if err != nil {
