@@ -214,7 +214,7 @@ func (h *hibernation) sleepIfAsked(ctx context.Context, d *desk) {
 		return
 	}
 	k := d.key
-	if !h.serves(k.officeID) || !h.desks.beginRound() {
+	if !h.roster.serves(k.officeID) || !h.desks.beginRound() {
 		return // not ours, or the server is stopping: its stop writes the row
 	}
 	defer h.desks.endRound()
@@ -341,7 +341,7 @@ func (h *hibernation) wakeIfDue(ctx context.Context, d *desk, a office.Agent) (a
 		return true, true
 	}
 	h.log.Info("agent woken", "office", a.OfficeID, "agent", a.ID, "agent_name", a.Name, "for", what)
-	h.record(ctx, a.OfficeID, a.ID, "session.woken", map[string]string{"for": what}, "")
+	h.events.record(ctx, a.OfficeID, a.ID, "session.woken", map[string]string{"for": what}, "")
 	h.makeRoom(ctx) // a slot free for the next wake-up
 	return true, true
 }

@@ -42,8 +42,10 @@ type base struct {
 	store office.Store
 	log   *slog.Logger
 	now   func() time.Time
-	*eventLog
-	*roster
+	// events and roster are named, not embedded: a part calls them
+	// through these fields and gets none of their methods as its own.
+	events *eventLog
+	roster *roster
 
 	notify  func(a office.Agent, text string) // queue a notice on a's desk
 	kick    func(k agentKey)                  // wake k's delivery

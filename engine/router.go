@@ -355,7 +355,7 @@ func (rt *Router) onChange(c office.Change) {
 
 // kickAll wakes the delivery of every agent of the served offices.
 func (rt *Router) kickAll(ctx context.Context) {
-	offices, err := rt.offices(ctx)
+	offices, err := rt.roster.offices(ctx)
 	if err != nil {
 		rt.log.Warn("list offices", "err", err)
 		return
@@ -384,7 +384,7 @@ func (rt *Router) CatchUp(ctx context.Context, officeID string) {
 	for _, a := range agents {
 		rt.kick(agentKey{a.OfficeID, a.ID})
 	}
-	rt.sweep.forget() // its deadlines and parked proxy requests are this server's now
+	rt.sweep.timers.forget() // its deadlines and parked proxy requests are this server's now
 }
 
 // TakeOffice is what this server does when it becomes officeID's owner
@@ -499,7 +499,7 @@ func (s source) subKey(what string) string {
 // wire makes the Router's parts and connects them.
 func (rt *Router) wire(cfg Config, sealer *office.Sealer) {
 	ev := &eventLog{store: cfg.Store, log: cfg.Logger, subs: map[*Subscription]struct{}{}}
-	b := &base{cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now, eventLog: ev,
+	b := &base{cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now, events: ev,
 		roster: &roster{cfg: cfg, store: cfg.Store, log: cfg.Logger},
 		notify: rt.notify, kick: rt.kick, desk: rt.desk, running: rt.running}
 	rt.base = b
@@ -553,12 +553,12 @@ func (rt *Router) PermissionEnded(officeID, agentID, id string, answered bool) {
 
 // Subscribe returns a subscription to the office's events with a queue of
 // n events (64 when n <= 0).
-func (rt *Router) Subscribe(n int) *Subscription { return rt.eventLog.subscribe(n) }
+func (rt *Router) Subscribe(n int) *Subscription { return rt.events.subscribe(n) }
 
 // AuditFailures returns how many events could not be appended to the
 // event log since New (the store refused them); cmd/office-server exports
 // it in /metrics.
-func (rt *Router) AuditFailures() uint64 { return rt.failures() }
+func (rt *Router) AuditFailures() uint64 { return rt.events.failures() }
 
 // running returns Run's context, or nil when Run does not run.
 func (rt *Router) running() context.Context {

@@ -736,7 +736,7 @@ func TestErrorRecoveries(t *testing.T) {
 	// The clock moves only once the retry is queued: moved before, the
 	// retry would be due two minutes after the new now and never fire.
 	eventually(t, "retry queued", func() bool {
-		q := &h.r.sweep.retries
+		q := &h.r.sweep.timers.retries
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		return len(q.waiting) == 1
