@@ -184,7 +184,7 @@ func absCommand(c string) string {
 // starting it again would bypass the backoff.
 func live(s *session.Session) bool {
 	switch s.Status() {
-	case session.StatusStopped, session.StatusExited, session.StatusFailed:
+	case office.SessionStopped, office.SessionExited, office.SessionFailed:
 		return false
 	}
 	return true
@@ -377,7 +377,7 @@ func statusChange(k session.Key, st session.Status, info session.Info) engine.St
 	c := engine.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail,
 		Resumes: info.Resumes, Resumed: info.Resumed, ConversationID: info.ConversationID}
 	switch st {
-	case session.StatusExited, session.StatusCrashed, session.StatusFailed, session.StatusStopped:
+	case office.SessionExited, office.SessionCrashed, office.SessionFailed, office.SessionStopped:
 		code := info.ExitCode
 		c.ExitCode = &code
 		c.LastLines = info.LastLines

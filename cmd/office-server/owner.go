@@ -35,7 +35,6 @@ import (
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/server"
-	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/store/rostercache"
 )
 
@@ -289,7 +288,7 @@ func (r officeRunner) Quiet(ctx context.Context, officeID string) {
 
 func (r officeRunner) busy(officeID string) bool {
 	for _, s := range r.sess.Manager().List() {
-		if s.Key().OfficeID == officeID && s.Status() == session.StatusBusy {
+		if s.Key().OfficeID == officeID && s.Status() == office.SessionBusy {
 			return true
 		}
 	}
