@@ -346,7 +346,7 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 	}
 	sopts.OnStatus = func(k session.Key, st session.Status, info session.Info) {
 		if r := ref.Load(); r != nil {
-			r.HandleStatus(statusChange(k, st, info))
+			r.HandleStatus(k, st, info)
 		}
 		if userStatus != nil {
 			userStatus(k, st, info)
@@ -371,16 +371,4 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 	}
 	ref.Store(r)
 	return r, sess, nil
-}
-
-func statusChange(k session.Key, st session.Status, info session.Info) engine.StatusChange {
-	c := engine.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail,
-		Resumes: info.Resumes, Resumed: info.Resumed, ConversationID: info.ConversationID}
-	switch st {
-	case office.SessionExited, office.SessionCrashed, office.SessionFailed, office.SessionStopped:
-		code := info.ExitCode
-		c.ExitCode = &code
-		c.LastLines = info.LastLines
-	}
-	return c
 }

@@ -121,7 +121,7 @@ type statusWriter struct {
 	hib    *hibernation
 
 	mu   sync.Mutex
-	q    []StatusChange
+	q    []statusChange
 	wake chan struct{}
 	turn chan struct{} // a token: held while statuses are written
 	last sync.Map      // agent ID → the last status recorded (lastStatus)

@@ -162,9 +162,10 @@ type Config struct {
 	MaxLive int
 }
 
-// StatusChange is a session's new status (session.Options.OnStatus), with
-// what explains it.
-type StatusChange struct {
+// statusChange is what the status writer records: a session's new status
+// as the session layer reported it (HandleStatus), or one the office
+// makes itself (hibernation: hibernated), with what explains it.
+type statusChange struct {
 	OfficeID, AgentID string
 	Status            string // Session* statuses
 	PID               int
@@ -521,11 +522,23 @@ func (rt *Router) wire(cfg Config, sealer *office.Sealer) {
 	rt.status.hib, rt.delivery.hib = rt.hib, rt.hib
 }
 
-// HandleStatus takes a session status change (session.Options.OnStatus)
-// without blocking: the status writer records the session, wakes the
-// agent's delivery when it is ready, and fails the agent's open tasks when
-// its session failed for good.
-func (rt *Router) HandleStatus(c StatusChange) { rt.status.queue(c) }
+// HandleStatus takes a session's status change, the session layer's values
+// as they are (session.Options.OnStatus), without blocking: the status
+// writer records the session, wakes the agent's delivery when it is ready,
+// and fails the agent's open tasks when its session failed for good. An
+// ended status (exited, crashed, failed, stopped) carries the exit code and
+// the screen's last lines.
+func (rt *Router) HandleStatus(k session.Key, st session.Status, info session.Info) {
+	c := statusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail,
+		Resumes: info.Resumes, Resumed: info.Resumed, ConversationID: info.ConversationID}
+	switch st {
+	case office.SessionExited, office.SessionCrashed, office.SessionFailed, office.SessionStopped:
+		code := info.ExitCode
+		c.ExitCode = &code
+		c.LastLines = info.LastLines
+	}
+	rt.status.queue(c)
+}
 
 // FlushStatuses writes every session status change reported so far, after
 // the one being written now, with ctx; it returns ctx's error if ctx ends

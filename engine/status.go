@@ -12,7 +12,7 @@ import (
 // queue takes a session status change (session.Options.OnStatus):
 // it records the session, wakes the agent's pump when it is ready, and
 // fails the agent's open tasks when its session failed for good.
-func (sw *statusWriter) queue(c StatusChange) {
+func (sw *statusWriter) queue(c statusChange) {
 	if c.Status == office.SessionStarting {
 		d := sw.desk(agentKey{c.OfficeID, c.AgentID})
 		d.mu.Lock()
@@ -118,7 +118,7 @@ func (sw *statusWriter) recordQueued(ctx context.Context) {
 	}
 }
 
-func (sw *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
+func (sw *statusWriter) recordStatus(ctx context.Context, c statusChange) {
 	c = sw.hib.rewrite(c) // the stop of an agent put to sleep is hibernated
 	officeID, agentID, status := c.OfficeID, c.AgentID, c.Status
 	if !sw.roster.serves(officeID) {
@@ -170,7 +170,7 @@ func (sw *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 // its end (exited, stopped) at info level, with its and its office's
 // names beside their ids: one line each. A crash or failure is logged by
 // the session (session/process.go), with the screen and the backoff.
-func (sw *statusWriter) logLifecycle(ctx context.Context, c StatusChange, prev string) {
+func (sw *statusWriter) logLifecycle(ctx context.Context, c statusChange, prev string) {
 	var msg string
 	switch {
 	case c.Status == office.SessionStarting:
@@ -214,7 +214,7 @@ func (sw *statusWriter) lastStatus(agentID, status string) string {
 // onStatus acts on a recorded status: a failed session fails the agent's
 // work, a crash is remembered (remind), an exit makes the agent idle, a
 // start or ready makes it active and re-queues or reminds of its tasks.
-func (sw *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange) {
+func (sw *statusWriter) onStatus(ctx context.Context, k agentKey, c statusChange) {
 	agentID, status := k.agentID, c.Status
 	if status == office.SessionStarting {
 		if !c.Resumed {

@@ -35,6 +35,7 @@ import (
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/server"
+	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/store/rostercache"
 )
 
@@ -90,7 +91,7 @@ type ownership interface {
 	nodeName() string
 	// wrap is agents.Options.Wrap (nil: none); report records the status
 	// of an agent the owner refuses to start.
-	wrap(stateDir string, report func(engine.StatusChange)) func(engine.Sessions) engine.Sessions
+	wrap(stateDir string, report func(session.Key, session.Status, session.Info)) func(engine.Sessions) engine.Sessions
 	// owners is server.Config.Owners: nil when no other server runs offices.
 	owners() server.Owners
 	// listening tells the owner the address other servers reach it at.
@@ -132,7 +133,7 @@ func (fl *fileLock) owns() func(string) bool { return nil }
 
 func (fl *fileLock) nodeName() string { return fl.node }
 
-func (fl *fileLock) wrap(string, func(engine.StatusChange)) func(engine.Sessions) engine.Sessions {
+func (fl *fileLock) wrap(string, func(session.Key, session.Status, session.Info)) func(engine.Sessions) engine.Sessions {
 	return nil
 }
 
@@ -214,7 +215,7 @@ func (ls *leases) nodeName() string { return ls.node.ID() }
 // wrap: nothing is started in or typed into an agent of an office the
 // node does not hold, and Claude Code transcripts travel through the
 // database.
-func (ls *leases) wrap(stateDir string, report func(engine.StatusChange)) func(engine.Sessions) engine.Sessions {
+func (ls *leases) wrap(stateDir string, report func(session.Key, session.Status, session.Info)) func(engine.Sessions) engine.Sessions {
 	return func(s engine.Sessions) engine.Sessions {
 		return &cluster.Sessions{Sessions: s, Node: ls.node, Transcripts: ls.transcripts, StateDir: stateDir, Report: report}
 	}

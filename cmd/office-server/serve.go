@@ -180,9 +180,9 @@ func (m *Main) newOffice(c serveConfig, log *slog.Logger, store office.Store, fe
 	// The owner reports the statuses of agents it refuses to start
 	// (cluster.Sessions.Report) to the router, once there is one.
 	var ref atomic.Pointer[engine.Router]
-	report := func(c engine.StatusChange) {
+	report := func(k session.Key, st session.Status, info session.Info) {
 		if r := ref.Load(); r != nil {
-			r.HandleStatus(c)
+			r.HandleStatus(k, st, info)
 		}
 	}
 	router, sess, err := agents.New(engine.Config{
