@@ -184,7 +184,7 @@ func absCommand(c string) string {
 // starting it again would bypass the backoff.
 func live(s *session.Session) bool {
 	switch s.Status() {
-	case session.StatusStopped, session.StatusExited, session.StatusFailed:
+	case office.SessionStopped, office.SessionExited, office.SessionFailed:
 		return false
 	}
 	return true
@@ -346,7 +346,7 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 	}
 	sopts.OnStatus = func(k session.Key, st session.Status, info session.Info) {
 		if r := ref.Load(); r != nil {
-			r.HandleStatus(statusChange(k, st, info))
+			r.HandleStatus(k, st, info)
 		}
 		if userStatus != nil {
 			userStatus(k, st, info)
@@ -371,16 +371,4 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 	}
 	ref.Store(r)
 	return r, sess, nil
-}
-
-func statusChange(k session.Key, st session.Status, info session.Info) engine.StatusChange {
-	c := engine.StatusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail,
-		Resumes: info.Resumes, Resumed: info.Resumed, ConversationID: info.ConversationID}
-	switch st {
-	case session.StatusExited, session.StatusCrashed, session.StatusFailed, session.StatusStopped:
-		code := info.ExitCode
-		c.ExitCode = &code
-		c.LastLines = info.LastLines
-	}
-	return c
 }

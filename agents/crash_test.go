@@ -39,7 +39,7 @@ func TestCrashBackoffAndReason(t *testing.T) {
 	r, sess, err := agents.New(engine.Config{Store: st, Feed: st, DataDir: data},
 		agents.Options{StateDir: filepath.Join(data, "claude")},
 		session.Options{OnStatus: func(_ session.Key, s session.Status, _ session.Info) {
-			if s == session.StatusStarting {
+			if s == office.SessionStarting {
 				mu.Lock()
 				starts = append(starts, time.Now())
 				mu.Unlock()
@@ -127,7 +127,7 @@ func TestCrashBackoffAndReason(t *testing.T) {
 	// Read while the agent is down after its fourth crash (an eight-second
 	// backoff): the fourth start clears the detail, and its crash comes a
 	// moment later, so a read right after the start may see neither.
-	crashed := func() bool { return s.Status() == session.StatusCrashed }
+	crashed := func() bool { return s.Status() == office.SessionCrashed }
 	for deadline := time.Now().Add(5 * time.Second); !crashed() && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}

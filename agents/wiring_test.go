@@ -20,7 +20,7 @@ import (
 // reuses the first session's chunk ID, and the office still takes it as a
 // new message because the session says it was read off a screen
 // (session.Text.Source, which the router reads as it is). The statuses say a CLI does not resume its
-// conversation (Info.Resumes → StatusChange.Resumes).
+// conversation (Info.Resumes, which Router.HandleStatus takes as it is).
 func TestScreenTextAcrossSessions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

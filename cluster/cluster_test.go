@@ -18,6 +18,7 @@ import (
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/migrations"
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
 )
 
 // recorder is a cluster.Runner that records which offices run here.
@@ -495,10 +496,16 @@ func TestMissingWorkingFolder(t *testing.T) {
 	pool, ids := database(t, 1)
 	rn := startNode(t, pool, cluster.Config{NodeID: "alone", Lease: 2 * time.Second, Renew: 500 * time.Millisecond})
 	waitFor(t, 5*time.Second, "the office leased", func() bool { return rn.node.Owns(ids[0]) })
-	var reported []engine.StatusChange
+	type report struct {
+		status session.Status
+		info   session.Info
+	}
+	var reported []report
 	inner := &started{}
 	s := &cluster.Sessions{Sessions: inner, Node: rn.node, Transcripts: cluster.NewTranscripts(pool, nil),
-		Report: func(c engine.StatusChange) { reported = append(reported, c) }}
+		Report: func(_ session.Key, st session.Status, info session.Info) {
+			reported = append(reported, report{st, info})
+		}}
 	dir := filepath.Join(t.TempDir(), "volume", "dev")
 	spec := engine.SessionSpec{OfficeID: ids[0], AgentID: "a1", Launch: office.LaunchSpec{Kind: "command", Dir: dir}, Dir: dir, ConversationID: "c1", Resume: true}
 
@@ -506,7 +513,7 @@ func TestMissingWorkingFolder(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("resume with the folder missing: %v, want an error naming the folder", err)
 	}
-	if len(reported) != 1 || reported[0].Status != office.SessionStopped || !strings.Contains(reported[0].Detail, dir) {
+	if len(reported) != 1 || reported[0].status != office.SessionStopped || !strings.Contains(reported[0].info.Detail, dir) {
 		t.Fatalf("reported %+v, want one stopped status naming the folder", reported)
 	}
 	if len(inner.ids) != 0 {

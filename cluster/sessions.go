@@ -29,8 +29,9 @@ type Sessions struct {
 	// configuration directory, and so its transcripts, are.
 	StateDir string
 	// Report, if set, records a status for an agent not started here (the
-	// router's HandleStatus): a missing working folder.
-	Report func(engine.StatusChange)
+	// router's HandleStatus, as the session layer would report it): a
+	// missing working folder.
+	Report func(session.Key, session.Status, session.Info)
 
 	mu      sync.Mutex
 	started map[string]bool // agents of a kind not carried, started here
@@ -176,7 +177,7 @@ func (s *Sessions) folder(spec engine.SessionSpec) error {
 	}
 	msg := fmt.Sprintf("working folder %s is missing on node %s: mount the shared volume (or clone the agent's repository) at that path, then start the agent", spec.Dir, s.Node.ID())
 	if s.Report != nil {
-		s.Report(engine.StatusChange{OfficeID: spec.OfficeID, AgentID: spec.AgentID, Status: office.SessionStopped, Detail: msg})
+		s.Report(session.Key{OfficeID: spec.OfficeID, AgentID: spec.AgentID}, office.SessionStopped, session.Info{Detail: msg})
 	}
 	return office.Errorf(office.EUNAVAILABLE, "%s", msg)
 }

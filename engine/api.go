@@ -81,7 +81,7 @@ func (rt *Router) AnswerQuestion(ctx context.Context, id, response, answeredBy s
 	if !ok {
 		return q, office.Errorf(office.ECONFLICT, "question %s is no longer pending", id)
 	}
-	rt.record(ctx, q.OfficeID, q.AgentID, "question.answered", map[string]string{"question_id": id, "answered_by": answeredBy}, "")
+	rt.events.record(ctx, q.OfficeID, q.AgentID, "question.answered", map[string]string{"question_id": id, "answered_by": answeredBy}, "")
 	if q.Category == office.QuestionPermission {
 		rt.perms.wake()
 	}
@@ -152,7 +152,7 @@ func (rt *Router) ProvideDependency(ctx context.Context, id, value string) (offi
 	if !ok {
 		return d, office.Errorf(office.ECONFLICT, "dependency %s is no longer pending", id)
 	}
-	rt.record(ctx, d.OfficeID, d.AgentID, "dependency.provided", map[string]string{"dependency_id": id, "name": d.Name, "value": "[redacted]"}, "")
+	rt.events.record(ctx, d.OfficeID, d.AgentID, "dependency.provided", map[string]string{"dependency_id": id, "name": d.Name, "value": "[redacted]"}, "")
 	rt.kick(agentKey{d.OfficeID, d.AgentID})
 	return d, nil
 }
@@ -168,7 +168,7 @@ func (rt *Router) RejectDependency(ctx context.Context, id, reason string) (offi
 	if !ok {
 		return d, office.Errorf(office.ECONFLICT, "dependency %s is not pending", id)
 	}
-	rt.record(ctx, d.OfficeID, d.AgentID, "dependency.rejected", map[string]string{"dependency_id": id, "reason": reason}, "")
+	rt.events.record(ctx, d.OfficeID, d.AgentID, "dependency.rejected", map[string]string{"dependency_id": id, "reason": reason}, "")
 	rt.kick(agentKey{d.OfficeID, d.AgentID})
 	return d, nil
 }
@@ -209,7 +209,7 @@ func (rt *Router) StopAgent(ctx context.Context, agentID string) error {
 	if err != nil {
 		return err
 	}
-	if !rt.serves(a.OfficeID) {
+	if !rt.roster.serves(a.OfficeID) {
 		return office.Errorf(office.EUNAVAILABLE, "office %s is run by another server", a.OfficeID)
 	}
 	if err := rt.sess.Stop(ctx, a.OfficeID, a.ID); err != nil {
@@ -319,7 +319,7 @@ type Graph struct {
 // CallGraph returns the office's invocations (open ones when openOnly) as a
 // graph of agent names.
 func (rt *Router) CallGraph(ctx context.Context, officeID string, openOnly bool) (Graph, error) {
-	as, err := rt.agents(ctx, officeID)
+	as, err := rt.roster.agents(ctx, officeID)
 	if err != nil {
 		return Graph{}, err
 	}

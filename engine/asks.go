@@ -55,7 +55,7 @@ func (as *asks) ask(ctx context.Context, src source, a office.Agent, q office.Qu
 	}
 	src.carried(events)
 	for _, ev := range events {
-		as.publish(ev)
+		as.events.publish(ev)
 	}
 	if created {
 		as.timers.questions.note(q.ExpiresAt)
@@ -85,7 +85,7 @@ func (as *asks) supersede(ctx context.Context, src source, a office.Agent, q off
 			continue
 		}
 		if ok {
-			as.record(ctx, a.OfficeID, a.ID, "question.cancelled", map[string]string{
+			as.events.record(ctx, a.OfficeID, a.ID, "question.cancelled", map[string]string{
 				"question_id": old.ID, "question": old.Question, "superseded_by": q.ID,
 				"reason": fmt.Sprintf("%s asked the same question again (question %s); only the new one is waited for", a.Name, q.ID),
 			}, src.subKey("supersede/"+old.ID))
@@ -102,7 +102,7 @@ func (as *asks) onDependency(ctx context.Context, src source, self office.Agent,
 		return as.refuse(ctx, src, self, "DEPENDENCY_REQUEST", "it has no name")
 	}
 	dep, err := as.store.CreateDependency(ctx, office.DependencyRequest{
-		ID: src.rowID("dependency"), OfficeID: self.OfficeID, AgentID: self.ID, SessionID: as.sessionID(ctx, self.ID),
+		ID: src.rowID("dependency"), OfficeID: self.OfficeID, AgentID: self.ID, SessionID: as.roster.sessionID(ctx, self.ID),
 		Type: d.Type, Name: d.Name, Description: d.Description, Required: d.Required, Default: d.Default,
 		Status: office.DependencyPending, ExpiresAt: as.now().Add(as.cfg.DependencyTTL),
 	})
@@ -114,6 +114,6 @@ func (as *asks) onDependency(ctx context.Context, src source, self office.Agent,
 	}
 	as.timers.dependencies.note(dep.ExpiresAt)
 	as.setSessionStatus(ctx, self, office.SessionWaiting, "", nil)
-	_, err = as.event(ctx, self.OfficeID, self.ID, "dependency.requested", map[string]any{"dependency_id": dep.ID, "type": dep.Type, "name": dep.Name, "required": dep.Required}, "", src.subKey("dependency"))
+	_, err = as.events.event(ctx, self.OfficeID, self.ID, "dependency.requested", map[string]any{"dependency_id": dep.ID, "type": dep.Type, "name": dep.Name, "required": dep.Required}, "", src.subKey("dependency"))
 	return err
 }

@@ -131,7 +131,7 @@ func (bo *benchOffice) waitReady(b *testing.B, agentID string) {
 	b.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if s, ok := bo.mgr.Get(session.Key{OfficeID: bo.c.officeID, AgentID: agentID}); ok && s.Status() == session.StatusReady {
+		if s, ok := bo.mgr.Get(session.Key{OfficeID: bo.c.officeID, AgentID: agentID}); ok && s.Status() == office.SessionReady {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -22,7 +22,7 @@ import (
 
 // kick wakes k's delivery, starting its loop if needed.
 func (rt *Router) kick(k agentKey) {
-	if !rt.serves(k.officeID) {
+	if !rt.roster.serves(k.officeID) {
 		return
 	}
 	d := rt.desk(k)
@@ -97,7 +97,7 @@ func (v *delivery) send(ctx context.Context, text string) bool {
 // may have delivered: the session checks the agent's record first
 // (SendSince).
 func (v *delivery) sendSince(ctx context.Context, text string, since time.Time) bool {
-	if !v.running || !v.r.serves(v.a.OfficeID) {
+	if !v.running || !v.r.roster.serves(v.a.OfficeID) {
 		return false // not running, or the office was taken over mid-round
 	}
 	sctx, release, ok := v.r.delivery.quiet.send(ctx)
@@ -138,7 +138,7 @@ type due struct {
 // something remains that it could not deliver now.
 func (d *desk) round(ctx context.Context) (retry bool) {
 	o, k := d.r, d.key
-	if !o.serves(k.officeID) {
+	if !o.roster.serves(k.officeID) {
 		return false // another server runs the office now
 	}
 	if !o.delivery.quiet.begin() {
@@ -215,7 +215,7 @@ func (dl *deliverer) readDue(ctx context.Context, a office.Agent) (due, error) {
 // which v keeps for sendRow. A round that types into no running agent
 // reads only.
 func (dl *deliverer) readDueTyping(ctx context.Context, v *delivery) (due, error) {
-	if !v.running || !dl.serves(v.a.OfficeID) {
+	if !v.running || !dl.roster.serves(v.a.OfficeID) {
 		return dl.readDue(ctx, v.a)
 	}
 	v.markedAt = dl.now()
@@ -280,7 +280,7 @@ func (dl *deliverer) markDelivered(ctx context.Context, a office.Agent, d office
 	at, ev, ok, err := dl.store.MarkDelivered(ctx, d)
 	if err == nil {
 		if ok && ev.ID != 0 {
-			dl.publish(ev)
+			dl.events.publish(ev)
 		}
 		return at, ok, true
 	}
@@ -319,7 +319,7 @@ func (dl *deliverer) markDelivered(ctx context.Context, a office.Agent, d office
 	if d.Busy {
 		dl.setSessionStatus(ctx, a, office.SessionBusy, d.EventKind, payload)
 	} else {
-		dl.record(ctx, a.OfficeID, a.ID, d.EventKind, payload, "")
+		dl.events.record(ctx, a.OfficeID, a.ID, d.EventKind, payload, "")
 	}
 	return at, true, true
 }
@@ -354,7 +354,7 @@ func (dl *deliverer) deliverInterruptedAnswer(ctx context.Context, v *delivery, 
 	}
 	if ok {
 		choice, _ := parsePermissionAnswer(q.Response)
-		dl.record(ctx, v.a.OfficeID, v.a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "answer": choice, "reason": "answered while no hook waited"}, "")
+		dl.events.record(ctx, v.a.OfficeID, v.a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "answer": choice, "reason": "answered while no hook waited"}, "")
 	}
 	return true
 }
@@ -365,7 +365,7 @@ func (dl *deliverer) deliverResults(ctx context.Context, v *delivery, x due) out
 			dl.ensureStarted(ctx, v.a)
 			return again
 		}
-		if !v.sendRow(ctx, rowKey("result", r.ID), resultText(r, dl.agentName(ctx, r.FromAgentID))) {
+		if !v.sendRow(ctx, rowKey("result", r.ID), resultText(r, dl.roster.agentName(ctx, r.FromAgentID))) {
 			return again
 		}
 		if _, _, done := dl.markDelivered(ctx, v.a, office.Delivered{Kind: office.DeliveredResult, ID: r.ID, EventKind: "result.delivered"}, map[string]string{"result_id": r.ID}); !done {
@@ -384,7 +384,7 @@ func (dl *deliverer) deliverMessages(ctx context.Context, v *delivery, x due) ou
 			dl.retryErr("mark message delivered", err)
 			return again
 		} else if ok {
-			dl.record(ctx, v.a.OfficeID, v.a.ID, "message.delivered", map[string]string{"message_id": m.ID}, "")
+			dl.events.record(ctx, v.a.OfficeID, v.a.ID, "message.delivered", map[string]string{"message_id": m.ID}, "")
 		}
 	}
 	return delivered
@@ -412,7 +412,7 @@ func (dl *deliverer) deliverNextTask(ctx context.Context, v *delivery, x due) ou
 		dl.ensureStarted(ctx, v.a)
 		return again
 	}
-	if !v.sendRow(ctx, rowKey("task", next.ID), taskText(*next, dl.agentName(ctx, next.CallerAgentID))) {
+	if !v.sendRow(ctx, rowKey("task", next.ID), taskText(*next, dl.roster.agentName(ctx, next.CallerAgentID))) {
 		return again
 	}
 	started, ok, done := dl.markDelivered(ctx, v.a, office.Delivered{Kind: office.DeliveredTask, ID: next.ID, EventKind: "invocation.in_progress"}, map[string]string{"invocation_id": next.ID})
@@ -457,7 +457,7 @@ func (dl *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSp
 	if err != nil {
 		return SessionSpec{}, fmt.Errorf("get office: %w", err)
 	}
-	roster, err := dl.rosterText(ctx, a.OfficeID)
+	roster, err := dl.roster.rosterText(ctx, a.OfficeID)
 	if err != nil {
 		return SessionSpec{}, err
 	}
@@ -471,7 +471,7 @@ func (dl *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSp
 		return SessionSpec{}, err
 	}
 	spec := SessionSpec{
-		OfficeID: a.OfficeID, AgentID: a.ID, OfficeName: off.Name, AgentName: a.Name, Launch: launch, Dir: dl.workspace(a),
+		OfficeID: a.OfficeID, AgentID: a.ID, OfficeName: off.Name, AgentName: a.Name, Launch: launch, Dir: dl.roster.workspace(a),
 		SystemPrompt: roster.Instructions(off, a), PermissionTimeout: dl.perms.timeout(a),
 	}
 	deps, err := dl.store.ListDependencies(ctx, office.DependencyFilter{OfficeID: a.OfficeID, AgentID: a.ID, Status: []string{office.DependencyProvided}})
@@ -517,7 +517,7 @@ func (dl *deliverer) sessionSpec(ctx context.Context, a office.Agent) (SessionSp
 }
 
 func (dl *deliverer) startSession(ctx context.Context, a office.Agent, restart bool) error {
-	if !dl.serves(a.OfficeID) {
+	if !dl.roster.serves(a.OfficeID) {
 		return office.Errorf(office.EUNAVAILABLE, "office %s is run by another server", a.OfficeID)
 	}
 	spec, err := dl.sessionSpec(ctx, a)
@@ -594,7 +594,7 @@ func (dl *deliverer) reask(ctx context.Context, a office.Agent, q office.Questio
 		dl.log.Warn("re-ask question", "err", err)
 		return
 	}
-	dl.record(ctx, a.OfficeID, a.ID, "question.answer_invalid", map[string]string{"question_id": q.ID, "reason": office.ErrorMessage(why), "new_question_id": nq.ID}, "")
+	dl.events.record(ctx, a.OfficeID, a.ID, "question.answer_invalid", map[string]string{"question_id": q.ID, "reason": office.ErrorMessage(why), "new_question_id": nq.ID}, "")
 }
 
 // deliverDependency tells v's agent about a provided, rejected or expired

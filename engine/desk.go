@@ -270,7 +270,7 @@ func (d *desk) outputLost(ctx context.Context, n int) {
 	k := d.key
 	d.parser = protocol.NewParser(protocol.Options{})
 	d.r.log.Warn("agent output lost", "office", k.officeID, "agent", k.agentID, "lines", n)
-	if _, err := d.r.event(ctx, k.officeID, k.agentID, "output.lost", map[string]int{"lines": n}, "", ""); err != nil {
+	if _, err := d.r.events.event(ctx, k.officeID, k.agentID, "output.lost", map[string]int{"lines": n}, "", ""); err != nil {
 		d.r.log.Error("record lost output", "office", k.officeID, "agent", k.agentID, "err", err)
 	}
 	d.notify(fmt.Sprintf("%d lines of your output were lost (the office could not keep up). If they held protocol blocks, print those blocks again.", n))

@@ -34,12 +34,12 @@ func (dp *dispatcher) handle(ctx context.Context, src source, m protocol.Message
 		err = dp.dispatch(ctx, src, m)
 		// A path that neither stored a row nor refused (or failed before
 		// either) records the message as handle records the others.
-		if rerr := dp.recordMessage(ctx, &src); err == nil {
+		if rerr := dp.events.recordMessage(ctx, &src); err == nil {
 			err = rerr
 		}
 		return err
 	}
-	inserted, err := dp.event(ctx, src.officeID, src.agentID, kind, m, m.Raw, src.key)
+	inserted, err := dp.events.event(ctx, src.officeID, src.agentID, kind, m, m.Raw, src.key)
 	if err != nil {
 		return err
 	}
@@ -98,12 +98,12 @@ func (dp *dispatcher) handleProgress(ctx context.Context, run []sourced) error {
 	}
 	stored, inserted, err := dp.store.AppendEvents(ctx, evs)
 	if err != nil {
-		dp.auditFailures.Add(1)
+		dp.events.auditFailures.Add(1)
 		return fmt.Errorf("append %d progress events: %w", len(evs), err)
 	}
 	for i, x := range run {
 		if i < len(inserted) && inserted[i] {
-			dp.publish(stored[i])
+			dp.events.publish(stored[i])
 			dp.desk(agentKey{x.src.officeID, x.src.agentID}).onProgress(x.m)
 		}
 	}
@@ -179,11 +179,11 @@ func (b *base) tell(src source, a office.Agent, text string) {
 // refuse tells the sender an action was refused and records why, after
 // the message's own event (recordMessage).
 func (b *base) refuse(ctx context.Context, src source, self office.Agent, kind, why string) error {
-	if err := b.recordMessage(ctx, &src); err != nil {
+	if err := b.events.recordMessage(ctx, &src); err != nil {
 		return err
 	}
 	b.tell(src, self, fmt.Sprintf("Your %s was refused: %s", kind, why))
-	_, err := b.event(ctx, self.OfficeID, self.ID, "refused", map[string]string{"kind": kind, "reason": why}, "", src.subKey("refused"))
+	_, err := b.events.event(ctx, self.OfficeID, self.ID, "refused", map[string]string{"kind": kind, "reason": why}, "", src.subKey("refused"))
 	return err
 }
 

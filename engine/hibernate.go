@@ -57,7 +57,7 @@ type hibernation struct {
 	sess   Sessions
 	idle   Idler // nil: nothing hibernates
 	perms  *permissions
-	status func(StatusChange) // the status writer's queue
+	status func(statusChange) // the status writer's queue
 	desks  wakeDesks          // the deliverer
 
 	mu       sync.Mutex
@@ -214,7 +214,7 @@ func (h *hibernation) sleepIfAsked(ctx context.Context, d *desk) {
 		return
 	}
 	k := d.key
-	if !h.serves(k.officeID) || !h.desks.beginRound() {
+	if !h.roster.serves(k.officeID) || !h.desks.beginRound() {
 		return // not ours, or the server is stopping: its stop writes the row
 	}
 	defer h.desks.endRound()
@@ -250,7 +250,7 @@ func (h *hibernation) sleepIfAsked(ctx context.Context, d *desk) {
 // rewrite is the status writer's look at a status change before it is
 // written: the stop of an agent put to sleep is written hibernated, with
 // why.
-func (h *hibernation) rewrite(c StatusChange) StatusChange {
+func (h *hibernation) rewrite(c statusChange) statusChange {
 	k := agentKey{c.OfficeID, c.AgentID}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -341,7 +341,7 @@ func (h *hibernation) wakeIfDue(ctx context.Context, d *desk, a office.Agent) (a
 		return true, true
 	}
 	h.log.Info("agent woken", "office", a.OfficeID, "agent", a.ID, "agent_name", a.Name, "for", what)
-	h.record(ctx, a.OfficeID, a.ID, "session.woken", map[string]string{"for": what}, "")
+	h.events.record(ctx, a.OfficeID, a.ID, "session.woken", map[string]string{"for": what}, "")
 	h.makeRoom(ctx) // a slot free for the next wake-up
 	return true, true
 }
@@ -392,7 +392,7 @@ func (h *hibernation) slot(ctx context.Context, k agentKey, tell bool) bool {
 	if tell {
 		// The reason, where members and the API read it: the row stays
 		// hibernated, its detail says why it waits.
-		h.status(StatusChange{OfficeID: k.officeID, AgentID: k.agentID, Status: office.SessionHibernated,
+		h.status(statusChange{OfficeID: k.officeID, AgentID: k.agentID, Status: office.SessionHibernated,
 			Detail: fmt.Sprintf("waiting to wake: %d of max_live %d agents are live on this server; %d wake-up(s) ahead of it", live, limit, pos)})
 	}
 	h.makeRoom(ctx)
@@ -539,7 +539,7 @@ func (h *hibernation) skipStart(ctx context.Context, a office.Agent) bool {
 	h.mu.Lock()
 	h.asleep[k] = true
 	h.mu.Unlock()
-	h.status(StatusChange{OfficeID: a.OfficeID, AgentID: a.ID, Status: office.SessionHibernated,
+	h.status(statusChange{OfficeID: a.OfficeID, AgentID: a.ID, Status: office.SessionHibernated,
 		Detail: fmt.Sprintf("not started: max_live %d agents are live on this server; the first work for it starts it", h.cfg.MaxLive)})
 	return true
 }
@@ -556,7 +556,7 @@ func (h *hibernation) stoppedOnRequest(ctx context.Context, a office.Agent) {
 	delete(h.going, k)
 	h.line = slices.DeleteFunc(h.line, func(x agentKey) bool { return x == k })
 	h.mu.Unlock()
-	h.status(StatusChange{OfficeID: a.OfficeID, AgentID: a.ID, Status: office.SessionStopped, Detail: "stopped on request while hibernated"})
+	h.status(statusChange{OfficeID: a.OfficeID, AgentID: a.ID, Status: office.SessionStopped, Detail: "stopped on request while hibernated"})
 }
 
 // keepConversation writes the conversation a session reports into its
@@ -564,7 +564,7 @@ func (h *hibernation) stoppedOnRequest(ctx context.Context, a office.Agent) {
 // office makes none up for it: deliverer.sessionSpec), and a process
 // started later — after a hibernation, or by the next server — resumes
 // the conversation the row names. The status writer calls it.
-func (h *hibernation) keepConversation(ctx context.Context, c StatusChange) {
+func (h *hibernation) keepConversation(ctx context.Context, c statusChange) {
 	if c.ConversationID == "" {
 		return
 	}

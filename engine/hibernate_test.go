@@ -47,8 +47,8 @@ func (s *sleepySessions) Start(ctx context.Context, spec SessionSpec) error {
 	s.live++
 	s.maxLive = max(s.maxLive, s.live)
 	s.mu.Unlock()
-	s.r.HandleStatus(StatusChange{OfficeID: spec.OfficeID, AgentID: spec.AgentID, Status: office.SessionStarting, PID: 10, Resumes: true, Resumed: spec.Resume})
-	s.r.HandleStatus(StatusChange{OfficeID: spec.OfficeID, AgentID: spec.AgentID, Status: office.SessionReady, PID: 10, Resumes: true, Resumed: spec.Resume})
+	s.r.HandleStatus(session.Key{OfficeID: spec.OfficeID, AgentID: spec.AgentID}, office.SessionStarting, session.Info{PID: 10, Resumes: true, Resumed: spec.Resume})
+	s.r.HandleStatus(session.Key{OfficeID: spec.OfficeID, AgentID: spec.AgentID}, office.SessionReady, session.Info{PID: 10, Resumes: true, Resumed: spec.Resume})
 	return nil
 }
 
@@ -67,8 +67,7 @@ func (s *sleepySessions) Stop(ctx context.Context, officeID, agentID string) err
 		s.live--
 		s.mu.Unlock()
 	}
-	zero := 0
-	s.r.HandleStatus(StatusChange{OfficeID: officeID, AgentID: agentID, Status: office.SessionStopped, ExitCode: &zero})
+	s.r.HandleStatus(session.Key{OfficeID: officeID, AgentID: agentID}, office.SessionStopped, session.Info{})
 	return s.fakeSessions.Stop(ctx, officeID, agentID)
 }
 

@@ -97,13 +97,13 @@ func TestWorkspaceInsideDataDir(t *testing.T) {
 		{ID: "a5", OfficeID: "", Name: "po"},
 		{ID: "a6", OfficeID: "o1", Name: "po"},
 	} {
-		dir := r.workspace(a)
+		dir := r.roster.workspace(a)
 		rel, err := filepath.Rel(base, dir)
 		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || strings.ContainsRune(dir, 0) {
 			t.Errorf("workspace of %+v = %q, outside %s", a, dir, base)
 		}
 	}
-	if got, want := r.workspace(office.Agent{ID: "a6", OfficeID: "o1", Name: "po"}), filepath.Join(base, "o1", "po"); got != want {
+	if got, want := r.roster.workspace(office.Agent{ID: "a6", OfficeID: "o1", Name: "po"}), filepath.Join(base, "o1", "po"); got != want {
 		t.Errorf("workspace of a valid agent = %q, want %q", got, want)
 	}
 }

@@ -57,7 +57,7 @@ func (dp *dispatcher) onInvalid(ctx context.Context, src source, tl *invalidTall
 		tl.unrecorded++
 		return nil
 	}
-	inserted, err := dp.event(ctx, src.officeID, src.agentID, "message.invalid", m, m.Raw, src.key)
+	inserted, err := dp.events.event(ctx, src.officeID, src.agentID, "message.invalid", m, m.Raw, src.key)
 	if inserted {
 		tl.fresh = true
 	}
@@ -77,7 +77,7 @@ func (dp *dispatcher) flushInvalid(ctx context.Context, k agentKey, tl *invalidT
 	var err error
 	if w.unrecorded > 0 {
 		var inserted bool
-		inserted, err = dp.event(ctx, k.officeID, k.agentID, "message.invalid.summary",
+		inserted, err = dp.events.event(ctx, k.officeID, k.agentID, "message.invalid.summary",
 			map[string]any{"invalid": w.n, "not_recorded_one_by_one": w.unrecorded, "kinds": w.kinds}, "", key+"#invalid")
 		w.fresh = w.fresh || inserted
 	}

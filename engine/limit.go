@@ -75,7 +75,7 @@ func (dp *dispatcher) flushRefused(ctx context.Context, k agentKey, bt *blockTal
 	}
 	refused, kinds := bt.refused, bt.kinds
 	bt.refused, bt.kinds = 0, nil
-	inserted, err := dp.event(ctx, k.officeID, k.agentID, "message.refused.summary",
+	inserted, err := dp.events.event(ctx, k.officeID, k.agentID, "message.refused.summary",
 		map[string]any{"refused": refused, "kinds": kinds, "limit_per_minute": maxBlocksPerMinute, "progress_limit_per_minute": maxProgressPerMinute}, "", key+"#refused")
 	if inserted {
 		names := make([]string, 0, len(kinds))

@@ -51,7 +51,7 @@ func (dl *deliverer) typing(ctx context.Context, a office.Agent, row string) (ti
 	p, _ := json.Marshal(typingMark{Row: row, At: now})
 	ev, inserted, err := dl.store.AppendEvent(ctx, office.Event{OfficeID: a.OfficeID, AgentID: a.ID, Kind: EventTyping, Payload: p, DedupeKey: office.TypingKey(row)})
 	if err != nil {
-		dl.eventLog.auditFailures.Add(1)
+		dl.events.auditFailures.Add(1)
 		return time.Time{}, fmt.Errorf("record typing of %s: %w", row, err)
 	}
 	return dl.typed(ctx, a, row, ev, inserted, now), nil
@@ -62,7 +62,7 @@ func (dl *deliverer) typing(ctx context.Context, a office.Agent, row string) (ti
 // records that it is typed again otherwise.
 func (dl *deliverer) typed(ctx context.Context, a office.Agent, row string, ev office.Event, inserted bool, now time.Time) time.Time {
 	if inserted {
-		dl.eventLog.publish(ev)
+		dl.events.publish(ev)
 		return time.Time{}
 	}
 	var m typingMark
@@ -72,7 +72,7 @@ func (dl *deliverer) typed(ctx context.Context, a office.Agent, row string, ev o
 	if m.At.IsZero() {
 		m.At = now.Add(-24 * time.Hour) // nothing says when: check the whole recent record
 	}
-	dl.record(ctx, a.OfficeID, a.ID, EventTypingAgain, typingMark{Row: row, At: m.At}, "")
+	dl.events.record(ctx, a.OfficeID, a.ID, EventTypingAgain, typingMark{Row: row, At: m.At}, "")
 	return m.At
 }
 
@@ -80,7 +80,7 @@ func (dl *deliverer) typed(ctx context.Context, a office.Agent, row string, ev o
 // first time as send does; after an earlier typing of the same row, only
 // if the agent's record does not show it arrived.
 func (v *delivery) sendRow(ctx context.Context, row, text string) bool {
-	if !v.running || !v.r.serves(v.a.OfficeID) {
+	if !v.running || !v.r.roster.serves(v.a.OfficeID) {
 		return false
 	}
 	var since time.Time

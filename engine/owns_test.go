@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
 )
 
 // While Config.Owns says another server runs the office, the router starts
@@ -31,7 +32,7 @@ func TestOwnsGatesTheOffice(t *testing.T) {
 	if _, err := h.r.AnswerQuestion(ctx, h.questions()[0].ID, "email", ""); err != nil {
 		t.Fatal(err)
 	}
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: office.SessionReady, PID: 7})
+	h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id("DEV")}, office.SessionReady, session.Info{PID: 7})
 	h.quiet("PO", 100*time.Millisecond)
 	if rec, err := h.st.GetSessionByAgent(ctx, h.id("DEV")); err == nil {
 		t.Errorf("session row written for an office run elsewhere: %+v", rec)

@@ -42,8 +42,10 @@ type base struct {
 	store office.Store
 	log   *slog.Logger
 	now   func() time.Time
-	*eventLog
-	*roster
+	// events and roster are named, not embedded: a part calls them
+	// through these fields and gets none of their methods as its own.
+	events *eventLog
+	roster *roster
 
 	notify  func(a office.Agent, text string) // queue a notice on a's desk
 	kick    func(k agentKey)                  // wake k's delivery
@@ -119,7 +121,7 @@ type statusWriter struct {
 	hib    *hibernation
 
 	mu   sync.Mutex
-	q    []StatusChange
+	q    []statusChange
 	wake chan struct{}
 	turn chan struct{} // a token: held while statuses are written
 	last sync.Map      // agent ID → the last status recorded (lastStatus)

@@ -18,8 +18,9 @@ var parts = []string{"Router", "base", "eventLog", "roster", "timers", "dispatch
 
 // partGraph reads the engine's source (not its tests) and returns, for
 // each part, the parts its struct holds: a field or an embedded field of
-// the part's type, by pointer or not.
-func partGraph(t *testing.T) map[string][]string {
+// the part's type, by pointer or not; and, for each part, the parts it
+// embeds.
+func partGraph(t *testing.T) (graph, embeds map[string][]string) {
 	t.Helper()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -29,7 +30,7 @@ func partGraph(t *testing.T) map[string][]string {
 	for _, p := range parts {
 		isPart[p] = true
 	}
-	graph := map[string][]string{}
+	graph, embeds = map[string][]string{}, map[string][]string{}
 	fset := token.NewFileSet()
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
@@ -59,8 +60,15 @@ func partGraph(t *testing.T) map[string][]string {
 				if star, ok := typ.(*ast.StarExpr); ok {
 					typ = star.X
 				}
-				if id, ok := typ.(*ast.Ident); ok && isPart[id.Name] && !slices.Contains(graph[ts.Name.Name], id.Name) {
+				id, ok := typ.(*ast.Ident)
+				if !ok || !isPart[id.Name] {
+					continue
+				}
+				if !slices.Contains(graph[ts.Name.Name], id.Name) {
 					graph[ts.Name.Name] = append(graph[ts.Name.Name], id.Name)
+				}
+				if len(fld.Names) == 0 {
+					embeds[ts.Name.Name] = append(embeds[ts.Name.Name], id.Name)
 				}
 			}
 			return false
@@ -71,15 +79,25 @@ func partGraph(t *testing.T) map[string][]string {
 			t.Errorf("part %s not found in the engine's source", p)
 		}
 	}
-	return graph
+	return graph, embeds
 }
 
 // TestPartsCallOneWay: the engine's parts form a graph without cycles: no
 // part holds a part that holds it, directly or through others. A state
 // change goes the other way by a narrow interface (statusWriter.failer) or
 // a message (timers), never by a pointer back.
+//
+// No part embeds another but *base, and base embeds none: an embedded
+// part would give every part that holds it all its methods.
 func TestPartsCallOneWay(t *testing.T) {
-	graph := partGraph(t)
+	graph, embeds := partGraph(t)
+	for _, p := range parts {
+		for _, e := range embeds[p] {
+			if e != "base" || p == "base" {
+				t.Errorf("part %s embeds %s: hold it in a named field, calling only what it needs", p, e)
+			}
+		}
+	}
 	const (
 		unseen = iota
 		onPath

@@ -94,7 +94,7 @@ func (pm *permissions) request(req session.PermissionRequest) {
 		deny("The office server is shutting down; the request was not asked.")
 		return
 	}
-	if !pm.serves(req.Key.OfficeID) {
+	if !pm.roster.serves(req.Key.OfficeID) {
 		deny("This office server does not run the office now; the request was not asked.")
 		return
 	}
@@ -116,7 +116,7 @@ func (pm *permissions) request(req session.PermissionRequest) {
 		}
 		if pm.decide(k, req.ID, d) {
 			kind := map[bool]string{true: "permission.allowed", false: "permission.denied"}[allow]
-			pm.record(ctx, a.OfficeID, a.ID, kind, map[string]any{
+			pm.events.record(ctx, a.OfficeID, a.ID, kind, map[string]any{
 				"request_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "by": "office rule", "rule": r, "via": req.Via,
 			}, "")
 			pm.toldDenied(a, lp, d)
@@ -125,7 +125,7 @@ func (pm *permissions) request(req session.PermissionRequest) {
 	}
 	if r, ok := pm.granted(ctx, k, req.ConversationID, req.Tool, subject); ok {
 		if pm.decide(k, req.ID, session.PermissionDecision{Allow: true}) {
-			pm.record(ctx, a.OfficeID, a.ID, "permission.allowed", map[string]any{
+			pm.events.record(ctx, a.OfficeID, a.ID, "permission.allowed", map[string]any{
 				"request_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "by": "session rule", "rule": r, "via": req.Via,
 			}, "")
 		}
@@ -144,7 +144,7 @@ func (pm *permissions) request(req session.PermissionRequest) {
 		Question: question, Options: office.PermissionOptions(), Context: details, Required: true,
 	}
 	q.OfficeID, q.AgentID = a.OfficeID, a.ID
-	q.SessionID = pm.sessionID(ctx, a.ID)
+	q.SessionID = pm.roster.sessionID(ctx, a.ID)
 	q.Status = office.QuestionPending
 	q.ExpiresAt = pm.now().Add(lp.timeout)
 	if _, err := pm.store.CreateQuestion(ctx, q); err != nil && !office.IsConflict(err) {
@@ -154,7 +154,7 @@ func (pm *permissions) request(req session.PermissionRequest) {
 		return
 	}
 	pm.timers.questions.note(q.ExpiresAt)
-	pm.record(ctx, a.OfficeID, a.ID, "permission.requested", map[string]any{
+	pm.events.record(ctx, a.OfficeID, a.ID, "permission.requested", map[string]any{
 		"question_id": req.ID, "tool": req.Tool, "input": eventInput(req.Input), "question": question,
 		"expires_at": q.ExpiresAt, "session_rule": lp.rule, "via": req.Via,
 	}, "permission/"+req.ID)
@@ -188,7 +188,7 @@ func (pm *permissions) ended(officeID, agentID, id string, answered bool) {
 	}
 	if !answered {
 		pm.forget(id)
-		pm.record(ctx, officeID, agentID, "permission.hook_gone", map[string]string{"question_id": id}, "")
+		pm.events.record(ctx, officeID, agentID, "permission.hook_gone", map[string]string{"question_id": id}, "")
 		return
 	}
 	// Cancelled before it is forgotten: a person's answer given in the
@@ -201,7 +201,7 @@ func (pm *permissions) ended(officeID, agentID, id string, answered bool) {
 		return
 	}
 	if ok {
-		pm.record(ctx, officeID, agentID, "permission.ended", map[string]string{
+		pm.events.record(ctx, officeID, agentID, "permission.ended", map[string]string{
 			"question_id": id, "reason": "answered in the agent's terminal",
 		}, "")
 	}
@@ -275,7 +275,7 @@ func (pm *permissions) decideWaiting(ctx context.Context) {
 		pm.mu.Lock()
 		lp, ok := pm.live[id]
 		pm.mu.Unlock()
-		if !ok || !pm.serves(q.OfficeID) {
+		if !ok || !pm.roster.serves(q.OfficeID) {
 			continue
 		}
 		switch q.Status {
@@ -292,13 +292,13 @@ func (pm *permissions) decideWaiting(ctx context.Context) {
 			pm.forget(id)
 			msg := fmt.Sprintf("No one in the office answered this permission request within %s, so it was denied. Do not retry it now; go on without it, or ask the office with an ASK_USER block why you need it.", lp.timeout)
 			if d := (session.PermissionDecision{Message: msg}); pm.decide(lp.key, id, d) {
-				pm.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": "timeout", "message": msg, "via": lp.via}, "")
+				pm.events.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": "timeout", "message": msg, "via": lp.via}, "")
 				pm.toldDeniedID(ctx, q.AgentID, lp, d)
 			}
 		default: // cancelled, or delivered by another path
 			pm.forget(id)
 			if pm.decide(lp.key, id, session.PermissionDecision{Message: "The office withdrew this permission request; it is denied."}) {
-				pm.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": q.Status}, "")
+				pm.events.record(ctx, q.OfficeID, q.AgentID, "permission.denied", map[string]any{"question_id": id, "tool": lp.tool, "by": q.Status}, "")
 			}
 		}
 	}
@@ -347,7 +347,7 @@ func (pm *permissions) decideAnswered(ctx context.Context, q office.Question, lp
 	if choice == office.PermissionAllowSession {
 		payload["rule"] = lp.rule
 	}
-	pm.record(ctx, q.OfficeID, q.AgentID, kind, payload, "")
+	pm.events.record(ctx, q.OfficeID, q.AgentID, kind, payload, "")
 }
 
 // toldDenied tells agent a the reason of a deny sent to a dialog on its
@@ -487,7 +487,7 @@ func (pm *permissions) endGrants(ctx context.Context, k agentKey) {
 		return
 	}
 	if n > 0 {
-		pm.record(ctx, k.officeID, k.agentID, "permission.grants_ended", map[string]any{"grants": n, "reason": "a fresh conversation"}, "")
+		pm.events.record(ctx, k.officeID, k.agentID, "permission.grants_ended", map[string]any{"grants": n, "reason": "a fresh conversation"}, "")
 	}
 }
 
@@ -668,7 +668,7 @@ func (pm *permissions) expiredPermission(ctx context.Context, q office.Question)
 		pm.wake()
 		return
 	}
-	pm.record(ctx, q.OfficeID, q.AgentID, "permission.expired", map[string]string{"question_id": q.ID}, "")
+	pm.events.record(ctx, q.OfficeID, q.AgentID, "permission.expired", map[string]string{"question_id": q.ID}, "")
 	if a, err := pm.store.GetAgent(ctx, q.AgentID); err == nil {
 		pm.notify(a, interruptedText(a, q))
 	}
@@ -722,7 +722,7 @@ func (pm *permissions) sweepPermissions(ctx context.Context, officeID, agentID s
 			pm.log.Warn("permission: get agent", "agent", q.AgentID, "err", err)
 			continue
 		}
-		pm.record(ctx, a.OfficeID, a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "reason": "the agent or the office server stopped while the request waited"}, "")
+		pm.events.record(ctx, a.OfficeID, a.ID, "permission.interrupted", map[string]string{"question_id": q.ID, "reason": "the agent or the office server stopped while the request waited"}, "")
 		pm.notify(a, interruptedText(a, q))
 	}
 	if due {

@@ -116,7 +116,7 @@ func TestPermissionDecidedOnce(t *testing.T) {
 		t.Errorf("stored grants of conv-1: %+v, %v; want Bash(make:*) from %s", gs, err, id2)
 	}
 	// The process restarts and resumes the conversation: the grant holds.
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionStarting, Resumes: true, Resumed: true})
+	h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id("PO")}, office.SessionStarting, session.Info{Resumes: true, Resumed: true})
 	idR := h.request(dec, "PO", "conv-1", "make docs")
 	if d := dec.got(idR); len(d) != 1 || !d[0].Allow {
 		t.Errorf("after a resumed start, a call the session rule covers: decisions %+v, want one allow", d)
@@ -131,7 +131,7 @@ func TestPermissionDecidedOnce(t *testing.T) {
 	}
 
 	// A fresh conversation ends the grants.
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionStarting, Resumes: true})
+	h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id("PO")}, office.SessionStarting, session.Info{Resumes: true})
 	eventually(t, "the grants ended", func() bool { gs, _ := h.st.ListPermissionGrants(ctx, h.id("PO"), "conv-1"); return len(gs) == 0 })
 	idF := h.request(dec, "PO", "conv-1", "make lint")
 	if _, err := h.st.GetQuestion(ctx, idF); err != nil || len(dec.got(idF)) != 0 {
@@ -212,10 +212,10 @@ func TestPermissionSweep(t *testing.T) {
 	if q, _ := h.st.GetQuestion(ctx, id); q.Status != office.QuestionPending {
 		t.Errorf("question of a request whose agent ended is %s before the restart, want pending", q.Status)
 	}
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionStarting})
+	h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id("PO")}, office.SessionStarting, session.Info{})
 	eventually(t, "the sweep at the start", func() bool { q, _ := h.st.GetQuestion(ctx, id); return q.Status == office.QuestionCancelled })
 	h.typed("PO", "(to run a command: make d) was interrupted")
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionStarting})
+	h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id("PO")}, office.SessionStarting, session.Info{})
 	h.quiet("PO", 200*time.Millisecond)
 }
 

@@ -71,7 +71,7 @@ func (pw *proxyWork) onProxy(ctx context.Context, src source, self office.Agent,
 // proxy can ever take it; else it stays parked, and on the first attempt
 // the requester is told it waits and until when.
 func (pw *proxyWork) advanceProxy(ctx context.Context, requester office.Agent, row office.ProxyRequest, req proxy.ActionRequest, first bool) error {
-	reg, _, err := pw.registry(ctx, row.OfficeID)
+	reg, _, err := pw.roster.registry(ctx, row.OfficeID)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (pw *proxyWork) advanceProxy(ctx context.Context, requester office.Agent, r
 		pw.respondProxy(requester, row, proxy.Response{Status: office.ProxyParked, Proxy: waitFor.Name, ExpiresAt: row.ExpiresAt.UTC().Format(time.RFC3339),
 			Error:   "no proxy can take it now: " + d.Reason,
 			Message: fmt.Sprintf("Your request %s waits for a proxy (%s). The office hands it over as soon as one is free, or at %s tells you it timed out.", row.ID, d.Reason, row.ExpiresAt.UTC().Format(time.RFC3339))})
-		_, err = pw.event(ctx, row.OfficeID, requester.ID, "proxy.parked", map[string]string{"request_id": row.ID, "action": req.Action, "waiting_for": waitFor.Name, "reason": d.Reason, "expires_at": row.ExpiresAt.UTC().Format(time.RFC3339)}, "", "")
+		_, err = pw.events.event(ctx, row.OfficeID, requester.ID, "proxy.parked", map[string]string{"request_id": row.ID, "action": req.Action, "waiting_for": waitFor.Name, "reason": d.Reason, "expires_at": row.ExpiresAt.UTC().Format(time.RFC3339)}, "", "")
 		return err
 	}
 
@@ -135,7 +135,7 @@ func (pw *proxyWork) advanceProxy(ctx context.Context, requester office.Agent, r
 		`{"action": "update_status", "requester": "%s", "task_id": "<id>", "status": "completed"}.`,
 		requester.Name, req.Action, row.ID, quote(strings.Join(lines, "\n")), proxyAgent.Name))
 	pw.respondProxy(requester, row, resp)
-	_, err = pw.event(ctx, row.OfficeID, requester.ID, "proxy.handled", map[string]any{"request_id": row.ID, "proxy": proxyAgent.Name, "task_ids": resp.TaskIDs, "selection": d.String()}, "", "")
+	_, err = pw.events.event(ctx, row.OfficeID, requester.ID, "proxy.handled", map[string]any{"request_id": row.ID, "proxy": proxyAgent.Name, "task_ids": resp.TaskIDs, "selection": d.String()}, "", "")
 	return err
 }
 
@@ -244,7 +244,7 @@ func (pw *proxyWork) backupProxy(ctx context.Context, requester office.Agent, ro
 	if err != nil {
 		return err
 	}
-	_, err = pw.event(ctx, row.OfficeID, requester.ID, "proxy."+status, map[string]any{"request_id": row.ID, "action": req.Action, "reason": why, "backup_file": path, "task_ids": resp.TaskIDs}, "", "")
+	_, err = pw.events.event(ctx, row.OfficeID, requester.ID, "proxy."+status, map[string]any{"request_id": row.ID, "action": req.Action, "reason": why, "backup_file": path, "task_ids": resp.TaskIDs}, "", "")
 	return err
 }
 
@@ -386,7 +386,7 @@ func (pw *proxyWork) updateProxyTask(ctx context.Context, src source, self offic
 		}
 	}
 	pw.respondProxy(self, row, resp)
-	_, err = pw.event(ctx, self.OfficeID, self.ID, "proxy.task_updated", map[string]string{"task_id": t.ID, "status": t.Status, "request_id": t.RequestID}, "", src.subKey("proxy-task"))
+	_, err = pw.events.event(ctx, self.OfficeID, self.ID, "proxy.task_updated", map[string]string{"task_id": t.ID, "status": t.Status, "request_id": t.RequestID}, "", src.subKey("proxy-task"))
 	return true, err
 }
 
@@ -405,7 +405,7 @@ func (pw *proxyWork) proxyTick(ctx context.Context, now time.Time) {
 		}
 		return
 	}
-	if !slices.ContainsFunc(rows, func(r office.ProxyRequest) bool { return pw.serves(r.OfficeID) }) {
+	if !slices.ContainsFunc(rows, func(r office.ProxyRequest) bool { return pw.roster.serves(r.OfficeID) }) {
 		pw.timers.parked.quiet(gen)
 		return
 	}
@@ -414,7 +414,7 @@ func (pw *proxyWork) proxyTick(ctx context.Context, now time.Time) {
 	// goes to the one that waited longest).
 	waiting := map[string]bool{}
 	for _, row := range rows {
-		if !pw.serves(row.OfficeID) || (row.ProxyAgentID != "" && waiting[row.ProxyAgentID] && now.Before(row.ExpiresAt)) {
+		if !pw.roster.serves(row.OfficeID) || (row.ProxyAgentID != "" && waiting[row.ProxyAgentID] && now.Before(row.ExpiresAt)) {
 			continue
 		}
 		if err := pw.proxyStep(ctx, now, row); err != nil && ctx.Err() == nil {

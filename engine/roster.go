@@ -36,12 +36,12 @@ func (b *base) setSessionStatus(ctx context.Context, a office.Agent, status, kin
 	_, ev, _, err := b.store.SetSessionStatus(ctx, c)
 	switch {
 	case err != nil && kind != "":
-		b.auditFailures.Add(1)
+		b.events.auditFailures.Add(1)
 		b.log.Error("audit event not recorded", "office", a.OfficeID, "agent", a.ID, "kind", kind, "err", err)
 	case err != nil:
 		b.log.Warn("update session status", "agent", a.Name, "err", err)
 	case kind != "":
-		b.publish(ev)
+		b.events.publish(ev)
 	}
 }
 

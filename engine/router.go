@@ -162,9 +162,10 @@ type Config struct {
 	MaxLive int
 }
 
-// StatusChange is a session's new status (session.Options.OnStatus), with
-// what explains it.
-type StatusChange struct {
+// statusChange is what the status writer records: a session's new status
+// as the session layer reported it (HandleStatus), or one the office
+// makes itself (hibernation: hibernated), with what explains it.
+type statusChange struct {
 	OfficeID, AgentID string
 	Status            string // Session* statuses
 	PID               int
@@ -355,7 +356,7 @@ func (rt *Router) onChange(c office.Change) {
 
 // kickAll wakes the delivery of every agent of the served offices.
 func (rt *Router) kickAll(ctx context.Context) {
-	offices, err := rt.offices(ctx)
+	offices, err := rt.roster.offices(ctx)
 	if err != nil {
 		rt.log.Warn("list offices", "err", err)
 		return
@@ -384,7 +385,7 @@ func (rt *Router) CatchUp(ctx context.Context, officeID string) {
 	for _, a := range agents {
 		rt.kick(agentKey{a.OfficeID, a.ID})
 	}
-	rt.sweep.forget() // its deadlines and parked proxy requests are this server's now
+	rt.sweep.timers.forget() // its deadlines and parked proxy requests are this server's now
 }
 
 // TakeOffice is what this server does when it becomes officeID's owner
@@ -499,7 +500,7 @@ func (s source) subKey(what string) string {
 // wire makes the Router's parts and connects them.
 func (rt *Router) wire(cfg Config, sealer *office.Sealer) {
 	ev := &eventLog{store: cfg.Store, log: cfg.Logger, subs: map[*Subscription]struct{}{}}
-	b := &base{cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now, eventLog: ev,
+	b := &base{cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now, events: ev,
 		roster: &roster{cfg: cfg, store: cfg.Store, log: cfg.Logger},
 		notify: rt.notify, kick: rt.kick, desk: rt.desk, running: rt.running}
 	rt.base = b
@@ -521,11 +522,23 @@ func (rt *Router) wire(cfg Config, sealer *office.Sealer) {
 	rt.status.hib, rt.delivery.hib = rt.hib, rt.hib
 }
 
-// HandleStatus takes a session status change (session.Options.OnStatus)
-// without blocking: the status writer records the session, wakes the
-// agent's delivery when it is ready, and fails the agent's open tasks when
-// its session failed for good.
-func (rt *Router) HandleStatus(c StatusChange) { rt.status.queue(c) }
+// HandleStatus takes a session's status change, the session layer's values
+// as they are (session.Options.OnStatus), without blocking: the status
+// writer records the session, wakes the agent's delivery when it is ready,
+// and fails the agent's open tasks when its session failed for good. An
+// ended status (exited, crashed, failed, stopped) carries the exit code and
+// the screen's last lines.
+func (rt *Router) HandleStatus(k session.Key, st session.Status, info session.Info) {
+	c := statusChange{OfficeID: k.OfficeID, AgentID: k.AgentID, Status: string(st), PID: info.PID, Detail: info.Detail,
+		Resumes: info.Resumes, Resumed: info.Resumed, ConversationID: info.ConversationID}
+	switch st {
+	case office.SessionExited, office.SessionCrashed, office.SessionFailed, office.SessionStopped:
+		code := info.ExitCode
+		c.ExitCode = &code
+		c.LastLines = info.LastLines
+	}
+	rt.status.queue(c)
+}
 
 // FlushStatuses writes every session status change reported so far, after
 // the one being written now, with ctx; it returns ctx's error if ctx ends
@@ -553,12 +566,12 @@ func (rt *Router) PermissionEnded(officeID, agentID, id string, answered bool) {
 
 // Subscribe returns a subscription to the office's events with a queue of
 // n events (64 when n <= 0).
-func (rt *Router) Subscribe(n int) *Subscription { return rt.eventLog.subscribe(n) }
+func (rt *Router) Subscribe(n int) *Subscription { return rt.events.subscribe(n) }
 
 // AuditFailures returns how many events could not be appended to the
 // event log since New (the store refused them); cmd/office-server exports
 // it in /metrics.
-func (rt *Router) AuditFailures() uint64 { return rt.failures() }
+func (rt *Router) AuditFailures() uint64 { return rt.events.failures() }
 
 // running returns Run's context, or nil when Run does not run.
 func (rt *Router) running() context.Context {

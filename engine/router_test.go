@@ -229,7 +229,7 @@ func TestAskAnswerDelivered(t *testing.T) {
 	}
 	// Answered, the agent works on the answer: the session's next status
 	// ends `waiting`.
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionBusy, PID: 42})
+	h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id("PO")}, office.SessionBusy, session.Info{PID: 42})
 	eventually(t, "session busy after the answer", func() bool {
 		s, _ := h.st.GetSessionByAgent(ctx, h.id("PO"))
 		return s.Status == office.SessionBusy
@@ -247,8 +247,8 @@ func TestWaitingWhileAQuestionIsPending(t *testing.T) {
 		s, _ := h.st.GetSessionByAgent(ctx, h.id("PO"))
 		return s.Status == office.SessionWaiting
 	})
-	for _, st := range []string{office.SessionBusy, office.SessionReady} {
-		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: st, PID: 42})
+	for _, st := range []session.Status{office.SessionBusy, office.SessionReady} {
+		h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id("PO")}, st, session.Info{PID: 42})
 	}
 	time.Sleep(100 * time.Millisecond)
 	if s, _ := h.st.GetSessionByAgent(ctx, h.id("PO")); s.Status != office.SessionWaiting {
@@ -261,7 +261,7 @@ func TestWaitingWhileAQuestionIsPending(t *testing.T) {
 	if _, err := h.st.CancelQuestion(ctx, q.ID); err != nil {
 		t.Fatal(err)
 	}
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionReady, PID: 42})
+	h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id("PO")}, office.SessionReady, session.Info{PID: 42})
 	eventually(t, "session ready", func() bool {
 		s, _ := h.st.GetSessionByAgent(ctx, h.id("PO"))
 		return s.Status == office.SessionReady
@@ -317,7 +317,7 @@ func TestAnswerDeliveredWhenSessionBack(t *testing.T) {
 		t.Fatalf("status %s while the session is down, want answered", q2.Status)
 	}
 	h.run("PO")
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionReady, PID: 42})
+	h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id("PO")}, office.SessionReady, session.Info{PID: 42})
 	h.typed("PO", "> email")
 	h.quiet("PO", 100*time.Millisecond)
 }
@@ -352,7 +352,7 @@ func TestSameQuestionAgainSupersedes(t *testing.T) {
 	}
 	// A new process starts over and asks both again.
 	h.run("PO")
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionStarting, PID: 43})
+	h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id("PO")}, office.SessionStarting, session.Info{PID: 43})
 	again := h.say("PO", "[ASK_USER]\nquestion: Which login method?  \ncontext: asked again\n[/ASK_USER]\n"+other)
 	eventually(t, "the first copy cancelled", func() bool {
 		q, _ := h.st.GetQuestion(ctx, first.ID)
@@ -546,7 +546,7 @@ func TestCalleeFailsForGood(t *testing.T) {
 	h.say("PO", "[INVOKE:DEV]\nwork\n[/INVOKE:DEV]")
 	h.typed("DEV", "> work")
 	h.ss.setRunning(h.id("DEV"), false)
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: office.SessionFailed, PID: 0})
+	h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id("DEV")}, office.SessionFailed, session.Info{})
 	got := h.typed("PO", "failed")
 	if !strings.Contains(got, "DEV failed:\n"+quote("its session failed for good")) {
 		t.Errorf("told %q", got)
@@ -736,7 +736,7 @@ func TestErrorRecoveries(t *testing.T) {
 	// The clock moves only once the retry is queued: moved before, the
 	// retry would be due two minutes after the new now and never fire.
 	eventually(t, "retry queued", func() bool {
-		q := &h.r.sweep.retries
+		q := &h.r.sweep.timers.retries
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		return len(q.waiting) == 1
@@ -851,7 +851,7 @@ func TestUserMessage(t *testing.T) {
 	}
 	h.quiet("PO", 50*time.Millisecond)
 	h.run("PO")
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("PO"), Status: office.SessionReady, PID: 1})
+	h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id("PO")}, office.SessionReady, session.Info{PID: 1})
 	if got := h.typed("PO", "Message from a person"); !strings.Contains(got, "> Please hurry\n> ［INVOKE:DEV]") {
 		t.Errorf("typed %q", got)
 	}
@@ -959,9 +959,9 @@ func TestExactlyOnceAcrossRouters(t *testing.T) {
 	}
 	// Screen chunk IDs restart with the process: after a new start the same
 	// "screen:1" is a new message.
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: office.SessionStarting, PID: 1})
+	h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id("DEV")}, office.SessionStarting, session.Info{PID: 1})
 	h.r.HandleText(session.Text{Key: session.Key{OfficeID: h.office.ID, AgentID: h.id("DEV")}, ID: "screen:1", Source: session.FromScreen, Lines: []string{"Step 1/2: a"}, TurnEnd: true})
-	h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id("DEV"), Status: office.SessionStarting, PID: 2})
+	h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id("DEV")}, office.SessionStarting, session.Info{PID: 2})
 	time.Sleep(20 * time.Millisecond)
 	h.r.HandleText(session.Text{Key: session.Key{OfficeID: h.office.ID, AgentID: h.id("DEV")}, ID: "screen:1", Source: session.FromScreen, Lines: []string{"Step 2/2: b"}, TurnEnd: true})
 	eventually(t, "second screen chunk acted on", func() bool { return h.r.Progress(h.office.ID, h.id("DEV")).Step == 2 })
@@ -1093,7 +1093,7 @@ func TestRunEndsItsGoroutines(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		r.HandleText(session.Text{Key: session.Key{OfficeID: off.ID, AgentID: as[1].ID}, ID: fmt.Sprint("c", i), Lines: []string{"[INVOKE:PO]", "x", "[/INVOKE:PO]", askBlock}, TurnEnd: true})
 	}
-	r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[0].ID, Status: office.SessionReady, PID: 1})
+	r.HandleStatus(session.Key{OfficeID: off.ID, AgentID: as[0].ID}, office.SessionReady, session.Info{PID: 1})
 	eventually(t, "work", func() bool { return len(eventKinds(t, st)) > 10 })
 	sub := r.Subscribe(1)
 	cancel()
@@ -1209,7 +1209,7 @@ func TestCallbacksNeverBlockOnTheStore(t *testing.T) {
 	start := time.Now()
 	for i := 0; i < 1000; i++ {
 		r.HandleText(session.Text{Key: session.Key{OfficeID: off.ID, AgentID: as[0].ID}, ID: fmt.Sprint(i), Lines: []string{"Step 1/2: x"}, TurnEnd: true})
-		r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[0].ID, Status: office.SessionBusy, PID: 1})
+		r.HandleStatus(session.Key{OfficeID: off.ID, AgentID: as[0].ID}, office.SessionBusy, session.Info{PID: 1})
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("1000 callbacks took %v with the store hanging", d)
@@ -1233,9 +1233,9 @@ func TestTaskRetypedAfterRestart(t *testing.T) {
 	eventually(t, "in progress", func() bool { return len(h.invocations(office.InvocationInProgress)) == 3 })
 	for _, n := range []string{"DEV", "CC", "CX"} {
 		resumes := n != "DEV"
-		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionCrashed, PID: 1})
-		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionStarting, PID: 2, Resumes: resumes, Resumed: n == "CC"})
-		h.r.HandleStatus(StatusChange{OfficeID: h.office.ID, AgentID: h.id(n), Status: office.SessionReady, PID: 2, Resumes: resumes, Resumed: n == "CC"})
+		h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id(n)}, office.SessionCrashed, session.Info{PID: 1})
+		h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id(n)}, office.SessionStarting, session.Info{PID: 2, Resumes: resumes, Resumed: n == "CC"})
+		h.r.HandleStatus(session.Key{OfficeID: h.office.ID, AgentID: h.id(n)}, office.SessionReady, session.Info{PID: 2, Resumes: resumes, Resumed: n == "CC"})
 	}
 	h.typed("DEV", "> work")
 	h.typed("CX", "> review")

@@ -12,7 +12,7 @@ import (
 // queue takes a session status change (session.Options.OnStatus):
 // it records the session, wakes the agent's pump when it is ready, and
 // fails the agent's open tasks when its session failed for good.
-func (sw *statusWriter) queue(c StatusChange) {
+func (sw *statusWriter) queue(c statusChange) {
 	if c.Status == office.SessionStarting {
 		d := sw.desk(agentKey{c.OfficeID, c.AgentID})
 		d.mu.Lock()
@@ -98,11 +98,11 @@ func (sw *statusWriter) settle(ctx context.Context, officeID string) {
 		_, ev, _, err := sw.store.SetSessionStatus(ctx, office.SessionStatus{OfficeID: rec.OfficeID, AgentID: rec.AgentID,
 			Status: office.SessionStopped, Detail: detail, Process: true, EventKind: "session." + office.SessionStopped, EventPayload: pj})
 		if err != nil {
-			sw.auditFailures.Add(1)
+			sw.events.auditFailures.Add(1)
 			sw.log.Warn("settle session row", "agent", rec.AgentID, "err", err)
 			continue
 		}
-		sw.publish(ev)
+		sw.events.publish(ev)
 	}
 }
 
@@ -118,10 +118,10 @@ func (sw *statusWriter) recordQueued(ctx context.Context) {
 	}
 }
 
-func (sw *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
+func (sw *statusWriter) recordStatus(ctx context.Context, c statusChange) {
 	c = sw.hib.rewrite(c) // the stop of an agent put to sleep is hibernated
 	officeID, agentID, status := c.OfficeID, c.AgentID, c.Status
-	if !sw.serves(officeID) {
+	if !sw.roster.serves(officeID) {
 		// The office was taken over: its row is the new owner's now.
 		sw.log.Debug("session status not recorded: office run by another server", "office", officeID, "agent", agentID, "status", status)
 		return
@@ -144,10 +144,10 @@ func (sw *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 	// One write: the row (kept waiting while the agent waits for a
 	// person, see office.SessionStatus) and its event.
 	if _, ev, _, err := sw.store.SetSessionStatus(ctx, change); err != nil {
-		sw.auditFailures.Add(1)
+		sw.events.auditFailures.Add(1)
 		sw.log.Warn("record session status", "agent", agentID, "err", err)
 	} else {
-		sw.publish(ev)
+		sw.events.publish(ev)
 	}
 	sw.hib.keepConversation(ctx, c)
 	k := agentKey{officeID, agentID}
@@ -170,7 +170,7 @@ func (sw *statusWriter) recordStatus(ctx context.Context, c StatusChange) {
 // its end (exited, stopped) at info level, with its and its office's
 // names beside their ids: one line each. A crash or failure is logged by
 // the session (session/process.go), with the screen and the backoff.
-func (sw *statusWriter) logLifecycle(ctx context.Context, c StatusChange, prev string) {
+func (sw *statusWriter) logLifecycle(ctx context.Context, c statusChange, prev string) {
 	var msg string
 	switch {
 	case c.Status == office.SessionStarting:
@@ -214,7 +214,7 @@ func (sw *statusWriter) lastStatus(agentID, status string) string {
 // onStatus acts on a recorded status: a failed session fails the agent's
 // work, a crash is remembered (remind), an exit makes the agent idle, a
 // start or ready makes it active and re-queues or reminds of its tasks.
-func (sw *statusWriter) onStatus(ctx context.Context, k agentKey, c StatusChange) {
+func (sw *statusWriter) onStatus(ctx context.Context, k agentKey, c statusChange) {
 	agentID, status := k.agentID, c.Status
 	if status == office.SessionStarting {
 		if !c.Resumed {
@@ -293,7 +293,7 @@ func (sw *statusWriter) remind(ctx context.Context, a office.Agent) {
 			continue
 		}
 		sw.notify(a, fmt.Sprintf("Your process ended unexpectedly and was restarted; your conversation was resumed. You were working on task %s from %s. Continue it and deliver its result with a DELIVER_RESULT block naming %s.", inv.ID, caller.Name, caller.Name))
-		if _, err := sw.event(ctx, a.OfficeID, a.ID, "invocation.reminded", map[string]string{"invocation_id": inv.ID}, "", ""); err != nil {
+		if _, err := sw.events.event(ctx, a.OfficeID, a.ID, "invocation.reminded", map[string]string{"invocation_id": inv.ID}, "", ""); err != nil {
 			sw.log.Warn("record reminder", "agent", a.Name, "err", err)
 		}
 	}
@@ -315,7 +315,7 @@ func (sw *statusWriter) requeue(ctx context.Context, a office.Agent) {
 			continue
 		}
 		if ok {
-			sw.record(ctx, a.OfficeID, a.ID, "invocation.requeued", map[string]string{"invocation_id": inv.ID}, "")
+			sw.events.record(ctx, a.OfficeID, a.ID, "invocation.requeued", map[string]string{"invocation_id": inv.ID}, "")
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/session"
 )
 
 // At shutdown the server stops the sessions, then FlushStatuses, then ends
@@ -32,8 +33,8 @@ func TestSessionRowsFinalAtShutdown(t *testing.T) {
 		if err := r.StartAgent(ctx, a.ID); err != nil {
 			t.Fatal(err)
 		}
-		r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: a.ID, Status: office.SessionStarting, PID: 100 + i})
-		r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: a.ID, Status: office.SessionReady, PID: 100 + i})
+		r.HandleStatus(session.Key{OfficeID: off.ID, AgentID: a.ID}, office.SessionStarting, session.Info{PID: 100 + i})
+		r.HandleStatus(session.Key{OfficeID: off.ID, AgentID: a.ID}, office.SessionReady, session.Info{PID: 100 + i})
 	}
 	row := func(id string) office.SessionRecord {
 		rec, _ := st.GetSessionByAgent(ctx, id)
@@ -47,14 +48,13 @@ func TestSessionRowsFinalAtShutdown(t *testing.T) {
 	if err := r.StopAgent(ctx, as[1].ID); err != nil {
 		t.Fatal(err)
 	}
-	zero := 0
-	r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[1].ID, Status: office.SessionStopped, PID: 0, ExitCode: &zero}) // what the session layer reports
+	r.HandleStatus(session.Key{OfficeID: off.ID, AgentID: as[1].ID}, office.SessionStopped, session.Info{}) // what the session layer reports
 	if a, _ := st.GetAgent(ctx, as[1].ID); a.Status != office.AgentIdle {
 		t.Errorf("DEV stopped on request is %s, want idle", a.Status)
 	}
 
 	// Shutdown: PO's session stops, its status is flushed, Run's context ends.
-	r.HandleStatus(StatusChange{OfficeID: off.ID, AgentID: as[0].ID, Status: office.SessionStopped, PID: 0, ExitCode: &zero})
+	r.HandleStatus(session.Key{OfficeID: off.ID, AgentID: as[0].ID}, office.SessionStopped, session.Info{})
 	sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
 	defer scancel()
 	if err := r.FlushStatuses(sctx); err != nil {

@@ -131,7 +131,7 @@ func (t *timers) handOver() {
 // past its timeout to work, parked proxy requests to proxyWork.
 type sweeper struct {
 	*base
-	*timers
+	timers  *timers
 	perms   *permissions
 	work    *work
 	proxies *proxyWork
@@ -150,9 +150,9 @@ func (s *sweeper) feedCameUp() {
 	}
 	up := s.cfg.Feed.Connected()
 	if up && !s.feedUp {
-		s.questions.forget()
-		s.dependencies.forget()
-		s.invocations.forget()
+		s.timers.questions.forget()
+		s.timers.dependencies.forget()
+		s.timers.invocations.forget()
 	}
 	s.feedUp = up
 }
@@ -164,13 +164,13 @@ func (s *sweeper) noteChange(c office.Change) bool {
 	var d *deadline
 	switch {
 	case c.Table == office.TableQuestions && c.Status == office.QuestionPending:
-		d = &s.questions
+		d = &s.timers.questions
 	case c.Table == office.TableDependencies && c.Status == office.DependencyPending:
-		d = &s.dependencies
+		d = &s.timers.dependencies
 	default:
 		return false
 	}
-	if !s.serves(c.OfficeID) {
+	if !s.roster.serves(c.OfficeID) {
 		return true
 	}
 	if c.ExpiresAt != nil {
@@ -199,7 +199,7 @@ func (s *sweeper) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-s.wake:
+		case <-s.timers.wake:
 			swept = time.Time{}
 		}
 	}
@@ -210,15 +210,15 @@ func (s *sweeper) run(ctx context.Context) {
 func (s *sweeper) sweep(ctx context.Context, now time.Time) {
 	if now.Sub(s.lastSafety) >= s.cfg.SafetySweep || now.Before(s.lastSafety) {
 		s.lastSafety = now
-		s.questions.forget()
-		s.dependencies.forget()
-		s.invocations.forget()
+		s.timers.questions.forget()
+		s.timers.dependencies.forget()
+		s.timers.invocations.forget()
 	}
 	if s.cfg.Owns != nil && s.due(now) {
 		// Expiring is store-wide and its notices go to the office's agents:
 		// a server that runs no office leaves it to the owners (and learns
 		// the deadlines again when it takes one: CatchUp).
-		if offs, err := s.offices(ctx); err != nil || len(offs) == 0 {
+		if offs, err := s.roster.offices(ctx); err != nil || len(offs) == 0 {
 			if err == nil {
 				s.drop()
 			}
@@ -233,7 +233,7 @@ func (s *sweeper) sweep(ctx context.Context, now time.Time) {
 
 // due reports whether a sweep at now would query the store.
 func (s *sweeper) due(now time.Time) bool {
-	for _, d := range []*deadline{&s.questions, &s.dependencies, &s.invocations} {
+	for _, d := range []*deadline{&s.timers.questions, &s.timers.dependencies, &s.timers.invocations} {
 		d.mu.Lock()
 		due := d.unknown || (!d.next.IsZero() && !now.Before(d.next))
 		d.mu.Unlock()
@@ -241,13 +241,13 @@ func (s *sweeper) due(now time.Time) bool {
 			return true
 		}
 	}
-	_, parked := s.parked.check()
+	_, parked := s.timers.parked.check()
 	return parked
 }
 
 // drop forgets every deadline: this server runs no office now.
 func (s *sweeper) drop() {
-	for _, d := range []*deadline{&s.questions, &s.dependencies, &s.invocations} {
+	for _, d := range []*deadline{&s.timers.questions, &s.timers.dependencies, &s.timers.invocations} {
 		d.mu.Lock()
 		d.next, d.unknown = time.Time{}, false
 		d.mu.Unlock()
@@ -268,12 +268,12 @@ func nextAfter(now time.Time, deadlines []time.Time) (next time.Time, due bool) 
 }
 
 func (s *sweeper) expireQuestions(ctx context.Context, now time.Time) {
-	if !s.questions.begin(now) {
+	if !s.timers.questions.begin(now) {
 		return
 	}
 	pending, err := s.store.ListQuestions(ctx, office.QuestionFilter{Status: []string{office.QuestionPending}})
 	if err != nil {
-		s.questions.end(time.Time{}, false)
+		s.timers.questions.end(time.Time{}, false)
 		if ctx.Err() == nil {
 			s.log.Warn("list pending questions", "err", err)
 		}
@@ -282,7 +282,7 @@ func (s *sweeper) expireQuestions(ctx context.Context, now time.Time) {
 	var at []time.Time
 	var mine []string // nil: every office is this server's
 	for _, q := range pending {
-		if s.serves(q.OfficeID) {
+		if s.roster.serves(q.OfficeID) {
 			at = append(at, q.ExpiresAt)
 			if s.cfg.Owns != nil || len(s.cfg.OfficeIDs) > 0 {
 				mine = append(mine, q.OfficeID)
@@ -296,16 +296,16 @@ func (s *sweeper) expireQuestions(ctx context.Context, now time.Time) {
 	if due {
 		// Only this server's offices: it alone tells their askers.
 		if qs, err = s.store.ExpireQuestions(ctx, now, mine); err != nil {
-			s.questions.end(time.Time{}, false)
+			s.timers.questions.end(time.Time{}, false)
 			if ctx.Err() == nil {
 				s.log.Warn("expire questions", "err", err)
 			}
 			return
 		}
 	}
-	s.questions.end(next, true)
+	s.timers.questions.end(next, true)
 	for _, q := range qs {
-		if s.serves(q.OfficeID) {
+		if s.roster.serves(q.OfficeID) {
 			s.questionExpired(ctx, q)
 		}
 	}
@@ -333,12 +333,12 @@ func (s *sweeper) questionExpired(ctx context.Context, q office.Question) {
 }
 
 func (s *sweeper) expireDependencies(ctx context.Context, now time.Time) {
-	if !s.dependencies.begin(now) {
+	if !s.timers.dependencies.begin(now) {
 		return
 	}
 	pending, err := s.store.ListDependencies(ctx, office.DependencyFilter{Status: []string{office.DependencyPending}})
 	if err != nil {
-		s.dependencies.end(time.Time{}, false)
+		s.timers.dependencies.end(time.Time{}, false)
 		if ctx.Err() == nil {
 			s.log.Warn("list pending dependencies", "err", err)
 		}
@@ -346,7 +346,7 @@ func (s *sweeper) expireDependencies(ctx context.Context, now time.Time) {
 	}
 	var at []time.Time
 	for _, d := range pending {
-		if s.serves(d.OfficeID) {
+		if s.roster.serves(d.OfficeID) {
 			at = append(at, d.ExpiresAt)
 		}
 	}
@@ -354,27 +354,27 @@ func (s *sweeper) expireDependencies(ctx context.Context, now time.Time) {
 	var ds []office.DependencyRequest
 	if due {
 		if ds, err = s.store.ExpireDependencies(ctx, now); err != nil {
-			s.dependencies.end(time.Time{}, false)
+			s.timers.dependencies.end(time.Time{}, false)
 			if ctx.Err() == nil {
 				s.log.Warn("expire dependencies", "err", err)
 			}
 			return
 		}
 	}
-	s.dependencies.end(next, true)
+	s.timers.dependencies.end(next, true)
 	for _, d := range ds {
 		s.kick(agentKey{d.OfficeID, d.AgentID})
 	}
 }
 
 func (s *sweeper) expireInvocations(ctx context.Context, now time.Time) {
-	if !s.invocations.begin(now) {
+	if !s.timers.invocations.begin(now) {
 		return
 	}
 	timeout := s.cfg.InvocationTimeout
 	invs, err := s.store.ListInvocations(ctx, office.InvocationFilter{Status: []string{office.InvocationInProgress}})
 	if err != nil {
-		s.invocations.end(time.Time{}, false)
+		s.timers.invocations.end(time.Time{}, false)
 		if ctx.Err() == nil {
 			s.log.Warn("list invocations", "err", err)
 		}
@@ -382,7 +382,7 @@ func (s *sweeper) expireInvocations(ctx context.Context, now time.Time) {
 	}
 	var next time.Time
 	for _, inv := range invs {
-		if inv.StartedAt == nil || !s.serves(inv.OfficeID) {
+		if inv.StartedAt == nil || !s.roster.serves(inv.OfficeID) {
 			continue
 		}
 		if now.Sub(*inv.StartedAt) <= timeout {
@@ -394,7 +394,7 @@ func (s *sweeper) expireInvocations(ctx context.Context, now time.Time) {
 		}
 		s.kick(agentKey{inv.OfficeID, inv.CalleeAgentID})
 	}
-	s.invocations.end(next, true)
+	s.timers.invocations.end(next, true)
 }
 
 // retry is an ERROR pause_and_retry waiting for its backoff.
@@ -436,7 +436,7 @@ func (q *retryQueue) take(now time.Time) []retry {
 
 // fireRetries tells the agents whose ERROR pause is over to retry.
 func (s *sweeper) fireRetries() {
-	for _, r := range s.retries.take(s.now()) {
+	for _, r := range s.timers.retries.take(s.now()) {
 		s.notify(r.agent, fmt.Sprintf("You reported a recoverable error (%s). The pause is over: retry now.", r.message))
 	}
 }

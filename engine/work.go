@@ -35,7 +35,7 @@ func (wk *work) invoke(ctx context.Context, src source, caller office.Agent, tar
 	if err := proxy.ValidateContent(task+"\n"+ctxText, wk.cfg.MaxContent); err != nil {
 		return wk.reject(ctx, r, err.Error(), "")
 	}
-	reg, agents, open, err := wk.registryOpen(ctx, caller.OfficeID)
+	reg, agents, open, err := wk.roster.registryOpen(ctx, caller.OfficeID)
 	if err != nil {
 		return office.Invocation{}, err
 	}
@@ -70,7 +70,7 @@ func (wk *work) invoke(ctx context.Context, src source, caller office.Agent, tar
 	}
 	src.carried(events)
 	for _, ev := range events {
-		wk.publish(ev)
+		wk.events.publish(ev)
 	}
 	if !created {
 		return inv, nil // created already (a replayed message); Run's catch-up delivers it
@@ -119,7 +119,7 @@ func (wk *work) callee(ctx context.Context, r invokeReq, d proxy.Decision, agent
 // and no task, so that the frontend sees every refusal and why:
 // docs/frontend.md) and tells the caller why.
 func (wk *work) reject(ctx context.Context, r invokeReq, why, callee string) (office.Invocation, error) {
-	if err := wk.recordMessage(ctx, &r.src); err != nil {
+	if err := wk.events.recordMessage(ctx, &r.src); err != nil {
 		return office.Invocation{}, err
 	}
 	reason := r.task
@@ -135,7 +135,7 @@ func (wk *work) reject(ctx context.Context, r invokeReq, why, callee string) (of
 		wk.log.Warn("record rejected invocation", "err", err)
 	}
 	wk.tell(r.src, caller, fmt.Sprintf("Your INVOKE:%s was rejected: %s", r.target, why))
-	wk.record(ctx, caller.OfficeID, caller.ID, "invocation.rejected", map[string]string{"invocation_id": inv.ID, "target": r.target, "reason": why}, r.src.subKey("rejected"))
+	wk.events.record(ctx, caller.OfficeID, caller.ID, "invocation.rejected", map[string]string{"invocation_id": inv.ID, "target": r.target, "reason": why}, r.src.subKey("rejected"))
 	return inv, nil
 }
 
@@ -217,7 +217,7 @@ func (wk *work) deliverResult(ctx context.Context, src source, sender office.Age
 	}
 	src.carried(out.Events)
 	for _, ev := range out.Events {
-		wk.publish(ev)
+		wk.events.publish(ev)
 	}
 	if out.Completed {
 		wk.timers.handOver() // the sender may be a proxy a request waits for
@@ -235,7 +235,7 @@ func (wk *work) deliverResult(ctx context.Context, src source, sender office.Age
 // agents' load (open invocations and proxy tasks, two reads) is read for
 // a role or a capability, where the selector weighs it.
 func (wk *work) recipient(ctx context.Context, sender office.Agent, target string) (to proxy.Agent, why string, err error) {
-	agents, err := wk.agents(ctx, sender.OfficeID)
+	agents, err := wk.roster.agents(ctx, sender.OfficeID)
 	if err != nil {
 		return to, "", err
 	}
@@ -257,7 +257,7 @@ func (wk *work) recipient(ctx context.Context, sender office.Agent, target strin
 		}
 		return to, "", nil
 	}
-	reg, _, err := wk.registry(ctx, sender.OfficeID)
+	reg, _, err := wk.roster.registry(ctx, sender.OfficeID)
 	if err != nil {
 		return to, "", err
 	}
@@ -282,7 +282,7 @@ func (wk *work) badResult(sender office.Agent, r protocol.DeliverResult) string 
 			return "its content is not valid JSON"
 		}
 	case protocol.ResultFilePath:
-		if err := insideDir(wk.workspace(sender), r.Content); err != nil {
+		if err := insideDir(wk.roster.workspace(sender), r.Content); err != nil {
 			return err.Error()
 		}
 	}
@@ -342,6 +342,6 @@ func (wk *work) failInvocation(ctx context.Context, inv office.Invocation, why s
 		// dependency name): forwarded as quoted data, like a result.
 		wk.notify(caller, fmt.Sprintf("Task %s that you gave %s failed:\n%s", inv.ID, callee.Name, quote(why)))
 	}
-	_, err = wk.event(ctx, inv.OfficeID, inv.CalleeAgentID, "invocation.failed", map[string]string{"invocation_id": inv.ID, "reason": why}, "", "")
+	_, err = wk.events.event(ctx, inv.OfficeID, inv.CalleeAgentID, "invocation.failed", map[string]string{"invocation_id": inv.ID, "reason": why}, "", "")
 	return err
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // TestCommandApprovalDialog runs a command agent that answers a prompt
@@ -28,11 +30,11 @@ printf 'chose %s\nready> ' "$b"; read c`
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 20*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 20*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	if err := s.Send(ctx, "make the folder"); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "needs attention", 20*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusNeedsAttention })
+	r.waitFor(t, "needs attention", 20*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionNeedsAttention })
 	if d := s.Info().Detail; !strings.Contains(d, "Allow execution of: 'mkdir made-by-agent'?") || !strings.Contains(d, "1. Allow once") {
 		t.Errorf("detail %q, want the dialog's question and choices", d)
 	}
@@ -40,7 +42,7 @@ printf 'chose %s\nready> ' "$b"; read c`
 		t.Fatal(err)
 	}
 	r.waitFor(t, "turn end", 20*time.Second, func(st []Status, ts []Text) bool {
-		return lastStatus(st) == StatusReady && strings.Contains(strings.Join(r.lines(), "\n"), "chose 1")
+		return lastStatus(st) == office.SessionReady && strings.Contains(strings.Join(r.lines(), "\n"), "chose 1")
 	})
 	if d := s.Info().Detail; d != "" {
 		t.Errorf("detail %q after the dialog was answered, want none", d)

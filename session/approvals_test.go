@@ -12,6 +12,7 @@ import (
 	"github.com/office-server/office-server/internal/geminitest"
 	"github.com/office-server/office-server/internal/openaitest"
 	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/office"
 )
 
 // approvalCLI is one CLI whose tool approvals the office routes through
@@ -146,7 +147,7 @@ func TestChatPermissionHook(t *testing.T) {
 					pr.mu.Unlock()
 				}
 			}()
-			r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+			r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 			output := func(marker string) string {
 				t.Helper()
 				for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
@@ -169,7 +170,7 @@ func TestChatPermissionHook(t *testing.T) {
 			if in.Command != "mkdir -p d-one && echo ran-one" || req.Key != key || req.Tool != wantTool || req.Via != c.via {
 				t.Fatalf("request %+v (command %q), want %s with the mkdir of one, via %s", req, in.Command, wantTool, c.via)
 			}
-			if st := s.Info().Status; c.via == ViaHook && st == StatusNeedsAttention {
+			if st := s.Info().Status; c.via == ViaHook && st == office.SessionNeedsAttention {
 				t.Errorf("status %s while the office decides: a dialog is shown", st)
 			}
 			if err := m.DecidePermission(key, req.ID, PermissionDecision{Allow: true}); err != nil {
@@ -181,7 +182,7 @@ func TestChatPermissionHook(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(spec.Dir, "d-one")); err != nil {
 				t.Errorf("allowed command did not run: %v", err)
 			}
-			r.waitFor(t, "ready after one", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+			r.waitFor(t, "ready after one", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 
 			go func() { _ = s.Send(ctx, "please run two") }()
 			pr.wait(t, "the second request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 2 })
@@ -197,7 +198,7 @@ func TestChatPermissionHook(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(spec.Dir, "d-two")); err == nil {
 				t.Error("a denied command ran")
 			}
-			r.waitFor(t, "ready after two", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+			r.waitFor(t, "ready after two", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 			if c.via == ViaScreen {
 				if err := m.DecidePermission(key, pr.reqs[1].ID, PermissionDecision{Allow: true}); err == nil {
 					t.Error("a dialog decided twice")

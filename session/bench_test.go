@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/protocol"
 	"github.com/office-server/office-server/session/screen"
 )
@@ -46,7 +47,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 				for {
 					ready := 0
 					for _, s := range m.List() {
-						if s.Status() == StatusReady {
+						if s.Status() == office.SessionReady {
 							ready++
 						}
 					}

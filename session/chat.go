@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/office-server/office-server/office"
 )
 
 // The chat driver follows a CLI agent of the Gemini CLI family (Gemini
@@ -209,7 +211,7 @@ func (d *chatDriver) output(p []byte) {
 		_ = d.term.TakeScrolledRows()
 	}
 	d.title, d.oscTail = oscTitle(d.title, d.oscTail, p)
-	if d.enter.awaiting || d.s.info.Status == StatusBusy {
+	if d.enter.awaiting || d.s.info.Status == office.SessionBusy {
 		if st := d.cli.state(d.title); st == chatWorking || st == chatAction {
 			d.working = true
 		}
@@ -311,7 +313,7 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 	switch {
 	case title == chatAction:
 		next = d.attention(now, next)
-	case next == StatusNeedsAttention && !d.start.up:
+	case next == office.SessionNeedsAttention && !d.start.up:
 		next = d.attnFrom
 		s.info.Detail = ""
 	}
@@ -321,20 +323,20 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 	asked := d.askDialog(title == chatAction)
 	ready := title == chatIdle && quiet && d.term != nil
 	switch {
-	case next == StatusStarting && ready && chatComposer(d.term.Lines()):
+	case next == office.SessionStarting && ready && chatComposer(d.term.Lines()):
 		// The title says idle before the composer takes input (text
 		// typed then is lost, or its paste never ends and the Enter
 		// becomes a line break): its placeholder is drawn once it does.
-		next = StatusReady
-	case next == StatusBusy && ready && !d.enter.awaiting && (d.working || d.replied):
+		next = office.SessionReady
+	case next == office.SessionBusy && ready && !d.enter.awaiting && (d.working || d.replied):
 		if !d.replied {
 			s.log.Warn("turn ended with no reply recorded", "recording", d.tail.path)
 		}
-		next = StatusReady
+		next = office.SessionReady
 		texts = append(texts, Text{Key: s.key, ID: d.id + "/" + d.lastRec, Source: FromTranscript, TurnEnd: true})
 		d.working, d.replied = false, false
 	}
-	if d.term != nil && s.p != nil && (next == StatusStarting || d.start.up) {
+	if d.term != nil && s.p != nil && (next == office.SessionStarting || d.start.up) {
 		// An auth choice, a folder-trust question, a key to enter or
 		// any other choice before the composer is drawn.
 		var text string
@@ -394,20 +396,20 @@ func (d *chatDriver) attention(now time.Time, cur Status) Status {
 	if d.term != nil {
 		text = d.cli.dialog(d.term.Lines())
 	}
-	if cur != StatusNeedsAttention {
+	if cur != office.SessionNeedsAttention {
 		if text == "" && now.Sub(d.actionAt) < dialogWait {
 			return cur
 		}
 		d.attnFrom = cur
-		if cur == StatusReady || cur == StatusStarting {
-			d.attnFrom = StatusBusy
+		if cur == office.SessionReady || cur == office.SessionStarting {
+			d.attnFrom = office.SessionBusy
 		}
 	}
 	if text != "" && text != s.info.Detail {
 		s.info.Detail = text
 		s.log.Warn("agent needs attention", "dialog", text)
 	}
-	return StatusNeedsAttention
+	return office.SessionNeedsAttention
 }
 
 // poll reads the recording's new complete lines (jsonlTail: at most

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/office-server/office-server/office"
 )
 
 // KindClaude runs Claude Code (the default kind). Its words come from its
@@ -133,7 +135,7 @@ func (d *claudeDriver) received(now time.Time, a *pendingAck) (bool, error) {
 	d.s.mu.Lock()
 	st := d.s.info.Status
 	d.s.mu.Unlock()
-	if st == StatusReady || st == StatusBusy {
+	if st == office.SessionReady || st == office.SessionBusy {
 		d.s.log.Warn("typed text not received: no user entry in the transcript", "after", now.Sub(a.typedAt).Round(time.Millisecond))
 	}
 	return true, ErrNotReceived
@@ -538,8 +540,8 @@ func (d *claudeDriver) signal(now time.Time, next Status, line sigLine) (Status,
 	switch name {
 	case sigStop:
 		s.m.perms.end(s.key, before) // the turn is over
-		if next == StatusBusy || next == StatusStarting {
-			next = StatusReady
+		if next == office.SessionBusy || next == office.SessionStarting {
+			next = office.SessionReady
 		}
 		d.turnEnded = true
 		if t, ok := d.c.tr.stopped(s.key); ok {
@@ -547,7 +549,7 @@ func (d *claudeDriver) signal(now time.Time, next Status, line sigLine) (Status,
 		}
 	case sigPrompt:
 		s.m.perms.end(s.key, before) // a new turn
-		next = StatusBusy
+		next = office.SessionBusy
 		d.turnEnded = false
 		d.awaitSubmit = false
 		s.info.Notice = ""
@@ -574,8 +576,8 @@ func (d *claudeDriver) signal(now time.Time, next Status, line sigLine) (Status,
 			// Exact: a permission dialog is up.
 			next = d.attention(next, n.Message)
 		case n.Type == "idle_prompt" || strings.Contains(n.Message, "waiting for your input"):
-			if next != StatusNeedsAttention {
-				next = StatusReady
+			if next != office.SessionNeedsAttention {
+				next = office.SessionReady
 			}
 		}
 	}
@@ -599,7 +601,7 @@ func (d *claudeDriver) readScreen(now time.Time, next Status) Status {
 	case viewDialog:
 		next = d.attention(next, text)
 	case viewPrompt:
-		if next == StatusNeedsAttention {
+		if next == office.SessionNeedsAttention {
 			next = d.attnFrom
 			s.info.Detail = ""
 		}
@@ -607,8 +609,8 @@ func (d *claudeDriver) readScreen(now time.Time, next Status) Status {
 		// moment later; text typed before the box exists loses its
 		// Enter. A turn whose end_turn is in the transcript but whose
 		// Stop hook did not arrive ends here too.
-		if (next == StatusStarting && s.modes.paste) || (next == StatusBusy && d.turnEnded) {
-			next = StatusReady
+		if (next == office.SessionStarting && s.modes.paste) || (next == office.SessionBusy && d.turnEnded) {
+			next = office.SessionReady
 		}
 	}
 	return next
@@ -630,19 +632,19 @@ func (d *claudeDriver) reEnterDue(now time.Time) *proc {
 // remembering the status to return to once the dialog is gone.
 func (d *claudeDriver) attention(cur Status, text string) Status {
 	s := d.s
-	if cur != StatusNeedsAttention {
+	if cur != office.SessionNeedsAttention {
 		d.attnFrom = cur
-		if cur == StatusReady {
-			d.attnFrom = StatusBusy // a dialog means work is under way
+		if cur == office.SessionReady {
+			d.attnFrom = office.SessionBusy // a dialog means work is under way
 		}
-		if s.info.Status != StatusNeedsAttention {
+		if s.info.Status != office.SessionNeedsAttention {
 			s.log.Warn("agent needs attention", "dialog", text)
 		}
 	}
 	if text != "" {
 		s.info.Detail = text
 	}
-	return StatusNeedsAttention
+	return office.SessionNeedsAttention
 }
 
 func statErr(p string) error {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/office-server/office-server/internal/anthropictest"
 	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/office"
 )
 
 // turnText joins the lines of the texts of each turn.
@@ -83,7 +84,7 @@ func TestClaudeEndToEnd(t *testing.T) {
 		t.Error("a claude session's Info does not say it resumes its conversation")
 	}
 	t.Logf("%v waiting: ready", time.Now().Format("05.000"))
-	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 
 	if v, text := readClaudeScreen(s.Screen()); v != viewPrompt {
 		t.Errorf("ready while the screen does not show the input prompt (view %d, dialog %q): did Claude Code change its prompt?", v, text)
@@ -106,7 +107,7 @@ func TestClaudeEndToEnd(t *testing.T) {
 	}
 	t.Logf("%v waiting: first turn", time.Now().Format("05.000"))
 	r.waitFor(t, "first turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 1 && lastStatus(st) == StatusReady
+		return len(turns(ts)) >= 1 && lastStatus(st) == office.SessionReady
 	})
 	_, ts := r.snapshot()
 	if got := turns(ts)[0]; got != reply1 {
@@ -135,7 +136,7 @@ func TestClaudeEndToEnd(t *testing.T) {
 	}
 	t.Logf("%v waiting: second turn", time.Now().Format("05.000"))
 	r.waitFor(t, "second turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 2 && lastStatus(st) == StatusReady
+		return len(turns(ts)) >= 2 && lastStatus(st) == office.SessionReady
 	})
 	_, ts = r.snapshot()
 	if got := turns(ts)[1]; got != reply2 {
@@ -152,7 +153,7 @@ func TestClaudeEndToEnd(t *testing.T) {
 	}
 	t.Logf("%v waiting: ready after restart", time.Now().Format("05.000"))
 	r.waitFor(t, "ready after restart", 60*time.Second, func(st []Status, _ []Text) bool {
-		return lastStatus(st) == StatusReady && countStatus(st, StatusStarting) == 2
+		return lastStatus(st) == office.SessionReady && countStatus(st, office.SessionStarting) == 2
 	})
 	if err := s.Send(ctx, "계속"); err != nil {
 		t.Fatal(err)
@@ -166,7 +167,7 @@ func TestClaudeEndToEnd(t *testing.T) {
 	}
 	t.Logf("%v waiting: third turn", time.Now().Format("05.000"))
 	r.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 3 && lastStatus(st) == StatusReady
+		return len(turns(ts)) >= 3 && lastStatus(st) == office.SessionReady
 	})
 	_, ts = r.snapshot()
 	if got := turns(ts); len(got) != 3 || got[2] != reply3 {
@@ -179,7 +180,7 @@ func TestClaudeEndToEnd(t *testing.T) {
 	}
 	t.Logf("%v waiting: ready after a crash", time.Now().Format("05.000"))
 	r.waitFor(t, "ready after a crash", 60*time.Second, func(st []Status, _ []Text) bool {
-		return lastStatus(st) == StatusReady && countStatus(st, StatusCrashed) == 1 && countStatus(st, StatusStarting) == 3
+		return lastStatus(st) == office.SessionReady && countStatus(st, office.SessionCrashed) == 1 && countStatus(st, office.SessionStarting) == 3
 	})
 	if args := strings.Join(s.claudeArgsForTest(), " "); !strings.Contains(args, "--resume "+id) {
 		t.Errorf("relaunched with %q, want --resume %s", args, id)
@@ -211,7 +212,7 @@ func TestClaudeEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2rec.waitFor(t, "replay after cursor", 60*time.Second, func(st []Status, ts []Text) bool {
-		return lastStatus(st) == StatusReady && len(turns(ts)) >= 1
+		return lastStatus(st) == office.SessionReady && len(turns(ts)) >= 1
 	})
 	time.Sleep(300 * time.Millisecond)
 	_, ts = r2rec.snapshot()

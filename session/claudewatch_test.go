@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // TestClaudeIdleWakesOnTranscript: an idle Claude Code session sets no
@@ -24,12 +26,12 @@ func TestClaudeIdleWakesOnTranscript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	if err := s.Send(ctx, "first"); err != nil {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "turn", 10*time.Second, func(st []Status, ts []Text) bool {
-		return lastStatus(st) == StatusReady && len(turns(ts)) == 1
+		return lastStatus(st) == office.SessionReady && len(turns(ts)) == 1
 	})
 	path := s.Info().Transcript
 	time.Sleep(300 * time.Millisecond)

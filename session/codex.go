@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // KindCodex runs OpenAI's Codex CLI and reads its words from the session
@@ -350,12 +352,12 @@ func (d *codexDriver) step(now time.Time, st Status) ([]Text, func()) {
 	}
 	quiet := !s.lastOutput.IsZero() && now.Sub(s.lastOutput) >= s.spec.Quiescence
 	switch {
-	case next == StatusStarting && quiet && d.state != "" && d.state != "working" && d.term != nil && codexPrompt(d.term.Lines()):
-		next = StatusReady
-	case next == StatusBusy && d.turnEnded:
-		next = StatusReady
+	case next == office.SessionStarting && quiet && d.state != "" && d.state != "working" && d.term != nil && codexPrompt(d.term.Lines()):
+		next = office.SessionReady
+	case next == office.SessionBusy && d.turnEnded:
+		next = office.SessionReady
 	}
-	if d.term != nil && s.p != nil && (next == StatusStarting || d.start.up) {
+	if d.term != nil && s.p != nil && (next == office.SessionStarting || d.start.up) {
 		// A sign-in screen, or any other choice before the composer.
 		next = d.start.step(s, now, next, choiceText(d.term.Lines()))
 	}

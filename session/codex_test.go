@@ -12,6 +12,7 @@ import (
 
 	"github.com/office-server/office-server/internal/openaitest"
 	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/protocol"
 )
 
@@ -80,7 +81,7 @@ func TestCodexEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	sctx, scancel := context.WithTimeout(ctx, 40*time.Second)
 	if err := s.Send(sctx, "[OFFICE] Message from a person in the office:\n> 배포 전에 물어봐 주세요"); err != nil {
 		t.Fatalf("%v; %d requests; info %+v; screen:\n%s", err, len(srv.Requests()), s.Info(), strings.Join(s.Screen(), "\n"))
@@ -95,7 +96,7 @@ func TestCodexEndToEnd(t *testing.T) {
 	}
 	agentsFile.Same(t) // the instructions go as a -c override, not into the person's AGENTS.md
 	r.waitFor(t, "first turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 1 && lastStatus(st) == StatusReady
+		return len(turns(ts)) >= 1 && lastStatus(st) == office.SessionReady
 	})
 	_, ts := r.snapshot()
 	if got := turns(ts)[0]; got != reply1 {
@@ -128,7 +129,7 @@ func TestCodexEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "second turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 2 && lastStatus(st) == StatusReady
+		return len(turns(ts)) >= 2 && lastStatus(st) == office.SessionReady
 	})
 	id := s.Info().ConversationID
 	if id == "" || id == spec.ConversationID {
@@ -139,7 +140,7 @@ func TestCodexEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "ready after restart", 60*time.Second, func(st []Status, _ []Text) bool {
-		return lastStatus(st) == StatusReady && countStatus(st, StatusStarting) == 2
+		return lastStatus(st) == office.SessionReady && countStatus(st, office.SessionStarting) == 2
 	})
 	if !s.Info().Resumed {
 		t.Error("restart did not resume the conversation")
@@ -158,7 +159,7 @@ func TestCodexEndToEnd(t *testing.T) {
 		t.Errorf("the office's instructions %d times in the first request, %d after the resume; want once each", n1, n3)
 	}
 	r.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 3 && lastStatus(st) == StatusReady
+		return len(turns(ts)) >= 3 && lastStatus(st) == office.SessionReady
 	})
 	_, ts = r.snapshot()
 	seen := map[string]bool{}
@@ -343,7 +344,7 @@ func TestCodexPermissionHook(t *testing.T) {
 			}
 		}
 	}()
-	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	output := func(marker string) string {
 		t.Helper()
 		for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
@@ -377,7 +378,7 @@ func TestCodexPermissionHook(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "d-one")); err != nil {
 		t.Errorf("allowed command did not run: %v", err)
 	}
-	r.waitFor(t, "ready after one", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready after one", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 
 	go func() { _ = s.Send(ctx, "please run two") }()
 	pr.wait(t, "the second request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 2 })
@@ -391,7 +392,7 @@ func TestCodexPermissionHook(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "d-two")); err == nil {
 		t.Error("a denied command ran")
 	}
-	r.waitFor(t, "ready after two", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready after two", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/office-server/office-server/office"
 )
 
 // KindCommand runs any CLI agent and reads its words off its terminal
@@ -284,7 +286,7 @@ func (d *commandDriver) step(now time.Time, st Status) ([]Text, func()) {
 		if d.attn {
 			d.attn, s.info.Detail = false, ""
 		}
-		report, _ := s.setStatusLocked(StatusReady)
+		report, _ := s.setStatusLocked(office.SessionReady)
 		return texts, report
 	}
 	if next := d.approval(now, st); next != st {
@@ -338,12 +340,12 @@ func approvalDialog(rows []string, prompt *regexp.Regexp) string {
 // in the console's terminal), and back to busy once it is gone. Locked.
 func (d *commandDriver) approval(now time.Time, st Status) Status {
 	s := d.s
-	if d.attn && st != StatusNeedsAttention {
+	if d.attn && st != office.SessionNeedsAttention {
 		// Answered by keys (a line entered makes it busy) or gone.
 		d.attn = false
 		s.info.Detail = ""
 	}
-	if d.lines == nil || s.p == nil || (st != StatusBusy && st != StatusNeedsAttention) {
+	if d.lines == nil || s.p == nil || (st != office.SessionBusy && st != office.SessionNeedsAttention) {
 		return st
 	}
 	// A spinner may go on drawing under the dialog (Qwen Code's "Waiting
@@ -356,15 +358,15 @@ func (d *commandDriver) approval(now time.Time, st Status) Status {
 		d.dialogAt = now
 	}
 	switch {
-	case text != "" && st == StatusBusy && now.Sub(d.dialogAt) >= s.spec.Quiescence:
+	case text != "" && st == office.SessionBusy && now.Sub(d.dialogAt) >= s.spec.Quiescence:
 		d.attn = true
 		s.info.Detail = text
 		s.log.Warn("agent needs attention", "dialog", text)
-		return StatusNeedsAttention
-	case text == "" && st == StatusNeedsAttention:
+		return office.SessionNeedsAttention
+	case text == "" && st == office.SessionNeedsAttention:
 		d.attn = false
 		s.info.Detail = ""
-		return StatusBusy
+		return office.SessionBusy
 	}
 	return st
 }
@@ -390,8 +392,8 @@ func (d *commandDriver) texts(now time.Time, st Status) []Text {
 		d.probeOut, d.probes, probe = s.lastOutput, n, true
 	}
 	switch st {
-	case StatusStarting, StatusBusy:
-	case StatusReady:
+	case office.SessionStarting, office.SessionBusy:
+	case office.SessionReady:
 		// Output nobody asked for (a background job finishing): read it
 		// once it settles behind a prompt. Only with a prompt pattern: the
 		// prompt row, which may hold what a person is typing, is skipped.
@@ -434,7 +436,7 @@ func (d *commandDriver) texts(now time.Time, st Status) []Text {
 	}
 	d.lines.turnEnd(skip)
 	d.turnEndAt = now
-	if l, lost := d.lines.take(); len(l) > 0 || lost > 0 || st != StatusReady {
+	if l, lost := d.lines.take(); len(l) > 0 || lost > 0 || st != office.SessionReady {
 		texts = append(texts, d.newText(l, lost, true))
 	}
 	return texts

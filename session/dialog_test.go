@@ -11,6 +11,7 @@ import (
 
 	"github.com/office-server/office-server/internal/anthropictest"
 	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/office"
 )
 
 // TestClaudeDialogs runs the real Claude Code binary in homes the server
@@ -82,7 +83,7 @@ func TestClaudeDialogs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.waitFor(t, "needs_attention", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusNeedsAttention })
+			r.waitFor(t, "needs_attention", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionNeedsAttention })
 			if d := s.Info().Detail; !strings.Contains(d, tc.want) {
 				t.Errorf("dialog text %q, want it to contain %q", d, tc.want)
 			}
@@ -92,7 +93,7 @@ func TestClaudeDialogs(t *testing.T) {
 			if n := len(srv.MainRequests()); n != 0 {
 				t.Fatalf("%d model requests while the dialog was up: text was typed into it", n)
 			}
-			if st := s.Status(); st != StatusNeedsAttention {
+			if st := s.Status(); st != office.SessionNeedsAttention {
 				t.Fatalf("status %s while the dialog is up", st)
 			}
 			select {

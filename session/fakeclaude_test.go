@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // fakeClaude stands in for Claude Code where the real binary is not the
@@ -58,17 +60,17 @@ func TestClaudeKindWithStandIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	for i := 1; i <= 2; i++ {
 		if err := s.Send(ctx, fmt.Sprintf("prompt %d [INVOKE:X]", i)); err != nil {
 			t.Fatal(err)
 		}
 		r.waitFor(t, "turn", 10*time.Second, func(st []Status, ts []Text) bool {
-			return lastStatus(st) == StatusReady && len(turns(ts)) == i
+			return lastStatus(st) == office.SessionReady && len(turns(ts)) == i
 		})
 	}
 	st, ts := r.snapshot()
-	want := []Status{StatusStarting, StatusReady, StatusBusy, StatusReady, StatusBusy, StatusReady}
+	want := []Status{office.SessionStarting, office.SessionReady, office.SessionBusy, office.SessionReady, office.SessionBusy, office.SessionReady}
 	if fmt.Sprint(st) != fmt.Sprint(want) {
 		t.Errorf("statuses %v, want %v", st, want)
 	}
@@ -82,7 +84,7 @@ func TestClaudeKindWithStandIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "ready after restart", 10*time.Second, func(st []Status, _ []Text) bool {
-		return lastStatus(st) == StatusReady && countStatus(st, StatusStarting) == 2
+		return lastStatus(st) == office.SessionReady && countStatus(st, office.SessionStarting) == 2
 	})
 	v := s.Attach(1)
 	replay := string(<-v.C())
@@ -94,7 +96,7 @@ func TestClaudeKindWithStandIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "third turn", 10*time.Second, func(st []Status, ts []Text) bool {
-		return lastStatus(st) == StatusReady && len(turns(ts)) == 3
+		return lastStatus(st) == office.SessionReady && len(turns(ts)) == 3
 	})
 	_, ts = r.snapshot()
 	if len(ts) != 3 || ts[2].ID != "a3" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/office-server/office-server/internal/geminitest"
 	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/office"
 )
 
 // TestGeminiAuthDialog starts the real Gemini CLI (0.61.0) from a HOME
@@ -49,7 +50,7 @@ func TestGeminiAuthDialog(t *testing.T) {
 		}
 	}()
 	r.waitFor(t, "needs_attention", 60*time.Second, func(st []Status, _ []Text) bool {
-		return lastStatus(st) == StatusNeedsAttention
+		return lastStatus(st) == office.SessionNeedsAttention
 	})
 	info := s.Info()
 	for _, want := range []string{"How would you like to authenticate", "Use Gemini API Key"} {
@@ -60,7 +61,7 @@ func TestGeminiAuthDialog(t *testing.T) {
 	sent := make(chan error, 1)
 	go func() { sent <- s.Send(ctx, "MESSAGE-WHILE-DIALOG: 안녕하세요") }()
 	time.Sleep(2 * time.Second)
-	if st, _ := r.snapshot(); lastStatus(st) != StatusNeedsAttention || len(srv.MainRequests()) != 0 {
+	if st, _ := r.snapshot(); lastStatus(st) != office.SessionNeedsAttention || len(srv.MainRequests()) != 0 {
 		t.Fatalf("while the dialog is up: status %s, %d requests; want needs_attention, none", lastStatus(st), len(srv.MainRequests()))
 	}
 	if err := s.Input([]byte("\r")); err != nil {
@@ -78,7 +79,7 @@ func TestGeminiAuthDialog(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "the reply", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 1 && lastStatus(st) == StatusReady
+		return len(turns(ts)) >= 1 && lastStatus(st) == office.SessionReady
 	})
 	time.Sleep(time.Second)
 	n := 0
@@ -188,7 +189,7 @@ func TestCodexPrepare(t *testing.T) {
 func waitDetail(t *testing.T, s *Session, want string, d time.Duration) {
 	t.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if i := s.Info(); i.Status == StatusNeedsAttention && strings.Contains(i.Detail, want) {
+		if i := s.Info(); i.Status == office.SessionNeedsAttention && strings.Contains(i.Detail, want) {
 			return
 		}
 	}
@@ -222,7 +223,7 @@ func TestCodexSignIn(t *testing.T) {
 		}
 	}()
 	r.waitFor(t, "needs_attention", 40*time.Second, func(st []Status, _ []Text) bool {
-		return lastStatus(st) == StatusNeedsAttention
+		return lastStatus(st) == office.SessionNeedsAttention
 	})
 	for _, want := range []string{"Sign in with ChatGPT", "Sign in another way"} {
 		if d := s.Info().Detail; !strings.Contains(d, want) {
@@ -241,7 +242,7 @@ func TestCodexSignIn(t *testing.T) {
 			t.Errorf("the message shows on the sign-in screen: %q", row)
 		}
 	}
-	if st := s.Info().Status; st != StatusNeedsAttention {
+	if st := s.Info().Status; st != office.SessionNeedsAttention {
 		t.Errorf("status %s after the message, want needs_attention", st)
 	}
 	if err := m.Stop(ctx, key); err != nil {

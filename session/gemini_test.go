@@ -11,6 +11,7 @@ import (
 
 	"github.com/office-server/office-server/internal/geminitest"
 	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/protocol"
 )
 
@@ -77,7 +78,7 @@ func TestGeminiEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	sctx, scancel := context.WithTimeout(ctx, 40*time.Second)
 	defer scancel()
 	if err := s.Send(sctx, "[OFFICE] Message from a person in the office:\n> 배포 전에 물어봐 주세요"); err != nil {
@@ -94,7 +95,7 @@ func TestGeminiEndToEnd(t *testing.T) {
 		t.Errorf("GEMINI.md lost what the person wrote:\n%s", got)
 	}
 	r.waitFor(t, "first turn", 90*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 1 && lastStatus(st) == StatusReady
+		return len(turns(ts)) >= 1 && lastStatus(st) == office.SessionReady
 	})
 	_, ts := r.snapshot()
 	if got := turns(ts)[0]; got != reply1 {
@@ -113,14 +114,14 @@ func TestGeminiEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "second turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 2 && lastStatus(st) == StatusReady
+		return len(turns(ts)) >= 2 && lastStatus(st) == office.SessionReady
 	})
 
 	if err := m.Restart(ctx, key, nil); err != nil {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "ready after restart", 90*time.Second, func(st []Status, _ []Text) bool {
-		return lastStatus(st) == StatusReady && countStatus(st, StatusStarting) == 2
+		return lastStatus(st) == office.SessionReady && countStatus(st, office.SessionStarting) == 2
 	})
 	if !s.Info().Resumed {
 		t.Error("restart did not resume the conversation")
@@ -136,7 +137,7 @@ func TestGeminiEndToEnd(t *testing.T) {
 		t.Error("resumed conversation lacks the earlier replies")
 	}
 	// The model asked to run a command: the CLI's approval dialog.
-	r.waitFor(t, "needs attention", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusNeedsAttention })
+	r.waitFor(t, "needs attention", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionNeedsAttention })
 	if d := s.Info().Detail; !strings.Contains(d, "mkdir -p made-by-agent") {
 		t.Errorf("needs_attention detail %q, want the command", d)
 	} else {
@@ -156,7 +157,7 @@ func TestGeminiEndToEnd(t *testing.T) {
 		t.Errorf("the allowed command did not run: %v", err)
 	}
 	r.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 3 && lastStatus(st) == StatusReady
+		return len(turns(ts)) >= 3 && lastStatus(st) == office.SessionReady
 	})
 	_, ts = r.snapshot()
 	seen := map[string]bool{}

@@ -1,6 +1,10 @@
 package session
 
-import "time"
+import (
+	"time"
+
+	"github.com/office-server/office-server/office"
+)
 
 // IdleSince reports whether the session's agent is idle now, and since
 // when: its process runs, it is at its input prompt (ready: no turn in
@@ -12,7 +16,7 @@ import "time"
 func (s *Session) IdleSince() (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended || s.p == nil || isClosed(s.p.exited) || s.info.Status != StatusReady || len(s.sendQ) > 0 {
+	if s.ended || s.p == nil || isClosed(s.p.exited) || s.info.Status != office.SessionReady || len(s.sendQ) > 0 {
 		return time.Time{}, false
 	}
 	since := s.statusAt

@@ -12,6 +12,7 @@ import (
 	"github.com/office-server/office-server/internal/geminitest"
 	"github.com/office-server/office-server/internal/openaitest"
 	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/office"
 )
 
 // idleWindow is how long a ready session is watched doing nothing: the
@@ -95,7 +96,7 @@ func testIdleCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	expectSleeps(t, s, "ready")
 	if err := s.Input([]byte("half a line")); err != nil {
 		t.Fatal(err)
@@ -113,12 +114,12 @@ func testIdleClaude(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	expectSleeps(t, s, "before the first prompt (no transcript yet)")
 	if err := s.Send(ctx, "first"); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "turn", 10*time.Second, func(st []Status, ts []Text) bool { return lastStatus(st) == StatusReady && len(turns(ts)) == 1 })
+	r.waitFor(t, "turn", 10*time.Second, func(st []Status, ts []Text) bool { return lastStatus(st) == office.SessionReady && len(turns(ts)) == 1 })
 	expectSleeps(t, s, "after a turn")
 	at := appendLine(t, s.Info().Transcript, `{"type":"assistant","uuid":"late","isSidechain":false,"message":{"role":"assistant","content":[{"type":"text","text":"late words"}],"stop_reason":"end_turn"}}`)
 	if d := waitLine(t, r, "late words", at); d > noticeBound {
@@ -139,12 +140,12 @@ func testIdleCodex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	expectSleeps(t, s, "before the first prompt (no rollout yet)")
 	if err := s.Send(ctx, "hello"); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "turn", 60*time.Second, func(st []Status, ts []Text) bool { return len(turns(ts)) == 1 && lastStatus(st) == StatusReady })
+	r.waitFor(t, "turn", 60*time.Second, func(st []Status, ts []Text) bool { return len(turns(ts)) == 1 && lastStatus(st) == office.SessionReady })
 	expectSleeps(t, s, "after a turn")
 	path := s.Info().Transcript
 	at := appendLine(t, path, `{"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"late words"}]}}`)
@@ -168,12 +169,12 @@ func testIdleGemini(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	expectSleeps(t, s, "before the first prompt")
 	if err := s.Send(ctx, "hello"); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "turn", 60*time.Second, func(st []Status, ts []Text) bool { return len(turns(ts)) == 1 && lastStatus(st) == StatusReady })
+	r.waitFor(t, "turn", 60*time.Second, func(st []Status, ts []Text) bool { return len(turns(ts)) == 1 && lastStatus(st) == office.SessionReady })
 	expectSleeps(t, s, "after a turn")
 	at := appendLine(t, s.Info().Transcript, fmt.Sprintf(`{"id":"late-%d","type":"gemini","content":"late words"}`, time.Now().UnixNano()))
 	if d := waitLine(t, r, "late words", at); d > noticeBound {
@@ -195,12 +196,12 @@ func testIdleQwen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	expectSleeps(t, s, "before the first prompt")
 	if err := s.Send(ctx, "hello"); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "turn", 60*time.Second, func(st []Status, ts []Text) bool { return len(turns(ts)) == 1 && lastStatus(st) == StatusReady })
+	r.waitFor(t, "turn", 60*time.Second, func(st []Status, ts []Text) bool { return len(turns(ts)) == 1 && lastStatus(st) == office.SessionReady })
 	expectSleeps(t, s, "after a turn")
 	at := appendLine(t, s.Info().Transcript, fmt.Sprintf(`{"uuid":"late-%d","type":"assistant","message":{"role":"model","parts":[{"text":"late words"}]}}`, time.Now().UnixNano()))
 	if d := waitLine(t, r, "late words", at); d > noticeBound {

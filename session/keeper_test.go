@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // The test binary is its own keeper: started as `test-binary --keeper
@@ -109,9 +111,9 @@ while IFS= read -r l; do printf '> '; done
 				}
 			}
 			if tc.end {
-				r.waitFor(t, "exited", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusExited })
+				r.waitFor(t, "exited", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionExited })
 			} else {
-				r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+				r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 				if !running(pid) {
 					t.Fatal("the descendant ended before the stop")
 				}
@@ -232,7 +234,7 @@ func TestKeeperKeepsTheExit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.waitFor(t, "crashed", 15*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusCrashed })
+			r.waitFor(t, "crashed", 15*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionCrashed })
 			if got := s.Info().ExitCode; got != want {
 				t.Errorf("exit code %d, want %d", got, want)
 			}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/office-server/office-server/office"
 )
 
 // Manager owns the sessions: one per Key.
@@ -93,7 +95,7 @@ func (m *Manager) Start(ctx context.Context, key Key, spec Spec) (*Session, erro
 		return nil, fmt.Errorf("start session %s: %w", key, ErrClosed)
 	}
 	if old, ok := m.sessions[key]; ok {
-		if st := old.Status(); st != StatusExited && st != StatusFailed {
+		if st := old.Status(); st != office.SessionExited && st != office.SessionFailed {
 			m.mu.Unlock()
 			return nil, fmt.Errorf("start session %s: %w", key, ErrExists)
 		}
@@ -119,7 +121,7 @@ func (m *Manager) Start(ctx context.Context, key Key, spec Spec) (*Session, erro
 		s.cleanup()
 		// Whoever follows the statuses learns why: the agent did not
 		// start (no pseudo-terminal left, the command not found).
-		s.setStatus(StatusFailed)
+		s.setStatus(office.SessionFailed)
 		return nil, fmt.Errorf("start session %s: %w", key, err)
 	}
 	go s.run()

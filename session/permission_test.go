@@ -12,6 +12,7 @@ import (
 
 	"github.com/office-server/office-server/internal/anthropictest"
 	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/office"
 )
 
 // TestMain lets this test binary be the PermissionRequest hook
@@ -128,7 +129,7 @@ func TestClaudePermissionHook(t *testing.T) {
 			t.Logf("screen:\n%s", strings.Join(s.Screen(), "\n"))
 		}
 	}()
-	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 
 	toolResult := func(marker string) (string, bool) {
 		t.Helper()
@@ -167,7 +168,7 @@ func TestClaudePermissionHook(t *testing.T) {
 	if out, isErr := toolResult("ran-one"); isErr || strings.TrimSpace(out) != "ran-one" {
 		t.Errorf("allowed: tool_result %q (error %v), want the command's output", out, isErr)
 	}
-	r.waitFor(t, "ready after one", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready after one", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 
 	// Deny with a reason.
 	send("please run two")
@@ -179,7 +180,7 @@ func TestClaudePermissionHook(t *testing.T) {
 	if out, isErr := toolResult("ran-two refused"); !isErr || out != reason {
 		t.Errorf("denied: tool_result %q (error %v), want exactly %q as an error", out, isErr, reason)
 	}
-	r.waitFor(t, "ready after two", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready after two", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 
 	// An allow rule in the settings: no request at all.
 	send("please run three")
@@ -192,12 +193,12 @@ func TestClaudePermissionHook(t *testing.T) {
 	if n != 2 {
 		t.Errorf("a command allowed by a rule made a request (%d requests, want 2)", n)
 	}
-	r.waitFor(t, "ready after three", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready after three", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 
 	// Answered in the terminal (Enter: "Yes") while the hook waits.
 	send("please run four")
 	pr.wait(t, "the fourth request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 3 })
-	r.waitFor(t, "the dialog", 30*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusNeedsAttention })
+	r.waitFor(t, "the dialog", 30*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionNeedsAttention })
 	if err := s.Input([]byte("\r")); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/office-server/office-server/office"
 )
 
 // proc is one run of the agent's process.
@@ -89,7 +91,7 @@ func (s *Session) launch() error {
 	s.info.Kind = spec.Kind
 	s.info.Resumes, s.info.Resumed = false, false
 	drv.started(spec, &s.info)
-	report, _ := s.setStatusLocked(StatusStarting)
+	report, _ := s.setStatusLocked(office.SessionStarting)
 	s.mu.Unlock()
 	report()
 	go s.read(p)
@@ -200,7 +202,7 @@ func (s *Session) run() {
 		// (Options.Paused) the files are left unread: look again later,
 		// nothing else says when it has caught up.
 		d := pollIdle
-		if st := s.info.Status; st == StatusStarting || st == StatusBusy || len(s.sendQ) > 0 || s.ack != nil {
+		if st := s.info.Status; st == office.SessionStarting || st == office.SessionBusy || len(s.sendQ) > 0 || s.ack != nil {
 			d = pollBusy
 			if w, ok := s.drv.(probeWaker); ok {
 				if p := w.probeWake(time.Now()); p > 0 {
@@ -281,7 +283,7 @@ func (s *Session) handle(r ctrlReq) bool {
 	}
 	switch r.op {
 	case opStop:
-		s.setStatus(StatusStopped)
+		s.setStatus(office.SessionStopped)
 		s.finish(ErrStopped)
 		r.done <- nil
 		return true
@@ -377,7 +379,7 @@ func (s *Session) onExit() {
 			s.ack = nil
 			a.r.done <- ErrExited
 		}
-		s.setStatus(StatusExited)
+		s.setStatus(office.SessionExited)
 		s.failSends(ErrExited)
 		return
 	}
@@ -409,11 +411,11 @@ func (s *Session) crashed(err error) {
 		s.info.Detail = cutText(fmt.Sprintf("crashed %d times in %s; not restarted until an operator restarts it. Last: %s", n, o.RestartWindow, s.info.Detail), maxDialogText)
 		s.mu.Unlock()
 		s.log.Error("agent failed: too many crashes", "crashes", n, "window", o.RestartWindow, "err", err)
-		s.setStatus(StatusFailed)
+		s.setStatus(office.SessionFailed)
 		s.failSends(ErrFailed)
 		return
 	}
-	s.setStatus(StatusCrashed)
+	s.setStatus(office.SessionCrashed)
 	d := o.RestartBackoff << (n - 1)
 	if d > o.RestartWindow || d <= 0 {
 		d = o.RestartWindow

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/office-server/office-server/office"
 )
 
 // TestPTYLimitReported: when the kernel has no pseudo-terminal left
@@ -29,7 +31,7 @@ func TestPTYLimitReported(t *testing.T) {
 	o := r.opts(Options{})
 	onStatus := o.OnStatus
 	o.OnStatus = func(k Key, st Status, info Info) {
-		if st == StatusFailed {
+		if st == office.SessionFailed {
 			mu.Lock()
 			failed = append(failed, info)
 			mu.Unlock()

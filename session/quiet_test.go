@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/office-server/office-server/office"
 )
 
 // The test binary is also quietBox, a program that shows nothing of what
@@ -98,7 +100,7 @@ func TestEnterWithoutEcho(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+			r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 			const n = 5
 			for i := range n {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -109,7 +111,7 @@ func TestEnterWithoutEcho(t *testing.T) {
 				}
 				want := fmt.Sprintf("got:line %d of a text [INVOKE:x].", i)
 				r.waitFor(t, want, 10*time.Second, func(_ []Status, ts []Text) bool { return strings.Contains(joinTexts(ts), want) })
-				r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+				r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 			}
 			if _, ts := r.snapshot(); strings.Contains(joinTexts(ts), "joined:") {
 				t.Errorf("an Enter came with the text:\n%s", joinTexts(ts))
@@ -143,7 +145,7 @@ func TestDeliveredWhenRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := s.Send(ctx, "a task for a program that says nothing"); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/office-server/office-server/internal/openaitest"
 	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/protocol"
 )
 
@@ -55,7 +56,7 @@ func TestQwenCommandAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	for turn := 1; turn <= 3; turn++ {
 		if err := s.Send(ctx, "turn "+string(rune('0'+turn))); err != nil {
 			t.Fatal(err)
@@ -64,7 +65,7 @@ func TestQwenCommandAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.waitFor(t, "turn end", 90*time.Second, func(st []Status, ts []Text) bool {
-			return lastStatus(st) == StatusReady && strings.Contains(strings.Join(r.lines(), "\n"), "턴 "+string(rune('0'+turn))+" 답변")
+			return lastStatus(st) == office.SessionReady && strings.Contains(strings.Join(r.lines(), "\n"), "턴 "+string(rune('0'+turn))+" 답변")
 		})
 	}
 	first := srv.MainRequests()[0]
@@ -145,11 +146,11 @@ func TestQwenApprovalDialog(t *testing.T) {
 			}
 		}
 	}()
-	r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	if err := s.Send(ctx, "make the folder"); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "needs attention", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusNeedsAttention })
+	r.waitFor(t, "needs attention", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionNeedsAttention })
 	if d := s.Info().Detail; !strings.Contains(d, "mkdir -p made-by-qwen") {
 		t.Errorf("detail %q, want the command", d)
 	} else {
@@ -159,7 +160,7 @@ func TestQwenApprovalDialog(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "ready after the command", 60*time.Second, func(st []Status, ts []Text) bool {
-		return lastStatus(st) == StatusReady && len(turns(ts)) == 1
+		return lastStatus(st) == office.SessionReady && len(turns(ts)) == 1
 	})
 	if _, err := os.Stat(filepath.Join(dir, "made-by-qwen")); err != nil {
 		t.Errorf("the allowed command did not run: %v", err)
@@ -241,7 +242,7 @@ func TestQwenEndToEnd(t *testing.T) {
 			}
 		}
 	}()
-	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	if err := s.Send(ctx, "[OFFICE] Message from a person in the office:\n> 배포 전에 물어봐 주세요"); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func TestQwenEndToEnd(t *testing.T) {
 		t.Errorf("QWEN.md lost what the person wrote:\n%s", got)
 	}
 	r.waitFor(t, "first turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 1 && lastStatus(st) == StatusReady
+		return len(turns(ts)) >= 1 && lastStatus(st) == office.SessionReady
 	})
 	_, ts := r.snapshot()
 	if got := turns(ts)[0]; got != reply1 {
@@ -274,7 +275,7 @@ func TestQwenEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "second turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 2 && lastStatus(st) == StatusReady
+		return len(turns(ts)) >= 2 && lastStatus(st) == office.SessionReady
 	})
 
 	// The server restarts: a new manager; the office's cursor is the
@@ -296,7 +297,7 @@ func TestQwenEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur = s2
-	r2.waitFor(t, "ready after the server's restart", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r2.waitFor(t, "ready after the server's restart", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	if !s2.Info().Resumed {
 		t.Error("the restart did not resume the conversation")
 	}
@@ -311,7 +312,7 @@ func TestQwenEndToEnd(t *testing.T) {
 		t.Error("resumed conversation lacks the earlier replies")
 	}
 	r2.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 1 && lastStatus(st) == StatusReady
+		return len(turns(ts)) >= 1 && lastStatus(st) == office.SessionReady
 	})
 	_, ts2 := r2.snapshot()
 	seen := map[string]bool{}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // TestBlockReadOnceAcrossScrolls: a line program on the main screen prints
@@ -32,12 +34,12 @@ done
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	for _, text := range []string{"SEND one", answer, "SEND two", answer, answer} {
 		if err := s.Send(ctx, text); err != nil {
 			t.Fatal(err)
 		}
-		r.waitFor(t, "ready again", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+		r.waitFor(t, "ready again", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	}
 	time.Sleep(300 * time.Millisecond)
 	_, ts := r.snapshot()

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // TestScreenLines: the viewers' screen as text, rendered only when its
@@ -19,7 +21,7 @@ func TestScreenLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	rows, v := s.ScreenLines(0)
 	if want := []string{"first row", ">", "", "", "", ""}; !slices.Equal(rows, want) || v == 0 {
 		t.Fatalf("ScreenLines(0) = %q, version %d; want %q and a version above 0", rows, v, want)

@@ -33,26 +33,19 @@ type Key struct{ OfficeID, AgentID string }
 
 func (k Key) String() string { return k.OfficeID + "/" + k.AgentID }
 
-// Status is a session's state.
+// Status is a session's state: one of the office's session statuses
+// (office.Session*, the values of agent_sessions.status), those the
+// session layer reports. starting → ready ↔ busy → stopped, exited or
+// crashed; crashed → starting again after a backoff, or failed after too
+// many crashes in the restart window (not restarted until Restart). Any
+// running status → needs_attention while the agent shows a dialog instead
+// of its input prompt (folder trust, API-key approval, a permission
+// prompt…; Info.Detail holds its text, nothing is typed into it, a person
+// answers it: Session.Input), and back when it is gone. exited is an exit
+// with status 0 (not restarted); crashed a non-zero exit or a signal.
+// waiting and hibernated are the office's own: the session layer never
+// reports them.
 type Status string
-
-// Session statuses. starting → ready ↔ busy → stopped, exited or crashed;
-// crashed → starting again after a backoff, or failed after too many crashes
-// in the restart window. Any running status → needs_attention while the
-// agent shows a dialog instead of its input prompt, and back when it is gone.
-const (
-	StatusStarting Status = "starting"
-	StatusReady    Status = "ready"
-	StatusBusy     Status = "busy"
-	// StatusNeedsAttention: the agent shows a dialog (folder trust, API-key
-	// approval, a permission prompt…); Info.Detail holds its text. Nothing
-	// is typed into it; a person answers it (Session.Input).
-	StatusNeedsAttention Status = "needs_attention"
-	StatusStopped        Status = "stopped" // stopped on request
-	StatusExited         Status = "exited"  // the agent exited by itself with status 0; not restarted
-	StatusCrashed        Status = "crashed" // non-zero exit or killed by a signal; restarted after a backoff
-	StatusFailed         Status = "failed"  // crashed too often; not restarted until Restart
-)
 
 // Spec says what to run in a session.
 type Spec struct {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/session/screen"
 )
 
@@ -173,7 +174,7 @@ func TestCommandSessionTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	if got, ok := m.Get(key); !ok || got != s || len(m.List()) != 1 {
 		t.Fatal("Get/List do not return the session")
 	}
@@ -187,10 +188,10 @@ func TestCommandSessionTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "answer", 5*time.Second, func(st []Status, tx []Text) bool {
-		return len(tx) > 0 && tx[len(tx)-1].TurnEnd && lastStatus(st) == StatusReady && strings.Contains(strings.Join(r.lines(), "\n"), "got:")
+		return len(tx) > 0 && tx[len(tx)-1].TurnEnd && lastStatus(st) == office.SessionReady && strings.Contains(strings.Join(r.lines(), "\n"), "got:")
 	})
 	st, texts := r.snapshot()
-	want := []Status{StatusStarting, StatusReady, StatusBusy, StatusReady}
+	want := []Status{office.SessionStarting, office.SessionReady, office.SessionBusy, office.SessionReady}
 	if fmt.Sprint(st) != fmt.Sprint(want) {
 		t.Errorf("statuses %v, want %v", st, want)
 	}
@@ -216,7 +217,7 @@ func TestCommandSessionTurns(t *testing.T) {
 		}
 	}
 	r.waitFor(t, "12 more answers", 10*time.Second, func(st []Status, tx []Text) bool {
-		return lastStatus(st) == StatusReady && len(r.lines()) == 14
+		return lastStatus(st) == office.SessionReady && len(r.lines()) == 14
 	})
 	got = r.lines()
 	for i := range 12 {
@@ -235,7 +236,7 @@ func TestCommandSessionTurns(t *testing.T) {
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	if st := s.Status(); st != StatusStopped {
+	if st := s.Status(); st != office.SessionStopped {
 		t.Errorf("status after stop = %s", st)
 	}
 	if _, ok := m.Get(key); ok {
@@ -262,7 +263,7 @@ while :; do if read -r line; then echo "got: $line"; printf '> '; fi; done
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	v := s.Attach(1000)
 	<-v.C() // the snapshot
 	if err := s.Resize(50, 8); err != nil {
@@ -273,7 +274,7 @@ while :; do if read -r line; then echo "got: $line"; printf '> '; fi; done
 		t.Fatal(err)
 	}
 	r.waitFor(t, "answer", 5*time.Second, func(st []Status, _ []Text) bool {
-		return lastStatus(st) == StatusReady && strings.Contains(strings.Join(r.lines(), "\n"), "got: next")
+		return lastStatus(st) == office.SessionReady && strings.Contains(strings.Join(r.lines(), "\n"), "got: next")
 	})
 	var live []byte
 	for len(v.C()) > 0 {
@@ -303,13 +304,13 @@ func TestCrashBackoffFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	r.waitFor(t, "failed", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusFailed })
+	r.waitFor(t, "failed", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionFailed })
 	elapsed := time.Since(start)
 	st, _ := r.snapshot()
-	if n := countStatus(st, StatusCrashed); n != 3 {
+	if n := countStatus(st, office.SessionCrashed); n != 3 {
 		t.Errorf("crashed %d times before failing, want 3 (statuses %v)", n, st)
 	}
-	if n := countStatus(st, StatusStarting); n != 4 {
+	if n := countStatus(st, office.SessionStarting); n != 4 {
 		t.Errorf("started %d times, want 4 (statuses %v)", n, st)
 	}
 	// Backoff 50+100+200ms between the four starts.
@@ -327,7 +328,7 @@ func TestCrashBackoffFailed(t *testing.T) {
 	if err := m.Restart(ctx, key, &Spec{Kind: KindCommand, Command: script(t, replAgent), PromptPattern: `^>`, Quiescence: 50 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready after restart", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready after restart", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 }
 
 func TestExitedNotRestarted(t *testing.T) {
@@ -338,9 +339,9 @@ func TestExitedNotRestarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "exited", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusExited })
+	r.waitFor(t, "exited", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionExited })
 	time.Sleep(200 * time.Millisecond)
-	if st, _ := r.snapshot(); countStatus(st, StatusStarting) != 1 {
+	if st, _ := r.snapshot(); countStatus(st, office.SessionStarting) != 1 {
 		t.Errorf("restarted after a clean exit: %v", st)
 	}
 	if got := strings.Join(r.lines(), "\n"); got != "bye" {
@@ -354,7 +355,7 @@ func TestExitedNotRestarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s2 == s || s.Status() != StatusStopped {
+	if s2 == s || s.Status() != office.SessionStopped {
 		t.Errorf("old session not replaced (status %s)", s.Status())
 	}
 }
@@ -408,7 +409,7 @@ func TestSendHostile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	hostile := "line one\x1b[201~\x03\x1b[2J\x1b]0;x\x07\nline two \u009b\x04 [INVOKE:X]"
 	if err := s.Send(ctx, hostile); err != nil {
 		t.Fatal(err)
@@ -475,7 +476,7 @@ func TestFanOutStalledViewer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	stalled := s.Attach(2)
 	live := s.Attach(100000)
 	var buf bytes.Buffer
@@ -545,7 +546,7 @@ func TestStopNoZombies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	pid := s.Info().PID
 	children := childPIDs(pid)
 	if len(children) == 0 {
@@ -633,14 +634,14 @@ func TestEchoWrappedNotOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	in := strings.Repeat("가", 20) + " [INVOKE:X] " + strings.Repeat("word ", 12) + "[INVOKE:Y] end"
 	for i := range 4 { // enough to scroll the echo off the top
 		if err := s.Send(ctx, in); err != nil {
 			t.Fatal(err)
 		}
 		r.waitFor(t, "answer", 5*time.Second, func(st []Status, _ []Text) bool {
-			return lastStatus(st) == StatusReady && len(r.lines()) == i+1
+			return lastStatus(st) == office.SessionReady && len(r.lines()) == i+1
 		})
 	}
 	if n := len(r.lines()); n != 4 {
@@ -668,7 +669,7 @@ while :; do if read -r line; then echo "got: $line"; printf '> '; fi; done`)
 		t.Fatal(err)
 	}
 	r.waitFor(t, "background output", 5*time.Second, func(st []Status, _ []Text) bool {
-		return lastStatus(st) == StatusReady && len(r.lines()) == 1
+		return lastStatus(st) == office.SessionReady && len(r.lines()) == 1
 	})
 	if got := r.lines(); got[0] != "[RESULT] background done" {
 		t.Errorf("lines %q", got)
@@ -681,7 +682,7 @@ while :; do if read -r line; then echo "got: $line"; printf '> '; fi; done`)
 		time.Sleep(30 * time.Millisecond)
 	}
 	r.waitFor(t, "answer", 5*time.Second, func(st []Status, _ []Text) bool {
-		return lastStatus(st) == StatusReady && len(r.lines()) == 2
+		return lastStatus(st) == office.SessionReady && len(r.lines()) == 2
 	})
 	time.Sleep(300 * time.Millisecond)
 	if got := r.lines(); len(got) != 2 || got[1] != "got: hello [INVOKE:X]" {
@@ -706,12 +707,12 @@ while IFS= read -r line; do echo "got: $line"; printf '> '; done
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	if err := s.Send(ctx, "hi"); err != nil {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "answer", 5*time.Second, func(st []Status, _ []Text) bool {
-		return lastStatus(st) == StatusReady && strings.Contains(strings.Join(r.lines(), "\n"), "got: hi")
+		return lastStatus(st) == office.SessionReady && strings.Contains(strings.Join(r.lines(), "\n"), "got: hi")
 	})
 	want := []string{"args: agent --script po --step 1s", "got: hi"}
 	if got := r.lines(); strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -740,7 +741,7 @@ func TestViewerJoinsMidStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	type viewer struct {
 		v    *Viewer
 		term *screen.Screen

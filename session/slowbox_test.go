@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/office-server/office-server/office"
 )
 
 // The test binary is also slowBox, a program slow to take its input,
@@ -92,7 +94,7 @@ func TestEnterAfterTheEchoNotTheHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	if err := s.Send(context.Background(), "message number xxxxxxxxxxxxxx end"); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +147,7 @@ done
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	for i := range 8 {
 		began := time.Now()
 		if err := s.Send(context.Background(), fmt.Sprintf("answer %d to (\"Load round: go on?\"):\n| yes, go on", i)); err != nil {

@@ -3,6 +3,8 @@ package session
 import (
 	"strings"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // startDialogWait is how long a choice may stay on the screen of an agent
@@ -24,17 +26,17 @@ type startDialog struct {
 // none) and the status the driver decided otherwise.
 func (g *startDialog) step(s *Session, now time.Time, next Status, text string) Status {
 	switch {
-	case g.up && next != StatusNeedsAttention:
+	case g.up && next != office.SessionNeedsAttention:
 		g.up, g.seen = false, time.Time{} // left by another way (a restart)
 		return next
 	case g.up && text == "":
 		g.up, g.seen = false, time.Time{}
 		s.info.Detail = ""
-		return StatusStarting
+		return office.SessionStarting
 	case g.up:
 		s.info.Detail = text
-		return StatusNeedsAttention
-	case next != StatusStarting || text == "":
+		return office.SessionNeedsAttention
+	case next != office.SessionStarting || text == "":
 		g.seen = time.Time{}
 		return next
 	}
@@ -47,7 +49,7 @@ func (g *startDialog) step(s *Session, now time.Time, next Status, text string) 
 	g.up = true
 	s.info.Detail = text
 	s.log.Warn("agent needs attention", "dialog", text)
-	return StatusNeedsAttention
+	return office.SessionNeedsAttention
 }
 
 // choiceText returns the text of a choice on screen: at least two

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // TestNoThreadPerSession: 100 running sessions hold no OS thread each (the
@@ -36,7 +38,7 @@ func TestNoThreadPerSession(t *testing.T) {
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for _, s := range ss {
-		for s.Status() != StatusReady {
+		for s.Status() != office.SessionReady {
 			if time.Now().After(deadline) {
 				t.Fatalf("session %s: %s", s.key, s.Status())
 			}

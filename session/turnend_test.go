@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 // TestPromptReadEndsTurn: a program asleep reading its terminal under its
@@ -29,7 +31,7 @@ func TestPromptReadEndsTurn(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+			r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 			if d := time.Since(start); d >= q {
 				t.Errorf("ready after %v, want well under the quiescence period %v", d, q)
 			}
@@ -38,7 +40,7 @@ func TestPromptReadEndsTurn(t *testing.T) {
 					t.Fatal(err)
 				}
 				r.waitFor(t, "answer", 10*time.Second, func(st []Status, ts []Text) bool {
-					return lastStatus(st) == StatusReady && len(turns(ts)) == i+2
+					return lastStatus(st) == office.SessionReady && len(turns(ts)) == i+2
 				})
 				seen := time.Now()
 				if d := seen.Sub(s.Info().LastOutputAt); d > 100*time.Millisecond {
@@ -75,13 +77,13 @@ done
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	sent := time.Now()
 	if err := s.Send(ctx, "job"); err != nil {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "answer", 10*time.Second, func(st []Status, ts []Text) bool {
-		return lastStatus(st) == StatusReady && len(turns(ts)) == 2
+		return lastStatus(st) == office.SessionReady && len(turns(ts)) == 2
 	})
 	_, ts := r.snapshot()
 	if got := turns(ts)[1]; !strings.Contains(got, "done: job") {
@@ -107,7 +109,7 @@ done
 	if _, err := m.Start(context.Background(), Key{"o", "a"}, Spec{Kind: KindCommand, Command: script(t, body), PromptPattern: `^>$`, Quiescence: q, Cols: 80, Rows: 10}); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 10*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	if d := time.Since(start); d < q {
 		t.Errorf("ready after %v on the alternate screen, want the quiescence period %v", d, q)
 	}

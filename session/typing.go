@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/office-server/office-server/office"
 )
 
 type sendReq struct {
@@ -63,10 +65,10 @@ func (s *Session) SendSince(ctx context.Context, text string, since time.Time) e
 		return ErrStopped
 	}
 	switch s.info.Status {
-	case StatusFailed:
+	case office.SessionFailed:
 		s.mu.Unlock()
 		return ErrFailed
-	case StatusExited:
+	case office.SessionExited:
 		s.mu.Unlock()
 		return ErrExited
 	}
@@ -97,7 +99,7 @@ func (s *Session) SendSince(ctx context.Context, text string, since time.Time) e
 // text typed before was acknowledged.
 func (s *Session) typeNext() {
 	s.mu.Lock()
-	if s.ack != nil || len(s.sendQ) == 0 || s.info.Status != StatusReady || s.p == nil || isClosed(s.p.exited) {
+	if s.ack != nil || len(s.sendQ) == 0 || s.info.Status != office.SessionReady || s.p == nil || isClosed(s.p.exited) {
 		s.mu.Unlock()
 		return
 	}
@@ -119,7 +121,7 @@ func (s *Session) typeNext() {
 	paste := s.modes.paste
 	s.drv.typed(r.text)
 	s.inputAt = time.Now()
-	report, _ := s.setStatusLocked(StatusBusy)
+	report, _ := s.setStatusLocked(office.SessionBusy)
 	s.mu.Unlock()
 	report()
 	typedAt := time.Now()
@@ -451,7 +453,7 @@ func (s *Session) Input(p []byte) error {
 	pr := s.p
 	if pr != nil && s.drv.keys(p) {
 		s.inputAt = time.Now()
-		report, _ := s.setStatusLocked(StatusBusy)
+		report, _ := s.setStatusLocked(office.SessionBusy)
 		defer report()
 	}
 	s.mu.Unlock()

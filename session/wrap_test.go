@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/mattn/go-runewidth"
 
+	"github.com/office-server/office-server/office"
 	"github.com/office-server/office-server/protocol"
 )
 
@@ -65,7 +66,7 @@ done`, block))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
+	r.waitFor(t, "ready", 5*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	for _, n := range []int{0, 3, 20} {
 		t.Run(fmt.Sprintf("tail%d", n), func(t *testing.T) {
 			before := len(r.lines())
@@ -74,7 +75,7 @@ done`, block))
 			}
 			want := 1 + 4 + n // "turn n", the block, the tail
 			r.waitFor(t, "the turn", 10*time.Second, func(st []Status, _ []Text) bool {
-				return lastStatus(st) == StatusReady && len(r.lines()) >= before+want
+				return lastStatus(st) == office.SessionReady && len(r.lines()) >= before+want
 			})
 			got := r.lines()[before:]
 			p := protocol.NewParser(protocol.Options{})

@@ -56,7 +56,7 @@ func newConsoleBench(b *testing.B, viewerRate int) *consoleBench {
 	}
 	cb := &consoleBench{office: o, agent: a, token: "bench-token", exited: map[session.Key]chan struct{}{}}
 	cb.mgr = session.NewManager(session.Options{OnStatus: func(k session.Key, s session.Status, _ session.Info) {
-		if s == session.StatusExited || s == session.StatusCrashed {
+		if s == office.SessionExited || s == office.SessionCrashed {
 			cb.mu.Lock()
 			if c, ok := cb.exited[k]; ok {
 				close(c)
@@ -203,7 +203,7 @@ func droppedViewers(b *testing.B, srv *server.Server) float64 {
 func waitReady(b *testing.B, s *session.Session) {
 	b.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for s.Status() != session.StatusReady {
+	for s.Status() != office.SessionReady {
 		if time.Now().After(deadline) {
 			b.Fatalf("session not ready: %s", s.Status())
 		}

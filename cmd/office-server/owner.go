@@ -1,16 +1,19 @@
 package main
 
 // One owner per office (docs/protocol.md, Guarantees): two servers must never run the same
-// agents. How depends on the store:
+// agents. The notion is ownership; how depends on the store, chosen once
+// at start (openStore):
 //
-//   - SQLite: the server holds an exclusive flock on <db>.lock for its
-//     whole life; a second server on the same file refuses to start. The
-//     kernel drops the lock when the process dies, however it dies.
-//   - PostgreSQL: the server is a cluster node: it holds a lease per office
-//     it runs, renewed in one statement per period, with a fencing token
-//     (package cluster, docs/notes/cluster.md). Any number of servers
-//     share the offices.
-//   - Supabase over REST: no lock primitive; a warning.
+//   - SQLite: fileLock: the server holds an exclusive flock on <db>.lock
+//     for its whole life; a second server on the same file refuses to
+//     start. The kernel drops the lock when the process dies, however it
+//     dies.
+//   - PostgreSQL: leases: the server is a cluster node: it holds a lease
+//     per office it runs, renewed in one statement per period, with a
+//     fencing token (package cluster, docs/notes/cluster.md). Any number
+//     of servers share the offices.
+//   - Supabase over REST: fileLock without a lock (no lock primitive); a
+//     warning.
 
 import (
 	"context"
@@ -21,7 +24,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +34,7 @@ import (
 	"github.com/office-server/office-server/cluster"
 	"github.com/office-server/office-server/engine"
 	"github.com/office-server/office-server/office"
+	"github.com/office-server/office-server/server"
 	"github.com/office-server/office-server/session"
 	"github.com/office-server/office-server/store/rostercache"
 )
@@ -69,46 +72,167 @@ func lockSQLite(dbPath string) (io.Closer, error) {
 	return f, nil
 }
 
-// owner decides which offices this server runs. With PostgreSQL it is a
-// cluster node holding a lease per office (package cluster); otherwise
-// every office is this server's (SQLite: the file lock keeps other servers
-// out).
-type owner struct {
-	log         *slog.Logger
-	node        *cluster.Node        // nil: every office is this server's
-	transcripts *cluster.Transcripts // with node
-	// router records the statuses of agents the node refuses to start
-	// (cluster.Sessions.Report); set once the router exists.
-	router atomic.Pointer[engine.Router]
+// ownership is how this server owns the offices it runs, one owner per
+// office, chosen once at start by the store (openStore): a file lock
+// (fileLock: SQLite, a server alone) or leases (leases: PostgreSQL, a
+// cluster node). Each wiring point asks it what it adds there.
+type ownership interface {
+	// run takes the offices this server may run (officeRunner.Take),
+	// holds them until ctx ends, reports one it loses (officeRunner.Drop),
+	// and releases them when ctx ends: end ctx only after the agents were
+	// stopped and their final statuses written.
+	run(ctx context.Context, r officeRunner)
+	// drain hands the offices over before a shutdown, where another
+	// server can take them; otherwise it does nothing.
+	drain(ctx context.Context)
+	// owns is engine.Config.Owns: nil when every office is this server's.
+	owns() func(officeID string) bool
+	// nodeName is what this server records in agent_sessions.node.
+	nodeName() string
+	// wrap is agents.Options.Wrap (nil: none); report records the status
+	// of an agent the owner refuses to start.
+	wrap(stateDir string, report func(session.Key, session.Status, session.Info)) func(engine.Sessions) engine.Sessions
+	// owners is server.Config.Owners: nil when no other server runs offices.
+	owners() server.Owners
+	// listening tells the owner the address other servers reach it at.
+	listening(addr string)
+	// registerMetrics adds the owner's metrics to reg.
+	registerMetrics(reg prometheus.Registerer)
+	// Close lets go of what the owner holds for its whole life (the lock file).
+	io.Closer
 }
 
-// newOwner returns the owner for c's store, warning where nothing protects
-// an office from a second server. With PostgreSQL, attach gives it the
-// node once the store is open.
-func newOwner(c serveConfig, log *slog.Logger) *owner {
-	if c.storeKind() == "supabase" {
-		log.Warn("with SUPABASE_URL and no DATABASE_URL nothing keeps a second server from running the same offices: run one server per Supabase project, or set DATABASE_URL (the project's direct connection) in place of the API key so that offices are leased (docs/deploy-supabase.md)")
-	}
-	return &owner{log: log}
+// fileLock is a server alone: every office is its own. The lock on the
+// SQLite file keeps a second server out for the process's whole life; a
+// Supabase store over REST has none (lock nil, a warning at start).
+type fileLock struct {
+	lock io.Closer // nil: nothing keeps a second server out
+	node string    // --node, or empty
+	log  *slog.Logger
 }
 
-// attach makes the owner a cluster node on pool.
-func (w *owner) attach(pool *pgxpool.Pool, cfg cluster.Config) {
-	cfg.Logger = w.log
-	w.node = cluster.New(pool, cfg)
-	w.transcripts = cluster.NewTranscripts(pool, w.log)
-}
+var _ ownership = (*fileLock)(nil)
 
-// registerMetrics adds the cluster node's lease metrics to reg (a
-// cluster node only): the leases held now, gained and lost.
-func (w *owner) registerMetrics(reg prometheus.Registerer) {
-	if w.node == nil {
+// run takes every office there is; nothing takes one away.
+func (fl *fileLock) run(ctx context.Context, r officeRunner) {
+	offices, err := r.store.ListOffices(ctx)
+	if err != nil {
+		fl.log.Warn("list offices: agents not started", "err", err)
 		return
 	}
-	st := w.node.Stats()
+	for _, o := range offices {
+		r.take(ctx, o.ID)
+	}
+}
+
+// drain does nothing: no other server could take the offices; the
+// shutdown stops the agents here and marks them stopped.
+func (fl *fileLock) drain(context.Context) {}
+
+func (fl *fileLock) owns() func(string) bool { return nil }
+
+func (fl *fileLock) nodeName() string { return fl.node }
+
+func (fl *fileLock) wrap(string, func(session.Key, session.Status, session.Info)) func(engine.Sessions) engine.Sessions {
+	return nil
+}
+
+func (fl *fileLock) owners() server.Owners { return nil }
+
+func (fl *fileLock) listening(string) {}
+
+func (fl *fileLock) registerMetrics(prometheus.Registerer) {}
+
+func (fl *fileLock) Close() error {
+	if fl.lock == nil {
+		return nil
+	}
+	return fl.lock.Close()
+}
+
+// leases is a cluster node (package cluster): it holds a lease per office
+// it runs, renewed in one statement per period, with a fencing token; any
+// number of servers share the offices. The lock on its name's file keeps
+// a second process from being the same node.
+type leases struct {
+	node        *cluster.Node
+	transcripts *cluster.Transcripts
+	nameLock    io.Closer
+	log         *slog.Logger
+}
+
+var _ ownership = (*leases)(nil)
+
+// newLeases makes this server the cluster node cfg names on pool.
+func newLeases(pool *pgxpool.Pool, cfg cluster.Config, nameLock io.Closer, log *slog.Logger) *leases {
+	cfg.Logger = log
+	return &leases{node: cluster.New(pool, cfg), transcripts: cluster.NewTranscripts(pool, log), nameLock: nameLock, log: log}
+}
+
+// run renews the node's leases and places offices (cluster.Node.Run)
+// until ctx ends, then releases them.
+func (ls *leases) run(ctx context.Context, r officeRunner) {
+	r.transcripts = ls.transcripts
+	done := make(chan struct{})
+	go func() { defer close(done); ls.transcripts.Run(ctx) }()
+	if err := ls.node.Run(ctx, r); err != nil {
+		ls.log.Error("cluster node", "err", err)
+	}
+	<-done
+}
+
+// drain hands this node's offices over (their agents end their turns
+// first) and returns once it holds none, or when ctx ends. When no other
+// node could take the offices it does nothing: the shutdown stops the
+// agents here and marks them stopped.
+func (ls *leases) drain(ctx context.Context) {
+	if !ls.node.HasPeer(ctx) {
+		ls.log.Info("no other node to hand the offices to: stopping their agents here")
+		return
+	}
+	if err := ls.node.Drain(ctx); err != nil {
+		ls.log.Warn("drain", "err", err)
+		return
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for len(ls.node.Owned()) > 0 {
+		select {
+		case <-ctx.Done():
+			ls.log.Warn("shutting down before every office was handed over", "left", len(ls.node.Owned()))
+			return
+		case <-t.C:
+		}
+	}
+	ls.log.Info("offices handed over")
+}
+
+func (ls *leases) owns() func(string) bool { return ls.node.Owns }
+
+// nodeName is the cluster node's id.
+func (ls *leases) nodeName() string { return ls.node.ID() }
+
+// wrap: nothing is started in or typed into an agent of an office the
+// node does not hold, and Claude Code transcripts travel through the
+// database.
+func (ls *leases) wrap(stateDir string, report func(session.Key, session.Status, session.Info)) func(engine.Sessions) engine.Sessions {
+	return func(s engine.Sessions) engine.Sessions {
+		return &cluster.Sessions{Sessions: s, Node: ls.node, Transcripts: ls.transcripts, StateDir: stateDir, Report: report}
+	}
+}
+
+// owners: terminals of agents on other nodes are proxied to them.
+func (ls *leases) owners() server.Owners { return ls.node }
+
+func (ls *leases) listening(addr string) { ls.node.SetAddr(addr) }
+
+// registerMetrics adds the node's lease metrics: the leases held now,
+// gained and lost.
+func (ls *leases) registerMetrics(reg prometheus.Registerer) {
+	st := ls.node.Stats()
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "office_leases_held", Help: "Offices this node holds the lease of, and runs, now."},
-			func() float64 { return float64(len(w.node.Owned())) }),
+			func() float64 { return float64(len(ls.node.Owned())) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "office_leases_gained_total", Help: "Leases this node took: offices it started to run (at start, after a restart, taken over from a node that stopped)."},
 			func() float64 { return float64(st.Gained.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "office_leases_lost_total", Help: "Leases this node lost: another node held the office when this one renewed, so its agents here were stopped."},
@@ -118,93 +242,8 @@ func (w *owner) registerMetrics(reg prometheus.Registerer) {
 	)
 }
 
-// nodeName is the name this server records in agent_sessions.node: the
-// cluster node's id, else c.Node (empty: a single server without a name).
-func (w *owner) nodeName(c serveConfig) string {
-	if w.node != nil {
-		return w.node.ID()
-	}
-	return c.Node
-}
-
-// owns is engine.Config.Owns: nil when every office is this server's.
-func (w *owner) owns() func(officeID string) bool {
-	if w.node == nil {
-		return nil
-	}
-	return w.node.Owns
-}
-
-// wrap is agents.Options.Wrap: on a node, nothing is started in or typed
-// into an agent of an office the node does not hold, and Claude Code
-// transcripts travel through the database.
-func (w *owner) wrap(stateDir string) func(engine.Sessions) engine.Sessions {
-	if w.node == nil {
-		return nil
-	}
-	return func(s engine.Sessions) engine.Sessions {
-		report := func(c engine.StatusChange) {
-			if r := w.router.Load(); r != nil {
-				r.HandleStatus(c)
-			}
-		}
-		return &cluster.Sessions{Sessions: s, Node: w.node, Transcripts: w.transcripts, StateDir: stateDir, Report: report}
-	}
-}
-
-// drain hands this node's offices over (their agents end their turns
-// first) and returns once it holds none, or when ctx ends. Without a node,
-// or when no other node could take the offices, it does nothing: the
-// shutdown stops the agents here and marks them stopped.
-func (w *owner) drain(ctx context.Context) {
-	if w.node == nil {
-		return
-	}
-	if !w.node.HasPeer(ctx) {
-		w.log.Info("no other node to hand the offices to: stopping their agents here")
-		return
-	}
-	if err := w.node.Drain(ctx); err != nil {
-		w.log.Warn("drain", "err", err)
-		return
-	}
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for len(w.node.Owned()) > 0 {
-		select {
-		case <-ctx.Done():
-			w.log.Warn("shutting down before every office was handed over", "left", len(w.node.Owned()))
-			return
-		case <-t.C:
-		}
-	}
-	w.log.Info("offices handed over")
-}
-
-// run takes the offices this server may run, starting their agents with r,
-// until ctx ends. On a node it renews its leases and places offices
-// (cluster.Node.Run); when ctx ends it releases them: end ctx only after
-// the agents were stopped and their final statuses written.
-func (w *owner) run(ctx context.Context, r officeRunner) {
-	if w.node == nil {
-		offices, err := r.store.ListOffices(ctx)
-		if err != nil {
-			w.log.Warn("list offices: agents not started", "err", err)
-			return
-		}
-		for _, o := range offices {
-			r.take(ctx, o.ID)
-		}
-		return
-	}
-	r.transcripts = w.transcripts
-	done := make(chan struct{})
-	go func() { defer close(done); w.transcripts.Run(ctx) }()
-	if err := w.node.Run(ctx, r); err != nil {
-		w.log.Error("cluster node", "err", err)
-	}
-	<-done
-}
+// Close lets go of the node's name.
+func (ls *leases) Close() error { return ls.nameLock.Close() }
 
 // officeRunner starts an office's agents when this server takes it, and
 // stops them when it loses it; the policy is the router's (TakeOffice).
@@ -250,7 +289,7 @@ func (r officeRunner) Quiet(ctx context.Context, officeID string) {
 
 func (r officeRunner) busy(officeID string) bool {
 	for _, s := range r.sess.Manager().List() {
-		if s.Key().OfficeID == officeID && s.Status() == session.StatusBusy {
+		if s.Key().OfficeID == officeID && s.Status() == office.SessionBusy {
 			return true
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/office-server/office-server/agents"
@@ -75,11 +76,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	own := newOwner(c, log.With("part", "owner"))
 	// The metrics first: the store's requests and its change feed are
 	// measured from the start (docs/metrics.md).
 	metrics := server.NewMetrics()
-	store, feed, closeStore, err := m.openStore(ctx, log, own, metrics.FeedReconnected)
+	store, feed, own, closeStore, err := m.openStore(ctx, log, metrics.FeedReconnected)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	own.router.Store(router)
 	declared, err := m.syncOffice(ctx, router, log)
 	if err != nil {
 		return err
@@ -157,7 +156,7 @@ func (m *Main) resolvedConfig() (serveConfig, error) {
 // newOffice builds the office (engine router) and the agents' sessions on
 // store and feed, with the secrets key, the keeper and hook commands and
 // the content rules c names. It fails when any of them cannot be had.
-func (m *Main) newOffice(c serveConfig, log *slog.Logger, store office.Store, feed office.ChangeFeed, own *owner) (*engine.Router, *agents.Sessions, error) {
+func (m *Main) newOffice(c serveConfig, log *slog.Logger, store office.Store, feed office.ChangeFeed, own ownership) (*engine.Router, *agents.Sessions, error) {
 	secretsKey, err := m.secretsKey(log)
 	if err != nil {
 		return nil, nil, err
@@ -178,16 +177,25 @@ func (m *Main) newOffice(c serveConfig, log *slog.Logger, store office.Store, fe
 	if err != nil {
 		return nil, nil, fmt.Errorf("agents state dir: %w", err)
 	}
+	// The owner reports the statuses of agents it refuses to start
+	// (cluster.Sessions.Report) to the router, once there is one.
+	var ref atomic.Pointer[engine.Router]
+	report := func(k session.Key, st session.Status, info session.Info) {
+		if r := ref.Load(); r != nil {
+			r.HandleStatus(k, st, info)
+		}
+	}
 	router, sess, err := agents.New(engine.Config{
 		Store: store, Feed: feed, Logger: log.With("part", "office"),
 		SecretsKey: secretsKey, DataDir: filepath.Join(c.DataDir, "agents"),
-		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(), Node: own.nodeName(c),
+		InvocationTimeout: c.InvocationTimeout, Owns: own.owns(), Node: own.nodeName(),
 		ProxyWait: c.ProxyWait, ContentRules: rules, MaxLive: c.MaxLive,
-	}, agents.Options{AgentBin: c.AgentBin, StateDir: stateDir, Wrap: own.wrap(stateDir)},
+	}, agents.Options{AgentBin: c.AgentBin, StateDir: stateDir, Wrap: own.wrap(stateDir, report)},
 		session.Options{Logger: log.With("part", "session"), Keeper: keeper, Hook: hook})
 	if err != nil {
 		return nil, nil, fmt.Errorf("office: %w", err)
 	}
+	ref.Store(router)
 	return router, sess, nil
 }
 
@@ -195,14 +203,13 @@ func (m *Main) newOffice(c serveConfig, log *slog.Logger, store office.Store, fe
 // router, terminals over sess, and, on a cluster node, terminals of other
 // nodes' agents proxied to them. members is nil where the store has no
 // members (SQLite).
-func serverConfig(c serveConfig, log *slog.Logger, store office.Store, feed office.ChangeFeed, router *engine.Router, sess *agents.Sessions, own *owner, members office.Members, token string) server.Config {
+func serverConfig(c serveConfig, log *slog.Logger, store office.Store, feed office.ChangeFeed, router *engine.Router, sess *agents.Sessions, own ownership, members office.Members, token string) server.Config {
 	scfg := server.Config{
 		Store: store, Office: serverOffice{r: router, store: store, sess: sess}, Terminals: terminals{sess.Manager()},
 		Feed: feed, Token: token, Logger: log.With("part", "http"), AuditFailures: router.AuditFailures,
 		EventPoll: eventPoll(c.storeKind()),
 	}
-	if own.node != nil {
-		scfg.Owners = own.node // terminals of agents on other nodes are proxied
+	if scfg.Owners = own.owners(); scfg.Owners != nil { // terminals of agents on other nodes are proxied
 		if c.AdminToken == "" {
 			log.Info("with several servers on this database, give them all the same OFFICE_ADMIN_TOKEN: a terminal opened on one server is passed to the server running its agent, which checks the token again")
 		}
@@ -217,7 +224,7 @@ func serverConfig(c serveConfig, log *slog.Logger, store office.Store, feed offi
 // listen opens c.Addr, allows srv the listener's own origins and c's, and
 // records the address (Addr; on a cluster node, the node's address unless
 // c.NodeAddr names another). It fails when the address cannot be bound.
-func (m *Main) listen(c serveConfig, srv *server.Server, own *owner) (net.Listener, error) {
+func (m *Main) listen(c serveConfig, srv *server.Server, own ownership) (net.Listener, error) {
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", c.Addr, err)
@@ -226,13 +233,11 @@ func (m *Main) listen(c serveConfig, srv *server.Server, own *owner) (net.Listen
 	m.mu.Lock()
 	m.addr = ln.Addr()
 	m.mu.Unlock()
-	if own.node != nil {
-		addr := c.NodeAddr
-		if addr == "" {
-			addr = ln.Addr().String()
-		}
-		own.node.SetAddr(addr)
+	addr := c.NodeAddr
+	if addr == "" {
+		addr = ln.Addr().String()
 	}
+	own.listening(addr)
 	return ln, nil
 }
 
@@ -265,12 +270,15 @@ func (m *Main) adminToken(log *slog.Logger) (token string, created bool, err err
 // openStore opens the configured store and its change feed; closeStore
 // closes what was opened.
 // reconnected is called each time the change feed connects again.
-func (m *Main) openStore(ctx context.Context, log *slog.Logger, own *owner, reconnected func()) (store office.Store, feed office.ChangeFeed, closeStore func() error, err error) {
+// own is how this server owns its offices, chosen here by the store
+// (owner.go); closeStore releases it too.
+func (m *Main) openStore(ctx context.Context, log *slog.Logger, reconnected func()) (store office.Store, feed office.ChangeFeed, own ownership, closeStore func() error, err error) {
+	olog := log.With("part", "owner")
 	c := m.Config
 	switch c.storeKind() {
 	case "postgres":
 		if err := m.migrate(ctx, log); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		// The server is a cluster node, named in its data directory (locked:
 		// one process per name), so that a restart takes its offices back
@@ -278,50 +286,52 @@ func (m *Main) openStore(ctx context.Context, log *slog.Logger, own *owner, reco
 		// refuses what it does for an office it lost.
 		lock, err := lockSQLite(filepath.Join(c.DataDir, "node"))
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		node := c.Node
 		if node == "" {
 			node, _, err = secretFile(c.DataDir, "node-id", cluster.NewNodeID)
 			if err != nil {
 				lock.Close()
-				return nil, nil, nil, fmt.Errorf("node id: %w", err)
+				return nil, nil, nil, nil, fmt.Errorf("node id: %w", err)
 			}
 		}
 		pg, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{Logger: log, Node: node, Reconnected: reconnected})
 		if err != nil {
 			lock.Close()
-			return nil, nil, nil, fmt.Errorf("open postgres: %w", err)
+			return nil, nil, nil, nil, fmt.Errorf("open postgres: %w", err)
 		}
-		own.attach(pg.Pool(), cluster.Config{NodeID: node, Capacity: c.Capacity, Lease: c.Lease, Renew: c.LeaseRenew})
-		return pg, pg, func() error { return errors.Join(pg.Close(), lock.Close()) }, nil
+		own := newLeases(pg.Pool(), cluster.Config{NodeID: node, Capacity: c.Capacity, Lease: c.Lease, Renew: c.LeaseRenew}, lock, olog)
+		return pg, pg, own, func() error { return errors.Join(pg.Close(), own.Close()) }, nil
 	case "supabase":
 		log.Info("supabase: API key from "+c.SupabaseKeyFrom, "ignored", c.SupabaseKeyIgnored)
 		sb, err := supabase.New(c.SupabaseURL, c.SupabaseKey)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("supabase: %w", err)
+			return nil, nil, nil, nil, fmt.Errorf("supabase: %w", err)
 		}
 		rt, err := supabase.NewRealtime(c.SupabaseURL, c.SupabaseKey, sb, supabase.RealtimeOptions{Logger: log, Reconnected: reconnected})
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("supabase realtime: %w", err)
+			return nil, nil, nil, nil, fmt.Errorf("supabase realtime: %w", err)
 		}
-		return sb, rt, sb.Close, nil
+		olog.Warn("with SUPABASE_URL and no DATABASE_URL nothing keeps a second server from running the same offices: run one server per Supabase project, or set DATABASE_URL (the project's direct connection) in place of the API key so that offices are leased (docs/deploy-supabase.md)")
+		return sb, rt, &fileLock{node: c.Node, log: olog}, sb.Close, nil
 	}
 	db := filepath.Join(c.DataDir, "office.db")
 	lock, err := lockSQLite(db) // one server per file (owner.go)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if err := privateFiles(db, db+"-wal", db+"-shm"); err != nil {
 		lock.Close()
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	lite, err := sqlite.Open(ctx, db)
 	if err != nil {
 		lock.Close()
-		return nil, nil, nil, fmt.Errorf("open sqlite: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("open sqlite: %w", err)
 	}
-	return lite, lite, func() error { return errors.Join(lite.Close(), lock.Close()) }, nil
+	own = &fileLock{lock: lock, node: c.Node, log: olog}
+	return lite, lite, own, func() error { return errors.Join(lite.Close(), own.Close()) }, nil
 }
 
 // migrate applies the migrations DatabaseURL lacks, or with NoMigrate
