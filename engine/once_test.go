@@ -112,3 +112,54 @@ func TestTakeOfficeSettlesRows(t *testing.T) {
 		}
 	}
 }
+
+// TestNoticeTypedAgainSince: a notice is a row like the others: its first
+// typing, never acknowledged, leaves it pending with its typing marker;
+// the next typing is handed to the session with the time of the first
+// (the agent's record is checked first), and the notice is marked
+// delivered once.
+func TestNoticeTypedAgainSince(t *testing.T) {
+	var ss *sinceSessions
+	h := newHarness(t, func(c *Config) {
+		ss = &sinceSessions{fakeSessions: c.Sessions.(*fakeSessions), failed: map[string]bool{}}
+		c.Sessions = ss
+	})
+	first := h.clk.Now()
+	dev := h.agents["DEV"]
+	h.r.notify(dev, "Your request to use Bash was not approved.")
+	ctx := context.Background()
+	w, err := h.st.ListDue(ctx, h.office.ID, dev.ID)
+	if err != nil || len(w.Notices) != 1 {
+		t.Fatalf("stored notices %+v, %v; want the one", w.Notices, err)
+	}
+	id := w.Notices[0].ID
+	h.run("DEV")
+	h.r.notify(dev, "wake") // a second notice wakes the delivery
+	h.typed("DEV", "was not approved")
+	eventually(t, "the notices delivered", func() bool {
+		w, _ := h.st.ListDue(ctx, h.office.ID, dev.ID)
+		return len(w.Notices) == 0
+	})
+	ss.mu.Lock()
+	since := append([]time.Time(nil), ss.since...)
+	ss.mu.Unlock()
+	if len(since) != 2 || !since[0].Equal(first) {
+		t.Errorf("SendSince times %v; want two (one per notice), the first at %v", since, first)
+	}
+	kinds := map[string]int{}
+	for _, e := range allEvents(t, h.st, dev.ID) {
+		var p typingMark
+		if json.Unmarshal(e.Payload, &p) == nil && p.Row == rowKey("notice", id) {
+			kinds[e.Kind]++
+		}
+	}
+	if kinds[EventTyping] != 1 || kinds[EventTypingAgain] != 1 {
+		t.Errorf("events for the notice: %v; want one each of %s, %s", kinds, EventTyping, EventTypingAgain)
+	}
+	ss.fakeSessions.mu.Lock()
+	typed := strings.Join(ss.typed[dev.ID], "\n")
+	ss.fakeSessions.mu.Unlock()
+	if n := strings.Count(typed, "was not approved"); n != 1 {
+		t.Errorf("the notice was typed %d times into the agent; want 1", n)
+	}
+}
