@@ -37,7 +37,6 @@ type Store interface {
 	Events
 	ProxyWork
 	PermissionGrants
-	Notices
 }
 
 // Roster is the offices and their agents.
@@ -53,8 +52,10 @@ type Roster interface {
 }
 
 // SessionLog is the agents' session rows (one per agent, updated in
-// place) and what waits to be typed into the session.
+// place) and what waits to be typed into the session, the engine's
+// notices included (Notices).
 type SessionLog interface {
+	Notices
 	// ListDue returns everything due to one agent, each list as its own
 	// List* method returns it (oldest first), read at once.
 	ListDue(ctx context.Context, officeID, agentID string) (DueWork, error)
