@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/office-server/office-server/internal/anthropictest"
 	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/store/sqlite"
 )
 
 // TestStopChaos stops the built server at random instants while a real
@@ -90,14 +92,21 @@ type chaos struct {
 	messages            []row    // the people's messages posted
 	evAfter             int64    // the last event read
 	again, delivered    map[string]bool
-	typings             int // delivery.typing events read
+	typings             int               // delivery.typing events read
+	reqChain            map[string]string // proxy request id → its chain (the n of its PRQ token)
 }
 
 const chaosToken = "chaos-token-0123456789abcdef"
 
 // chaosTok finds a chain's tokens: a dependency's value is in lower
 // case (a package name), the rest in upper case.
-var chaosTok = regexp.MustCompile(`(MSG|ANS|TASK|RES|VAL|val)-([LWlw])-(\d+)`)
+//
+// Notices: PRQ is the proxy request told to lead (the proxy of the
+// worker's create_plan), UPD lead's update of that task told to the
+// worker; RSP is a [PROXY_RESPONSE] (no token in its text: found by its
+// request_id, chaos.reqChain), to the worker for its create_plan, to lead
+// for its update.
+var chaosTok = regexp.MustCompile(`(MSG|ANS|TASK|RES|VAL|val|PRQ|UPD|RSP)-([LWlw])-(\d+)`)
 
 // token returns a match of chaosTok in upper case.
 func token(m []string) (tok, kind, agent string) {
@@ -119,7 +128,8 @@ while IFS= read -r l; do
     case "$l" in *"$k-W-"[0-9]*) n=${l##*"$k-W-"}; n=${n%%[!0-9]*}; set -- "$k" "$n"; break;; esac
   done
   case "$1" in
-  MSG) printf '[ASK_USER]\nquestion: QW-%s which?\n[/ASK_USER]\n' "$2";;
+  MSG) printf '[ASK_USER]\nquestion: QW-%s which?\n[/ASK_USER]\n' "$2"
+       printf '[PROXY_REQUEST]\n{"action": "create_plan", "requester": "worker", "tasks": [{"content": "PRQ-L-%s", "priority": "high"}], "preferences": {"preferred_proxy": "lead"}}\n[/PROXY_REQUEST]\n' "$2";;
   ANS) if [ $(($2 % 2)) = 1 ]; then printf '[INVOKE:lead]\nTASK-L-%s\n[/INVOKE:lead]\n' "$2"
        else printf '[DEPENDENCY_REQUEST]\ntype: package\nname: depw%s\ndescription: a package\nrequired: true\n[/DEPENDENCY_REQUEST]\n' "$2"; fi;;
   TASK) printf '[DELIVER_RESULT:lead]\ntype: message\ncontent: RES-L-%s\n[/DELIVER_RESULT:lead]\n' "$2";;
@@ -132,6 +142,8 @@ done`
   name: Chaos office
 agents:
   - name: lead
+    capabilities: [todowrite, todoread]
+    max_load: 100
     launch: {kind: claude, command: %q, dir: %q}
   - name: worker
     launch: {kind: command, command: /bin/sh, args: [-c, %q], prompt_pattern: "^w>$"}
@@ -174,6 +186,14 @@ agents:
 				out = append(out, "[DELIVER_RESULT:worker]\ntype: message\ncontent: RES-W-"+n+"\n[/DELIVER_RESULT:worker]")
 			case "RES":
 				out = append(out, "[DEPENDENCY_REQUEST]\ntype: package\nname: depl"+n+"\ndescription: a package\nrequired: true\n[/DEPENDENCY_REQUEST]")
+			case "PRQ":
+				// The proxy closes the task it was given, noting the
+				// chain: the worker is told (UPD), lead answered (RSP).
+				for _, t := range chaosProxyTask.FindAllStringSubmatch(r.LastUserText(), -1) {
+					if t[2] == n {
+						out = append(out, `[PROXY_REQUEST]`+"\n"+`{"action": "update_status", "requester": "lead", "task_id": "`+t[1]+`", "status": "completed", "metadata": {"note": "UPD-W-`+n+`"}}`+"\n[/PROXY_REQUEST]")
+					}
+				}
 			}
 		}
 		if len(out) == 0 {
@@ -282,8 +302,10 @@ func (c *chaos) person(stop <-chan struct{}) {
 }
 
 var (
-	chaosQ   = regexp.MustCompile(`Q([LW])-(\d+)`)
-	chaosDep = regexp.MustCompile(`^dep([lw])(\d+)$`)
+	// chaosProxyTask is a task of a proxy request as lead is told it.
+	chaosProxyTask = regexp.MustCompile(`- ([A-Za-z]+-[0-9a-f]{6}) \(priority \w+\): PRQ-L-(\d+)`)
+	chaosQ         = regexp.MustCompile(`Q([LW])-(\d+)`)
+	chaosDep       = regexp.MustCompile(`^dep([lw])(\d+)$`)
 )
 
 func (c *chaos) personOnce() {
@@ -548,6 +570,7 @@ func (c *chaos) rows() []row {
 			out = append(out, row{"dependency:" + d.ID, "VAL-" + strings.ToUpper(m[1]) + "-" + m[2], d.DeliveredAt != nil})
 		}
 	}
+	out = append(out, c.noticeRows()...)
 	c.readEvents()
 	for _, m := range c.messages {
 		m.done = c.delivered[m.id]
@@ -677,6 +700,9 @@ func (c *chaos) arrived() map[string]int {
 					n[tok]++
 				}
 			}
+			for _, tok := range c.responses(m.Text(), "L") {
+				n[tok]++
+			}
 		}
 		if convs[key] == nil {
 			convs[key] = map[string]int{}
@@ -698,6 +724,76 @@ func (c *chaos) arrived() map[string]int {
 				got[tok]++
 			}
 		}
+		for _, tok := range c.responses(line, "W") {
+			got[tok]++
+		}
 	}
 	return got
+}
+
+// chaosRequestID finds a [PROXY_RESPONSE]'s request.
+var chaosRequestID = regexp.MustCompile(`"request_id":"([0-9a-f-]{36})"`)
+
+// responses returns the RSP token of each [PROXY_RESPONSE] in text, for
+// agent (L or W).
+func (c *chaos) responses(text, agent string) []string {
+	var out []string
+	for _, m := range chaosRequestID.FindAllStringSubmatch(text, -1) {
+		if n, ok := c.reqChain[m[1]]; ok {
+			out = append(out, "RSP-"+agent+"-"+n)
+		}
+	}
+	return out
+}
+
+// noticeRows returns the notices the office stored to type (office_notices,
+// the server's own table: read from its SQLite file) that carry a chain's
+// token or answer a chain's proxy request, and records the proxy
+// requests' chains.
+func (c *chaos) noticeRows() []row {
+	db, err := sql.Open(sqlite.DriverName, "file:"+filepath.Join(c.data, "office.db")+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer db.Close()
+	if c.reqChain == nil {
+		c.reqChain = map[string]string{}
+	}
+	reqs, err := db.Query(`select id, payload from proxy_requests`)
+	if err != nil {
+		c.t.Fatalf("read proxy requests: %v", err)
+	}
+	for reqs.Next() {
+		var id, payload string
+		if err := reqs.Scan(&id, &payload); err != nil {
+			c.t.Fatal(err)
+		}
+		if m := chaosTok.FindStringSubmatch(payload); m != nil && m[1] == "PRQ" {
+			c.reqChain[id] = m[3]
+		}
+	}
+	reqs.Close()
+	rs, err := db.Query(`select n.id, n.text, n.status, a.name from office_notices n join office_agents a on a.id = n.agent_id order by n.rowid`)
+	if err != nil {
+		c.t.Fatalf("read notices: %v", err)
+	}
+	defer rs.Close()
+	var out []row
+	for rs.Next() {
+		var id, text, status, name string
+		if err := rs.Scan(&id, &text, &status, &name); err != nil {
+			c.t.Fatal(err)
+		}
+		agent := strings.ToUpper(name[:1])
+		toks := c.responses(text, agent)
+		for _, m := range chaosTok.FindAllStringSubmatch(text, -1) {
+			if tok, _, a := token(m); a == agent {
+				toks = append(toks, tok)
+			}
+		}
+		for _, tok := range toks {
+			out = append(out, row{"notice:" + id, tok, status == "delivered"})
+		}
+	}
+	return out
 }
