@@ -94,6 +94,7 @@ type chaos struct {
 	again, delivered    map[string]bool
 	typings             int               // delivery.typing events read
 	reqChain            map[string]string // proxy request id → its chain (the n of its PRQ token)
+	permTyped           map[string]bool   // permission questions whose answer was typed (no hook waited)
 }
 
 const chaosToken = "chaos-token-0123456789abcdef"
@@ -106,7 +107,12 @@ const chaosToken = "chaos-token-0123456789abcdef"
 // worker; RSP is a [PROXY_RESPONSE] (no token in its text: found by its
 // request_id, chaos.reqChain), to the worker for its create_plan, to lead
 // for its update.
-var chaosTok = regexp.MustCompile(`(MSG|ANS|TASK|RES|VAL|val|PRQ|UPD|RSP)-([LWlw])-(\d+)`)
+//
+// PRM is a permission request of lead's (a Bash call after its
+// dependency's value) in the notice that tells lead the request was
+// interrupted by a stop, or in the answer a person gave while no hook
+// waited (typed, as a row of its own).
+var chaosTok = regexp.MustCompile(`(MSG|ANS|TASK|RES|VAL|val|PRQ|UPD|RSP|PRM)-([LWlw])-(\d+)`)
 
 // token returns a match of chaosTok in upper case.
 func token(m []string) (tok, kind, agent string) {
@@ -144,7 +150,7 @@ agents:
   - name: lead
     capabilities: [todowrite, todoread]
     max_load: 100
-    launch: {kind: claude, command: %q, dir: %q}
+    launch: {kind: claude, command: %q, dir: %q, permission_mode: default}
   - name: worker
     launch: {kind: command, command: /bin/sh, args: [-c, %q], prompt_pattern: "^w>$"}
 `, claude, filepath.Join(dir, "lead"), script)
@@ -158,6 +164,7 @@ agents:
 	// reply never came with the next).
 	c.model.Reply(func(r anthropictest.Request) anthropictest.Response {
 		var out []string
+		var tools []anthropictest.ToolUse
 		if strings.Contains(r.LastUserText(), "ended unexpectedly") {
 			// Reminded of a task whose reply was cut short: deliver the
 			// results the conversation lacks.
@@ -166,11 +173,11 @@ agents:
 			}
 		}
 		for _, m := range chaosTok.FindAllStringSubmatch(r.LastUserText(), -1) {
-			if m[2] != "L" {
+			if strings.ToUpper(m[2]) != "L" {
 				continue
 			}
 			n := m[3]
-			switch m[1] {
+			switch strings.ToUpper(m[1]) {
 			case "MSG":
 				out = append(out, "[ASK_USER]\nquestion: QL-"+n+" which?\n[/ASK_USER]")
 			case "ANS":
@@ -186,6 +193,10 @@ agents:
 				out = append(out, "[DELIVER_RESULT:worker]\ntype: message\ncontent: RES-W-"+n+"\n[/DELIVER_RESULT:worker]")
 			case "RES":
 				out = append(out, "[DEPENDENCY_REQUEST]\ntype: package\nname: depl"+n+"\ndescription: a package\nrequired: true\n[/DEPENDENCY_REQUEST]")
+			case "VAL":
+				// A Bash call the office asks a person about (PRM): denied
+				// after a while, or interrupted by a stop.
+				tools = append(tools, anthropictest.ToolUse{Name: "Bash", Input: map[string]string{"command": "mkdir -p PRM-L-" + n, "description": "Make a directory"}})
 			case "PRQ":
 				// The proxy closes the task it was given, noting the
 				// chain: the worker is told (UPD), lead answered (RSP).
@@ -196,10 +207,14 @@ agents:
 				}
 			}
 		}
-		if len(out) == 0 {
+		if len(out) == 0 && len(tools) == 0 {
 			return anthropictest.Response{Text: "OK"}
 		}
-		return anthropictest.Response{Text: strings.Join(out, "\n")}
+		text := strings.Join(out, "\n")
+		if text == "" {
+			text = "Working."
+		}
+		return anthropictest.Response{Text: text, ToolUses: tools[:min(len(tools), 1)]}
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -309,9 +324,20 @@ var (
 )
 
 func (c *chaos) personOnce() {
-	var qs []struct{ ID, Question string }
+	var qs []struct {
+		ID, Question, Category string
+		CreatedAt              time.Time `json:"created_at"`
+	}
 	if c.call("GET", "/api/offices/"+c.officeID+"/questions?status=pending&limit=500", "", &qs) {
 		for _, q := range qs {
+			if q.Category == "permission" {
+				// Denied after 2 to 8 s: a stop may fall in the wait
+				// (the request is interrupted) or after the answer.
+				if time.Since(q.CreatedAt) > time.Duration(2000+rand.IntN(6000))*time.Millisecond {
+					c.call("POST", "/api/questions/"+q.ID+"/answer", `{"response":"deny"}`, nil)
+				}
+				continue
+			}
 			if m := chaosQ.FindStringSubmatch(q.Question); m != nil {
 				c.call("POST", "/api/questions/"+q.ID+"/answer", fmt.Sprintf(`{"response":"ANS-%s-%s"}`, m[1], m[2]), nil)
 			}
@@ -537,11 +563,19 @@ type row struct {
 func (c *chaos) rows() []row {
 	var out []row
 	id := "/api/offices/" + c.officeID
-	var qs []struct{ ID, Status, Response string }
+	var qs []struct{ ID, Status, Response, Category, Question string }
 	c.call("GET", id+"/questions?limit=1000", "", &qs)
+	c.readEvents()
 	for _, q := range qs {
 		if strings.HasPrefix(q.Response, "ANS-") {
 			out = append(out, row{"question:" + q.ID, q.Response, q.Status == "delivered"})
+		}
+		// A permission answer is typed only when no hook waited for it:
+		// answered, it waits to be typed or decided; delivered, it was
+		// typed if the office says so.
+		if tok := chaosTok.FindString(q.Question); q.Category == "permission" && tok != "" &&
+			(q.Status == "answered" || q.Status == "delivered" && c.permTyped[q.ID]) {
+			out = append(out, row{"question:" + q.ID, tok, q.Status == "delivered"})
 		}
 	}
 	var invs []struct{ ID, Status, Reason string }
@@ -595,7 +629,7 @@ func (c *chaos) nextTyping(d time.Duration) {
 // recorded (delivery.typing_again), and the people's messages delivered.
 func (c *chaos) readEvents() {
 	if c.again == nil {
-		c.again, c.delivered = map[string]bool{}, map[string]bool{}
+		c.again, c.delivered, c.permTyped = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	}
 	for {
 		var evs []struct {
@@ -610,8 +644,10 @@ func (c *chaos) readEvents() {
 			c.evAfter = e.ID
 			c.events = append(c.events, e.Kind+" "+string(e.Payload))
 			var p struct {
-				Row       string `json:"row"`
-				MessageID string `json:"message_id"`
+				Row        string `json:"row"`
+				MessageID  string `json:"message_id"`
+				QuestionID string `json:"question_id"`
+				Answer     string `json:"answer"`
 			}
 			_ = json.Unmarshal(e.Payload, &p)
 			switch e.Kind {
@@ -621,6 +657,10 @@ func (c *chaos) readEvents() {
 				c.typings++
 			case "message.delivered":
 				c.delivered["message:"+p.MessageID] = true
+			case "permission.interrupted":
+				if p.Answer != "" { // typed (deliverInterruptedAnswer), not a cancel
+					c.permTyped[p.QuestionID] = true
+				}
 			}
 		}
 	}
