@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,5 +162,45 @@ func TestNoticeTypedAgainSince(t *testing.T) {
 	ss.fakeSessions.mu.Unlock()
 	if n := strings.Count(typed, "was not approved"); n != 1 {
 		t.Errorf("the notice was typed %d times into the agent; want 1", n)
+	}
+}
+
+// refusingNotices is a store that refuses to store notices (a database
+// outage for that write).
+type refusingNotices struct {
+	office.Store
+	refused atomic.Int64
+}
+
+func (s *refusingNotices) AddNotices(context.Context, string, string, []string, int) (int, error) {
+	s.refused.Add(1)
+	return 0, office.Errorf(office.EUNAVAILABLE, "database down")
+}
+
+// TestNoticeKeptWhenStoreRefuses: a notice the store refuses waits in
+// memory, in order with those after it, and is typed; the refusal is
+// logged.
+func TestNoticeKeptWhenStoreRefuses(t *testing.T) {
+	var st *refusingNotices
+	h := newHarness(t, func(c *Config) {
+		st = &refusingNotices{Store: c.Store}
+		c.Store = st
+	})
+	dev := h.agents["DEV"]
+	h.r.notify(dev, "first")
+	h.r.notify(dev, "second")
+	h.r.notify(dev, "third")
+	h.run("DEV") // the delivery's retry types them
+	for _, want := range []string{"first", "second", "third"} {
+		h.typed("DEV", want)
+	}
+	if n := st.refused.Load(); n != 1 {
+		t.Errorf("AddNotices called %d times; want 1 (the notices after a refused one wait in memory behind it)", n)
+	}
+	h.logMu.Lock()
+	logs := h.logs.String()
+	h.logMu.Unlock()
+	if !strings.Contains(logs, "store a notice; it waits in memory") {
+		t.Errorf("the refusal was not logged:\n%s", logs)
 	}
 }
