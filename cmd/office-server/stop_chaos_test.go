@@ -331,9 +331,10 @@ func (c *chaos) personOnce() {
 	if c.call("GET", "/api/offices/"+c.officeID+"/questions?status=pending&limit=500", "", &qs) {
 		for _, q := range qs {
 			if q.Category == "permission" {
-				// Denied after 2 to 8 s: a stop may fall in the wait
-				// (the request is interrupted) or after the answer.
-				if time.Since(q.CreatedAt) > time.Duration(2000+rand.IntN(6000))*time.Millisecond {
+				// Denied after 6 s: a SIGKILL may fall in the wait (the
+				// next server tells lead the request was interrupted);
+				// SIGTERM denies it through its hook.
+				if time.Since(q.CreatedAt) > 6*time.Second {
 					c.call("POST", "/api/questions/"+q.ID+"/answer", `{"response":"deny"}`, nil)
 				}
 				continue
