@@ -27,13 +27,19 @@ import (
 // command agent ("worker", a shell loop that logs every line it reads)
 // pass every kind of text the office types through a chain: a person's
 // message, the answer to the question it raises, a task, its result, the
-// value of a dependency the result asks for. Each run starts the server
+// value of a dependency the result asks for; and notices: the worker's
+// proxy request told to lead (its proxy), lead's update told to the
+// worker, the [PROXY_RESPONSE] each gets, and the notice that a
+// permission request of lead's was interrupted by a stop (a person
+// denies lead's Bash call after 6 s). Each run starts the server
 // (the same data directory and HOME), starts a chain for each agent, waits
 // a random time and then sends SIGTERM or SIGKILL to the server, or first
 // kills one agent's own process. After the last stop a final run lets
 // everything settle. Then every row the office created to type (messages,
 // answered questions, tasks, results, provided dependencies) is matched
-// with what arrived: the scripted model's requests for lead (its
+// with what arrived, and so is every stored notice carrying a chain's
+// token (office_notices, read from the server's SQLite file): the
+// scripted model's requests for lead (its
 // conversation's user messages) and the worker's log. Each text must have
 // arrived exactly once for lead; for the worker (a program with no record
 // of what it read) at least once, and twice only where the office says it
