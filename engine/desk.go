@@ -347,14 +347,17 @@ func (d *desk) parseText(ctx context.Context, t session.Text) bool {
 // under the bound of maxQueuedNotices pending notices; one beyond it is
 // counted (limit.go). When the store refuses the write, it waits in
 // memory, as do those after it while any waits there (their order kept).
-func (d *desk) notify(text string) {
+func (d *desk) notify(text string) { d.notifyBounded(text, maxQueuedNotices) }
+
+// notifyBounded is notify under a bound of limit pending notices (0: none).
+func (d *desk) notifyBounded(text string, limit int) {
 	if !strings.HasPrefix(text, "[") {
 		text = "[OFFICE] " + text
 	}
 	d.mu.Lock()
 	inMemory := len(d.notices) > 0
 	d.mu.Unlock()
-	if inMemory || !d.storeNotice(text) {
+	if inMemory || !d.storeNotice(text, limit) {
 		d.mu.Lock()
 		d.queue(text)
 		d.mu.Unlock()
@@ -367,15 +370,15 @@ func (d *desk) notify(text string) {
 const noticeWriteTimeout = 10 * time.Second
 
 // storeNotice stores text as the agent's pending notice, or counts it
-// when the agent has maxQueuedNotices pending; false when the store
-// refused it (logged).
-func (d *desk) storeNotice(text string) bool {
+// when the agent has limit pending; false when the store refused it
+// (logged).
+func (d *desk) storeNotice(text string, limit int) bool {
 	k := d.key
 	// Not the server's run context: a notice queued while the server stops
 	// is still written, for the next start to type.
 	ctx, cancel := context.WithTimeout(context.Background(), noticeWriteTimeout)
 	defer cancel()
-	n, err := d.r.store.AddNotices(ctx, k.officeID, k.agentID, []string{text}, maxQueuedNotices)
+	n, err := d.r.store.AddNotices(ctx, k.officeID, k.agentID, []string{text}, limit)
 	if err != nil {
 		d.r.log.Error("store a notice; it waits in memory", "office", k.officeID, "agent", k.agentID, "err", err)
 		return false

@@ -110,13 +110,15 @@ func (p *desk) nextNotice() (text string, ok bool) {
 }
 
 // tellDropped queues one notice counting the notices that were dropped,
-// once those queued before were typed (deliverStoredNotices).
+// once those queued before were typed (deliverStoredNotices). It is not
+// bounded: one per round at most, it cannot flood, and a new flood cannot
+// drop it.
 func (p *desk) tellDropped() {
 	p.mu.Lock()
 	n := p.droppedNotices
 	p.droppedNotices = 0
 	p.mu.Unlock()
 	if n > 0 {
-		p.notify(fmt.Sprintf("[OFFICE] %d more notices were not typed: too many came at once. Look at what you printed last.", n))
+		p.notifyBounded(fmt.Sprintf("[OFFICE] %d more notices were not typed: too many came at once. Look at what you printed last.", n), 0)
 	}
 }
