@@ -42,6 +42,14 @@ grant all on table public.office_notices to service_role;
 revoke all on sequence public.office_notices_seq_seq from anon, authenticated;
 grant usage, select on sequence public.office_notices_seq_seq to service_role;
 
+-- A notice marked delivered acts for the office, as a message marked
+-- delivered does: only the node holding its lease may (the fence of
+-- 20261126040000_cluster.sql; docs/notes/cluster.md).
+drop trigger if exists office_notices_fence on public.office_notices;
+create trigger office_notices_fence before update on public.office_notices
+  for each row when (new.status = 'delivered' and old.status is distinct from 'delivered')
+  execute function office_cluster.fence();
+
 -- +goose StatementBegin
 create or replace function public.office_add_notices(p_office_id uuid, p_agent_id uuid, p_texts jsonb, p_max integer) returns jsonb
 language plpgsql volatile
