@@ -31,7 +31,8 @@ import (
 // proxy request told to lead (its proxy), lead's update told to the
 // worker, the [PROXY_RESPONSE] each gets, and the notice that a
 // permission request of lead's was interrupted by a stop (a person
-// denies lead's Bash call after 6 s). Each run starts the server
+// denies lead's Bash call after 6 s; with OFFICE_CHAOS_PERMISSIONS=1).
+// Each run starts the server
 // (the same data directory and HOME), starts a chain for each agent, waits
 // a random time and then sends SIGTERM or SIGKILL to the server, or first
 // kills one agent's own process. After the last stop a final run lets
@@ -150,16 +151,21 @@ while IFS= read -r l; do
   echo "w>"
 done`
 	c.officeFile = filepath.Join(dir, "office.yaml")
+	// OFFICE_CHAOS_PERMISSIONS=1: lead asks for its Bash calls (PRM).
+	perms, mode := os.Getenv("OFFICE_CHAOS_PERMISSIONS") != "", ""
+	if perms {
+		mode = ", permission_mode: default"
+	}
 	yaml := fmt.Sprintf(`office:
   name: Chaos office
 agents:
   - name: lead
     capabilities: [todowrite, todoread]
     max_load: 100
-    launch: {kind: claude, command: %q, dir: %q, permission_mode: default}
+    launch: {kind: claude, command: %q, dir: %q%s}
   - name: worker
     launch: {kind: command, command: /bin/sh, args: [-c, %q], prompt_pattern: "^w>$"}
-`, claude, filepath.Join(dir, "lead"), script)
+`, claude, filepath.Join(dir, "lead"), mode, script)
 	if err := os.WriteFile(c.officeFile, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +207,11 @@ agents:
 				out = append(out, "[DEPENDENCY_REQUEST]\ntype: package\nname: depl"+n+"\ndescription: a package\nrequired: true\n[/DEPENDENCY_REQUEST]")
 			case "VAL":
 				// A Bash call the office asks a person about (PRM): denied
-				// after a while, or interrupted by a stop.
+				// after a while, or interrupted by a stop. Only in a reply
+				// with no block of the protocol in it.
+				if !perms {
+					continue
+				}
 				tools = append(tools, anthropictest.ToolUse{Name: "Bash", Input: map[string]string{"command": "mkdir -p PRM-L-" + n, "description": "Make a directory"}})
 			case "PRQ":
 				// The proxy closes the task it was given, noting the
@@ -212,6 +222,9 @@ agents:
 					}
 				}
 			}
+		}
+		if len(out) > 0 {
+			tools = nil // a tool call only in a reply with no block
 		}
 		if len(out) == 0 && len(tools) == 0 {
 			return anthropictest.Response{Text: "OK"}
