@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -102,6 +103,7 @@ type chaos struct {
 	typings             int               // delivery.typing events read
 	reqChain            map[string]string // proxy request id → its chain (the n of its PRQ token)
 	permTyped           map[string]bool   // permission questions whose answer was typed (no hook waited)
+	settling            atomic.Bool       // the last run: permission requests denied at once
 }
 
 const chaosToken = "chaos-token-0123456789abcdef"
@@ -352,8 +354,10 @@ func (c *chaos) personOnce() {
 			if q.Category == "permission" {
 				// Denied after 6 s: a SIGKILL may fall in the wait (the
 				// next server tells lead the request was interrupted);
-				// SIGTERM denies it through its hook.
-				if time.Since(q.CreatedAt) > 6*time.Second {
+				// SIGTERM denies it through its hook. The settling run
+				// denies at once: the requests piled up by the stops
+				// come one after another.
+				if c.settling.Load() || time.Since(q.CreatedAt) > 6*time.Second {
 					c.call("POST", "/api/questions/"+q.ID+"/answer", `{"response":"deny"}`, nil)
 				}
 				continue
@@ -530,6 +534,7 @@ func (c *chaos) checkRowsSettled(i int) {
 // the rows to type and those the office typed again after an unconfirmed
 // typing (delivery.typing_again), read before the stop.
 func (c *chaos) settle() ([]row, map[string]bool) {
+	c.settling.Store(true)
 	c.start()
 	c.checkRowsSettled(0)
 	stop := make(chan struct{})
