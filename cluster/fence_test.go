@@ -59,6 +59,14 @@ func TestFenceEveryDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n, err := holder.AddNotices(ctx, officeID, po.ID, []string{"[OFFICE] a notice"}, 20); err != nil || n != 1 {
+		t.Fatalf("a notice stored by the lease holder: %d, %v", n, err)
+	}
+	due, err := holder.ListDue(ctx, officeID, po.ID)
+	if err != nil || len(due.Notices) != 1 {
+		t.Fatalf("notices due: %+v, %v", due.Notices, err)
+	}
+	notice := due.Notices[0]
 	parent, err := holder.CreateInvocation(ctx, office.Invocation{OfficeID: officeID, CallerAgentID: gone.ID, CalleeAgentID: po.ID, Reason: "plan"})
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +104,10 @@ func TestFenceEveryDelivery(t *testing.T) {
 		{"message delivered", func(s *postgres.Store) (bool, error) { return s.MarkUserMessageDelivered(ctx, msg.ID) }},
 		{"result delivered", func(s *postgres.Store) (bool, error) { return s.MarkResultDelivered(ctx, res.ID) }},
 		{"dependency delivered", func(s *postgres.Store) (bool, error) { return s.MarkDependencyDelivered(ctx, dep.ID) }},
+		{"notice delivered", func(s *postgres.Store) (bool, error) {
+			_, _, ok, err := s.MarkDelivered(ctx, office.Delivered{OfficeID: officeID, AgentID: po.ID, Kind: office.DeliveredNotice, ID: notice.ID})
+			return ok, err
+		}},
 		{"task typed (pending → in_progress)", func(s *postgres.Store) (bool, error) {
 			_, ok, err := s.TransitionInvocation(ctx, inv.ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{})
 			return ok, err

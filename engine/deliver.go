@@ -127,6 +127,7 @@ func (v *delivery) sendSince(ctx context.Context, text string, since time.Time) 
 
 // due is everything in the store waiting for one agent.
 type due struct {
+	ns   []office.Notice
 	deps []office.DependencyRequest
 	qs   []office.Question
 	rs   []office.Result
@@ -166,10 +167,10 @@ func (d *desk) round(ctx context.Context) (retry bool) {
 	if err != nil {
 		return o.delivery.retryErr("read what is due", err)
 	}
-	// One deliverer per kind of work, in this order: dependency outcomes,
-	// answers, results, people's messages, the next task.
+	// One deliverer per kind of work, in this order: notices, dependency
+	// outcomes, answers, results, people's messages, the next task.
 	for _, deliver := range []func(context.Context, *delivery, due) outcome{
-		o.delivery.deliverDependencies, o.delivery.deliverAnswers, o.delivery.deliverResults, o.delivery.deliverMessages, o.delivery.deliverNextTask,
+		d.deliverStoredNotices, o.delivery.deliverDependencies, o.delivery.deliverAnswers, o.delivery.deliverResults, o.delivery.deliverMessages, o.delivery.deliverNextTask,
 	} {
 		switch deliver(ctx, v, items) {
 		case again:
@@ -181,8 +182,8 @@ func (d *desk) round(ctx context.Context) (retry bool) {
 	return false
 }
 
-// deliverNotices types the desk's notices in order; false when one could
-// not be typed.
+// deliverNotices types the desk's notices in memory (those the store
+// refused) in order; false when one could not be typed.
 func (d *desk) deliverNotices(ctx context.Context, v *delivery) bool {
 	for {
 		d.mu.Lock()
@@ -200,13 +201,34 @@ func (d *desk) deliverNotices(ctx context.Context, v *delivery) bool {
 	}
 }
 
+// deliverStoredNotices types the agent's stored notices in order, each
+// marked delivered after its typing (its typing checked as any row's:
+// once.go), then queues the count of those dropped, if any. An agent
+// whose session is down keeps them (the rest of the round may start it).
+func (d *desk) deliverStoredNotices(ctx context.Context, v *delivery, x due) outcome {
+	if !v.running {
+		return delivered // they wait for the session: its start wakes the delivery
+	}
+	dl := d.r.delivery
+	for _, n := range x.ns {
+		if !v.sendRow(ctx, rowKey("notice", n.ID), n.Text) {
+			return again
+		}
+		if _, _, done := dl.markDelivered(ctx, v.a, office.Delivered{Kind: office.DeliveredNotice, ID: n.ID}, nil); !done {
+			return again
+		}
+	}
+	d.tellDropped()
+	return delivered
+}
+
 // readDue reads everything due to a at once (one statement over the
 // PostgreSQL stores, one request over Supabase). A row that changes
 // meanwhile is safe: every mark is a conditional transition, and the
 // change wakes the delivery for another round.
 func (dl *deliverer) readDue(ctx context.Context, a office.Agent) (due, error) {
 	w, err := dl.store.ListDue(ctx, a.OfficeID, a.ID)
-	return due{deps: w.Dependencies, qs: w.Answers, rs: w.Results, ms: w.Messages, invs: w.Tasks}, err
+	return due{ns: w.Notices, deps: w.Dependencies, qs: w.Answers, rs: w.Results, ms: w.Messages, invs: w.Tasks}, err
 }
 
 // readDueTyping is readDue for a round that types into v's running
@@ -224,7 +246,7 @@ func (dl *deliverer) readDueTyping(ctx context.Context, v *delivery) (due, error
 		return due{}, err
 	}
 	v.marked = w.Typing
-	return due{deps: w.Dependencies, qs: w.Answers, rs: w.Results, ms: w.Messages, invs: w.Tasks}, nil
+	return due{ns: w.Notices, deps: w.Dependencies, qs: w.Answers, rs: w.Results, ms: w.Messages, invs: w.Tasks}, nil
 }
 
 func (dl *deliverer) deliverDependencies(ctx context.Context, v *delivery, x due) outcome {
@@ -299,6 +321,9 @@ func (dl *deliverer) markDelivered(ctx context.Context, a office.Agent, d office
 		if inv.StartedAt != nil {
 			at = *inv.StartedAt
 		}
+	case office.DeliveredNotice:
+		dl.retryErr("mark notice delivered", err) // no part to write on its own
+		return at, false, false
 	case office.DeliveredResult:
 		if ok, err = dl.store.MarkResultDelivered(ctx, d.ID); err != nil {
 			dl.retryErr("mark result delivered", err)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/office-server/office-server/protocol"
@@ -18,9 +19,9 @@ import (
 //   - Intake: the agent's words wait in the inbox (bounded by
 //     Config.InboxBytes, see HandleText) and one goroutine, intake, parses
 //     them in order and acts on the messages they complete.
-//   - Delivery: notices wait in memory and everything else due to the
-//     agent in the store; one goroutine, deliver, types them one at a time
-//     (deliver.go).
+//   - Delivery: everything due to the agent waits in the store (notices
+//     too; in memory only those the store refused); one goroutine,
+//     deliver, types them one at a time (deliver.go).
 //
 // Both loops are started once, while Run runs, and Run waits for them.
 type desk struct {
@@ -36,7 +37,8 @@ type desk struct {
 	dropped bool // dropping screen text: logged once per overflow
 	// epoch prefixes screen-read chunk IDs; renewed at every session start.
 	epoch string
-	// notices wait to be typed, before anything from the store.
+	// notices the store refused wait here to be typed, before anything
+	// from the store.
 	notices []string
 	// droppedNotices were not queued: the queue was full (limit.go).
 	droppedNotices int
@@ -340,14 +342,53 @@ func (d *desk) parseText(ctx context.Context, t session.Text) bool {
 }
 
 // notify queues a notice, typed as "[OFFICE] <text>", and wakes delivery.
-func (d *desk) notify(text string) {
+// The notice is stored (office.Notices: a stop of the server before its
+// typing loses nothing, and its typing is checked as any row's, once.go)
+// under the bound of maxQueuedNotices pending notices; one beyond it is
+// counted (limit.go). When the store refuses the write, it waits in
+// memory, as do those after it while any waits there (their order kept).
+func (d *desk) notify(text string) { d.notifyBounded(text, maxQueuedNotices) }
+
+// notifyBounded is notify under a bound of limit pending notices (0: none).
+func (d *desk) notifyBounded(text string, limit int) {
 	if !strings.HasPrefix(text, "[") {
 		text = "[OFFICE] " + text
 	}
 	d.mu.Lock()
-	d.queue(text)
+	inMemory := len(d.notices) > 0
 	d.mu.Unlock()
+	if inMemory || !d.storeNotice(text, limit) {
+		d.mu.Lock()
+		d.queue(text)
+		d.mu.Unlock()
+	}
 	d.r.kick(d.key)
+}
+
+// noticeWriteTimeout bounds a notice's write: past it, the notice waits in
+// memory.
+const noticeWriteTimeout = 10 * time.Second
+
+// storeNotice stores text as the agent's pending notice, or counts it
+// when the agent has limit pending; false when the store refused it
+// (logged).
+func (d *desk) storeNotice(text string, limit int) bool {
+	k := d.key
+	// Not the server's run context: a notice queued while the server stops
+	// is still written, for the next start to type.
+	ctx, cancel := context.WithTimeout(context.Background(), noticeWriteTimeout)
+	defer cancel()
+	n, err := d.r.store.AddNotices(ctx, k.officeID, k.agentID, []string{text}, limit)
+	if err != nil {
+		d.r.log.Error("store a notice; it waits in memory", "office", k.officeID, "agent", k.agentID, "err", err)
+		return false
+	}
+	if n == 0 {
+		d.mu.Lock()
+		d.droppedNotices++
+		d.mu.Unlock()
+	}
+	return true
 }
 
 // Progress returns an agent's last reported phase and step.

@@ -272,7 +272,7 @@ func (h *hibernation) rewrite(c statusChange) statusChange {
 // any reports whether something in x is to be typed into its agent: its
 // open tasks count only when none is in progress (one at a time).
 func (x due) any() bool {
-	if len(x.deps)+len(x.qs)+len(x.rs)+len(x.ms) > 0 {
+	if len(x.ns)+len(x.deps)+len(x.qs)+len(x.rs)+len(x.ms) > 0 {
 		return true
 	}
 	for _, inv := range x.invs {
@@ -349,6 +349,8 @@ func (h *hibernation) wakeIfDue(ctx context.Context, d *desk, a office.Agent) (a
 // what names the first kind of work in x, for the logs.
 func (x due) what() string {
 	switch {
+	case len(x.ns) > 0:
+		return "a notice"
 	case len(x.deps) > 0:
 		return "a dependency"
 	case len(x.qs) > 0:

@@ -424,3 +424,24 @@ func TestStartAgentRespectsMaxLive(t *testing.T) {
 		t.Errorf("%d agents were live at once, want at most 1", most)
 	}
 }
+
+// A stored notice wakes a hibernated agent (the wake-up reads what is
+// due, notices included), is typed once and marked, and the agent goes
+// back to sleep.
+func TestHibernateWakesForNotice(t *testing.T) {
+	r, ss, as := sleepyOffice(t, 0, sleeper("po", 100*time.Millisecond))
+	po := as[0]
+	if err := r.StartAgent(context.Background(), po.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "hibernated", func() bool { return sessionStatus(t, r, po.ID).Status == office.SessionHibernated })
+	r.notify(po, "Task 1 that you gave dev failed.")
+	eventually(t, "the notice typed after the wake", func() bool { return ss.typedTo(po.ID, "that you gave dev failed") == 1 })
+	eventually(t, "asleep again", func() bool { return sessionStatus(t, r, po.ID).Status == office.SessionHibernated })
+	if n, m := ss.typedTo(po.ID, "that you gave dev failed"), ss.starts(po.ID); n != 1 || m != 2 {
+		t.Errorf("the notice was typed %d times and po started %d times; want 1 and 2 (the start, the wake)", n, m)
+	}
+	if w, err := r.store.ListDue(context.Background(), ss.officeID, po.ID); err != nil || len(w.Notices) != 0 {
+		t.Errorf("notices still due: %+v, %v", w.Notices, err)
+	}
+}

@@ -20,8 +20,8 @@ import (
 // not acted on: they are counted into one "message.refused.summary" event
 // and one notice per window, at turn end or when the window is over. And
 // the notices waiting to be typed into an agent are bounded: beyond
-// maxQueuedNotices they are counted, and one notice with the count follows
-// the queue.
+// maxQueuedNotices pending (in the store; in memory, those it refused)
+// they are counted, and one notice with the count follows the queue.
 const (
 	maxBlocksPerMinute   = 120
 	maxProgressPerMinute = 10000
@@ -90,8 +90,8 @@ func (dp *dispatcher) flushRefused(ctx context.Context, k agentKey, bt *blockTal
 	return err
 }
 
-// queue adds a notice to d's queue, or counts it when the queue is full.
-// d.mu is held.
+// queue adds a notice to d's queue in memory (the notices the store
+// refused), or counts it when the queue is full. d.mu is held.
 func (p *desk) queue(text string) {
 	if len(p.notices) >= maxQueuedNotices {
 		p.droppedNotices++
@@ -100,16 +100,25 @@ func (p *desk) queue(text string) {
 	p.notices = append(p.notices, text)
 }
 
-// nextNotice returns the notice to type next: the head of the queue, or,
-// once the queue is empty, one notice counting those that were dropped.
-// d.mu is held; the caller removes it after it was typed.
+// nextNotice returns the notice in memory to type next. d.mu is held; the
+// caller removes it after it was typed.
 func (p *desk) nextNotice() (text string, ok bool) {
-	if len(p.notices) == 0 && p.droppedNotices > 0 {
-		p.notices = append(p.notices, fmt.Sprintf("[OFFICE] %d more notices were not typed: too many came at once. Look at what you printed last.", p.droppedNotices))
-		p.droppedNotices = 0
-	}
 	if len(p.notices) == 0 {
 		return "", false
 	}
 	return p.notices[0], true
+}
+
+// tellDropped queues one notice counting the notices that were dropped,
+// once those queued before were typed (deliverStoredNotices). It is not
+// bounded: one per round at most, it cannot flood, and a new flood cannot
+// drop it.
+func (p *desk) tellDropped() {
+	p.mu.Lock()
+	n := p.droppedNotices
+	p.droppedNotices = 0
+	p.mu.Unlock()
+	if n > 0 {
+		p.notifyBounded(fmt.Sprintf("[OFFICE] %d more notices were not typed: too many came at once. Look at what you printed last.", n), 0)
+	}
 }

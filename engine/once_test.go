@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,5 +111,96 @@ func TestTakeOfficeSettlesRows(t *testing.T) {
 		if rec.Status != w || (w == office.SessionStopped && rec.PID != 0) {
 			t.Errorf("%s's row after the take: %s pid %d; want %s", name, rec.Status, rec.PID, w)
 		}
+	}
+}
+
+// TestNoticeTypedAgainSince: a notice is a row like the others: its first
+// typing, never acknowledged, leaves it pending with its typing marker;
+// the next typing is handed to the session with the time of the first
+// (the agent's record is checked first), and the notice is marked
+// delivered once.
+func TestNoticeTypedAgainSince(t *testing.T) {
+	var ss *sinceSessions
+	h := newHarness(t, func(c *Config) {
+		ss = &sinceSessions{fakeSessions: c.Sessions.(*fakeSessions), failed: map[string]bool{}}
+		c.Sessions = ss
+	})
+	first := h.clk.Now()
+	dev := h.agents["DEV"]
+	h.r.notify(dev, "Your request to use Bash was not approved.")
+	ctx := context.Background()
+	w, err := h.st.ListDue(ctx, h.office.ID, dev.ID)
+	if err != nil || len(w.Notices) != 1 {
+		t.Fatalf("stored notices %+v, %v; want the one", w.Notices, err)
+	}
+	id := w.Notices[0].ID
+	h.run("DEV")
+	h.r.notify(dev, "wake") // a second notice wakes the delivery
+	h.typed("DEV", "was not approved")
+	eventually(t, "the notices delivered", func() bool {
+		w, _ := h.st.ListDue(ctx, h.office.ID, dev.ID)
+		return len(w.Notices) == 0
+	})
+	ss.mu.Lock()
+	since := append([]time.Time(nil), ss.since...)
+	ss.mu.Unlock()
+	if len(since) != 2 || !since[0].Equal(first) {
+		t.Errorf("SendSince times %v; want two (one per notice), the first at %v", since, first)
+	}
+	kinds := map[string]int{}
+	for _, e := range allEvents(t, h.st, dev.ID) {
+		var p typingMark
+		if json.Unmarshal(e.Payload, &p) == nil && p.Row == rowKey("notice", id) {
+			kinds[e.Kind]++
+		}
+	}
+	if kinds[EventTyping] != 1 || kinds[EventTypingAgain] != 1 {
+		t.Errorf("events for the notice: %v; want one each of %s, %s", kinds, EventTyping, EventTypingAgain)
+	}
+	ss.fakeSessions.mu.Lock()
+	typed := strings.Join(ss.typed[dev.ID], "\n")
+	ss.fakeSessions.mu.Unlock()
+	if n := strings.Count(typed, "was not approved"); n != 1 {
+		t.Errorf("the notice was typed %d times into the agent; want 1", n)
+	}
+}
+
+// refusingNotices is a store that refuses to store notices (a database
+// outage for that write).
+type refusingNotices struct {
+	office.Store
+	refused atomic.Int64
+}
+
+func (s *refusingNotices) AddNotices(context.Context, string, string, []string, int) (int, error) {
+	s.refused.Add(1)
+	return 0, office.Errorf(office.EUNAVAILABLE, "database down")
+}
+
+// TestNoticeKeptWhenStoreRefuses: a notice the store refuses waits in
+// memory, in order with those after it, and is typed; the refusal is
+// logged.
+func TestNoticeKeptWhenStoreRefuses(t *testing.T) {
+	var st *refusingNotices
+	h := newHarness(t, func(c *Config) {
+		st = &refusingNotices{Store: c.Store}
+		c.Store = st
+	})
+	dev := h.agents["DEV"]
+	h.r.notify(dev, "first")
+	h.r.notify(dev, "second")
+	h.r.notify(dev, "third")
+	h.run("DEV") // the delivery's retry types them
+	for _, want := range []string{"first", "second", "third"} {
+		h.typed("DEV", want)
+	}
+	if n := st.refused.Load(); n != 1 {
+		t.Errorf("AddNotices called %d times; want 1 (the notices after a refused one wait in memory behind it)", n)
+	}
+	h.logMu.Lock()
+	logs := h.logs.String()
+	h.logMu.Unlock()
+	if !strings.Contains(logs, "store a notice; it waits in memory") {
+		t.Errorf("the refusal was not logged:\n%s", logs)
 	}
 }

@@ -32,12 +32,13 @@ type typedSessions struct {
 	mu     sync.Mutex
 	sent   map[string][]string // by agent ID
 	onSend func(agentID, text string)
+	down   atomic.Bool // no session runs: nothing can be typed
 }
 
 func (s *typedSessions) Start(context.Context, engine.SessionSpec) error   { return nil }
 func (s *typedSessions) Restart(context.Context, engine.SessionSpec) error { return nil }
 func (s *typedSessions) Stop(context.Context, string, string) error        { return nil }
-func (s *typedSessions) Running(string, string) bool                       { return true }
+func (s *typedSessions) Running(string, string) bool                       { return !s.down.Load() }
 func (s *typedSessions) Send(_ context.Context, _, agentID, text string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

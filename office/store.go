@@ -52,8 +52,10 @@ type Roster interface {
 }
 
 // SessionLog is the agents' session rows (one per agent, updated in
-// place) and what waits to be typed into the session.
+// place) and what waits to be typed into the session, the engine's
+// notices included (Notices).
 type SessionLog interface {
+	Notices
 	// ListDue returns everything due to one agent, each list as its own
 	// List* method returns it (oldest first), read at once.
 	ListDue(ctx context.Context, officeID, agentID string) (DueWork, error)
@@ -75,8 +77,9 @@ type SessionLog interface {
 	SetSessionStatus(ctx context.Context, c SessionStatus) (rec SessionRecord, ev Event, ok bool, err error)
 	// MarkDelivered records that a row was typed into its agent, in one
 	// conditional write with what goes with it: a question answered →
-	// delivered, a result pending → delivered (DeliveredQuestion,
-	// DeliveredResult: delivered_at = now), or a task (invocation)
+	// delivered, a result or a notice pending → delivered
+	// (DeliveredQuestion, DeliveredResult, DeliveredNotice: delivered_at =
+	// now), or a task (invocation)
 	// pending → in_progress (DeliveredTask: started_at = now). The row
 	// must be the agent's (the asker, the result's recipient, the
 	// callee). Only when the row changed (ok), d.EventKind's event is
@@ -91,12 +94,13 @@ const (
 	DeliveredQuestion = "question"
 	DeliveredResult   = "result"
 	DeliveredTask     = "task"
+	DeliveredNotice   = "notice"
 )
 
 // Delivered is one row typed into an agent, for MarkDelivered.
 type Delivered struct {
 	OfficeID, AgentID string // the agent it was typed into
-	Kind              string // DeliveredQuestion, DeliveredResult or DeliveredTask
+	Kind              string // DeliveredQuestion, DeliveredResult, DeliveredTask or DeliveredNotice
 	ID                string
 	EventKind         string // appended when the row changed; "" none
 	EventPayload      []byte // JSON
@@ -147,6 +151,7 @@ func StickySessionStatus(status string) bool {
 
 // DueWork is everything waiting for one agent.
 type DueWork struct {
+	Notices      []Notice            // pending, oldest first (typed first)
 	Dependencies []DependencyRequest // provided, rejected or expired, not delivered
 	Answers      []Question          // answered, not delivered
 	Results      []Result            // pending, to the agent
@@ -162,7 +167,8 @@ type DueWork struct {
 const EventTyping = "delivery.typing"
 
 // TypingRow names a row typed into an agent in its typing marker:
-// "<kind>:<id>", kind one of question, result, message, task, dependency.
+// "<kind>:<id>", kind one of notice, question, result, message, task,
+// dependency.
 func TypingRow(kind, id string) string { return kind + ":" + id }
 
 // TypingKey is the dedupe key of row's typing marker.
@@ -177,8 +183,8 @@ type Typing struct {
 
 // TypingFirst returns the row (TypingRow) a delivery round types first of
 // w, for an agent whose status (office_agents.status) is agentStatus,
-// when the round's first typing is known from w alone: none ("") when a
-// dependency is due (its delivery may restart the agent first) or when
+// when the round's first typing is known from w alone: the oldest notice
+// when one is due; else none ("") when a dependency is due (its delivery may restart the agent first) or when
 // the first answer is a permission request's (decided, not typed, while
 // its hook waits). Otherwise the first of: the oldest answer, the oldest
 // result, the oldest message, the oldest pending task when none is in
@@ -186,6 +192,8 @@ type Typing struct {
 // engine/deliver.go round).
 func TypingFirst(w DueWork, agentStatus string) string {
 	switch {
+	case len(w.Notices) > 0:
+		return TypingRow("notice", w.Notices[0].ID)
 	case len(w.Dependencies) > 0:
 		return ""
 	case len(w.Answers) > 0:

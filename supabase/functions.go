@@ -184,3 +184,23 @@ func (s *Store) AppendEvents(ctx context.Context, events []office.Event) ([]offi
 	}
 	return stored, inserted, nil
 }
+
+// AddNotices implements office.Store; see its contract in office/notices.go.
+func (s *Store) AddNotices(ctx context.Context, officeID, agentID string, texts []string, limit int) (int, error) {
+	const op = "add notices"
+	if err := pgfunc.AddNoticesCheck(texts); err != nil || len(texts) == 0 {
+		return 0, err
+	}
+	if !validID(officeID) || !validID(agentID) {
+		return 0, &office.Error{Code: office.EINVALID, Op: op, Message: fmt.Sprintf("no agent %q in office %q", agentID, officeID)}
+	}
+	var b json.RawMessage
+	if err := s.rpc(ctx, op, pgfunc.AddNotices, pgfunc.AddNoticesArgs(officeID, agentID, texts, limit), &b); err != nil {
+		return 0, err
+	}
+	n, err := pgfunc.DecodeAddNotices(b)
+	if err != nil {
+		return 0, &office.Error{Code: office.EINTERNAL, Op: op, Message: "decode response", Err: err}
+	}
+	return n, nil
+}

@@ -64,6 +64,7 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 		"p_callee_agent_id": a.ID, "p_parent_invocation_id": nil, "p_depth": 1, "p_reason": "task", "p_context": "",
 		"p_event_kind": nil, "p_event_payload": nil, "p_event_dedupe_key": nil}
 	events := map[string]any{"p_events": []map[string]any{{"office_id": off.ID, "agent_id": a.ID, "kind": "message.step", "dedupe_key": "chunk#0"}}}
+	notices := map[string]any{"p_office_id": off.ID, "p_agent_id": a.ID, "p_texts": []string{"[OFFICE] hello"}, "p_max": 20}
 	for _, tc := range []struct {
 		who, fn string
 		args    map[string]any
@@ -86,6 +87,9 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 		{"anon", "office_open_work", map[string]any{"p_office_id": off.ID}, "", http.StatusUnauthorized},
 		{"member", "office_append_events", events, member.Token, http.StatusForbidden},
 		{"anon", "office_append_events", events, "", http.StatusUnauthorized},
+		{"member", "office_add_notices", notices, member.Token, http.StatusForbidden},
+		{"anon", "office_add_notices", notices, "", http.StatusUnauthorized},
+		{"server", "office_add_notices", notices, p.Key, http.StatusOK},
 		{"server", "office_open_work", map[string]any{"p_office_id": off.ID}, p.Key, http.StatusOK},
 		{"server", "office_append_events", events, p.Key, http.StatusOK},
 		{"server", "office_due", due, p.Key, http.StatusOK},
@@ -101,6 +105,22 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 	}
 	if rec, err := st.GetSessionByAgent(ctx, a.ID); err != nil || rec.Status != office.SessionBusy {
 		t.Errorf("after the server's calls the session is %+v, %v; want busy", rec, err)
+	}
+	// The notices are the server's own: a member reads none of them.
+	req, _ := http.NewRequest(http.MethodGet, p.URL+"/rest/v1/office_notices?select=text", nil)
+	req.Header.Set("apikey", p.AnonKey)
+	req.Header.Set("Authorization", "Bearer "+member.Token)
+	if res, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusForbidden {
+			t.Errorf("a member reads office_notices: %d %s; want 403", res.StatusCode, b)
+		}
+	}
+	if w, err := st.ListDue(ctx, off.ID, a.ID); err != nil || len(w.Notices) != 1 {
+		t.Errorf("after the server's office_add_notices: %d notices due, %v; want 1", len(w.Notices), err)
 	}
 	if q, err := st.GetQuestion(ctx, ask["p_id"].(string)); err != nil || q.Question != "Which?" {
 		t.Errorf("after the server's office_ask the question is %+v, %v; want it stored", q, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -12,12 +13,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/office-server/office-server/internal/anthropictest"
 	"github.com/office-server/office-server/internal/testenv"
+	"github.com/office-server/office-server/store/sqlite"
 )
 
 // TestStopChaos stops the built server at random instants while a real
@@ -25,13 +28,20 @@ import (
 // command agent ("worker", a shell loop that logs every line it reads)
 // pass every kind of text the office types through a chain: a person's
 // message, the answer to the question it raises, a task, its result, the
-// value of a dependency the result asks for. Each run starts the server
+// value of a dependency the result asks for; and notices: the worker's
+// proxy request told to lead (its proxy), lead's update told to the
+// worker, the [PROXY_RESPONSE] each gets, and the notice that a
+// permission request of lead's was interrupted by a stop (a person
+// denies lead's Bash call after 6 s; with OFFICE_CHAOS_PERMISSIONS=1).
+// Each run starts the server
 // (the same data directory and HOME), starts a chain for each agent, waits
 // a random time and then sends SIGTERM or SIGKILL to the server, or first
 // kills one agent's own process. After the last stop a final run lets
 // everything settle. Then every row the office created to type (messages,
 // answered questions, tasks, results, provided dependencies) is matched
-// with what arrived: the scripted model's requests for lead (its
+// with what arrived, and so is every stored notice carrying a chain's
+// token (office_notices, read from the server's SQLite file): the
+// scripted model's requests for lead (its
 // conversation's user messages) and the worker's log. Each text must have
 // arrived exactly once for lead; for the worker (a program with no record
 // of what it read) at least once, and twice only where the office says it
@@ -90,14 +100,28 @@ type chaos struct {
 	messages            []row    // the people's messages posted
 	evAfter             int64    // the last event read
 	again, delivered    map[string]bool
-	typings             int // delivery.typing events read
+	typings             int               // delivery.typing events read
+	reqChain            map[string]string // proxy request id → its chain (the n of its PRQ token)
+	permTyped           map[string]bool   // permission questions whose answer was typed (no hook waited)
+	settling            atomic.Bool       // the last run: permission requests denied at once
 }
 
 const chaosToken = "chaos-token-0123456789abcdef"
 
 // chaosTok finds a chain's tokens: a dependency's value is in lower
 // case (a package name), the rest in upper case.
-var chaosTok = regexp.MustCompile(`(MSG|ANS|TASK|RES|VAL|val)-([LWlw])-(\d+)`)
+//
+// Notices: PRQ is the proxy request told to lead (the proxy of the
+// worker's create_plan), UPD lead's update of that task told to the
+// worker; RSP is a [PROXY_RESPONSE] (no token in its text: found by its
+// request_id, chaos.reqChain), to the worker for its create_plan, to lead
+// for its update.
+//
+// PRM is a permission request of lead's (a Bash call after its
+// dependency's value) in the notice that tells lead the request was
+// interrupted by a stop, or in the answer a person gave while no hook
+// waited (typed, as a row of its own).
+var chaosTok = regexp.MustCompile(`(MSG|ANS|TASK|RES|VAL|val|PRQ|UPD|RSP|PRM)-([LWlw])-(\d+)`)
 
 // token returns a match of chaosTok in upper case.
 func token(m []string) (tok, kind, agent string) {
@@ -119,7 +143,8 @@ while IFS= read -r l; do
     case "$l" in *"$k-W-"[0-9]*) n=${l##*"$k-W-"}; n=${n%%[!0-9]*}; set -- "$k" "$n"; break;; esac
   done
   case "$1" in
-  MSG) printf '[ASK_USER]\nquestion: QW-%s which?\n[/ASK_USER]\n' "$2";;
+  MSG) printf '[ASK_USER]\nquestion: QW-%s which?\n[/ASK_USER]\n' "$2"
+       printf '[PROXY_REQUEST]\n{"action": "create_plan", "requester": "worker", "tasks": [{"content": "PRQ-L-%s", "priority": "high"}], "preferences": {"preferred_proxy": "lead"}}\n[/PROXY_REQUEST]\n' "$2";;
   ANS) if [ $(($2 % 2)) = 1 ]; then printf '[INVOKE:lead]\nTASK-L-%s\n[/INVOKE:lead]\n' "$2"
        else printf '[DEPENDENCY_REQUEST]\ntype: package\nname: depw%s\ndescription: a package\nrequired: true\n[/DEPENDENCY_REQUEST]\n' "$2"; fi;;
   TASK) printf '[DELIVER_RESULT:lead]\ntype: message\ncontent: RES-L-%s\n[/DELIVER_RESULT:lead]\n' "$2";;
@@ -128,14 +153,21 @@ while IFS= read -r l; do
   echo "w>"
 done`
 	c.officeFile = filepath.Join(dir, "office.yaml")
+	// OFFICE_CHAOS_PERMISSIONS=1: lead asks for its Bash calls (PRM).
+	perms, mode := os.Getenv("OFFICE_CHAOS_PERMISSIONS") != "", ""
+	if perms {
+		mode = ", permission_mode: default"
+	}
 	yaml := fmt.Sprintf(`office:
   name: Chaos office
 agents:
   - name: lead
-    launch: {kind: claude, command: %q, dir: %q}
+    capabilities: [todowrite, todoread]
+    max_load: 100
+    launch: {kind: claude, command: %q, dir: %q%s}
   - name: worker
     launch: {kind: command, command: /bin/sh, args: [-c, %q], prompt_pattern: "^w>$"}
-`, claude, filepath.Join(dir, "lead"), script)
+`, claude, filepath.Join(dir, "lead"), mode, script)
 	if err := os.WriteFile(c.officeFile, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +178,7 @@ agents:
 	// reply never came with the next).
 	c.model.Reply(func(r anthropictest.Request) anthropictest.Response {
 		var out []string
+		var tools []anthropictest.ToolUse
 		if strings.Contains(r.LastUserText(), "ended unexpectedly") {
 			// Reminded of a task whose reply was cut short: deliver the
 			// results the conversation lacks.
@@ -154,11 +187,11 @@ agents:
 			}
 		}
 		for _, m := range chaosTok.FindAllStringSubmatch(r.LastUserText(), -1) {
-			if m[2] != "L" {
+			if strings.ToUpper(m[2]) != "L" {
 				continue
 			}
 			n := m[3]
-			switch m[1] {
+			switch strings.ToUpper(m[1]) {
 			case "MSG":
 				out = append(out, "[ASK_USER]\nquestion: QL-"+n+" which?\n[/ASK_USER]")
 			case "ANS":
@@ -174,12 +207,35 @@ agents:
 				out = append(out, "[DELIVER_RESULT:worker]\ntype: message\ncontent: RES-W-"+n+"\n[/DELIVER_RESULT:worker]")
 			case "RES":
 				out = append(out, "[DEPENDENCY_REQUEST]\ntype: package\nname: depl"+n+"\ndescription: a package\nrequired: true\n[/DEPENDENCY_REQUEST]")
+			case "VAL":
+				// A Bash call the office asks a person about (PRM): denied
+				// after a while, or interrupted by a stop. Only in a reply
+				// with no block of the protocol in it.
+				if !perms {
+					continue
+				}
+				tools = append(tools, anthropictest.ToolUse{Name: "Bash", Input: map[string]string{"command": "mkdir -p PRM-L-" + n, "description": "Make a directory"}})
+			case "PRQ":
+				// The proxy closes the task it was given, noting the
+				// chain: the worker is told (UPD), lead answered (RSP).
+				for _, t := range chaosProxyTask.FindAllStringSubmatch(r.LastUserText(), -1) {
+					if t[2] == n {
+						out = append(out, `[PROXY_REQUEST]`+"\n"+`{"action": "update_status", "requester": "lead", "task_id": "`+t[1]+`", "status": "completed", "metadata": {"note": "UPD-W-`+n+`"}}`+"\n[/PROXY_REQUEST]")
+					}
+				}
 			}
 		}
-		if len(out) == 0 {
+		if len(out) > 0 {
+			tools = nil // a tool call only in a reply with no block
+		}
+		if len(out) == 0 && len(tools) == 0 {
 			return anthropictest.Response{Text: "OK"}
 		}
-		return anthropictest.Response{Text: strings.Join(out, "\n")}
+		text := strings.Join(out, "\n")
+		if text == "" {
+			text = "Working."
+		}
+		return anthropictest.Response{Text: text, ToolUses: tools[:min(len(tools), 1)]}
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -282,14 +338,30 @@ func (c *chaos) person(stop <-chan struct{}) {
 }
 
 var (
-	chaosQ   = regexp.MustCompile(`Q([LW])-(\d+)`)
-	chaosDep = regexp.MustCompile(`^dep([lw])(\d+)$`)
+	// chaosProxyTask is a task of a proxy request as lead is told it.
+	chaosProxyTask = regexp.MustCompile(`- ([A-Za-z]+-[0-9a-f]{6}) \(priority \w+\): PRQ-L-(\d+)`)
+	chaosQ         = regexp.MustCompile(`Q([LW])-(\d+)`)
+	chaosDep       = regexp.MustCompile(`^dep([lw])(\d+)$`)
 )
 
 func (c *chaos) personOnce() {
-	var qs []struct{ ID, Question string }
+	var qs []struct {
+		ID, Question, Category string
+		CreatedAt              time.Time `json:"created_at"`
+	}
 	if c.call("GET", "/api/offices/"+c.officeID+"/questions?status=pending&limit=500", "", &qs) {
 		for _, q := range qs {
+			if q.Category == "permission" {
+				// Denied after 6 s: a SIGKILL may fall in the wait (the
+				// next server tells lead the request was interrupted);
+				// SIGTERM denies it through its hook. The settling run
+				// denies at once: the requests piled up by the stops
+				// come one after another.
+				if c.settling.Load() || time.Since(q.CreatedAt) > 6*time.Second {
+					c.call("POST", "/api/questions/"+q.ID+"/answer", `{"response":"deny"}`, nil)
+				}
+				continue
+			}
 			if m := chaosQ.FindStringSubmatch(q.Question); m != nil {
 				c.call("POST", "/api/questions/"+q.ID+"/answer", fmt.Sprintf(`{"response":"ANS-%s-%s"}`, m[1], m[2]), nil)
 			}
@@ -462,6 +534,7 @@ func (c *chaos) checkRowsSettled(i int) {
 // the rows to type and those the office typed again after an unconfirmed
 // typing (delivery.typing_again), read before the stop.
 func (c *chaos) settle() ([]row, map[string]bool) {
+	c.settling.Store(true)
 	c.start()
 	c.checkRowsSettled(0)
 	stop := make(chan struct{})
@@ -515,11 +588,19 @@ type row struct {
 func (c *chaos) rows() []row {
 	var out []row
 	id := "/api/offices/" + c.officeID
-	var qs []struct{ ID, Status, Response string }
+	var qs []struct{ ID, Status, Response, Category, Question string }
 	c.call("GET", id+"/questions?limit=1000", "", &qs)
+	c.readEvents()
 	for _, q := range qs {
 		if strings.HasPrefix(q.Response, "ANS-") {
 			out = append(out, row{"question:" + q.ID, q.Response, q.Status == "delivered"})
+		}
+		// A permission answer is typed only when no hook waited for it:
+		// answered, it waits to be typed or decided; delivered, it was
+		// typed if the office says so.
+		if tok := chaosTok.FindString(q.Question); q.Category == "permission" && tok != "" &&
+			(q.Status == "answered" || q.Status == "delivered" && c.permTyped[q.ID]) {
+			out = append(out, row{"question:" + q.ID, tok, q.Status == "delivered"})
 		}
 	}
 	var invs []struct{ ID, Status, Reason string }
@@ -548,6 +629,7 @@ func (c *chaos) rows() []row {
 			out = append(out, row{"dependency:" + d.ID, "VAL-" + strings.ToUpper(m[1]) + "-" + m[2], d.DeliveredAt != nil})
 		}
 	}
+	out = append(out, c.noticeRows()...)
 	c.readEvents()
 	for _, m := range c.messages {
 		m.done = c.delivered[m.id]
@@ -572,7 +654,7 @@ func (c *chaos) nextTyping(d time.Duration) {
 // recorded (delivery.typing_again), and the people's messages delivered.
 func (c *chaos) readEvents() {
 	if c.again == nil {
-		c.again, c.delivered = map[string]bool{}, map[string]bool{}
+		c.again, c.delivered, c.permTyped = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	}
 	for {
 		var evs []struct {
@@ -587,8 +669,10 @@ func (c *chaos) readEvents() {
 			c.evAfter = e.ID
 			c.events = append(c.events, e.Kind+" "+string(e.Payload))
 			var p struct {
-				Row       string `json:"row"`
-				MessageID string `json:"message_id"`
+				Row        string `json:"row"`
+				MessageID  string `json:"message_id"`
+				QuestionID string `json:"question_id"`
+				Answer     string `json:"answer"`
 			}
 			_ = json.Unmarshal(e.Payload, &p)
 			switch e.Kind {
@@ -598,6 +682,10 @@ func (c *chaos) readEvents() {
 				c.typings++
 			case "message.delivered":
 				c.delivered["message:"+p.MessageID] = true
+			case "permission.interrupted":
+				if p.Answer != "" { // typed (deliverInterruptedAnswer), not a cancel
+					c.permTyped[p.QuestionID] = true
+				}
 			}
 		}
 	}
@@ -677,6 +765,9 @@ func (c *chaos) arrived() map[string]int {
 					n[tok]++
 				}
 			}
+			for _, tok := range c.responses(m.Text(), "L") {
+				n[tok]++
+			}
 		}
 		if convs[key] == nil {
 			convs[key] = map[string]int{}
@@ -698,6 +789,76 @@ func (c *chaos) arrived() map[string]int {
 				got[tok]++
 			}
 		}
+		for _, tok := range c.responses(line, "W") {
+			got[tok]++
+		}
 	}
 	return got
+}
+
+// chaosRequestID finds a [PROXY_RESPONSE]'s request.
+var chaosRequestID = regexp.MustCompile(`"request_id":"([0-9a-f-]{36})"`)
+
+// responses returns the RSP token of each [PROXY_RESPONSE] in text, for
+// agent (L or W).
+func (c *chaos) responses(text, agent string) []string {
+	var out []string
+	for _, m := range chaosRequestID.FindAllStringSubmatch(text, -1) {
+		if n, ok := c.reqChain[m[1]]; ok {
+			out = append(out, "RSP-"+agent+"-"+n)
+		}
+	}
+	return out
+}
+
+// noticeRows returns the notices the office stored to type (office_notices,
+// the server's own table: read from its SQLite file) that carry a chain's
+// token or answer a chain's proxy request, and records the proxy
+// requests' chains.
+func (c *chaos) noticeRows() []row {
+	db, err := sql.Open(sqlite.DriverName, "file:"+filepath.Join(c.data, "office.db")+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer db.Close()
+	if c.reqChain == nil {
+		c.reqChain = map[string]string{}
+	}
+	reqs, err := db.Query(`select id, payload from proxy_requests`)
+	if err != nil {
+		c.t.Fatalf("read proxy requests: %v", err)
+	}
+	for reqs.Next() {
+		var id, payload string
+		if err := reqs.Scan(&id, &payload); err != nil {
+			c.t.Fatal(err)
+		}
+		if m := chaosTok.FindStringSubmatch(payload); m != nil && m[1] == "PRQ" {
+			c.reqChain[id] = m[3]
+		}
+	}
+	reqs.Close()
+	rs, err := db.Query(`select n.id, n.text, n.status, a.name from office_notices n join office_agents a on a.id = n.agent_id order by n.rowid`)
+	if err != nil {
+		c.t.Fatalf("read notices: %v", err)
+	}
+	defer rs.Close()
+	var out []row
+	for rs.Next() {
+		var id, text, status, name string
+		if err := rs.Scan(&id, &text, &status, &name); err != nil {
+			c.t.Fatal(err)
+		}
+		agent := strings.ToUpper(name[:1])
+		toks := c.responses(text, agent)
+		for _, m := range chaosTok.FindAllStringSubmatch(text, -1) {
+			if tok, _, a := token(m); a == agent {
+				toks = append(toks, tok)
+			}
+		}
+		for _, tok := range toks {
+			out = append(out, row{"notice:" + id, tok, status == "delivered"})
+		}
+	}
+	return out
 }

@@ -445,6 +445,47 @@ export type Database = {
           },
         ]
       }
+      office_notices: {
+        Row: {
+          id: string
+          seq: number
+          office_id: string
+          agent_id: string
+          text: string
+          status: string
+          created_at: string
+          delivered_at: string | null
+        }
+        Insert: {
+          id?: string
+          seq?: number
+          office_id: string
+          agent_id: string
+          text: string
+          status?: string
+          created_at?: string
+          delivered_at?: string | null
+        }
+        Update: {
+          id?: string
+          seq?: number
+          office_id?: string
+          agent_id?: string
+          text?: string
+          status?: string
+          created_at?: string
+          delivered_at?: string | null
+        }
+        Relationships: [
+          {
+            foreignKeyName: "office_notices_office_id_agent_id_fkey"
+            columns: ["office_id", "agent_id"]
+            isOneToOne: false
+            referencedRelation: "office_agents"
+            referencedColumns: ["office_id", "id"]
+          },
+        ]
+      }
       offices: {
         Row: {
           id: string
@@ -861,6 +902,7 @@ export type MemberColumns = {
   office_events: "id" | "office_id" | "agent_id" | "session_id" | "kind" | "payload" | "dedupe_key" | "created_at"
   office_invitations: "office_id" | "email" | "role" | "invited_by" | "created_at"
   office_members: "office_id" | "user_id" | "role" | "created_at" | "updated_at"
+  office_notices: never
   offices: "id" | "name" | "question_ttl" | "created_at" | "updated_at"
   permission_grants: never
   proxy_requests: "id" | "office_id" | "requester_agent_id" | "proxy_agent_id" | "action" | "payload" | "status" | "reason" | "backup_path" | "expires_at" | "created_at" | "updated_at"

@@ -330,3 +330,8 @@ func (s *Store) MarkDelivered(ctx context.Context, a1 office.Delivered) (r0 time
 	defer s.observe("MarkDelivered", time.Now(), &err)
 	return s.Store.MarkDelivered(ctx, a1)
 }
+
+func (s *Store) AddNotices(ctx context.Context, a1, a2 string, a3 []string, a4 int) (r0 int, err error) {
+	defer s.observe("AddNotices", time.Now(), &err)
+	return s.Store.AddNotices(ctx, a1, a2, a3, a4)
+}

@@ -19,14 +19,15 @@ import (
 
 // Function names.
 const (
-	Due           = "office_due" // migrations/20261128194100_office_due_typing.sql
+	Due           = "office_due" // migrations/20261128203200_office_notices.sql
 	SessionStatus = "office_set_session_status"
-	MarkDelivered = "office_mark_delivered" // migrations/20261128120000_office_mark_delivered.sql
+	MarkDelivered = "office_mark_delivered" // migrations/20261128203200_office_notices.sql
 	Ask           = "office_ask"            // migrations/20261128194000_office_message_events.sql
 	DeliverResult = "office_deliver_result" // migrations/20261128194000_office_message_events.sql
 	Invoke        = "office_invoke"         // migrations/20261128194000_office_message_events.sql
 	OpenWork      = "office_open_work"      // migrations/20261128160000_office_open_work.sql
 	AppendEvents  = "office_append_events"  // migrations/20261128194200_office_append_events.sql
+	AddNotices    = "office_add_notices"    // migrations/20261128203200_office_notices.sql
 )
 
 // DueArgs are office_due's named arguments: typingAt, when not zero,
@@ -107,7 +108,7 @@ func MarkDeliveredArgs(d office.Delivered) map[string]any {
 // MarkDeliveredCheck refuses a delivery the function cannot take.
 func MarkDeliveredCheck(d office.Delivered) error {
 	switch d.Kind {
-	case office.DeliveredQuestion, office.DeliveredResult, office.DeliveredTask:
+	case office.DeliveredQuestion, office.DeliveredResult, office.DeliveredTask, office.DeliveredNotice:
 	default:
 		return &office.Error{Code: office.EINVALID, Op: "mark delivered", Message: fmt.Sprintf("unknown kind of delivery %q", d.Kind)}
 	}
@@ -344,6 +345,7 @@ type dependencyRow struct {
 // DecodeDue decodes office_due's answer.
 func DecodeDue(b []byte) (office.DueWork, error) {
 	var v struct {
+		Notices      []office.Notice      `json:"notices"`
 		Dependencies []dependencyRow      `json:"dependencies"`
 		Answers      []office.Question    `json:"answers"`
 		Results      []office.Result      `json:"results"`
@@ -358,7 +360,7 @@ func DecodeDue(b []byte) (office.DueWork, error) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return office.DueWork{}, fmt.Errorf("%s: %w", Due, err)
 	}
-	w := office.DueWork{Answers: v.Answers, Results: v.Results, Messages: v.Messages, Tasks: v.Tasks}
+	w := office.DueWork{Notices: v.Notices, Answers: v.Answers, Results: v.Results, Messages: v.Messages, Tasks: v.Tasks}
 	if v.Typing != nil {
 		w.Typing = office.Typing{Row: v.Typing.Row, Event: v.Typing.Event, Inserted: v.Typing.Inserted}
 	}
@@ -423,4 +425,31 @@ func SQL(fn string, args map[string]any) (string, []any) {
 	}
 	b.WriteString(")")
 	return b.String(), vals
+}
+
+// AddNoticesArgs are office_add_notices's named arguments.
+func AddNoticesArgs(officeID, agentID string, texts []string, limit int) map[string]any {
+	b, _ := json.Marshal(texts) // JSON text, as AskArgs's options
+	return map[string]any{"p_office_id": officeID, "p_agent_id": agentID, "p_texts": json.RawMessage(b), "p_max": limit}
+}
+
+// AddNoticesCheck refuses notices the function cannot take.
+func AddNoticesCheck(texts []string) error {
+	for _, t := range texts {
+		if t == "" || strings.ContainsRune(t, 0) {
+			return &office.Error{Code: office.EINVALID, Op: "add notices", Message: "a notice needs a text without NUL bytes"}
+		}
+	}
+	return nil
+}
+
+// DecodeAddNotices decodes office_add_notices's answer.
+func DecodeAddNotices(b []byte) (int, error) {
+	var v struct {
+		Added int `json:"added"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return 0, fmt.Errorf("%s: %w", AddNotices, err)
+	}
+	return v.Added, nil
 }

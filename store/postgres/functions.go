@@ -192,3 +192,23 @@ func (s *Store) AppendEvents(ctx context.Context, events []office.Event) ([]offi
 	}
 	return stored, inserted, nil
 }
+
+// AddNotices implements office.Store; see its contract in office/notices.go.
+func (s *Store) AddNotices(ctx context.Context, officeID, agentID string, texts []string, limit int) (int, error) {
+	const op = "add notices"
+	if err := pgfunc.AddNoticesCheck(texts); err != nil || len(texts) == 0 {
+		return 0, err
+	}
+	if !isUUID(officeID) || !isUUID(agentID) {
+		return 0, invalid(op, "no agent %q in office %q", agentID, officeID)
+	}
+	b, err := s.call(ctx, op, pgfunc.AddNotices, pgfunc.AddNoticesArgs(officeID, agentID, texts, limit))
+	if err != nil {
+		return 0, err
+	}
+	n, err := pgfunc.DecodeAddNotices(b)
+	if err != nil {
+		return 0, &office.Error{Code: office.EINTERNAL, Op: op, Err: err}
+	}
+	return n, nil
+}

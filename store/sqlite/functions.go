@@ -19,13 +19,14 @@ import (
 // SQLite: the same rules, checked by the same store/storetest cases.
 
 // ListDue implements office.Store; see its contract in office/store.go.
-// The five reads cost no round trip here.
+// The six reads cost no round trip here.
 func (s *Store) ListDue(ctx context.Context, officeID, agentID string) (office.DueWork, error) {
 	var (
 		w    office.DueWork
-		errs [5]error
+		errs [6]error
 	)
 	mine := office.Due{OfficeIDs: []string{officeID}, AgentID: agentID}
+	w.Notices, errs[5] = s.pendingNotices(ctx, officeID, agentID)
 	w.Dependencies, errs[0] = s.ListUndeliveredDependencies(ctx, mine)
 	w.Answers, errs[1] = s.ListAnsweredUndelivered(ctx, mine)
 	w.Results, errs[2] = s.ListResults(ctx, office.ResultFilter{OfficeID: officeID, ToAgentID: agentID, Status: []string{office.ResultPending}})
@@ -200,12 +201,19 @@ func (s *Store) MarkDelivered(ctx context.Context, d office.Delivered) (time.Tim
 	case office.DeliveredResult:
 		q = `update agent_results set status = 'delivered', delivered_at = ?, updated_at = ?
 			where id = ? and office_id = ? and to_agent_id = ? and status = 'pending' returning delivered_at`
+	case office.DeliveredNotice:
+		q = `update office_notices set status = 'delivered', delivered_at = ?
+			where id = ? and office_id = ? and agent_id = ? and status = 'pending' returning delivered_at`
 	default: // office.DeliveredTask
 		q = `update agent_invocations set status = 'in_progress', started_at = coalesce(started_at, ?), updated_at = ?
 			where id = ? and office_id = ? and callee_agent_id = ? and status = 'pending' returning started_at`
 	}
+	args := []any{now, now, d.ID, d.OfficeID, d.AgentID}
+	if d.Kind == office.DeliveredNotice {
+		args = args[1:] // no updated_at
+	}
 	var at time.Time
-	err = tx.QueryRowContext(ctx, q, now, now, d.ID, d.OfficeID, d.AgentID).Scan(tsVal{&at})
+	err = tx.QueryRowContext(ctx, q, args...).Scan(tsVal{&at})
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, office.Event{}, false, nil
 	}
@@ -542,4 +550,60 @@ func (s *Store) AppendEvents(ctx context.Context, events []office.Event) ([]offi
 		return nil, nil, s.fail(op, err)
 	}
 	return stored, inserted, nil
+}
+
+const noticeCols = `id, office_id, agent_id, text, status, delivered_at, created_at`
+
+func scanNotice(r scanner) (office.Notice, error) {
+	var n office.Notice
+	err := r.Scan(&n.ID, &n.OfficeID, &n.AgentID, &n.Text, &n.Status, tsPtr{&n.DeliveredAt}, tsVal{&n.CreatedAt})
+	return n, err
+}
+
+// pendingNotices is office_due's "notices": the agent's pending notices,
+// oldest first.
+func (s *Store) pendingNotices(ctx context.Context, officeID, agentID string) ([]office.Notice, error) {
+	rows, err := s.rs.query(ctx, `select `+noticeCols+` from office_notices
+		where agent_id = ? and office_id = ? and status = 'pending' order by rowid`, agentID, officeID)
+	out, err := collect(rows, err, scanNotice)
+	return out, s.fail("list due", err)
+}
+
+// AddNotices implements office.Store; see its contract in
+// office/notices.go (office_add_notices in the PostgreSQL stores): in
+// one transaction of the one writer, so the bound holds.
+func (s *Store) AddNotices(ctx context.Context, officeID, agentID string, texts []string, limit int) (int, error) {
+	const op = "add notices"
+	if err := pgfunc.AddNoticesCheck(texts); err != nil || len(texts) == 0 {
+		return 0, err
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, s.fail(op, err)
+	}
+	defer tx.Rollback()
+	var pending int
+	err = tx.QueryRowContext(ctx, `select count(n.id) from office_agents a left join office_notices n
+		on n.agent_id = a.id and n.status = 'pending' where a.id = ? and a.office_id = ? group by a.id`, agentID, officeID).Scan(&pending)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, &office.Error{Code: office.EINVALID, Op: op, Message: "no agent " + agentID + " in office " + officeID}
+	}
+	if err != nil {
+		return 0, s.fail(op, err)
+	}
+	room := len(texts)
+	if limit > 0 {
+		room = min(room, max(0, limit-pending))
+	}
+	_, now := nowTS()
+	for _, t := range texts[:room] {
+		if _, err := tx.ExecContext(ctx, `insert into office_notices (id, office_id, agent_id, text, created_at) values (?, ?, ?, ?, ?)`,
+			uuid.NewString(), officeID, agentID, t, now); err != nil {
+			return 0, s.fail(op, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, s.fail(op, err)
+	}
+	return room, nil
 }
