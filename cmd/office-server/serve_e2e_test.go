@@ -7,13 +7,17 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/office-server/office-server/internal/anthropictest"
 )
 
 // e2eServe is the built `office-server serve --office officeFile` run
@@ -183,4 +187,26 @@ func memberDB(t *testing.T, dbURL, officeID, member, email string) *pgx.Conn {
 	mustExec(t, db, `insert into auth.users (id, email) values ($1, $2)`, member, email)
 	mustExec(t, db, `insert into office_members (office_id, user_id) values ($1, $2)`, officeID, member)
 	return db
+}
+
+// launchClaudeOffice writes officeYAML to a file and launches the built
+// server on it from home, its Claude Code agents talking to srv, with the
+// admin token; the test's cleanup stops it (its agents end with it), and
+// a failed test logs the server's stderr.
+func launchClaudeOffice(t *testing.T, bin, officeYAML, home string, srv *anthropictest.Server, token string) *serverProc {
+	officeFile := filepath.Join(t.TempDir(), "office.yaml")
+	if err := os.WriteFile(officeFile, []byte(officeYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := launchServer(t, bin, []string{"HOME=" + home, "LANG=C.UTF-8", "OFFICE_ADMIN_TOKEN=" + token,
+		"ANTHROPIC_API_KEY=" + srv.Key, "ANTHROPIC_BASE_URL=" + srv.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
+		"--office", officeFile, "--data-dir", t.TempDir())
+	p.waitHealthy(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", p.stderr.String())
+		}
+		p.stop(t)
+	})
+	return p
 }
