@@ -192,14 +192,15 @@ func memberDB(t *testing.T, dbURL, officeID, member, email string) *pgx.Conn {
 // launchClaudeOffice writes officeYAML to a file and launches the built
 // server on it from home, its Claude Code agents talking to srv, with the
 // admin token; the test's cleanup stops it (its agents end with it), and
-// a failed test logs the server's stderr.
-func launchClaudeOffice(t *testing.T, bin, officeYAML, home string, srv *anthropictest.Server, token string) *serverProc {
+// a failed test logs the server's stderr. extra is more of the server's
+// environment.
+func launchClaudeOffice(t *testing.T, bin, officeYAML, home string, srv *anthropictest.Server, token string, extra ...string) *serverProc {
 	officeFile := filepath.Join(t.TempDir(), "office.yaml")
 	if err := os.WriteFile(officeFile, []byte(officeYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := launchServer(t, bin, []string{"HOME=" + home, "LANG=C.UTF-8", "OFFICE_ADMIN_TOKEN=" + token,
-		"ANTHROPIC_API_KEY=" + srv.Key, "ANTHROPIC_BASE_URL=" + srv.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
+	p := launchServer(t, bin, append([]string{"HOME=" + home, "LANG=C.UTF-8", "OFFICE_ADMIN_TOKEN=" + token,
+		"ANTHROPIC_API_KEY=" + srv.Key, "ANTHROPIC_BASE_URL=" + srv.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}, extra...),
 		"--office", officeFile, "--data-dir", t.TempDir())
 	p.waitHealthy(t)
 	t.Cleanup(func() {
