@@ -189,7 +189,7 @@ func TestQwenEndToEnd(t *testing.T) {
 	home := t.TempDir()
 	dir := filepath.Join(t.TempDir(), "work")
 	md := prepQwenHome(t, home, dir)
-	reply1 := qwenLongReply()
+	reply1 := longRepaintedReply()
 	reply2 := "알겠습니다.\n[RESULT] 완료"
 	reply3 := "이어서 진행합니다."
 	srv.Enqueue(openaitest.Response{Text: reply1, Delay: 5 * time.Millisecond}, openaitest.Response{Text: reply2}, openaitest.Response{Text: reply3})
@@ -263,11 +263,17 @@ func TestQwenEndToEnd(t *testing.T) {
 // checkQwenFirst: the first request holds the office's instructions and
 // what the person wrote in QWEN.md, which keeps it.
 func checkQwenFirst(t *testing.T, r1 openaitest.Request, md string) {
-	if !r1.Has("OFFICE-INSTRUCTIONS") || !r1.Has("USER-NOTE") {
-		t.Errorf("first request: office instructions %v, the person's note %v; want both", r1.Has("OFFICE-INSTRUCTIONS"), r1.Has("USER-NOTE"))
+	checkPersonNote(t, r1.Has, md)
+}
+
+// checkPersonNote: the first request (has) holds the office's
+// instructions and what the person wrote in md, which keeps it.
+func checkPersonNote(t *testing.T, has func(string) bool, md string) {
+	if !has("OFFICE-INSTRUCTIONS") || !has("USER-NOTE") {
+		t.Errorf("first request: office instructions %v, the person's note %v; want both", has("OFFICE-INSTRUCTIONS"), has("USER-NOTE"))
 	}
 	if got, _ := os.ReadFile(md); !strings.Contains(string(got), "USER-NOTE") {
-		t.Errorf("QWEN.md lost what the person wrote:\n%s", got)
+		t.Errorf("%s lost what the person wrote:\n%s", filepath.Base(md), got)
 	}
 }
 
@@ -302,9 +308,9 @@ func logQwenFailure(t *testing.T, cur *Session, srv *openaitest.Server) {
 	}
 }
 
-// qwenLongReply is a reply far taller than the terminal with one
-// [ASK_USER] in its middle.
-func qwenLongReply() string {
+// longRepaintedReply is a reply far taller than the terminal with one
+// [ASK_USER] in its middle (the Qwen Code and Gemini CLI tests).
+func longRepaintedReply() string {
 	var b strings.Builder
 	b.WriteString("긴 답변입니다.\n")
 	for i := 1; i <= 60; i++ {
