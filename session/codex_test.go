@@ -324,19 +324,7 @@ func TestCodexPermissionHook(t *testing.T) {
 	checkGoroutines(t)
 	srv := openaitest.New(t)
 	home, dir := cliDirs(t, srv.PrepareCodex)
-	srv.Reply(func(r openaitest.Request) openaitest.Response {
-		if outs := r.FunctionOutputs(); lastInputType(r.Body) == "function_call_output" {
-			return openaitest.Response{Text: "tool said: " + outs[len(outs)-1]}
-		}
-		u := r.LastUserText()
-		for _, c := range []string{"one", "two"} {
-			if strings.Contains(u, "run "+c) {
-				args, _ := json.Marshal(map[string]any{"cmd": "mkdir -p d-" + c + " && echo ran-" + c, "justification": "say " + c, "sandbox_permissions": "require_escalated"})
-				return openaitest.Response{Calls: []openaitest.Call{{Name: "exec_command", Arguments: string(args)}}}
-			}
-		}
-		return openaitest.Response{Text: "OK"}
-	})
+	srv.Reply(execModel)
 	pr := &permRecorder{poke: make(chan struct{}, 1)}
 	r := newRecorder()
 	self, err := os.Executable()
@@ -363,20 +351,7 @@ func TestCodexPermissionHook(t *testing.T) {
 		}
 	}()
 	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == StatusReady })
-	output := func(marker string) string {
-		t.Helper()
-		for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			for _, rq := range srv.MainRequests() {
-				for _, o := range rq.FunctionOutputs() {
-					if strings.Contains(o, marker) {
-						return o
-					}
-				}
-			}
-		}
-		t.Fatalf("no function output with %q reached the model", marker)
-		return ""
-	}
+	output := func(marker string) string { t.Helper(); return functionOutput(t, srv, marker) }
 
 	go func() { _ = s.Send(ctx, "please run one") }()
 	pr.wait(t, "the first request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 1 })
@@ -414,6 +389,39 @@ func TestCodexPermissionHook(t *testing.T) {
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// execModel asks, on "run <n>", to run a command outside the sandbox
+// making d-<n> and echoing ran-<n>; given its output, it repeats it.
+func execModel(r openaitest.Request) openaitest.Response {
+	if outs := r.FunctionOutputs(); lastInputType(r.Body) == "function_call_output" {
+		return openaitest.Response{Text: "tool said: " + outs[len(outs)-1]}
+	}
+	u := r.LastUserText()
+	for _, c := range []string{"one", "two"} {
+		if strings.Contains(u, "run "+c) {
+			args, _ := json.Marshal(map[string]any{"cmd": "mkdir -p d-" + c + " && echo ran-" + c, "justification": "say " + c, "sandbox_permissions": "require_escalated"})
+			return openaitest.Response{Calls: []openaitest.Call{{Name: "exec_command", Arguments: string(args)}}}
+		}
+	}
+	return openaitest.Response{Text: "OK"}
+}
+
+// functionOutput waits up to 60 s for a function output holding marker at
+// the model.
+func functionOutput(t *testing.T, srv *openaitest.Server, marker string) string {
+	t.Helper()
+	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		for _, rq := range srv.MainRequests() {
+			for _, o := range rq.FunctionOutputs() {
+				if strings.Contains(o, marker) {
+					return o
+				}
+			}
+		}
+	}
+	t.Fatalf("no function output with %q reached the model", marker)
+	return ""
 }
 
 // lastInputType is the type of the last input item of a Responses API
