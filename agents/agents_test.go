@@ -43,19 +43,7 @@ func TestSpec(t *testing.T) {
 		t.Errorf("claude spec (-got +want):\n%s", d)
 	}
 
-	// The permission policy becomes Claude Code's rules; its hook waits a
-	// minute longer than the office, so that the office answers first.
-	got, err = a.Spec(engine.SessionSpec{OfficeID: "o", AgentID: "a", PermissionTimeout: 5 * time.Minute,
-		Launch: office.LaunchSpec{Kind: "claude", Permissions: &office.PermissionPolicy{Allow: []string{"Bash(go test:*)"}, Deny: []string{"WebFetch"}, Ask: []string{"Edit"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(got.Permissions, session.PermissionRules{Allow: []string{"Bash(go test:*)"}, Deny: []string{"WebFetch"}, Ask: []string{"Edit"}}); d != "" || got.PermissionHookTimeout != 6*time.Minute {
-		t.Errorf("permission rules (-got +want):\n%s\nhook timeout %s, want 6m", d, got.PermissionHookTimeout)
-	}
-	if err := agents.CheckLaunch(office.LaunchSpec{Permissions: &office.PermissionPolicy{Allow: []string{"go test"}}}); office.ErrorCode(err) != office.EINVALID {
-		t.Errorf("a launch spec with a bad permission rule: err = %v, want EINVALID", err)
-	}
+	specPermissions(t, a)
 
 	got, err = a.Spec(engine.SessionSpec{Launch: office.LaunchSpec{Kind: "builtin", Script: "po", Args: []string{"--step", "1s"}}})
 	if err != nil {
@@ -127,5 +115,22 @@ func TestCheckLaunch(t *testing.T) {
 		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || office.ErrorCode(err) != office.EINVALID):
 			t.Errorf("CheckLaunch(%+v) = %v, want EINVALID %q", tt.l, err, tt.err)
 		}
+	}
+}
+
+// specPermissions: the permission policy becomes Claude Code's rules; its
+// hook waits a minute longer than the office, so that the office answers
+// first; a bad rule is refused.
+func specPermissions(t *testing.T, a *agents.Sessions) {
+	got, err := a.Spec(engine.SessionSpec{OfficeID: "o", AgentID: "a", PermissionTimeout: 5 * time.Minute,
+		Launch: office.LaunchSpec{Kind: "claude", Permissions: &office.PermissionPolicy{Allow: []string{"Bash(go test:*)"}, Deny: []string{"WebFetch"}, Ask: []string{"Edit"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(got.Permissions, session.PermissionRules{Allow: []string{"Bash(go test:*)"}, Deny: []string{"WebFetch"}, Ask: []string{"Edit"}}); d != "" || got.PermissionHookTimeout != 6*time.Minute {
+		t.Errorf("permission rules (-got +want):\n%s\nhook timeout %s, want 6m", d, got.PermissionHookTimeout)
+	}
+	if err := agents.CheckLaunch(office.LaunchSpec{Permissions: &office.PermissionPolicy{Allow: []string{"go test"}}}); office.ErrorCode(err) != office.EINVALID {
+		t.Errorf("a launch spec with a bad permission rule: err = %v, want EINVALID", err)
 	}
 }

@@ -70,21 +70,7 @@ func TestCrashBackoffAndReason(t *testing.T) {
 		<-done
 	}()
 
-	err = r.StartAgent(ctx, as[1].ID)
-	if office.ErrorCode(err) != office.EINVALID || !strings.Contains(err.Error(), "no such file") {
-		t.Errorf("start of a missing command: %v (code %s), want EINVALID with the reason", err, office.ErrorCode(err))
-	}
-	// Its session row says so too (as for no pseudo-terminal left).
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		rec, err := st.GetSessionByAgent(ctx, as[1].ID)
-		if err == nil && rec.Status == office.SessionFailed && strings.Contains(rec.Detail, "no such file") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("session row of the agent that could not start: %+v, %v; want failed with the reason", rec, err)
-			break
-		}
-	}
+	checkMissingCommand(t, r, st, as[1].ID)
 
 	if err := r.StartAgent(ctx, as[0].ID); err != nil {
 		t.Fatal(err)
@@ -96,29 +82,7 @@ func TestCrashBackoffAndReason(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		mu.Lock()
-		n := len(starts)
-		mu.Unlock()
-		if n >= 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d starts in 20 s", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	mu.Lock()
-	got := slices(starts[:4])
-	mu.Unlock()
-	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
-	for i, d := range got {
-		if d < want[i]-50*time.Millisecond || d > want[i]+time.Second {
-			t.Errorf("restart %d after %v, want about %v (all: %v)", i+1, d, want[i], got)
-		}
-	}
-	t.Logf("restart intervals %v", got)
+	checkBackoff(t, &mu, &starts)
 
 	s, ok := sess.Manager().Get(session.Key{OfficeID: as[0].OfficeID, AgentID: as[0].ID})
 	if !ok {
@@ -135,7 +99,65 @@ func TestCrashBackoffAndReason(t *testing.T) {
 	if !strings.Contains(info.Detail, "exit status 3") || !strings.Contains(info.Detail, "fatal: config file missing") {
 		t.Errorf("session detail %q: want the exit status and the last screen lines", info.Detail)
 	}
-	evs, err := st.ListEvents(ctx, office.EventFilter{OfficeID: as[0].OfficeID, AgentID: as[0].ID})
+	checkCrashEvents(t, st, as[0])
+	checkRowReason(t, st, as[0].ID)
+}
+
+// checkMissingCommand: a start that cannot launch answers with the
+// reason, not an internal error, and its session row is failed with the
+// reason.
+func checkMissingCommand(t *testing.T, r *engine.Router, st *sqlite.Store, agentID string) {
+	ctx := context.Background()
+	err := r.StartAgent(ctx, agentID)
+	if office.ErrorCode(err) != office.EINVALID || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("start of a missing command: %v (code %s), want EINVALID with the reason", err, office.ErrorCode(err))
+	}
+	// Its session row says so too (as for no pseudo-terminal left).
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		rec, err := st.GetSessionByAgent(ctx, agentID)
+		if err == nil && rec.Status == office.SessionFailed && strings.Contains(rec.Detail, "no such file") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("session row of the agent that could not start: %+v, %v; want failed with the reason", rec, err)
+			break
+		}
+	}
+}
+
+// checkBackoff waits for four starts and checks the restarts came after
+// about 1 s, 2 s and 4 s.
+func checkBackoff(t *testing.T, mu *sync.Mutex, starts *[]time.Time) {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := len(*starts)
+		mu.Unlock()
+		if n >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d starts in 20 s", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	got := slices((*starts)[:4])
+	mu.Unlock()
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
+	for i, d := range got {
+		if d < want[i]-50*time.Millisecond || d > want[i]+time.Second {
+			t.Errorf("restart %d after %v, want about %v (all: %v)", i+1, d, want[i], got)
+		}
+	}
+	t.Logf("restart intervals %v", got)
+}
+
+// checkCrashEvents: each crash of a is an event with its exit code (3)
+// and the last lines of its screen; at least three.
+func checkCrashEvents(t *testing.T, st *sqlite.Store, a office.Agent) {
+	ctx := context.Background()
+	evs, err := st.ListEvents(ctx, office.EventFilter{OfficeID: a.OfficeID, AgentID: a.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,10 +178,16 @@ func TestCrashBackoffAndReason(t *testing.T) {
 	if crashes < 3 {
 		t.Errorf("%d crash events, want at least 3", crashes)
 	}
+}
+
+// checkRowReason: the session row's detail gives the crash's reason.
+func checkRowReason(t *testing.T, st *sqlite.Store, agentID string) {
+	ctx := context.Background()
+	var err error
 	// The row is written after the status change: give it a moment.
 	var rec office.SessionRecord
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		rec, err = st.GetSessionByAgent(ctx, as[0].ID)
+		rec, err = st.GetSessionByAgent(ctx, agentID)
 		if err == nil && strings.Contains(rec.Detail, "fatal: config file missing") || time.Now().After(deadline) {
 			break
 		}

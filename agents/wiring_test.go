@@ -51,12 +51,7 @@ func TestScreenTextAcrossSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	script := filepath.Join(dir, "agent.sh")
-	body := "#!/bin/sh\nn=$(cat " + dir + "/count 2>/dev/null || echo 0)\nn=$((n+1))\necho $n > " + dir + "/count\necho \"Step $n/2: run $n\"\nprintf '> '\nexec sleep 60\n"
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	script := countingAgent(t)
 	_, as, err := r.SyncOffice(ctx, engine.OfficeConfig{Office: office.Office{Name: "screen"}, Agents: []office.Agent{
 		{Name: "cli", Launch: office.LaunchSpec{Kind: session.KindCommand, Command: script, PromptPattern: `^>\s*$`}},
 	}})
@@ -76,15 +71,7 @@ func TestScreenTextAcrossSessions(t *testing.T) {
 	}()
 	step := func(want int) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for r.Progress(a.OfficeID, a.ID).Step != want {
-			if time.Now().After(deadline) {
-				mu.Lock()
-				defer mu.Unlock()
-				t.Fatalf("step %d, want %d (texts %v)", r.Progress(a.OfficeID, a.ID).Step, want, ids)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitStep(t, r, a, want, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), ids...) })
 	}
 	if err := r.StartAgent(ctx, a.ID); err != nil {
 		t.Fatal(err)
@@ -109,5 +96,30 @@ func TestScreenTextAcrossSessions(t *testing.T) {
 	}
 	if resumes {
 		t.Error("a CLI agent's status says it resumes its conversation")
+	}
+}
+
+// countingAgent writes an agent that prints "Step <n>/2: run <n>", n
+// counting its starts, then its prompt, and waits.
+func countingAgent(t *testing.T) string {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "agent.sh")
+	body := "#!/bin/sh\nn=$(cat " + dir + "/count 2>/dev/null || echo 0)\nn=$((n+1))\necho $n > " + dir + "/count\necho \"Step $n/2: run $n\"\nprintf '> '\nexec sleep 60\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script
+}
+
+// waitStep waits up to 20 s for a's progress at step want; texts gives
+// the text ids seen, for the failure.
+func waitStep(t *testing.T, r *engine.Router, a office.Agent, want int, texts func() []string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for r.Progress(a.OfficeID, a.ID).Step != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("step %d, want %d (texts %v)", r.Progress(a.OfficeID, a.ID).Step, want, texts())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

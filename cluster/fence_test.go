@@ -41,56 +41,9 @@ func TestFenceEveryDelivery(t *testing.T) {
 	}
 	po, dev, gone := agent("po"), agent("dev"), agent("gone")
 
-	// Rows as the owner's engine makes them (creating is not fenced: rows
-	// from an agent's words have ids derived from the words).
-	q, err := holder.CreateQuestion(ctx, office.Question{OfficeID: officeID, AgentID: po.ID, Question: "Which colour?", ExpiresAt: time.Now().Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := holder.CreateInvocation(ctx, office.Invocation{OfficeID: officeID, CallerAgentID: po.ID, CalleeAgentID: dev.ID, Reason: "build it"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := holder.CreateResult(ctx, office.Result{OfficeID: officeID, FromAgentID: dev.ID, ToAgentID: po.ID, Content: "built"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dep, err := holder.CreateDependency(ctx, office.DependencyRequest{OfficeID: officeID, AgentID: dev.ID, Type: "text", Name: "region", ExpiresAt: time.Now().Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := holder.AddNotices(ctx, officeID, po.ID, []string{"[OFFICE] a notice"}, 20); err != nil || n != 1 {
-		t.Fatalf("a notice stored by the lease holder: %d, %v", n, err)
-	}
-	due, err := holder.ListDue(ctx, officeID, po.ID)
-	if err != nil || len(due.Notices) != 1 {
-		t.Fatalf("notices due: %+v, %v", due.Notices, err)
-	}
-	notice := due.Notices[0]
-	parent, err := holder.CreateInvocation(ctx, office.Invocation{OfficeID: officeID, CallerAgentID: gone.ID, CalleeAgentID: po.ID, Reason: "plan"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := holder.CreateInvocation(ctx, office.Invocation{OfficeID: officeID, CallerAgentID: po.ID, CalleeAgentID: dev.ID, ParentInvocationID: parent.ID, Depth: 1, Reason: "sub-task"}); err != nil {
-		t.Fatal(err)
-	}
-
-	// What any node does for any office: a person's answer, message and
-	// dependency, an agent deleted (its tasks' rows are updated by the
-	// cascade).
-	if _, ok, err := other.AnswerQuestion(ctx, q.ID, "blue", ""); err != nil || !ok {
-		t.Fatalf("an answer through a node without the lease: %v, %v", ok, err)
-	}
-	msg, err := other.CreateUserMessage(ctx, office.UserMessage{OfficeID: officeID, AgentID: po.ID, Content: "hello"})
-	if err != nil {
-		t.Fatalf("a message through a node without the lease: %v", err)
-	}
-	if _, ok, err := other.ProvideDependency(ctx, dep.ID, []byte("eu")); err != nil || !ok {
-		t.Fatalf("a dependency provided through a node without the lease: %v, %v", ok, err)
-	}
-	if err := other.DeleteAgent(ctx, gone.ID); err != nil {
-		t.Fatalf("an agent deleted through a node without the lease: %v", err)
-	}
+	q, inv, res, dep := ownerRows(t, holder, officeID, po, dev, gone)
+	notice := ownerNotice(t, holder, officeID, po)
+	msg := anyNodeWrites(t, other, officeID, q, dep, po, gone)
 
 	acts := []struct {
 		name string
@@ -132,4 +85,74 @@ func TestFenceEveryDelivery(t *testing.T) {
 	if _, ok, err := holder.TransitionInvocation(ctx, inv.ID, []string{office.InvocationPending}, office.InvocationInProgress, office.InvocationPatch{}); err == nil || !strings.Contains(err.Error(), "fenced") {
 		t.Errorf("a task typed by the holder of an expired lease: ok %v, err %v; want fenced", ok, err)
 	}
+}
+
+// ownerRows makes the rows as the owner's engine makes them (creating is
+// not fenced: rows from an agent's words have ids derived from the
+// words): a question, an invocation and its result, a dependency, and a
+// child of an invocation gone's.
+func ownerRows(t *testing.T, holder *postgres.Store, officeID string, po, dev, gone office.Agent) (office.Question, office.Invocation, office.Result, office.DependencyRequest) {
+	ctx := context.Background()
+	q, err := holder.CreateQuestion(ctx, office.Question{OfficeID: officeID, AgentID: po.ID, Question: "Which colour?", ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := holder.CreateInvocation(ctx, office.Invocation{OfficeID: officeID, CallerAgentID: po.ID, CalleeAgentID: dev.ID, Reason: "build it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := holder.CreateResult(ctx, office.Result{OfficeID: officeID, FromAgentID: dev.ID, ToAgentID: po.ID, Content: "built"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep, err := holder.CreateDependency(ctx, office.DependencyRequest{OfficeID: officeID, AgentID: dev.ID, Type: "text", Name: "region", ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, err := holder.CreateInvocation(ctx, office.Invocation{OfficeID: officeID, CallerAgentID: gone.ID, CalleeAgentID: po.ID, Reason: "plan"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.CreateInvocation(ctx, office.Invocation{OfficeID: officeID, CallerAgentID: po.ID, CalleeAgentID: dev.ID, ParentInvocationID: parent.ID, Depth: 1, Reason: "sub-task"}); err != nil {
+		t.Fatal(err)
+	}
+
+	return q, inv, res, dep
+}
+
+// anyNodeWrites: what any node does for any office: a person's answer,
+// message and dependency, an agent deleted (its tasks' rows are updated
+// by the cascade). It returns the message.
+// ownerNotice stores a notice for po as the lease holder's engine does,
+// and returns it as the delivery read gives it.
+func ownerNotice(t *testing.T, holder *postgres.Store, officeID string, po office.Agent) office.Notice {
+	t.Helper()
+	ctx := context.Background()
+	if n, err := holder.AddNotices(ctx, officeID, po.ID, []string{"[OFFICE] a notice"}, 20); err != nil || n != 1 {
+		t.Fatalf("a notice stored by the lease holder: %d, %v", n, err)
+	}
+	due, err := holder.ListDue(ctx, officeID, po.ID)
+	if err != nil || len(due.Notices) != 1 {
+		t.Fatalf("notices due: %+v, %v", due.Notices, err)
+	}
+	return due.Notices[0]
+}
+
+func anyNodeWrites(t *testing.T, other *postgres.Store, officeID string, q office.Question, dep office.DependencyRequest, po, gone office.Agent) office.UserMessage {
+	ctx := context.Background()
+	if _, ok, err := other.AnswerQuestion(ctx, q.ID, "blue", ""); err != nil || !ok {
+		t.Fatalf("an answer through a node without the lease: %v, %v", ok, err)
+	}
+	msg, err := other.CreateUserMessage(ctx, office.UserMessage{OfficeID: officeID, AgentID: po.ID, Content: "hello"})
+	if err != nil {
+		t.Fatalf("a message through a node without the lease: %v", err)
+	}
+	if _, ok, err := other.ProvideDependency(ctx, dep.ID, []byte("eu")); err != nil || !ok {
+		t.Fatalf("a dependency provided through a node without the lease: %v, %v", ok, err)
+	}
+	if err := other.DeleteAgent(ctx, gone.ID); err != nil {
+		t.Fatalf("an agent deleted through a node without the lease: %v", err)
+	}
+
+	return msg
 }

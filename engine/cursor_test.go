@@ -103,34 +103,12 @@ func TestTranscriptCursorAcrossRestart(t *testing.T) {
 	if err := life.r.StartAgent(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	waitCount := func(want int64) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for st.count("message.step_complete", id) < want && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		for st.count(engine.CursorEvent, id) < st.count("message.step_complete", id) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		time.Sleep(300 * time.Millisecond)
-		if c := st.count("message.step_complete", id); c != want {
-			t.Fatalf("%d message appends, want %d", c, want)
-		}
-	}
+	waitCount := func(want int64) { t.Helper(); waitStepCount(t, st, id, want) }
 	waitCount(first)
 	life.stop()
 
 	// Server life 2: the next launch appends `more` turns.
-	setEntries := func(n int) {
-		a, err := st.Store.GetAgent(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a.Launch.Env = map[string]string{"ENTRIES": fmt.Sprint(n)}
-		if _, err := st.Store.UpsertAgent(ctx, a); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setEntries := func(n int) { setAgentEntries(t, st, id, n) }
 	setEntries(more)
 	life = startLife(t, st, data)
 	if err := life.r.StartAgent(ctx, id); err != nil {
@@ -170,6 +148,36 @@ func TestTranscriptCursorAcrossRestart(t *testing.T) {
 	}
 	if len(seen) != first+2*more {
 		t.Errorf("%d messages in the log, want %d", len(seen), first+2*more)
+	}
+}
+
+// waitStepCount waits up to 60 s for want step messages of the agent id,
+// each with its cursor recorded, and checks no more come.
+func waitStepCount(t *testing.T, st *hangStore, id string, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for st.count("message.step_complete", id) < want && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for st.count(engine.CursorEvent, id) < st.count("message.step_complete", id) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if c := st.count("message.step_complete", id); c != want {
+		t.Fatalf("%d message appends, want %d", c, want)
+	}
+}
+
+// setAgentEntries sets how many turns the agent id's next launch appends.
+func setAgentEntries(t *testing.T, st *hangStore, id string, n int) {
+	ctx := context.Background()
+	a, err := st.Store.GetAgent(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Launch.Env = map[string]string{"ENTRIES": fmt.Sprint(n)}
+	if _, err := st.Store.UpsertAgent(ctx, a); err != nil {
+		t.Fatal(err)
 	}
 }
 

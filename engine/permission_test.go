@@ -77,7 +77,6 @@ func TestPermissionDecidedOnce(t *testing.T) {
 	h.run("PO")
 	ctx := context.Background()
 	eventually(t, "Run", func() bool { return h.r.running() != nil })
-
 	id := h.request(dec, "PO", "conv-1", "make build")
 	q, err := h.st.GetQuestion(ctx, id)
 	if err != nil {
@@ -139,16 +138,7 @@ func TestPermissionDecidedOnce(t *testing.T) {
 	}
 	h.r.PermissionEnded(h.office.ID, h.id("PO"), idF, true)
 
-	// The timeout.
-	id5 := h.request(dec, "PO", "conv-1", "rm -rf build")
-	h.clk.Add(2 * time.Minute)
-	eventually(t, "the timeout's deny", func() bool { return len(dec.got(id5)) == 1 })
-	if d := dec.got(id5)[0]; d.Allow || !strings.Contains(d.Message, "within 1m0s") {
-		t.Errorf("timeout decision %+v", d)
-	}
-	if q, _ := h.st.GetQuestion(ctx, id5); q.Status != office.QuestionExpired {
-		t.Errorf("timed-out question is %s, want expired", q.Status)
-	}
+	id5 := permissionTimesOut(t, h, dec)
 	h.quiet("PO", 100*time.Millisecond)
 	h.ss.mu.Lock()
 	for _, s := range h.ss.typed[h.id("PO")] {
@@ -160,6 +150,23 @@ func TestPermissionDecidedOnce(t *testing.T) {
 			t.Errorf("request %s decided %d times", id, n)
 		}
 	}
+}
+
+// permissionTimesOut: a request nobody answers is denied when the
+// permission timeout passes, saying so, and its question expires. It
+// returns the question's id.
+func permissionTimesOut(t *testing.T, h *harness, dec *fakeDecider) string {
+	ctx := context.Background()
+	id5 := h.request(dec, "PO", "conv-1", "rm -rf build")
+	h.clk.Add(2 * time.Minute)
+	eventually(t, "the timeout's deny", func() bool { return len(dec.got(id5)) == 1 })
+	if d := dec.got(id5)[0]; d.Allow || !strings.Contains(d.Message, "within 1m0s") {
+		t.Errorf("timeout decision %+v", d)
+	}
+	if q, _ := h.st.GetQuestion(ctx, id5); q.Status != office.QuestionExpired {
+		t.Errorf("timed-out question is %s, want expired", q.Status)
+	}
+	return id5
 }
 
 // TestPermissionSweep: the permission questions left open by a server

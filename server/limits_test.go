@@ -50,29 +50,7 @@ func TestSlowClientsCannotStopHealthz(t *testing.T) {
 	head := "POST /api/offices/o1/messages HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"agent\":\"po\",\"content\":\"sl"
 
 	stop := make(chan struct{})
-	var lat []time.Duration
-	var healthErr error
-	probed := make(chan struct{})
-	go func() {
-		defer close(probed)
-		client := &http.Client{Timeout: 10 * time.Second}
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			start := time.Now()
-			res, err := client.Get(f.ts.URL + "/healthz")
-			if err != nil {
-				healthErr = err
-				return
-			}
-			_, _ = io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			lat = append(lat, time.Since(start))
-		}
-	}()
+	probed, latp, healthErr := probeHealthz(f.ts.URL, stop)
 
 	const n = 1000
 	type outcome struct {
@@ -98,6 +76,10 @@ func TestSlowClientsCannotStopHealthz(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	close(stop)
 	<-probed
+	if *healthErr != nil {
+		t.Fatalf("/healthz failed during the flood: %v", *healthErr)
+	}
+	lat := *latp
 
 	var answered []time.Duration
 	for i, o := range out {
@@ -111,9 +93,6 @@ func TestSlowClientsCannotStopHealthz(t *testing.T) {
 		}
 		answered = append(answered, o.answered)
 	}
-	if healthErr != nil {
-		t.Fatalf("/healthz failed during the flood: %v", healthErr)
-	}
 	if len(lat) == 0 {
 		t.Fatal("no /healthz probe ran")
 	}
@@ -124,6 +103,34 @@ func TestSlowClientsCannotStopHealthz(t *testing.T) {
 	if max := lat[len(lat)-1]; max > 3*time.Second {
 		t.Errorf("/healthz took %v during the flood", max)
 	}
+}
+
+// probeHealthz GETs base's /healthz every 20 ms until stop is closed or
+// a GET fails; once probed is closed, *lat holds the latencies and *err
+// the failure.
+func probeHealthz(base string, stop chan struct{}) (probed chan struct{}, lat *[]time.Duration, err *error) {
+	probed, lat, err = make(chan struct{}), new([]time.Duration), new(error)
+	go func() {
+		defer close(probed)
+		client := &http.Client{Timeout: 10 * time.Second}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			start := time.Now()
+			res, e := client.Get(base + "/healthz")
+			if e != nil {
+				*err = e
+				return
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			*lat = append(*lat, time.Since(start))
+		}
+	}()
+	return probed, lat, err
 }
 
 // TestSlowAuthenticatedBodyCut: a client with the token that stalls in its

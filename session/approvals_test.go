@@ -116,113 +116,152 @@ var approvalCLIs = []approvalCLI{
 // person's files stay as they were.
 func TestChatPermissionHook(t *testing.T) {
 	for _, c := range approvalCLIs {
-		t.Run(c.name, func(t *testing.T) {
-			checkGoroutines(t)
-			spec, toolOutputs := c.start(t)
-			settings := filepath.Join(spec.Home, "."+spec.Kind, "settings.json")
-			person, _ := os.ReadFile(settings)
-			pr := &permRecorder{poke: make(chan struct{}, 1)}
-			r := newRecorder()
-			self, err := os.Executable()
-			if err != nil {
-				t.Fatal(err)
-			}
-			m := newTestManager(t, r, pr.opts(Options{StopGrace: 2 * time.Second, Hook: []string{self, "hook"}}))
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			key := Key{"office", c.name}
-			s, err := m.Start(ctx, key, spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if t.Failed() {
-					t.Logf("screen:\n%s", strings.Join(s.Screen(), "\n"))
-					t.Logf("tool outputs: %q", toolOutputs())
-					pr.mu.Lock()
-					for _, q := range pr.reqs {
-						t.Logf("request %s via %s: %s %s", q.ID, q.Via, q.Tool, q.Input)
-					}
-					t.Logf("ended: %q", pr.ended)
-					pr.mu.Unlock()
-				}
-			}()
-			r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
-			output := func(marker string) string {
-				t.Helper()
-				for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-					for _, o := range toolOutputs() {
-						if strings.Contains(o, marker) {
-							return o
-						}
-					}
-				}
-				t.Fatalf("no tool output with %q reached the model", marker)
-				return ""
-			}
+		t.Run(c.name, func(t *testing.T) { runChatPermission(t, c) })
+	}
+}
 
-			go func() { _ = s.Send(ctx, "please run one") }()
-			pr.wait(t, "the first request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 1 })
-			req := pr.reqs[0]
-			var in struct{ Command string }
-			_ = json.Unmarshal(req.Input, &in)
-			wantTool := map[string]string{ViaHook: "run_shell_command", ViaScreen: "Shell"}[c.via]
-			if in.Command != "mkdir -p d-one && echo ran-one" || req.Key != key || req.Tool != wantTool || req.Via != c.via {
-				t.Fatalf("request %+v (command %q), want %s with the mkdir of one, via %s", req, in.Command, wantTool, c.via)
-			}
-			if st := s.Info().Status; c.via == ViaHook && st == office.SessionNeedsAttention {
-				t.Errorf("status %s while the office decides: a dialog is shown", st)
-			}
-			if err := m.DecidePermission(key, req.ID, PermissionDecision{Allow: true}); err != nil {
-				t.Fatal(err)
-			}
-			if out := output("ran-one"); !strings.Contains(out, "ran-one") {
-				t.Errorf("allowed: output %q", out)
-			}
-			if _, err := os.Stat(filepath.Join(spec.Dir, "d-one")); err != nil {
-				t.Errorf("allowed command did not run: %v", err)
-			}
-			r.waitFor(t, "ready after one", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
+func runChatPermission(t *testing.T, c approvalCLI) {
+	checkGoroutines(t)
+	spec, toolOutputs := c.start(t)
+	settings := filepath.Join(spec.Home, "."+spec.Kind, "settings.json")
+	person, _ := os.ReadFile(settings)
+	pr := &permRecorder{poke: make(chan struct{}, 1)}
+	r := newRecorder()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newTestManager(t, r, pr.opts(Options{StopGrace: 2 * time.Second, Hook: []string{self, "hook"}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	key := Key{"office", c.name}
+	s, err := m.Start(ctx, key, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logChatFailure(t, s, toolOutputs, pr)
+	r.waitFor(t, "ready", 90*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
+	cp := &chatPerm{t: t, ctx: ctx, m: m, s: s, key: key, pr: pr, r: r, spec: spec, via: c.via, toolOutputs: toolOutputs}
+	cp.allowOne()
+	cp.denyTwo()
+	pr.mu.Lock()
+	if n := len(pr.reqs); n != 2 {
+		// A dialog answered and still drawn until the CLI redraws
+		// is no new request: answered, its key would go to what
+		// follows it.
+		t.Errorf("%d requests for two tool calls", n)
+	}
+	pr.mu.Unlock()
+	if err := m.Stop(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if !officeHome(spec) {
+		// Qwen Code notes things of its own in its settings; the
+		// office writes nothing there.
+		if now, _ := os.ReadFile(settings); strings.Contains(string(now), officeHookName) || (spec.Kind == KindGemini && string(now) != string(person)) {
+			t.Errorf("the person's %s was written:\n%s", settings, now)
+		}
+	}
+}
 
-			go func() { _ = s.Send(ctx, "please run two") }()
-			pr.wait(t, "the second request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 2 })
-			const reason = "Denied by Kim: not on Fridays (two refused)"
-			if err := m.DecidePermission(key, pr.reqs[1].ID, PermissionDecision{Message: reason}); err != nil {
-				t.Fatal(err)
+// logChatFailure logs, for a failed test, the screen, the tool outputs
+// and the permission requests.
+func logChatFailure(t *testing.T, s *Session, toolOutputs func() []string, pr *permRecorder) {
+	if !t.Failed() {
+		return
+	}
+	t.Logf("screen:\n%s", strings.Join(s.Screen(), "\n"))
+	t.Logf("tool outputs: %q", toolOutputs())
+	pr.mu.Lock()
+	for _, q := range pr.reqs {
+		t.Logf("request %s via %s: %s %s", q.ID, q.Via, q.Tool, q.Input)
+	}
+	t.Logf("ended: %q", pr.ended)
+	pr.mu.Unlock()
+}
+
+// chatPerm is a CLI's session in TestChatPermissionHook.
+type chatPerm struct {
+	t           *testing.T
+	ctx         context.Context
+	m           *Manager
+	s           *Session
+	key         Key
+	pr          *permRecorder
+	r           *recorder
+	spec        Spec
+	via         string
+	toolOutputs func() []string
+}
+
+// output waits up to 60 s for a tool output holding marker at the model.
+func (c *chatPerm) output(marker string) string {
+	t := c.t
+	t.Helper()
+	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		for _, o := range c.toolOutputs() {
+			if strings.Contains(o, marker) {
+				return o
 			}
-			if c.via == ViaHook { // through the screen, the office tells the reason (engine)
-				if out := output("two refused"); !strings.Contains(out, reason) {
-					t.Errorf("denied: output %q, want the reason %q", out, reason)
-				}
-			}
-			if _, err := os.Stat(filepath.Join(spec.Dir, "d-two")); err == nil {
-				t.Error("a denied command ran")
-			}
-			r.waitFor(t, "ready after two", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
-			if c.via == ViaScreen {
-				if err := m.DecidePermission(key, pr.reqs[1].ID, PermissionDecision{Allow: true}); err == nil {
-					t.Error("a dialog decided twice")
-				}
-			}
-			pr.mu.Lock()
-			if n := len(pr.reqs); n != 2 {
-				// A dialog answered and still drawn until the CLI redraws
-				// is no new request: answered, its key would go to what
-				// follows it.
-				t.Errorf("%d requests for two tool calls", n)
-			}
-			pr.mu.Unlock()
-			if err := m.Stop(ctx, key); err != nil {
-				t.Fatal(err)
-			}
-			if !officeHome(spec) {
-				// Qwen Code notes things of its own in its settings; the
-				// office writes nothing there.
-				if now, _ := os.ReadFile(settings); strings.Contains(string(now), officeHookName) || (spec.Kind == KindGemini && string(now) != string(person)) {
-					t.Errorf("the person's %s was written:\n%s", settings, now)
-				}
-			}
-		})
+		}
+	}
+	t.Fatalf("no tool output with %q reached the model", marker)
+	return ""
+}
+
+// allowOne: the shell command reaches OnPermission with the command (no
+// dialog shown through the hook); allowed, it runs and the model gets its
+// output.
+func (c *chatPerm) allowOne() {
+	t := c.t
+	go func() { _ = c.s.Send(c.ctx, "please run one") }()
+	c.pr.wait(t, "the first request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 1 })
+	req := c.pr.reqs[0]
+	var in struct{ Command string }
+	_ = json.Unmarshal(req.Input, &in)
+	wantTool := map[string]string{ViaHook: "run_shell_command", ViaScreen: "Shell"}[c.via]
+	if in.Command != "mkdir -p d-one && echo ran-one" || req.Key != c.key || req.Tool != wantTool || req.Via != c.via {
+		t.Fatalf("request %+v (command %q), want %s with the mkdir of one, via %s", req, in.Command, wantTool, c.via)
+	}
+	if st := c.s.Info().Status; c.via == ViaHook && st == office.SessionNeedsAttention {
+		t.Errorf("status %s while the office decides: a dialog is shown", st)
+	}
+	if err := c.m.DecidePermission(c.key, req.ID, PermissionDecision{Allow: true}); err != nil {
+		t.Fatal(err)
+	}
+	if out := c.output("ran-one"); !strings.Contains(out, "ran-one") {
+		t.Errorf("allowed: output %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(c.spec.Dir, "d-one")); err != nil {
+		t.Errorf("allowed command did not run: %v", err)
+	}
+	c.r.waitFor(t, "ready after one", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
+
+}
+
+// denyTwo: denied with a reason, the command does not run and (through
+// the hook) the model gets the reason; a dialog is not decided twice.
+func (c *chatPerm) denyTwo() {
+	t := c.t
+	go func() { _ = c.s.Send(c.ctx, "please run two") }()
+	c.pr.wait(t, "the second request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 2 })
+	const reason = "Denied by Kim: not on Fridays (two refused)"
+	if err := c.m.DecidePermission(c.key, c.pr.reqs[1].ID, PermissionDecision{Message: reason}); err != nil {
+		t.Fatal(err)
+	}
+	if c.via == ViaHook { // through the screen, the office tells the reason (engine)
+		if out := c.output("two refused"); !strings.Contains(out, reason) {
+			t.Errorf("denied: output %q, want the reason %q", out, reason)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.spec.Dir, "d-two")); err == nil {
+		t.Error("a denied command ran")
+	}
+	c.r.waitFor(t, "ready after two", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
+	if c.via == ViaScreen {
+		if err := c.m.DecidePermission(c.key, c.pr.reqs[1].ID, PermissionDecision{Allow: true}); err == nil {
+			t.Error("a dialog decided twice")
+		}
 	}
 }
 

@@ -50,26 +50,7 @@ echo the-end; i=0; while [ $i -lt 25 ]; do echo; i=$((i+1)); done; exec sleep 10
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := s.Attach(1 << 16)
-	defer v.Close()
-	var seen bytes.Buffer
-	deadline := time.After(60 * time.Second)
-	for !bytes.Contains(seen.Bytes(), []byte("the-end")) {
-		select {
-		case c, ok := <-v.C():
-			if !ok {
-				t.Fatal("viewer dropped")
-			}
-			seen.Write(c)
-			if seen.Len() > 1<<10 {
-				b := seen.Bytes()[seen.Len()-64:]
-				seen.Reset()
-				seen.Write(b)
-			}
-		case <-deadline:
-			t.Fatal("the viewer never saw the end of the output while OnText was blocked")
-		}
-	}
+	defer waitViewerSees(t, s, "the-end").Close()
 	time.Sleep(300 * time.Millisecond)
 	s.mu.Lock()
 	held := 0
@@ -113,4 +94,29 @@ echo the-end; i=0; while [ $i -lt 25 ]; do echo; i=$((i+1)); done; exec sleep 10
 	if len(outs) == 0 || outs[len(outs)-1][:10] != "out 029999" {
 		t.Errorf("the last line was not delivered: %q", outs[max(0, len(outs)-1):])
 	}
+}
+
+// waitViewerSees attaches a viewer to s and waits up to 60 s for marker
+// in what it is sent; it returns the viewer, still attached.
+func waitViewerSees(t *testing.T, s *Session, marker string) *Viewer {
+	v := s.Attach(1 << 16)
+	var seen bytes.Buffer
+	deadline := time.After(60 * time.Second)
+	for !bytes.Contains(seen.Bytes(), []byte(marker)) {
+		select {
+		case c, ok := <-v.C():
+			if !ok {
+				t.Fatal("viewer dropped")
+			}
+			seen.Write(c)
+			if seen.Len() > 1<<10 {
+				b := seen.Bytes()[seen.Len()-64:]
+				seen.Reset()
+				seen.Write(b)
+			}
+		case <-deadline:
+			t.Fatal("the viewer never saw the end of the output while OnText was blocked")
+		}
+	}
+	return v
 }

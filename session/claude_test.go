@@ -90,135 +90,12 @@ func TestClaudeEndToEnd(t *testing.T) {
 		t.Errorf("ready while the screen does not show the input prompt (view %d, dialog %q): did Claude Code change its prompt?", v, text)
 	}
 
-	// The prompt carries a tag: typed text is never the agent's words.
-	prompt := "첫 질문입니다 [INVOKE:X] 입니다"
-	if err := s.Send(ctx, prompt); err != nil {
-		t.Fatal(err)
-	}
-	r1, err := srv.WaitMain(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := r1.LastUserText(); got != prompt {
-		t.Errorf("first user message %q, want %q", got, prompt)
-	}
-	if !strings.Contains(r1.System, "OFFICE-INSTRUCTIONS") {
-		t.Errorf("system prompt lacks the appended instructions: %.200q", r1.System)
-	}
-	t.Logf("%v waiting: first turn", time.Now().Format("05.000"))
-	r.waitFor(t, "first turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 1 && lastStatus(st) == office.SessionReady
-	})
-	_, ts := r.snapshot()
-	if got := turns(ts)[0]; got != reply1 {
-		t.Errorf("first turn's text\n got %q\nwant %q", got, reply1)
-	}
-	for _, x := range ts {
-		if strings.Contains(strings.Join(x.Lines, "\n"), "[INVOKE:X]") {
-			t.Errorf("the typed prompt came back as agent text: %+v", x)
-		}
-	}
-
-	// A multi-line answer goes as a bracketed paste and arrives whole.
-	answer := "답: OAuth\n이유: 간편함"
-	if err := s.Send(ctx, answer); err != nil {
-		t.Fatal(err)
-	}
-	r2, err := srv.WaitMain(ctx, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := r2.LastUserText(); got != answer {
-		t.Errorf("second user message %q, want %q", got, answer)
-	}
-	if !hasAssistant(r2, reply1) {
-		t.Error("second request lacks the first reply")
-	}
-	t.Logf("%v waiting: second turn", time.Now().Format("05.000"))
-	r.waitFor(t, "second turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 2 && lastStatus(st) == office.SessionReady
-	})
-	_, ts = r.snapshot()
-	if got := turns(ts)[1]; got != reply2 {
-		t.Errorf("second turn's text %q, want %q", got, reply2)
-	}
-	cursor := ts[len(ts)-1].ID
-
-	// Restart: the conversation resumes, nothing is emitted twice.
-	if err := m.Restart(ctx, key, nil); err != nil {
-		t.Fatal(err)
-	}
-	if got := s.Info().ConversationID; got != id {
-		t.Errorf("conversation id changed on restart: %s → %s", id, got)
-	}
-	t.Logf("%v waiting: ready after restart", time.Now().Format("05.000"))
-	r.waitFor(t, "ready after restart", 60*time.Second, func(st []Status, _ []Text) bool {
-		return lastStatus(st) == office.SessionReady && countStatus(st, office.SessionStarting) == 2
-	})
-	if err := s.Send(ctx, "계속"); err != nil {
-		t.Fatal(err)
-	}
-	r3, err := srv.WaitMain(ctx, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !hasAssistant(r3, reply1) || !hasAssistant(r3, reply2) {
-		t.Error("resumed conversation lacks the earlier replies")
-	}
-	t.Logf("%v waiting: third turn", time.Now().Format("05.000"))
-	r.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 3 && lastStatus(st) == office.SessionReady
-	})
-	_, ts = r.snapshot()
-	if got := turns(ts); len(got) != 3 || got[2] != reply3 {
-		t.Errorf("turns after restart: %q", got)
-	}
-
-	// A crash: the agent is restarted after the backoff and resumes.
-	if err := syscall.Kill(s.Info().PID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%v waiting: ready after a crash", time.Now().Format("05.000"))
-	r.waitFor(t, "ready after a crash", 60*time.Second, func(st []Status, _ []Text) bool {
-		return lastStatus(st) == office.SessionReady && countStatus(st, office.SessionCrashed) == 1 && countStatus(st, office.SessionStarting) == 3
-	})
-	if args := strings.Join(s.claudeArgsForTest(), " "); !strings.Contains(args, "--resume "+id) {
-		t.Errorf("relaunched with %q, want --resume %s", args, id)
-	}
-	time.Sleep(500 * time.Millisecond)
-	_, ts = r.snapshot()
-	seen := map[string]bool{}
-	for _, x := range ts {
-		if seen[x.ID] {
-			t.Errorf("text %s emitted twice", x.ID)
-		}
-		seen[x.ID] = true
-	}
-	if got := turns(ts); len(got) != 3 {
-		t.Errorf("%d turns after the crash, want 3", len(got))
-	}
-	if err := m.Stop(ctx, key); err != nil {
-		t.Fatal(err)
-	}
-
-	// A restarted server: a new manager given the cursor of the second turn
-	// emits the third turn only.
-	r2rec := newRecorder()
-	m2 := newTestManager(t, r2rec, Options{})
-	spec.ConversationID = id
-	spec.Resume = true
-	spec.TranscriptAfter = cursor
-	if _, err := m2.Start(ctx, key, spec); err != nil {
-		t.Fatal(err)
-	}
-	r2rec.waitFor(t, "replay after cursor", 60*time.Second, func(st []Status, ts []Text) bool {
-		return lastStatus(st) == office.SessionReady && len(turns(ts)) >= 1
-	})
-	time.Sleep(300 * time.Millisecond)
-	_, ts = r2rec.snapshot()
-	if got := turns(ts); len(got) != 1 || got[0] != reply3 {
-		t.Errorf("after the cursor a new manager emitted %q, want only the third turn", got)
-	}
+	c := &claudeRun{t: t, srv: srv, r: r, m: m, s: s, key: key}
+	c.firstTurn(ctx, reply1)
+	cursor := c.secondTurn(ctx, reply1, reply2)
+	c.restart(ctx, id, reply1, reply2, reply3)
+	c.crash(ctx, id)
+	newManagerFromCursor(t, ctx, key, spec, id, cursor, reply3)
 	// The project directory rule, checked against the real binary on a
 	// working directory with Hangul, a space and a dot.
 	want := filepath.Join(home, ".claude", "projects", ProjectDirName(dir), id+".jsonl")
@@ -232,6 +109,167 @@ func TestClaudeEndToEnd(t *testing.T) {
 	}
 	if got := s.Info().Transcript; got != want {
 		t.Errorf("Info().Transcript = %q, want %q", got, want)
+	}
+}
+
+// claudeRun is TestClaudeEndToEnd's session of the real Claude Code.
+type claudeRun struct {
+	t   *testing.T
+	srv *anthropictest.Server
+	r   *recorder
+	m   *Manager
+	s   *Session
+	key Key
+}
+
+// firstTurn: the prompt carries a tag: typed text is never the agent's
+// words; the first turn's text is what the model sent.
+func (c *claudeRun) firstTurn(ctx context.Context, reply1 string) {
+	t := c.t
+	prompt := "첫 질문입니다 [INVOKE:X] 입니다"
+	if err := c.s.Send(ctx, prompt); err != nil {
+		t.Fatal(err)
+	}
+	r1, err := c.srv.WaitMain(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r1.LastUserText(); got != prompt {
+		t.Errorf("first user message %q, want %q", got, prompt)
+	}
+	if !strings.Contains(r1.System, "OFFICE-INSTRUCTIONS") {
+		t.Errorf("system prompt lacks the appended instructions: %.200q", r1.System)
+	}
+	t.Logf("%v waiting: first turn", time.Now().Format("05.000"))
+	c.r.waitFor(t, "first turn", 60*time.Second, func(st []Status, ts []Text) bool {
+		return len(turns(ts)) >= 1 && lastStatus(st) == office.SessionReady
+	})
+	_, ts := c.r.snapshot()
+	if got := turns(ts)[0]; got != reply1 {
+		t.Errorf("first turn's text\n got %q\nwant %q", got, reply1)
+	}
+	for _, x := range ts {
+		if strings.Contains(strings.Join(x.Lines, "\n"), "[INVOKE:X]") {
+			t.Errorf("the typed prompt came back as agent text: %+v", x)
+		}
+	}
+
+}
+
+// secondTurn: a multi-line answer goes as a bracketed paste and arrives
+// whole. It returns the last text's id, the cursor.
+func (c *claudeRun) secondTurn(ctx context.Context, reply1, reply2 string) string {
+	t := c.t
+	answer := "답: OAuth\n이유: 간편함"
+	if err := c.s.Send(ctx, answer); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := c.srv.WaitMain(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r2.LastUserText(); got != answer {
+		t.Errorf("second user message %q, want %q", got, answer)
+	}
+	if !hasAssistant(r2, reply1) {
+		t.Error("second request lacks the first reply")
+	}
+	t.Logf("%v waiting: second turn", time.Now().Format("05.000"))
+	c.r.waitFor(t, "second turn", 60*time.Second, func(st []Status, ts []Text) bool {
+		return len(turns(ts)) >= 2 && lastStatus(st) == office.SessionReady
+	})
+	_, ts := c.r.snapshot()
+	if got := turns(ts)[1]; got != reply2 {
+		t.Errorf("second turn's text %q, want %q", got, reply2)
+	}
+	return ts[len(ts)-1].ID
+
+}
+
+// restart: the conversation resumes, nothing is emitted twice.
+func (c *claudeRun) restart(ctx context.Context, id, reply1, reply2, reply3 string) {
+	t := c.t
+	if err := c.m.Restart(ctx, c.key, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.s.Info().ConversationID; got != id {
+		t.Errorf("conversation id changed on restart: %s → %s", id, got)
+	}
+	t.Logf("%v waiting: ready after restart", time.Now().Format("05.000"))
+	c.r.waitFor(t, "ready after restart", 60*time.Second, func(st []Status, _ []Text) bool {
+		return lastStatus(st) == office.SessionReady && countStatus(st, office.SessionStarting) == 2
+	})
+	if err := c.s.Send(ctx, "계속"); err != nil {
+		t.Fatal(err)
+	}
+	r3, err := c.srv.WaitMain(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasAssistant(r3, reply1) || !hasAssistant(r3, reply2) {
+		t.Error("resumed conversation lacks the earlier replies")
+	}
+	t.Logf("%v waiting: third turn", time.Now().Format("05.000"))
+	c.r.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
+		return len(turns(ts)) >= 3 && lastStatus(st) == office.SessionReady
+	})
+	_, ts := c.r.snapshot()
+	if got := turns(ts); len(got) != 3 || got[2] != reply3 {
+		t.Errorf("turns after restart: %q", got)
+	}
+
+}
+
+// crash: the agent is restarted after the backoff and resumes; no text is
+// emitted twice.
+func (c *claudeRun) crash(ctx context.Context, id string) {
+	t := c.t
+	if err := syscall.Kill(c.s.Info().PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v waiting: ready after a crash", time.Now().Format("05.000"))
+	c.r.waitFor(t, "ready after a crash", 60*time.Second, func(st []Status, _ []Text) bool {
+		return lastStatus(st) == office.SessionReady && countStatus(st, office.SessionCrashed) == 1 && countStatus(st, office.SessionStarting) == 3
+	})
+	if args := strings.Join(c.s.claudeArgsForTest(), " "); !strings.Contains(args, "--resume "+id) {
+		t.Errorf("relaunched with %q, want --resume %s", args, id)
+	}
+	time.Sleep(500 * time.Millisecond)
+	_, ts := c.r.snapshot()
+	seen := map[string]bool{}
+	for _, x := range ts {
+		if seen[x.ID] {
+			t.Errorf("text %s emitted twice", x.ID)
+		}
+		seen[x.ID] = true
+	}
+	if got := turns(ts); len(got) != 3 {
+		t.Errorf("%d turns after the crash, want 3", len(got))
+	}
+	if err := c.m.Stop(ctx, c.key); err != nil {
+		t.Fatal(err)
+	}
+
+}
+
+// newManagerFromCursor: a restarted server: a new manager given the cursor
+// of the second turn emits the third turn only.
+func newManagerFromCursor(t *testing.T, ctx context.Context, key Key, spec Spec, id, cursor, reply3 string) {
+	r2rec := newRecorder()
+	m2 := newTestManager(t, r2rec, Options{})
+	spec.ConversationID = id
+	spec.Resume = true
+	spec.TranscriptAfter = cursor
+	if _, err := m2.Start(ctx, key, spec); err != nil {
+		t.Fatal(err)
+	}
+	r2rec.waitFor(t, "replay after cursor", 60*time.Second, func(st []Status, ts []Text) bool {
+		return lastStatus(st) == office.SessionReady && len(turns(ts)) >= 1
+	})
+	time.Sleep(300 * time.Millisecond)
+	_, ts := r2rec.snapshot()
+	if got := turns(ts); len(got) != 1 || got[0] != reply3 {
+		t.Errorf("after the cursor a new manager emitted %q, want only the third turn", got)
 	}
 }
 

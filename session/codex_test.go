@@ -13,7 +13,6 @@ import (
 	"github.com/office-server/office-server/internal/openaitest"
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/office"
-	"github.com/office-server/office-server/protocol"
 )
 
 // TestCodexEndToEnd drives the real Codex CLI (0.169.0, from npm) against a
@@ -32,33 +31,9 @@ func TestCodexEndToEnd(t *testing.T) {
 	srv := openaitest.New(t)
 	home := t.TempDir()
 	dir := filepath.Join(t.TempDir(), "work")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// A new user's HOME: only their provider settings. The folder is a
-	// git checkout, where Codex asks whether to trust it; the office
-	// trusts it for the agent without writing the person's config.toml.
-	testenv.GitInit(t, dir)
-	if err := srv.PrepareCodex(home); err != nil {
-		t.Fatal(err)
-	}
-	config := testenv.ReadPersonFile(t, filepath.Join(home, ".codex", "config.toml"))
-	agentsMD := filepath.Join(home, ".codex", "AGENTS.md")
-	if err := os.WriteFile(agentsMD, []byte("USER-NOTE: 사람이 쓴 지시입니다.\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	agentsFile := testenv.ReadPersonFile(t, agentsMD)
+	config, agentsFile := prepCodexHome(t, srv, home, dir)
 
-	var b strings.Builder
-	b.WriteString("긴 답변입니다.\n")
-	for i := 1; i <= 60; i++ {
-		b.WriteString("줄 " + strings.Repeat("가", i%7+1) + " — a line of a long reply.\n")
-	}
-	b.WriteString("[ASK_USER]\n질문: 배포를 진행할까요?\n타입: confirmation\n[/ASK_USER]\n")
-	for i := 1; i <= 30; i++ {
-		b.WriteString("뒤 줄 — more of the long reply.\n")
-	}
-	reply1 := b.String() + "끝."
+	reply1 := codexLongReply()
 	reply2 := "알겠습니다.\n[RESULT] 완료"
 	reply3 := "다시 왔습니다."
 	srv.Enqueue(openaitest.Response{Text: reply1, Delay: 2 * time.Millisecond}, openaitest.Response{Text: reply2}, openaitest.Response{Text: reply3})
@@ -102,29 +77,10 @@ func TestCodexEndToEnd(t *testing.T) {
 	if got := turns(ts)[0]; got != reply1 {
 		t.Errorf("first turn's text differs from the reply:\n got %.300q\nwant %.300q", got, reply1)
 	}
-	var asks int
-	p := protocol.NewParser(protocol.Options{})
-	for _, x := range ts {
-		if x.Source != FromTranscript {
-			t.Errorf("text %s from %v, want the rollout", x.ID, x.Source)
-		}
-		var msgs []protocol.Message
-		for _, l := range x.Lines {
-			msgs = append(msgs, p.Feed(l)...)
-		}
-		if x.TurnEnd {
-			msgs = append(msgs, p.Flush()...)
-		}
-		for _, m := range msgs {
-			if m.Kind == protocol.KindAskUser {
-				asks++
-			}
-		}
-	}
-	if asks != 1 {
+	checkFromRollout(t, ts)
+	if asks := countAsks(ts); asks != 1 {
 		t.Errorf("%d ASK_USER messages from a long reply with one, want 1", asks)
 	}
-
 	if err := s.Send(ctx, "네, 진행하세요"); err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +92,80 @@ func TestCodexEndToEnd(t *testing.T) {
 		t.Errorf("conversation id in Info %q, want Codex's own", id)
 	}
 
+	codexResume(t, ctx, r, m, s, srv, key, r1, reply2, reply3)
+	if got := s.Info().ConversationID; got != id {
+		t.Errorf("conversation id changed on restart: %s → %s", id, got)
+	}
+	checkEntersOnEcho(t, s)
+	if err := m.Stop(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	config.Kept(t, "[projects", "trust_level", "check_for_update")
+	// Nothing Codex started outlives the agent (its shared app server
+	// would, without --no-daemon).
+	checkNoneLeft(t, home)
+}
+
+// checkNoneLeft: for 3 s, no process mentions home.
+func checkNoneLeft(t *testing.T, home string) {
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if left := processesUnder(t, home); len(left) > 0 {
+			t.Errorf("processes left running from the agent's HOME: %q", left)
+			break
+		}
+	}
+}
+
+// prepCodexHome makes home a new user's HOME: only their provider
+// settings, and an AGENTS.md of their own; dir is a git checkout, where
+// Codex asks whether to trust it (the office trusts it for the agent
+// without writing the person's config.toml). It returns both files as
+// the person wrote them.
+func prepCodexHome(t *testing.T, srv *openaitest.Server, home, dir string) (testenv.PersonFile, testenv.PersonFile) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testenv.GitInit(t, dir)
+	if err := srv.PrepareCodex(home); err != nil {
+		t.Fatal(err)
+	}
+	config := testenv.ReadPersonFile(t, filepath.Join(home, ".codex", "config.toml"))
+	agentsMD := filepath.Join(home, ".codex", "AGENTS.md")
+	if err := os.WriteFile(agentsMD, []byte("USER-NOTE: 사람이 쓴 지시입니다.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agentsFile := testenv.ReadPersonFile(t, agentsMD)
+	return config, agentsFile
+}
+
+// codexLongReply is a reply far taller than the terminal with one
+// [ASK_USER] in its middle.
+func codexLongReply() string {
+	var b strings.Builder
+	b.WriteString("긴 답변입니다.\n")
+	for i := 1; i <= 60; i++ {
+		b.WriteString("줄 " + strings.Repeat("가", i%7+1) + " — a line of a long reply.\n")
+	}
+	b.WriteString("[ASK_USER]\n질문: 배포를 진행할까요?\n타입: confirmation\n[/ASK_USER]\n")
+	for i := 1; i <= 30; i++ {
+		b.WriteString("뒤 줄 — more of the long reply.\n")
+	}
+	return b.String() + "끝."
+}
+
+// checkFromRollout: each text came from the rollout.
+func checkFromRollout(t *testing.T, ts []Text) {
+	for _, x := range ts {
+		if x.Source != FromTranscript {
+			t.Errorf("text %s from %v, want the rollout", x.ID, x.Source)
+		}
+	}
+}
+
+// codexResume: a restart resumes the conversation: the next request holds
+// the earlier replies and the office's instructions once (as the first
+// did), and nothing is emitted twice.
+func codexResume(t *testing.T, ctx context.Context, r *recorder, m *Manager, s *Session, srv *openaitest.Server, key Key, r1 openaitest.Request, reply2, reply3 string) {
 	if err := m.Restart(ctx, key, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -161,32 +191,21 @@ func TestCodexEndToEnd(t *testing.T) {
 	r.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
 		return len(turns(ts)) >= 3 && lastStatus(st) == office.SessionReady
 	})
-	_, ts = r.snapshot()
+	_, ts := r.snapshot()
+	checkNoTextTwice(t, ts)
+	if got := turns(ts); len(got) != 3 || got[1] != reply2 || got[2] != reply3 {
+		t.Errorf("turns: %q", got)
+	}
+}
+
+// checkNoTextTwice: no text id was emitted twice.
+func checkNoTextTwice(t *testing.T, ts []Text) {
 	seen := map[string]bool{}
 	for _, x := range ts {
 		if seen[x.ID] {
 			t.Errorf("text %s emitted twice", x.ID)
 		}
 		seen[x.ID] = true
-	}
-	if got := turns(ts); len(got) != 3 || got[1] != reply2 || got[2] != reply3 {
-		t.Errorf("turns: %q", got)
-	}
-	if got := s.Info().ConversationID; got != id {
-		t.Errorf("conversation id changed on restart: %s → %s", id, got)
-	}
-	checkEntersOnEcho(t, s)
-	if err := m.Stop(ctx, key); err != nil {
-		t.Fatal(err)
-	}
-	config.Kept(t, "[projects", "trust_level", "check_for_update")
-	// Nothing Codex started outlives the agent (its shared app server
-	// would, without --no-daemon).
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		if left := processesUnder(t, home); len(left) > 0 {
-			t.Errorf("processes left running from the agent's HOME: %q", left)
-			break
-		}
 	}
 }
 
@@ -306,19 +325,7 @@ func TestCodexPermissionHook(t *testing.T) {
 	checkGoroutines(t)
 	srv := openaitest.New(t)
 	home, dir := cliDirs(t, srv.PrepareCodex)
-	srv.Reply(func(r openaitest.Request) openaitest.Response {
-		if outs := r.FunctionOutputs(); lastInputType(r.Body) == "function_call_output" {
-			return openaitest.Response{Text: "tool said: " + outs[len(outs)-1]}
-		}
-		u := r.LastUserText()
-		for _, c := range []string{"one", "two"} {
-			if strings.Contains(u, "run "+c) {
-				args, _ := json.Marshal(map[string]any{"cmd": "mkdir -p d-" + c + " && echo ran-" + c, "justification": "say " + c, "sandbox_permissions": "require_escalated"})
-				return openaitest.Response{Calls: []openaitest.Call{{Name: "exec_command", Arguments: string(args)}}}
-			}
-		}
-		return openaitest.Response{Text: "OK"}
-	})
+	srv.Reply(execModel)
 	pr := &permRecorder{poke: make(chan struct{}, 1)}
 	r := newRecorder()
 	self, err := os.Executable()
@@ -345,20 +352,7 @@ func TestCodexPermissionHook(t *testing.T) {
 		}
 	}()
 	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
-	output := func(marker string) string {
-		t.Helper()
-		for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			for _, rq := range srv.MainRequests() {
-				for _, o := range rq.FunctionOutputs() {
-					if strings.Contains(o, marker) {
-						return o
-					}
-				}
-			}
-		}
-		t.Fatalf("no function output with %q reached the model", marker)
-		return ""
-	}
+	output := func(marker string) string { t.Helper(); return functionOutput(t, srv, marker) }
 
 	go func() { _ = s.Send(ctx, "please run one") }()
 	pr.wait(t, "the first request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 1 })
@@ -396,6 +390,39 @@ func TestCodexPermissionHook(t *testing.T) {
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// execModel asks, on "run <n>", to run a command outside the sandbox
+// making d-<n> and echoing ran-<n>; given its output, it repeats it.
+func execModel(r openaitest.Request) openaitest.Response {
+	if outs := r.FunctionOutputs(); lastInputType(r.Body) == "function_call_output" {
+		return openaitest.Response{Text: "tool said: " + outs[len(outs)-1]}
+	}
+	u := r.LastUserText()
+	for _, c := range []string{"one", "two"} {
+		if strings.Contains(u, "run "+c) {
+			args, _ := json.Marshal(map[string]any{"cmd": "mkdir -p d-" + c + " && echo ran-" + c, "justification": "say " + c, "sandbox_permissions": "require_escalated"})
+			return openaitest.Response{Calls: []openaitest.Call{{Name: "exec_command", Arguments: string(args)}}}
+		}
+	}
+	return openaitest.Response{Text: "OK"}
+}
+
+// functionOutput waits up to 60 s for a function output holding marker at
+// the model.
+func functionOutput(t *testing.T, srv *openaitest.Server, marker string) string {
+	t.Helper()
+	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		for _, rq := range srv.MainRequests() {
+			for _, o := range rq.FunctionOutputs() {
+				if strings.Contains(o, marker) {
+					return o
+				}
+			}
+		}
+	}
+	t.Fatalf("no function output with %q reached the model", marker)
+	return ""
 }
 
 // lastInputType is the type of the last input item of a Responses API

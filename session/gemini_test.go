@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,36 +31,12 @@ func TestGeminiEndToEnd(t *testing.T) {
 	bin := testenv.CLIBin(t, "gemini")
 	checkGoroutines(t)
 	srv := geminitest.New(t)
-	home := t.TempDir()
-	dir := filepath.Join(t.TempDir(), "work")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// A new user's HOME: only their API-key settings; no folder trust
-	// (the office trusts the agent's folder without writing there).
-	if err := geminitest.Prepare(home); err != nil {
-		t.Fatal(err)
-	}
-	settings := testenv.ReadPersonFile(t, filepath.Join(home, ".gemini", "settings.json"))
-	md := filepath.Join(home, ".gemini", "GEMINI.md")
-	if err := os.WriteFile(md, []byte("USER-NOTE: 사람이 쓴 지시입니다.\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	b.WriteString("긴 답변입니다.\n")
-	for i := 1; i <= 60; i++ {
-		fmt.Fprintf(&b, "줄 %d %s — line %d of a long reply (%d).\n", i, strings.Repeat("가", i%7+1), i, i*i)
-	}
-	b.WriteString("[ASK_USER]\n질문: 배포를 진행할까요?\n타입: confirmation\n[/ASK_USER]\n")
-	for i := 1; i <= 30; i++ {
-		fmt.Fprintf(&b, "뒤 줄 %d — more of the long reply, %d.\n", i, i*7)
-	}
-	reply1 := b.String() + "끝."
-	reply2 := "알겠습니다.\n[RESULT] 완료"
+	home, dir := t.TempDir(), filepath.Join(t.TempDir(), "work")
+	settings, md := prepGeminiHome(t, home, dir)
+	reply1, reply2 := longRepaintedReply(), "알겠습니다.\n[RESULT] 완료"
 	srv.Enqueue(geminitest.Response{Text: reply1, Delay: 5 * time.Millisecond}, geminitest.Response{Text: reply2},
 		geminitest.Response{Calls: []geminitest.Call{{Name: "run_shell_command", Args: map[string]any{"command": "mkdir -p made-by-agent && echo office-perm-ok", "description": "make a folder"}}}},
 		geminitest.Response{Text: "명령을 실행했습니다."})
-
 	r := newRecorder()
 	m := newTestManager(t, r, Options{StopGrace: 2 * time.Second, RestartBackoff: 100 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
@@ -88,44 +63,22 @@ func TestGeminiEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r1.Has("OFFICE-INSTRUCTIONS") || !r1.Has("USER-NOTE") {
-		t.Errorf("first request: office instructions %v, the person's note %v; want both", r1.Has("OFFICE-INSTRUCTIONS"), r1.Has("USER-NOTE"))
-	}
-	if got, _ := os.ReadFile(md); !strings.Contains(string(got), "USER-NOTE") {
-		t.Errorf("GEMINI.md lost what the person wrote:\n%s", got)
-	}
+	checkPersonNote(t, r1.Has, md)
 	r.waitFor(t, "first turn", 90*time.Second, func(st []Status, ts []Text) bool {
 		return len(turns(ts)) >= 1 && lastStatus(st) == office.SessionReady
 	})
 	_, ts := r.snapshot()
-	if got := turns(ts)[0]; got != reply1 {
-		t.Errorf("first turn's text differs from the reply:\n got %.300q\nwant %.300q", got, reply1)
-		rec, _ := os.ReadFile(s.Info().Transcript)
-		t.Logf("chat recording:\n%.4000s", rec)
-	}
-	if asks := countAsks(ts); asks != 1 {
-		t.Errorf("%d ASK_USER messages from a long repainted reply with one, want 1", asks)
-	}
+	checkLongTurn(t, s, ts, reply1)
 	if s.Info().ConversationID != spec.ConversationID {
 		t.Errorf("conversation id %q, want the office's %q", s.Info().ConversationID, spec.ConversationID)
 	}
-
 	if err := s.Send(ctx, "네, 진행하세요"); err != nil {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "second turn", 60*time.Second, func(st []Status, ts []Text) bool {
 		return len(turns(ts)) >= 2 && lastStatus(st) == office.SessionReady
 	})
-
-	if err := m.Restart(ctx, key, nil); err != nil {
-		t.Fatal(err)
-	}
-	r.waitFor(t, "ready after restart", 90*time.Second, func(st []Status, _ []Text) bool {
-		return lastStatus(st) == office.SessionReady && countStatus(st, office.SessionStarting) == 2
-	})
-	if !s.Info().Resumed {
-		t.Error("restart did not resume the conversation")
-	}
+	restartResumes(t, ctx, r, m, s, key)
 	if err := s.Send(ctx, "echo로 확인해 주세요"); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +89,76 @@ func TestGeminiEndToEnd(t *testing.T) {
 	if !r3.Has("질문: 배포를 진행할까요?") || !r3.Has("[RESULT] 완료") {
 		t.Error("resumed conversation lacks the earlier replies")
 	}
-	// The model asked to run a command: the CLI's approval dialog.
+	approveCommand(t, ctx, r, s, srv, dir)
+	r.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
+		return len(turns(ts)) >= 3 && lastStatus(st) == office.SessionReady
+	})
+	_, ts = r.snapshot()
+	checkTextsOnce(t, ts, "the chat recording")
+	if got := turns(ts); len(got) != 3 || got[1] != reply2 || got[2] != "명령을 실행했습니다." {
+		t.Errorf("turns: %q", got)
+	}
+	settings.Same(t)
+	if _, err := os.Stat(filepath.Join(home, ".gemini", "trustedFolders.json")); err == nil { // the office trusts without writing
+		t.Error("a trust answer was written to ~/.gemini/trustedFolders.json")
+	}
+	checkEntersOnEcho(t, s)
+	if err := m.Stop(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restartResumes: after a restart the session is ready again and resumed
+// its conversation.
+func restartResumes(t *testing.T, ctx context.Context, r *recorder, m *Manager, s *Session, key Key) {
+	if err := m.Restart(ctx, key, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "ready after restart", 90*time.Second, func(st []Status, _ []Text) bool {
+		return lastStatus(st) == office.SessionReady && countStatus(st, office.SessionStarting) == 2
+	})
+	if !s.Info().Resumed {
+		t.Error("restart did not resume the conversation")
+	}
+}
+
+// checkLongTurn: the first turn's text is the long reply as the model
+// sent it, and gives one question.
+func checkLongTurn(t *testing.T, s *Session, ts []Text, reply1 string) {
+	if got := turns(ts)[0]; got != reply1 {
+		t.Errorf("first turn's text differs from the reply:\n got %.300q\nwant %.300q", got, reply1)
+		rec, _ := os.ReadFile(s.Info().Transcript)
+		t.Logf("chat recording:\n%.4000s", rec)
+	}
+	if asks := countAsks(ts); asks != 1 {
+		t.Errorf("%d ASK_USER messages from a long repainted reply with one, want 1", asks)
+	}
+}
+
+// prepGeminiHome makes dir, and home a new user's HOME: only their
+// API-key settings; no folder trust (the office trusts the agent's folder
+// without writing there); and a GEMINI.md of the person's. It returns the
+// settings as the person wrote them and GEMINI.md's path.
+func prepGeminiHome(t *testing.T, home, dir string) (testenv.PersonFile, string) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := geminitest.Prepare(home); err != nil {
+		t.Fatal(err)
+	}
+	settings := testenv.ReadPersonFile(t, filepath.Join(home, ".gemini", "settings.json"))
+	md := filepath.Join(home, ".gemini", "GEMINI.md")
+	if err := os.WriteFile(md, []byte("USER-NOTE: 사람이 쓴 지시입니다.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return settings, md
+}
+
+// approveCommand: the model asked to run a command: the CLI's approval
+// dialog puts the agent in needs_attention with the command in its text;
+// Enter ("Allow once", the first choice) runs it and its output reaches
+// the model.
+func approveCommand(t *testing.T, ctx context.Context, r *recorder, s *Session, srv *geminitest.Server, dir string) {
 	r.waitFor(t, "needs attention", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionNeedsAttention })
 	if d := s.Info().Detail; !strings.Contains(d, "mkdir -p made-by-agent") {
 		t.Errorf("needs_attention detail %q, want the command", d)
@@ -156,10 +178,11 @@ func TestGeminiEndToEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "made-by-agent")); err != nil {
 		t.Errorf("the allowed command did not run: %v", err)
 	}
-	r.waitFor(t, "third turn", 60*time.Second, func(st []Status, ts []Text) bool {
-		return len(turns(ts)) >= 3 && lastStatus(st) == office.SessionReady
-	})
-	_, ts = r.snapshot()
+}
+
+// checkTextsOnce: no text was emitted twice, and each came from the
+// transcript (from names it).
+func checkTextsOnce(t *testing.T, ts []Text, from string) {
 	seen := map[string]bool{}
 	for _, x := range ts {
 		if seen[x.ID] {
@@ -167,19 +190,8 @@ func TestGeminiEndToEnd(t *testing.T) {
 		}
 		seen[x.ID] = true
 		if x.Source != FromTranscript {
-			t.Errorf("text %s from %v, want the chat recording", x.ID, x.Source)
+			t.Errorf("text %s from %v, want %s", x.ID, x.Source, from)
 		}
-	}
-	if got := turns(ts); len(got) != 3 || got[1] != reply2 || got[2] != "명령을 실행했습니다." {
-		t.Errorf("turns: %q", got)
-	}
-	settings.Same(t)
-	if _, err := os.Stat(filepath.Join(home, ".gemini", "trustedFolders.json")); err == nil {
-		t.Error("a trust answer was written to ~/.gemini/trustedFolders.json")
-	}
-	checkEntersOnEcho(t, s)
-	if err := m.Stop(ctx, key); err != nil {
-		t.Fatal(err)
 	}
 }
 

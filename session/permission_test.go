@@ -89,20 +89,7 @@ func TestClaudePermissionHook(t *testing.T) {
 	bin := testenv.ClaudeBin(t)
 	checkGoroutines(t)
 	srv := anthropictest.New(t)
-	srv.Reply(func(r anthropictest.Request) anthropictest.Response {
-		if out, isErr, ok := r.ToolResult(); ok {
-			return anthropictest.Response{Text: "tool said: " + out + map[bool]string{true: " (error)"}[isErr]}
-		}
-		u := r.LastUserText()
-		for _, c := range []string{"one", "two", "three", "four"} {
-			if strings.Contains(u, "run "+c) {
-				return anthropictest.Response{Text: "Running.", ToolUses: []anthropictest.ToolUse{{
-					Name: "Bash", Input: map[string]string{"command": "mkdir -p d-" + c + " && echo ran-" + c, "description": "say " + c},
-				}}}
-			}
-		}
-		return anthropictest.Response{Text: "OK"}
-	})
+	srv.Reply(bashModel)
 	home := t.TempDir()
 	dir := filepath.Join(t.TempDir(), "work")
 	pr := &permRecorder{poke: make(chan struct{}, 1)}
@@ -131,87 +118,150 @@ func TestClaudePermissionHook(t *testing.T) {
 	}()
 	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 
-	toolResult := func(marker string) (string, bool) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for time.Now().Before(deadline) {
-			for _, rq := range srv.MainRequests() {
-				if out, isErr, ok := rq.ToolResult(); ok && strings.Contains(out, marker) {
-					return out, isErr
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("no tool_result with %q reached the model", marker)
-		return "", false
-	}
-	send := func(text string) {
-		t.Helper()
-		go func() { _ = s.Send(ctx, text) }() // returns once received; the turn waits on the hook
-	}
+	c := &permRun{t: t, ctx: ctx, srv: srv, r: r, m: m, s: s, key: key, pr: pr}
+	c.allow()
+	c.deny()
+	c.rule()
+	c.inTerminal()
+}
 
-	// Allow.
-	send("please run one")
-	pr.wait(t, "the first request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 1 })
-	req := pr.reqs[0]
+// bashModel asks, on "run <n>", to run a Bash command making d-<n> and
+// echoing ran-<n>; given a tool's result, it repeats it.
+func bashModel(r anthropictest.Request) anthropictest.Response {
+	if out, isErr, ok := r.ToolResult(); ok {
+		return anthropictest.Response{Text: "tool said: " + out + map[bool]string{true: " (error)"}[isErr]}
+	}
+	u := r.LastUserText()
+	for _, c := range []string{"one", "two", "three", "four"} {
+		if strings.Contains(u, "run "+c) {
+			return anthropictest.Response{Text: "Running.", ToolUses: []anthropictest.ToolUse{{
+				Name: "Bash", Input: map[string]string{"command": "mkdir -p d-" + c + " && echo ran-" + c, "description": "say " + c},
+			}}}
+		}
+	}
+	return anthropictest.Response{Text: "OK"}
+}
+
+// permRun is TestClaudePermissionHook's session and its permission
+// requests.
+type permRun struct {
+	t   *testing.T
+	ctx context.Context
+	srv *anthropictest.Server
+	r   *recorder
+	m   *Manager
+	s   *Session
+	key Key
+	pr  *permRecorder
+}
+
+// toolResult waits up to 60 s for a tool_result with marker at the model.
+func (c *permRun) toolResult(marker string) (string, bool) {
+	t := c.t
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, rq := range c.srv.MainRequests() {
+			if out, isErr, ok := rq.ToolResult(); ok && strings.Contains(out, marker) {
+				return out, isErr
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no tool_result with %q reached the model", marker)
+	return "", false
+}
+
+// send sends text; it returns once received: the turn waits on the hook.
+func (c *permRun) send(text string) {
+	go func() { _ = c.s.Send(c.ctx, text) }()
+}
+
+// allow: the hook gets the tool and its input; allow runs the command and
+// the model gets its output; a second decision fails.
+func (c *permRun) allow() {
+	t := c.t
+	c.send("please run one")
+	c.pr.wait(t, "the first request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 1 })
+	req := c.pr.reqs[0]
 	var in struct{ Command string }
 	_ = json.Unmarshal(req.Input, &in)
-	if req.Tool != "Bash" || in.Command != "mkdir -p d-one && echo ran-one" || req.Key != key || req.ConversationID != s.Info().ConversationID {
-		t.Fatalf("request %+v (command %q), want Bash mkdir of %v in conversation %s", req, in.Command, key, s.Info().ConversationID)
+	if req.Tool != "Bash" || in.Command != "mkdir -p d-one && echo ran-one" || req.Key != c.key || req.ConversationID != c.s.Info().ConversationID {
+		t.Fatalf("request %+v (command %q), want Bash mkdir of %v in conversation %s", req, in.Command, c.key, c.s.Info().ConversationID)
 	}
-	if err := m.DecidePermission(key, req.ID, PermissionDecision{Allow: true}); err != nil {
+	if err := c.m.DecidePermission(c.key, req.ID, PermissionDecision{Allow: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.DecidePermission(key, req.ID, PermissionDecision{Allow: true}); err == nil {
+	if err := c.m.DecidePermission(c.key, req.ID, PermissionDecision{Allow: true}); err == nil {
 		t.Error("a second decision for the same request was accepted")
 	}
-	if out, isErr := toolResult("ran-one"); isErr || strings.TrimSpace(out) != "ran-one" {
+	if out, isErr := c.toolResult("ran-one"); isErr || strings.TrimSpace(out) != "ran-one" {
 		t.Errorf("allowed: tool_result %q (error %v), want the command's output", out, isErr)
 	}
-	r.waitFor(t, "ready after one", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
+	c.r.waitFor(t, "ready after one", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 
-	// Deny with a reason.
-	send("please run two")
-	pr.wait(t, "the second request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 2 })
+}
+
+// deny: deny with a message gives the model an is_error tool_result whose
+// content is exactly the message.
+func (c *permRun) deny() {
+	t := c.t
+	c.send("please run two")
+	c.pr.wait(t, "the second request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 2 })
 	const reason = "Denied by Kim: not on Fridays (ran-two refused)"
-	if err := m.DecidePermission(key, pr.reqs[1].ID, PermissionDecision{Message: reason}); err != nil {
+	if err := c.m.DecidePermission(c.key, c.pr.reqs[1].ID, PermissionDecision{Message: reason}); err != nil {
 		t.Fatal(err)
 	}
-	if out, isErr := toolResult("ran-two refused"); !isErr || out != reason {
+	if out, isErr := c.toolResult("ran-two refused"); !isErr || out != reason {
 		t.Errorf("denied: tool_result %q (error %v), want exactly %q as an error", out, isErr, reason)
 	}
-	r.waitFor(t, "ready after two", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
+	c.r.waitFor(t, "ready after two", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 
-	// An allow rule in the settings: no request at all.
-	send("please run three")
-	if out, isErr := toolResult("ran-three"); isErr || strings.TrimSpace(out) != "ran-three" {
+}
+
+// rule: a rule in Spec.Permissions.Allow runs its command without asking.
+func (c *permRun) rule() {
+	t := c.t
+	c.send("please run three")
+	if out, isErr := c.toolResult("ran-three"); isErr || strings.TrimSpace(out) != "ran-three" {
 		t.Errorf("allowed by rule: tool_result %q (error %v)", out, isErr)
 	}
-	pr.mu.Lock()
-	n := len(pr.reqs)
-	pr.mu.Unlock()
+	c.pr.mu.Lock()
+	n := len(c.pr.reqs)
+	c.pr.mu.Unlock()
 	if n != 2 {
 		t.Errorf("a command allowed by a rule made a request (%d requests, want 2)", n)
 	}
-	r.waitFor(t, "ready after three", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
+	c.r.waitFor(t, "ready after three", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 
-	// Answered in the terminal (Enter: "Yes") while the hook waits.
-	send("please run four")
-	pr.wait(t, "the fourth request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 3 })
-	r.waitFor(t, "the dialog", 30*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionNeedsAttention })
-	if err := s.Input([]byte("\r")); err != nil {
+}
+
+// inTerminal: a dialog answered in the terminal (Enter: "Yes") while the
+// hook waits ends the hook (OnPermissionEnd).
+func (c *permRun) inTerminal() {
+	t := c.t
+	c.send("please run four")
+	c.pr.wait(t, "the fourth request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 3 })
+	c.r.waitFor(t, "the dialog", 30*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionNeedsAttention })
+	if err := c.s.Input([]byte("\r")); err != nil {
 		t.Fatal(err)
 	}
-	if out, _ := toolResult("ran-four"); strings.TrimSpace(out) != "ran-four" {
+	if out, _ := c.toolResult("ran-four"); strings.TrimSpace(out) != "ran-four" {
 		t.Errorf("answered in the terminal: tool_result %q", out)
 	}
-	pr.wait(t, "the hook to end", func(_ []PermissionRequest, ended []string) bool { return len(ended) == 1 })
-	if pr.ended[0] != pr.reqs[2].ID {
-		t.Errorf("ended %v, want the fourth request %s", pr.ended, pr.reqs[2].ID)
+	c.pr.wait(t, "the hook to end", func(_ []PermissionRequest, ended []string) bool { return len(ended) == 1 })
+	if c.pr.ended[0] != c.pr.reqs[2].ID {
+		t.Errorf("ended %v, want the fourth request %s", c.pr.ended, c.pr.reqs[2].ID)
 	}
-	if err := m.DecidePermission(key, pr.reqs[2].ID, PermissionDecision{Allow: true}); err == nil {
+	if err := c.m.DecidePermission(c.key, c.pr.reqs[2].ID, PermissionDecision{Allow: true}); err == nil {
 		t.Error("a decision for a request whose hook ended was accepted")
 	}
+}
+
+// hookResult is how the hook's main ended: exit code and stdout.
+type hookResult struct {
+	code int
+	out  string
 }
 
 // TestPermissionHookProtocol drives the hook's main against a session's
@@ -247,10 +297,6 @@ func TestPermissionHookProtocol(t *testing.T) {
 		code := RunPermissionHook([]string{"permission", ln.path}, strings.NewReader(in), &out, &errb)
 		return code, out.String()
 	}
-	type result struct {
-		code int
-		out  string
-	}
 	for i, c := range []struct {
 		decide *PermissionDecision
 		want   string
@@ -259,10 +305,10 @@ func TestPermissionHookProtocol(t *testing.T) {
 		{&PermissionDecision{Message: "no: \"quoted\""}, `{"hookSpecificOutput":{"decision":{"behavior":"deny","message":"no: \"quoted\""},"hookEventName":"PermissionRequest"}}`},
 		{nil, ""}, // the session ends the request (answered in the terminal)
 	} {
-		done := make(chan result, 1)
+		done := make(chan hookResult, 1)
 		go func() {
 			code, out := run(`{"session_id":"s","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"make"}}`)
-			done <- result{code, out}
+			done <- hookResult{code, out}
 		}()
 		pr.wait(t, "the request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == i+1 })
 		req := pr.reqs[i]
@@ -290,12 +336,17 @@ func TestPermissionHookProtocol(t *testing.T) {
 		t.Error("a decision for another agent's key was accepted")
 	}
 
-	// The session closes (the agent stops) while a request waits: the hook
-	// exits without a decision and the end is reported as not answered.
-	done := make(chan result, 1)
+	closedWhileWaiting(t, pr, ln, run)
+}
+
+// closedWhileWaiting: the session closes (the agent stops) while a
+// request waits: the hook exits without a decision and the end is
+// reported as not answered.
+func closedWhileWaiting(t *testing.T, pr *permRecorder, ln *permListener, run func(string) (int, string)) {
+	done := make(chan hookResult, 1)
 	go func() {
 		code, out := run(`{"tool_name":"Bash","tool_input":{"command":"make"}}`)
-		done <- result{code, out}
+		done <- hookResult{code, out}
 	}()
 	pr.wait(t, "the last request", func(reqs []PermissionRequest, _ []string) bool { return len(reqs) == 4 })
 	ln.close()

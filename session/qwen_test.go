@@ -189,28 +189,8 @@ func TestQwenEndToEnd(t *testing.T) {
 	srv.Side(openaitest.QwenSide)
 	home := t.TempDir()
 	dir := filepath.Join(t.TempDir(), "work")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// A new user's HOME: the provider in the environment, privacy
-	// settings; no auth type chosen (Qwen Code takes the key it finds).
-	if err := openaitest.PrepareQwen(home); err != nil {
-		t.Fatal(err)
-	}
-	md := filepath.Join(home, ".qwen", "QWEN.md")
-	if err := os.WriteFile(md, []byte("USER-NOTE: 사람이 쓴 지시입니다.\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	b.WriteString("긴 답변입니다.\n")
-	for i := 1; i <= 60; i++ {
-		fmt.Fprintf(&b, "줄 %d %s — line %d of a long reply (%d).\n", i, strings.Repeat("가", i%7+1), i, i*i)
-	}
-	b.WriteString("[ASK_USER]\n질문: 배포를 진행할까요?\n타입: confirmation\n[/ASK_USER]\n")
-	for i := 1; i <= 30; i++ {
-		fmt.Fprintf(&b, "뒤 줄 %d — more of the long reply, %d.\n", i, i*7)
-	}
-	reply1 := b.String() + "끝."
+	md := prepQwenHome(t, home, dir)
+	reply1 := longRepaintedReply()
 	reply2 := "알겠습니다.\n[RESULT] 완료"
 	reply3 := "이어서 진행합니다."
 	srv.Enqueue(openaitest.Response{Text: reply1, Delay: 5 * time.Millisecond}, openaitest.Response{Text: reply2}, openaitest.Response{Text: reply3})
@@ -232,16 +212,7 @@ func TestQwenEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur := s // the session shown when the test fails
-	defer func() {
-		if t.Failed() {
-			t.Logf("info %+v; screen:\n%s", cur.Info(), strings.Join(cur.Screen(), "\n"))
-			rec, _ := os.ReadFile(cur.Info().Transcript)
-			t.Logf("chat recording:\n%s", rec)
-			for _, q := range srv.Requests() {
-				t.Logf("model request %d main=%v: %.100q", q.Seq, q.Main, q.LastUserText())
-			}
-		}
-	}()
+	defer func() { logQwenFailure(t, cur, srv) }()
 	r.waitFor(t, "ready", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	if err := s.Send(ctx, "[OFFICE] Message from a person in the office:\n> 배포 전에 물어봐 주세요"); err != nil {
 		t.Fatal(err)
@@ -250,12 +221,7 @@ func TestQwenEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r1.Has("OFFICE-INSTRUCTIONS") || !r1.Has("USER-NOTE") {
-		t.Errorf("first request: office instructions %v, the person's note %v; want both", r1.Has("OFFICE-INSTRUCTIONS"), r1.Has("USER-NOTE"))
-	}
-	if got, _ := os.ReadFile(md); !strings.Contains(string(got), "USER-NOTE") {
-		t.Errorf("QWEN.md lost what the person wrote:\n%s", got)
-	}
+	checkQwenFirst(t, r1, md)
 	r.waitFor(t, "first turn", 60*time.Second, func(st []Status, ts []Text) bool {
 		return len(turns(ts)) >= 1 && lastStatus(st) == office.SessionReady
 	})
@@ -266,8 +232,7 @@ func TestQwenEndToEnd(t *testing.T) {
 	if asks := countAsks(ts); asks != 1 {
 		t.Errorf("%d ASK_USER messages from a long repainted reply with one, want 1", asks)
 	}
-	info := s.Info()
-	if info.ConversationID != spec.ConversationID || filepath.Base(info.Transcript) != spec.ConversationID+".jsonl" {
+	if info := s.Info(); info.ConversationID != spec.ConversationID || filepath.Base(info.Transcript) != spec.ConversationID+".jsonl" {
 		t.Errorf("conversation %q in %q, want the office's id %q", info.ConversationID, info.Transcript, spec.ConversationID)
 	}
 
@@ -289,14 +254,90 @@ func TestQwenEndToEnd(t *testing.T) {
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}
+	m2 := qwenAfterRestart(t, ctx, srv, key, spec, last.ID, ts, &cur, reply2, reply3)
+	if err := m2.Stop(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	checkQwenSettings(t, home)
+}
+
+// checkQwenFirst: the first request holds the office's instructions and
+// what the person wrote in QWEN.md, which keeps it.
+func checkQwenFirst(t *testing.T, r1 openaitest.Request, md string) {
+	checkPersonNote(t, r1.Has, md)
+}
+
+// checkPersonNote: the first request (has) holds the office's
+// instructions and what the person wrote in md, which keeps it.
+func checkPersonNote(t *testing.T, has func(string) bool, md string) {
+	if !has("OFFICE-INSTRUCTIONS") || !has("USER-NOTE") {
+		t.Errorf("first request: office instructions %v, the person's note %v; want both", has("OFFICE-INSTRUCTIONS"), has("USER-NOTE"))
+	}
+	if got, _ := os.ReadFile(md); !strings.Contains(string(got), "USER-NOTE") {
+		t.Errorf("%s lost what the person wrote:\n%s", filepath.Base(md), got)
+	}
+}
+
+// prepQwenHome makes dir, and home a new user's HOME: the provider in the
+// environment, privacy settings; no auth type chosen (Qwen Code takes the
+// key it finds); and a QWEN.md of the person's, whose path it returns.
+func prepQwenHome(t *testing.T, home, dir string) string {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := openaitest.PrepareQwen(home); err != nil {
+		t.Fatal(err)
+	}
+	md := filepath.Join(home, ".qwen", "QWEN.md")
+	if err := os.WriteFile(md, []byte("USER-NOTE: 사람이 쓴 지시입니다.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return md
+}
+
+// logQwenFailure logs, for a failed test, the session's screen and chat
+// recording and what the model was asked.
+func logQwenFailure(t *testing.T, cur *Session, srv *openaitest.Server) {
+	if !t.Failed() {
+		return
+	}
+	t.Logf("info %+v; screen:\n%s", cur.Info(), strings.Join(cur.Screen(), "\n"))
+	rec, _ := os.ReadFile(cur.Info().Transcript)
+	t.Logf("chat recording:\n%s", rec)
+	for _, q := range srv.Requests() {
+		t.Logf("model request %d main=%v: %.100q", q.Seq, q.Main, q.LastUserText())
+	}
+}
+
+// longRepaintedReply is a reply far taller than the terminal with one
+// [ASK_USER] in its middle (the Qwen Code and Gemini CLI tests).
+func longRepaintedReply() string {
+	var b strings.Builder
+	b.WriteString("긴 답변입니다.\n")
+	for i := 1; i <= 60; i++ {
+		fmt.Fprintf(&b, "줄 %d %s — line %d of a long reply (%d).\n", i, strings.Repeat("가", i%7+1), i, i*i)
+	}
+	b.WriteString("[ASK_USER]\n질문: 배포를 진행할까요?\n타입: confirmation\n[/ASK_USER]\n")
+	for i := 1; i <= 30; i++ {
+		fmt.Fprintf(&b, "뒤 줄 %d — more of the long reply, %d.\n", i, i*7)
+	}
+	return b.String() + "끝."
+}
+
+// qwenAfterRestart: the server restarts: a new manager resumes the
+// conversation from the office's cursor (the second turn's end): the next
+// request holds the earlier replies, and it emits only the new reply,
+// nothing twice, all from the chat recording. cur is set to the new
+// session; the new manager is returned.
+func qwenAfterRestart(t *testing.T, ctx context.Context, srv *openaitest.Server, key Key, spec Spec, cursor string, ts []Text, cur **Session, reply2, reply3 string) *Manager {
 	r2 := newRecorder()
 	m2 := newTestManager(t, r2, Options{StopGrace: 2 * time.Second})
-	spec.TranscriptAfter = last.ID
+	spec.TranscriptAfter = cursor
 	s2, err := m2.Start(ctx, key, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur = s2
+	*cur = s2
 	r2.waitFor(t, "ready after the server's restart", 60*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
 	if !s2.Info().Resumed {
 		t.Error("the restart did not resume the conversation")
@@ -331,11 +372,12 @@ func TestQwenEndToEnd(t *testing.T) {
 	if got := turns(ts2); len(got) != 1 || got[0] != reply3 {
 		t.Errorf("turns after the restart: %q, want only the new reply (nothing read again)", got)
 	}
-	if err := m2.Stop(ctx, key); err != nil {
-		t.Fatal(err)
-	}
-	// Qwen Code notes in settings.json itself that its Auto mode notice
-	// was shown; nothing of the office's is there.
+	return m2
+}
+
+// checkQwenSettings: Qwen Code notes in settings.json itself that its Auto
+// mode notice was shown; nothing of the office's is there.
+func checkQwenSettings(t *testing.T, home string) {
 	var settings map[string]any
 	if b, err := os.ReadFile(filepath.Join(home, ".qwen", "settings.json")); err != nil || json.Unmarshal(b, &settings) != nil {
 		t.Fatalf("settings.json: %v: %s", err, b)

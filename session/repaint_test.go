@@ -188,90 +188,100 @@ func inkFrames(history []string, dynamic string) string {
 // screen scrolling by an arbitrary amount.
 func TestRepaintGenerated(t *testing.T) {
 	block := []string{"✦ [ASK_USER]", "  질문: 계속할까요?", "  [/ASK_USER]"}
-	t.Run("ink frames", func(t *testing.T) {
-		x := &screenLines{scr: newScreen(60, 10), cols: 60, rows: 10}
+	t.Run("ink frames", func(t *testing.T) { repaintInkFrames(t, block) })
+	t.Run("alternate screen scrolls", func(t *testing.T) { repaintAltScrolls(t, block) })
+}
+
+// repaintInkFrames: three turns streamed a line a frame, each frame
+// painting the history and the reply so far (as Ink does), give one
+// question a turn.
+func repaintInkFrames(t *testing.T, block []string) {
+	x := &screenLines{scr: newScreen(60, 10), cols: 60, rows: 10}
+	p := protocol.NewParser(protocol.Options{})
+	var msgs []protocol.Message
+	read := func() {
+		l, _ := x.take()
+		for _, s := range l {
+			msgs = append(msgs, p.Feed(s)...)
+		}
+	}
+	var history []string
+	for turn := 1; turn <= 3; turn++ {
+		x.typed(fmt.Sprintf("turn %d", turn))
+		history = append(history, fmt.Sprintf("> turn %d", turn))
+		reply := []string{fmt.Sprintf("reply %d begins", turn)}
+		for i := range 15 {
+			reply = append(reply, fmt.Sprintf("line %d.%d", turn, i))
+		}
+		reply = append(reply, block...)
+		reply = append(reply, fmt.Sprintf("reply %d ends", turn))
+		// Stream the reply a line a frame: each frame paints the
+		// history and the reply so far.
+		for n := 1; n <= len(reply); n++ {
+			x.write([]byte(inkFrames(append(append([]string(nil), history...), reply[:n]...), "⠋ thinking")))
+			read()
+		}
+		history = append(history, reply...)
+		x.write([]byte(inkFrames(history, "> ")))
+		read()
+		x.turnEnd(nil)
+		read()
+		msgs = append(msgs, p.Flush()...)
+	}
+	if got := questions(msgs); len(got) != 3 {
+		t.Fatalf("%d questions, want 3 (one a turn): %q", len(got), got)
+	}
+}
+
+// repaintAltScrolls: on the alternate screen, a view that scrolls by
+// shift lines a turn and is redrawn after a resize gives one question a
+// turn.
+func repaintAltScrolls(t *testing.T, block []string) {
+	for _, shift := range []int{1, 3, 7, 9} {
+		x := &screenLines{scr: newScreen(60, 12), cols: 60, rows: 12}
 		p := protocol.NewParser(protocol.Options{})
 		var msgs []protocol.Message
-		read := func() {
+		var view []string
+		paint := func() {
+			var b strings.Builder
+			b.WriteString("\x1b[H")
+			for i := range 10 {
+				b.WriteString("\x1b[2K")
+				if i < len(view) {
+					b.WriteString(view[max(0, len(view)-10):][i])
+				}
+				b.WriteString("\r\n")
+			}
+			b.WriteString("\x1b[2K› prompt")
+			x.write([]byte(b.String()))
+		}
+		x.write([]byte("\x1b[?1049h"))
+		for turn := 1; turn <= 3; turn++ {
+			view = append(view, fmt.Sprintf("› turn %d", turn))
+			for i := range shift {
+				view = append(view, fmt.Sprintf("• %d.%d", turn, i))
+			}
+			view = append(view, block...)
+			paint()
+			x.turnEnd(nil)
 			l, _ := x.take()
 			for _, s := range l {
 				msgs = append(msgs, p.Feed(s)...)
 			}
-		}
-		var history []string
-		for turn := 1; turn <= 3; turn++ {
-			x.typed(fmt.Sprintf("turn %d", turn))
-			history = append(history, fmt.Sprintf("> turn %d", turn))
-			reply := []string{fmt.Sprintf("reply %d begins", turn)}
-			for i := range 15 {
-				reply = append(reply, fmt.Sprintf("line %d.%d", turn, i))
-			}
-			reply = append(reply, block...)
-			reply = append(reply, fmt.Sprintf("reply %d ends", turn))
-			// Stream the reply a line a frame: each frame paints the
-			// history and the reply so far.
-			for n := 1; n <= len(reply); n++ {
-				x.write([]byte(inkFrames(append(append([]string(nil), history...), reply[:n]...), "⠋ thinking")))
-				read()
-			}
-			history = append(history, reply...)
-			x.write([]byte(inkFrames(history, "> ")))
-			read()
-			x.turnEnd(nil)
-			read()
 			msgs = append(msgs, p.Flush()...)
+			// A resize redraws the same view.
+			x.resized(61, 12)
+			paint()
+			x.turnEnd(nil)
+			l, _ = x.take()
+			for _, s := range l {
+				msgs = append(msgs, p.Feed(s)...)
+			}
+			msgs = append(msgs, p.Flush()...)
+			x.resized(60, 12)
 		}
 		if got := questions(msgs); len(got) != 3 {
-			t.Fatalf("%d questions, want 3 (one a turn): %q", len(got), got)
+			t.Errorf("shift %d: %d questions, want 3 (one a turn): %q", shift, len(got), got)
 		}
-	})
-	t.Run("alternate screen scrolls", func(t *testing.T) {
-		for _, shift := range []int{1, 3, 7, 9} {
-			x := &screenLines{scr: newScreen(60, 12), cols: 60, rows: 12}
-			p := protocol.NewParser(protocol.Options{})
-			var msgs []protocol.Message
-			var view []string
-			paint := func() {
-				var b strings.Builder
-				b.WriteString("\x1b[H")
-				for i := range 10 {
-					b.WriteString("\x1b[2K")
-					if i < len(view) {
-						b.WriteString(view[max(0, len(view)-10):][i])
-					}
-					b.WriteString("\r\n")
-				}
-				b.WriteString("\x1b[2K› prompt")
-				x.write([]byte(b.String()))
-			}
-			x.write([]byte("\x1b[?1049h"))
-			for turn := 1; turn <= 3; turn++ {
-				view = append(view, fmt.Sprintf("› turn %d", turn))
-				for i := range shift {
-					view = append(view, fmt.Sprintf("• %d.%d", turn, i))
-				}
-				view = append(view, block...)
-				paint()
-				x.turnEnd(nil)
-				l, _ := x.take()
-				for _, s := range l {
-					msgs = append(msgs, p.Feed(s)...)
-				}
-				msgs = append(msgs, p.Flush()...)
-				// A resize redraws the same view.
-				x.resized(61, 12)
-				paint()
-				x.turnEnd(nil)
-				l, _ = x.take()
-				for _, s := range l {
-					msgs = append(msgs, p.Feed(s)...)
-				}
-				msgs = append(msgs, p.Flush()...)
-				x.resized(60, 12)
-			}
-			if got := questions(msgs); len(got) != 3 {
-				t.Errorf("shift %d: %d questions, want 3 (one a turn): %q", shift, len(got), got)
-			}
-		}
-	})
+	}
 }

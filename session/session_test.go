@@ -226,13 +226,7 @@ func TestCommandSessionTurns(t *testing.T) {
 		}
 	}
 	_, texts = r.snapshot()
-	ids := map[string]bool{}
-	for _, x := range texts {
-		if ids[x.ID] {
-			t.Errorf("duplicate text id %s", x.ID)
-		}
-		ids[x.ID] = true
-	}
+	checkNoTextTwice(t, texts)
 	if err := m.Stop(ctx, key); err != nil {
 		t.Fatal(err)
 	}

@@ -21,88 +21,93 @@ import (
 // PostgREST's error answers, status and body as PostgREST sends them
 // (docs.postgrest.org "Errors"; bodies {code,details,hint,message} with null
 // for absent fields).
+// storeErrID is the id the store's calls in storeErrors name.
+var storeErrID = uuid.NewString()
+
+// storeErrors are PostgREST's error answers: the status and body sent,
+// the store call made, the office error code and *APIError it must give.
+var storeErrors = []struct {
+	name    string
+	status  int
+	ctype   string
+	body    string
+	call    func(s *Store) error
+	code    string
+	wantAPI *APIError
+}{
+	{
+		name: "unique violation", status: 409,
+		body: `{"code":"23505","details":"Key (id)=(` + storeErrID + `) already exists.","hint":null,"message":"duplicate key value violates unique constraint \"user_questions_pkey\""}`,
+		call: func(s *Store) error {
+			_, err := s.CreateQuestion(context.Background(), office.Question{ID: storeErrID, OfficeID: storeErrID, AgentID: storeErrID, Question: "q?"})
+			return err
+		},
+		code: office.ECONFLICT,
+		wantAPI: &APIError{Status: 409, Code: "23505", Message: `duplicate key value violates unique constraint "user_questions_pkey"`,
+			Details: "Key (id)=(" + storeErrID + ") already exists."},
+	},
+	{
+		name: "single row not found", status: 406,
+		body: `{"code":"PGRST116","details":"The result contains 0 rows","hint":null,"message":"Cannot coerce the result to a single JSON object"}`,
+		call: func(s *Store) error { _, err := s.GetQuestion(context.Background(), storeErrID); return err },
+		code: office.ENOTFOUND,
+		wantAPI: &APIError{Status: 406, Code: "PGRST116", Message: "Cannot coerce the result to a single JSON object",
+			Details: "The result contains 0 rows"},
+	},
+	{
+		name: "expired JWT", status: 401,
+		body:    `{"code":"PGRST301","details":null,"hint":null,"message":"JWT expired"}`,
+		call:    func(s *Store) error { _, err := s.ListOffices(context.Background()); return err },
+		code:    office.EUNAUTHORIZED,
+		wantAPI: &APIError{Status: 401, Code: "PGRST301", Message: "JWT expired"},
+	},
+	{
+		name: "anonymous denied by grants", status: 401,
+		body:    `{"code":"42501","details":null,"hint":null,"message":"permission denied for table offices"}`,
+		call:    func(s *Store) error { _, err := s.ListOffices(context.Background()); return err },
+		code:    office.EUNAUTHORIZED,
+		wantAPI: &APIError{Status: 401, Code: "42501", Message: "permission denied for table offices"},
+	},
+	{
+		name: "row-level security", status: 403,
+		body: `{"code":"42501","details":null,"hint":null,"message":"new row violates row-level security policy for table \"user_messages\""}`,
+		call: func(s *Store) error {
+			_, err := s.CreateUserMessage(context.Background(), office.UserMessage{OfficeID: storeErrID, AgentID: storeErrID, Content: "hi"})
+			return err
+		},
+		code:    office.EFORBIDDEN,
+		wantAPI: &APIError{Status: 403, Code: "42501", Message: `new row violates row-level security policy for table "user_messages"`},
+	},
+	{
+		name: "bad input", status: 400,
+		body: `{"code":"23514","details":"Failing row contains (...).","hint":null,"message":"new row for relation \"user_questions\" violates check constraint \"user_questions_question_check\""}`,
+		call: func(s *Store) error {
+			_, err := s.CreateQuestion(context.Background(), office.Question{OfficeID: storeErrID, AgentID: storeErrID})
+			return err
+		},
+		code: office.EINVALID,
+		wantAPI: &APIError{Status: 400, Code: "23514", Message: `new row for relation "user_questions" violates check constraint "user_questions_question_check"`,
+			Details: "Failing row contains (...)."},
+	},
+	{
+		name: "database down", status: 503,
+		body: `{"code":"PGRST000","details":"connection to server at \"db\" failed","hint":null,"message":"Database client error. Retrying the connection."}`,
+		call: func(s *Store) error { return s.Ping(context.Background()) },
+		code: office.EUNAVAILABLE,
+		wantAPI: &APIError{Status: 503, Code: "PGRST000", Message: "Database client error. Retrying the connection.",
+			Details: `connection to server at "db" failed`},
+	},
+	{
+		name: "gateway HTML", status: 502, ctype: "text/html",
+		body:    "<html><body>502 Bad Gateway</body></html>",
+		call:    func(s *Store) error { return s.Ping(context.Background()) },
+		code:    office.EUNAVAILABLE,
+		wantAPI: &APIError{Status: 502, Message: "<html><body>502 Bad Gateway</body></html>"},
+	},
+}
+
 func TestStoreErrors(t *testing.T) {
-	id := uuid.NewString()
-	tests := []struct {
-		name    string
-		status  int
-		ctype   string
-		body    string
-		call    func(s *Store) error
-		code    string
-		wantAPI *APIError
-	}{
-		{
-			name: "unique violation", status: 409,
-			body: `{"code":"23505","details":"Key (id)=(` + id + `) already exists.","hint":null,"message":"duplicate key value violates unique constraint \"user_questions_pkey\""}`,
-			call: func(s *Store) error {
-				_, err := s.CreateQuestion(context.Background(), office.Question{ID: id, OfficeID: id, AgentID: id, Question: "q?"})
-				return err
-			},
-			code: office.ECONFLICT,
-			wantAPI: &APIError{Status: 409, Code: "23505", Message: `duplicate key value violates unique constraint "user_questions_pkey"`,
-				Details: "Key (id)=(" + id + ") already exists."},
-		},
-		{
-			name: "single row not found", status: 406,
-			body: `{"code":"PGRST116","details":"The result contains 0 rows","hint":null,"message":"Cannot coerce the result to a single JSON object"}`,
-			call: func(s *Store) error { _, err := s.GetQuestion(context.Background(), id); return err },
-			code: office.ENOTFOUND,
-			wantAPI: &APIError{Status: 406, Code: "PGRST116", Message: "Cannot coerce the result to a single JSON object",
-				Details: "The result contains 0 rows"},
-		},
-		{
-			name: "expired JWT", status: 401,
-			body:    `{"code":"PGRST301","details":null,"hint":null,"message":"JWT expired"}`,
-			call:    func(s *Store) error { _, err := s.ListOffices(context.Background()); return err },
-			code:    office.EUNAUTHORIZED,
-			wantAPI: &APIError{Status: 401, Code: "PGRST301", Message: "JWT expired"},
-		},
-		{
-			name: "anonymous denied by grants", status: 401,
-			body:    `{"code":"42501","details":null,"hint":null,"message":"permission denied for table offices"}`,
-			call:    func(s *Store) error { _, err := s.ListOffices(context.Background()); return err },
-			code:    office.EUNAUTHORIZED,
-			wantAPI: &APIError{Status: 401, Code: "42501", Message: "permission denied for table offices"},
-		},
-		{
-			name: "row-level security", status: 403,
-			body: `{"code":"42501","details":null,"hint":null,"message":"new row violates row-level security policy for table \"user_messages\""}`,
-			call: func(s *Store) error {
-				_, err := s.CreateUserMessage(context.Background(), office.UserMessage{OfficeID: id, AgentID: id, Content: "hi"})
-				return err
-			},
-			code:    office.EFORBIDDEN,
-			wantAPI: &APIError{Status: 403, Code: "42501", Message: `new row violates row-level security policy for table "user_messages"`},
-		},
-		{
-			name: "bad input", status: 400,
-			body: `{"code":"23514","details":"Failing row contains (...).","hint":null,"message":"new row for relation \"user_questions\" violates check constraint \"user_questions_question_check\""}`,
-			call: func(s *Store) error {
-				_, err := s.CreateQuestion(context.Background(), office.Question{OfficeID: id, AgentID: id})
-				return err
-			},
-			code: office.EINVALID,
-			wantAPI: &APIError{Status: 400, Code: "23514", Message: `new row for relation "user_questions" violates check constraint "user_questions_question_check"`,
-				Details: "Failing row contains (...)."},
-		},
-		{
-			name: "database down", status: 503,
-			body: `{"code":"PGRST000","details":"connection to server at \"db\" failed","hint":null,"message":"Database client error. Retrying the connection."}`,
-			call: func(s *Store) error { return s.Ping(context.Background()) },
-			code: office.EUNAVAILABLE,
-			wantAPI: &APIError{Status: 503, Code: "PGRST000", Message: "Database client error. Retrying the connection.",
-				Details: `connection to server at "db" failed`},
-		},
-		{
-			name: "gateway HTML", status: 502, ctype: "text/html",
-			body:    "<html><body>502 Bad Gateway</body></html>",
-			call:    func(s *Store) error { return s.Ping(context.Background()) },
-			code:    office.EUNAVAILABLE,
-			wantAPI: &APIError{Status: 502, Message: "<html><body>502 Bad Gateway</body></html>"},
-		},
-	}
-	for _, tc := range tests {
+	for _, tc := range storeErrors {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				ct := tc.ctype
@@ -206,12 +211,21 @@ func TestStoreRequests(t *testing.T) {
 		t.Errorf("AnswerQuestion body = %s", r.Body)
 	}
 
+	checkDependencyRequests(t, s, answers, last, id)
+	checkEventDedupe(t, s, answers, &mu, &reqs, id)
+}
+
+// checkDependencyRequests: MarkDependencyDelivered asks for delivered_at
+// IS NULL and a deliverable status; a dependency's value travels as bytea
+// hex.
+func checkDependencyRequests(t *testing.T, s *Store, answers map[string]string, last func() recorded, id string) {
+	ctx := context.Background()
 	// MarkDependencyDelivered: delivered_at IS NULL and a deliverable status.
 	answers["PATCH /rest/v1/dependency_requests"] = `[{"id":"` + id + `","status":"provided","value":"\\x6869"}]`
 	if ok, err := s.MarkDependencyDelivered(ctx, id); !ok || err != nil {
 		t.Errorf("MarkDependencyDelivered = %v, %v; want ok", ok, err)
 	}
-	r = last()
+	r := last()
 	if r.Query.Get("delivered_at") != "is.null" || r.Query.Get("status") != "in.(provided,rejected,expired)" {
 		t.Errorf("MarkDependencyDelivered query = %v", r.Query)
 	}
@@ -226,6 +240,13 @@ func TestStoreRequests(t *testing.T) {
 		t.Errorf("ProvideDependency body = %s; want value \\x00ff41", r.Body)
 	}
 
+}
+
+// checkEventDedupe: an event with a dedupe key is sent with on_conflict +
+// ignore-duplicates; an empty representation means the key exists, and
+// the existing event is read.
+func checkEventDedupe(t *testing.T, s *Store, answers map[string]string, mu *sync.Mutex, reqs *[]recorded, id string) {
+	ctx := context.Background()
 	// An event with a dedupe key: on_conflict + ignore-duplicates; an empty
 	// representation means the key exists, and the existing event is read.
 	answers["POST /rest/v1/office_events"] = `[]`
@@ -235,7 +256,7 @@ func TestStoreRequests(t *testing.T) {
 		t.Errorf("AppendEvent(duplicate) = %+v, %v, %v; want the existing event 7, inserted=false", ev, inserted, err)
 	}
 	mu.Lock()
-	post, get := reqs[len(reqs)-2], reqs[len(reqs)-1]
+	post, get := (*reqs)[len(*reqs)-2], (*reqs)[len(*reqs)-1]
 	mu.Unlock()
 	if post.Query.Get("on_conflict") != "office_id,dedupe_key" || post.Prefer != "resolution=ignore-duplicates,return=representation" {
 		t.Errorf("AppendEvent sent on_conflict %q Prefer %q", post.Query.Get("on_conflict"), post.Prefer)

@@ -32,22 +32,7 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	member := p.MemberOf(t, off.ID, "member@example.com")
-	call := func(fn string, args map[string]any, token string) (int, string) {
-		body, _ := json.Marshal(args)
-		req, _ := http.NewRequest(http.MethodPost, p.URL+"/rest/v1/rpc/"+fn, bytes.NewReader(body))
-		req.Header.Set("apikey", p.AnonKey)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
-	}
+	call := func(fn string, args map[string]any, token string) (int, string) { return rpcAs(t, p, fn, args, token) }
 	due := map[string]any{"p_office_id": off.ID, "p_agent_id": a.ID}
 	status := map[string]any{"p_office_id": off.ID, "p_agent_id": a.ID, "p_status": "busy", "p_detail": "",
 		"p_process": false, "p_pid": 0, "p_exit_code": nil, "p_started_at": nil, "p_event_kind": nil, "p_event_payload": nil, "p_node": "",
@@ -125,4 +110,23 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 	if q, err := st.GetQuestion(ctx, ask["p_id"].(string)); err != nil || q.Question != "Which?" {
 		t.Errorf("after the server's office_ask the question is %+v, %v; want it stored", q, err)
 	}
+}
+
+// rpcAs calls the function fn over the project's REST API with the anon
+// key and token (none when empty); it returns the status and body.
+func rpcAs(t *testing.T, p *supabasetest.Project, fn string, args map[string]any, token string) (int, string) {
+	body, _ := json.Marshal(args)
+	req, _ := http.NewRequest(http.MethodPost, p.URL+"/rest/v1/rpc/"+fn, bytes.NewReader(body))
+	req.Header.Set("apikey", p.AnonKey)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
 }

@@ -119,6 +119,20 @@ func answerAsFrontend(t *testing.T, p *supabasetest.Project, member supabasetest
 	}
 }
 
+// runRouter runs r until the test ends, then closes mgr's sessions.
+func runRouter(t *testing.T, r *engine.Router, mgr *session.Manager) {
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.Run(runCtx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		c, stop := context.WithTimeout(context.Background(), 10*time.Second)
+		defer stop()
+		mgr.Close(c)
+	})
+}
+
 func TestOfficeOverSupabase(t *testing.T) {
 	p := supabasetest.New(t)
 	ctx := context.Background()
@@ -148,16 +162,7 @@ func TestOfficeOverSupabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	po, dev := agents[0], agents[1]
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = r.Run(runCtx); close(done) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		c, stop := context.WithTimeout(context.Background(), 10*time.Second)
-		defer stop()
-		mgr.Close(c)
-	})
+	runRouter(t, r, mgr)
 	if err := r.StartAgent(ctx, po.ID); err != nil {
 		t.Fatal(err)
 	}

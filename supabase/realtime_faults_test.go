@@ -17,181 +17,190 @@ import (
 // strand answers without the safety it names (checked by disabling it:
 // see the comments).
 func TestRealtimeNeverStrands(t *testing.T) {
-	tests := []struct {
-		name string
-		n    int
-		opts func(*RealtimeOptions)
-		// fault runs around answer, which writes every answer.
-		fault func(t *testing.T, e *testEnv, f *Realtime, answer func())
-	}{
-		{
-			// Realtime says "Subscribed to PostgreSQL" again on a live
-			// channel after its change capture restarted; what changed in
-			// between never comes. Only the catch-up after every Subscribed
-			// finds these answers (the periodic one is off).
-			name: "second Subscribed on a live channel",
-			n:    10,
-			opts: func(o *RealtimeOptions) { o.CatchUpEvery = -1 },
-			fault: func(t *testing.T, e *testEnv, f *Realtime, answer func()) {
-				e.phx.LoseChanges(true)
-				answer()
-				waitPolled(t, e)
-				e.phx.LoseChanges(false)
-				if n := e.phx.ResendSubscribed(); n != 1 {
-					t.Fatalf("Subscribed re-sent on %d channels; want 1", n)
-				}
-			},
-		},
-		{
-			// Realtime drops a tenant's events over its rate limit without a
-			// word: the periodic catch-up is the only way they arrive.
-			name: "rate-limit drops",
-			n:    10,
-			opts: func(o *RealtimeOptions) { o.CatchUpEvery = 300 * time.Millisecond },
-			fault: func(t *testing.T, e *testEnv, f *Realtime, answer func()) {
-				e.phx.DropChanges(1000)
-				answer()
-				waitPolled(t, e)
-				e.phx.DropChanges(0)
-			},
-		},
-		{
-			name: "socket dropped mid-answer",
-			n:    20,
-			opts: func(o *RealtimeOptions) { o.CatchUpEvery = -1 },
-			fault: func(t *testing.T, e *testEnv, f *Realtime, answer func()) {
-				done := make(chan struct{})
-				go func() { answer(); close(done) }()
-				drop(t, e.phx)
-				<-done
-			},
-		},
-		{
-			// Realtime restarts: the socket goes, the first joins are refused
-			// (after Realtime's delay), answers are written meanwhile.
-			name: "restart with changes while down, refused joins",
-			n:    10,
-			opts: func(o *RealtimeOptions) { o.CatchUpEvery = -1 },
-			fault: func(t *testing.T, e *testEnv, f *Realtime, answer func()) {
-				e.phx.FailJoins("RealtimeRestarting: Realtime is restarting, please standby",
-					"UnknownErrorOnChannel: Unknown Error on Channel")
-				joins := drop(t, e.phx)
-				answer()
-				eventually(t, "two refused joins and a third", 20*time.Second, func() bool { return e.phx.Joins() >= joins+3 })
-			},
-		},
-		{
-			// A socket that goes silent (no heartbeat replies, no changes) is
-			// noticed within one heartbeat interval of the first unanswered
-			// heartbeat (timed by the stand-in).
-			name: "silent socket",
-			n:    10,
-			opts: func(o *RealtimeOptions) { o.CatchUpEvery = -1; o.Heartbeat = 500 * time.Millisecond },
-			fault: func(t *testing.T, e *testEnv, f *Realtime, answer func()) {
-				joins := e.phx.Joins()
-				e.phx.SilentHeartbeats(true)
-				e.phx.LoseChanges(true)
-				done := make(chan struct{})
-				go func() { answer(); close(done) }()
-				var left time.Time
-				eventually(t, "the silent socket left", 10*time.Second, func() bool {
-					left = time.Now()
-					return !f.Connected()
-				})
-				<-done
-				first := e.phx.FirstUnanswered()
-				if first.IsZero() {
-					t.Fatal("the socket left before any heartbeat went unanswered")
-				}
-				// The client gives up when the next heartbeat is due, one
-				// interval after the unanswered one; 200 ms more for a
-				// loaded machine (two intervals would be 1 s).
-				if d := left.Sub(first); d > 700*time.Millisecond {
-					t.Errorf("silent socket noticed %v after the first unanswered heartbeat; want within one interval (500 ms)", d)
-				} else {
-					t.Logf("silent socket noticed %v after the first unanswered heartbeat (interval 500 ms)", d.Round(time.Millisecond))
-				}
-				e.phx.SilentHeartbeats(false)
-				e.phx.LoseChanges(false)
-				rejoined(t, e.phx, f, joins)
-			},
-		},
-		{
-			name: "burst of 200 answers",
-			n:    200,
-			opts: func(o *RealtimeOptions) { o.CatchUpEvery = -1 },
-			fault: func(t *testing.T, e *testEnv, f *Realtime, answer func()) {
-				answer()
-			},
-		},
+	for _, tc := range strandFaults {
+		t.Run(tc.name, func(t *testing.T) { runStrandFault(t, tc) })
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newTestEnv(t)
-			ctx := context.Background()
-			s := e.store
-			o, _ := s.UpsertOffice(ctx, office.Office{Name: "Faults"})
-			a, _ := s.UpsertAgent(ctx, office.Agent{OfficeID: o.ID, Name: "Dev"})
-			var qs []office.Question
-			for range tc.n {
-				q, err := s.CreateQuestion(ctx, office.Question{OfficeID: o.ID, AgentID: a.ID, Question: "Which?", ExpiresAt: time.Now().Add(time.Hour)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				qs = append(qs, q)
+}
+
+// strandFault is a fault of Realtime that loses changes: n answers, the
+// feed's options, and fault, which runs around answer (which writes every
+// answer).
+type strandFault struct {
+	name  string
+	n     int
+	opts  func(*RealtimeOptions)
+	fault func(t *testing.T, e *testEnv, f *Realtime, answer func())
+}
+
+var strandFaults = []strandFault{
+	{
+		// Realtime says "Subscribed to PostgreSQL" again on a live
+		// channel after its change capture restarted; what changed in
+		// between never comes. Only the catch-up after every Subscribed
+		// finds these answers (the periodic one is off).
+		name: "second Subscribed on a live channel",
+		n:    10,
+		opts: func(o *RealtimeOptions) { o.CatchUpEvery = -1 },
+		fault: func(t *testing.T, e *testEnv, f *Realtime, answer func()) {
+			e.phx.LoseChanges(true)
+			answer()
+			waitPolled(t, e)
+			e.phx.LoseChanges(false)
+			if n := e.phx.ResendSubscribed(); n != 1 {
+				t.Fatalf("Subscribed re-sent on %d channels; want 1", n)
 			}
-			var mu sync.Mutex
-			delivered := map[string]int{}
-			opts := fastOptions()
-			opts.Logger = quietLogger()
-			tc.opts(&opts)
-			f := e.feed(t, opts)
-			startWatch(t, f, []string{o.ID}, func(c office.Change) {
-				if c.Table != office.TableQuestions {
-					return
-				}
-				ok, err := s.MarkQuestionDelivered(ctx, c.ID)
-				if err != nil {
-					t.Errorf("MarkQuestionDelivered: %v", err)
-				}
-				if ok {
-					mu.Lock()
-					delivered[c.ID]++
-					mu.Unlock()
-				}
-			})
-			eventually(t, "Connected", 20*time.Second, f.Connected)
-			answer := func() {
-				var wg sync.WaitGroup
-				sem := make(chan struct{}, 8)
-				for i, q := range qs {
-					wg.Add(1)
-					sem <- struct{}{}
-					go func() {
-						defer wg.Done()
-						defer func() { <-sem }()
-						if _, ok, err := s.AnswerQuestion(ctx, q.ID, fmt.Sprint("answer ", i), ""); !ok || err != nil {
-							t.Errorf("AnswerQuestion: %v %v", ok, err)
-						}
-					}()
-				}
-				wg.Wait()
-			}
-			tc.fault(t, e, f, answer)
-			eventually(t, "every answer delivered", 30*time.Second, func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return len(delivered) == tc.n
-			})
+		},
+	},
+	{
+		// Realtime drops a tenant's events over its rate limit without a
+		// word: the periodic catch-up is the only way they arrive.
+		name: "rate-limit drops",
+		n:    10,
+		opts: func(o *RealtimeOptions) { o.CatchUpEvery = 300 * time.Millisecond },
+		fault: func(t *testing.T, e *testEnv, f *Realtime, answer func()) {
+			e.phx.DropChanges(1000)
+			answer()
+			waitPolled(t, e)
+			e.phx.DropChanges(0)
+		},
+	},
+	{
+		name: "socket dropped mid-answer",
+		n:    20,
+		opts: func(o *RealtimeOptions) { o.CatchUpEvery = -1 },
+		fault: func(t *testing.T, e *testEnv, f *Realtime, answer func()) {
+			done := make(chan struct{})
+			go func() { answer(); close(done) }()
+			drop(t, e.phx)
+			<-done
+		},
+	},
+	{
+		// Realtime restarts: the socket goes, the first joins are refused
+		// (after Realtime's delay), answers are written meanwhile.
+		name: "restart with changes while down, refused joins",
+		n:    10,
+		opts: func(o *RealtimeOptions) { o.CatchUpEvery = -1 },
+		fault: func(t *testing.T, e *testEnv, f *Realtime, answer func()) {
+			e.phx.FailJoins("RealtimeRestarting: Realtime is restarting, please standby",
+				"UnknownErrorOnChannel: Unknown Error on Channel")
+			joins := drop(t, e.phx)
+			answer()
+			eventually(t, "two refused joins and a third", 20*time.Second, func() bool { return e.phx.Joins() >= joins+3 })
+		},
+	},
+	{
+		// A socket that goes silent (no heartbeat replies, no changes) is
+		// noticed within one heartbeat interval of the first unanswered
+		// heartbeat (timed by the stand-in).
+		name:  "silent socket",
+		n:     10,
+		opts:  func(o *RealtimeOptions) { o.CatchUpEvery = -1; o.Heartbeat = 500 * time.Millisecond },
+		fault: silentSocket,
+	},
+	{
+		name: "burst of 200 answers",
+		n:    200,
+		opts: func(o *RealtimeOptions) { o.CatchUpEvery = -1 },
+		fault: func(t *testing.T, e *testEnv, f *Realtime, answer func()) {
+			answer()
+		},
+	},
+}
+
+// silentSocket: a socket that goes silent (no heartbeat replies, no
+// changes) is noticed within one heartbeat interval of the first
+// unanswered heartbeat (timed by the stand-in).
+func silentSocket(t *testing.T, e *testEnv, f *Realtime, answer func()) {
+	joins := e.phx.Joins()
+	e.phx.SilentHeartbeats(true)
+	e.phx.LoseChanges(true)
+	done := make(chan struct{})
+	go func() { answer(); close(done) }()
+	var left time.Time
+	eventually(t, "the silent socket left", 10*time.Second, func() bool {
+		left = time.Now()
+		return !f.Connected()
+	})
+	<-done
+	first := e.phx.FirstUnanswered()
+	if first.IsZero() {
+		t.Fatal("the socket left before any heartbeat went unanswered")
+	}
+	// The client gives up when the next heartbeat is due, one
+	// interval after the unanswered one; 200 ms more for a
+	// loaded machine (two intervals would be 1 s).
+	if d := left.Sub(first); d > 700*time.Millisecond {
+		t.Errorf("silent socket noticed %v after the first unanswered heartbeat; want within one interval (500 ms)", d)
+	} else {
+		t.Logf("silent socket noticed %v after the first unanswered heartbeat (interval 500 ms)", d.Round(time.Millisecond))
+	}
+	e.phx.SilentHeartbeats(false)
+	e.phx.LoseChanges(false)
+	rejoined(t, e.phx, f, joins)
+}
+
+// runStrandFault answers tc.n questions under tc's fault and checks each
+// is delivered exactly once.
+func runStrandFault(t *testing.T, tc strandFault) {
+	e := newTestEnv(t)
+	ctx := context.Background()
+	s := e.store
+	o, qs := officeWithQuestions(t, s, "Faults", tc.n)
+	var mu sync.Mutex
+	delivered := map[string]int{}
+	opts := fastOptions()
+	opts.Logger = quietLogger()
+	tc.opts(&opts)
+	f := e.feed(t, opts)
+	startWatch(t, f, []string{o.ID}, func(c office.Change) {
+		if c.Table != office.TableQuestions {
+			return
+		}
+		ok, err := s.MarkQuestionDelivered(ctx, c.ID)
+		if err != nil {
+			t.Errorf("MarkQuestionDelivered: %v", err)
+		}
+		if ok {
 			mu.Lock()
-			defer mu.Unlock()
-			for _, q := range qs {
-				if delivered[q.ID] != 1 {
-					t.Errorf("question %s delivered %d times; want 1", q.ID, delivered[q.ID])
-				}
-			}
-		})
+			delivered[c.ID]++
+			mu.Unlock()
+		}
+	})
+	eventually(t, "Connected", 20*time.Second, f.Connected)
+	answer := func() { answerAll(t, s, qs) }
+	tc.fault(t, e, f, answer)
+	eventually(t, "every answer delivered", 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(delivered) == tc.n
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, q := range qs {
+		if delivered[q.ID] != 1 {
+			t.Errorf("question %s delivered %d times; want 1", q.ID, delivered[q.ID])
+		}
 	}
+}
+
+// answerAll answers every question of qs, eight at a time.
+func answerAll(t *testing.T, s *Store, qs []office.Question) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, q := range qs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if _, ok, err := s.AnswerQuestion(ctx, q.ID, fmt.Sprint("answer ", i), ""); !ok || err != nil {
+				t.Errorf("AnswerQuestion: %v %v", ok, err)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // waitPolled waits until the Realtime stand-in has read its slot twice

@@ -241,17 +241,8 @@ func TestRealtimeDropWhileAnswering(t *testing.T) {
 	e := newTestEnv(t)
 	ctx := context.Background()
 	s := e.store
-	o, _ := s.UpsertOffice(ctx, office.Office{Name: "Drops"})
-	a, _ := s.UpsertAgent(ctx, office.Agent{OfficeID: o.ID, Name: "Dev"})
 	const n = 40
-	var qs []office.Question
-	for range n {
-		q, err := s.CreateQuestion(ctx, office.Question{OfficeID: o.ID, AgentID: a.ID, Question: "Which?", ExpiresAt: time.Now().Add(time.Hour)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		qs = append(qs, q)
-	}
+	o, qs := officeWithQuestions(t, s, "Drops", n)
 	var mu sync.Mutex
 	delivered := map[string]int{}
 	reported := map[string]int{}
@@ -322,6 +313,23 @@ func TestRealtimeDropWhileAnswering(t *testing.T) {
 		t.Errorf("%d questions delivered in the database (%v); want %d", len(got), err, n)
 	}
 	t.Logf("%d answers, %d joins, %d reported more than once; reports by op %v", n, e.phx.Joins(), twice, byOp)
+}
+
+// officeWithQuestions creates an office named name with an agent Dev and
+// n pending questions of Dev's.
+func officeWithQuestions(t *testing.T, s *Store, name string, n int) (office.Office, []office.Question) {
+	ctx := context.Background()
+	o, _ := s.UpsertOffice(ctx, office.Office{Name: name})
+	a, _ := s.UpsertAgent(ctx, office.Agent{OfficeID: o.ID, Name: "Dev"})
+	var qs []office.Question
+	for range n {
+		q, err := s.CreateQuestion(ctx, office.Question{OfficeID: o.ID, AgentID: a.ID, Question: "Which?", ExpiresAt: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs = append(qs, q)
+	}
+	return o, qs
 }
 
 // TestRealtimeMissedHeartbeat: a server that stops answering heartbeats is

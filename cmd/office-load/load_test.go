@@ -72,50 +72,14 @@ func TestDriverTable(t *testing.T) {
 	if len(rows) != 9 {
 		t.Fatalf("%d rows, want 9:\n%s", len(rows), out.String())
 	}
-	num := regexp.MustCompile(`[0-9.]+`)
-	ms := func(s string) []float64 {
-		var v []float64
-		for _, m := range num.FindAllString(s, -1) {
-			f, _ := strconv.ParseFloat(m, 64)
-			v = append(v, f)
-		}
-		return v
-	}
 	for _, r := range rows {
-		if !strings.HasPrefix(r[1], "3 (load agent") || !strings.HasSuffix(r[2], "s") || strings.Contains(r[2], "of") {
-			t.Errorf("%s: agents %q, ready %q", r[0], r[1], r[2])
-		}
-		for _, col := range []int{7, 8, 12, 13, 14} { // p50 / p99 pairs
-			v := ms(r[col])
-			if len(v) != 2 || v[0] <= 0 || v[0] > v[1] || v[1] > 5000 {
-				t.Errorf("%s: column %d = %q, want 0 < p50 ≤ p99 < 5 s", r[0], col, r[col])
-			}
-		}
-		if r[9] != "0 of 13" {
-			t.Errorf("%s: early Enters %q, want 0 of 13 (6 answers, 4 tasks and a burst of 3)", r[0], r[9])
-		}
-		for _, col := range []int{4, 5, 6, 10} { // RSS, goroutines, threads, burst rate
-			if v := ms(r[col]); len(v) == 0 || v[0] <= 0 {
-				t.Errorf("%s: column %d = %q, want > 0", r[0], col, r[col])
-			}
-		}
-		// The office's part of an INVOKE is within the whole.
-		if whole, part := ms(r[13]), ms(r[14]); len(whole) == 2 && len(part) == 2 && part[0] > whole[0] {
-			t.Errorf("%s: invocation row → Enter p50 %v ms over INVOKE printed → Enter p50 %v ms", r[0], part[0], whole[0])
-		}
-		if r[15] != "0 / 0" {
-			t.Errorf("%s, %s: Enters on the bound / typed again = %q, want 0 / 0", r[0], r[1], r[15])
-		}
-		// Not measured over Supabase: the stand-in's own WAL polls would count.
-		if v := ms(r[16]); r[0] != "supabase" && len(v) != 1 || r[0] == "supabase" && r[16] != "—" {
-			t.Errorf("%s: DB tx/s idle = %q, want a number (— for supabase)", r[0], r[16])
-		}
+		checkLoadRow(t, r)
 	}
 	// The proxy rounds: a parked request handed over within 5 s is
 	// handed over on the event, not at the sweep (15 s).
 	for _, r := range proxyRows {
 		for col := 2; col <= 4; col++ {
-			v := ms(r[col])
+			v := cellNums(r[col])
 			if len(v) != 2 || v[0] <= 0 || v[0] > v[1] || v[1] > 5000 {
 				t.Errorf("%s, %s: proxy column %d = %q, want 0 < p50 ≤ p99 < 5 s", r[0], r[1], col, r[col])
 			}
@@ -149,5 +113,49 @@ func TestScaling(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("scaling lines lack %q:\n%s", want, out.String())
 		}
+	}
+}
+
+var cellNum = regexp.MustCompile(`[0-9.]+`)
+
+// cellNums reads the numbers of a table cell.
+func cellNums(s string) []float64 {
+	var v []float64
+	for _, m := range cellNum.FindAllString(s, -1) {
+		f, _ := strconv.ParseFloat(m, 64)
+		v = append(v, f)
+	}
+	return v
+}
+
+// checkLoadRow checks one store's row of the driver's table.
+func checkLoadRow(t *testing.T, r []string) {
+	if !strings.HasPrefix(r[1], "3 (load agent") || !strings.HasSuffix(r[2], "s") || strings.Contains(r[2], "of") {
+		t.Errorf("%s: agents %q, ready %q", r[0], r[1], r[2])
+	}
+	for _, col := range []int{7, 8, 12, 13, 14} { // p50 / p99 pairs
+		v := cellNums(r[col])
+		if len(v) != 2 || v[0] <= 0 || v[0] > v[1] || v[1] > 5000 {
+			t.Errorf("%s: column %d = %q, want 0 < p50 ≤ p99 < 5 s", r[0], col, r[col])
+		}
+	}
+	if r[9] != "0 of 13" {
+		t.Errorf("%s: early Enters %q, want 0 of 13 (6 answers, 4 tasks and a burst of 3)", r[0], r[9])
+	}
+	for _, col := range []int{4, 5, 6, 10} { // RSS, goroutines, threads, burst rate
+		if v := cellNums(r[col]); len(v) == 0 || v[0] <= 0 {
+			t.Errorf("%s: column %d = %q, want > 0", r[0], col, r[col])
+		}
+	}
+	// The office's part of an INVOKE is within the whole.
+	if whole, part := cellNums(r[13]), cellNums(r[14]); len(whole) == 2 && len(part) == 2 && part[0] > whole[0] {
+		t.Errorf("%s: invocation row → Enter p50 %v ms over INVOKE printed → Enter p50 %v ms", r[0], part[0], whole[0])
+	}
+	if r[15] != "0 / 0" {
+		t.Errorf("%s, %s: Enters on the bound / typed again = %q, want 0 / 0", r[0], r[1], r[15])
+	}
+	// Not measured over Supabase: the stand-in's own WAL polls would count.
+	if v := cellNums(r[16]); r[0] != "supabase" && len(v) != 1 || r[0] == "supabase" && r[16] != "—" {
+		t.Errorf("%s: DB tx/s idle = %q, want a number (— for supabase)", r[0], r[16])
 	}
 }

@@ -37,40 +37,101 @@ func browserConsole(t *testing.T, bin string, width, height int, suffix string) 
 	r.waitAgent(t, officeID, "echo")
 
 	ctx := chromeSized(t, bin, width, height)
-	screenshot := func(name string) { saveScreenshot(t, ctx, strings.Replace(name, ".png", suffix+".png", 1)) }
+	p := &consolePage{t: t, ctx: ctx, r: r, suffix: suffix}
 	defer func() {
 		if t.Failed() {
-			screenshot("console-failed.png")
+			p.screenshot("console-failed.png")
 		}
 	}()
+	p.openWithToken()
+	// The echo agent's terminal: replay shows its banner.
+	p.click(`tr.agent[data-name="echo"] a.open`)
+	p.termHas("echo: ready")
+	p.readOnlyThenControl()
+	p.answerQuestion(officeID, width, height)
+	p.messageAndHistory(officeID)
+	p.restartFromRow(officeID)
+	p.plainView()
+}
 
-	click := func(sel string) {
-		t.Helper()
-		if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel))); err != nil {
-			t.Fatalf("click %s: %v", sel, err)
-		}
+// consolePage is the console open in Chromium, with the steps
+// browserConsole takes on it.
+type consolePage struct {
+	t        *testing.T
+	ctx      context.Context
+	r        *liveServer
+	suffix   string
+	hasXterm bool
+}
+
+func (p *consolePage) screenshot(name string) {
+	saveScreenshot(p.t, p.ctx, strings.Replace(name, ".png", p.suffix+".png", 1))
+}
+
+func (p *consolePage) click(sel string) {
+	p.t.Helper()
+	if err := chromedp.Do(p.ctx, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel))); err != nil {
+		p.t.Fatalf("click %s: %v", sel, err)
 	}
+}
 
-	// termHas waits until the open terminal shows want.
-	termHas := func(want string) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		var text string
-		for time.Now().Before(deadline) {
-			var err error
-			if text, err = chromedp.Run(ctx, chromedp.Evaluate[string](`window.consoleText()`)); err != nil {
-				t.Fatalf("read terminal: %v", err)
-			}
-			if strings.Contains(text, want) {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
+// termHas waits until the open terminal shows want.
+func (p *consolePage) termHas(want string) {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var text string
+	for time.Now().Before(deadline) {
+		var err error
+		if text, err = chromedp.Run(p.ctx, chromedp.Evaluate[string](`window.consoleText()`)); err != nil {
+			p.t.Fatalf("read terminal: %v", err)
 		}
-		t.Fatalf("terminal never showed %q; it shows:\n%s", want, text)
+		if strings.Contains(text, want) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
+	p.t.Fatalf("terminal never showed %q; it shows:\n%s", want, text)
+}
 
-	// Open with the token: the page sets the cookie and drops the token
-	// from the address.
+func (p *consolePage) typeLine(s string) {
+	p.t.Helper()
+	var err error
+	if p.hasXterm {
+		// Text as an input method would insert it, then Enter as a key:
+		// synthesized keyDown+char pairs are each seen by xterm.
+		err = chromedp.Do(p.ctx, chromedp.Focus(chromedp.CSS(`#term .xterm-helper-textarea`)),
+			chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+				_, err := cdp.Call(ctx, tg, input.InsertText, input.InsertTextParams{Text: s})
+				return err
+			}),
+			chromedp.KeyEvent("\r"))
+	} else {
+		// Enter in the field submits the form through its handler.
+		err = chromedp.Do(p.ctx, chromedp.SendKeys(chromedp.CSS(`#plainline`), s+"\r"))
+	}
+	if err != nil {
+		p.t.Fatalf("type %q: %v", s, err)
+	}
+}
+
+// checkCount: the needs-you count in the header, the cards and the title
+// all say want.
+func (p *consolePage) checkCount(want int) {
+	p.t.Helper()
+	got, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]string](`[document.querySelector('#needcount').dataset.count,
+		String(document.querySelectorAll('#needlist > .card').length), document.title]`))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if got[0] != fmt.Sprint(want) || got[1] != got[0] || !strings.HasPrefix(got[2], fmt.Sprintf("(%d) ", want)) {
+		p.t.Fatalf("needs-you count %s, cards %s, title %q: want %d everywhere", got[0], got[1], got[2], want)
+	}
+}
+
+// openWithToken: the page sets the cookie and drops the token from the
+// address.
+func (p *consolePage) openWithToken() {
+	t, ctx, r := p.t, p.ctx, p.r
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(r.base+"/?token="+r.token),
 		chromedp.WaitVisible(chromedp.CSS(`tr.agent[data-name="echo"] a.open`)),
@@ -91,76 +152,47 @@ func browserConsole(t *testing.T, bin string, width, height int, suffix string) 
 	if !hasXterm {
 		t.Log("xterm.js not installed (run scripts/setup.sh): testing the plain-text fallback view")
 	}
+	p.hasXterm = hasXterm
+}
 
-	// The echo agent's terminal: replay shows its banner.
-	click(`tr.agent[data-name="echo"] a.open`)
-	termHas("echo: ready")
-
-	typeLine := func(s string) {
-		t.Helper()
-		var err error
-		if hasXterm {
-			// Text as an input method would insert it, then Enter as a key:
-			// synthesized keyDown+char pairs are each seen by xterm.
-			err = chromedp.Do(ctx, chromedp.Focus(chromedp.CSS(`#term .xterm-helper-textarea`)),
-				chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-					_, err := cdp.Call(ctx, tg, input.InsertText, input.InsertTextParams{Text: s})
-					return err
-				}),
-				chromedp.KeyEvent("\r"))
-		} else {
-			// Enter in the field submits the form through its handler.
-			err = chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS(`#plainline`), s+"\r"))
-		}
-		if err != nil {
-			t.Fatalf("type %q: %v", s, err)
-		}
-	}
-
-	// Read-only until control is taken: typing does nothing.
-	if hasXterm {
-		typeLine("readonly-typed")
-		termHas("echo: ready")
+// readOnlyThenControl: typing does nothing until control is taken; then
+// it reaches the agent.
+func (p *consolePage) readOnlyThenControl() {
+	t, ctx := p.t, p.ctx
+	if p.hasXterm {
+		p.typeLine("readonly-typed")
+		p.termHas("echo: ready")
 		time.Sleep(500 * time.Millisecond)
 		text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`window.consoleText()`))
 		if strings.Contains(text, "readonly-typed") {
 			t.Fatalf("a read-only viewer's keystrokes reached the agent:\n%s", text)
 		}
 	}
-
-	// Take control and type.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#take`)), chromedp.WaitVisible(chromedp.CSS(`body[data-control="you"]`))); err != nil {
 		t.Fatalf("take control: %v", err)
 	}
-	typeLine("hello-from-the-browser")
+	p.typeLine("hello-from-the-browser")
 	sameStatus(t, ctx, "echo", "waiting for input") // working, then ready again
-	termHas("echo: hello-from-the-browser")
+	p.termHas("echo: hello-from-the-browser")
+}
 
-	// po asked a question: it is first on the page, counted in the header
-	// and the title; answer it in the page, by its option button.
+// answerQuestion: po asked a question: it is first on the page, counted
+// in the header and the title; a refused answer keeps what was typed;
+// answered by its option button, it reaches po.
+func (p *consolePage) answerQuestion(officeID string, width, height int) {
+	t, ctx, r := p.t, p.ctx, p.r
 	q := r.waitQuestion(t, officeID, office.QuestionPending, 20*time.Second)
 	card := `#attention form.question[data-id="` + q.ID + `"]`
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(card+` button.option`))); err != nil {
 		t.Fatalf("the question is not in the needs-you list: %v", err)
 	}
-	checkCount := func(want int) {
-		t.Helper()
-		got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[document.querySelector('#needcount').dataset.count,
-			String(document.querySelectorAll('#needlist > .card').length), document.title]`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got[0] != fmt.Sprint(want) || got[1] != got[0] || !strings.HasPrefix(got[2], fmt.Sprintf("(%d) ", want)) {
-			t.Fatalf("needs-you count %s, cards %s, title %q: want %d everywhere", got[0], got[1], got[2], want)
-		}
-	}
-	checkCount(1)
+	p.checkCount(1)
 	inView, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const b = document.querySelector('`+card+` button.option').getBoundingClientRect();
 		return b.top >= 0 && b.bottom <= window.innerHeight; })()`))
 	if err != nil || !inView {
 		t.Errorf("at %dx%d the question's answer buttons are not in view without scrolling (%v)", width, height, err)
 	}
-	screenshot("console-question.png")
+	p.screenshot("console-question.png")
 	// A refused answer keeps what was typed and says why, in the card.
 	if err := chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.CSS(card+` input.answer`), "a feature nobody offered"),
@@ -196,48 +228,56 @@ func browserConsole(t *testing.T, bin string, width, height int, suffix string) 
 	if err := chromedp.Do(ctx, chromedp.WaitNotPresent(chromedp.CSS(card))); err != nil {
 		t.Fatalf("the answered question is still listed: %v", err)
 	}
-	click(`tr.agent[data-name="po"] a.open`)
-	termHas(`po: the user chose "Search"`)
-	termHas("=== PHASE 1 COMPLETE ===") // dev got the task and delivered
+	p.click(`tr.agent[data-name="po"] a.open`)
+	p.termHas(`po: the user chose "Search"`)
+	p.termHas("=== PHASE 1 COMPLETE ===") // dev got the task and delivered
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.Search(`//table[@id="invocations"]//td[contains(.,"completed")]`))); err != nil {
 		t.Fatalf("invocation not shown completed: %v", err)
 	}
-	// A message to an agent from the page reaches it (echo repeats it).
+}
+
+// messageAndHistory: a message to an agent from the page reaches it
+// (echo repeats it); the history reads as sentences, the result is listed.
+func (p *consolePage) messageAndHistory(officeID string) {
+	t, ctx, r := p.t, p.ctx, p.r
 	if err := chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.CSS(`#msgagent`), r.agentID(t, officeID, "echo")),
 		chromedp.SendKeys(chromedp.CSS(`#msgtext`), "a message from the page\r"),
 	); err != nil {
 		t.Fatalf("send a message: %v", err)
 	}
-	click(`tr.agent[data-name="echo"] a.open`)
-	termHas("echo: > a message from the page") // the office quotes a person's words
-	click(`tr.agent[data-name="po"] a.open`)
-	termHas("=== PHASE 1 COMPLETE ===")
-	// The history reads as sentences, the result is listed.
+	p.click(`tr.agent[data-name="echo"] a.open`)
+	p.termHas("echo: > a message from the page") // the office quotes a person's words
+	p.click(`tr.agent[data-name="po"] a.open`)
+	p.termHas("=== PHASE 1 COMPLETE ===")
 	if err := chromedp.Do(ctx,
 		chromedp.WaitVisible(chromedp.Search(`//ol[@id="events"]/li[contains(.,"dev is at step 3/3: running the tests")]`)),
 		chromedp.WaitVisible(chromedp.Search(`//table[@id="results"]//td[contains(.,"dev → po")]`)),
 	); err != nil {
 		t.Fatalf("history or results: %v", err)
 	}
-	screenshot("console.png")
-	// Restarted from its row (two clicks: restart, confirm), po starts over and asks its first question
-	// again: the question the old process left is cancelled, and the
-	// history says why.
+	p.screenshot("console.png")
+}
+
+// restartFromRow: restarted from its row (two clicks: restart, confirm),
+// po starts over and asks its first question again: the question the old
+// process left is cancelled, and the history says why. Bookkeeping is
+// hidden by default; the history filters by agent.
+func (p *consolePage) restartFromRow(officeID string) {
+	t, ctx, r := p.t, p.ctx, p.r
 	left := r.waitQuestion(t, officeID, office.QuestionPending, 20*time.Second)
-	click(`tr.agent[data-name="po"] button.restart`) // asks to be confirmed
+	p.click(`tr.agent[data-name="po"] button.restart`) // asks to be confirmed
 	if b, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('tr.agent[data-name="po"] button.restart').textContent`)); b != "confirm restart" {
 		t.Errorf("after one click the restart button says %q, want \"confirm restart\"", b)
 	}
-	click(`tr.agent[data-name="po"] button.restart`)
+	p.click(`tr.agent[data-name="po"] button.restart`)
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.Search(`//ol[@id="events"]/li[@data-kind="question.cancelled"][contains(.,"po asked the same question again (question ")]`))); err != nil {
 		t.Fatalf("the cancelled question's reason is not in the history: %v", err)
 	}
 	if err := chromedp.Do(ctx, chromedp.WaitNotPresent(chromedp.CSS(`#attention form.question[data-id="`+left.ID+`"]`))); err != nil {
 		t.Fatalf("the cancelled question is still listed: %v", err)
 	}
-	checkCount(1) // the new question only
-	// Bookkeeping is hidden by default; the history filters by agent.
+	p.checkCount(1) // the new question only
 	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#events li[data-kind="message.delivered"], #events li[data-kind="question.delivered"], #events li[data-kind^="transcript."]').length`))
 	if err != nil || hidden != 0 {
 		t.Errorf("%d bookkeeping events shown by default (%v)", hidden, err)
@@ -255,9 +295,12 @@ func browserConsole(t *testing.T, bin string, width, height int, suffix string) 
 			t.Errorf("history filtered to dev shows %q", row)
 		}
 	}
+}
 
-	// The plain view (what the page falls back to without xterm.js):
-	// output, control and typing work there too.
+// plainView: the plain view (what the page falls back to without
+// xterm.js): output, control and typing work there too.
+func (p *consolePage) plainView() {
+	t, ctx, r := p.t, p.ctx, p.r
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(r.base+"/?view#plain=1"),
 		chromedp.WaitVisible(chromedp.CSS(`tr.agent[data-name="echo"] a.open`)),
@@ -266,14 +309,14 @@ func browserConsole(t *testing.T, bin string, width, height int, suffix string) 
 	); err != nil {
 		t.Fatalf("plain view: %v", err)
 	}
-	termHas("echo: hello-from-the-browser") // the replay
-	hasXterm = false
+	p.termHas("echo: hello-from-the-browser") // the replay
+	p.hasXterm = false
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#take`)), chromedp.WaitVisible(chromedp.CSS(`body[data-control="you"]`))); err != nil {
 		t.Fatalf("take control in the plain view: %v", err)
 	}
-	typeLine("typed-in-plain-view")
-	termHas("echo: typed-in-plain-view")
-	screenshot("console-plain.png")
+	p.typeLine("typed-in-plain-view")
+	p.termHas("echo: typed-in-plain-view")
+	p.screenshot("console-plain.png")
 }
 
 // sameStatus reads, every 20 ms, the status the open terminal's header

@@ -26,6 +26,9 @@ import (
 // the dialog's first choice (Yes), a button on its card; the command runs, the model gets its output,
 // the agent is ready again and the waiting message then reaches the model
 // exactly once.
+// toolMarker is what toolModel's command prints.
+const toolMarker = "tool-ran-42"
+
 func TestConsoleResolvesClaudePermissionPrompt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs Claude Code and Chromium")
@@ -33,48 +36,16 @@ func TestConsoleResolvesClaudePermissionPrompt(t *testing.T) {
 	claude := testenv.ClaudeBin(t)
 	chromium := testenv.Chromium(t)
 	bin := buildServer(t)
-
-	srv := anthropictest.New(t)
-	const marker = "tool-ran-42"
-	srv.Reply(func(r anthropictest.Request) anthropictest.Response {
-		if out, ok := lastToolResult(r); ok {
-			return anthropictest.Response{Text: "The command said: " + out}
-		}
-		u := r.LastUserText()
-		switch {
-		case strings.Contains(u, "Please make the folder"):
-			return anthropictest.Response{Text: "Making it.", ToolUses: []anthropictest.ToolUse{{
-				Name:  "Bash",
-				Input: map[string]string{"command": "mkdir -p made-by-tool && echo " + marker, "description": "Make the folder"},
-			}}}
-		case strings.Contains(u, "Second message"):
-			return anthropictest.Response{Text: "Got the second message."}
-		}
-		return anthropictest.Response{Text: "OK"}
-	})
-
+	srv := toolModel(t)
 	home, work := t.TempDir(), t.TempDir()
-	officeFile := filepath.Join(t.TempDir(), "office.yaml")
-	if err := os.WriteFile(officeFile, []byte(`office:
+	const token = "console-token-0123456789abcdef"
+	p := launchClaudeOffice(t, bin, `office:
   name: Permission office
 agents:
   - name: po
     role: Product owner
     launch: {kind: claude, command: "`+claude+`", dir: "`+work+`", permission_mode: default}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	const token = "console-token-0123456789abcdef"
-	p := launchServer(t, bin, []string{"HOME=" + home, "LANG=C.UTF-8", "OFFICE_ADMIN_TOKEN=" + token,
-		"ANTHROPIC_API_KEY=" + srv.Key, "ANTHROPIC_BASE_URL=" + srv.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
-		"--office", officeFile, "--data-dir", t.TempDir())
-	p.waitHealthy(t)
-	t.Cleanup(func() { p.stop(t) }) // the agents end with it (before the temporary dirs go)
-	defer func() {
-		if t.Failed() {
-			t.Logf("server log:\n%s", p.stderr.String())
-		}
-	}()
+`, home, srv, token)
 	c := apiClient{t: t, base: p.base, token: token}
 	api, wait := c.do, c.wait
 	var offices []struct{ ID string }
@@ -105,18 +76,7 @@ agents:
 	if d := session().Detail; !strings.Contains(d, "Do you want to proceed") || !strings.Contains(d, "mkdir -p made-by-tool") {
 		t.Fatalf("needs_attention detail does not show the dialog:\n%s", d)
 	}
-	var events []struct {
-		Type    string          `json:"kind"`
-		Payload json.RawMessage `json:"payload"`
-	}
-	api("GET", "/api/offices/"+officeID+"/events?limit=200", "", &events)
-	seen := false
-	for _, e := range events {
-		seen = seen || (e.Type == "session.needs_attention" && strings.Contains(string(e.Payload), "Do you want to proceed"))
-	}
-	if !seen {
-		t.Errorf("no session.needs_attention event with the dialog's text in %d events", len(events))
-	}
+	checkDialogEvent(c, officeID)
 	// A message sent while the dialog is up waits: nothing is typed into it.
 	send("Second message.")
 
@@ -126,8 +86,105 @@ agents:
 			saveScreenshot(t, ctx, "console-permission-failed.png")
 		}
 	}()
+	card := attentionCard(t, ctx, p.base+"/?token="+token)
+	time.Sleep(2 * time.Second) // time for a wrongly typed message to show
+	if n := countUserText(srv, "Second message"); n != 0 {
+		t.Fatalf("the second message reached the model while the dialog was up (%d)", n)
+	}
+	if s := session(); s.Status != "needs_attention" {
+		t.Fatalf("while the dialog is up the session is %s, want needs_attention", s.Status)
+	}
+	chooseYes(t, ctx, card)
+	wait("the tool's output to reach the model", 60*time.Second, func() bool { return toolOutputReached(srv) })
+	if _, err := os.Stat(filepath.Join(work, "made-by-tool")); err != nil {
+		t.Errorf("the allowed command did not run: %v", err)
+	}
+	wait("the waiting message to reach the model", 60*time.Second, func() bool { return countUserText(srv, "Second message") > 0 })
+	wait("po ready again", 30*time.Second, func() bool { return session().Status == "ready" })
+	if err := chromedp.Do(ctx, chromedp.WaitNotVisible(chromedp.CSS(`#attention`))); err != nil {
+		t.Errorf("the console still shows po as needing attention: %v", err)
+	}
+	time.Sleep(2 * time.Second)
+	if n := countUserText(srv, "Second message"); n != 1 {
+		t.Errorf("the second message reached the model %d times, want once", n)
+	}
+}
+
+// chooseYes resolves the dialog where it is shown: the card's first
+// choice (1. Yes), a button that sends the keys choosing it.
+func chooseYes(t *testing.T, ctx context.Context, card string) {
+	choice := `#attention .card[data-name="po"] button.choice[data-choice="1"]`
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(choice))); err != nil {
+		t.Fatalf("the dialog's choices are not buttons on its card: %v\n%s", err, card)
+	}
+	if label, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('`+choice+`').textContent`)); label != "1. Yes" {
+		t.Errorf("the first choice's button says %q, want \"1. Yes\"", label)
+	}
+	saveScreenshot(t, ctx, "console-permission.png")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(choice))); err != nil {
+		t.Fatalf("resolve the dialog in the console: %v", err)
+	}
+}
+
+// toolOutputReached: a request to the model carries the command's output.
+func toolOutputReached(srv *anthropictest.Server) bool {
+	for _, r := range srv.MainRequests() {
+		if out, ok := lastToolResult(r); ok && strings.Contains(out, toolMarker) {
+			return true
+		}
+	}
+	return false
+}
+
+// toolModel is po's model: asked to make the folder, it runs a Bash
+// command that prints toolMarker; then it repeats the command's output and
+// acknowledges the second message.
+func toolModel(t *testing.T) *anthropictest.Server {
+	srv := anthropictest.New(t)
+	srv.Reply(func(r anthropictest.Request) anthropictest.Response {
+		if out, ok := lastToolResult(r); ok {
+			return anthropictest.Response{Text: "The command said: " + out}
+		}
+		u := r.LastUserText()
+		switch {
+		case strings.Contains(u, "Please make the folder"):
+			return anthropictest.Response{Text: "Making it.", ToolUses: []anthropictest.ToolUse{{
+				Name:  "Bash",
+				Input: map[string]string{"command": "mkdir -p made-by-tool && echo " + toolMarker, "description": "Make the folder"},
+			}}}
+		case strings.Contains(u, "Second message"):
+			return anthropictest.Response{Text: "Got the second message."}
+		}
+		return anthropictest.Response{Text: "OK"}
+	})
+
+	return srv
+}
+
+// checkDialogEvent: a session.needs_attention event holds the dialog's
+// text.
+func checkDialogEvent(c apiClient, officeID string) {
+	t := c.t
+	var events []struct {
+		Type    string          `json:"kind"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	c.do("GET", "/api/offices/"+officeID+"/events?limit=200", "", &events)
+	seen := false
+	for _, e := range events {
+		seen = seen || (e.Type == "session.needs_attention" && strings.Contains(string(e.Payload), "Do you want to proceed"))
+	}
+	if !seen {
+		t.Errorf("no session.needs_attention event with the dialog's text in %d events", len(events))
+	}
+}
+
+// attentionCard opens the console at url: the agent needing attention is
+// at the top, its card shows the dialog, the title counts it. It returns
+// the card's text.
+func attentionCard(t *testing.T, ctx context.Context, url string) string {
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(p.base+"/?token="+token),
+		chromedp.Navigate(url),
 		chromedp.WaitVisible(chromedp.CSS(`#attention .card[data-name="po"]`)),
 	); err != nil {
 		t.Fatalf("console: the agent needing attention is not shown at the top: %v", err)
@@ -143,46 +200,7 @@ agents:
 	if !strings.Contains(card, "Do you want to proceed") || !strings.HasPrefix(title, "(1)") {
 		t.Errorf("attention card %q, title %q: want the dialog's text and a count in the title", card, title)
 	}
-	time.Sleep(2 * time.Second) // time for a wrongly typed message to show
-	if n := countUserText(srv, "Second message"); n != 0 {
-		t.Fatalf("the second message reached the model while the dialog was up (%d)", n)
-	}
-	if s := session(); s.Status != "needs_attention" {
-		t.Fatalf("while the dialog is up the session is %s, want needs_attention", s.Status)
-	}
-	// Resolve it where it is shown: the card's first choice (1. Yes), a
-	// button that sends the keys choosing it.
-	choice := `#attention .card[data-name="po"] button.choice[data-choice="1"]`
-	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(choice))); err != nil {
-		t.Fatalf("the dialog's choices are not buttons on its card: %v\n%s", err, card)
-	}
-	if label, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('`+choice+`').textContent`)); label != "1. Yes" {
-		t.Errorf("the first choice's button says %q, want \"1. Yes\"", label)
-	}
-	saveScreenshot(t, ctx, "console-permission.png")
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(choice))); err != nil {
-		t.Fatalf("resolve the dialog in the console: %v", err)
-	}
-	wait("the tool's output to reach the model", 60*time.Second, func() bool {
-		for _, r := range srv.MainRequests() {
-			if out, ok := lastToolResult(r); ok && strings.Contains(out, marker) {
-				return true
-			}
-		}
-		return false
-	})
-	if _, err := os.Stat(filepath.Join(work, "made-by-tool")); err != nil {
-		t.Errorf("the allowed command did not run: %v", err)
-	}
-	wait("the waiting message to reach the model", 60*time.Second, func() bool { return countUserText(srv, "Second message") > 0 })
-	wait("po ready again", 30*time.Second, func() bool { return session().Status == "ready" })
-	if err := chromedp.Do(ctx, chromedp.WaitNotVisible(chromedp.CSS(`#attention`))); err != nil {
-		t.Errorf("the console still shows po as needing attention: %v", err)
-	}
-	time.Sleep(2 * time.Second)
-	if n := countUserText(srv, "Second message"); n != 1 {
-		t.Errorf("the second message reached the model %d times, want once", n)
-	}
+	return card
 }
 
 // lastToolResult returns the text of a tool_result block in the request's

@@ -36,54 +36,10 @@ func TestClaudeTaskSurvivesCrash(t *testing.T) {
 }
 
 func runCrash(t *testing.T, bin, claude string, afterTranscript bool) {
-	srv := anthropictest.New(t)
-	hold := make(chan struct{}) // dev's first answer never comes: the process dies first
-	var mu sync.Mutex
-	tasks := 0
-	held := make(chan struct{})
-	srv.Reply(func(r anthropictest.Request) anthropictest.Response {
-		u := r.LastUserText()
-		switch {
-		case strings.Contains(r.System, "You are po"):
-			if strings.Contains(u, "Message from a person") {
-				return anthropictest.Response{Text: "[INVOKE:dev]\nWrite the changelog.\n[/INVOKE:dev]"}
-			}
-		case strings.Contains(r.System, "You are dev"):
-			deliver := anthropictest.Response{Text: "[DELIVER_RESULT:po]\ntype: markdown\ncontent: Changelog written.\n[/DELIVER_RESULT:po]"}
-			if strings.Contains(u, "ended unexpectedly") {
-				return deliver
-			}
-			if strings.Contains(u, "[OFFICE] Task ") {
-				mu.Lock()
-				tasks++
-				first := tasks == 1
-				mu.Unlock()
-				if !first {
-					return deliver
-				}
-				close(held)
-				return anthropictest.Response{Hold: hold}
-			}
-		}
-		return anthropictest.Response{Text: "OK"}
-	})
-	t.Cleanup(func() { close(hold) })
+	srv, held := crashModel(t)
 
 	home, repo := t.TempDir(), t.TempDir()
-	officeFile := filepath.Join(t.TempDir(), "office.yaml")
-	yaml := `office:
-  name: Crash office
-agents:
-  - name: po
-    allowed_actions: [invoke]
-    launch: {kind: claude, command: "` + claude + `", dir: "` + filepath.Join(repo, "po") + `"}
-  - name: dev
-    allowed_actions: [deliver_result]
-    launch: {kind: claude, command: "` + claude + `", dir: "` + filepath.Join(repo, "dev") + `"}
-`
-	if err := os.WriteFile(officeFile, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	officeFile := crashOffice(t, claude, repo)
 	const token = "crash-token-0123456789abcdef"
 	data := t.TempDir()
 	p := launchServer(t, bin, []string{"HOME=" + home, "LANG=C.UTF-8", "OFFICE_ADMIN_TOKEN=" + token,
@@ -125,15 +81,7 @@ agents:
 	case <-time.After(90 * time.Second):
 		t.Fatal("dev's model never got the task")
 	}
-	transcriptHasTask := func() bool {
-		files, _ := filepath.Glob(filepath.Join(data, "claude", "*", "*", "claude", "projects", "*-dev", "*.jsonl"))
-		for _, f := range files {
-			if b, _ := os.ReadFile(f); strings.Contains(string(b), `"type":"user"`) && strings.Contains(string(b), "[OFFICE] Task ") {
-				return true
-			}
-		}
-		return false
-	}
+	transcriptHasTask := func() bool { return devTranscriptHasTask(data) }
 	if afterTranscript {
 		c.wait("the task in dev's transcript", 30*time.Second, transcriptHasTask)
 	}
@@ -148,6 +96,64 @@ agents:
 	}
 	resumable := transcriptHasTask() // the process is gone: its file is final
 	t.Logf("killed with the task in the transcript: %v", resumable)
+	waitCrashEvent(c, officeID)
+	var invs []struct {
+		Status string `json:"status"`
+	}
+	c.wait("the invocation to complete", 120*time.Second, func() bool {
+		invs = nil
+		c.do("GET", "/api/offices/"+officeID+"/invocations", "", &invs)
+		return len(invs) == 1 && invs[0].Status == "completed"
+	})
+	checkTaskOrReminder(t, srv, resumable)
+	if s := session("dev"); s.PID == dev.PID || s.PID == 0 {
+		t.Errorf("dev's session after the crash: %+v (old pid %d)", s, dev.PID)
+	}
+}
+
+// crashModel is the model of po and dev: po invokes dev; dev's first
+// answer to its task never comes (held is closed when it is asked);
+// asked again, or reminded after a crash, dev delivers.
+func crashModel(t *testing.T) (*anthropictest.Server, chan struct{}) {
+	srv := anthropictest.New(t)
+	hold := make(chan struct{}) // dev's first answer never comes: the process dies first
+	var mu sync.Mutex
+	tasks := 0
+	held := make(chan struct{})
+	srv.Reply(func(r anthropictest.Request) anthropictest.Response {
+		u := r.LastUserText()
+		switch {
+		case strings.Contains(r.System, "You are po"):
+			if strings.Contains(u, "Message from a person") {
+				return anthropictest.Response{Text: "[INVOKE:dev]\nWrite the changelog.\n[/INVOKE:dev]"}
+			}
+		case strings.Contains(r.System, "You are dev"):
+			deliver := anthropictest.Response{Text: "[DELIVER_RESULT:po]\ntype: markdown\ncontent: Changelog written.\n[/DELIVER_RESULT:po]"}
+			if strings.Contains(u, "ended unexpectedly") {
+				return deliver
+			}
+			if strings.Contains(u, "[OFFICE] Task ") {
+				mu.Lock()
+				tasks++
+				first := tasks == 1
+				mu.Unlock()
+				if !first {
+					return deliver
+				}
+				close(held)
+				return anthropictest.Response{Hold: hold}
+			}
+		}
+		return anthropictest.Response{Text: "OK"}
+	})
+	t.Cleanup(func() { close(hold) })
+	return srv, held
+}
+
+// waitCrashEvent waits for the session.crashed event and checks its
+// detail says the process was killed.
+func waitCrashEvent(c apiClient, officeID string) {
+	t := c.t
 	var crash string
 	c.wait("the crash event", 30*time.Second, func() bool {
 		var evs []struct {
@@ -168,14 +174,11 @@ agents:
 	if !strings.Contains(crash, "killed") {
 		t.Errorf("crash event detail %q does not say the process was killed", crash)
 	}
-	var invs []struct {
-		Status string `json:"status"`
-	}
-	c.wait("the invocation to complete", 120*time.Second, func() bool {
-		invs = nil
-		c.do("GET", "/api/offices/"+officeID+"/invocations", "", &invs)
-		return len(invs) == 1 && invs[0].Status == "completed"
-	})
+}
+
+// checkTaskOrReminder: dev's model got the task again in a fresh
+// conversation, or, resumed, a reminder of the task it holds.
+func checkTaskOrReminder(t *testing.T, srv *anthropictest.Server, resumable bool) {
 	gotTasks, reminders := 0, 0
 	for _, r := range srv.MainRequests() {
 		if !strings.Contains(r.System, "You are dev") {
@@ -195,7 +198,36 @@ agents:
 	if gotTasks != wantTasks || reminders != wantReminders {
 		t.Errorf("dev's model got the task %d times and the reminder %d times, want %d and %d", gotTasks, reminders, wantTasks, wantReminders)
 	}
-	if s := session("dev"); s.PID == dev.PID || s.PID == 0 {
-		t.Errorf("dev's session after the crash: %+v (old pid %d)", s, dev.PID)
+}
+
+// crashOffice writes the office of po and dev, two Claude Code agents in
+// repo, and returns its path.
+func crashOffice(t *testing.T, claude, repo string) string {
+	officeFile := filepath.Join(t.TempDir(), "office.yaml")
+	yaml := `office:
+  name: Crash office
+agents:
+  - name: po
+    allowed_actions: [invoke]
+    launch: {kind: claude, command: "` + claude + `", dir: "` + filepath.Join(repo, "po") + `"}
+  - name: dev
+    allowed_actions: [deliver_result]
+    launch: {kind: claude, command: "` + claude + `", dir: "` + filepath.Join(repo, "dev") + `"}
+`
+	if err := os.WriteFile(officeFile, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
 	}
+	return officeFile
+}
+
+// devTranscriptHasTask: dev's Claude Code transcript under the data dir
+// holds the task as a user turn.
+func devTranscriptHasTask(data string) bool {
+	files, _ := filepath.Glob(filepath.Join(data, "claude", "*", "*", "claude", "projects", "*-dev", "*.jsonl"))
+	for _, f := range files {
+		if b, _ := os.ReadFile(f); strings.Contains(string(b), `"type":"user"`) && strings.Contains(string(b), "[OFFICE] Task ") {
+			return true
+		}
+	}
+	return false
 }

@@ -5,14 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -124,6 +119,61 @@ func runClaudeOffice(t *testing.T, bin, claude string, login, hadConfig bool, pr
 	prep(t, home, srv.Key, dirs)
 	before, _ := os.ReadFile(filepath.Join(home, ".claude.json"))
 
+	const token = "e2e-token-0123456789abcdef"
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LANG=C.UTF-8",
+		"DATABASE_URL=" + dbURL, "OFFICE_ADMIN_TOKEN=" + token,
+		"ANTHROPIC_BASE_URL=" + srv.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+	if !login {
+		env = append(env, "ANTHROPIC_API_KEY="+srv.Key)
+	}
+	c := startServe(t, bin, claudeOfficeFile(t, claude, dirs), env, token, nil)
+	officeID := c.waitReady(2, 90*time.Second, "needs_attention", "crashed", "failed")
+
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	member := "00000000-0000-0000-0000-00000000e2e0"
+	mustExec(t, db, `insert into auth.users (id, email) values ($1, 'member@example.com')`, member)
+	mustExec(t, db, `insert into office_members (office_id, user_id) values ($1, $2)`, officeID, member)
+
+	if st := c.api("POST", "/api/offices/"+officeID+"/messages", map[string]string{"agent": "po", "content": "Please start the login feature.", "user_id": member}, nil); st != 201 && st != 200 {
+		t.Fatalf("post message: %d", st)
+	}
+	var qID string
+	c.wait("po's question row", 90*time.Second, func() bool {
+		return db.QueryRow(ctx, `select id::text from user_questions where office_id = $1`, officeID).Scan(&qID) == nil
+	})
+	var msgStatus string
+	if err := db.QueryRow(ctx, `select status from user_messages where office_id = $1`, officeID).Scan(&msgStatus); err != nil || msgStatus != "delivered" {
+		t.Errorf("person's message: status %q (%v), want delivered once po's model had it", msgStatus, err)
+	}
+	answerWithRLS(t, db, member, qID, "SSO")
+	c.wait("dev's result to reach po", 120*time.Second, func() bool {
+		for _, r := range srv.MainRequests() {
+			if strings.Contains(r.System, "You are po") && strings.Contains(r.LastUserText(), "Result from dev") {
+				return true
+			}
+		}
+		return false
+	})
+	checkClaudeRound(t, srv, db, officeID, qID, login)
+	after, _ := os.ReadFile(filepath.Join(home, ".claude.json"))
+	if !bytes.Equal(before, after) {
+		t.Errorf("the user's ~/.claude.json changed:\nbefore %s\nafter  %s", before, after)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".claude.json")); hadConfig == os.IsNotExist(err) {
+		t.Errorf("~/.claude.json existence changed (had %v): %v", hadConfig, err)
+	}
+	c.stop()
+	checkStoppedRows(t, db, officeID, 2)
+}
+
+// claudeOfficeFile writes the office of po and dev, two Claude Code
+// agents in dirs, and returns its path.
+func claudeOfficeFile(t *testing.T, claude string, dirs []string) string {
 	officeFile := filepath.Join(t.TempDir(), "office.yaml")
 	yaml := fmt.Sprintf(`office:
   name: Claude office
@@ -140,128 +190,14 @@ agents:
 	if err := os.WriteFile(officeFile, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	const token = "e2e-token-0123456789abcdef"
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LANG=C.UTF-8",
-		"DATABASE_URL=" + dbURL, "OFFICE_ADMIN_TOKEN=" + token,
-		"ANTHROPIC_BASE_URL=" + srv.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
-	if !login {
-		env = append(env, "ANTHROPIC_API_KEY="+srv.Key)
-	}
-	data := t.TempDir()
-	cmd := exec.Command(bin, "serve", "--office", officeFile, "--data-dir", data, "--addr", addr)
-	cmd.Env = env
-	cmd.Dir = t.TempDir()
-	stdout, stderr := &lockedBuf{}, &lockedBuf{}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // a killed test leaves no server behind
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("server log:\n%s", stderr.String())
-		}
-	})
-	base := "http://" + addr
-	api := func(method, path string, body, v any) int {
-		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, base+path, rd)
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		if v != nil && res.StatusCode < 300 {
-			if err := json.Unmarshal(b, v); err != nil {
-				t.Fatalf("%s %s: %v: %s", method, path, err, b)
-			}
-		}
-		return res.StatusCode
-	}
-	wait := func(what string, d time.Duration, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(d)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	var offices []struct{ ID, Name string }
-	wait("the API", 60*time.Second, func() bool { return api("GET", "/api/offices", nil, &offices) == 200 && len(offices) == 1 })
-	officeID := offices[0].ID
-	type sess struct {
-		AgentName string `json:"agent_name"`
-		Status    string `json:"status"`
-		Detail    string `json:"detail"`
-	}
-	var sessions []sess
-	began := time.Now()
-	wait("both agents ready", 90*time.Second, func() bool {
-		sessions = nil
-		api("GET", "/api/offices/"+officeID+"/sessions", nil, &sessions)
-		ready := 0
-		for _, s := range sessions {
-			if s.Status == "needs_attention" || s.Status == "crashed" || s.Status == "failed" {
-				t.Fatalf("agent %s is %s: %s", s.AgentName, s.Status, s.Detail)
-			}
-			if s.Status == "ready" {
-				ready++
-			}
-		}
-		return ready == 2
-	})
-	t.Logf("both agents ready %v after the API answered", time.Since(began).Round(time.Millisecond))
+	return officeFile
+}
 
+// checkClaudeRound: each model got each step once; one question, one
+// invocation completed, the question delivered; a logged-in agent used
+// the user's credentials.
+func checkClaudeRound(t *testing.T, srv *anthropictest.Server, db *pgx.Conn, officeID, qID string, login bool) {
 	ctx := context.Background()
-	db, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
-	member := "00000000-0000-0000-0000-00000000e2e0"
-	mustExec(t, db, `insert into auth.users (id, email) values ($1, 'member@example.com')`, member)
-	mustExec(t, db, `insert into office_members (office_id, user_id) values ($1, $2)`, officeID, member)
-
-	if st := api("POST", "/api/offices/"+officeID+"/messages", map[string]string{"agent": "po", "content": "Please start the login feature.", "user_id": member}, nil); st != 201 && st != 200 {
-		t.Fatalf("post message: %d", st)
-	}
-	var qID string
-	wait("po's question row", 90*time.Second, func() bool {
-		return db.QueryRow(ctx, `select id::text from user_questions where office_id = $1`, officeID).Scan(&qID) == nil
-	})
-	var msgStatus string
-	if err := db.QueryRow(ctx, `select status from user_messages where office_id = $1`, officeID).Scan(&msgStatus); err != nil || msgStatus != "delivered" {
-		t.Errorf("person's message: status %q (%v), want delivered once po's model had it", msgStatus, err)
-	}
-	answerWithRLS(t, db, member, qID, "SSO")
-	wait("dev's result to reach po", 120*time.Second, func() bool {
-		for _, r := range srv.MainRequests() {
-			if strings.Contains(r.System, "You are po") && strings.Contains(r.LastUserText(), "Result from dev") {
-				return true
-			}
-		}
-		return false
-	})
 	count := func(agent, text string) int {
 		n := 0
 		for _, r := range srv.MainRequests() {
@@ -297,46 +233,6 @@ agents:
 				break
 			}
 		}
-	}
-	after, _ := os.ReadFile(filepath.Join(home, ".claude.json"))
-	if !bytes.Equal(before, after) {
-		t.Errorf("the user's ~/.claude.json changed:\nbefore %s\nafter  %s", before, after)
-	}
-	if _, err := os.Stat(filepath.Join(home, ".claude.json")); hadConfig == os.IsNotExist(err) {
-		t.Errorf("~/.claude.json existence changed (had %v): %v", hadConfig, err)
-	}
-
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		exited <- err
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no exit within 30s of SIGTERM")
-	}
-	rows, err := db.Query(ctx, `select status, pid from agent_sessions where office_id = $1`, officeID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var st string
-		var pid int
-		if err := rows.Scan(&st, &pid); err != nil {
-			t.Fatal(err)
-		}
-		n++
-		if st != "stopped" || pid != 0 {
-			t.Errorf("after SIGTERM a session row is %s with pid %d, want stopped with pid 0", st, pid)
-		}
-	}
-	if n != 2 {
-		t.Errorf("%d session rows, want 2", n)
 	}
 }
 

@@ -1,18 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,6 +31,72 @@ func TestServeCodexAndQwen(t *testing.T) {
 	}
 	codex, qwen := testenv.CLIBin(t, "codex"), testenv.CLIBin(t, "qwen")
 	bin := buildServer(t)
+	srv := codexQwenModel(t)
+	dbURL := testenv.NewDatabase(t)
+	work := t.TempDir()
+	dirs := []string{filepath.Join(work, "po"), filepath.Join(work, "dev")}
+	codexHome, qwenHome := t.TempDir(), t.TempDir()
+	if err := srv.PrepareCodex(codexHome); err != nil {
+		t.Fatal(err)
+	}
+	if err := openaitest.PrepareQwen(qwenHome); err != nil {
+		t.Fatal(err)
+	}
+	testenv.GitInit(t, dirs[0]) // po's folder: Codex would ask whether to trust it
+	codexConfig := testenv.ReadPersonFile(t, filepath.Join(codexHome, ".codex", "config.toml"))
+	officeFile := codexQwenOffice(t, codex, qwen, dirs, codexHome, qwenHome, srv)
+	const token = "e2e-token-0123456789abcdef"
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C.UTF-8", "DATABASE_URL=" + dbURL, "OFFICE_ADMIN_TOKEN=" + token, "OFFICE_SECRETS_KEY=" + e2eSecretsKey}
+	c := startServe(t, bin, officeFile, env, token, func() {
+		for _, r := range srv.Requests() {
+			t.Logf("model request %d %s main=%v: %.120q", r.Seq, r.Path, r.Main, r.LastUserText())
+		}
+	})
+	officeID := c.waitReady(2, 120*time.Second, "needs_attention", "crashed", "failed")
+	api, wait := c.api, c.wait
+
+	ctx := context.Background()
+	member := "00000000-0000-0000-0000-00000000e2e1"
+	db := memberDB(t, dbURL, officeID, member, "member@example.com")
+	if st := api("POST", "/api/offices/"+officeID+"/messages", map[string]string{"agent": "po", "content": "Please start the login feature.", "user_id": member}, nil); st != 201 && st != 200 {
+		t.Fatalf("post message: %d", st)
+	}
+	var qID string
+	wait("po's question row", 120*time.Second, func() bool {
+		return db.QueryRow(ctx, `select id::text from user_questions where office_id = $1`, officeID).Scan(&qID) == nil
+	})
+	answerWithRLS(t, db, member, qID, "SSO")
+	count := func(agent, text string) int {
+		n := 0
+		for _, r := range srv.MainRequests() {
+			if r.Has("You are "+agent) && strings.Contains(r.LastUserText(), text) {
+				n++
+			}
+		}
+		return n
+	}
+	wait("dev's result to reach po", 180*time.Second, func() bool { return count("po", "Result from dev") > 0 })
+	time.Sleep(2 * time.Second) // anything acted on twice would show by now
+	checkOnceWithInstructions(t, srv)
+	checkQwenRecordingAndRows(t, db, officeID, qwenHome)
+
+	// The server stops its agents, and nothing they started is left.
+	c.stop()
+	time.Sleep(time.Second)
+	for _, dir := range []string{codexHome, qwenHome, work} {
+		if left := processesMentioning(dir); len(left) > 0 {
+			t.Errorf("processes left running from %s: %q", dir, left)
+		}
+	}
+	codexConfig.Kept(t, "[projects", "trust_level")
+	absent(t, filepath.Join(codexHome, ".codex", "AGENTS.md")) // the instructions go as a -c override
+	noSecurity(t, filepath.Join(qwenHome, ".qwen", "settings.json"))
+}
+
+// codexQwenModel is the model of po (Codex) and dev (Qwen Code): po's
+// reply to the person is far taller than the screen and asks one
+// question; the answer makes po invoke dev, who delivers.
+func codexQwenModel(t *testing.T) *openaitest.Server {
 	srv := openaitest.New(t)
 	srv.Side(openaitest.QwenSide)
 	var long strings.Builder
@@ -60,18 +119,12 @@ func TestServeCodexAndQwen(t *testing.T) {
 		}
 		return openaitest.Response{Text: "OK"}
 	})
-	dbURL := testenv.NewDatabase(t)
-	work := t.TempDir()
-	dirs := []string{filepath.Join(work, "po"), filepath.Join(work, "dev")}
-	codexHome, qwenHome := t.TempDir(), t.TempDir()
-	if err := srv.PrepareCodex(codexHome); err != nil {
-		t.Fatal(err)
-	}
-	if err := openaitest.PrepareQwen(qwenHome); err != nil {
-		t.Fatal(err)
-	}
-	testenv.GitInit(t, dirs[0]) // po's folder: Codex would ask whether to trust it
-	codexConfig := testenv.ReadPersonFile(t, filepath.Join(codexHome, ".codex", "config.toml"))
+	return srv
+}
+
+// codexQwenOffice writes the office of po (Codex) and dev (Qwen Code)
+// and returns its path.
+func codexQwenOffice(t *testing.T, codex, qwen string, dirs []string, codexHome, qwenHome string, srv *openaitest.Server) string {
 	officeFile := filepath.Join(t.TempDir(), "office.yaml")
 	yaml := fmt.Sprintf(`office:
   name: CLI office
@@ -92,106 +145,12 @@ agents:
 	if err := os.WriteFile(officeFile, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	const token = "e2e-token-0123456789abcdef"
-	cmd := exec.Command(bin, "serve", "--office", officeFile, "--data-dir", t.TempDir(), "--addr", addr)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C.UTF-8", "DATABASE_URL=" + dbURL, "OFFICE_ADMIN_TOKEN=" + token, "OFFICE_SECRETS_KEY=" + e2eSecretsKey}
-	cmd.Dir = t.TempDir()
-	stderr := &lockedBuf{}
-	cmd.Stdout, cmd.Stderr = &lockedBuf{}, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // a killed test leaves no server behind
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("server log:\n%s", stderr.String())
-			for _, r := range srv.Requests() {
-				t.Logf("model request %d %s main=%v: %.120q", r.Seq, r.Path, r.Main, r.LastUserText())
-			}
-		}
-	})
-	api := func(method, path string, body, v any) int {
-		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, "http://"+addr+path, rd)
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		if v != nil && res.StatusCode < 300 {
-			if err := json.Unmarshal(b, v); err != nil {
-				t.Fatalf("%s %s: %v: %s", method, path, err, b)
-			}
-		}
-		return res.StatusCode
-	}
-	wait := func(what string, d time.Duration, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(d)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	var offices []struct{ ID string }
-	wait("the API", 60*time.Second, func() bool { return api("GET", "/api/offices", nil, &offices) == 200 && len(offices) == 1 })
-	officeID := offices[0].ID
-	wait("both agents ready", 120*time.Second, func() bool {
-		var sessions []struct {
-			AgentName string `json:"agent_name"`
-			Status    string `json:"status"`
-			Detail    string `json:"detail"`
-		}
-		api("GET", "/api/offices/"+officeID+"/sessions", nil, &sessions)
-		ready := 0
-		for _, s := range sessions {
-			if s.Status == "needs_attention" || s.Status == "crashed" || s.Status == "failed" {
-				t.Fatalf("agent %s is %s: %s", s.AgentName, s.Status, s.Detail)
-			}
-			if s.Status == "ready" {
-				ready++
-			}
-		}
-		return ready == 2
-	})
+	return officeFile
+}
 
-	ctx := context.Background()
-	db, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
-	member := "00000000-0000-0000-0000-00000000e2e1"
-	mustExec(t, db, `insert into auth.users (id, email) values ($1, 'member@example.com')`, member)
-	mustExec(t, db, `insert into office_members (office_id, user_id) values ($1, $2)`, officeID, member)
-	if st := api("POST", "/api/offices/"+officeID+"/messages", map[string]string{"agent": "po", "content": "Please start the login feature.", "user_id": member}, nil); st != 201 && st != 200 {
-		t.Fatalf("post message: %d", st)
-	}
-	var qID string
-	wait("po's question row", 120*time.Second, func() bool {
-		return db.QueryRow(ctx, `select id::text from user_questions where office_id = $1`, officeID).Scan(&qID) == nil
-	})
-	answerWithRLS(t, db, member, qID, "SSO")
+// checkOnceWithInstructions: each model got each step once, and each
+// agent's first request carries the protocol instructions.
+func checkOnceWithInstructions(t *testing.T, srv *openaitest.Server) {
 	count := func(agent, text string) int {
 		n := 0
 		for _, r := range srv.MainRequests() {
@@ -201,8 +160,6 @@ agents:
 		}
 		return n
 	}
-	wait("dev's result to reach po", 180*time.Second, func() bool { return count("po", "Result from dev") > 0 })
-	time.Sleep(2 * time.Second) // anything acted on twice would show by now
 	for _, c := range []struct{ agent, text string }{{"po", "Please start the login feature."}, {"po", "Answer to question"}, {"dev", "[OFFICE] Task "}, {"po", "Result from dev"}} {
 		if n := count(c.agent, c.text); n != 1 {
 			t.Errorf("%s's model got %q %d times, want once", c.agent, c.text, n)
@@ -218,8 +175,13 @@ agents:
 			}
 		}
 	}
-	// dev's words came from its chat recording, named by the office's
-	// conversation id, and the office recorded a resume cursor there.
+}
+
+// checkQwenRecordingAndRows: dev's words came from its chat recording,
+// named by the office's conversation id, and the office recorded a resume
+// cursor there; one question, one invocation, completed.
+func checkQwenRecordingAndRows(t *testing.T, db *pgx.Conn, officeID, qwenHome string) {
+	ctx := context.Background()
 	var devConv string
 	var cursors int
 	_ = db.QueryRow(ctx, `select s.agent_session_id from agent_sessions s join office_agents a on a.id = s.agent_id where a.office_id = $1 and a.name = 'dev'`, officeID).Scan(&devConv)
@@ -234,29 +196,6 @@ agents:
 	if questions != 1 || invocations != 1 || invStatus != "completed" {
 		t.Errorf("%d questions, %d invocations (%s); want 1, 1 completed", questions, invocations, invStatus)
 	}
-
-	// The server stops its agents, and nothing they started is left.
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		exited <- err
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no exit within 30s of SIGTERM")
-	}
-	time.Sleep(time.Second)
-	for _, dir := range []string{codexHome, qwenHome, work} {
-		if left := processesMentioning(dir); len(left) > 0 {
-			t.Errorf("processes left running from %s: %q", dir, left)
-		}
-	}
-	codexConfig.Kept(t, "[projects", "trust_level")
-	absent(t, filepath.Join(codexHome, ".codex", "AGENTS.md")) // the instructions go as a -c override
-	noSecurity(t, filepath.Join(qwenHome, ".qwen", "settings.json"))
 }
 
 // processesMentioning returns the command lines of running processes that

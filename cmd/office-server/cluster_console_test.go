@@ -51,28 +51,7 @@ func TestConsoleOnEveryNode(t *testing.T) {
 	}()
 	api := func(n *serverProc, method, path, tok string, body, v any) int {
 		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, n.base+path, rd)
-		if tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		if v != nil && res.StatusCode < 300 {
-			if err := json.Unmarshal(b, v); err != nil {
-				t.Fatalf("%s %s: %v: %s", method, path, err, b)
-			}
-		}
-		return res.StatusCode
+		return nodeAPI(t, n, method, path, tok, body, v)
 	}
 
 	var o struct{ ID string }
@@ -90,20 +69,7 @@ func TestConsoleOnEveryNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close(context.Background())
-	var owner, other *serverProc
-	waitUntil(t, 3*cluster.DefaultRenew+5*time.Second, "the office leased", func() bool {
-		var addr string
-		if db.QueryRow(context.Background(), `select n.addr from office_cluster.leases l join office_cluster.nodes n using (node_id)
-			where l.office_id = $1 and l.expires_at > now()`, o.ID).Scan(&addr) != nil {
-			return false
-		}
-		for i, n := range nodes {
-			if n.base == "http://"+addr {
-				owner, other = n, nodes[1-i]
-			}
-		}
-		return owner != nil
-	})
+	owner, other := leaseOwner(t, db, o.ID, nodes)
 	if st := api(other, "POST", "/api/offices/"+o.ID+"/agents/c/start", token, nil, nil); st >= 300 {
 		t.Fatalf("start through the other node: %d", st)
 	}
@@ -114,10 +80,77 @@ func TestConsoleOnEveryNode(t *testing.T) {
 	}
 	waitUntil(t, 20*time.Second, "the agent ready on the owner", func() bool { p := pid(); return p != 0 && parentPID(p) == owner.cmd.Process.Pid })
 
-	// The other node lists the office and its agent, naming the owner.
+	otherLists(t, owner, other, o.ID, token)
+	otherRefuses(t, other, o.ID, token)
+	conn := typeThroughOther(t, other, o.ID, token, typed)
+	defer conn.Close() // open while the agent restarts
+
+	before := pid()
+	if st := api(other, "POST", "/api/offices/"+o.ID+"/agents/c/restart", token, nil, nil); st >= 300 {
+		t.Fatalf("restart through the other node: %d", st)
+	}
+	waitUntil(t, 20*time.Second, "the agent restarted on the owner", func() bool {
+		p := pid()
+		return p != 0 && p != before && parentPID(p) == owner.cmd.Process.Pid
+	})
+	for _, n := range nodes {
+		n.stop(t)
+	}
+}
+
+// nodeAPI calls n's API with tok (none when empty), body as JSON, and
+// decodes a 2xx answer into v; it returns the status.
+func nodeAPI(t *testing.T, n *serverProc, method, path, tok string, body, v any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, n.base+path, rd)
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if v != nil && res.StatusCode < 300 {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+	return res.StatusCode
+}
+
+// leaseOwner waits until one of two nodes holds the office's lease and
+// returns it and the other.
+func leaseOwner(t *testing.T, db *pgx.Conn, officeID string, nodes []*serverProc) (owner, other *serverProc) {
+	waitUntil(t, 3*cluster.DefaultRenew+5*time.Second, "the office leased", func() bool {
+		var addr string
+		if db.QueryRow(context.Background(), `select n.addr from office_cluster.leases l join office_cluster.nodes n using (node_id)
+			where l.office_id = $1 and l.expires_at > now()`, officeID).Scan(&addr) != nil {
+			return false
+		}
+		for i, n := range nodes {
+			if n.base == "http://"+addr {
+				owner, other = n, nodes[1-i]
+			}
+		}
+		return owner != nil
+	})
+	return owner, other
+}
+
+// otherLists: the other node lists the office and its agent, naming the
+// owner.
+func otherLists(t *testing.T, owner, other *serverProc, officeID, token string) {
 	var offices []struct{ ID string }
-	api(other, "GET", "/api/offices", token, nil, &offices)
-	if len(offices) != 1 || offices[0].ID != o.ID {
+	nodeAPI(t, other, "GET", "/api/offices", token, nil, &offices)
+	if len(offices) != 1 || offices[0].ID != officeID {
 		t.Errorf("offices listed by the node that does not run them: %+v", offices)
 	}
 	var agents []struct {
@@ -125,29 +158,36 @@ func TestConsoleOnEveryNode(t *testing.T) {
 		Session string `json:"session_status"`
 		Node    string `json:"node"`
 	}
-	api(other, "GET", "/api/offices/"+o.ID+"/agents", token, nil, &agents)
+	nodeAPI(t, other, "GET", "/api/offices/"+officeID+"/agents", token, nil, &agents)
 	if len(agents) != 1 || agents[0].Session != "ready" || "http://"+agents[0].Node != owner.base {
 		t.Errorf("agents listed by the other node: %+v, want c ready on %s", agents, owner.base)
 	}
+}
 
-	ws := "ws" + strings.TrimPrefix(other.base, "http") + "/ws/offices/" + o.ID + "/agents/c"
-	dial := func(tok, origin string) (*websocket.Conn, int) {
-		h := http.Header{}
-		if tok != "" {
-			h.Set("Authorization", "Bearer "+tok)
-		}
-		if origin != "" {
-			h.Set("Origin", origin)
-		}
-		c, res, err := websocket.DefaultDialer.Dial(ws, h)
-		if err != nil {
-			if res == nil {
-				t.Fatalf("dial %s: %v", ws, err)
-			}
-			return nil, res.StatusCode
-		}
-		return c, http.StatusSwitchingProtocols
+// dialTerminal opens agent c's terminal on n with tok and origin (each
+// left out when empty): the connection, or nil and the refusal's status.
+func dialTerminal(t *testing.T, n *serverProc, officeID, tok, origin string) (*websocket.Conn, int) {
+	ws := "ws" + strings.TrimPrefix(n.base, "http") + "/ws/offices/" + officeID + "/agents/c"
+	h := http.Header{}
+	if tok != "" {
+		h.Set("Authorization", "Bearer "+tok)
 	}
+	if origin != "" {
+		h.Set("Origin", origin)
+	}
+	c, res, err := websocket.DefaultDialer.Dial(ws, h)
+	if err != nil {
+		if res == nil {
+			t.Fatalf("dial %s: %v", ws, err)
+		}
+		return nil, res.StatusCode
+	}
+	return c, http.StatusSwitchingProtocols
+}
+
+// otherRefuses: the other node makes the console's own checks before the
+// hop: no token → 401, an Origin not allowed → 403.
+func otherRefuses(t *testing.T, other *serverProc, officeID, token string) {
 	for _, c := range []struct {
 		name, tok, origin string
 		want              int
@@ -156,22 +196,26 @@ func TestConsoleOnEveryNode(t *testing.T) {
 		{"a wrong token", "not-the-token-0123456789abcdef", other.base, http.StatusUnauthorized},
 		{"another site's Origin", token, "https://evil.example", http.StatusForbidden},
 	} {
-		if conn, st := dial(c.tok, c.origin); st != c.want {
+		if conn, st := dialTerminal(t, other, officeID, c.tok, c.origin); st != c.want {
 			if conn != nil {
 				conn.Close()
 			}
 			t.Errorf("terminal through the other node with %s: %d, want %d", c.name, st, c.want)
 		}
 	}
-	if st := api(other, "POST", "/api/offices/"+o.ID+"/agents/c/restart", "", nil, nil); st != http.StatusUnauthorized {
+	if st := nodeAPI(t, other, "POST", "/api/offices/"+officeID+"/agents/c/restart", "", nil, nil); st != http.StatusUnauthorized {
 		t.Errorf("restart through the other node without a token: %d, want 401", st)
 	}
+}
 
-	conn, st := dial(token, other.base)
+// typeThroughOther: the terminal through the other node is the owner's
+// agent: its prompt shows, and a line typed there reaches it. It returns
+// the open terminal.
+func typeThroughOther(t *testing.T, other *serverProc, officeID, token, typed string) *websocket.Conn {
+	conn, st := dialTerminal(t, other, officeID, token, other.base)
 	if conn == nil {
 		t.Fatalf("terminal through the other node: %d", st)
 	}
-	defer conn.Close()
 	out := make(chan string, 256)
 	go func() {
 		defer close(out)
@@ -206,16 +250,5 @@ func TestConsoleOnEveryNode(t *testing.T) {
 		b, _ := os.ReadFile(typed)
 		return strings.Contains(string(b), "through-the-other-node")
 	})
-
-	before := pid()
-	if st := api(other, "POST", "/api/offices/"+o.ID+"/agents/c/restart", token, nil, nil); st >= 300 {
-		t.Fatalf("restart through the other node: %d", st)
-	}
-	waitUntil(t, 20*time.Second, "the agent restarted on the owner", func() bool {
-		p := pid()
-		return p != 0 && p != before && parentPID(p) == owner.cmd.Process.Pid
-	})
-	for _, n := range nodes {
-		n.stop(t)
-	}
+	return conn
 }

@@ -432,21 +432,7 @@ func (c *clusterRun) killOwner(withClaude bool) []failover {
 		t.Fatal(err)
 	}
 	<-victim.exited
-	// Answers written while nobody runs the offices.
-	answers := map[string][]string{}
-	survivor := c.live()[0]
-	for _, id := range moved {
-		for _, q := range c.pending(id) {
-			ans := fmt.Sprintf("answer-%d", rand.Int64())
-			if id == c.claude {
-				ans = "SSO"
-			}
-			if st := c.api(survivor, "POST", "/api/questions/"+q+"/answer", map[string]any{"response": ans}, nil); st != 200 {
-				t.Fatalf("answer during failover: %d", st)
-			}
-			answers[id] = append(answers[id], ans)
-		}
-	}
+	answers := c.answerWhileMoving(moved)
 	var took []failover
 	pendingIDs := slices.Clone(moved)
 	taken := map[string]time.Duration{}
@@ -495,6 +481,28 @@ func (c *clusterRun) killOwner(withClaude bool) []failover {
 		}
 	}
 	return took
+}
+
+// answerWhileMoving answers the pending questions of the offices moved,
+// on a live node, while nobody runs them; it returns the answers by
+// office.
+func (c *clusterRun) answerWhileMoving(moved []string) map[string][]string {
+	t := c.t
+	answers := map[string][]string{}
+	survivor := c.live()[0]
+	for _, id := range moved {
+		for _, q := range c.pending(id) {
+			ans := fmt.Sprintf("answer-%d", rand.Int64())
+			if id == c.claude {
+				ans = "SSO"
+			}
+			if st := c.api(survivor, "POST", "/api/questions/"+q+"/answer", map[string]any{"response": ans}, nil); st != 200 {
+				t.Fatalf("answer during failover: %d", st)
+			}
+			answers[id] = append(answers[id], ans)
+		}
+	}
+	return answers
 }
 
 // checkResumed waits for po's request with the answer and checks that it

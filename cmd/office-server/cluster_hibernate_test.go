@@ -93,15 +93,22 @@ func TestClusterHibernatedFailover(t *testing.T) {
 		t.Errorf("po (%s, pid %d) is not a process of the new owner", st, pid)
 	}
 	time.Sleep(2 * time.Second) // a second typing would show by now
-	for _, tok := range []string{"m-6d1", "m-7e2"} {
+	checkOnceResumed(t, model, "m-6d1", "m-7e2")
+}
+
+// checkOnceResumed: the model got first and second each once as a new
+// prompt, and the request with second carries first (the conversation
+// was resumed).
+func checkOnceResumed(t *testing.T, model *anthropictest.Server, first, second string) {
+	for _, tok := range []string{first, second} {
 		if n := countLast(model, tok); n != 1 {
 			t.Errorf("the model got %s as a new prompt %d times, want 1", tok, n)
 		}
 	}
 	resumed := false
 	for _, r := range model.MainRequests() {
-		if strings.Contains(r.LastUserText(), "m-7e2") {
-			resumed = carries(r, "m-6d1")
+		if strings.Contains(r.LastUserText(), second) {
+			resumed = carries(r, first)
 		}
 	}
 	if !resumed {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,22 +82,43 @@ agents:
 	officeID := r.officeID(t)
 	r.waitAgent(t, officeID, "dlg")
 	ctx := chromeSized(t, bin, 1280, 800)
-	text := func(js string) string {
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		return s
-	}
-	waitReplay := func(agent, want string) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(r.replay(t, officeID, agent), want); time.Sleep(200 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never showed %q:\n%s", agent, want, r.replay(t, officeID, agent))
-			}
-		}
-	}
+	w := &answerPage{t: t, ctx: ctx, r: r, officeID: officeID}
+	w.question()
+	w.dialog()
+	w.confirmStop()
+}
 
+// answerPage is the console open on TestConsoleAnswersWhereAsked' office.
+type answerPage struct {
+	t        *testing.T
+	ctx      context.Context
+	r        *liveServer
+	officeID string
+}
+
+func (w *answerPage) text(js string) string {
+	s, err := chromedp.Run(w.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		w.t.Fatalf("%s: %v", js, err)
+	}
+	return s
+}
+
+func (w *answerPage) waitReplay(agent, want string) {
+	t, r := w.t, w.r
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(r.replay(t, w.officeID, agent), want); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never showed %q:\n%s", agent, want, r.replay(t, w.officeID, agent))
+		}
+	}
+}
+
+// question: the card is clean, its row says it waits for a person, key
+// n focuses its first option, the row links to it, and its option button
+// answers it.
+func (w *answerPage) question() {
+	t, ctx, r := w.t, w.ctx, w.r
 	// The question: clean, its row says it waits for a person.
 	q := `#attention .card.question`
 	if err := chromedp.Do(ctx,
@@ -106,18 +128,18 @@ agents:
 	); err != nil {
 		t.Fatalf("the question is not shown: %v", err)
 	}
-	card := text(`document.querySelector('` + q + `').innerText`)
+	card := w.text(`document.querySelector('` + q + `').innerText`)
 	if strings.Contains(card, "null") || strings.Contains(card, "undefined") || !strings.Contains(card, "Which database should the service use?") {
 		t.Errorf("question card %q: want the question, and no null where it has no context", card)
 	}
-	if w := text(`document.querySelector('tr.agent[data-name="asker"]').innerText`); !strings.Contains(w, "waits for you: a question") {
+	if w := w.text(`document.querySelector('tr.agent[data-name="asker"]').innerText`); !strings.Contains(w, "waits for you: a question") {
 		t.Errorf("asker's row %q does not say it waits for a person", w)
 	}
 	// Key n: the next thing that needs me, its first answer focused.
 	if err := chromedp.Do(ctx, chromedp.KeyEvent("n")); err != nil {
 		t.Fatal(err)
 	}
-	if f := text(`document.activeElement.closest('.card') ? document.activeElement.textContent : 'nothing: ' + document.activeElement.tagName`); f != "PostgreSQL" {
+	if f := w.text(`document.activeElement.closest('.card') ? document.activeElement.textContent : 'nothing: ' + document.activeElement.tagName`); f != "PostgreSQL" {
 		t.Errorf("key n focused %q, want the question's first option", f)
 	}
 	saveScreenshot(t, ctx, "console-question-card.png")
@@ -129,8 +151,15 @@ agents:
 	); err != nil {
 		t.Fatalf("answer by the option button: %v", err)
 	}
-	waitReplay("asker", "SQLite")
+	w.waitReplay("asker", "SQLite")
 
+}
+
+// dialog: a terminal dialog's choices are buttons, its row says it waits,
+// the needs-me filter shows only it, and the third choice sends exactly
+// the keys that choose it.
+func (w *answerPage) dialog() {
+	t, ctx, r, officeID := w.t, w.ctx, w.r, w.officeID
 	// The dialog: its choices as buttons; the third is chosen.
 	if st, body := r.do(t, "POST", "/api/offices/"+officeID+"/messages", `{"agent":"dlg","content":"deploy"}`); st/100 != 2 {
 		t.Fatalf("message: %d %s", st, body)
@@ -139,18 +168,18 @@ agents:
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(d+` button.choice[data-choice="3"]`))); err != nil {
 		t.Fatalf("the dialog's choices are not buttons: %v\n%s", err, r.replay(t, officeID, "dlg"))
 	}
-	choices := text(`[...document.querySelectorAll('` + d + ` button.choice')].map(b => b.textContent).join('|')`)
+	choices := w.text(`[...document.querySelectorAll('` + d + ` button.choice')].map(b => b.textContent).join('|')`)
 	if want := "1. Yes|2. Yes, and do not ask again for rm|3. No, and tell the agent what to do differently"; choices != want {
 		t.Errorf("choices %q, want %q", choices, want)
 	}
-	if w := text(`document.querySelector('tr.agent[data-name="dlg"]').innerText`); !strings.Contains(w, "waits for you: a dialog") {
+	if w := w.text(`document.querySelector('tr.agent[data-name="dlg"]').innerText`); !strings.Contains(w, "waits for you: a dialog") {
 		t.Errorf("dlg's row %q does not say it waits for a person", w)
 	}
 	// The "needs me" filter shows only dlg.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#agentfilter button[data-filter="needs"]`))); err != nil {
 		t.Fatal(err)
 	}
-	if rows := text(`[...document.querySelectorAll('#agents tbody tr')].map(r => r.dataset.name).join(',')`); rows != "dlg" {
+	if rows := w.text(`[...document.querySelectorAll('#agents tbody tr')].map(r => r.dataset.name).join(',')`); rows != "dlg" {
 		t.Errorf("the needs-me filter shows %q, want dlg", rows)
 	}
 	saveScreenshot(t, ctx, "console-dialog.png")
@@ -160,17 +189,22 @@ agents:
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(d+` button.choice[data-choice="3"]`))); err != nil {
 		t.Fatal(err)
 	}
-	waitReplay("dlg", "chose: 3 No, and tell the agent")
+	w.waitReplay("dlg", "chose: 3 No, and tell the agent")
 	if err := chromedp.Do(ctx, chromedp.WaitNotPresent(chromedp.CSS(d))); err != nil {
 		t.Errorf("the dialog's card stays after it was answered: %v", err)
 	}
 
+}
+
+// confirmStop: stop asks to be confirmed: one click does nothing yet.
+func (w *answerPage) confirmStop() {
+	t, ctx, r, officeID := w.t, w.ctx, w.r, w.officeID
 	// Stop asks to be confirmed: one click does nothing yet.
 	stop := `tr.agent[data-name="asker"] button.stop`
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(stop))); err != nil {
 		t.Fatal(err)
 	}
-	if b := text(`document.querySelector('` + stop + `').textContent`); b != "confirm stop" {
+	if b := w.text(`document.querySelector('` + stop + `').textContent`); b != "confirm stop" {
 		t.Errorf("after one click the stop button says %q, want \"confirm stop\"", b)
 	}
 	saveScreenshot(t, ctx, "console-confirm.png")

@@ -114,6 +114,52 @@ func TestConsoleLateViewerExact(t *testing.T) {
 		"alt":  {altProgram(1), altProgram(2)},
 		"logs": {mainProgram(1), mainProgram(2)},
 	}
+	r := startMainOffice(t, "office:\n  name: Exact office\nagents:\n"+exactAgents(t, dir, parts))
+	x := &exactRun{t: t, r: r, officeID: r.officeID(t), parts: parts, want: map[string]string{}}
+	x.waitOutput("alt", "PART1-DONE")
+	x.waitOutput("logs", "PART1-DONE")
+
+	for i, win := range []struct{ w, h int }{{1440, 900}, {1024, 700}, {800, 600}} {
+		name := fmt.Sprintf("%dx%d", win.w, win.h)
+		ctx := chromeSized(t, bin, win.w, win.h)
+		if err := chromedp.Do(ctx, chromedp.Navigate(r.base+"/?token="+r.token)); err != nil {
+			t.Fatal(err)
+		}
+		openTerm(t, ctx, "alt")
+		if i == 0 {
+			x.compare(ctx, name+" opened late", "alt", 1)
+			checkAltState(t, ctx, name+" opened late", 1)
+			// More output while the page watches: the live stream
+			// continues the snapshot with no gap and no overlap.
+			if err := os.WriteFile(filepath.Join(dir, "go-alt"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		x.compare(ctx, name+" live", "alt", 2)
+		checkAltState(t, ctx, name+" live", 2)
+		checkReadable(t, ctx, name)
+		saveScreenshot(t, ctx, "console-late-"+name+".png")
+		dropSocket(t, ctx, name)
+		x.compare(ctx, name+" after a dropped socket", "alt", 2)
+		checkAltState(t, ctx, name+" after a dropped socket", 2)
+		if i != 0 {
+			continue
+		}
+		openTerm(t, ctx, "logs")
+		x.compare(ctx, name+" opened late", "logs", 1)
+		if err := os.WriteFile(filepath.Join(dir, "go-logs"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		x.compare(ctx, name+" live", "logs", 2)
+		dropSocket(t, ctx, name)
+		x.compare(ctx, name+" after a dropped socket", "logs", 2)
+	}
+}
+
+// exactAgents writes each program's two parts and a script that writes
+// part 1, waits for go-<name> in dir, then writes part 2; it returns the
+// office's agents, one per program.
+func exactAgents(t *testing.T, dir string, parts map[string][2][]byte) string {
 	var agents strings.Builder
 	for name, p := range parts {
 		if len(p[0]) <= replayLimit {
@@ -131,169 +177,152 @@ func TestConsoleLateViewerExact(t *testing.T) {
 		}
 		fmt.Fprintf(&agents, "  - name: %s\n    launch: {kind: command, command: /bin/sh, args: [%q]}\n", name, script)
 	}
-	r := startMainOffice(t, "office:\n  name: Exact office\nagents:\n"+agents.String())
-	officeID := r.officeID(t)
-	wantScreen := map[string]string{}
-	render := func(name string, upTo int) string {
-		key := fmt.Sprint(name, upTo)
-		if w, ok := wantScreen[key]; ok {
-			return w
-		}
-		data := append([]byte{}, parts[name][0]...)
-		if upTo == 2 {
-			data = append(data, parts[name][1]...)
-		}
-		history := 0
-		if name == "logs" {
-			history = 300
-		}
-		w := tmuxCapture(t, data, 200, 50, history)
-		wantScreen[key] = w
+	return agents.String()
+}
+
+// exactRun holds the programs of TestConsoleLateViewerExact and tmux's
+// renderings of them.
+type exactRun struct {
+	t        *testing.T
+	r        *liveServer
+	officeID string
+	parts    map[string][2][]byte
+	want     map[string]string
+}
+
+// render is tmux's rendering of name's parts up to upTo at 200×50 (with
+// 300 history rows for logs).
+func (x *exactRun) render(name string, upTo int) string {
+	key := fmt.Sprint(name, upTo)
+	if w, ok := x.want[key]; ok {
 		return w
 	}
-	waitOutput := func(name, marker string) {
-		deadline := time.Now().Add(60 * time.Second)
-		r.waitAgent(t, officeID, name)
-		for !strings.Contains(r.replay(t, officeID, name), marker) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never showed %s", name, marker)
-			}
-			time.Sleep(200 * time.Millisecond)
+	data := append([]byte{}, x.parts[name][0]...)
+	if upTo == 2 {
+		data = append(data, x.parts[name][1]...)
+	}
+	history := 0
+	if name == "logs" {
+		history = 300
+	}
+	w := tmuxCapture(x.t, data, 200, 50, history)
+	x.want[key] = w
+	return w
+}
+
+func (x *exactRun) waitOutput(name, marker string) {
+	t, r := x.t, x.r
+	deadline := time.Now().Add(60 * time.Second)
+	r.waitAgent(t, x.officeID, name)
+	for !strings.Contains(r.replay(t, x.officeID, name), marker) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never showed %s", name, marker)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// exactPage is what the page shows: the screen, or for logs the whole
+// buffer's last rows as many as tmux gave.
+func exactPage(t *testing.T, ctx context.Context, name string, want string) string {
+	js := `window.consoleScreen()`
+	if name == "logs" {
+		js = `window.consoleText()`
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = normScreen(got)
+	if name == "logs" {
+		lines, n := strings.Split(got, "\n"), strings.Count(want, "\n")+1
+		got = strings.Join(lines[max(0, len(lines)-n):], "\n")
+	}
+	return got
+}
+
+// compare waits up to 30 s for the page to equal tmux's rendering.
+func (x *exactRun) compare(ctx context.Context, label, name string, upTo int) {
+	t := x.t
+	t.Helper()
+	want := x.render(name, upTo)
+	var got string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		if got = exactPage(t, ctx, name, want); got == want {
+			t.Logf("%s: %s equals tmux (%d rows)", label, name, strings.Count(want, "\n")+1)
+			return
 		}
 	}
-	waitOutput("alt", "PART1-DONE")
-	waitOutput("logs", "PART1-DONE")
-
-	// page is what the page shows: the screen, or for logs the whole
-	// buffer's last rows as many as tmux gave.
-	page := func(ctx context.Context, name string, want string) string {
-		js := `window.consoleScreen()`
-		if name == "logs" {
-			js = `window.consoleText()`
+	gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
+	same := 0
+	for i := range min(len(gl), len(wl)) {
+		if gl[i] == wl[i] {
+			same++
 		}
-		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+	}
+	t.Fatalf("%s: %s: %d of %d rows equal to tmux.\npage:\n%s\ntmux:\n%s", label, name, same, len(wl), got, want)
+}
+
+func openTerm(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.CSS(`tr.agent[data-name="`+name+`"] a.open`)),
+		chromedp.Click(chromedp.CSS(`tr.agent[data-name="`+name+`"] a.open`)),
+		chromedp.WaitVisible(chromedp.CSS(`#term .xterm-screen`)),
+	); err != nil {
+		t.Fatalf("open %s: %v", name, err)
+	}
+}
+
+// dropSocket closes the page's socket and waits for its reconnection.
+func dropSocket(t *testing.T, ctx context.Context, label string) {
+	t.Helper()
+	st := consoleState(t, ctx)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`state.term.ws.close(), true`)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); consoleState(t, ctx).Connects == st.Connects; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the page did not reconnect", label)
+		}
+	}
+}
+
+func checkReadable(t *testing.T, ctx context.Context, label string) {
+	t.Helper()
+	st := consoleState(t, ctx)
+	if st.Font < 9.99 || !st.Reach {
+		t.Errorf("%s: the terminal is drawn with a %.1f px font, every column within reach: %v (pane %d px, terminal %d px)", label, st.Font, st.Reach, st.PaneWidth, st.TermWidth)
+	}
+}
+
+// checkAltState: the alt program's modes, title and four cells' colours.
+func checkAltState(t *testing.T, ctx context.Context, label string, upTo int) {
+	t.Helper()
+	st := consoleState(t, ctx)
+	title := "상황판 long TUI"
+	if upTo == 2 {
+		title = "second title"
+	}
+	if !st.Alt || !st.Bracketed || !st.AppCursor || st.Title != title {
+		t.Errorf("%s: page terminal state %+v: want the alternate screen, bracketed paste, application cursor keys and the title %q", label, st, title)
+	}
+	for _, c := range []struct {
+		x, y int
+		want consoleCellState
+	}{
+		{0, 0, consoleCellState{Chars: "┌", Fg: 4, Bg: -1, Bold: true}},
+		{3, 1, consoleCellState{Chars: "에", Fg: 3, Bg: 4, Bold: true}},
+		{199, 49, consoleCellState{Chars: "┘", Fg: 4, Bg: -1}},
+		{2, 44, consoleCellState{Chars: " ", Fg: -1, Bg: 2}},
+	} {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[consoleCellState](fmt.Sprintf(`window.consoleCell(%d, %d)`, c.x, c.y)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = normScreen(got)
-		if name == "logs" {
-			lines, n := strings.Split(got, "\n"), strings.Count(want, "\n")+1
-			got = strings.Join(lines[max(0, len(lines)-n):], "\n")
+		if got != c.want {
+			t.Errorf("%s: cell %d,%d is %+v, want %+v", label, c.x, c.y, got, c.want)
 		}
-		return got
-	}
-	compare := func(ctx context.Context, label, name string, upTo int) {
-		t.Helper()
-		want := render(name, upTo)
-		var got string
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-			if got = page(ctx, name, want); got == want {
-				t.Logf("%s: %s equals tmux (%d rows)", label, name, strings.Count(want, "\n")+1)
-				return
-			}
-		}
-		gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
-		same := 0
-		for i := range min(len(gl), len(wl)) {
-			if gl[i] == wl[i] {
-				same++
-			}
-		}
-		t.Fatalf("%s: %s: %d of %d rows equal to tmux.\npage:\n%s\ntmux:\n%s", label, name, same, len(wl), got, want)
-	}
-	open := func(ctx context.Context, name string) {
-		t.Helper()
-		if err := chromedp.Do(ctx,
-			chromedp.WaitVisible(chromedp.CSS(`tr.agent[data-name="`+name+`"] a.open`)),
-			chromedp.Click(chromedp.CSS(`tr.agent[data-name="`+name+`"] a.open`)),
-			chromedp.WaitVisible(chromedp.CSS(`#term .xterm-screen`)),
-		); err != nil {
-			t.Fatalf("open %s: %v", name, err)
-		}
-	}
-	// drop closes the page's socket and waits for its reconnection.
-	drop := func(ctx context.Context, label string) {
-		t.Helper()
-		st := consoleState(t, ctx)
-		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`state.term.ws.close(), true`)); err != nil {
-			t.Fatal(err)
-		}
-		for deadline := time.Now().Add(20 * time.Second); consoleState(t, ctx).Connects == st.Connects; time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the page did not reconnect", label)
-			}
-		}
-	}
-	readable := func(ctx context.Context, label string) {
-		t.Helper()
-		st := consoleState(t, ctx)
-		if st.Font < 9.99 || !st.Reach {
-			t.Errorf("%s: the terminal is drawn with a %.1f px font, every column within reach: %v (pane %d px, terminal %d px)", label, st.Font, st.Reach, st.PaneWidth, st.TermWidth)
-		}
-	}
-	checkAlt := func(ctx context.Context, label string, upTo int) {
-		t.Helper()
-		st := consoleState(t, ctx)
-		title := "상황판 long TUI"
-		if upTo == 2 {
-			title = "second title"
-		}
-		if !st.Alt || !st.Bracketed || !st.AppCursor || st.Title != title {
-			t.Errorf("%s: page terminal state %+v: want the alternate screen, bracketed paste, application cursor keys and the title %q", label, st, title)
-		}
-		for _, c := range []struct {
-			x, y int
-			want consoleCellState
-		}{
-			{0, 0, consoleCellState{Chars: "┌", Fg: 4, Bg: -1, Bold: true}},
-			{3, 1, consoleCellState{Chars: "에", Fg: 3, Bg: 4, Bold: true}},
-			{199, 49, consoleCellState{Chars: "┘", Fg: 4, Bg: -1}},
-			{2, 44, consoleCellState{Chars: " ", Fg: -1, Bg: 2}},
-		} {
-			got, err := chromedp.Run(ctx, chromedp.Evaluate[consoleCellState](fmt.Sprintf(`window.consoleCell(%d, %d)`, c.x, c.y)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != c.want {
-				t.Errorf("%s: cell %d,%d is %+v, want %+v", label, c.x, c.y, got, c.want)
-			}
-		}
-	}
-
-	for i, win := range []struct{ w, h int }{{1440, 900}, {1024, 700}, {800, 600}} {
-		name := fmt.Sprintf("%dx%d", win.w, win.h)
-		ctx := chromeSized(t, bin, win.w, win.h)
-		if err := chromedp.Do(ctx, chromedp.Navigate(r.base+"/?token="+r.token)); err != nil {
-			t.Fatal(err)
-		}
-		open(ctx, "alt")
-		if i == 0 {
-			compare(ctx, name+" opened late", "alt", 1)
-			checkAlt(ctx, name+" opened late", 1)
-			// More output while the page watches: the live stream
-			// continues the snapshot with no gap and no overlap.
-			if err := os.WriteFile(filepath.Join(dir, "go-alt"), nil, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		compare(ctx, name+" live", "alt", 2)
-		checkAlt(ctx, name+" live", 2)
-		readable(ctx, name)
-		saveScreenshot(t, ctx, "console-late-"+name+".png")
-		drop(ctx, name)
-		compare(ctx, name+" after a dropped socket", "alt", 2)
-		checkAlt(ctx, name+" after a dropped socket", 2)
-		if i != 0 {
-			continue
-		}
-		open(ctx, "logs")
-		compare(ctx, name+" opened late", "logs", 1)
-		if err := os.WriteFile(filepath.Join(dir, "go-logs"), nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		compare(ctx, name+" live", "logs", 2)
-		drop(ctx, name)
-		compare(ctx, name+" after a dropped socket", "logs", 2)
 	}
 }
 

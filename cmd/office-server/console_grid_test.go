@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -52,29 +53,10 @@ func TestConsoleGridLive(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(r.base+"/?token="+r.token)); err != nil {
 		t.Fatal(err)
 	}
-	evalInt := func(js string) int64 {
-		t.Helper()
-		n, err := chromedp.Run(ctx, chromedp.Evaluate[int64](js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		return n
-	}
-	waitJS := func(js string) {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err == nil && ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#live').textContent + ' | ' + document.querySelector('#agentserror').textContent + ' | ' + document.querySelector('#note').textContent + ' | ' + [...document.querySelectorAll('tr.agent')].map((e) => e.dataset.name + ':' + e.dataset.status).join(' ')`))
-				t.Fatalf("never true: %s\npage: %s", js, page)
-			}
-		}
-	}
-	waitJS(`document.querySelectorAll('#agents.grid tr.agent[data-status="ready"]').length === 8 && document.querySelector('#live').textContent === 'live'`)
+	g := &gridPage{t: t, ctx: ctx, r: r, officeID: officeID}
+	g.waitJS(`document.querySelectorAll('#agents.grid tr.agent[data-status="ready"]').length === 8 && document.querySelector('#live').textContent === 'live'`)
 	// The tiles are a grid: several side by side on one line.
-	perLine := evalInt(`(() => { const tops = [...document.querySelectorAll('#agents tr.agent')].map((e) => e.getBoundingClientRect().top); return tops.filter((x) => x === tops[0]).length; })()`)
+	perLine := g.evalInt(`(() => { const tops = [...document.querySelectorAll('#agents tr.agent')].map((e) => e.getBoundingClientRect().top); return tops.filter((x) => x === tops[0]).length; })()`)
 	if perLine < 2 {
 		t.Errorf("%d tile(s) on the first line of the grid, want several side by side", perLine)
 	}
@@ -82,84 +64,139 @@ func TestConsoleGridLive(t *testing.T) {
 
 	// The page stamps, in its own clock (the machine's), when a tile or
 	// the needs-me count changes.
-	evalInt(`window.stamps = {};
+	g.evalInt(`window.stamps = {};
 new MutationObserver((ms) => { for (const m of ms) {
   const e = m.target;
   if (e.matches('tr.agent')) window.stamps[e.dataset.name + ':' + e.dataset.status] = window.stamps[e.dataset.name + ':' + e.dataset.status] || Date.now();
   if (e.id === 'needcount') window.stamps['need:' + e.dataset.count] = window.stamps['need:' + e.dataset.count] || Date.now();
 } }).observe(document.body, { subtree: true, attributes: true, attributeFilter: ['data-status', 'data-count'] }); 1`)
 
-	// Nothing happens: the page asks the server for nothing.
-	requests := func() map[string]int {
-		n, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]int](`(() => { const n = {}; for (const e of performance.getEntriesByType('resource')) { const p = new URL(e.name).pathname; n[p] = (n[p] || 0) + 1; } return n; })()`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
+	g.quiet()
+	stopShown := g.stopShown()
+	needShown := g.questionShown()
+	g.twoTerminals()
+	t.Logf("grid of 8: a stop showed in its tile %v after the request; a question raised the needs-me count %v after its creation",
+		stopShown.Round(time.Millisecond), needShown.Round(time.Millisecond))
+}
+
+// gridPage is the console open on TestConsoleGridLive's office.
+type gridPage struct {
+	t        *testing.T
+	ctx      context.Context
+	r        *liveServer
+	officeID string
+}
+
+func (g *gridPage) evalInt(js string) int64 {
+	g.t.Helper()
+	n, err := chromedp.Run(g.ctx, chromedp.Evaluate[int64](js))
+	if err != nil {
+		g.t.Fatalf("%s: %v", js, err)
 	}
+	return n
+}
+
+// waitJS waits up to 30 s for js to be true in the page.
+func (g *gridPage) waitJS(js string) {
+	g.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ok, err := chromedp.Run(g.ctx, chromedp.Evaluate[bool](js)); err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			page, _ := chromedp.Run(g.ctx, chromedp.Evaluate[string](`document.querySelector('#live').textContent + ' | ' + document.querySelector('#agentserror').textContent + ' | ' + document.querySelector('#note').textContent + ' | ' + [...document.querySelectorAll('tr.agent')].map((e) => e.dataset.name + ':' + e.dataset.status).join(' ')`))
+			g.t.Fatalf("never true: %s\npage: %s", js, page)
+		}
+	}
+}
+
+// requests counts the page's requests by path, from its resource timings.
+func (g *gridPage) requests() map[string]int {
+	n, err := chromedp.Run(g.ctx, chromedp.Evaluate[map[string]int](`(() => { const n = {}; for (const e of performance.getEntriesByType('resource')) { const p = new URL(e.name).pathname; n[p] = (n[p] || 0) + 1; } return n; })()`))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return n
+}
+
+// quiet: nothing happens, and the page asks the server for nothing.
+func (g *gridPage) quiet() {
+	t := g.t
 	// (after the page's first reads have settled: a second with none)
-	before := requests()
+	before := g.requests()
 	for settled := time.Now().Add(10 * time.Second); time.Now().Before(settled); {
 		time.Sleep(time.Second)
-		now := requests()
+		now := g.requests()
 		if fmt.Sprint(now) == fmt.Sprint(before) {
 			break
 		}
 		before = now
 	}
 	time.Sleep(6 * time.Second)
-	after := requests()
+	after := g.requests()
 	for p, n := range after {
 		if strings.HasPrefix(p, "/api/") && n != before[p] {
-			kinds, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`state.events.slice(-20).map((e) => e.created_at + ' ' + e.kind).join('\n')`))
+			kinds, _ := chromedp.Run(g.ctx, chromedp.Evaluate[string](`state.events.slice(-20).map((e) => e.created_at + ' ' + e.kind).join('\n')`))
 			t.Errorf("while nothing happened the page requested %s %d time(s) in 6 s; last events:\n%s", p, n-before[p], kinds)
 		}
 	}
+}
 
-	// A stop shows in the tile within a second.
+// stopShown: a stop shows in the tile within a second; it returns how
+// long it took.
+func (g *gridPage) stopShown() time.Duration {
+	t := g.t
 	sent := time.Now()
-	if st, body := r.do(t, "POST", "/api/offices/"+officeID+"/agents/g3/stop", ""); st/100 != 2 {
+	if st, body := g.r.do(t, "POST", "/api/offices/"+g.officeID+"/agents/g3/stop", ""); st/100 != 2 {
 		t.Fatalf("stop: %d %s", st, body)
 	}
-	waitJS(`!!window.stamps['g3:stopped']`)
-	stoppedAt := evalInt(`window.stamps['g3:stopped']`)
+	g.waitJS(`!!window.stamps['g3:stopped']`)
+	stoppedAt := g.evalInt(`window.stamps['g3:stopped']`)
 	stopShown := time.UnixMilli(stoppedAt).Sub(sent)
 	if stopShown > time.Second {
 		t.Errorf("the stop showed in its tile %v after the request, want within 1s", stopShown)
 	}
+	return stopShown
+}
 
-	// A new question raises the needs-me count within a second of its
-	// creation.
-	before = requests()
+// questionShown: a new question raises the needs-me count within a
+// second of its creation, and has the page read that question, by its
+// id, and nothing else. It returns how long the count took.
+func (g *gridPage) questionShown() time.Duration {
+	t, r, officeID := g.t, g.r, g.officeID
+	before := g.requests()
 	if st, body := r.do(t, "POST", "/api/offices/"+officeID+"/messages", `{"agent":"asker","content":"v2"}`); st/100 != 2 {
 		t.Fatalf("message: %d %s", st, body)
 	}
 	q := r.waitQuestion(t, officeID, "pending", 30*time.Second)
-	waitJS(`!!window.stamps['need:1']`)
-	needAt := evalInt(`window.stamps['need:1']`)
+	g.waitJS(`!!window.stamps['need:1']`)
+	needAt := g.evalInt(`window.stamps['need:1']`)
 	needShown := time.UnixMilli(needAt).Sub(q.CreatedAt)
 	if needShown > time.Second {
 		t.Errorf("the needs-me count rose %v after the question was created, want within 1s", needShown)
 	}
-	waitJS(`!!document.querySelector('tr.agent[data-name="asker"][data-waits="yes"]')`)
-	after = requests()
-	// The question's events have the page read that question, by its id,
-	// and nothing else.
+	g.waitJS(`!!document.querySelector('tr.agent[data-name="asker"][data-waits="yes"]')`)
+	after := g.requests()
 	asked := diff(before, after)
 	got, _ := json.Marshal(asked)
 	t.Logf("requests for the question: %s", got)
 	for p := range asked {
 		if p != "/api/questions/"+q.ID {
-			kinds, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`state.events.slice(-8).map((e) => e.kind).join(' ')`))
+			kinds, _ := chromedp.Run(g.ctx, chromedp.Evaluate[string](`state.events.slice(-8).map((e) => e.kind).join(' ')`))
 			t.Errorf("for a question the page requested %s: %s (last events: %s)", p, got, kinds)
 		}
 	}
 	if len(asked) == 0 {
 		t.Errorf("for a question the page requested nothing")
 	}
-	saveScreenshot(t, ctx, "console-grid-needs.png")
+	saveScreenshot(t, g.ctx, "console-grid-needs.png")
+	return needShown
+}
 
-	// Two terminals side by side, both live: g1 pinned, g2 open.
+// twoTerminals: two terminals side by side, both live (g1 pinned, g2
+// open); a tile's peek adds a third, small, live.
+func (g *gridPage) twoTerminals() {
+	t, ctx, r, officeID := g.t, g.ctx, g.r, g.officeID
 	for _, step := range []chromedp.Action[chromedp.Void]{
 		chromedp.Click(chromedp.CSS(`tr.agent[data-name="g1"] a.open`)),
 		chromedp.WaitVisible(chromedp.CSS(`#termbar[data-session]`)),
@@ -170,27 +207,25 @@ new MutationObserver((ms) => { for (const m of ms) {
 			t.Fatal(err)
 		}
 	}
-	waitJS(`state.term && state.term.agent.name === 'g2' && !!state.minis[` + "`${state.agents.find((a) => a.name === 'g1').id}`" + `]`)
+	g.waitJS(`state.term && state.term.agent.name === 'g2' && !!state.minis[` + "`${state.agents.find((a) => a.name === 'g1').id}`" + `]`)
 	for _, a := range []string{"g1", "g2"} {
 		if st, body := r.do(t, "POST", "/api/offices/"+officeID+"/messages", `{"agent":"`+a+`","content":"hello from `+a+`"}`); st/100 != 2 {
 			t.Fatalf("message: %d %s", st, body)
 		}
 	}
 	text := `(t) => { const b = t.xterm.buffer.active; let s = ''; for (let i = 0; i < b.length; i++) { const l = b.getLine(i); if (l) s += l.translateToString(true) + '\n'; } return s; }`
-	waitJS(`(` + text + `)(state.term).includes('hello from g2') && (` + text + `)(state.minis[state.agents.find((a) => a.name === 'g1').id]).includes('hello from g1')`)
-	// A tile's peek adds a third, small, live: g0's prompt, then its output.
+	g.waitJS(`(` + text + `)(state.term).includes('hello from g2') && (` + text + `)(state.minis[state.agents.find((a) => a.name === 'g1').id]).includes('hello from g1')`)
+	// g0's peek: its prompt, then its output.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr.agent[data-name="g0"] button.peek`))); err != nil {
 		t.Fatal(err)
 	}
 	peeked := `state.minis[state.agents.find((a) => a.name === 'g0').id]`
-	waitJS(`!!` + peeked + ` && (` + text + `)(` + peeked + `).includes('g0>')`)
+	g.waitJS(`!!` + peeked + ` && (` + text + `)(` + peeked + `).includes('g0>')`)
 	if st, body := r.do(t, "POST", "/api/offices/"+officeID+"/messages", `{"agent":"g0","content":"hello from g0"}`); st/100 != 2 {
 		t.Fatalf("message: %d %s", st, body)
 	}
-	waitJS(`(` + text + `)(` + peeked + `).includes('hello from g0') && state.term.agent.name === 'g2'`)
+	g.waitJS(`(` + text + `)(` + peeked + `).includes('hello from g0') && state.term.agent.name === 'g2'`)
 	saveScreenshot(t, ctx, "console-grid-two-terminals.png")
-	t.Logf("grid of 8: a stop showed in its tile %v after the request; a question raised the needs-me count %v after its creation",
-		stopShown.Round(time.Millisecond), needShown.Round(time.Millisecond))
 }
 
 func diff(before, after map[string]int) map[string]int {

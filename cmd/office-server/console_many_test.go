@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -34,24 +35,7 @@ func TestConsoleTwoHundredAgents(t *testing.T) {
 	}
 	r := startMainOffice(t, y.String())
 	officeID := r.officeID(t)
-	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		var agents []struct {
-			Session string `json:"session_status"`
-		}
-		r.get(t, "/api/offices/"+officeID+"/agents", &agents)
-		ready := 0
-		for _, a := range agents {
-			if a.Session == "ready" {
-				ready++
-			}
-		}
-		if ready == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 200 agents ready", ready)
-		}
-	}
+	waitAllReady(t, r, officeID, 200)
 	ctx := chromeSized(t, bin, 1280, 800)
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil { // the browser started
 		t.Fatal(err)
@@ -60,68 +44,22 @@ func TestConsoleTwoHundredAgents(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(r.base+"/?token="+r.token)); err != nil {
 		t.Fatal(err)
 	}
-	// Polled with Evaluate: chromedp's WaitVisible slows down on a page
-	// whose 200 rows change every second (it follows every DOM change).
-	waitJS := func(js string) {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("never true: %s", js)
-			}
-		}
-	}
-	waitJS(`document.querySelectorAll('#agents tbody tr').length === 200`)
+	m := &manyRun{t: t, ctx: ctx, r: r, officeID: officeID, p: page{t: t, ctx: ctx}}
+	m.waitJS(`document.querySelectorAll('#agents tbody tr').length === 200`)
 	load := time.Since(start)
-	waitJS(`window.consolePreviewStats().open && (window.consoleWatched() || []).length > 0 && Object.keys(window.consolePreviewStats().agents).length === window.consoleWatched().length`)
+	m.waitJS(`window.consolePreviewStats().open && (window.consoleWatched() || []).length > 0 && Object.keys(window.consolePreviewStats().agents).length === window.consoleWatched().length`)
 	previewsShown := time.Since(start)
-	p := page{t: t, ctx: ctx}
-	watched := p.strings(`window.consoleWatched()`)
+	watched := m.p.strings(`window.consoleWatched()`)
 
 	// Idle, then 60 agents given a message at once: what the page spends.
-	type cost struct {
-		task, bytes, serverBytes float64
-		updates                  int
-	}
-	measure := func() cost {
-		m := pageMetrics(t, ctx)
-		return cost{task: m["TaskDuration"], bytes: float64(p.int(`window.consolePreviewStats().bytes`)),
-			serverBytes: metricValue(t, r, "office_console_preview_bytes_total"), updates: p.int(`window.consolePreviewStats().updates`)}
-	}
-	window := func(d time.Duration, during func()) cost {
-		a := measure()
-		began := time.Now()
-		if during != nil {
-			during()
-		}
-		time.Sleep(d - time.Since(began))
-		b := measure()
-		secs := time.Since(began).Seconds()
-		return cost{task: (b.task - a.task) / secs, bytes: (b.bytes - a.bytes) / secs, serverBytes: (b.serverBytes - a.serverBytes) / secs, updates: b.updates - a.updates}
-	}
-	// message gives agents a message each, at once.
-	message := func(from, to int) {
-		var wg sync.WaitGroup
-		for i := from; i < to; i++ {
-			name := fmt.Sprintf("a%03d", i)
-			wg.Go(func() {
-				if st, body := r.do(t, "POST", "/api/offices/"+officeID+"/messages", `{"agent":"`+name+`","content":"hello `+name+`"}`); st/100 != 2 {
-					t.Errorf("message: %d %s", st, body)
-				}
-			})
-		}
-		wg.Wait()
-	}
 	time.Sleep(5 * time.Second) // the page's first reads and the history settled
-	idle := window(5*time.Second, nil)
-	busy := window(5*time.Second, func() { message(0, 60) })
+	idle := m.window(5*time.Second, nil)
+	busy := m.window(5*time.Second, func() { m.message(0, 60) })
 	// The tiles in view follow their screens; the others were sent nothing.
 	for _, name := range watched {
-		waitJS(`(window.consolePreview(` + strconv.Quote(name) + `) || '').includes('hello ` + name + `')`)
+		m.waitJS(`(window.consolePreview(` + strconv.Quote(name) + `) || '').includes('hello ` + name + `')`)
 	}
-	updated := p.strings(`Object.keys(window.consolePreviewStats().agents).map(agentName).sort()`)
+	updated := m.p.strings(`Object.keys(window.consolePreviewStats().agents).map(agentName).sort()`)
 	for _, name := range updated {
 		if !slices.Contains(watched, name) {
 			t.Errorf("%s, out of view, was sent its screen", name)
@@ -132,9 +70,9 @@ func TestConsoleTwoHundredAgents(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#previews`))); err != nil {
 		t.Fatal(err)
 	}
-	waitJS(`window.consoleWatched().length === 0`)
+	m.waitJS(`window.consoleWatched().length === 0`)
 	time.Sleep(time.Second)
-	off := window(5*time.Second, func() { message(60, 120) })
+	off := m.window(5*time.Second, func() { m.message(60, 120) })
 	t.Logf("200 agents, previews: %d tiles in view and watched, their screens shown %v after navigating; idle: main thread %.1f%%, %.0f preview B/s; "+
 		"60 agents given a message at once: main thread %.1f%% over 5 s, %.0f preview B/s received (%.0f B/s sent by the server), %d screen updates; "+
 		"the same without previews: main thread %.1f%%, %.0f preview B/s",
@@ -152,11 +90,96 @@ func TestConsoleTwoHundredAgents(t *testing.T) {
 	if st, body := r.do(t, "POST", "/api/offices/"+officeID+"/agents/a100/stop", ""); st/100 != 2 {
 		t.Fatalf("stop: %d %s", st, body)
 	}
-	waitJS(`!!document.querySelector('tr.agent[data-name="a100"][data-status="stopped"]')`)
+	m.waitJS(`!!document.querySelector('tr.agent[data-name="a100"][data-status="stopped"]')`)
 	update := time.Since(start)
 	t.Logf("200 agents: page listed every row %v after navigating; a stop showed in its row %v after the request", load.Round(time.Millisecond), update.Round(time.Millisecond))
 	if load > 10*time.Second || update > 3*time.Second {
 		t.Errorf("too slow: load %v, update %v", load, update)
 	}
 	saveScreenshot(t, ctx, "console-200-agents.png")
+}
+
+// waitAllReady waits up to 120 s for n agents of the office ready.
+func waitAllReady(t *testing.T, r *liveServer, officeID string, n int) {
+	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		var agents []struct {
+			Session string `json:"session_status"`
+		}
+		r.get(t, "/api/offices/"+officeID+"/agents", &agents)
+		ready := 0
+		for _, a := range agents {
+			if a.Session == "ready" {
+				ready++
+			}
+		}
+		if ready == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d agents ready", ready, n)
+		}
+	}
+}
+
+// manyRun is the console open on TestConsoleTwoHundredAgents' office.
+type manyRun struct {
+	t        *testing.T
+	ctx      context.Context
+	r        *liveServer
+	officeID string
+	p        page
+}
+
+// waitJS polls js with Evaluate: chromedp's WaitVisible slows down on a
+// page whose 200 rows change every second (it follows every DOM change).
+func (m *manyRun) waitJS(js string) {
+	m.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ok, _ := chromedp.Run(m.ctx, chromedp.Evaluate[bool](js)); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("never true: %s", js)
+		}
+	}
+}
+
+// cost is what the page spends: main-thread time, preview bytes received
+// and sent by the server, screen updates.
+type cost struct {
+	task, bytes, serverBytes float64
+	updates                  int
+}
+
+func (m *manyRun) measure() cost {
+	mt := pageMetrics(m.t, m.ctx)
+	return cost{task: mt["TaskDuration"], bytes: float64(m.p.int(`window.consolePreviewStats().bytes`)),
+		serverBytes: metricValue(m.t, m.r, "office_console_preview_bytes_total"), updates: m.p.int(`window.consolePreviewStats().updates`)}
+}
+
+// window is the cost per second over d, during which during runs.
+func (m *manyRun) window(d time.Duration, during func()) cost {
+	a := m.measure()
+	began := time.Now()
+	if during != nil {
+		during()
+	}
+	time.Sleep(d - time.Since(began))
+	b := m.measure()
+	secs := time.Since(began).Seconds()
+	return cost{task: (b.task - a.task) / secs, bytes: (b.bytes - a.bytes) / secs, serverBytes: (b.serverBytes - a.serverBytes) / secs, updates: b.updates - a.updates}
+}
+
+// message gives agents a message each, at once.
+func (m *manyRun) message(from, to int) {
+	var wg sync.WaitGroup
+	for i := from; i < to; i++ {
+		name := fmt.Sprintf("a%03d", i)
+		wg.Go(func() {
+			if st, body := m.r.do(m.t, "POST", "/api/offices/"+m.officeID+"/messages", `{"agent":"`+name+`","content":"hello `+name+`"}`); st/100 != 2 {
+				m.t.Errorf("message: %d %s", st, body)
+			}
+		})
+	}
+	wg.Wait()
 }

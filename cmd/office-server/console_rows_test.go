@@ -69,54 +69,8 @@ while IFS= read -r l; do case "$l" in *'Write the release notes'*) [ -z "$done" 
 	p.wait(`document.querySelectorAll('#needlist .card.question').length === 5 && document.querySelector('#live').textContent === 'live'`)
 	time.Sleep(time.Second) // the first reads settled
 
-	// requests are the page's /api/ requests so far: count and bytes by path.
-	type use struct{ N, Bytes int }
-	requests := func() map[string]use {
-		got := p.string(`JSON.stringify((() => { const n = {}; for (const e of performance.getEntriesByType('resource')) {
-  const u = new URL(e.name); if (!u.pathname.startsWith('/api/')) continue;
-  const k = u.pathname; n[k] = n[k] || { N: 0, Bytes: 0 }; n[k].N++; n[k].Bytes += e.transferSize; } return n; })())`)
-		m := map[string]use{}
-		if err := json.Unmarshal([]byte(got), &m); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	// change runs a change, waits for the page to show it and a quiet
-	// half second, and returns what the page requested meanwhile.
-	change := func(label, shown string, do func()) map[string]use {
-		t.Helper()
-		before := requests()
-		do()
-		p.wait(shown)
-		time.Sleep(500 * time.Millisecond)
-		after := requests()
-		d := map[string]use{}
-		n, bytes := 0, 0
-		for path, u := range after {
-			if b := before[path]; u.N != b.N {
-				d[path] = use{u.N - b.N, u.Bytes - b.Bytes}
-				n, bytes = n+u.N-b.N, bytes+u.Bytes-b.Bytes
-			}
-		}
-		got, _ := json.Marshal(d)
-		t.Logf("%s: %d request(s), %d bytes: %s", label, n, bytes, got)
-		return d
-	}
-	only := func(label string, d map[string]use, want ...string) {
-		t.Helper()
-		for path := range d {
-			ok := false
-			for _, w := range want {
-				ok = ok || strings.HasPrefix(path, w)
-			}
-			if !ok {
-				t.Errorf("%s: the page requested %s; want only %q", label, path, want)
-			}
-		}
-		if len(d) != len(want) {
-			t.Errorf("%s: %d path(s) requested, want %d (%q)", label, len(d), len(want), want)
-		}
-	}
+	rp := rowsPage{p: p}
+	change, only := rp.change, rp.only
 
 	d := change("a new question", `document.querySelectorAll('#needlist .card.question').length === 6`, func() { message("asker5", "v5") })
 	only("a new question", d, "/api/questions/")
@@ -131,6 +85,67 @@ while IFS= read -r l; do case "$l" in *'Write the release notes'*) [ -z "$done" 
 	}
 	d = change("a call and its result", `!!document.querySelector('#invocations tr[data-status="completed"]') && document.querySelectorAll('#results tbody tr').length === 1`, func() { message("boss", "go") })
 	only("a call and its result", d, "/api/invocations/", "/api/results/")
+}
+
+// use is what the page requested of one path: count and bytes.
+type use struct{ N, Bytes int }
+
+// rowsPage is the console open on TestConsoleRowUpdates' office.
+type rowsPage struct{ p page }
+
+// requests are the page's /api/ requests so far: count and bytes by path.
+func (rp rowsPage) requests() map[string]use {
+	p, t := rp.p, rp.p.t
+	got := p.string(`JSON.stringify((() => { const n = {}; for (const e of performance.getEntriesByType('resource')) {
+  const u = new URL(e.name); if (!u.pathname.startsWith('/api/')) continue;
+  const k = u.pathname; n[k] = n[k] || { N: 0, Bytes: 0 }; n[k].N++; n[k].Bytes += e.transferSize; } return n; })())`)
+	m := map[string]use{}
+	if err := json.Unmarshal([]byte(got), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// change runs a change, waits for the page to show it and a quiet half
+// second, and returns what the page requested meanwhile.
+func (rp rowsPage) change(label, shown string, do func()) map[string]use {
+	p, t := rp.p, rp.p.t
+	requests := rp.requests
+	t.Helper()
+	before := requests()
+	do()
+	p.wait(shown)
+	time.Sleep(500 * time.Millisecond)
+	after := requests()
+	d := map[string]use{}
+	n, bytes := 0, 0
+	for path, u := range after {
+		if b := before[path]; u.N != b.N {
+			d[path] = use{u.N - b.N, u.Bytes - b.Bytes}
+			n, bytes = n+u.N-b.N, bytes+u.Bytes-b.Bytes
+		}
+	}
+	got, _ := json.Marshal(d)
+	t.Logf("%s: %d request(s), %d bytes: %s", label, n, bytes, got)
+	return d
+}
+
+// only: the page requested paths under want only, one of each.
+func (rp rowsPage) only(label string, d map[string]use, want ...string) {
+	t := rp.p.t
+	t.Helper()
+	for path := range d {
+		ok := false
+		for _, w := range want {
+			ok = ok || strings.HasPrefix(path, w)
+		}
+		if !ok {
+			t.Errorf("%s: the page requested %s; want only %q", label, path, want)
+		}
+	}
+	if len(d) != len(want) {
+		t.Errorf("%s: %d path(s) requested, want %d (%q)", label, len(d), len(want), want)
+	}
 }
 
 func firstKey[V any](m map[string]V) string {

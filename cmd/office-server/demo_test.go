@@ -17,19 +17,7 @@ import (
 func TestDemoLoopStaysClean(t *testing.T) {
 	r := startMain(t)
 	oid := r.officeID(t)
-	post := func(path, body string) {
-		t.Helper()
-		req, _ := http.NewRequest("POST", r.base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+r.token)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		if res.StatusCode >= 300 {
-			t.Fatalf("POST %s = %d", path, res.StatusCode)
-		}
-	}
+	post := func(path, body string) { t.Helper(); mustPost(t, r, path, body) }
 	for round := 1; round <= 3; round++ {
 		q := r.waitQuestion(t, oid, office.QuestionPending, 20*time.Second)
 		post("/api/offices/"+oid+"/messages", `{"agent":"dev","content":"hello dev, anything new?"}`)
@@ -65,8 +53,51 @@ func TestDemoLoopStaysClean(t *testing.T) {
 	// The operator restarts po while its fourth question waits: the new
 	// process starts over and asks again; the old question is cancelled,
 	// with the reason in the history, and one question is pending.
+	pending := restartPoCancels(t, r, oid)
+	// The loop goes on from the new question.
+	post("/api/questions/"+pending[0].ID+"/answer", `{"response":"`+pending[0].Options[0]+`"}`)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var results []office.Result
+		r.get(t, "/api/offices/"+oid+"/results", &results)
+		if len(results) == 4 {
+			break
+		}
+		if len(results) > 4 || time.Now().After(deadline) {
+			t.Fatalf("after the restart: %d results, want 4:\n%s", len(results), r.replay(t, oid, "po"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var last []office.Question
+	r.get(t, "/api/offices/"+oid+"/questions?status=pending", &last)
+	if len(last) > 1 {
+		t.Errorf("%d pending questions after the round, want at most one", len(last))
+	}
+}
+
+// mustPost POSTs body to path with the admin token and fails the test
+// unless it was taken.
+func mustPost(t *testing.T, r *liveServer, path, body string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", r.base+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode >= 300 {
+		t.Fatalf("POST %s = %d", path, res.StatusCode)
+	}
+}
+
+// restartPoCancels: the operator restarts po while its question waits:
+// the new process starts over and asks again; the old question is
+// cancelled, with the reason in the history, and one question is
+// pending. It returns the pending questions.
+func restartPoCancels(t *testing.T, r *liveServer, oid string) []office.Question {
 	old := r.waitQuestion(t, oid, office.QuestionPending, 20*time.Second)
-	post("/api/offices/"+oid+"/agents/"+r.agentID(t, oid, "po")+"/restart", "")
+	mustPost(t, r, "/api/offices/"+oid+"/agents/"+r.agentID(t, oid, "po")+"/restart", "")
 	deadline := time.Now().Add(20 * time.Second)
 	var pending []office.Question
 	for {
@@ -94,23 +125,5 @@ func TestDemoLoopStaysClean(t *testing.T) {
 	if !strings.Contains(reason, "po asked the same question again") {
 		t.Errorf("the cancelled question's event gives the reason %q", reason)
 	}
-	// The loop goes on from the new question.
-	post("/api/questions/"+pending[0].ID+"/answer", `{"response":"`+pending[0].Options[0]+`"}`)
-	deadline = time.Now().Add(20 * time.Second)
-	for {
-		var results []office.Result
-		r.get(t, "/api/offices/"+oid+"/results", &results)
-		if len(results) == 4 {
-			break
-		}
-		if len(results) > 4 || time.Now().After(deadline) {
-			t.Fatalf("after the restart: %d results, want 4:\n%s", len(results), r.replay(t, oid, "po"))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	var last []office.Question
-	r.get(t, "/api/offices/"+oid+"/questions?status=pending", &last)
-	if len(last) > 1 {
-		t.Errorf("%d pending questions after the round, want at most one", len(last))
-	}
+	return pending
 }

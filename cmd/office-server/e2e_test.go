@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -46,40 +45,54 @@ func TestRunCommandEndToEnd(t *testing.T) {
 		t.Fatalf("console URL with token not printed; stdout:\n%s", stdout.String())
 	}
 	token := m[1]
-	api := func(method, path, body string, v any) int {
-		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		if v != nil && res.StatusCode < 300 {
-			if err := json.Unmarshal(b, v); err != nil {
-				t.Fatalf("%s %s: %v: %s", method, path, err, b)
-			}
-		}
-		return res.StatusCode
-	}
-	if st := api("GET", "/readyz", "", nil); st != 200 {
+	c := &apiClient{t: t, base: base, token: token}
+	if st := c.do("GET", "/readyz", "", nil); st != 200 {
 		t.Fatalf("/readyz = %d", st)
 	}
 	var offices []struct{ ID, Name string }
-	api("GET", "/api/offices", "", &offices)
+	c.do("GET", "/api/offices", "", &offices)
 	if len(offices) != 1 || offices[0].Name != "Demo office" {
 		t.Fatalf("offices = %+v", offices)
 	}
 	oid := offices[0].ID
 
+	demoRound(c, oid, stderr)
+	srv.stop(t)
+	if strings.Contains(stderr.String(), token) {
+		t.Fatal("the admin token appears in the logs")
+	}
+	if fi, err := os.Stat(filepath.Join(data, "admin-token")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("admin-token file: %v %v", fi, err)
+	}
+
+	// Second start on the same data: same token, not printed again; the
+	// office and its history are still there.
+	srv, base, stdout, stderr = start()
+	c.base = base
+	if strings.Contains(stdout.String(), token) {
+		t.Fatalf("token printed again on the second start:\n%s", stdout.String())
+	}
+	if strings.Contains(stderr.String(), token) {
+		t.Fatalf("token in the logs of the second start:\n%s", stderr.String())
+	}
+	var invs []office.Invocation
+	if st := c.do("GET", "/api/offices/"+oid+"/invocations", "", &invs); st != 200 || len(invs) == 0 {
+		t.Fatalf("after restart: invocations %d %+v", st, invs)
+	}
+	srv.stop(t)
+}
+
+// demoRound: the demo agents run, and po asks within seconds; an answer
+// sent through the API goes round the office (po → dev → po), and the
+// metrics count what happened.
+func demoRound(c *apiClient, oid string, stderr *lockedBuf) {
+	t := c.t
 	// The agents run, and po asks within seconds.
 	var q office.Question
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var qs []office.Question
-		api("GET", "/api/offices/"+oid+"/questions?status=pending", "", &qs)
+		c.do("GET", "/api/offices/"+oid+"/questions?status=pending", "", &qs)
 		if len(qs) > 0 {
 			q = qs[0]
 			break
@@ -93,19 +106,19 @@ func TestRunCommandEndToEnd(t *testing.T) {
 		Name    string `json:"name"`
 		Session string `json:"session_status"`
 	}
-	api("GET", "/api/offices/"+oid+"/agents", "", &agents)
+	c.do("GET", "/api/offices/"+oid+"/agents", "", &agents)
 	for _, a := range agents {
 		if a.Session == office.SessionStopped || a.Session == "" {
 			t.Errorf("agent %s is not running: %q", a.Name, a.Session)
 		}
 	}
-	if st := api("POST", "/api/questions/"+q.ID+"/answer", `{"response":"Dark mode"}`, nil); st != 200 {
+	if st := c.do("POST", "/api/questions/"+q.ID+"/answer", `{"response":"Dark mode"}`, nil); st != 200 {
 		t.Fatalf("answer = %d", st)
 	}
 	deadline = time.Now().Add(30 * time.Second)
 	for {
 		var invs []office.Invocation
-		api("GET", "/api/offices/"+oid+"/invocations?status=completed", "", &invs)
+		c.do("GET", "/api/offices/"+oid+"/invocations?status=completed", "", &invs)
 		if len(invs) > 0 {
 			if !strings.Contains(invs[0].Reason, "Dark mode") {
 				t.Fatalf("task = %q, want the answer in it", invs[0].Reason)
@@ -118,7 +131,7 @@ func TestRunCommandEndToEnd(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// Metrics count what happened.
-	res, err := http.Get(base + "/metrics")
+	res, err := http.Get(c.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,28 +142,6 @@ func TestRunCommandEndToEnd(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
-	srv.stop(t)
-	if strings.Contains(stderr.String(), token) {
-		t.Fatal("the admin token appears in the logs")
-	}
-	if fi, err := os.Stat(filepath.Join(data, "admin-token")); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("admin-token file: %v %v", fi, err)
-	}
-
-	// Second start on the same data: same token, not printed again; the
-	// office and its history are still there.
-	srv, base, stdout, _ = start()
-	if strings.Contains(stdout.String(), token) {
-		t.Fatalf("token printed again on the second start:\n%s", stdout.String())
-	}
-	if strings.Contains(stderr.String(), token) {
-		t.Fatalf("token in the logs of the second start:\n%s", stderr.String())
-	}
-	var invs []office.Invocation
-	if st := api("GET", "/api/offices/"+oid+"/invocations", "", &invs); st != 200 || len(invs) == 0 {
-		t.Fatalf("after restart: invocations %d %+v", st, invs)
-	}
-	srv.stop(t)
 }
 
 // buildServer builds the office-server binary into a temporary directory.

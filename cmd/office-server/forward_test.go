@@ -253,14 +253,29 @@ agents:
 			t.Fatalf("post message: %d", st)
 		}
 	}
-	type event struct {
-		Kind    string          `json:"kind"`
-		AgentID string          `json:"agent_id"`
-		Payload json.RawMessage `json:"payload"`
+	f.waitDelivered(t)
+	if check != nil {
+		check(t, f)
 	}
+	// The receiver had the text; give it time to show it and be read.
+	f.waitReady(t, "relay")
+	time.Sleep(3 * time.Second)
+	f.checkNothingFromRelay(t)
+}
+
+// forwardEvent is an office event as GET /events returns it.
+type forwardEvent struct {
+	Kind    string          `json:"kind"`
+	AgentID string          `json:"agent_id"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// waitDelivered waits up to 90 s for every payload and attacker's
+// result delivered.
+func (f *forwardRun) waitDelivered(t *testing.T) {
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		var evs []event
+		var evs []forwardEvent
 		f.api(t, "GET", "/api/offices/"+f.officeID+"/events?limit=1000", nil, &evs)
 		n, results := 0, 0
 		for _, e := range evs {
@@ -279,12 +294,11 @@ agents:
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if check != nil {
-		check(t, f)
-	}
-	// The receiver had the text; give it time to show it and be read.
-	f.waitReady(t, "relay")
-	time.Sleep(3 * time.Second)
+}
+
+// checkNothingFromRelay: no invocation was created from forwarded text,
+// and no protocol event came from relay's screen or transcript.
+func (f *forwardRun) checkNothingFromRelay(t *testing.T) {
 	var invs []struct {
 		CallerAgentID string `json:"caller_agent_id"`
 		Reason        string `json:"reason"`
@@ -295,7 +309,7 @@ agents:
 	}
 	var relayAgent struct{ ID string }
 	f.api(t, "GET", "/api/offices/"+f.officeID+"/agents/relay", nil, &relayAgent)
-	var evs []event
+	var evs []forwardEvent
 	f.api(t, "GET", "/api/offices/"+f.officeID+"/events?limit=1000", nil, &evs)
 	for _, e := range evs {
 		if e.AgentID == relayAgent.ID && strings.HasPrefix(e.Kind, "message.") && e.Kind != "message.delivered" {

@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,25 +36,7 @@ func TestServeGeminiAndCodexPermission(t *testing.T) {
 	gemini, codex := testenv.CLIBin(t, "gemini"), testenv.CLIBin(t, "codex")
 	bin := buildServer(t)
 	gsrv, osrv := geminitest.New(t), openaitest.New(t)
-	var long strings.Builder
-	long.WriteString("Before the release I need one decision.\n")
-	for i := 1; i <= 80; i++ {
-		fmt.Fprintf(&long, "Check %d: line %d of a long review, taller than the terminal (%d).\n", i, i, i*i)
-	}
-	long.WriteString("[ASK_USER]\nquestion: Ship on Friday?\ntype: confirmation\n[/ASK_USER]")
-	gsrv.Reply(func(r geminitest.Request) geminitest.Response {
-		if strings.Contains(r.LastUserText(), "Answer to question") {
-			return geminitest.Response{Text: "Thanks, noted."}
-		}
-		return geminitest.Response{Text: long.String(), Delay: 3 * time.Millisecond}
-	})
-	osrv.Reply(func(r openaitest.Request) openaitest.Response {
-		if lastInput(r.Body) == "function_call_output" {
-			return openaitest.Response{Text: "The check passed."}
-		}
-		args, _ := json.Marshal(map[string]any{"cmd": "mkdir -p checked && echo deploy-check-ok", "justification": "run the deploy check", "sandbox_permissions": "require_escalated"})
-		return openaitest.Response{Calls: []openaitest.Call{{Name: "exec_command", Arguments: string(args)}}}
-	})
+	geminiCodexModels(gsrv, osrv)
 	dbURL := testenv.NewDatabase(t)
 	work := t.TempDir()
 	dirs := []string{filepath.Join(work, "qa"), filepath.Join(work, "ops")}
@@ -73,121 +50,15 @@ func TestServeGeminiAndCodexPermission(t *testing.T) {
 	testenv.GitInit(t, dirs[1]) // ops's folder: Codex would ask whether to trust it
 	geminiSettings := testenv.ReadPersonFile(t, filepath.Join(geminiHome, ".gemini", "settings.json"))
 	codexConfig := testenv.ReadPersonFile(t, filepath.Join(codexHome, ".codex", "config.toml"))
-	officeFile := filepath.Join(t.TempDir(), "office.yaml")
-	yaml := fmt.Sprintf(`office:
-  name: Gemini and Codex office
-agents:
-  - name: qa
-    role: Reviewer
-    allowed_actions: [ask_user]
-    launch: {kind: gemini, command: %q, dir: %q, env: {HOME: %q, GOOGLE_GEMINI_BASE_URL: %q, GEMINI_API_KEY: %q}}
-  - name: ops
-    role: Operator
-    allowed_actions: [ask_user]
-    launch: {kind: codex, command: %q, dir: %q, args: [--ask-for-approval, on-request], env: {CODEX_HOME: %q, OPENAITEST_KEY: %q}}
-`, gemini, dirs[0], geminiHome, gsrv.URL, gsrv.Key, codex, dirs[1], filepath.Join(codexHome, ".codex"), osrv.Key)
-	if err := os.WriteFile(officeFile, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	officeFile := geminiCodexOffice(t, gemini, codex, dirs, geminiHome, codexHome, gsrv, osrv)
 	const token = "e2e-token-0123456789abcdef"
-	cmd := exec.Command(bin, "serve", "--office", officeFile, "--data-dir", t.TempDir(), "--addr", addr)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C.UTF-8", "DATABASE_URL=" + dbURL, "OFFICE_ADMIN_TOKEN=" + token, "OFFICE_SECRETS_KEY=" + e2eSecretsKey}
-	cmd.Dir = t.TempDir()
-	stderr := &lockedBuf{}
-	cmd.Stdout, cmd.Stderr = &lockedBuf{}, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("server log:\n%s", stderr.String())
-			t.Logf("gemini: other requests %q", gsrv.Unknown())
-			for _, r := range gsrv.Requests() {
-				t.Logf("gemini request %d %s main=%v: %.200q", r.Seq, r.Path, r.Main, r.LastUserText())
-			}
-			_ = filepath.WalkDir(filepath.Join(geminiHome, ".gemini"), func(p string, d os.DirEntry, err error) error {
-				if err == nil && !d.IsDir() {
-					b, _ := os.ReadFile(p)
-					t.Logf("%s:\n%.1500s", p, b)
-				}
-				return nil
-			})
-			for _, r := range osrv.Requests() {
-				t.Logf("codex request %d main=%v: %.120q", r.Seq, r.Main, r.LastUserText())
-			}
-		}
-	})
-	api := func(method, path string, body, v any) int {
-		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, "http://"+addr+path, rd)
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		if v != nil && res.StatusCode < 300 {
-			if err := json.Unmarshal(b, v); err != nil {
-				t.Fatalf("%s %s: %v: %s", method, path, err, b)
-			}
-		}
-		return res.StatusCode
-	}
-	wait := func(what string, d time.Duration, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(d); !cond(); time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
-	}
-	var offices []struct{ ID string }
-	wait("the API", 60*time.Second, func() bool { return api("GET", "/api/offices", nil, &offices) == 200 && len(offices) == 1 })
-	officeID := offices[0].ID
-	wait("both agents ready", 120*time.Second, func() bool {
-		var sessions []struct {
-			AgentName string `json:"agent_name"`
-			Status    string `json:"status"`
-			Detail    string `json:"detail"`
-		}
-		api("GET", "/api/offices/"+officeID+"/sessions", nil, &sessions)
-		ready := 0
-		for _, s := range sessions {
-			if s.Status == "crashed" || s.Status == "failed" {
-				t.Fatalf("agent %s is %s: %s", s.AgentName, s.Status, s.Detail)
-			}
-			if s.Status == "ready" {
-				ready++
-			}
-		}
-		return ready == 2
-	})
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C.UTF-8", "DATABASE_URL=" + dbURL, "OFFICE_ADMIN_TOKEN=" + token, "OFFICE_SECRETS_KEY=" + e2eSecretsKey}
+	c := startServe(t, bin, officeFile, env, token, func() { logGeminiCodex(t, gsrv, osrv, geminiHome) })
+	officeID := c.waitReady(2, 120*time.Second, "crashed", "failed")
+	api, wait := c.api, c.wait
 	ctx := context.Background()
-	db, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
 	member := "00000000-0000-0000-0000-00000000e2e2"
-	mustExec(t, db, `insert into auth.users (id, email) values ($1, 'member2@example.com')`, member)
-	mustExec(t, db, `insert into office_members (office_id, user_id) values ($1, $2)`, officeID, member)
+	db := memberDB(t, dbURL, officeID, member, "member2@example.com")
 	post := func(agent, text string) {
 		t.Helper()
 		if st := api("POST", "/api/offices/"+officeID+"/messages", map[string]string{"agent": agent, "content": text, "user_id": member}, nil); st != 201 && st != 200 {
@@ -232,6 +103,79 @@ agents:
 	absent(t, filepath.Join(codexHome, ".codex", "AGENTS.md")) // the instructions go as a -c override
 
 	time.Sleep(3 * time.Second) // anything acted on twice would show by now
+	checkGeminiCodexOnce(t, db, officeID, gsrv, osrv, outputs)
+}
+
+// logGeminiCodex logs what both models were asked and the Gemini CLI's
+// files, for a failed test.
+func logGeminiCodex(t *testing.T, gsrv *geminitest.Server, osrv *openaitest.Server, geminiHome string) {
+	t.Logf("gemini: other requests %q", gsrv.Unknown())
+	for _, r := range gsrv.Requests() {
+		t.Logf("gemini request %d %s main=%v: %.200q", r.Seq, r.Path, r.Main, r.LastUserText())
+	}
+	_ = filepath.WalkDir(filepath.Join(geminiHome, ".gemini"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := os.ReadFile(p)
+			t.Logf("%s:\n%.1500s", p, b)
+		}
+		return nil
+	})
+	for _, r := range osrv.Requests() {
+		t.Logf("codex request %d main=%v: %.120q", r.Seq, r.Main, r.LastUserText())
+	}
+}
+
+// geminiCodexModels scripts qa's model (Gemini: a reply taller than the
+// terminal, repainted, with one [ASK_USER]) and ops's (Codex: a command
+// outside its sandbox, then thanks for its output).
+func geminiCodexModels(gsrv *geminitest.Server, osrv *openaitest.Server) {
+	var long strings.Builder
+	long.WriteString("Before the release I need one decision.\n")
+	for i := 1; i <= 80; i++ {
+		fmt.Fprintf(&long, "Check %d: line %d of a long review, taller than the terminal (%d).\n", i, i, i*i)
+	}
+	long.WriteString("[ASK_USER]\nquestion: Ship on Friday?\ntype: confirmation\n[/ASK_USER]")
+	gsrv.Reply(func(r geminitest.Request) geminitest.Response {
+		if strings.Contains(r.LastUserText(), "Answer to question") {
+			return geminitest.Response{Text: "Thanks, noted."}
+		}
+		return geminitest.Response{Text: long.String(), Delay: 3 * time.Millisecond}
+	})
+	osrv.Reply(func(r openaitest.Request) openaitest.Response {
+		if lastInput(r.Body) == "function_call_output" {
+			return openaitest.Response{Text: "The check passed."}
+		}
+		args, _ := json.Marshal(map[string]any{"cmd": "mkdir -p checked && echo deploy-check-ok", "justification": "run the deploy check", "sandbox_permissions": "require_escalated"})
+		return openaitest.Response{Calls: []openaitest.Call{{Name: "exec_command", Arguments: string(args)}}}
+	})
+}
+
+// geminiCodexOffice writes the office of qa (Gemini) and ops (Codex) and
+// returns its path.
+func geminiCodexOffice(t *testing.T, gemini, codex string, dirs []string, geminiHome, codexHome string, gsrv *geminitest.Server, osrv *openaitest.Server) string {
+	officeFile := filepath.Join(t.TempDir(), "office.yaml")
+	yaml := fmt.Sprintf(`office:
+  name: Gemini and Codex office
+agents:
+  - name: qa
+    role: Reviewer
+    allowed_actions: [ask_user]
+    launch: {kind: gemini, command: %q, dir: %q, env: {HOME: %q, GOOGLE_GEMINI_BASE_URL: %q, GEMINI_API_KEY: %q}}
+  - name: ops
+    role: Operator
+    allowed_actions: [ask_user]
+    launch: {kind: codex, command: %q, dir: %q, args: [--ask-for-approval, on-request], env: {CODEX_HOME: %q, OPENAITEST_KEY: %q}}
+`, gemini, dirs[0], geminiHome, gsrv.URL, gsrv.Key, codex, dirs[1], filepath.Join(codexHome, ".codex"), osrv.Key)
+	if err := os.WriteFile(officeFile, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return officeFile
+}
+
+// checkGeminiCodexOnce: one question and one permission request; each
+// model got its answer once; each first request carries the instructions.
+func checkGeminiCodexOnce(t *testing.T, db *pgx.Conn, officeID string, gsrv *geminitest.Server, osrv *openaitest.Server, outputs func() int) {
+	ctx := context.Background()
 	var questions, perms int
 	_ = db.QueryRow(ctx, `select count(*) filter (where coalesce(category, '') <> 'permission'), count(*) filter (where category = 'permission') from user_questions where office_id = $1`, officeID).Scan(&questions, &perms)
 	if questions != 1 || perms != 1 {

@@ -43,26 +43,7 @@ func TestCLIsHibernate(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.GitInit(t, dirs[0])
-	officeFile := filepath.Join(t.TempDir(), "office.yaml")
-	yaml := fmt.Sprintf(`office:
-  name: Sleepy CLI office
-  hibernate_after: 3s
-agents:
-  - name: po
-    launch: {kind: codex, command: %q, dir: %q, env: {CODEX_HOME: %q, OPENAITEST_KEY: %q}}
-  - name: dev
-    launch:
-      kind: qwen
-      command: %q
-      dir: %q
-      env: {HOME: %q, OPENAI_API_KEY: %q, OPENAI_BASE_URL: %q, OPENAI_MODEL: %q}
-  - name: qa
-    launch: {kind: gemini, command: %q, dir: %q, env: {HOME: %q, GOOGLE_GEMINI_BASE_URL: %q, GEMINI_API_KEY: %q}}
-`, codex, dirs[0], filepath.Join(codexHome, ".codex"), srv.Key, qwen, dirs[1], qwenHome, srv.Key, srv.URL, openaitest.Model,
-		gemini, dirs[2], geminiHome, gsrv.URL, gsrv.Key)
-	if err := os.WriteFile(officeFile, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	officeFile := sleepyCLIOffice(t, []string{codex, qwen, gemini}, dirs, []string{codexHome, qwenHome, geminiHome}, srv, gsrv)
 	const token = "clis-hibernate-token-0123456789ab"
 	p := launchServer(t, bin, []string{"HOME=" + t.TempDir(), "LANG=C.UTF-8", "OFFICE_ADMIN_TOKEN=" + token, "OFFICE_SECRETS_KEY=" + e2eSecretsKey},
 		"--office", officeFile, "--data-dir", t.TempDir())
@@ -87,24 +68,7 @@ agents:
 		}
 		return ""
 	}
-	// last counts the requests of name's model whose last user text holds
-	// tok, and reports whether the last of them also carries has.
-	last := func(name, tok, has string) (n int, carries bool) {
-		if name == "qa" {
-			for _, q := range gsrv.MainRequests() {
-				if strings.Contains(q.LastUserText(), tok) {
-					n, carries = n+1, q.Has(has)
-				}
-			}
-			return n, carries
-		}
-		for _, q := range srv.MainRequests() {
-			if strings.Contains(q.LastUserText(), tok) {
-				n, carries = n+1, q.Has(has)
-			}
-		}
-		return n, carries
-	}
+	last := func(name, tok, has string) (int, bool) { return lastCarries(srv, gsrv, name, tok, has) }
 	for _, name := range []string{"po", "dev", "qa"} {
 		c.wait(name+" hibernated", 120*time.Second, func() bool { return status(name) == "hibernated" })
 		first, second := "first-"+name+"-4d1", "second-"+name+"-9e2"
@@ -123,4 +87,50 @@ agents:
 			t.Errorf("%s: the request after the second wake does not carry the first message: its conversation was not resumed", name)
 		}
 	}
+}
+
+// sleepyCLIOffice writes the office of po (Codex), dev (Qwen Code) and
+// qa (Gemini CLI), bins and homes in that order, hibernating after 3 s,
+// and returns its path.
+func sleepyCLIOffice(t *testing.T, bins, dirs, homes []string, srv *openaitest.Server, gsrv *geminitest.Server) string {
+	officeFile := filepath.Join(t.TempDir(), "office.yaml")
+	yaml := fmt.Sprintf(`office:
+  name: Sleepy CLI office
+  hibernate_after: 3s
+agents:
+  - name: po
+    launch: {kind: codex, command: %q, dir: %q, env: {CODEX_HOME: %q, OPENAITEST_KEY: %q}}
+  - name: dev
+    launch:
+      kind: qwen
+      command: %q
+      dir: %q
+      env: {HOME: %q, OPENAI_API_KEY: %q, OPENAI_BASE_URL: %q, OPENAI_MODEL: %q}
+  - name: qa
+    launch: {kind: gemini, command: %q, dir: %q, env: {HOME: %q, GOOGLE_GEMINI_BASE_URL: %q, GEMINI_API_KEY: %q}}
+`, bins[0], dirs[0], filepath.Join(homes[0], ".codex"), srv.Key, bins[1], dirs[1], homes[1], srv.Key, srv.URL, openaitest.Model,
+		bins[2], dirs[2], homes[2], gsrv.URL, gsrv.Key)
+	if err := os.WriteFile(officeFile, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return officeFile
+}
+
+// lastCarries counts the requests of name's model whose last user text
+// holds tok, and reports whether the last of them also carries has.
+func lastCarries(srv *openaitest.Server, gsrv *geminitest.Server, name, tok, has string) (n int, carries bool) {
+	if name == "qa" {
+		for _, q := range gsrv.MainRequests() {
+			if strings.Contains(q.LastUserText(), tok) {
+				n, carries = n+1, q.Has(has)
+			}
+		}
+		return n, carries
+	}
+	for _, q := range srv.MainRequests() {
+		if strings.Contains(q.LastUserText(), tok) {
+			n, carries = n+1, q.Has(has)
+		}
+	}
+	return n, carries
 }

@@ -37,25 +37,7 @@ func runKilledWhileGoingToSleep(t *testing.T, bin, claude, dbURL string) {
 	srv := anthropictest.New(t)
 	srv.Reply(func(anthropictest.Request) anthropictest.Response { return anthropictest.Response{Text: "OK"} })
 	home, repo, data, tools := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
-	mark := filepath.Join(tools, "stopping")
-	// The wrapper runs Claude Code as its child on the same terminal
-	// (stdin passed on explicitly: a background list's is /dev/null).
-	wrapper := filepath.Join(tools, "slow-stop-claude")
-	script := fmt.Sprintf("#!/bin/sh\ntrap 'echo $$ >> %q; sleep 30' HUP TERM\nexec 3<&0\n%q \"$@\" <&3 3<&- &\nwait $!\n", mark, claude)
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	officeFile := filepath.Join(t.TempDir(), "office.yaml")
-	yaml := fmt.Sprintf(`office:
-  name: Sleepy office
-  hibernate_after: 3s
-agents:
-  - name: po
-    launch: {kind: claude, command: %q, dir: %q}
-`, wrapper, filepath.Join(repo, "po"))
-	if err := os.WriteFile(officeFile, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	officeFile, mark := slowStopOffice(t, claude, repo, tools)
 	const token = "hibernate-kill-token-0123456789ab"
 	env := []string{"HOME=" + home, "LANG=C.UTF-8", "OFFICE_ADMIN_TOKEN=" + token,
 		"ANTHROPIC_API_KEY=" + srv.Key, "ANTHROPIC_BASE_URL=" + srv.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
@@ -73,16 +55,7 @@ agents:
 	var offices []struct{ ID string }
 	c.wait("the office", 30*time.Second, func() bool { return c.do("GET", "/api/offices", "", &offices) == 200 && len(offices) == 1 })
 	officeID := offices[0].ID
-	po := func() hibSession {
-		var ss []hibSession
-		c.do("GET", "/api/offices/"+officeID+"/sessions", "", &ss)
-		for _, s := range ss {
-			if s.AgentName == "po" {
-				return s
-			}
-		}
-		return hibSession{}
-	}
+	po := (&hibRun{t: t, c: &c, officeID: officeID}).po
 	c.wait("po ready", 90*time.Second, func() bool { return po().Status == "ready" })
 	post(t, c, "/api/offices/"+officeID+"/messages", `{"agent":"po","content":"Note m-41a."}`)
 	c.wait("the first message at the model", 90*time.Second, func() bool { return countLast(srv, "m-41a") >= 1 })
@@ -127,6 +100,45 @@ agents:
 		}
 	}
 	time.Sleep(2 * time.Second) // a second typing would show by now
+	checkResumedOnce(t, srv)
+	if live > 0 && !gone(live) {
+		t.Errorf("po's row says hibernated and its process %d runs", live)
+	}
+	if s.AgentSessionID != before.AgentSessionID {
+		t.Errorf("conversation id changed across the kill: %q, then %q", before.AgentSessionID, s.AgentSessionID)
+	}
+}
+
+// slowStopOffice writes, into tools, a wrapper that runs Claude Code as
+// its child on the same terminal (stdin passed on explicitly: a
+// background list's is /dev/null) and, signalled to stop, notes it in
+// mark and holds on for 30 s; and an office of po, that wrapper,
+// hibernating after 3 s. It returns the office file and mark.
+func slowStopOffice(t *testing.T, claude, repo, tools string) (string, string) {
+	mark := filepath.Join(tools, "stopping")
+	wrapper := filepath.Join(tools, "slow-stop-claude")
+	script := fmt.Sprintf("#!/bin/sh\ntrap 'echo $$ >> %q; sleep 30' HUP TERM\nexec 3<&0\n%q \"$@\" <&3 3<&- &\nwait $!\n", mark, claude)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	officeFile := filepath.Join(t.TempDir(), "office.yaml")
+	yaml := fmt.Sprintf(`office:
+  name: Sleepy office
+  hibernate_after: 3s
+agents:
+  - name: po
+    launch: {kind: claude, command: %q, dir: %q}
+`, wrapper, filepath.Join(repo, "po"))
+	if err := os.WriteFile(officeFile, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return officeFile, mark
+}
+
+// checkResumedOnce: the model got each message once as a new prompt, and
+// the request with the second carries the first (the conversation was
+// resumed).
+func checkResumedOnce(t *testing.T, srv *anthropictest.Server) {
 	for _, tok := range []string{"m-41a", "m-52b"} {
 		if n := countLast(srv, tok); n != 1 {
 			t.Errorf("the model got %s as a new prompt %d times, want 1", tok, n)
@@ -140,12 +152,6 @@ agents:
 	}
 	if !resumed {
 		t.Error("the request with the second message does not carry the first: the conversation was not resumed")
-	}
-	if live > 0 && !gone(live) {
-		t.Errorf("po's row says hibernated and its process %d runs", live)
-	}
-	if s.AgentSessionID != before.AgentSessionID {
-		t.Errorf("conversation id changed across the kill: %q, then %q", before.AgentSessionID, s.AgentSessionID)
 	}
 }
 

@@ -50,16 +50,7 @@ type hibSession struct {
 
 func runHibernate(t *testing.T, bin, claude, dbURL string) {
 	srv := anthropictest.New(t)
-	srv.Reply(func(r anthropictest.Request) anthropictest.Response {
-		u := r.LastUserText()
-		switch {
-		case strings.Contains(u, "Message from a person") && strings.Contains(u, "ask me"):
-			return anthropictest.Response{Text: "[ASK_USER]\nquestion: Which colour should the logo be?\n[/ASK_USER]"}
-		case strings.Contains(u, "Answer to question"):
-			return anthropictest.Response{Text: "Noted: the logo will be that colour."}
-		}
-		return anthropictest.Response{Text: "OK"}
-	})
+	srv.Reply(hibModel)
 	home, repo, data := t.TempDir(), t.TempDir(), t.TempDir()
 	officeFile := filepath.Join(t.TempDir(), "office.yaml")
 	yaml := fmt.Sprintf(`office:
@@ -86,71 +77,18 @@ agents:
 			t.Logf("server log:\n%s", p.stderr.String())
 		}
 	}()
-	c := apiClient{t: t, base: p.base, token: token}
+	c := &apiClient{t: t, base: p.base, token: token}
 	var offices []struct{ ID string }
 	c.wait("the office", 30*time.Second, func() bool { return c.do("GET", "/api/offices", "", &offices) == 200 && len(offices) == 1 })
-	officeID := offices[0].ID
-	po := func() hibSession {
-		var ss []hibSession
-		c.do("GET", "/api/offices/"+officeID+"/sessions", "", &ss)
-		for _, s := range ss {
-			if s.AgentName == "po" {
-				return s
-			}
-		}
-		return hibSession{}
-	}
-	c.wait("po ready", 90*time.Second, func() bool { return po().Status == "ready" })
-	first := po()
-	asleep := func(what string, old hibSession) {
-		t.Helper()
-		c.wait(what, 60*time.Second, func() bool { return po().Status == "hibernated" })
-		if err := syscall.Kill(old.PID, 0); old.PID > 0 && !errors.Is(err, syscall.ESRCH) {
-			t.Errorf("%s: po's process %d still exists (kill 0: %v)", what, old.PID, err)
-		}
-	}
-	asleep("po hibernated when idle", first)
-	if s := po(); !strings.Contains(s.Detail, "hibernate_after 3s") {
+	h := &hibRun{t: t, c: c, srv: srv, officeID: offices[0].ID}
+	c.wait("po ready", 90*time.Second, func() bool { return h.po().Status == "ready" })
+	first := h.po()
+	h.asleep("po hibernated when idle", first)
+	if s := h.po(); !strings.Contains(s.Detail, "hibernate_after 3s") {
 		t.Errorf("hibernated row's detail %q does not say why", s.Detail)
 	}
-
-	// A message wakes it; it asks a question and, waiting for the answer,
-	// hibernates again.
-	post(t, c, "/api/offices/"+officeID+"/messages", `{"agent":"po","content":"Please ask me about the logo (m-7f3a)."}`)
-	var qs []struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-	}
-	c.wait("po's question", 90*time.Second, func() bool {
-		return c.do("GET", "/api/offices/"+officeID+"/questions?status=pending", "", &qs) == 200 && len(qs) == 1
-	})
-	woken := po()
-	asleep("po hibernated waiting for the answer", woken)
-
-	// The answer wakes it.
-	post(t, c, "/api/questions/"+qs[0].ID+"/answer", `{"response":"Teal (a-51c9)"}`)
-	c.wait("the answer delivered", 90*time.Second, func() bool {
-		var q struct{ Status string }
-		return c.do("GET", "/api/questions/"+qs[0].ID, "", &q) == 200 && q.Status == "delivered"
-	})
-	c.wait("the model's reply to the answer", 60*time.Second, func() bool { return countLast(srv, "a-51c9") >= 1 })
-	asleep("po hibernated after the answer", po())
-
-	// A crash during the resume: the woken process is killed before its
-	// first turn ends; the session restarts it and the message still
-	// reaches the model once.
-	post(t, c, "/api/offices/"+officeID+"/messages", `{"agent":"po","content":"Status please (m-9b2d)."}`)
-	var waking hibSession
-	c.wait("po waking", 60*time.Second, func() bool {
-		waking = po()
-		return waking.Status != "hibernated" && waking.PID != 0
-	})
-	if err := syscall.Kill(-waking.PID, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill the waking po (pid %d): %v", waking.PID, err)
-	}
-	t.Logf("killed po while %s", waking.Status)
-	c.wait("the message after the crash at the model", 90*time.Second, func() bool { return countLast(srv, "m-9b2d") >= 1 })
-	asleep("po hibernated after the crash", po())
+	h.questionAndAnswer()
+	h.crashDuringResume()
 
 	// SIGKILL the server while po hibernates; the restarted server leaves
 	// it asleep until a message comes.
@@ -167,12 +105,118 @@ agents:
 		}
 	}()
 	c.base = p2.base
+	h.afterRestart()
+	h.exactlyOnce()
+	for _, l := range strings.Split(p.stderr.String()+p2.stderr.String(), "\n") {
+		if strings.Contains(l, "agent hibernated") || strings.Contains(l, "agent woken") {
+			t.Log(l)
+		}
+	}
+	if s := h.po(); s.AgentSessionID != first.AgentSessionID {
+		t.Errorf("conversation id changed across hibernation: %q, then %q", first.AgentSessionID, s.AgentSessionID)
+	}
+	ws := h.consoleWakes(token)
+	defer ws.Close()
+	if s := h.po(); s.AgentSessionID != first.AgentSessionID {
+		t.Errorf("conversation id changed across hibernation: %q, then %q", first.AgentSessionID, s.AgentSessionID)
+	}
+}
+
+// hibModel is po's model: asked to ask, it asks about the logo.
+func hibModel(r anthropictest.Request) anthropictest.Response {
+	u := r.LastUserText()
+	switch {
+	case strings.Contains(u, "Message from a person") && strings.Contains(u, "ask me"):
+		return anthropictest.Response{Text: "[ASK_USER]\nquestion: Which colour should the logo be?\n[/ASK_USER]"}
+	case strings.Contains(u, "Answer to question"):
+		return anthropictest.Response{Text: "Noted: the logo will be that colour."}
+	}
+	return anthropictest.Response{Text: "OK"}
+}
+
+// hibRun is the office of runHibernate: po, a Claude Code agent that
+// hibernates after 3 s idle.
+type hibRun struct {
+	t        *testing.T
+	c        *apiClient
+	srv      *anthropictest.Server
+	officeID string
+}
+
+// po is po's session row.
+func (h *hibRun) po() hibSession {
+	var ss []hibSession
+	h.c.do("GET", "/api/offices/"+h.officeID+"/sessions", "", &ss)
+	for _, s := range ss {
+		if s.AgentName == "po" {
+			return s
+		}
+	}
+	return hibSession{}
+}
+
+// asleep waits for po hibernated, and old's process gone.
+func (h *hibRun) asleep(what string, old hibSession) {
+	t := h.t
+	t.Helper()
+	h.c.wait(what, 60*time.Second, func() bool { return h.po().Status == "hibernated" })
+	if err := syscall.Kill(old.PID, 0); old.PID > 0 && !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("%s: po's process %d still exists (kill 0: %v)", what, old.PID, err)
+	}
+}
+
+// questionAndAnswer: a message wakes po; it asks a question and, waiting
+// for the answer, hibernates again; the answer wakes it.
+func (h *hibRun) questionAndAnswer() {
+	t, c, officeID := h.t, h.c, h.officeID
+	post(t, *c, "/api/offices/"+officeID+"/messages", `{"agent":"po","content":"Please ask me about the logo (m-7f3a)."}`)
+	var qs []struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	c.wait("po's question", 90*time.Second, func() bool {
+		return c.do("GET", "/api/offices/"+officeID+"/questions?status=pending", "", &qs) == 200 && len(qs) == 1
+	})
+	woken := h.po()
+	h.asleep("po hibernated waiting for the answer", woken)
+
+	post(t, *c, "/api/questions/"+qs[0].ID+"/answer", `{"response":"Teal (a-51c9)"}`)
+	c.wait("the answer delivered", 90*time.Second, func() bool {
+		var q struct{ Status string }
+		return c.do("GET", "/api/questions/"+qs[0].ID, "", &q) == 200 && q.Status == "delivered"
+	})
+	c.wait("the model's reply to the answer", 60*time.Second, func() bool { return countLast(h.srv, "a-51c9") >= 1 })
+	h.asleep("po hibernated after the answer", h.po())
+}
+
+// crashDuringResume: the woken process is killed before its first turn
+// ends; the session restarts it and the message still reaches the model.
+func (h *hibRun) crashDuringResume() {
+	t, c := h.t, h.c
+	post(t, *c, "/api/offices/"+h.officeID+"/messages", `{"agent":"po","content":"Status please (m-9b2d)."}`)
+	var waking hibSession
+	c.wait("po waking", 60*time.Second, func() bool {
+		waking = h.po()
+		return waking.Status != "hibernated" && waking.PID != 0
+	})
+	if err := syscall.Kill(-waking.PID, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the waking po (pid %d): %v", waking.PID, err)
+	}
+	t.Logf("killed po while %s", waking.Status)
+	c.wait("the message after the crash at the model", 90*time.Second, func() bool { return countLast(h.srv, "m-9b2d") >= 1 })
+	h.asleep("po hibernated after the crash", h.po())
+}
+
+// afterRestart: the restarted server leaves po asleep until a message
+// comes; then all three messages are delivered.
+func (h *hibRun) afterRestart() {
+	t, c, officeID := h.t, h.c, h.officeID
 	time.Sleep(3 * time.Second) // an autostart would have begun by now
-	if s := po(); s.Status != "hibernated" {
+	if s := h.po(); s.Status != "hibernated" {
 		t.Errorf("after the restart po is %q, want it still hibernated", s.Status)
 	}
-	post(t, c, "/api/offices/"+officeID+"/messages", `{"agent":"po","content":"Are you there? (m-c02e)"}`)
-	c.wait("the message after the restart at the model", 90*time.Second, func() bool { return countLast(srv, "m-c02e") >= 1 })
+	post(t, *c, "/api/offices/"+officeID+"/messages", `{"agent":"po","content":"Are you there? (m-c02e)"}`)
+	c.wait("the message after the restart at the model", 90*time.Second, func() bool { return countLast(h.srv, "m-c02e") >= 1 })
 	c.wait("both messages delivered", 30*time.Second, func() bool {
 		var evs []struct {
 			Kind string `json:"kind"`
@@ -187,10 +231,13 @@ agents:
 		return n == 3
 	})
 	time.Sleep(2 * time.Second) // a second typing would show by now
+}
 
-	// Exactly once: each text was the last user text of one request only,
-	// and every wake resumed the one conversation (each request after the
-	// first wake carries the earlier texts).
+// exactlyOnce: each text was the last user text of one request only, and
+// every wake resumed the one conversation (each request after the first
+// wake carries the earlier texts).
+func (h *hibRun) exactlyOnce() {
+	t, srv := h.t, h.srv
 	for _, tok := range []string{"m-7f3a", "a-51c9", "m-9b2d", "m-c02e"} {
 		if n := countLast(srv, tok); n != 1 {
 			t.Errorf("the model got %s as a new prompt %d times, want 1", tok, n)
@@ -211,39 +258,34 @@ agents:
 	if !strings.Contains(history.String(), "m-7f3a") || !strings.Contains(history.String(), "a-51c9") {
 		t.Errorf("the request after the last wake does not carry the earlier conversation: %.400q", history.String())
 	}
-	for _, l := range strings.Split(p.stderr.String()+p2.stderr.String(), "\n") {
-		if strings.Contains(l, "agent hibernated") || strings.Contains(l, "agent woken") {
-			t.Log(l)
-		}
-	}
-	if s := po(); s.AgentSessionID != first.AgentSessionID {
-		t.Errorf("conversation id changed across hibernation: %q, then %q", first.AgentSessionID, s.AgentSessionID)
-	}
+}
 
-	// Opening the console's terminal of the hibernated agent wakes it.
-	asleep("po hibernated before the console", po())
-	h := http.Header{}
-	h.Set("Authorization", "Bearer "+token)
-	ws, res, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(c.base, "http")+"/ws/offices/"+officeID+"/agents/po", h)
+// consoleWakes: opening the console's terminal of the hibernated agent
+// wakes it, and the terminal shows its prompt. It returns the open
+// terminal.
+func (h *hibRun) consoleWakes(token string) *websocket.Conn {
+	t, c := h.t, h.c
+	h.asleep("po hibernated before the console", h.po())
+	hd := http.Header{}
+	hd.Set("Authorization", "Bearer "+token)
+	ws, res, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(c.base, "http")+"/ws/offices/"+h.officeID+"/agents/po", hd)
 	if err != nil {
 		t.Fatalf("console of the hibernated po: %v (%v)", err, res)
 	}
-	defer ws.Close()
-	c.wait("po awake for the console", 60*time.Second, func() bool { return po().Status == "ready" })
+	c.wait("po awake for the console", 60*time.Second, func() bool { return h.po().Status == "ready" })
 	screen := ""
 	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for !strings.Contains(screen, "❯") {
 		_, p, err := ws.ReadMessage()
 		if err != nil {
+			ws.Close()
 			t.Fatalf("console of the woken po: %v; screen so far %q", err, screen)
 		}
 		if len(p) > 0 && p[0] == server.FrameOutput {
 			screen += string(p[1:])
 		}
 	}
-	if s := po(); s.AgentSessionID != first.AgentSessionID {
-		t.Errorf("conversation id changed across hibernation: %q, then %q", first.AgentSessionID, s.AgentSessionID)
-	}
+	return ws
 }
 
 // post POSTs body to path and fails t unless it was taken.
@@ -281,25 +323,12 @@ func TestClaudeMaxLive(t *testing.T) {
 	srv := anthropictest.New(t)
 	srv.Reply(func(anthropictest.Request) anthropictest.Response { return anthropictest.Response{Text: "OK"} })
 	home, repo := t.TempDir(), t.TempDir()
-	officeFile := filepath.Join(t.TempDir(), "office.yaml")
 	yaml := "office:\n  name: Capped office\nagents:\n"
 	for _, n := range []string{"a", "b", "c"} {
 		yaml += fmt.Sprintf("  - name: %s\n    launch: {kind: claude, command: %q, dir: %q}\n", n, claude, filepath.Join(repo, n))
 	}
-	if err := os.WriteFile(officeFile, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	const token = "maxlive-token-0123456789abcdef"
-	p := launchServer(t, bin, []string{"HOME=" + home, "LANG=C.UTF-8", "OFFICE_ADMIN_TOKEN=" + token, "OFFICE_MAX_LIVE=2",
-		"ANTHROPIC_API_KEY=" + srv.Key, "ANTHROPIC_BASE_URL=" + srv.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
-		"--office", officeFile, "--data-dir", t.TempDir())
-	p.waitHealthy(t)
-	t.Cleanup(func() { p.stop(t) })
-	defer func() {
-		if t.Failed() {
-			t.Logf("server log:\n%s", p.stderr.String())
-		}
-	}()
+	p := launchClaudeOffice(t, bin, yaml, home, srv, token, "OFFICE_MAX_LIVE=2")
 	c := apiClient{t: t, base: p.base, token: token}
 	var offices []struct{ ID string }
 	c.wait("the office", 30*time.Second, func() bool { return c.do("GET", "/api/offices", "", &offices) == 200 && len(offices) == 1 })
@@ -355,6 +384,12 @@ func TestClaudeMaxLive(t *testing.T) {
 	if mostLive > 2 {
 		t.Errorf("%d agents were live at once, want at most 2", mostLive)
 	}
+	checkWakeWaited(c, officeID)
+}
+
+// checkWakeWaited: an event says why a wake-up waited.
+func checkWakeWaited(c apiClient, officeID string) {
+	t := c.t
 	var evs []struct {
 		Kind    string `json:"kind"`
 		AgentID string `json:"agent_id"`

@@ -60,21 +60,7 @@ func TestAgentIsolation(t *testing.T) {
 	f.api(t, "GET", "/api/offices", nil, &offices)
 	f.officeID = offices[0].ID
 
-	idOf := regexp.MustCompile(`home=(\S*) uid=(\d+) end`)
-	seen := func(agent string) (home, uid string) {
-		t.Helper()
-		f.waitReady(t, agent)
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			if m := idOf.FindStringSubmatch(f.replay(t, agent)); m != nil {
-				return m[1], m[2]
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("agent %s never printed its HOME; server log:\n%s", agent, f.p.stderr.String())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	seen := func(agent string) (home, uid string) { t.Helper(); return f.seenID(t, agent) }
 	homeA, uidA := seen("a")
 	homeB, _ := seen("b")
 	serverHome, _ := os.UserHomeDir()
@@ -92,16 +78,7 @@ func TestAgentIsolation(t *testing.T) {
 	if uidA != fmt.Sprint(os.Geteuid()) {
 		t.Errorf("agent a runs as uid %s, want the server's %d", uidA, os.Geteuid())
 	}
-	// The server's files: its user's only; the data dir: passable, never
-	// listable, by an agent of another user.
-	for _, name := range []string{"office.db", "office.db-wal", "office.db-shm", "secrets-key"} {
-		if st, err := os.Stat(filepath.Join(data, name)); err != nil || st.Mode().Perm() != 0o600 {
-			t.Errorf("%s: mode %v (%v), want 0600", name, st.Mode(), err)
-		}
-	}
-	if st, err := os.Stat(data); err != nil || st.Mode().Perm()&0o006 != 0 {
-		t.Errorf("data dir: mode %v (%v), want no read or write for others", st.Mode(), err)
-	}
+	checkDataModes(t, data)
 	if os.Geteuid() == 0 {
 		homeC, uidC := seen("c")
 		if uidC != nobody.Uid {
@@ -119,6 +96,38 @@ func TestAgentIsolation(t *testing.T) {
 			t.Errorf("the watchdog (pid %s) does not run as the server's user:\n%s", pid, b)
 		}
 		refusedAsNonRoot(t, bin, nobody)
+	}
+}
+
+// idOf matches what idScript's agent prints.
+var idOf = regexp.MustCompile(`home=(\S*) uid=(\d+) end`)
+
+// seenID waits for agent ready and returns the HOME and uid it printed.
+func (f *forwardRun) seenID(t *testing.T, agent string) (home, uid string) {
+	t.Helper()
+	f.waitReady(t, agent)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if m := idOf.FindStringSubmatch(f.replay(t, agent)); m != nil {
+			return m[1], m[2]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent %s never printed its HOME; server log:\n%s", agent, f.p.stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkDataModes: the server's files are its user's only; the data dir
+// is passable, never listable, by an agent of another user.
+func checkDataModes(t *testing.T, data string) {
+	for _, name := range []string{"office.db", "office.db-wal", "office.db-shm", "secrets-key"} {
+		if st, err := os.Stat(filepath.Join(data, name)); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v (%v), want 0600", name, st.Mode(), err)
+		}
+	}
+	if st, err := os.Stat(data); err != nil || st.Mode().Perm()&0o006 != 0 {
+		t.Errorf("data dir: mode %v (%v), want no read or write for others", st.Mode(), err)
 	}
 }
 

@@ -151,45 +151,20 @@ func TestServePostgresMemberTokens(t *testing.T) {
 				strings.Contains(s.stderr.String(), "iss="+p.URL+"/auth/v1")
 		})
 	}
-	api := func(path string, v any) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, a.base+path, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		if err := json.NewDecoder(res.Body).Decode(v); err != nil {
-			t.Fatalf("GET %s: %s %v", path, res.Status, err)
-		}
-	}
 	var offices []struct{ ID string }
-	api("/api/offices", &offices)
+	adminGet(t, a, token, "/api/offices", &offices)
 	if len(offices) != 1 {
 		t.Fatalf("offices %+v", offices)
 	}
 	oid := offices[0].ID
 	m := p.MemberOf(t, oid, "member@example.com")
-	claims := p.MemberClaims(m.ID, "member@example.com", false)
-	with := func(k string, v any) map[string]any {
-		c := map[string]any{}
-		for key, val := range claims {
-			c[key] = val
-		}
-		if v == nil {
-			delete(c, k)
-		} else {
-			c[k] = v
-		}
-		return c
-	}
+	r := &tokenRun{t: t, p: p, a: a, b: b, token: token, m: m, claims: p.MemberClaims(m.ID, "member@example.com", false), anon: p.NewAnonymousMember(t)}
 
 	// po's question, answered by the member as the frontend does.
 	var q office.Question
 	waitFor(t, a, "po's question", func() bool {
 		var qs []office.Question
-		api("/api/offices/"+oid+"/questions?status=pending", &qs)
+		adminGet(t, a, token, "/api/offices/"+oid+"/questions?status=pending", &qs)
 		if len(qs) > 0 {
 			q = qs[0]
 		}
@@ -198,7 +173,7 @@ func TestServePostgresMemberTokens(t *testing.T) {
 	answerAsMember(t, p, m, q.ID, "Dark mode")
 	waitFor(t, a, "dev's completed invocation carrying the answer", func() bool {
 		var invs []office.Invocation
-		api("/api/offices/"+oid+"/invocations?status=completed", &invs)
+		adminGet(t, a, token, "/api/offices/"+oid+"/invocations?status=completed", &invs)
 		return hasReason(invs, "Dark mode")
 	})
 
@@ -206,7 +181,7 @@ func TestServePostgresMemberTokens(t *testing.T) {
 	var dep office.DependencyRequest
 	waitFor(t, a, "scout's dependency request", func() bool {
 		var ds []office.DependencyRequest
-		api("/api/offices/"+oid+"/dependencies?status=pending", &ds)
+		adminGet(t, a, token, "/api/offices/"+oid+"/dependencies?status=pending", &ds)
 		for _, d := range ds {
 			if d.Name == "left-pad" {
 				dep = d
@@ -214,72 +189,141 @@ func TestServePostgresMemberTokens(t *testing.T) {
 		}
 		return dep.ID != ""
 	})
-	member := func(s *serverProc, action, id, tok, body string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, s.base+"/api/member/dependencies/"+id+"/"+action, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		out, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(out)
+	r.refused(dep.ID)
+	rotated := r.rotateAndProvide(dep.ID)
+	r.revoke(rotated)
+	a.stop(t)
+	b.stop(t)
+	r.legacy(bin, env, rotated)
+}
+
+// tokenRun is TestServePostgresMemberTokens' project, its two servers
+// and its member.
+type tokenRun struct {
+	t      *testing.T
+	p      *supabasetest.Project
+	a, b   *serverProc
+	token  string
+	m      supabasetest.Member
+	claims map[string]any
+	anon   supabasetest.Member
+	oldKid string // the key the member's token was signed with
+}
+
+// adminGet GETs path from s with the admin token and decodes the answer.
+func adminGet(t *testing.T, s *serverProc, token, path string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, s.base+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	anon := p.NewAnonymousMember(t)
+	defer res.Body.Close()
+	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %s %v", path, res.Status, err)
+	}
+}
+
+// member POSTs a member's action on dependency request id to s with tok.
+func (r *tokenRun) member(s *serverProc, action, id, tok, body string) (int, string) {
+	t := r.t
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.base+"/api/member/dependencies/"+id+"/"+action, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(out)
+}
+
+// with is the member's claims with k set to v, or left out when v is nil.
+func (r *tokenRun) with(k string, v any) map[string]any {
+	c := map[string]any{}
+	for key, val := range r.claims {
+		c[key] = val
+	}
+	if v == nil {
+		delete(c, k)
+	} else {
+		c[k] = v
+	}
+	return c
+}
+
+// refused: tokens of another issuer or none, of the legacy secret, of
+// another audience and of an anonymous user are refused by both servers
+// and leave the request pending.
+func (r *tokenRun) refused(depID string) {
+	t, p := r.t, r.p
 	for _, bad := range []struct {
 		name, token string
 		want        int
 	}{
-		{"another project's issuer", p.SignMember(with("iss", "https://otherproject.supabase.co/auth/v1")), 401},
-		{"Auth's issuer without the project", p.SignMember(with("iss", "supabase")), 401},
-		{"no issuer", p.SignMember(with("iss", nil)), 401},
-		{"legacy HS256 without the legacy secret", supabasetest.Sign(claims), 401},
-		{"another audience", p.SignMember(with("aud", "anon")), 401},
-		{"anonymous user", anon.Token, 403},
+		{"another project's issuer", p.SignMember(r.with("iss", "https://otherproject.supabase.co/auth/v1")), 401},
+		{"Auth's issuer without the project", p.SignMember(r.with("iss", "supabase")), 401},
+		{"no issuer", p.SignMember(r.with("iss", nil)), 401},
+		{"legacy HS256 without the legacy secret", supabasetest.Sign(r.claims), 401},
+		{"another audience", p.SignMember(r.with("aud", "anon")), 401},
+		{"anonymous user", r.anon.Token, 403},
 	} {
-		for _, s := range []*serverProc{a, b} {
-			if st, body := member(s, "provide", dep.ID, bad.token, `{"value":"evil-pad"}`); st != bad.want {
+		for _, s := range []*serverProc{r.a, r.b} {
+			if st, body := r.member(s, "provide", depID, bad.token, `{"value":"evil-pad"}`); st != bad.want {
 				t.Errorf("%s: %d %s; want %d", bad.name, st, body, bad.want)
 			}
 		}
 	}
 	var got office.DependencyRequest
-	api("/api/dependencies/"+dep.ID, &got)
+	adminGet(t, r.a, r.token, "/api/dependencies/"+depID, &got)
 	if got.Status != office.DependencyPending {
 		t.Fatalf("scout's request after refused tokens: %s; want still pending", got.Status)
 	}
+}
 
-	// A key rotated in while the servers run verifies at once, on either.
+// rotateAndProvide: a key rotated in while the servers run verifies at
+// once, on either; the member provides scout's package with it. It
+// returns a token signed with the new key.
+func (r *tokenRun) rotateAndProvide(depID string) string {
+	t, p, a, b := r.t, r.p, r.a, r.b
 	oldKid := p.CurrentKey()
 	newKid := p.RotateKey("ES256")
 	if newKid == oldKid {
 		t.Fatal("rotation kept the key")
 	}
-	rotated := p.SignMember(claims)
-	if st, body := member(b, "reject", uuid.NewString(), rotated, `{"reason":"no"}`); st != http.StatusNotFound {
+	rotated := p.SignMember(r.claims)
+	if st, body := r.member(b, "reject", uuid.NewString(), rotated, `{"reason":"no"}`); st != http.StatusNotFound {
 		t.Errorf("rotated-in key on server B: %d %s; want 404 (accepted; no such request)", st, body)
 	}
-	if st, body := member(b, "provide", dep.ID, rotated, `{"value":"left-pad"}`); st != http.StatusOK || !strings.Contains(body, `"status":"provided"`) {
+	if st, body := r.member(b, "provide", depID, rotated, `{"value":"left-pad"}`); st != http.StatusOK || !strings.Contains(body, `"status":"provided"`) {
 		t.Fatalf("member provides scout's package with the rotated-in key: %d %s", st, body)
 	}
+	var got office.DependencyRequest
 	waitFor(t, a, "the package delivered to scout", func() bool {
-		api("/api/dependencies/"+dep.ID, &got)
+		adminGet(t, a, r.token, "/api/dependencies/"+depID, &got)
 		return got.Status == office.DependencyProvided && got.DeliveredAt != nil
 	})
-	if st, body := member(a, "provide", dep.ID, m.Token, `{"value":"again"}`); st != http.StatusConflict {
+	if st, body := r.member(a, "provide", depID, r.m.Token, `{"value":"again"}`); st != http.StatusConflict {
 		t.Errorf("providing again with the previously used key: %d %s; want 409 (accepted, not pending)", st, body)
 	}
+	r.oldKid = oldKid
+	return rotated
+}
 
-	// The previously used key revoked: refused once the JWKS's max-age passed.
-	p.RevokeKey(oldKid)
+// revoke: the previously used key revoked is refused once the JWKS's
+// max-age passed; the key in use still verifies; no token is logged.
+func (r *tokenRun) revoke(rotated string) {
+	t, a, b, m := r.t, r.a, r.b, r.m
+	r.p.RevokeKey(r.oldKid)
 	for _, s := range []*serverProc{a, b} {
 		waitFor(t, s, "the revoked key refused", func() bool {
-			st, _ := member(s, "reject", uuid.NewString(), m.Token, `{"reason":"no"}`)
+			st, _ := r.member(s, "reject", uuid.NewString(), m.Token, `{"reason":"no"}`)
 			return st == http.StatusUnauthorized
 		})
-		if st, body := member(s, "reject", uuid.NewString(), rotated, `{"reason":"no"}`); st != http.StatusNotFound {
+		if st, body := r.member(s, "reject", uuid.NewString(), rotated, `{"reason":"no"}`); st != http.StatusNotFound {
 			t.Errorf("the key in use after the revocation: %d %s; want 404", st, body)
 		}
 	}
@@ -287,23 +331,24 @@ func TestServePostgresMemberTokens(t *testing.T) {
 	if strings.Contains(logs, m.Token) || strings.Contains(logs, rotated) {
 		t.Error("a member's token appears in the logs")
 	}
-	a.stop(t)
-	b.stop(t)
+}
 
-	// The legacy path beside the JWKS: HS256 under the project's JWT
-	// secret, its issuer checked too; and anonymous users allowed.
+// legacy: the legacy path beside the JWKS: HS256 under the project's JWT
+// secret, its issuer checked too; and anonymous users allowed.
+func (r *tokenRun) legacy(bin string, env []string, rotated string) {
+	t, p := r.t, r.p
 	c := launchServer(t, bin, append(env, "HOME="+t.TempDir(), "SUPABASE_JWT_SECRET="+string(supabasetest.JWTSecret), "OFFICE_ALLOW_ANONYMOUS_MEMBERS=1"), "--data-dir", t.TempDir())
 	c.waitHealthy(t)
 	for _, tc := range []struct {
 		name, token string
 		want        int
 	}{
-		{"legacy HS256 of the project", supabasetest.Sign(claims), http.StatusNotFound},
-		{"legacy HS256 of another issuer", supabasetest.Sign(with("iss", "https://otherproject.supabase.co/auth/v1")), http.StatusUnauthorized},
+		{"legacy HS256 of the project", supabasetest.Sign(r.claims), http.StatusNotFound},
+		{"legacy HS256 of another issuer", supabasetest.Sign(r.with("iss", "https://otherproject.supabase.co/auth/v1")), http.StatusUnauthorized},
 		{"ES256 of the key in use", rotated, http.StatusNotFound},
-		{"anonymous user where allowed", p.SignMember(p.MemberClaims(anon.ID, "", true)), http.StatusNotFound},
+		{"anonymous user where allowed", p.SignMember(p.MemberClaims(r.anon.ID, "", true)), http.StatusNotFound},
 	} {
-		if st, body := member(c, "reject", uuid.NewString(), tc.token, `{"reason":"no"}`); st != tc.want {
+		if st, body := r.member(c, "reject", uuid.NewString(), tc.token, `{"reason":"no"}`); st != tc.want {
 			t.Errorf("server with the legacy secret, %s: %d %s; want %d", tc.name, st, body, tc.want)
 		}
 	}

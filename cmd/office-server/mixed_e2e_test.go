@@ -42,27 +42,7 @@ func TestServeClaudeCodexGemini(t *testing.T) {
 	bin := buildServer(t)
 	asrv, osrv, gsrv := anthropictest.New(t), openaitest.New(t), geminitest.New(t)
 	asrv.Reply(officeModel) // po: asks, invokes dev on the answer, thanks for the result
-	osrv.Reply(func(r openaitest.Request) openaitest.Response {
-		switch u := r.LastUserText(); {
-		case strings.Contains(u, "Result from qa"):
-			return openaitest.Response{Text: "[DELIVER_RESULT:po]\ntype: markdown\ncontent: Done: SSO login, reviewed by qa.\n[/DELIVER_RESULT:po]"}
-		case strings.Contains(u, "[OFFICE] Task "):
-			return openaitest.Response{Text: "Implemented. Asking qa for a review.\n[INVOKE:qa]\nReview the SSO login.\n[/INVOKE:qa]"}
-		}
-		return openaitest.Response{Text: "OK"}
-	})
-	var long strings.Builder
-	long.WriteString("Review of the SSO login.\n")
-	for i := 1; i <= 80; i++ {
-		fmt.Fprintf(&long, "Check %d: line %d of a long review, taller than the terminal (%d).\n", i, i, i*i)
-	}
-	long.WriteString("[DELIVER_RESULT:dev]\ntype: markdown\ncontent: Reviewed: 80 checks passed.\n[/DELIVER_RESULT:dev]")
-	gsrv.Reply(func(r geminitest.Request) geminitest.Response {
-		if strings.Contains(r.LastUserText(), "[OFFICE] Task ") {
-			return geminitest.Response{Text: long.String(), Delay: 3 * time.Millisecond}
-		}
-		return geminitest.Response{Text: "Noted."}
-	})
+	mixedModels(osrv, gsrv)
 
 	home, codexHome, geminiHome := t.TempDir(), t.TempDir(), t.TempDir()
 	work := t.TempDir()
@@ -124,6 +104,47 @@ agents:
 		}
 		return n
 	}
+	waitUntil(t, 240*time.Second, "dev's result to reach po", func() bool { return poGot("Result from dev") > 0 })
+	time.Sleep(3 * time.Second) // anything acted on twice would show by now
+	checkMixedOnce(t, asrv, osrv, gsrv, poGot)
+	checkMixedRows(t, o)
+	o.p.stop(t)
+	geminiSettings.Same(t)
+	codexConfig.Kept(t, "[projects", "trust_level")
+	absent(t, filepath.Join(codexHome, ".codex", "AGENTS.md")) // the instructions go as a -c override
+}
+
+// mixedModels scripts dev's model (Codex: invokes qa on its task, then
+// delivers to po) and qa's (Gemini: a review far taller than the
+// terminal, repainted, that ends in its result for dev).
+func mixedModels(osrv *openaitest.Server, gsrv *geminitest.Server) {
+	osrv.Reply(func(r openaitest.Request) openaitest.Response {
+		switch u := r.LastUserText(); {
+		case strings.Contains(u, "Result from qa"):
+			return openaitest.Response{Text: "[DELIVER_RESULT:po]\ntype: markdown\ncontent: Done: SSO login, reviewed by qa.\n[/DELIVER_RESULT:po]"}
+		case strings.Contains(u, "[OFFICE] Task "):
+			return openaitest.Response{Text: "Implemented. Asking qa for a review.\n[INVOKE:qa]\nReview the SSO login.\n[/INVOKE:qa]"}
+		}
+		return openaitest.Response{Text: "OK"}
+	})
+	var long strings.Builder
+	long.WriteString("Review of the SSO login.\n")
+	for i := 1; i <= 80; i++ {
+		fmt.Fprintf(&long, "Check %d: line %d of a long review, taller than the terminal (%d).\n", i, i, i*i)
+	}
+	long.WriteString("[DELIVER_RESULT:dev]\ntype: markdown\ncontent: Reviewed: 80 checks passed.\n[/DELIVER_RESULT:dev]")
+	gsrv.Reply(func(r geminitest.Request) geminitest.Response {
+		if strings.Contains(r.LastUserText(), "[OFFICE] Task ") {
+			return geminitest.Response{Text: long.String(), Delay: 3 * time.Millisecond}
+		}
+		return geminitest.Response{Text: "Noted."}
+	})
+
+}
+
+// checkMixedOnce: every model got each hand-off once, and each model's
+// first request carries the office's instructions.
+func checkMixedOnce(t *testing.T, asrv *anthropictest.Server, osrv *openaitest.Server, gsrv *geminitest.Server, poGot func(string) int) {
 	devGot := func(text string) int {
 		n := 0
 		for _, r := range osrv.MainRequests() {
@@ -142,8 +163,6 @@ agents:
 		}
 		return n
 	}
-	waitUntil(t, 240*time.Second, "dev's result to reach po", func() bool { return poGot("Result from dev") > 0 })
-	time.Sleep(3 * time.Second) // anything acted on twice would show by now
 	for _, c := range []struct {
 		who, text string
 		got       func(string) int
@@ -174,6 +193,11 @@ agents:
 			t.Errorf("%s: its first request lacks the office's instructions", who)
 		}
 	}
+}
+
+// checkMixedRows: one question, two results, and the invocations
+// po→dev and dev→qa, both completed.
+func checkMixedRows(t *testing.T, o *liveOffice) {
 	ctx := context.Background()
 	var questions, results int
 	_ = o.db.QueryRow(ctx, `select count(*) from user_questions where office_id = $1`, o.id).Scan(&questions)
@@ -198,10 +222,6 @@ agents:
 	if want := []string{"po→dev completed", "dev→qa completed"}; questions != 1 || results != 2 || strings.Join(invs, ", ") != strings.Join(want, ", ") {
 		t.Errorf("%d questions, %d results, invocations %q; want 1, 2, %q", questions, results, invs, want)
 	}
-	o.p.stop(t)
-	geminiSettings.Same(t)
-	codexConfig.Kept(t, "[projects", "trust_level")
-	absent(t, filepath.Join(codexHome, ".codex", "AGENTS.md")) // the instructions go as a -c override
 }
 
 // liveOffice is `office-server serve` run by a test on a PostgreSQL

@@ -28,19 +28,7 @@ func TestClaudePermissionSupabase(t *testing.T) {
 	claude := testenv.ClaudeBin(t)
 	p := supabasetest.New(t)
 	srv := anthropictest.New(t)
-	srv.Reply(func(r anthropictest.Request) anthropictest.Response {
-		if out, isErr, ok := r.ToolResult(); ok {
-			return anthropictest.Response{Text: fmt.Sprintf("tool said (error %v): %s", isErr, out)}
-		}
-		for _, c := range []string{"sallow", "sdeny"} {
-			if strings.Contains(r.LastUserText(), "please run "+c) {
-				return anthropictest.Response{Text: "Running it.", ToolUses: []anthropictest.ToolUse{{
-					Name: "Bash", Input: map[string]string{"command": "mkdir -p dir-" + c + " && echo ran-" + c, "description": "Make dir-" + c},
-				}}}
-			}
-		}
-		return anthropictest.Response{Text: "OK"}
-	})
+	srv.Reply(bashOnAsk)
 	home, work := t.TempDir(), t.TempDir()
 	for k, v := range map[string]string{"HOME": home, "LANG": "C.UTF-8", "ANTHROPIC_API_KEY": srv.Key, "ANTHROPIC_BASE_URL": srv.URL,
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"} {
@@ -77,14 +65,7 @@ agents:
 		r.get(t, "/api/offices/"+oid+"/sessions", &ss)
 		return len(ss) == 1 && ss[0].Status == "ready"
 	}
-	results := func(marker string) (outs []string, errs []bool) {
-		for _, req := range srv.MainRequests() {
-			if out, isErr, ok := req.ToolResult(); ok && strings.Contains(out, marker) {
-				outs, errs = append(outs, out), append(errs, isErr)
-			}
-		}
-		return outs, errs
-	}
+	results := func(marker string) ([]string, []bool) { return toolResults(srv, marker) }
 	ask := func(c string) office.Question {
 		t.Helper()
 		waitFor("po ready", 90*time.Second, ready)
@@ -112,6 +93,42 @@ agents:
 	waitFor("po ready at the end", 60*time.Second, ready)
 	time.Sleep(2 * time.Second) // time for anything sent twice
 
+	checkAllowDeny(t, r, srv, work, reason, qa.ID, qd.ID)
+}
+
+// bashOnAsk is po's model: told "please run sallow" or "sdeny", it runs a
+// Bash command making dir-<that> and echoing ran-<that>; given a tool's
+// result, it repeats it.
+func bashOnAsk(r anthropictest.Request) anthropictest.Response {
+	if out, isErr, ok := r.ToolResult(); ok {
+		return anthropictest.Response{Text: fmt.Sprintf("tool said (error %v): %s", isErr, out)}
+	}
+	for _, c := range []string{"sallow", "sdeny"} {
+		if strings.Contains(r.LastUserText(), "please run "+c) {
+			return anthropictest.Response{Text: "Running it.", ToolUses: []anthropictest.ToolUse{{
+				Name: "Bash", Input: map[string]string{"command": "mkdir -p dir-" + c + " && echo ran-" + c, "description": "Make dir-" + c},
+			}}}
+		}
+	}
+	return anthropictest.Response{Text: "OK"}
+}
+
+// toolResults are the tool results the model got that hold marker, and
+// whether each was an error.
+func toolResults(srv *anthropictest.Server, marker string) (outs []string, errs []bool) {
+	for _, req := range srv.MainRequests() {
+		if out, isErr, ok := req.ToolResult(); ok && strings.Contains(out, marker) {
+			outs, errs = append(outs, out), append(errs, isErr)
+		}
+	}
+	return outs, errs
+}
+
+// checkAllowDeny: the allowed command's output reached the model once,
+// the deny's reason once as an error; the denied command did not run;
+// both questions are delivered and no answer was typed into the agent.
+func checkAllowDeny(t *testing.T, r *liveServer, srv *anthropictest.Server, work, reason string, questions ...string) {
+	results := func(marker string) ([]string, []bool) { return toolResults(srv, marker) }
 	if o, e := results("ran-sallow"); len(o) != 1 || e[0] || strings.TrimSpace(o[0]) != "ran-sallow" {
 		t.Errorf("allowed: the model got %q (errors %v), want the output once", o, e)
 	}
@@ -121,7 +138,7 @@ agents:
 	if _, err := os.Stat(filepath.Join(work, "dir-sdeny")); err == nil {
 		t.Error("the denied command ran")
 	}
-	for _, id := range []string{qa.ID, qd.ID} {
+	for _, id := range questions {
 		var q office.Question
 		r.get(t, "/api/questions/"+id, &q)
 		if q.Status != office.QuestionDelivered {

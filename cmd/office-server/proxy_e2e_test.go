@@ -344,7 +344,21 @@ func TestProxyEndToEnd(t *testing.T) {
 	p.start(t, "--proxy-wait", wait.String())
 	p.run.waitReady(t, "senior-sw-engineer")
 
-	// Content rules, each named (while the parked request waits).
+	p.contentRules(t) // while the parked request waits
+
+	timedOut := p.response(t, "py-code-reviewer", 3)
+	if timedOut.Success || timedOut.Status != "timed_out" || timedOut.RequestID != parked.RequestID || timedOut.BackupFile == "" {
+		t.Fatalf("after the restart and the wait: %+v", timedOut)
+	}
+	checkBackupFile(t, timedOut, p.data, "스타일 가이드 정리")
+	p.run.p.stop(t)
+
+	p.proxiesGone(t)
+}
+
+// contentRules: each content rule refuses its request, named; a refused
+// request is not answered.
+func (p *proxyOfficeRun) contentRules(t *testing.T) {
 	for i, c := range []struct{ req, rule string }{
 		{"rmrf", "command.rm-root"}, {"key", "credential.aws-key"}, {"rrn", "personal.rrn"}, {"toxic", "toxic.threat"},
 	} {
@@ -358,14 +372,11 @@ func TestProxyEndToEnd(t *testing.T) {
 		t.Errorf("a refused request was answered: %q", got)
 	}
 
-	timedOut := p.response(t, "py-code-reviewer", 3)
-	if timedOut.Success || timedOut.Status != "timed_out" || timedOut.RequestID != parked.RequestID || timedOut.BackupFile == "" {
-		t.Fatalf("after the restart and the wait: %+v", timedOut)
-	}
-	checkBackupFile(t, timedOut, p.data, "스타일 가이드 정리")
-	p.run.p.stop(t)
+}
 
-	// The proxies are gone from the office: a request is backed up at once.
+// proxiesGone: with the proxies gone from the office, a request is backed
+// up at once, and a person is asked about it once.
+func (p *proxyOfficeRun) proxiesGone(t *testing.T) {
 	p.writeOffice(t, true)
 	p.start(t)
 	p.run.waitReady(t, "senior-sw-engineer")

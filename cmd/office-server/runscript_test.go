@@ -66,27 +66,7 @@ func runScript(t *testing.T, dir string) string {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	// The first start prints the token; later ones name the file it is in.
-	urlRE := regexp.MustCompile(`office console: (http://127\.0\.0\.1:\d+/)\?token=([0-9a-f]+|<the token in [^>]+>)\n`)
-	var base, token string
-	for base == "" {
-		if m := urlRE.FindStringSubmatch(out.String()); m != nil {
-			base, token = m[1], m[2]
-			if strings.HasPrefix(token, "<") {
-				data, err := os.ReadFile(filepath.Join(dir, "data", "admin-token"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				token = strings.TrimSpace(string(data))
-			}
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("run.sh ended (%v) before printing the console URL:\n%s", err, out.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	base, token := runScriptURL(t, dir, &out, done)
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM) // run.sh execs the server
 		select {
@@ -142,6 +122,32 @@ func runScript(t *testing.T, dir string) string {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return out.String()
+}
+
+// runScriptURL waits for run.sh's console URL in out and returns its base
+// and token (the first start prints the token; later ones name the file
+// it is in); it fails if run.sh ends first.
+func runScriptURL(t *testing.T, dir string, out *lockedBuf, done chan error) (base, token string) {
+	urlRE := regexp.MustCompile(`office console: (http://127\.0\.0\.1:\d+/)\?token=([0-9a-f]+|<the token in [^>]+>)\n`)
+	for base == "" {
+		if m := urlRE.FindStringSubmatch(out.String()); m != nil {
+			base, token = m[1], m[2]
+			if strings.HasPrefix(token, "<") {
+				data, err := os.ReadFile(filepath.Join(dir, "data", "admin-token"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				token = strings.TrimSpace(string(data))
+			}
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run.sh ended (%v) before printing the console URL:\n%s", err, out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return base, token
 }
 
 func copyFile(t *testing.T, from, to string) {

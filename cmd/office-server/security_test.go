@@ -24,14 +24,7 @@ func TestConsoleSecurityRealPTY(t *testing.T) {
 	wsURL := "ws" + strings.TrimPrefix(r.base, "http") + "/ws/offices/" + oid + "/agents/" + echoID
 
 	dial := func(token, origin string) (*websocket.Conn, *http.Response, error) {
-		h := http.Header{}
-		if token != "" {
-			h.Set("Authorization", "Bearer "+token)
-		}
-		if origin != "" {
-			h.Set("Origin", origin)
-		}
-		return websocket.DefaultDialer.Dial(wsURL, h)
+		return dialWS(wsURL, token, origin)
 	}
 	if _, res, err := dial("", r.base); err == nil || res.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("no token: err %v res %v, want 401", err, res)
@@ -39,50 +32,9 @@ func TestConsoleSecurityRealPTY(t *testing.T) {
 	if _, res, err := dial(r.token, "http://attacker.example"); err == nil || res.StatusCode != http.StatusForbidden {
 		t.Fatalf("foreign origin: err %v res %v, want 403", err, res)
 	}
-
-	// reader collects a viewer's output.
-	type viewer struct {
-		ws     *websocket.Conn
-		out    *lockedBuf
-		closed chan error
-	}
-	open := func() *viewer {
-		ws, _, err := dial(r.token, r.base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := &viewer{ws: ws, out: &lockedBuf{}, closed: make(chan error, 1)}
-		go func() {
-			for {
-				_, p, err := ws.ReadMessage()
-				if err != nil {
-					v.closed <- err
-					return
-				}
-				if len(p) > 0 && p[0] == server.FrameOutput {
-					v.out.Write(p[1:])
-				}
-			}
-		}()
-		t.Cleanup(func() { ws.Close() })
-		return v
-	}
-	waitOut := func(v *viewer, want string) {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for !strings.Contains(v.out.String(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("output never showed %q:\n%s", want, v.out.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	send := func(v *viewer, typ byte, p string) {
-		t.Helper()
-		if err := v.ws.WriteMessage(websocket.BinaryMessage, append([]byte{typ}, p...)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	open := func() *viewer { return openViewer(t, wsURL, r.token, r.base) }
+	waitOut := func(v *viewer, want string) { t.Helper(); v.waitOut(t, want) }
+	send := func(v *viewer, typ byte, p string) { t.Helper(); v.send(t, typ, p) }
 
 	ro, ctl := open(), open()
 	waitOut(ro, "echo: ready")
@@ -125,5 +77,67 @@ func TestConsoleSecurityRealPTY(t *testing.T) {
 	}
 	if strings.Contains(r.logs.String(), r.token) {
 		t.Fatal("token in the logs")
+	}
+}
+
+// dialWS opens wsURL with token and origin, each left out when empty.
+func dialWS(wsURL, token, origin string) (*websocket.Conn, *http.Response, error) {
+	h := http.Header{}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	if origin != "" {
+		h.Set("Origin", origin)
+	}
+	return websocket.DefaultDialer.Dial(wsURL, h)
+}
+
+// viewer is a terminal's viewer: its output, and the error that ended it.
+type viewer struct {
+	ws     *websocket.Conn
+	out    *lockedBuf
+	closed chan error
+}
+
+// openViewer opens a viewer of wsURL that collects its output.
+func openViewer(t *testing.T, wsURL, token, origin string) *viewer {
+	ws, _, err := dialWS(wsURL, token, origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &viewer{ws: ws, out: &lockedBuf{}, closed: make(chan error, 1)}
+	go func() {
+		for {
+			_, p, err := ws.ReadMessage()
+			if err != nil {
+				v.closed <- err
+				return
+			}
+			if len(p) > 0 && p[0] == server.FrameOutput {
+				v.out.Write(p[1:])
+			}
+		}
+	}()
+	t.Cleanup(func() { ws.Close() })
+	return v
+}
+
+// waitOut waits up to 15 s for the viewer's output to hold want.
+func (v *viewer) waitOut(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(v.out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("output never showed %q:\n%s", want, v.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// send sends a frame of typ with payload p.
+func (v *viewer) send(t *testing.T, typ byte, p string) {
+	t.Helper()
+	if err := v.ws.WriteMessage(websocket.BinaryMessage, append([]byte{typ}, p...)); err != nil {
+		t.Fatal(err)
 	}
 }

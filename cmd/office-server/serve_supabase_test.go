@@ -168,32 +168,7 @@ func TestServeSupabase(t *testing.T) {
 			answerAsMember(t, p, member, q.ID, rd.answer)
 			joins = dropRealtime(t, p)
 		}
-		// The invocation po gives dev carries the answer, and completes.
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			var invs []office.Invocation
-			r.get(t, "/api/offices/"+oid+"/invocations?status=completed", &invs)
-			if hasReason(invs, rd.answer) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: no completed invocation carrying %q within 60s; completed: %+v", i+1, rd.answer, invs)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		var got office.Question
-		r.get(t, "/api/questions/"+q.ID, &got)
-		if got.Status != office.QuestionDelivered || got.DeliveredAt == nil || got.Response != rd.answer {
-			t.Errorf("round %d: question after the round: status %q, delivered_at %v, response %q; want delivered %q", i+1, got.Status, got.DeliveredAt, got.Response, rd.answer)
-		}
-		// The feed came back: a rejoin, and ready.
-		deadline = time.Now().Add(30 * time.Second)
-		for p.Realtime.Joins() <= joins || r.readyz(t) != http.StatusOK {
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: no rejoin and /readyz 200 within 30s of the drop (joins %d, at the drop %d)", i+1, p.Realtime.Joins(), joins)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		waitRoundDone(t, r, p, oid, i, q.ID, rd.answer, joins)
 	}
 
 	// Nothing lost, nothing twice: every answer delivered, each typed
@@ -231,6 +206,38 @@ func TestServeSupabase(t *testing.T) {
 		t.Errorf("the secret key appears in the logs")
 	}
 	t.Logf("%d rounds, %d Realtime joins, %d events", len(rounds), p.Realtime.Joins(), len(events))
+}
+
+// waitRoundDone: the invocation po gives dev carries the answer and
+// completes; the question is delivered with it; the feed came back after
+// the drop (a rejoin past joins, and ready).
+func waitRoundDone(t *testing.T, r *liveServer, p *supabasetest.Project, oid string, i int, qID, answer string, joins int) {
+	// The invocation po gives dev carries the answer, and completes.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var invs []office.Invocation
+		r.get(t, "/api/offices/"+oid+"/invocations?status=completed", &invs)
+		if hasReason(invs, answer) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("round %d: no completed invocation carrying %q within 60s; completed: %+v", i+1, answer, invs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var got office.Question
+	r.get(t, "/api/questions/"+qID, &got)
+	if got.Status != office.QuestionDelivered || got.DeliveredAt == nil || got.Response != answer {
+		t.Errorf("round %d: question after the round: status %q, delivered_at %v, response %q; want delivered %q", i+1, got.Status, got.DeliveredAt, got.Response, answer)
+	}
+	// The feed came back: a rejoin, and ready.
+	deadline = time.Now().Add(30 * time.Second)
+	for p.Realtime.Joins() <= joins || r.readyz(t) != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("round %d: no rejoin and /readyz 200 within 30s of the drop (joins %d, at the drop %d)", i+1, p.Realtime.Joins(), joins)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func containsFold(opts []string, s string) bool {
@@ -290,32 +297,98 @@ func TestSupabaseJS(t *testing.T) {
 	defer conn.Close(ctx)
 	must := func(sql string, args ...any) string {
 		t.Helper()
-		var v string
-		if err := conn.QueryRow(ctx, sql, args...).Scan(&v); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		return v
+		return mustScan(t, conn, sql, args...)
 	}
-	officeB := must(`insert into public.offices (name) values ('Office B') returning id::text`)
-	agentB := must(`insert into public.office_agents (office_id, name) values ($1, 'helper') returning id::text`, officeB)
-	expiredB := must(`insert into public.user_questions (office_id, agent_id, question, expires_at)
-		values ($1, $2, 'Too late?', now() - interval '1 minute') returning id::text`, officeB, agentB)
-	depPkg := must(`insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
-		values ($1, $2, 'package', 'realtime library', now() + interval '1 hour') returning id::text`, officeB, agentB)
-	depKey := must(`insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
-		values ($1, $2, 'api_key', 'OPENAI_API_KEY', now() + interval '1 hour') returning id::text`, officeB, agentB)
-	depSecret := must(`insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
-		values ($1, $2, 'api_key', 'DEPLOY_KEY', now() + interval '1 hour') returning id::text`, officeB, agentB)
-	depEnv := must(`insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
-		values ($1, $2, 'env_variable', 'REGION', now() + interval '1 hour') returning id::text`, officeB, agentB)
-	depLate := must(`insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
-		values ($1, $2, 'api_key', 'LATE_KEY', now() - interval '1 minute') returning id::text`, officeB, agentB)
+	bo := officeBRows(t, conn)
 	if got := must(`select coalesce(launch_spec #>> '{env,DEPLOY_TOKEN}', '') from public.office_agents where office_id = $1 and name = 'po'`, officeA); !strings.HasPrefix(got, "sealed:") || strings.Contains(got, canary) {
 		t.Fatalf("po's launch_spec env DEPLOY_TOKEN = %q; want the office file's secret sealed", got)
 	}
-	// The columns a member may read, from the grants themselves: every
-	// column of every table and view of the public schema, so a new one is
-	// checked without naming it here.
+	readableJSON, published := memberReadable(t, conn)
+	a := p.MemberOf(t, officeA, "a@example.com")
+	must(`update public.office_members set role = 'owner' where user_id = $1 returning role`, a.ID)
+	b := p.MemberOf(t, bo.office, "b@example.com")
+	// newcomer@example.com has no account when member A invites them
+	// (check 16); they sign up once invited (the loop below adds their
+	// auth.users row) and join with their own token (check 24).
+	newcomerID := uuid.NewString()
+	newcomerToken := p.SignMember(p.MemberClaims(newcomerID, "newcomer@example.com", false))
+
+	// The agents' rows change while the suite watches (as when the server
+	// records a status): each UPDATE carries the row over Realtime.
+	stopTouch := touchAgents(ctx, p.DatabaseURL, officeA, newcomerID)
+	nodeCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(nodeCtx, node, filepath.Join(root, "supabase", "jstest", "test.mjs"))
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "SUPABASE_URL="+p.URL, "PUBLISHABLE_KEY="+p.PublishableKey,
+		"TOKEN_A="+a.Token, "USER_A="+a.ID, "TOKEN_B="+b.Token, "USER_B="+b.ID,
+		"OFFICE_A="+officeA, "OFFICE_B="+bo.office, "CANARY="+canary, "READABLE="+string(readableJSON), "PUBLISHED="+strings.Join(published, ","),
+		"EXPIRED_B="+bo.expired, "DEP_PKG_B="+bo.pkg, "DEP_KEY_B="+bo.key,
+		"SERVER_URL="+r.base, "TOKEN_NEW="+newcomerToken, "USER_NEW="+newcomerID, "DEP_SECRET_B="+bo.secret, "DEP_ENV_B="+bo.env, "DEP_LATE_B="+bo.late)
+	out, err := cmd.CombinedOutput()
+	stopTouch()
+	t.Logf("node supabase/jstest/test.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("supabase-js suite failed: %v", err)
+	}
+	checkSuitePlan(t, string(out))
+	// The provided value is stored in the office's sealed form, which the
+	// server opens (office.Sealer: 'P' and the text for a value in clear).
+	var sealed []byte
+	if err := conn.QueryRow(ctx, `select value from public.dependency_requests where id = $1`, bo.pkg).Scan(&sealed); err != nil {
+		t.Fatal(err)
+	}
+	var none office.Sealer
+	if v, err := none.Open(sealed); err != nil || v != "socket.io" {
+		t.Errorf("provided value opens to %q, %v; want socket.io", v, err)
+	}
+	// The secret member B gave the server is stored encrypted under the
+	// server's key, never in clear.
+	checkSealedSecret(t, conn, bo.secret, "sk-live-member-b-0123456789")
+	adminManagesMembers(t, r, p, officeA, a, b)
+}
+
+// mustScan returns the one text value sql selects, failing the test on
+// an error.
+func mustScan(t *testing.T, conn *pgx.Conn, sql string, args ...any) string {
+	t.Helper()
+	var v string
+	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return v
+}
+
+// officeBIDs is TestSupabaseJS' second office, of member B, with its agent
+// helper's expired question and dependency requests.
+type officeBIDs struct {
+	office, expired, pkg, key, secret, env, late string
+}
+
+func officeBRows(t *testing.T, conn *pgx.Conn) officeBIDs {
+	officeB := mustScan(t, conn, `insert into public.offices (name) values ('Office B') returning id::text`)
+	agentB := mustScan(t, conn, `insert into public.office_agents (office_id, name) values ($1, 'helper') returning id::text`, officeB)
+	expiredB := mustScan(t, conn, `insert into public.user_questions (office_id, agent_id, question, expires_at)
+		values ($1, $2, 'Too late?', now() - interval '1 minute') returning id::text`, officeB, agentB)
+	depPkg := mustScan(t, conn, `insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
+		values ($1, $2, 'package', 'realtime library', now() + interval '1 hour') returning id::text`, officeB, agentB)
+	depKey := mustScan(t, conn, `insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
+		values ($1, $2, 'api_key', 'OPENAI_API_KEY', now() + interval '1 hour') returning id::text`, officeB, agentB)
+	depSecret := mustScan(t, conn, `insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
+		values ($1, $2, 'api_key', 'DEPLOY_KEY', now() + interval '1 hour') returning id::text`, officeB, agentB)
+	depEnv := mustScan(t, conn, `insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
+		values ($1, $2, 'env_variable', 'REGION', now() + interval '1 hour') returning id::text`, officeB, agentB)
+	depLate := mustScan(t, conn, `insert into public.dependency_requests (office_id, agent_id, type, name, expires_at)
+		values ($1, $2, 'api_key', 'LATE_KEY', now() - interval '1 minute') returning id::text`, officeB, agentB)
+	return officeBIDs{office: officeB, expired: expiredB, pkg: depPkg, key: depKey, secret: depSecret, env: depEnv, late: depLate}
+}
+
+// memberReadable returns the columns a member may read, from the grants
+// themselves (every column of every table and view of the public schema,
+// so a new one is checked without naming it), as JSON, and the tables
+// Realtime publishes, from the publication itself.
+func memberReadable(t *testing.T, conn *pgx.Conn) ([]byte, []string) {
+	ctx := context.Background()
 	readable := map[string][]string{}
 	rows, err := conn.Query(ctx, `select c.table_name::text, c.column_name::text from information_schema.columns c
 		where c.table_schema = 'public'
@@ -335,28 +408,22 @@ func TestSupabaseJS(t *testing.T) {
 		t.Fatal(rows.Err())
 	}
 	readableJSON, _ := json.Marshal(readable)
-	// The tables Realtime publishes, from the publication itself.
 	var published []string
 	if err := conn.QueryRow(ctx, `select coalesce(array_agg(tablename::text order by tablename), '{}') from pg_publication_tables
 		where pubname = 'supabase_realtime' and schemaname = 'public'`).Scan(&published); err != nil {
 		t.Fatal(err)
 	}
-	a := p.MemberOf(t, officeA, "a@example.com")
-	must(`update public.office_members set role = 'owner' where user_id = $1 returning role`, a.ID)
-	b := p.MemberOf(t, officeB, "b@example.com")
-	// newcomer@example.com has no account when member A invites them
-	// (check 16); they sign up once invited (the loop below adds their
-	// auth.users row) and join with their own token (check 24).
-	newcomerID := uuid.NewString()
-	newcomerToken := p.SignMember(p.MemberClaims(newcomerID, "newcomer@example.com", false))
+	return readableJSON, published
+}
 
-	// The agents' rows change while the suite watches (as when the server
-	// records a status): each UPDATE carries the row over Realtime.
+// touchAgents updates office's agents' rows every half second, and signs
+// newcomer up once invited, until the returned stop is called.
+func touchAgents(ctx context.Context, dbURL, officeA, newcomerID string) (stop func()) {
 	touchCtx, stopTouch := context.WithCancel(ctx)
 	touched := make(chan struct{})
 	go func() {
 		defer close(touched)
-		c, err := pgx.Connect(touchCtx, p.DatabaseURL)
+		c, err := pgx.Connect(touchCtx, dbURL)
 		if err != nil {
 			return
 		}
@@ -372,48 +439,22 @@ func TestSupabaseJS(t *testing.T) {
 		}
 	}()
 
-	nodeCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(nodeCtx, node, filepath.Join(root, "supabase", "jstest", "test.mjs"))
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "SUPABASE_URL="+p.URL, "PUBLISHABLE_KEY="+p.PublishableKey,
-		"TOKEN_A="+a.Token, "USER_A="+a.ID, "TOKEN_B="+b.Token, "USER_B="+b.ID,
-		"OFFICE_A="+officeA, "OFFICE_B="+officeB, "CANARY="+canary, "READABLE="+string(readableJSON), "PUBLISHED="+strings.Join(published, ","),
-		"EXPIRED_B="+expiredB, "DEP_PKG_B="+depPkg, "DEP_KEY_B="+depKey,
-		"SERVER_URL="+r.base, "TOKEN_NEW="+newcomerToken, "USER_NEW="+newcomerID, "DEP_SECRET_B="+depSecret, "DEP_ENV_B="+depEnv, "DEP_LATE_B="+depLate)
-	out, err := cmd.CombinedOutput()
-	stopTouch()
-	<-touched
-	t.Logf("node supabase/jstest/test.mjs:\n%s", out)
-	if err != nil {
-		t.Fatalf("supabase-js suite failed: %v", err)
-	}
-	// Every check the suite plans ran and passed (1..N and N "ok" lines),
-	// and the suite holds at least the checks named here.
-	plan := regexp.MustCompile(`(?m)^1\.\.(\d+)$`).FindStringSubmatch(string(out))
-	oks := regexp.MustCompile(`(?m)^ok \d+ - `).FindAllString(string(out), -1)
+	return func() { stopTouch(); <-touched }
+}
+
+// checkSuitePlan: every check the suite plans ran and passed (1..N and N
+// "ok" lines), and the suite holds at least the checks named here.
+func checkSuitePlan(t *testing.T, out string) {
+	plan := regexp.MustCompile(`(?m)^1\.\.(\d+)$`).FindStringSubmatch(out)
+	oks := regexp.MustCompile(`(?m)^ok \d+ - `).FindAllString(out, -1)
 	if plan == nil || strconv.Itoa(len(oks)) != plan[1] {
 		t.Errorf("supabase-js suite: plan %v, %d checks passed", plan, len(oks))
 	}
 	for _, name := range []string{"no secret reaches a member", "a member cannot read office_events.raw"} {
-		if !strings.Contains(string(out), " - "+name) {
+		if !strings.Contains(out, " - "+name) {
 			t.Errorf("supabase-js suite did not run the check %q", name)
 		}
 	}
-	// The provided value is stored in the office's sealed form, which the
-	// server opens (office.Sealer: 'P' and the text for a value in clear).
-	var sealed []byte
-	if err := conn.QueryRow(ctx, `select value from public.dependency_requests where id = $1`, depPkg).Scan(&sealed); err != nil {
-		t.Fatal(err)
-	}
-	var none office.Sealer
-	if v, err := none.Open(sealed); err != nil || v != "socket.io" {
-		t.Errorf("provided value opens to %q, %v; want socket.io", v, err)
-	}
-	// The secret member B gave the server is stored encrypted under the
-	// server's key, never in clear.
-	checkSealedSecret(t, conn, depSecret, "sk-live-member-b-0123456789")
-	adminManagesMembers(t, r, p, officeA, a, b)
 }
 
 // demoOfficeWithScout writes examples/demo-office.yaml with a secret in

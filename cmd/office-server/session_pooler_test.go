@@ -98,18 +98,7 @@ default_pool_size = 100
 			t.Logf("pgbouncer:\n%s", logs.String())
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pgbouncer did not listen: %v\n%s", err, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitListening(t, port, logs)
 	pooled := *u
 	pooled.User = url.UserPassword(poolerUser, "pooler-pw")
 	pooled.Host = fmt.Sprintf("127.0.0.1:%d", port)
@@ -148,5 +137,21 @@ func TestServeThroughSessionPooler(t *testing.T) {
 			t.Fatal("the answer written in the database never reached po through the pooled feed")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitListening waits up to 10 s for pgbouncer to listen on port.
+func waitListening(t *testing.T, port int, logs *lockedBuf) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pgbouncer did not listen: %v\n%s", err, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

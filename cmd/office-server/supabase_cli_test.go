@@ -284,25 +284,32 @@ func TestSupabaseCLIAnyOrder(t *testing.T) {
 			url := supabaseDatabase(t)
 			p := newSupabaseProject(t, -1)
 			tc.steps(t, p, url)
-			rows := p.listed(t, url)
-			if len(rows) != len(names) {
-				t.Fatalf("migration list has %d rows; want %d: %v", len(rows), len(names), rows)
-			}
-			for i, r := range rows {
-				if v := names[i][:14]; r[0] != v || r[1] != v {
-					t.Errorf("migration list row %d = %v; want %s applied (local and remote)", i, r, v)
-				}
-			}
-			if got := schemaDump(t, url); got != wantSchema {
-				t.Errorf("schema differs from office-server's alone:\n%s", lineDiff(got, wantSchema))
-			}
-			if got := grantsDump(t, url); got != wantGrants {
-				t.Errorf("grants differ from office-server's alone:\n%s", lineDiff(got, wantGrants))
-			}
-			if got := historyRows(t, url); got != wantHistory {
-				t.Errorf("history differs from office-server's alone:\n%s", lineDiff(got, wantHistory))
-			}
+			checkSameAsOffice(t, p, url, names, wantSchema, wantGrants, wantHistory)
 		})
+	}
+}
+
+// checkSameAsOffice: `supabase migration list` shows every file applied
+// (local and remote), and the schema, grants and history are those of a
+// database office-server migrated alone.
+func checkSameAsOffice(t *testing.T, p *supabaseProject, url string, names []string, wantSchema, wantGrants, wantHistory string) {
+	rows := p.listed(t, url)
+	if len(rows) != len(names) {
+		t.Fatalf("migration list has %d rows; want %d: %v", len(rows), len(names), rows)
+	}
+	for i, r := range rows {
+		if v := names[i][:14]; r[0] != v || r[1] != v {
+			t.Errorf("migration list row %d = %v; want %s applied (local and remote)", i, r, v)
+		}
+	}
+	if got := schemaDump(t, url); got != wantSchema {
+		t.Errorf("schema differs from office-server's alone:\n%s", lineDiff(got, wantSchema))
+	}
+	if got := grantsDump(t, url); got != wantGrants {
+		t.Errorf("grants differ from office-server's alone:\n%s", lineDiff(got, wantGrants))
+	}
+	if got := historyRows(t, url); got != wantHistory {
+		t.Errorf("history differs from office-server's alone:\n%s", lineDiff(got, wantHistory))
 	}
 }
 

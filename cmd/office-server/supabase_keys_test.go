@@ -52,19 +52,7 @@ func TestServeSupabaseKeys(t *testing.T) {
 			}
 			srv := launchServer(t, bin, env, "--office", "examples/demo-office.yaml", "--data-dir", t.TempDir())
 			srv.waitHealthy(t)
-			api := func(path string, v any) {
-				t.Helper()
-				req, _ := http.NewRequest(http.MethodGet, srv.base+path, nil)
-				req.Header.Set("Authorization", "Bearer keys-test-token")
-				res, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer res.Body.Close()
-				if err := json.NewDecoder(res.Body).Decode(v); err != nil {
-					t.Fatalf("GET %s: %s %v", path, res.Status, err)
-				}
-			}
+			api := func(path string, v any) { t.Helper(); adminGet(t, srv, "keys-test-token", path, v) }
 			var offices []struct{ ID string }
 			api("/api/offices", &offices)
 			if len(offices) != 1 {
@@ -170,18 +158,7 @@ func TestServeMemberTokens(t *testing.T) {
 	srv := start()
 	// The member endpoint answers 404 for a request id the member cannot
 	// see: the token was accepted; 401/403 when it was not.
-	call := func(token string) int {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, srv.base+"/api/member/dependencies/"+uuid.NewString()+"/reject", strings.NewReader(`{"reason":"no"}`))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		return res.StatusCode
-	}
+	call := func(token string) int { t.Helper(); return memberReject(t, srv, token) }
 	m := p.NewMember(t, "m@example.com")
 	claims := p.MemberClaims(m.ID, "m@example.com", false)
 	with := func(k string, v any) map[string]any {
@@ -238,4 +215,20 @@ func TestServeMemberTokens(t *testing.T) {
 	// (signed anew: its key was revoked above)
 	check("anonymous user where allowed", p.SignMember(p.MemberClaims(anon.ID, "", true)), 404)
 	srv.stop(t)
+}
+
+// memberReject asks srv's member endpoint to reject a request id nobody
+// can see, with token: 404 when the token was accepted, 401/403 when it
+// was not.
+func memberReject(t *testing.T, srv *serverProc, token string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, srv.base+"/api/member/dependencies/"+uuid.NewString()+"/reject", strings.NewReader(`{"reason":"no"}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
 }

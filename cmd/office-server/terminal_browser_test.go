@@ -186,39 +186,8 @@ func TestConsoleTerminalMatchesTmux(t *testing.T) {
 	r := startMainOffice(t, terminalOffice(t.TempDir()))
 	officeID := r.officeID(t)
 
-	size := func() (int, int) {
-		var a struct{ Cols, Rows int }
-		r.get(t, "/api/offices/"+officeID+"/agents/tui", &a)
-		return a.Cols, a.Rows
-	}
-	// compare waits until the page shows the TUI at the session's size and
-	// equals tmux's rendering of the session's bytes.
-	compare := func(ctx context.Context, label string) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		var page, want string
-		var cols, rows int
-		for time.Now().Before(deadline) {
-			cols, rows = size()
-			got, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`window.consoleSize()`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.consoleScreen()`))
-			if err == nil {
-				page = normScreen(p)
-			}
-			if len(got) == 2 && got[0] == cols && got[1] == rows && strings.Contains(page, fmt.Sprintf("TUI %dx%d", cols, rows)) {
-				want = tmuxScreen(t, []byte(r.replay(t, officeID, "tui")), cols, rows)
-				if page == want {
-					t.Logf("%s: page equals tmux at %dx%d", label, cols, rows)
-					return
-				}
-			}
-			time.Sleep(300 * time.Millisecond)
-		}
-		t.Fatalf("%s: the page's terminal (session %dx%d) is not tmux's rendering.\npage:\n%s\ntmux:\n%s", label, cols, rows, page, want)
-	}
+	tm := tuiRun{t: t, r: r, officeID: officeID}
+	size, compare := tm.size, tm.compare
 
 	for _, win := range []struct{ w, h int }{{1440, 900}, {1024, 700}} {
 		name := fmt.Sprintf("%dx%d", win.w, win.h)
@@ -245,26 +214,7 @@ func TestConsoleTerminalMatchesTmux(t *testing.T) {
 		}
 		saveScreenshot(t, ctx, "console-terminal-"+name+".png")
 		if win.w != 1024 {
-			// Pinned, the TUI stays on as a preview while another
-			// agent's terminal is open.
-			if err := chromedp.Do(ctx,
-				chromedp.Click(chromedp.CSS(`#pin`)),
-				chromedp.Click(chromedp.CSS(`tr.agent[data-name="needy"] a.open`)),
-				chromedp.WaitVisible(chromedp.CSS(`#minis .mini[data-name="tui"] .xterm-screen`)),
-			); err != nil {
-				t.Fatalf("pin the TUI and open needy: %v", err)
-			}
-			var pinned string
-			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(pinned, fmt.Sprintf("TUI %dx%d", c0, r0)); time.Sleep(200 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the pinned preview shows:\n%s", pinned)
-				}
-				pinned, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`window.consolePinned("tui")`))
-			}
-			if want := tmuxScreen(t, []byte(r.replay(t, officeID, "tui")), c0, r0); normScreen(pinned) != want {
-				t.Errorf("the pinned preview is not tmux's rendering:\n%s\ntmux:\n%s", pinned, want)
-			}
-			saveScreenshot(t, ctx, "console-pinned.png")
+			tm.pinned(ctx, c0, r0)
 			provideDependency(t, ctx, r, officeID)
 			continue
 		}
@@ -283,6 +233,74 @@ func TestConsoleTerminalMatchesTmux(t *testing.T) {
 		compare(ctx, name+" in control")
 		saveScreenshot(t, ctx, "console-terminal-control.png")
 	}
+}
+
+// tuiRun is the office of TestConsoleTerminalMatchesTmux.
+type tuiRun struct {
+	t        *testing.T
+	r        *liveServer
+	officeID string
+}
+
+// size is the tui session's size.
+func (tm tuiRun) size() (int, int) {
+	var a struct{ Cols, Rows int }
+	tm.r.get(tm.t, "/api/offices/"+tm.officeID+"/agents/tui", &a)
+	return a.Cols, a.Rows
+}
+
+// compare waits until the page shows the TUI at the session's size and
+// equals tmux's rendering of the session's bytes.
+func (tm tuiRun) compare(ctx context.Context, label string) {
+	t, r, officeID := tm.t, tm.r, tm.officeID
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var page, want string
+	var cols, rows int
+	for time.Now().Before(deadline) {
+		cols, rows = tm.size()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`window.consoleSize()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.consoleScreen()`))
+		if err == nil {
+			page = normScreen(p)
+		}
+		if len(got) == 2 && got[0] == cols && got[1] == rows && strings.Contains(page, fmt.Sprintf("TUI %dx%d", cols, rows)) {
+			want = tmuxScreen(t, []byte(r.replay(t, officeID, "tui")), cols, rows)
+			if page == want {
+				t.Logf("%s: page equals tmux at %dx%d", label, cols, rows)
+				return
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Fatalf("%s: the page's terminal (session %dx%d) is not tmux's rendering.\npage:\n%s\ntmux:\n%s", label, cols, rows, page, want)
+}
+
+// pinned: pinned, the TUI stays on as a preview (tmux's rendering at
+// c0×r0) while another agent's terminal is open.
+func (tm tuiRun) pinned(ctx context.Context, c0, r0 int) {
+	t, r, officeID := tm.t, tm.r, tm.officeID
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`#pin`)),
+		chromedp.Click(chromedp.CSS(`tr.agent[data-name="needy"] a.open`)),
+		chromedp.WaitVisible(chromedp.CSS(`#minis .mini[data-name="tui"] .xterm-screen`)),
+	); err != nil {
+		t.Fatalf("pin the TUI and open needy: %v", err)
+	}
+	var pinned string
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(pinned, fmt.Sprintf("TUI %dx%d", c0, r0)); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pinned preview shows:\n%s", pinned)
+		}
+		pinned, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`window.consolePinned("tui")`))
+	}
+	if want := tmuxScreen(t, []byte(r.replay(t, officeID, "tui")), c0, r0); normScreen(pinned) != want {
+		t.Errorf("the pinned preview is not tmux's rendering:\n%s\ntmux:\n%s", pinned, want)
+	}
+	saveScreenshot(t, ctx, "console-pinned.png")
 }
 
 // provideDependency answers needy's dependency request from its card in

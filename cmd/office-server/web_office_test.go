@@ -48,7 +48,6 @@ func TestWebOfficePage(t *testing.T) {
 	if len(q.Options) == 0 {
 		t.Fatalf("po's question %q has no options", q.Question)
 	}
-	answer := q.Options[0]
 
 	// The page and the supabase-js bundle, nothing else of the repository.
 	files := http.FileServer(http.Dir(root))
@@ -67,47 +66,100 @@ func TestWebOfficePage(t *testing.T) {
 			saveScreenshot(t, ctx, "web-office-failed.png")
 		}
 	}()
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(site.URL+"/examples/web-office/"),
+	conn, err := pgx.Connect(context.Background(), p.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	w := &webOffice{t: t, ctx: ctx, conn: conn, r: r, officeID: officeID, member: member}
+	w.signIn(site.URL, p)
+	w.answerPo(q)
+	w.scoutPackageAndMessage()
+	w.scoutTextQuestion()
+	w.scoutSecret()
+}
+
+// webOffice is the reference web office open in Chromium, signed in as
+// member, with the steps TestWebOfficePage takes on it.
+type webOffice struct {
+	t        *testing.T
+	ctx      context.Context
+	conn     *pgx.Conn
+	r        *liveServer
+	officeID string
+	member   supabasetest.Member
+}
+
+// waitText waits until the element sel shows every string of want and
+// returns its text.
+func (w *webOffice) waitText(sel, what string, want ...string) string {
+	t := w.t
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		text, err := chromedp.Run(w.ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).textContent`, sel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := true
+		for _, w := range want {
+			all = all && strings.Contains(text, w)
+		}
+		if all {
+			return text
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never showed in the page; %s shows %q", what, sel, text)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitRow waits until sql, a boolean, is true in the project's database.
+func (w *webOffice) waitRow(what, sql string, args ...any) {
+	t := w.t
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var ok bool
+		if err := w.conn.QueryRow(context.Background(), sql, args...).Scan(&ok); err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (w *webOffice) signIn(siteURL string, p *supabasetest.Project) {
+	if err := chromedp.Do(w.ctx,
+		chromedp.Navigate(siteURL+"/examples/web-office/"),
 		chromedp.SetValue(chromedp.CSS(`#url`), p.URL),
 		chromedp.SetValue(chromedp.CSS(`#key`), p.PublishableKey),
-		chromedp.SetValue(chromedp.CSS(`#token`), member.Token),
-		chromedp.SetValue(chromedp.CSS(`#server`), r.base),
+		chromedp.SetValue(chromedp.CSS(`#token`), w.member.Token),
+		chromedp.SetValue(chromedp.CSS(`#server`), w.r.base),
 		chromedp.Click(chromedp.CSS(`#signin-form button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#agents tr[data-name="po"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#agents tr[data-name="dev"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-live="yes"]`)),
 	); err != nil {
-		t.Fatalf("sign in and see the office: %v", err)
+		w.t.Fatalf("sign in and see the office: %v", err)
 	}
+}
+
+// answerPo: scout's refused INVOKE is listed with why; po's task to dev
+// is not there yet: it follows the answer, given with an option button
+// and stamped with the member; then the task, dev's result and po's next
+// question arrive live.
+func (w *webOffice) answerPo(q office.Question) {
+	t, ctx, r, member := w.t, w.ctx, w.r, w.member
+	answer := q.Options[0]
 	option := fmt.Sprintf(`#questions .question[data-id=%q] button.option`, q.ID)
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(option))); err != nil {
 		t.Fatalf("po's question in the page: %v", err)
 	}
-	// Scout's refused INVOKE is listed with why; po's task to dev is not
-	// there yet: it follows the answer.
-	waitText := func(sel, what string, want ...string) string {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			text, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).textContent`, sel)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			all := true
-			for _, w := range want {
-				all = all && strings.Contains(text, w)
-			}
-			if all {
-				return text
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never showed in the page; %s shows %q", what, sel, text)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	if text := waitText("#invocations", "scout's refused INVOKE", "scout → (nobody)", "ghost"); strings.Contains(text, "po → dev") {
+	if text := w.waitText("#invocations", "scout's refused INVOKE", "scout → (nobody)", "ghost"); strings.Contains(text, "po → dev") {
 		t.Fatalf("po's task to dev listed before the answer: %q", text)
 	}
 	saveScreenshot(t, ctx, "web-office-question.png")
@@ -128,7 +180,7 @@ func TestWebOfficePage(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// po gives dev the task; the page shows it without being asked to.
-	waitText("#invocations", "po's task to dev", "po → dev", answer)
+	w.waitText("#invocations", "po's task to dev", "po → dev", answer)
 	// And the question left the pending list.
 	if err := chromedp.Do(ctx, chromedp.WaitNotPresent(chromedp.CSS(fmt.Sprintf(`#questions .question[data-id=%q]`, q.ID)))); err != nil {
 		t.Fatalf("answered question still listed: %v", err)
@@ -143,14 +195,14 @@ func TestWebOfficePage(t *testing.T) {
 		t.Fatalf("the result and po's next question in the page: %v", err)
 	}
 	saveScreenshot(t, ctx, "web-office.png")
+}
 
-	// Scout's package request: provided in the page, delivered to scout.
-	conn, err := pgx.Connect(context.Background(), p.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	waitText("#deps", "scout's dependency request", "scout needs package left-pad")
+// scoutPackageAndMessage: scout's package request, provided in the page,
+// is delivered to scout; a message to scout, written in the page, is
+// typed into scout.
+func (w *webOffice) scoutPackageAndMessage() {
+	t, ctx := w.t, w.ctx
+	w.waitText("#deps", "scout's dependency request", "scout needs package left-pad")
 	if err := chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.CSS(`#deps .question input`), "left-pad"),
 		chromedp.Click(chromedp.CSS(`#deps .question button.provide`)),
@@ -158,24 +210,9 @@ func TestWebOfficePage(t *testing.T) {
 	); err != nil {
 		t.Fatalf("provide scout's package in the page: %v", err)
 	}
-	waitRow := func(what, sql string, args ...any) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			var ok bool
-			if err := conn.QueryRow(context.Background(), sql, args...).Scan(&ok); err == nil && ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 30s", what)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	waitRow("the package delivered to scout", `select exists (select 1 from dependency_requests
-		where office_id = $1 and name = 'left-pad' and status = 'provided' and delivered_at is not null)`, officeID)
+	w.waitRow("the package delivered to scout", `select exists (select 1 from dependency_requests
+		where office_id = $1 and name = 'left-pad' and status = 'provided' and delivered_at is not null)`, w.officeID)
 
-	// A message to scout, written in the page, typed into scout.
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
 		const sel = document.querySelector('#message-agent')
 		sel.value = [...sel.options].find((o) => o.textContent === 'scout').value
@@ -186,16 +223,19 @@ func TestWebOfficePage(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#message-form button[type=submit]`))); err != nil {
 		t.Fatal(err)
 	}
-	waitRow("the message delivered to scout", `select exists (select 1 from user_messages
-		where office_id = $1 and content = 'hello scout' and user_id = $2 and status = 'delivered')`, officeID, member.ID)
+	w.waitRow("the message delivered to scout", `select exists (select 1 from user_messages
+		where office_id = $1 and content = 'hello scout' and user_id = $2 and status = 'delivered')`, w.officeID, w.member.ID)
+}
 
-	// A text question (scout's, written as the office writes one):
-	// answered in the page's text box; an empty answer to a required
-	// question is refused with why, and the question stays.
+// scoutTextQuestion: a text question (scout's, written as the office
+// writes one) is answered in the page's text box; an empty answer to a
+// required question is refused with why, and the question stays.
+func (w *webOffice) scoutTextQuestion() {
+	t, ctx := w.t, w.ctx
 	var textQ string
-	if err := conn.QueryRow(context.Background(), `insert into user_questions (office_id, agent_id, question, question_type, required, expires_at)
+	if err := w.conn.QueryRow(context.Background(), `insert into user_questions (office_id, agent_id, question, question_type, required, expires_at)
 		select office_id, id, 'Which colour?', 'text', true, now() + interval '1 hour' from office_agents
-		where office_id = $1 and name = 'scout' returning id::text`, officeID).Scan(&textQ); err != nil {
+		where office_id = $1 and name = 'scout' returning id::text`, w.officeID).Scan(&textQ); err != nil {
 		t.Fatal(err)
 	}
 	textBox := fmt.Sprintf(`#questions .question[data-id=%q]`, textQ)
@@ -205,7 +245,7 @@ func TestWebOfficePage(t *testing.T) {
 	); err != nil {
 		t.Fatalf("answer scout's text question empty: %v", err)
 	}
-	waitText(textBox+` .error`, "the refusal of an empty answer", "empty")
+	w.waitText(textBox+` .error`, "the refusal of an empty answer", "empty")
 	if err := chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.CSS(textBox+` input.text`), "teal blue"),
 		chromedp.Click(chromedp.CSS(textBox+` button.answer`)),
@@ -213,20 +253,23 @@ func TestWebOfficePage(t *testing.T) {
 	); err != nil {
 		t.Fatalf("answer scout's text question in the page: %v", err)
 	}
-	waitRow("the text answer delivered to scout", `select exists (select 1 from user_questions
-		where id = $1 and response = 'teal blue' and answered_by = $2 and status = 'delivered')`, textQ, member.ID)
+	w.waitRow("the text answer delivered to scout", `select exists (select 1 from user_questions
+		where id = $1 and response = 'teal blue' and answered_by = $2 and status = 'delivered')`, textQ, w.member.ID)
+}
 
-	// A secret scout asks for, given in the page: it goes to the office
-	// server (another origin: CORS) with the member's token, and is
-	// stored sealed under the server's key.
+// scoutSecret: a secret scout asks for, given in the page, goes to the
+// office server (another origin: CORS) with the member's token, and is
+// stored sealed under the server's key.
+func (w *webOffice) scoutSecret() {
+	t := w.t
 	var depKey string
-	if err := conn.QueryRow(context.Background(), `insert into dependency_requests (office_id, agent_id, type, name, description, expires_at)
+	if err := w.conn.QueryRow(context.Background(), `insert into dependency_requests (office_id, agent_id, type, name, description, expires_at)
 		select office_id, id, 'api_key', 'DEPLOY_KEY', 'scout deploys', now() + interval '1 hour' from office_agents
-		where office_id = $1 and name = 'scout' returning id::text`, officeID).Scan(&depKey); err != nil {
+		where office_id = $1 and name = 'scout' returning id::text`, w.officeID).Scan(&depKey); err != nil {
 		t.Fatal(err)
 	}
 	secretBox := fmt.Sprintf(`#deps .question[data-id=%q]`, depKey)
-	if err := chromedp.Do(ctx,
+	if err := chromedp.Do(w.ctx,
 		chromedp.WaitVisible(chromedp.CSS(secretBox+` input[type=password]`)),
 		chromedp.SetValue(chromedp.CSS(secretBox+` input`), "sk-web-office-secret-42"),
 		chromedp.Click(chromedp.CSS(secretBox+` button.provide`)),
@@ -234,5 +277,5 @@ func TestWebOfficePage(t *testing.T) {
 	); err != nil {
 		t.Fatalf("provide scout's api key in the page: %v", err)
 	}
-	checkSealedSecret(t, conn, depKey, "sk-web-office-secret-42")
+	checkSealedSecret(t, w.conn, depKey, "sk-web-office-secret-42")
 }

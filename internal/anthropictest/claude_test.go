@@ -291,7 +291,12 @@ func TestClaudeCode(t *testing.T) {
 		t.Fatalf("second turn in transcript: %v", err)
 	}
 
-	// Restart with --resume: the conversation comes back.
+	resumeClaude(t, ctx, srv, tm, home, dir, id, reply1)
+}
+
+// resumeClaude: restarted with --resume, the conversation comes back: the
+// next request carries the earlier replies.
+func resumeClaude(t *testing.T, ctx context.Context, srv *anthropictest.Server, tm *term, home, dir, id, reply1 string) {
 	_ = tm.cmd.Process.Kill()
 	<-tm.done
 	srv.Enqueue(anthropictest.Response{Text: "세 번째"})

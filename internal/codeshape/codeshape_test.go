@@ -19,12 +19,19 @@ import (
 const (
 	maxFuncLines    = 80
 	maxIfaceMethods = 12
-	// maxTestFuncLines bounds test functions: the longest today are
-	// 244 lines (cmd/office-server cliPermissionRound, browserConsole).
-	// Lower it as long tests become table-driven cases or helpers;
-	// docs/notes/house.md.
-	maxTestFuncLines = 250
+	// maxTestFuncLines bounds test functions as maxFuncLines bounds the
+	// rest: a longer test becomes table-driven cases or named helpers
+	// (docs/notes/house.md). longTests names the few left over it.
+	maxTestFuncLines = 80
 )
+
+// longTests are the test functions still over maxTestFuncLines, each with
+// why it waits; one that is no longer over must leave the list.
+var longTests = map[string]string{
+	"engine/claude_test.go runClaudeChain":                   "the engine's delivery is being rewritten (desk.go, deliver.go); split with it",
+	"engine/backpressure_test.go TestBoundedWhileStoreHangs": "the engine's limits are being rewritten (limit.go); split with them",
+	"cmd/office-server/stop_chaos_test.go newChaos":          "the stop chaos test is being extended; split with it",
+}
 
 // switchTables are the functions that are one big switch over escape
 // sequences: splitting them would scatter a table that reads best whole.
@@ -37,11 +44,13 @@ func TestShape(t *testing.T) {
 	walkGo(t, false, checkFile)
 }
 
-// TestTestShape: no test function is over maxTestFuncLines; with -v it
-// logs how many are over maxFuncLines and the longest.
+// TestTestShape: no test function is over maxTestFuncLines but those
+// longTests names, and each of those still is; with -v it logs how many
+// are over maxFuncLines and the longest.
 func TestTestShape(t *testing.T) {
 	var over int
 	longest, where := 0, ""
+	seen := map[string]bool{}
 	walkGo(t, true, func(t *testing.T, fset *token.FileSet, rel string, f *ast.File) {
 		for _, d := range f.Decls {
 			fd, ok := d.(*ast.FuncDecl)
@@ -55,11 +64,21 @@ func TestTestShape(t *testing.T) {
 			if l > longest {
 				longest, where = l, rel+" "+fd.Name.Name
 			}
-			if l > maxTestFuncLines {
+			_, known := longTests[rel+" "+fd.Name.Name]
+			seen[rel+" "+fd.Name.Name] = true
+			switch {
+			case l > maxTestFuncLines && !known:
 				t.Errorf("%s: test func %s is %d lines (at most %d): make it table-driven cases or helpers", rel, fd.Name.Name, l, maxTestFuncLines)
+			case l <= maxTestFuncLines && known:
+				t.Errorf("%s: test func %s is %d lines now: remove it from longTests", rel, fd.Name.Name, l)
 			}
 		}
 	})
+	for name := range longTests {
+		if !seen[name] {
+			t.Errorf("longTests names %s, which is gone: remove it", name)
+		}
+	}
 	t.Logf("test functions over %d lines: %d; the longest: %s, %d lines", maxFuncLines, over, where, longest)
 }
 

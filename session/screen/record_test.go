@@ -202,26 +202,11 @@ func tmuxRender(data []byte, meta captureMeta) (rendering, error) {
 		return string(out), nil
 	}
 	defer tmux("kill-server")
-	// Parts between resizes, played one by one with a handshake so that a
-	// resize happens exactly between two parts.
-	var parts [][]byte
-	off := 0
-	for _, ev := range meta.Resizes {
-		parts = append(parts, data[off:ev.Offset])
-		off = ev.Offset
+	parts, script, err := playScript(dir, sock, data, meta)
+	if err != nil {
+		return rendering{}, err
 	}
-	parts = append(parts, data[off:])
-	var script strings.Builder
-	script.WriteString("stty raw -echo; ")
-	for i, p := range parts {
-		f := filepath.Join(dir, fmt.Sprintf("part%d", i))
-		if err := os.WriteFile(f, p, 0o644); err != nil {
-			return rendering{}, err
-		}
-		fmt.Fprintf(&script, "cat %s; tmux -S %s wait-for -S played%d; tmux -S %s wait-for go%d; ", f, sock, i, sock, i)
-	}
-	script.WriteString("sleep 600")
-	if _, err := tmux("new-session", "-d", "-s", "cap", "-x", strconv.Itoa(meta.Cols), "-y", strconv.Itoa(meta.Rows), script.String()); err != nil {
+	if _, err := tmux("new-session", "-d", "-s", "cap", "-x", strconv.Itoa(meta.Cols), "-y", strconv.Itoa(meta.Rows), script); err != nil {
 		return rendering{}, err
 	}
 	for i := range parts {
@@ -273,6 +258,31 @@ func tmuxRender(data []byte, meta captureMeta) (rendering, error) {
 	return r, nil
 }
 
+// playScript writes data's parts between resizes into dir and returns
+// them and the shell script that plays them one by one with a handshake
+// (tmux wait-for on sock), so that a resize happens exactly between two
+// parts.
+func playScript(dir, sock string, data []byte, meta captureMeta) ([][]byte, string, error) {
+	var parts [][]byte
+	off := 0
+	for _, ev := range meta.Resizes {
+		parts = append(parts, data[off:ev.Offset])
+		off = ev.Offset
+	}
+	parts = append(parts, data[off:])
+	var script strings.Builder
+	script.WriteString("stty raw -echo; ")
+	for i, p := range parts {
+		f := filepath.Join(dir, fmt.Sprintf("part%d", i))
+		if err := os.WriteFile(f, p, 0o644); err != nil {
+			return nil, "", err
+		}
+		fmt.Fprintf(&script, "cat %s; tmux -S %s wait-for -S played%d; tmux -S %s wait-for go%d; ", f, sock, i, sock, i)
+	}
+	script.WriteString("sleep 600")
+	return parts, script.String(), nil
+}
+
 func TestRecord(t *testing.T) {
 	if !*record {
 		t.Skip("recording captures only with -record")
@@ -291,18 +301,30 @@ func TestRecord(t *testing.T) {
 	}
 	os.WriteFile(korean, []byte(kb.String()), 0o644)
 
-	t.Run("printf_korean", func(t *testing.T) {
+	for _, rc := range recordings {
+		t.Run(rc.name, func(t *testing.T) { rc.run(t, work, korean) })
+	}
+}
+
+// recordings are the captures TestRecord makes: each runs a program in a
+// terminal (work is a scratch directory, korean a file of 120 Korean
+// lines) and saves what it drew.
+var recordings = []struct {
+	name string
+	run  func(t *testing.T, work, korean string)
+}{
+	{"printf_korean", func(t *testing.T, work, korean string) {
 		r := startRecorder(t, 40, 10, work, nil, "bash", "-c",
 			`printf '안녕하세요, 세계!\n  질문:\e[9G로그인\e[16G방식을\n'; printf '%s\n' '이 줄은 마흔 칸보다 길어서 터미널이 알아서 다음 줄로 넘깁니다 (autowrap).'; printf 'tab\there\n\e[1;31m빨강\e[0m 보통\ncr: xxxxx\rok\n'`)
 		r.exited()
 		r.save("printf_korean", "bash -c printf… (Korean, cursor-drawn spaces, autowrap, tab, SGR, CR)")
-	})
-	t.Run("seq_korean", func(t *testing.T) {
+	}},
+	{"seq_korean", func(t *testing.T, work, korean string) {
 		r := startRecorder(t, 30, 8, work, nil, "bash", "-c", `for i in $(seq 1 40); do echo "줄 $i: 한글 텍스트 $i"; done`)
 		r.exited()
 		r.save("seq_korean", "bash loop printing 40 Korean lines on 8 rows (scrolling)")
-	})
-	t.Run("ls_color", func(t *testing.T) {
+	}},
+	{"ls_color", func(t *testing.T, work, korean string) {
 		dir := filepath.Join(work, "ls")
 		os.MkdirAll(filepath.Join(dir, "디렉터리"), 0o755)
 		for _, f := range []string{"a.txt", "보고서.md", "long-file-name-number-one.go", "사진.png"} {
@@ -313,8 +335,8 @@ func TestRecord(t *testing.T) {
 		r := startRecorder(t, 50, 8, dir, nil, "ls", "--color=always", "-C")
 		r.exited()
 		r.save("ls_color", "ls --color=always -C on Korean file names")
-	})
-	t.Run("bash_prompt", func(t *testing.T) {
+	}},
+	{"bash_prompt", func(t *testing.T, work, korean string) {
 		r := startRecorder(t, 40, 12, work, []string{"PS1=[사무실] \\$ ", "HOME=" + work, "INPUTRC=/dev/null"}, "bash", "--norc", "--noprofile", "-i")
 		r.waitFor("] ")
 		r.typeKeys("echo 안녕 세계\r")
@@ -325,8 +347,8 @@ func TestRecord(t *testing.T) {
 		r.typeKeys("printf 'x\\ty\\n'; exit\r")
 		r.exited()
 		r.save("bash_prompt", "interactive bash with a Korean prompt, readline wrapping a long Korean command")
-	})
-	t.Run("less_korean", func(t *testing.T) {
+	}},
+	{"less_korean", func(t *testing.T, work, korean string) {
 		r := startRecorder(t, 60, 12, work, []string{"LESSHISTFILE=-", "HOME=" + work}, "less", korean)
 		r.waitFor("korean.txt")
 		r.quiet(300 * time.Millisecond)
@@ -337,8 +359,8 @@ func TestRecord(t *testing.T) {
 		r.typeKeys("kkkk") // backwards: reverse index
 		r.quiet(300 * time.Millisecond)
 		r.save("less_korean", "less on 120 Korean lines: page, line down, line up (RI); recorded while it runs")
-	})
-	t.Run("vim_scroll", func(t *testing.T) {
+	}},
+	{"vim_scroll", func(t *testing.T, work, korean string) {
 		r := startRecorder(t, 60, 12, work, []string{"HOME=" + work}, "vim", "-u", "NONE", "-N", "-n", "-i", "NONE", "+set nomore", korean)
 		r.waitFor("korean.txt")
 		r.quiet(500 * time.Millisecond)
@@ -347,8 +369,8 @@ func TestRecord(t *testing.T) {
 			r.quiet(300 * time.Millisecond)
 		}
 		r.save("vim_scroll", "vim -u NONE: scroll (scroll regions), delete lines, insert Korean, page; recorded while it runs")
-	})
-	t.Run("vim_resize", func(t *testing.T) {
+	}},
+	{"vim_resize", func(t *testing.T, work, korean string) {
 		r := startRecorder(t, 60, 12, work, []string{"HOME=" + work}, "vim", "-u", "NONE", "-N", "-n", "-i", "NONE", korean)
 		r.waitFor("korean.txt")
 		r.quiet(500 * time.Millisecond)
@@ -359,21 +381,21 @@ func TestRecord(t *testing.T) {
 		r.resize(70, 14)
 		r.quiet(500 * time.Millisecond)
 		r.save("vim_resize", "vim resized twice while showing Korean text; recorded while it runs")
-	})
-	t.Run("agent_blocks", func(t *testing.T) {
+	}},
+	{"agent_blocks", func(t *testing.T, work, korean string) {
 		r := startRecorder(t, 80, 24, work, nil, "bash", "-c", `for i in $(seq 1 30); do
   printf '\e[1m● [INVOKE:개발자]\e[0m\n  작업 %d:\e[12G로그인\e[2C화면을 만들어 주세요\n  context: 이슈 #%d\n  [/INVOKE]\n' $i $i
   printf '[ASK_USER]\n질문: %d번째 질문입니다. 계속할까요?\n타입: confirmation\n[/ASK_USER]\n' $i
 done`)
 		r.exited()
 		r.save("agent_blocks", "a scripted command agent printing 30 [INVOKE] and 30 [ASK_USER] blocks with SGR and cursor-drawn spaces (scrolls)")
-	})
-	t.Run("claude_korean", func(t *testing.T) { recordClaude(t, "claude_korean", false) })
-	t.Run("claude_resize", func(t *testing.T) { recordClaude(t, "claude_resize", true) })
-	t.Run("qwen_repaint", func(t *testing.T) { recordCLI(t, "qwen_repaint", "qwen") })
-	t.Run("codex_repaint", func(t *testing.T) { recordCLI(t, "codex_repaint", "codex") })
-	t.Run("gemini_repaint", func(t *testing.T) { recordGemini(t, "gemini_repaint", true) })
-	t.Run("gemini_resize", func(t *testing.T) { recordGemini(t, "gemini_resize", false) })
+	}},
+	{"claude_korean", func(t *testing.T, work, korean string) { recordClaude(t, "claude_korean", false) }},
+	{"claude_resize", func(t *testing.T, work, korean string) { recordClaude(t, "claude_resize", true) }},
+	{"qwen_repaint", func(t *testing.T, work, korean string) { recordCLI(t, "qwen_repaint", "qwen") }},
+	{"codex_repaint", func(t *testing.T, work, korean string) { recordCLI(t, "codex_repaint", "codex") }},
+	{"gemini_repaint", func(t *testing.T, work, korean string) { recordGemini(t, "gemini_repaint", true) }},
+	{"gemini_resize", func(t *testing.T, work, korean string) { recordGemini(t, "gemini_resize", false) }},
 }
 
 // cliReply is the scripted model's answer in the repaint captures: a few

@@ -118,27 +118,7 @@ func TestMemberAnswerReachesFeed(t *testing.T) {
 	}
 
 	feed := watch(t, s, []string{o.ID})
-	asMember := func(sql string, args ...any) {
-		t.Helper()
-		tx, err := admin.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(ctx)
-		if _, err := tx.Exec(ctx, `select set_config('request.jwt.claims', $1, true)`,
-			fmt.Sprintf(`{"sub":%q,"role":"authenticated"}`, member)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(ctx, `set local role authenticated`); err != nil {
-			t.Fatal(err)
-		}
-		if tag, err := tx.Exec(ctx, sql, args...); err != nil || tag.RowsAffected() != 1 {
-			t.Fatalf("%s as member: %v rows, %v", sql, tag.RowsAffected(), err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	asMember := func(sql string, args ...any) { t.Helper(); execAsMember(t, admin, member, sql, args...) }
 	asMember(`select public.answer_question($1, 'yes')`, q.ID)
 	got := feed.wait(t, "the member's answer", func(c office.Change) bool { return c.ID == q.ID && c.Op == office.OpUpdate })
 	want := office.Change{Table: office.TableQuestions, Op: office.OpUpdate, ID: q.ID, OfficeID: o.ID, AgentID: a.ID, Status: office.QuestionAnswered}
@@ -171,6 +151,31 @@ func TestMemberAnswerReachesFeed(t *testing.T) {
 	}
 	if m := ms[0]; m.Content != "also add SSO" || m.UserID != member || m.Status != office.MessagePending || msg.Op != office.OpInsert {
 		t.Errorf("message %+v via change %+v; want the member's pending message", m, msg)
+	}
+}
+
+// execAsMember runs sql, which must touch one row, as member under
+// Supabase's authenticated role and row-level security, and commits.
+func execAsMember(t *testing.T, admin *pgx.Conn, member, sql string, args ...any) {
+	ctx := context.Background()
+	t.Helper()
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `select set_config('request.jwt.claims', $1, true)`,
+		fmt.Sprintf(`{"sub":%q,"role":"authenticated"}`, member)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `set local role authenticated`); err != nil {
+		t.Fatal(err)
+	}
+	if tag, err := tx.Exec(ctx, sql, args...); err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("%s as member: %v rows, %v", sql, tag.RowsAffected(), err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -325,20 +330,8 @@ func TestFeedReportsOnlyWhatAwaitsTheOffice(t *testing.T) {
 			t.Fatalf("transition: ok %v err %v", ok, err)
 		}
 	}
-	newQ := func() office.Question {
-		q, err := s.CreateQuestion(ctx, office.Question{OfficeID: o.ID, AgentID: a.ID, Question: "q", ExpiresAt: time.Now().Add(time.Hour)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return q
-	}
-	newD := func(exp time.Time) office.DependencyRequest {
-		d, err := s.CreateDependency(ctx, office.DependencyRequest{OfficeID: o.ID, AgentID: a.ID, Type: "api_key", Name: "K", ExpiresAt: exp})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
+	newQ := func() office.Question { return feedQuestion(t, s, o.ID, a.ID) }
+	newD := func(exp time.Time) office.DependencyRequest { return feedDependency(t, s, o.ID, a.ID, exp) }
 
 	// Quiet: none of these awaits the office.
 	cancelled := newQ()
@@ -376,19 +369,7 @@ func TestFeedReportsOnlyWhatAwaitsTheOffice(t *testing.T) {
 	must(ok, err)
 
 	feed.wait(t, "the last answer", func(c office.Change) bool { return c.ID == last.ID && c.Op == office.OpUpdate })
-	feed.mu.Lock()
-	defer feed.mu.Unlock()
-	var got []string
-	for _, c := range feed.seen {
-		line := c.Table + " " + c.Op + " " + c.ID + " " + c.Status
-		if c.ExpiresAt != nil {
-			line += " expires"
-		}
-		if c.ID == cancelled.ID && c.ExpiresAt != nil && !c.ExpiresAt.Equal(cancelled.ExpiresAt) {
-			t.Errorf("new question's expires_at in the notification = %v, want %v", c.ExpiresAt, cancelled.ExpiresAt)
-		}
-		got = append(got, line)
-	}
+	got := feedLines(t, feed, cancelled)
 	want := []string{
 		"user_questions INSERT " + cancelled.ID + " pending expires",
 		"user_questions INSERT " + answered.ID + " pending expires",
@@ -406,6 +387,42 @@ func TestFeedReportsOnlyWhatAwaitsTheOffice(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("feed reported\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// feedLines are the changes the feed saw, one line each: table, op, id,
+// status and whether it carries expires_at (checked against the
+// cancelled question's).
+func feedLines(t *testing.T, feed *changes, cancelled office.Question) []string {
+	feed.mu.Lock()
+	defer feed.mu.Unlock()
+	var got []string
+	for _, c := range feed.seen {
+		line := c.Table + " " + c.Op + " " + c.ID + " " + c.Status
+		if c.ExpiresAt != nil {
+			line += " expires"
+		}
+		if c.ID == cancelled.ID && c.ExpiresAt != nil && !c.ExpiresAt.Equal(cancelled.ExpiresAt) {
+			t.Errorf("new question's expires_at in the notification = %v, want %v", c.ExpiresAt, cancelled.ExpiresAt)
+		}
+		got = append(got, line)
+	}
+	return got
+}
+
+func feedQuestion(t *testing.T, s *postgres.Store, officeID, agentID string) office.Question {
+	q, err := s.CreateQuestion(context.Background(), office.Question{OfficeID: officeID, AgentID: agentID, Question: "q", ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func feedDependency(t *testing.T, s *postgres.Store, officeID, agentID string, exp time.Time) office.DependencyRequest {
+	d, err := s.CreateDependency(context.Background(), office.DependencyRequest{OfficeID: officeID, AgentID: agentID, Type: "api_key", Name: "K", ExpiresAt: exp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // TestFeedURL: the feed's LISTEN connection goes to Options.FeedURL.

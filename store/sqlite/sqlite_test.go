@@ -689,6 +689,17 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	}
 }
 
+// The rows of the schema-3 file TestUpgradeToRejectedInvocations upgrades.
+const (
+	s3Office  = "00000000-0000-4000-8000-000000000001"
+	s3AgentA  = "00000000-0000-4000-8000-00000000000a"
+	s3AgentB  = "00000000-0000-4000-8000-00000000000b"
+	s3Inv1    = "00000000-0000-4000-8000-0000000000c1"
+	s3Inv2    = "00000000-0000-4000-8000-0000000000c2"
+	s3Res1    = "00000000-0000-4000-8000-0000000000d1"
+	s3Created = "2026-11-22T10:00:00.000000Z"
+)
+
 // TestUpgradeToRejectedInvocations: a file at schema 3 with invocations,
 // a child invocation and a result gets schema 4 (callee_agent_id may be
 // null for a rejected invocation) by an in-place edit of the table's
@@ -703,67 +714,35 @@ func TestUpgradeToRejectedInvocations(t *testing.T) {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1) // one connection: it must notice the schema change made by the store's
-	const (
-		officeID = "00000000-0000-4000-8000-000000000001"
-		agentA   = "00000000-0000-4000-8000-00000000000a"
-		agentB   = "00000000-0000-4000-8000-00000000000b"
-		inv1     = "00000000-0000-4000-8000-0000000000c1"
-		inv2     = "00000000-0000-4000-8000-0000000000c2"
-		res1     = "00000000-0000-4000-8000-0000000000d1"
-		created  = "2026-11-22T10:00:00.000000Z"
-	)
-	stmts := []string{`create table schema_migrations (version integer primary key, name text not null, applied_at text not null)`}
-	for i, f := range []string{"0001_office.sql", "0002_session_detail.sql", "0003_due_by_agent.sql"} {
-		b, err := os.ReadFile("schema/" + f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stmts = append(stmts, string(b), fmt.Sprintf(`insert into schema_migrations values (%d, 'x', '%s')`, i+1, created))
-	}
-	stmts = append(stmts,
-		`insert into offices (id, name, created_at, updated_at) values ('`+officeID+`', 'Office', '`+created+`', '`+created+`')`,
-		`insert into office_agents (id, office_id, name, created_at, updated_at) values
-			('`+agentA+`', '`+officeID+`', 'A', '`+created+`', '`+created+`'), ('`+agentB+`', '`+officeID+`', 'B', '`+created+`', '`+created+`')`,
-		`insert into agent_invocations (id, office_id, caller_agent_id, callee_agent_id, reason, status, created_at, updated_at) values
-			('`+inv1+`', '`+officeID+`', '`+agentA+`', '`+agentB+`', 'build', 'completed', '`+created+`', '`+created+`')`,
-		`insert into agent_invocations (id, office_id, caller_agent_id, callee_agent_id, parent_invocation_id, depth, reason, created_at, updated_at) values
-			('`+inv2+`', '`+officeID+`', '`+agentB+`', '`+agentA+`', '`+inv1+`', 1, 'review', '`+created+`', '`+created+`')`,
-		`insert into agent_results (id, office_id, invocation_id, from_agent_id, to_agent_id, content, created_at, updated_at) values
-			('`+res1+`', '`+officeID+`', '`+inv1+`', '`+agentB+`', '`+agentA+`', 'done', '`+created+`', '`+created+`')`,
-	)
-	for _, q := range stmts {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatalf("make a schema-3 file: %v\n%s", err, q)
-		}
-	}
+	writeSchema3(t, db)
 
 	s := openPath(t, path)
 	if v, err := s.SchemaVersion(ctx); err != nil || v != sqlite.LatestSchemaVersion() {
 		t.Fatalf("SchemaVersion after Open = %d, %v; want %d", v, err, sqlite.LatestSchemaVersion())
 	}
-	got, err := s.GetInvocation(ctx, inv2)
-	if err != nil || got.ParentInvocationID != inv1 || got.CalleeAgentID != agentA || got.Depth != 1 {
+	got, err := s.GetInvocation(ctx, s3Inv2)
+	if err != nil || got.ParentInvocationID != s3Inv1 || got.CalleeAgentID != s3AgentA || got.Depth != 1 {
 		t.Errorf("child invocation after the upgrade: %+v, %v", got, err)
 	}
 	var resInv string
-	if err := db.QueryRowContext(ctx, `select invocation_id from agent_results where id = ?`, res1).Scan(&resInv); err != nil || resInv != inv1 {
+	if err := db.QueryRowContext(ctx, `select invocation_id from agent_results where id = ?`, s3Res1).Scan(&resInv); err != nil || resInv != s3Inv1 {
 		t.Errorf("result's invocation after the upgrade: %q, %v", resInv, err)
 	}
-	rej, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: officeID, CallerAgentID: agentA, Reason: "find the ghost",
+	rej, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: s3Office, CallerAgentID: s3AgentA, Reason: "find the ghost",
 		Status: office.InvocationRejected, Error: "no agent named ghost"})
 	if err != nil || rej.CalleeAgentID != "" {
 		t.Fatalf("rejected invocation without callee after the upgrade: %+v, %v", rej, err)
 	}
-	if _, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: officeID, CallerAgentID: agentA, Reason: "r"}); err == nil {
+	if _, err := s.CreateInvocation(ctx, office.Invocation{OfficeID: s3Office, CallerAgentID: s3AgentA, Reason: "r"}); err == nil {
 		t.Error("a pending invocation without callee accepted; want the check to refuse it")
 	}
 	// The connection opened before the upgrade: the new definition applies.
 	if _, err := db.ExecContext(ctx, `insert into agent_invocations (id, office_id, caller_agent_id, reason, status, created_at, updated_at)
-		values ('00000000-0000-4000-8000-0000000000c3', ?, ?, 'x', 'rejected', ?, ?)`, officeID, agentA, created, created); err != nil {
+		values ('00000000-0000-4000-8000-0000000000c3', ?, ?, 'x', 'rejected', ?, ?)`, s3Office, s3AgentA, s3Created, s3Created); err != nil {
 		t.Errorf("another connection: rejected row without callee: %v", err)
 	}
 	if _, err := db.ExecContext(ctx, `insert into agent_invocations (id, office_id, caller_agent_id, reason, status, created_at, updated_at)
-		values ('00000000-0000-4000-8000-0000000000c4', ?, ?, 'x', 'pending', ?, ?)`, officeID, agentA, created, created); err == nil {
+		values ('00000000-0000-4000-8000-0000000000c4', ?, ?, 'x', 'pending', ?, ?)`, s3Office, s3AgentA, s3Created, s3Created); err == nil {
 		t.Error("another connection: a pending row without callee accepted")
 	}
 	var check string
@@ -771,12 +750,44 @@ func TestUpgradeToRejectedInvocations(t *testing.T) {
 		t.Errorf("integrity_check: %q, %v", check, err)
 	}
 	// The foreign keys still hold: deleting B cascades to its invocations.
-	if err := s.DeleteAgent(ctx, agentB); err != nil {
+	if err := s.DeleteAgent(ctx, s3AgentB); err != nil {
 		t.Fatalf("DeleteAgent: %v", err)
 	}
-	if _, err := s.GetInvocation(ctx, inv1); !office.IsNotFound(err) {
+	if _, err := s.GetInvocation(ctx, s3Inv1); !office.IsNotFound(err) {
 		t.Errorf("invocation to a deleted agent: %v; want ENOTFOUND (on delete cascade)", err)
 	}
+}
+
+// writeSchema3 makes db a schema-3 file: migrations 1 to 3 recorded, an
+// office, agents A and B, an invocation A→B with a result and a child
+// invocation B→A.
+func writeSchema3(t *testing.T, db *sql.DB) {
+	ctx := context.Background()
+	stmts := []string{`create table schema_migrations (version integer primary key, name text not null, applied_at text not null)`}
+	for i, f := range []string{"0001_office.sql", "0002_session_detail.sql", "0003_due_by_agent.sql"} {
+		b, err := os.ReadFile("schema/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts = append(stmts, string(b), fmt.Sprintf(`insert into schema_migrations values (%d, 'x', '%s')`, i+1, s3Created))
+	}
+	stmts = append(stmts,
+		`insert into offices (id, name, created_at, updated_at) values ('`+s3Office+`', 'Office', '`+s3Created+`', '`+s3Created+`')`,
+		`insert into office_agents (id, office_id, name, created_at, updated_at) values
+			('`+s3AgentA+`', '`+s3Office+`', 'A', '`+s3Created+`', '`+s3Created+`'), ('`+s3AgentB+`', '`+s3Office+`', 'B', '`+s3Created+`', '`+s3Created+`')`,
+		`insert into agent_invocations (id, office_id, caller_agent_id, callee_agent_id, reason, status, created_at, updated_at) values
+			('`+s3Inv1+`', '`+s3Office+`', '`+s3AgentA+`', '`+s3AgentB+`', 'build', 'completed', '`+s3Created+`', '`+s3Created+`')`,
+		`insert into agent_invocations (id, office_id, caller_agent_id, callee_agent_id, parent_invocation_id, depth, reason, created_at, updated_at) values
+			('`+s3Inv2+`', '`+s3Office+`', '`+s3AgentB+`', '`+s3AgentA+`', '`+s3Inv1+`', 1, 'review', '`+s3Created+`', '`+s3Created+`')`,
+		`insert into agent_results (id, office_id, invocation_id, from_agent_id, to_agent_id, content, created_at, updated_at) values
+			('`+s3Res1+`', '`+s3Office+`', '`+s3Inv1+`', '`+s3AgentB+`', '`+s3AgentA+`', 'done', '`+s3Created+`', '`+s3Created+`')`,
+	)
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("make a schema-3 file: %v\n%s", err, q)
+		}
+	}
+
 }
 
 // TestDueByAgentUsesTheAgentsIndex: one agent's answered questions are

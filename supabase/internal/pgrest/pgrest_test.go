@@ -21,10 +21,9 @@ var (
 	serviceKey = keys.SignHS256(map[string]any{"role": "service_role", "exp": 4102444800})
 )
 
-// TestAnswers checks the stand-in's answers against PostgREST's documented
-// ones (docs.postgrest.org "Errors", "Singular or plural"), on the real
-// schema.
-func TestAnswers(t *testing.T) {
+// newStandIn serves the stand-in on a new database with the stand-ins'
+// schema and the migrations applied; both end with the test.
+func newStandIn(t *testing.T) (*Server, *httptest.Server) {
 	dbURL := testenv.NewDatabase(t)
 	ctx := context.Background()
 	if err := standins.Apply(ctx, dbURL); err != nil {
@@ -37,26 +36,20 @@ func TestAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(s.Close)
 	srv := httptest.NewServer(s)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return s, srv
+}
+
+// TestAnswers checks the stand-in's answers against PostgREST's documented
+// ones (docs.postgrest.org "Errors", "Singular or plural"), on the real
+// schema.
+func TestAnswers(t *testing.T) {
+	_, srv := newStandIn(t)
 
 	do := func(method, path, body string, hdr ...string) (int, map[string]any, string) {
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("apikey", serviceKey)
-		req.Header.Set("Authorization", "Bearer "+serviceKey)
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var obj map[string]any
-		json.Unmarshal(b, &obj)
-		return resp.StatusCode, obj, string(b)
+		return serviceDo(t, srv.URL, method, path, body, hdr...)
 	}
 	const id = "6f1d3e0a-8a51-4d2c-9d5e-1b2c3d4e5f60"
 	code, _, body := do("POST", "/rest/v1/offices", `{"id":"`+id+`","name":"A"}`, "Prefer", "return=representation")
@@ -106,6 +99,26 @@ func TestAnswers(t *testing.T) {
 	}
 }
 
+// serviceDo sends a request with the service key and hdr (name, value
+// pairs); it returns the status, the body as an object and as text.
+func serviceDo(t *testing.T, base, method, path, body string, hdr ...string) (int, map[string]any, string) {
+	req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+	req.Header.Set("apikey", serviceKey)
+	req.Header.Set("Authorization", "Bearer "+serviceKey)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var obj map[string]any
+	json.Unmarshal(b, &obj)
+	return resp.StatusCode, obj, string(b)
+}
+
 func FuzzParseList(f *testing.F) {
 	for _, s := range []string{`(a,b)`, `("a,b",c)`, `()`, `("x\"y")`, `(`} {
 		f.Add(s)
@@ -130,19 +143,8 @@ func FuzzParseList(f *testing.F) {
 // PTnnn statuses, PGRST202 for unknown names or arguments, and EXECUTE
 // grants (401 for anon).
 func TestRPC(t *testing.T) {
-	dbURL := testenv.NewDatabase(t)
 	ctx := context.Background()
-	if err := standins.Apply(ctx, dbURL); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := migrations.ApplyURL(ctx, dbURL); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(ctx, dbURL, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, srv := newStandIn(t)
 	if _, err := s.pool.Exec(ctx, `
 		create function public.t_add(a int, b int default 10) returns int language sql as 'select a + b';
 		create function public.t_row(n text) returns public.offices language sql
@@ -160,21 +162,8 @@ func TestRPC(t *testing.T) {
 		revoke execute on function public.t_add(int, int) from public, anon;`); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
 	anonKey := keys.SignHS256(map[string]any{"role": "anon", "exp": 4102444800})
-	call := func(key, fn, body string) (int, string) {
-		req, _ := http.NewRequest("POST", srv.URL+"/rest/v1/rpc/"+fn, strings.NewReader(body))
-		req.Header.Set("apikey", key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	call := func(key, fn, body string) (int, string) { return rpcCall(t, srv.URL, key, fn, body) }
 	tests := []struct {
 		name, key, fn, body string
 		status              int
@@ -224,26 +213,26 @@ func TestRPC(t *testing.T) {
 	}
 }
 
+// rpcCall POSTs body to the function fn with key as the apikey.
+func rpcCall(t *testing.T, base, key, fn, body string) (int, string) {
+	req, _ := http.NewRequest("POST", base+"/rest/v1/rpc/"+fn, strings.NewReader(body))
+	req.Header.Set("apikey", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // TestContentRange checks Content-Range and the statuses of ranges and
 // counts against PostgREST's RangeQuery.hs (rangeStatusHeader,
 // contentRangeH): lower-upper/total, total * without count=exact, */total
 // when no row is in range, 206 for a partial range, 416 past the end.
 func TestContentRange(t *testing.T) {
-	dbURL := testenv.NewDatabase(t)
-	ctx := context.Background()
-	if err := standins.Apply(ctx, dbURL); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := migrations.ApplyURL(ctx, dbURL); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(ctx, dbURL, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	srv := httptest.NewServer(s)
-	defer srv.Close()
+	_, srv := newStandIn(t)
 	get := func(method, query, prefer string) (int, string) {
 		req, _ := http.NewRequest(method, srv.URL+"/rest/v1/offices?select=id&order=name"+query, nil)
 		req.Header.Set("apikey", serviceKey)
