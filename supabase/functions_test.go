@@ -50,65 +50,55 @@ func TestOfficeFunctionsGrants(t *testing.T) {
 		"p_event_kind": nil, "p_event_payload": nil, "p_event_dedupe_key": nil}
 	events := map[string]any{"p_events": []map[string]any{{"office_id": off.ID, "agent_id": a.ID, "kind": "message.step", "dedupe_key": "chunk#0"}}}
 	notices := map[string]any{"p_office_id": off.ID, "p_agent_id": a.ID, "p_texts": []string{"[OFFICE] hello"}, "p_max": 20}
-	for _, tc := range []struct {
-		who, fn string
-		args    map[string]any
-		token   string
-		want    int
+	// Every function: a member is refused (403), the anon key without a
+	// token is not signed in (401), the server's key may (200); the
+	// server's calls last, in this order.
+	open := map[string]any{"p_office_id": off.ID}
+	fns := []struct {
+		fn   string
+		args map[string]any
 	}{
-		{"member", "office_due", due, member.Token, http.StatusForbidden},
-		{"anon", "office_due", due, "", http.StatusUnauthorized},
-		{"member", "office_set_session_status", status, member.Token, http.StatusForbidden},
-		{"anon", "office_set_session_status", status, "", http.StatusUnauthorized},
-		{"member", "office_mark_delivered", mark, member.Token, http.StatusForbidden},
-		{"anon", "office_mark_delivered", mark, "", http.StatusUnauthorized},
-		{"member", "office_ask", ask, member.Token, http.StatusForbidden},
-		{"anon", "office_ask", ask, "", http.StatusUnauthorized},
-		{"member", "office_deliver_result", result, member.Token, http.StatusForbidden},
-		{"anon", "office_deliver_result", result, "", http.StatusUnauthorized},
-		{"member", "office_invoke", invoke, member.Token, http.StatusForbidden},
-		{"anon", "office_invoke", invoke, "", http.StatusUnauthorized},
-		{"member", "office_open_work", map[string]any{"p_office_id": off.ID}, member.Token, http.StatusForbidden},
-		{"anon", "office_open_work", map[string]any{"p_office_id": off.ID}, "", http.StatusUnauthorized},
-		{"member", "office_append_events", events, member.Token, http.StatusForbidden},
-		{"anon", "office_append_events", events, "", http.StatusUnauthorized},
-		{"member", "office_add_notices", notices, member.Token, http.StatusForbidden},
-		{"anon", "office_add_notices", notices, "", http.StatusUnauthorized},
-		{"server", "office_add_notices", notices, p.Key, http.StatusOK},
-		{"server", "office_open_work", map[string]any{"p_office_id": off.ID}, p.Key, http.StatusOK},
-		{"server", "office_append_events", events, p.Key, http.StatusOK},
-		{"server", "office_due", due, p.Key, http.StatusOK},
-		{"server", "office_mark_delivered", mark, p.Key, http.StatusOK},
-		{"server", "office_ask", ask, p.Key, http.StatusOK},
-		{"server", "office_deliver_result", result, p.Key, http.StatusOK},
-		{"server", "office_invoke", invoke, p.Key, http.StatusOK},
-		{"server", "office_set_session_status", status, p.Key, http.StatusOK},
-	} {
-		if got, body := call(tc.fn, tc.args, tc.token); got != tc.want {
-			t.Errorf("%s calls %s: %d %s; want %d", tc.who, tc.fn, got, body, tc.want)
+		{"office_add_notices", notices}, {"office_open_work", open}, {"office_append_events", events},
+		{"office_due", due}, {"office_mark_delivered", mark}, {"office_ask", ask},
+		{"office_deliver_result", result}, {"office_invoke", invoke}, {"office_set_session_status", status},
+	}
+	for _, who := range []struct {
+		name, token string
+		want        int
+	}{{"member", member.Token, http.StatusForbidden}, {"anon", "", http.StatusUnauthorized}, {"server", p.Key, http.StatusOK}} {
+		for _, f := range fns {
+			if got, body := call(f.fn, f.args, who.token); got != who.want {
+				t.Errorf("%s calls %s: %d %s; want %d", who.name, f.fn, got, body, who.want)
+			}
 		}
 	}
 	if rec, err := st.GetSessionByAgent(ctx, a.ID); err != nil || rec.Status != office.SessionBusy {
 		t.Errorf("after the server's calls the session is %+v, %v; want busy", rec, err)
 	}
-	// The notices are the server's own: a member reads none of them.
-	req, _ := http.NewRequest(http.MethodGet, p.URL+"/rest/v1/office_notices?select=text", nil)
-	req.Header.Set("apikey", p.AnonKey)
-	req.Header.Set("Authorization", "Bearer "+member.Token)
-	if res, err := http.DefaultClient.Do(req); err != nil {
-		t.Fatal(err)
-	} else {
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusForbidden {
-			t.Errorf("a member reads office_notices: %d %s; want 403", res.StatusCode, b)
-		}
-	}
+	checkMemberReadsNoNotices(t, p, member.Token)
 	if w, err := st.ListDue(ctx, off.ID, a.ID); err != nil || len(w.Notices) != 1 {
 		t.Errorf("after the server's office_add_notices: %d notices due, %v; want 1", len(w.Notices), err)
 	}
 	if q, err := st.GetQuestion(ctx, ask["p_id"].(string)); err != nil || q.Question != "Which?" {
 		t.Errorf("after the server's office_ask the question is %+v, %v; want it stored", q, err)
+	}
+}
+
+// checkMemberReadsNoNotices: the notices are the server's own, a member
+// reads none of them.
+func checkMemberReadsNoNotices(t *testing.T, p *supabasetest.Project, token string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, p.URL+"/rest/v1/office_notices?select=text", nil)
+	req.Header.Set("apikey", p.AnonKey)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Errorf("a member reads office_notices: %d %s; want 403", res.StatusCode, b)
 	}
 }
 
