@@ -57,10 +57,11 @@ type chatCLI struct {
 
 // chatRecord is one record of a chat recording, as the driver needs it.
 type chatRecord struct {
-	id   string
-	kind chatKind
-	text string
-	at   time.Time // its time stamp (the record check before typing again: record.go)
+	id    string
+	kind  chatKind
+	text  string
+	calls bool      // a reply that calls a tool: the model has more to say after its result
+	at    time.Time // its time stamp (the record check before typing again: record.go)
 }
 
 // chatKind is what a record is to the office.
@@ -70,6 +71,7 @@ const (
 	chatOther  chatKind = iota
 	chatPrompt          // a prompt the CLI got (the acknowledgement of typed text)
 	chatReply           // the model's words (text may be empty: a tool call)
+	chatResult          // a tool's result, sent back to the model
 )
 
 // chatState is what a CLI's terminal title says.
@@ -85,6 +87,16 @@ const (
 // chatAckTimeout: a prompt typed into the CLI shows up as a prompt record
 // within this, or its Enter was lost (pressed again: chatCLI.reEnters).
 const chatAckTimeout = 3 * time.Second
+
+// chatReplyWait bounds how long the end of a turn (the title idle again,
+// the screen still) waits for the model's last words in the recording. A
+// CLI may draw a reply and say it is idle before it has recorded it: Qwen
+// Code's recorder queues its appends, each one checked, written and synced
+// under its session writer lease (docs/notes/clis.md), and with the machine
+// busy (3 runs of its tests at once on 2 cores) a reply record reached the
+// file 1.5 to 3.2 s after it was made, later than the 1.5 s of still
+// screen that ends a turn.
+const chatReplyWait = 20 * time.Second
 
 // checkChat fills in the defaults of a chat kind's spec: its command, and
 // how long its screen must be still before it counts as ready.
@@ -124,6 +136,9 @@ type chatDriver struct {
 	prompts  []string   // prompt records read since the last step
 	replied  bool       // a reply record was read since the prompt was typed (locked)
 	gotReply bool       // a reply record was read by the last poll (worker-owned)
+	owes     bool       // the last prompt, tool call or tool result read has no reply after it (worker-owned)
+	owedAt   time.Time  // the turn looked over (idle title, still screen) while owes (worker-owned)
+	late     bool       // a turn ended without the model's last words recorded (worker-owned)
 	working  bool       // the title said it worked since the prompt was typed (locked)
 	enter    enterAgain // the typed text until it is recorded (locked)
 	attnFrom Status     // the status to return to when the dialog is gone (locked)
@@ -198,6 +213,7 @@ func (d *chatDriver) started(spec Spec, info *Info) {
 	d.term = newScreen(spec.Cols, spec.Rows)
 	d.title, d.oscTail = "", nil
 	d.enter, d.working, d.replied = enterAgain{}, false, false
+	d.owes, d.owedAt, d.late = false, time.Time{}, false
 	d.start = startDialog{}
 	info.Resumes = true
 	info.ConversationID = d.id
@@ -328,13 +344,20 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 		// typed then is lost, or its paste never ends and the Enter
 		// becomes a line break): its placeholder is drawn once it does.
 		next = office.SessionReady
-	case next == office.SessionBusy && ready && !d.enter.awaiting && (d.working || d.replied):
-		if !d.replied {
+	case next == office.SessionBusy && ready && !d.enter.awaiting && (d.working || d.replied) && d.replyRecorded(now):
+		switch {
+		case !d.replied:
 			s.log.Warn("turn ended with no reply recorded", "recording", d.tail.path)
+		case d.owes:
+			s.log.Warn("turn ended without the model's last words in the chat recording", "waited", chatReplyWait, "recording", d.tail.path)
+			d.late = true
 		}
 		next = office.SessionReady
 		texts = append(texts, Text{Key: s.key, ID: d.id + "/" + d.lastRec, Source: FromTranscript, TurnEnd: true})
-		d.working, d.replied = false, false
+		d.working, d.replied, d.owes, d.owedAt = false, false, false, time.Time{}
+	}
+	if title != chatIdle {
+		d.owedAt = time.Time{}
 	}
 	if d.term != nil && s.p != nil && (next == office.SessionStarting || d.start.up) {
 		// An auth choice, a folder-trust question, a key to enter or
@@ -366,6 +389,20 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 		}
 	}
 	return texts, report
+}
+
+// replyRecorded reports whether a turn that looks over may end: the recording
+// holds the model's words after the last prompt, tool call or tool result
+// read, or chatReplyWait has passed since the turn first looked over
+// without them. Worker-owned.
+func (d *chatDriver) replyRecorded(now time.Time) bool {
+	if !d.owes {
+		return true
+	}
+	if d.owedAt.IsZero() {
+		d.owedAt = now
+	}
+	return now.Sub(d.owedAt) >= chatReplyWait
 }
 
 // chatComposer reports whether the empty composer of a Gemini CLI or Qwen
@@ -469,8 +506,15 @@ func (d *chatDriver) record(r chatRecord) (Text, bool) {
 	switch r.kind {
 	case chatPrompt:
 		d.prompts = append(d.prompts, r.text)
+		d.owes = true
+	case chatResult:
+		d.owes = true
 	case chatReply:
-		d.gotReply = true
+		d.gotReply, d.owes = true, r.calls
+		if d.late && r.text != "" {
+			d.s.log.Warn("the model's words were recorded after their turn ended: they go with the next turn", "recording", d.tail.path)
+		}
+		d.late = false
 		if r.text != "" {
 			return Text{Key: d.s.key, Lines: strings.Split(r.text, "\n"), ID: r.id, Source: FromTranscript}, true
 		}

@@ -127,8 +127,9 @@ type qwenRecord struct {
 	Subtype   string `json:"subtype"`
 	Message   struct {
 		Parts []struct {
-			Text    string `json:"text"`
-			Thought bool   `json:"thought"`
+			Text         string          `json:"text"`
+			Thought      bool            `json:"thought"`
+			FunctionCall json.RawMessage `json:"functionCall"`
 		} `json:"parts"`
 	} `json:"message"`
 }
@@ -139,7 +140,8 @@ const qwenEmpty = "(empty content)"
 // qwenDecode decodes one line of the recording. A user record without a
 // subtype (or typed during a turn) is a prompt the CLI got; an assistant
 // record without a subtype the model's words: its text parts, not its
-// thoughts.
+// thoughts (one with a functionCall part calls a tool, its turn goes on);
+// a tool_result record a tool's result sent back to the model.
 func qwenDecode(line []byte) []chatRecord {
 	var r qwenRecord
 	if json.Unmarshal(line, &r) != nil || r.UUID == "" {
@@ -151,6 +153,7 @@ func qwenDecode(line []byte) []chatRecord {
 		if !p.Thought {
 			b.WriteString(p.Text)
 		}
+		c.calls = c.calls || len(p.FunctionCall) > 0 && string(p.FunctionCall) != "null"
 	}
 	switch {
 	case r.Type == "user" && (r.Subtype == "" || r.Subtype == "mid_turn_user_message"):
@@ -160,6 +163,8 @@ func qwenDecode(line []byte) []chatRecord {
 		if c.text == qwenEmpty {
 			c.text = ""
 		}
+	case r.Type == "tool_result":
+		c.kind = chatResult
 	}
 	return []chatRecord{c}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/office-server/office-server/internal/openaitest"
 	"github.com/office-server/office-server/internal/testenv"
 	"github.com/office-server/office-server/office"
@@ -457,5 +459,73 @@ func TestQwenRecordingCursor(t *testing.T) {
 	}
 	if qwenFind(root, "../x") != "" || qwenFind(root, "*") != "" {
 		t.Error("an id that is a path or a pattern found a file")
+	}
+}
+
+// lateQwen stands in for Qwen Code where what matters is when its chat
+// recording is written (docs/notes/clis.md): it takes --session-id, sets
+// its idle title ("Qwen - work") and draws its composer; per prompt it
+// says it works (◐︎), records the prompt and the model's tool call, draws
+// the reply and goes idle again, and only 3 s later (longer than the
+// 1.5 s of still screen that ends a turn) records the tool's result and
+// the reply, as Qwen Code 0.24.4's recorder did on a busy machine.
+const lateQwen = `
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --session-id|--resume) id=$2; shift ;;
+  esac
+  shift
+done
+dir=$HOME/.qwen/projects/$(pwd | sed 's/[^a-zA-Z0-9]/-/g')/chats
+f=$dir/$id.jsonl
+idle() { printf '\033]0;Qwen - work\007\r\n  Type your message or @path/to/file\r\n'; }
+idle
+n=0
+while IFS= read -r line; do
+  n=$((n+1))
+  printf '\033]0;\342\227\220\357\270\216 Qwen - work\007'
+  mkdir -p "$dir"
+  printf '{"uuid":"u%s","type":"user","message":{"role":"user","parts":[{"text":"%s"}]}}\n' $n "$line" >> "$f"
+  printf '{"uuid":"c%s","type":"assistant","message":{"role":"model","parts":[{"functionCall":{"name":"run_shell_command","args":{"command":"true"}}}]}}\n' $n >> "$f"
+  printf '\r\n  reply %s\r\n' $n
+  idle
+  sleep 3
+  printf '{"uuid":"t%s","type":"tool_result","message":{"role":"user","parts":[{"functionResponse":{"name":"run_shell_command","response":{"output":""}}}]}}\n' $n >> "$f"
+  printf '{"uuid":"a%s","type":"assistant","message":{"role":"model","parts":[{"text":"reply %s"}]}}\n' $n $n >> "$f"
+done
+`
+
+// TestQwenReplyRecordedLate: a turn whose end Qwen Code's title and screen
+// say before its recording holds the model's words (the tool call is
+// recorded, its result and the reply 3 s after the idle title) ends once
+// the reply is recorded, with the reply as its text, each turn.
+func TestQwenReplyRecordedLate(t *testing.T) {
+	checkGoroutines(t)
+	r := newRecorder()
+	m := newTestManager(t, r, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	home := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "work")
+	key := Key{"office", "late-qwen"}
+	s, err := m.Start(ctx, key, Spec{Kind: KindQwen, Command: script(t, lateQwen), Dir: dir, Home: home, Cols: 100, Rows: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "ready", 30*time.Second, func(st []Status, _ []Text) bool { return lastStatus(st) == office.SessionReady })
+	for n := 1; n <= 2; n++ {
+		if err := s.Send(ctx, fmt.Sprintf("prompt %d", n)); err != nil {
+			t.Fatal(err)
+		}
+		r.waitFor(t, "turn end", 30*time.Second, func(st []Status, ts []Text) bool {
+			return lastStatus(st) == office.SessionReady && len(turns(ts)) == n
+		})
+	}
+	_, ts := r.snapshot()
+	if d := cmp.Diff(turns(ts), []string{"reply 1", "reply 2"}); d != "" {
+		t.Errorf("turns (-got +want):\n%s", d)
+	}
+	if err := m.Stop(ctx, key); err != nil {
+		t.Fatal(err)
 	}
 }
