@@ -345,16 +345,8 @@ func (d *chatDriver) step(now time.Time, st Status) ([]Text, func()) {
 		// becomes a line break): its placeholder is drawn once it does.
 		next = office.SessionReady
 	case next == office.SessionBusy && ready && !d.enter.awaiting && (d.working || d.replied) && d.replyRecorded(now):
-		switch {
-		case !d.replied:
-			s.log.Warn("turn ended with no reply recorded", "recording", d.tail.path)
-		case d.owes:
-			s.log.Warn("turn ended without the model's last words in the chat recording", "waited", chatReplyWait, "recording", d.tail.path)
-			d.late = true
-		}
 		next = office.SessionReady
-		texts = append(texts, Text{Key: s.key, ID: d.id + "/" + d.lastRec, Source: FromTranscript, TurnEnd: true})
-		d.working, d.replied, d.owes, d.owedAt = false, false, false, time.Time{}
+		texts = append(texts, d.endTurn())
 	}
 	if title != chatIdle {
 		d.owedAt = time.Time{}
@@ -403,6 +395,21 @@ func (d *chatDriver) replyRecorded(now time.Time) bool {
 		d.owedAt = now
 	}
 	return now.Sub(d.owedAt) >= chatReplyWait
+}
+
+// endTurn returns the text that ends the turn, warning when the recording
+// lacks the reply. Locked.
+func (d *chatDriver) endTurn() Text {
+	s := d.s
+	switch {
+	case !d.replied:
+		s.log.Warn("turn ended with no reply recorded", "recording", d.tail.path)
+	case d.owes:
+		s.log.Warn("turn ended without the model's last words in the chat recording", "waited", chatReplyWait, "recording", d.tail.path)
+		d.late = true
+	}
+	d.working, d.replied, d.owes, d.owedAt = false, false, false, time.Time{}
+	return Text{Key: s.key, ID: d.id + "/" + d.lastRec, Source: FromTranscript, TurnEnd: true}
 }
 
 // chatComposer reports whether the empty composer of a Gemini CLI or Qwen
