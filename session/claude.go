@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -157,9 +158,17 @@ func (d *claudeDriver) close() {
 
 // samePrompt reports whether a user entry of Claude Code's transcript is
 // the text typed: compared with whitespace runs folded (a paste may be
-// re-indented), by its first 200 characters.
+// re-indented), by its first 200 characters. A long text that reached
+// Claude Code in two reads is recorded as a pasted piece in
+// <pasted_content> markup, with line breaks around it, and the rest as
+// typed, the cut anywhere (inside a word too): that entry is compared
+// without the markup and without any whitespace.
 func samePrompt(entry, typed string) bool {
-	e, t := foldSpace(entry), foldSpace(typed)
+	fold := foldSpace
+	if pastedContent.MatchString(entry) {
+		entry, fold = pastedContent.ReplaceAllString(entry, ""), dropSpace
+	}
+	e, t := fold(entry), fold(typed)
 	if e == t {
 		return true
 	}
@@ -169,7 +178,14 @@ func samePrompt(entry, typed string) bool {
 	return t != "" && strings.Contains(e, t)
 }
 
+// pastedContent is Claude Code's markup around a pasted piece of a
+// prompt, as in <pasted_content id="187f"> and its closing tag, which
+// repeats the id.
+var pastedContent = regexp.MustCompile(`</?pasted_content id="[^"]*">`)
+
 func foldSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func dropSpace(s string) string { return strings.Join(strings.Fields(s), "") }
 
 // claudeState is what a claude session keeps across restarts of its
 // process: the conversation id, the transcript follower and the state

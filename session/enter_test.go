@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -155,8 +154,6 @@ func TestEnterWaitsForItsOwnText(t *testing.T) {
 	}
 }
 
-// pastedContent is Claude Code's markup around a pasted piece of a prompt.
-var pastedContent = regexp.MustCompile(`</?pasted_content id="\d+">`)
 
 // TestEnterAgainOnlyForItsOwnPrompt: a CLI that records another user
 // message (Gemini CLI records the session's context as one) while the

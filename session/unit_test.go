@@ -281,3 +281,33 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestSamePrompt: a user entry of Claude Code's transcript is the text
+// typed even when a long text reached it in two reads and was recorded as
+// a pasted piece plus the rest (the closing tag repeats a hex id), split
+// inside the first 200 characters that are compared.
+func TestSamePrompt(t *testing.T) {
+	var words []string
+	for i := range 300 {
+		words = append(words, fmt.Sprintf("붙여넣기%d", i))
+	}
+	long := strings.Join(words, " ")
+	cut := strings.Index(long, "기1") + len("기") // inside a word: 붙여넣기|1
+	split := "\n\n<pasted_content id=\"187f\">\n" + long[:cut] + "\n</pasted_content id=\"187f\">\n\n" + long[cut:]
+	cases := []struct {
+		name, entry, typed string
+		want               bool
+	}{
+		{"same", "hello there", "hello there", true},
+		{"re-indented paste", "a\n  b\n c", "a\nb\nc", true},
+		{"split paste", split, long, true},
+		{"split paste, other text", split, strings.Replace(long, "붙여넣기0", "붙여넣기x", 1), false},
+		{"other text", "hello there", "hello their", false},
+		{"markup only", "<pasted_content id=\"1\"></pasted_content id=\"1\">", "x", false},
+	}
+	for _, c := range cases {
+		if got := samePrompt(c.entry, c.typed); got != c.want {
+			t.Errorf("%s: samePrompt = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
