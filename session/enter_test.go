@@ -154,7 +154,6 @@ func TestEnterWaitsForItsOwnText(t *testing.T) {
 	}
 }
 
-
 // TestEnterAgainOnlyForItsOwnPrompt: a CLI that records another user
 // message (Gemini CLI records the session's context as one) while the
 // typed text sits unsubmitted in its composer is pressed Enter again; the
