@@ -11,16 +11,23 @@ import (
 
 // TestCommandTypedAgainAfterCrash: a command agent has received a line
 // when its terminal's input queue is empty after the Enter. A line typed
-// into an agent that never read it (echo off, not reading) and died was
-// not received: it is typed again into the restarted process, and reaches
-// it exactly once.
+// into an agent that never read it and died was not received: it is typed
+// again into the restarted process, and reaches it exactly once. With
+// echo on, the terminal shows the line before anyone reads it: that
+// output is no sign either, once the process has ended.
 func TestCommandTypedAgainAfterCrash(t *testing.T) {
+	for _, echo := range []string{"-echo", "echo"} {
+		t.Run(echo, func(t *testing.T) { typedAgainAfterCrash(t, echo) })
+	}
+}
+
+func typedAgainAfterCrash(t *testing.T, echo string) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "started-once")
-	// First life: echo off, never reads, dies after 1 s. Second life:
-	// reads lines and says what it got (with a final "." — a screen line
-	// that ends with the typed text is taken for its echo behind a prompt).
-	script := `if [ ! -e ` + marker + ` ]; then touch ` + marker + `; stty -echo; sleep 1; exit 1; fi
+	// First life: never reads, dies after 1 s. Second life: reads lines
+	// and says what it got (with a final "." — a screen line that ends
+	// with the typed text is taken for its echo behind a prompt).
+	script := `if [ ! -e ` + marker + ` ]; then touch ` + marker + `; stty ` + echo + `; sleep 1; exit 1; fi
 stty -echo; echo ready; while read -r l; do echo "got:$l."; done`
 	r := newRecorder()
 	m := newTestManager(t, r, Options{RestartBackoff: 200 * time.Millisecond})

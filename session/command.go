@@ -177,7 +177,8 @@ func (d *commandDriver) keys(p []byte) bool {
 // read, any output after the typing began is taken for the CLI's reaction
 // (its echo at least), and silence for silentAck as reading. The
 // terminal's own echo (canonical mode) is written when the text arrives,
-// before the program reads it: it is no sign where the queue says more.
+// before the program reads it: it is no sign where the queue says more,
+// nor once the process has ended.
 func (d *commandDriver) received(now time.Time, a *pendingAck) (bool, error) {
 	if q, _, ok := inputQueue(a.p.tty); ok {
 		if q > 0 && now.Sub(a.enteredAt) > queuedAck {
@@ -186,6 +187,14 @@ func (d *commandDriver) received(now time.Time, a *pendingAck) (bool, error) {
 			return true, nil
 		}
 		return q == 0, nil
+	}
+	select {
+	case <-a.p.exited:
+		// Ended with the text unread, or its terminal is closed (onExit
+		// read the queue last): its output then, such as the terminal's
+		// echo, is no sign it read the text.
+		return false, nil
+	default:
 	}
 	d.s.mu.Lock()
 	lastOut := d.s.lastOutput

@@ -164,8 +164,11 @@ func (s *Session) terminate(p *proc) {
 
 // reap releases what is left of an exited process: any of its process
 // group still holding the terminal is killed, the PTY closed and the
-// reader awaited.
+// reader awaited. First, while the terminal is open, the text typed last
+// is looked at once more: its input queue says whether the process read
+// it before it ended; once closed, nothing does.
 func (s *Session) reap(p *proc) {
+	s.checkAck(time.Now())
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	// The server's own descriptor of the terminal goes first: while it is
 	// open the reader never sees the terminal hung up.
