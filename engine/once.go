@@ -181,3 +181,46 @@ func (rt *Router) Quiesce(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Drain waits, for a graceful stop, until the words every agent wrote
+// before its session stopped have been acted on: call it after the
+// sessions are stopped (their last words, such as a command agent's
+// screen, are queued then) and before Run's context ends. A block acted
+// on here (a result delivered just before the stop) is not lost with the
+// process that printed it; a command agent, which keeps no record, would
+// otherwise be given its task again. Bounded by ctx; without Run there is
+// nobody to act and it returns at once.
+func (rt *Router) Drain(ctx context.Context) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if rt.running() == nil || rt.inboxesEmpty() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("act on the agents' last words: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// inboxesEmpty reports whether every desk's inbox is empty, the chunk
+// being handled included (its bytes count until it is).
+func (rt *Router) inboxesEmpty() bool {
+	rt.mu.Lock()
+	desks := make([]*desk, 0, len(rt.desks))
+	for _, d := range rt.desks {
+		desks = append(desks, d)
+	}
+	rt.mu.Unlock()
+	for _, d := range desks {
+		d.mu.Lock()
+		n := d.bytes
+		d.mu.Unlock()
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -202,5 +203,27 @@ func TestNoticeKeptWhenStoreRefuses(t *testing.T) {
 	h.logMu.Unlock()
 	if !strings.Contains(logs, "store a notice; it waits in memory") {
 		t.Errorf("the refusal was not logged:\n%s", logs)
+	}
+}
+
+// TestDrainActsOnLastWords: a graceful stop calls Drain after the sessions
+// stopped, before Run's context ends; when it returns, every block the
+// agents wrote has been acted on (here 40 questions, one store write
+// each), so nothing a command agent printed just before the stop is lost
+// with its process.
+func TestDrainActsOnLastWords(t *testing.T) {
+	h := newHarness(t, nil)
+	eventually(t, "Run", func() bool { return h.r.running() != nil })
+	const n = 40
+	for i := range n {
+		h.say("DEV", fmt.Sprintf("[ASK_USER]\nquestion: Q%d?\n[/ASK_USER]", i))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.r.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(h.questions()); got != n {
+		t.Errorf("%d questions recorded when Drain returned, want %d", got, n)
 	}
 }

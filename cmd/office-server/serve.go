@@ -497,8 +497,8 @@ func (r *running) wakeEvents(ctx context.Context) {
 }
 
 // wait serves until ctx ends or a part fails, then shuts down within
-// timeout: viewers and streams, HTTP, the sessions, their final statuses,
-// and last the goroutines' context. It returns the part's failure.
+// timeout: viewers and streams, HTTP, the typing, the sessions, what
+// they wrote last, their final statuses, and last the goroutines' context. It returns the part's failure.
 func (r *running) wait(ctx context.Context, timeout time.Duration) error {
 	defer r.cancel()
 	var runErr error
@@ -531,6 +531,14 @@ func (r *running) wait(ctx context.Context, timeout time.Duration) error {
 	if err := r.mgr.Close(sctx); err != nil {
 		r.log.Warn("stop sessions", "err", err)
 	}
+	// What the agents wrote before they stopped is acted on (half the
+	// time left): a result a command agent printed just before the stop
+	// is recorded, not asked of it again.
+	dctx, dcancel := context.WithTimeout(sctx, remaining(sctx)/2)
+	if err := r.router.Drain(dctx); err != nil {
+		r.log.Warn("stop: the agents' last words", "err", err)
+	}
+	dcancel()
 	// The sessions' last statuses (stopped, pid 0) are written before the
 	// office's context ends, so the rows are final after SIGTERM.
 	if err := r.router.FlushStatuses(sctx); err != nil {
