@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/office-server/office-server/engine"
@@ -304,10 +303,12 @@ func (a *Sessions) Running(officeID, agentID string) bool {
 }
 
 // New builds the office router and the session manager it drives, wired
-// both ways: the sessions' words and statuses go to the router, the
-// router's Send and Start reach the sessions. sopts' own OnText, OnStatus
-// and Paused, if set, are called as well (after the router's). cfg.Sessions
-// is set here.
+// both ways: the sessions' words, statuses and permission requests go to
+// the router, the router's Send and Start reach the sessions. The router
+// is built first (it calls nothing of its Sessions until it runs), then
+// the manager with the router's handlers. sopts' own OnText, OnStatus and
+// Paused, if set, are called as well (after the router's). cfg.Sessions
+// and cfg.Decider are set here.
 func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router, *Sessions, error) {
 	if opts.ClaudeBin == "" {
 		opts.ClaudeBin = "claude"
@@ -322,46 +323,8 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 		}
 		opts.StateDir = d
 	}
-	var ref atomic.Pointer[engine.Router]
-	userText, userStatus, userPaused := sopts.OnText, sopts.OnStatus, sopts.Paused
-	sopts.OnPermission = func(p session.PermissionRequest) {
-		r := ref.Load()
-		if r == nil {
-			return // the hook's connection ends with the session: Claude Code shows its dialog
-		}
-		r.HandlePermission(p)
-	}
-	sopts.OnPermissionEnd = func(k session.Key, id string, answered bool) {
-		if r := ref.Load(); r != nil {
-			r.PermissionEnded(k.OfficeID, k.AgentID, id, answered)
-		}
-	}
-	sopts.OnText = func(t session.Text) {
-		if r := ref.Load(); r != nil {
-			r.HandleText(t)
-		}
-		if userText != nil {
-			userText(t)
-		}
-	}
-	sopts.OnStatus = func(k session.Key, st session.Status, info session.Info) {
-		if r := ref.Load(); r != nil {
-			r.HandleStatus(k, st, info)
-		}
-		if userStatus != nil {
-			userStatus(k, st, info)
-		}
-	}
-	// A Claude Code transcript is left unread while the office is
-	// backlogged (the store is slow or down): it is durable, so waiting
-	// loses nothing and keeps memory bounded.
-	sopts.Paused = func(k session.Key) bool {
-		r := ref.Load()
-		return (r != nil && r.Backlogged(k.OfficeID, k.AgentID)) || (userPaused != nil && userPaused(k))
-	}
-	sess := &Sessions{m: session.NewManager(sopts), opts: opts}
-	cfg.Sessions = sess
-	cfg.Decider = sess
+	sess := &Sessions{opts: opts}
+	cfg.Sessions, cfg.Decider = sess, sess
 	if opts.Wrap != nil {
 		cfg.Sessions = opts.Wrap(sess)
 	}
@@ -369,6 +332,34 @@ func New(cfg engine.Config, opts Options, sopts session.Options) (*engine.Router
 	if err != nil {
 		return nil, nil, err
 	}
-	ref.Store(r)
+	sess.m = session.NewManager(handledBy(r, sopts))
 	return r, sess, nil
+}
+
+// handledBy returns sopts with the router's handlers, each followed by
+// sopts' own where it has one.
+func handledBy(r *engine.Router, sopts session.Options) session.Options {
+	userText, userStatus, userPaused := sopts.OnText, sopts.OnStatus, sopts.Paused
+	sopts.OnPermission = r.HandlePermission
+	sopts.OnPermissionEnd = func(k session.Key, id string, answered bool) {
+		r.PermissionEnded(k.OfficeID, k.AgentID, id, answered)
+	}
+	sopts.OnText = r.HandleText
+	if userText != nil {
+		sopts.OnText = func(t session.Text) { r.HandleText(t); userText(t) }
+	}
+	sopts.OnStatus = r.HandleStatus
+	if userStatus != nil {
+		sopts.OnStatus = func(k session.Key, st session.Status, info session.Info) {
+			r.HandleStatus(k, st, info)
+			userStatus(k, st, info)
+		}
+	}
+	// A Claude Code transcript is left unread while the office is
+	// backlogged (the store is slow or down): it is durable, so waiting
+	// loses nothing and keeps memory bounded.
+	sopts.Paused = func(k session.Key) bool {
+		return r.Backlogged(k.OfficeID, k.AgentID) || (userPaused != nil && userPaused(k))
+	}
+	return sopts
 }
