@@ -135,26 +135,7 @@ func newChaos(t *testing.T, bin, claude string, rnd *rand.Rand) *chaos {
 	c := &chaos{t: t, bin: bin, rnd: rnd, model: anthropictest.New(t), home: t.TempDir(), data: t.TempDir()}
 	dir := t.TempDir()
 	c.workLog = filepath.Join(dir, "worker.log")
-	// The worker: logs each line it reads first, then answers by the
-	// token in it (the next step of its chain), then shows its prompt;
-	// shell builtins only, so that it is back in its read at once.
-	script := `echo "w>"
-while IFS= read -r l; do
-  printf '%s\n' "$l" >> ` + c.workLog + `
-  set --
-  for k in MSG ANS TASK RES; do
-    case "$l" in *"$k-W-"[0-9]*) n=${l##*"$k-W-"}; n=${n%%[!0-9]*}; set -- "$k" "$n"; break;; esac
-  done
-  case "$1" in
-  MSG) printf '[ASK_USER]\nquestion: QW-%s which?\n[/ASK_USER]\n' "$2"
-       printf '[PROXY_REQUEST]\n{"action": "create_plan", "requester": "worker", "tasks": [{"content": "PRQ-L-%s", "priority": "high"}], "preferences": {"preferred_proxy": "lead"}}\n[/PROXY_REQUEST]\n' "$2";;
-  ANS) if [ $(($2 % 2)) = 1 ]; then printf '[INVOKE:lead]\nTASK-L-%s\n[/INVOKE:lead]\n' "$2"
-       else printf '[DEPENDENCY_REQUEST]\ntype: package\nname: depw%s\ndescription: a package\nrequired: true\n[/DEPENDENCY_REQUEST]\n' "$2"; fi;;
-  TASK) printf '[DELIVER_RESULT:lead]\ntype: message\ncontent: RES-L-%s\n[/DELIVER_RESULT:lead]\n' "$2";;
-  RES) printf '[DEPENDENCY_REQUEST]\ntype: package\nname: depw%s\ndescription: a package\nrequired: true\n[/DEPENDENCY_REQUEST]\n' "$2";;
-  esac
-  echo "w>"
-done`
+	script := chaosWorker(c.workLog)
 	c.officeFile = filepath.Join(dir, "office.yaml")
 	// OFFICE_CHAOS_PERMISSIONS=1: lead asks for its Bash calls (PRM).
 	perms, mode := os.Getenv("OFFICE_CHAOS_PERMISSIONS") != "", ""
@@ -176,10 +157,41 @@ agents:
 	}
 	c.env = []string{"HOME=" + c.home, "LANG=C.UTF-8", "OFFICE_ADMIN_TOKEN=" + chaosToken,
 		"ANTHROPIC_API_KEY=" + c.model.Key, "ANTHROPIC_BASE_URL=" + c.model.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
-	// lead's model: the next step of the chain for every token in the
-	// prompt (a prompt may carry two: Claude Code joins a prompt whose
-	// reply never came with the next).
-	c.model.Reply(func(r anthropictest.Request) anthropictest.Response {
+	c.model.Reply(leadReply(perms))
+	t.Cleanup(c.logOnFailure)
+	return c
+}
+
+// chaosWorker is the command agent's shell script: it logs each line it
+// reads first (to log), then answers by the token in it (the next step of
+// its chain), then shows its prompt; shell builtins only, so that it is
+// back in its read at once.
+func chaosWorker(log string) string {
+	return `echo "w>"
+while IFS= read -r l; do
+  printf '%s\n' "$l" >> ` + log + `
+  set --
+  for k in MSG ANS TASK RES; do
+    case "$l" in *"$k-W-"[0-9]*) n=${l##*"$k-W-"}; n=${n%%[!0-9]*}; set -- "$k" "$n"; break;; esac
+  done
+  case "$1" in
+  MSG) printf '[ASK_USER]\nquestion: QW-%s which?\n[/ASK_USER]\n' "$2"
+       printf '[PROXY_REQUEST]\n{"action": "create_plan", "requester": "worker", "tasks": [{"content": "PRQ-L-%s", "priority": "high"}], "preferences": {"preferred_proxy": "lead"}}\n[/PROXY_REQUEST]\n' "$2";;
+  ANS) if [ $(($2 % 2)) = 1 ]; then printf '[INVOKE:lead]\nTASK-L-%s\n[/INVOKE:lead]\n' "$2"
+       else printf '[DEPENDENCY_REQUEST]\ntype: package\nname: depw%s\ndescription: a package\nrequired: true\n[/DEPENDENCY_REQUEST]\n' "$2"; fi;;
+  TASK) printf '[DELIVER_RESULT:lead]\ntype: message\ncontent: RES-L-%s\n[/DELIVER_RESULT:lead]\n' "$2";;
+  RES) printf '[DEPENDENCY_REQUEST]\ntype: package\nname: depw%s\ndescription: a package\nrequired: true\n[/DEPENDENCY_REQUEST]\n' "$2";;
+  esac
+  echo "w>"
+done`
+}
+
+// leadReply is lead's model: the next step of the chain for every token
+// in the prompt (a prompt may carry two: Claude Code joins a prompt whose
+// reply never came with the next). perms: lead also asks to run a Bash
+// command (PRM).
+func leadReply(perms bool) func(anthropictest.Request) anthropictest.Response {
+	return func(r anthropictest.Request) anthropictest.Response {
 		var out []string
 		var tools []anthropictest.ToolUse
 		if strings.Contains(r.LastUserText(), "ended unexpectedly") {
@@ -239,27 +251,7 @@ agents:
 			text = "Working."
 		}
 		return anthropictest.Response{Text: text, ToolUses: tools[:min(len(tools), 1)]}
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			for i, l := range c.logs {
-				var keep []string
-				for _, line := range strings.Split(l, "\n") {
-					if !strings.Contains(line, "msg=http ") {
-						keep = append(keep, line)
-					}
-				}
-				l = strings.Join(keep, "\n")
-				if len(l) > 20000 {
-					l = l[len(l)-20000:]
-				}
-				t.Logf("server log of run %d (end):\n%s", i+1, l)
-			}
-		}
-	})
-	return c
+	}
 }
 
 // undelivered returns the chains whose task lead was given in r's
@@ -862,4 +854,27 @@ func (c *chaos) noticeRows() []row {
 		}
 	}
 	return out
+}
+
+// logOnFailure logs the end of each run's server log (without the HTTP
+// request lines) when the test failed.
+func (c *chaos) logOnFailure() {
+	if !c.t.Failed() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, l := range c.logs {
+		var keep []string
+		for _, line := range strings.Split(l, "\n") {
+			if !strings.Contains(line, "msg=http ") {
+				keep = append(keep, line)
+			}
+		}
+		l = strings.Join(keep, "\n")
+		if len(l) > 20000 {
+			l = l[len(l)-20000:]
+		}
+		c.t.Logf("server log of run %d (end):\n%s", i+1, l)
+	}
 }

@@ -30,7 +30,6 @@ const (
 var longTests = map[string]string{
 	"engine/claude_test.go runClaudeChain":                   "the engine's delivery is being rewritten (desk.go, deliver.go); split with it",
 	"engine/backpressure_test.go TestBoundedWhileStoreHangs": "the engine's limits are being rewritten (limit.go); split with them",
-	"cmd/office-server/stop_chaos_test.go newChaos":          "the stop chaos test is being extended; split with it",
 }
 
 // switchTables are the functions that are one big switch over escape
