@@ -249,9 +249,9 @@ func newClaudeState(spec Spec, old *claudeState) (*claudeState, error) {
 		}
 		c.dir = d
 	}
-	d, err := os.MkdirTemp("", "office-session-")
+	d, err := newStateDir()
 	if err != nil {
-		return nil, fmt.Errorf("state directory: %w", err)
+		return nil, err
 	}
 	c.stateDir = d
 	c.signals = filepath.Join(d, "signals")

@@ -308,9 +308,9 @@ func (h *permHook) open(s *Session) error {
 	if h.ln != nil {
 		return nil
 	}
-	dir, err := os.MkdirTemp("", "office-session-")
+	dir, err := newStateDir()
 	if err != nil {
-		return fmt.Errorf("state directory: %w", err)
+		return err
 	}
 	signals := filepath.Join(dir, "signals")
 	if err := os.WriteFile(signals, nil, 0o600); err != nil {
