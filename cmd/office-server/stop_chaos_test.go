@@ -24,30 +24,32 @@ import (
 )
 
 // TestStopChaos stops the built server at random instants while a real
-// Claude Code agent ("lead", against the scripted Messages API) and a
-// command agent ("worker", a shell loop that logs every line it reads)
-// pass every kind of text the office types through a chain: a person's
-// message, the answer to the question it raises, a task, its result, the
-// value of a dependency the result asks for; and notices: the worker's
-// proxy request told to lead (its proxy), lead's update told to the
-// worker, the [PROXY_RESPONSE] each gets, and the notice that a
-// permission request of lead's was interrupted by a stop (a person
-// denies lead's Bash call after 6 s; with OFFICE_CHAOS_PERMISSIONS=1).
-// Each run starts the server
-// (the same data directory and HOME), starts a chain for each agent, waits
-// a random time and then sends SIGTERM or SIGKILL to the server, or first
-// kills one agent's own process. After the last stop a final run lets
-// everything settle. Then every row the office created to type (messages,
-// answered questions, tasks, results, provided dependencies) is matched
-// with what arrived, and so is every stored notice carrying a chain's
-// token (office_notices, read from the server's SQLite file): the
-// scripted model's requests for lead (its
-// conversation's user messages) and the worker's log. Each text must have
-// arrived exactly once for lead; for the worker (a program with no record
-// of what it read) at least once, and once more only for each time the
-// office says it typed the row again after an unconfirmed typing
-// (delivery.typing_again): a task whose agent is stopped twice before it
-// delivers is typed to three processes.
+// Claude Code agent ("lead", against the scripted Messages API) and two
+// command agents ("worker" and "clerk", shell loops that log every line
+// they read) pass every kind of text the office types through chains: a
+// person's message, the answer to the question it raises, a task, its
+// result, the value of a dependency the result asks for; and notices: the
+// worker's proxy request told to lead (its proxy), lead's update told to
+// the worker, the [PROXY_RESPONSE] each gets, and the notice that a
+// permission request of lead's was interrupted by a stop (a person denies
+// lead's Bash call after 6 s; with OFFICE_CHAOS_PERMISSIONS=1). In odd
+// chains the worker gives lead a task, in even ones lead gives the clerk
+// one: lead giving the worker one would often be refused as a cycle (the
+// worker waiting on lead's result), and a command agent would seldom get
+// a task. Each run starts the server (the same data directory and HOME),
+// starts a chain for lead and for the worker, waits a random time and
+// then sends SIGTERM or SIGKILL to the server, or first kills one agent's
+// own process. After the last stop a final run lets everything settle.
+// Then every row the office created to type (messages, answered
+// questions, tasks, results, provided dependencies) is matched with what
+// arrived, and so is every stored notice carrying a chain's token
+// (office_notices, read from the server's SQLite file): the scripted
+// model's requests for lead (its conversation's user messages) and the
+// command agents' logs. Each text must have arrived exactly once for lead;
+// for a command agent (a program with no record of what it read) at least
+// once, and once more only for each time the office says it typed the row
+// again after an unconfirmed typing (delivery.typing_again): a task whose
+// agent is stopped twice before it delivers is typed to three processes.
 //
 // OFFICE_CHAOS_STOPS sets the number of stops (default 4: the CI run);
 // docs/guarantees.md gives the long run's command.
@@ -86,27 +88,28 @@ func TestStopChaos(t *testing.T) {
 }
 
 type chaos struct {
-	t                   *testing.T
-	bin                 string
-	rnd                 *rand.Rand
-	model               *anthropictest.Server
-	home, data, workLog string
-	officeFile          string
-	env                 []string
-	p                   *serverProc
-	officeID            string
-	chains              int
-	mu                  sync.Mutex
-	logs                []string       // server logs of earlier runs, for a failure
-	events              []string       // the office's events at the end, for a failure
-	messages            []row          // the people's messages posted
-	evAfter             int64          // the last event read
-	again               map[string]int // row → its typings again (delivery.typing_again)
-	delivered           map[string]bool
-	typings             int               // delivery.typing events read
-	reqChain            map[string]string // proxy request id → its chain (the n of its PRQ token)
-	permTyped           map[string]bool   // permission questions whose answer was typed (no hook waited)
-	settling            atomic.Bool       // the last run: permission requests denied at once
+	t                 *testing.T
+	bin               string
+	rnd               *rand.Rand
+	model             *anthropictest.Server
+	home, data        string
+	workLog, clerkLog string // what each command agent read
+	officeFile        string
+	env               []string
+	p                 *serverProc
+	officeID          string
+	chains            int
+	mu                sync.Mutex
+	logs              []string       // server logs of earlier runs, for a failure
+	events            []string       // the office's events at the end, for a failure
+	messages          []row          // the people's messages posted
+	evAfter           int64          // the last event read
+	again             map[string]int // row → its typings again (delivery.typing_again)
+	delivered         map[string]bool
+	typings           int               // delivery.typing events read
+	reqChain          map[string]string // proxy request id → its chain (the n of its PRQ token)
+	permTyped         map[string]bool   // permission questions whose answer was typed (no hook waited)
+	settling          atomic.Bool       // the last run: permission requests denied at once
 }
 
 const chaosToken = "chaos-token-0123456789abcdef"
@@ -124,7 +127,7 @@ const chaosToken = "chaos-token-0123456789abcdef"
 // dependency's value) in the notice that tells lead the request was
 // interrupted by a stop, or in the answer a person gave while no hook
 // waited (typed, as a row of its own).
-var chaosTok = regexp.MustCompile(`(MSG|ANS|TASK|RES|VAL|val|PRQ|UPD|RSP|PRM)-([LWlw])-(\d+)`)
+var chaosTok = regexp.MustCompile(`(MSG|ANS|TASK|RES|VAL|val|PRQ|UPD|RSP|PRM)-([LWClwc])-(\d+)`)
 
 // token returns a match of chaosTok in upper case.
 func token(m []string) (tok, kind, agent string) {
@@ -134,8 +137,7 @@ func token(m []string) (tok, kind, agent string) {
 func newChaos(t *testing.T, bin, claude string, rnd *rand.Rand) *chaos {
 	c := &chaos{t: t, bin: bin, rnd: rnd, model: anthropictest.New(t), home: t.TempDir(), data: t.TempDir()}
 	dir := t.TempDir()
-	c.workLog = filepath.Join(dir, "worker.log")
-	script := chaosWorker(c.workLog)
+	c.workLog, c.clerkLog = filepath.Join(dir, "worker.log"), filepath.Join(dir, "clerk.log")
 	c.officeFile = filepath.Join(dir, "office.yaml")
 	// OFFICE_CHAOS_PERMISSIONS=1: lead asks for its Bash calls (PRM).
 	perms, mode := os.Getenv("OFFICE_CHAOS_PERMISSIONS") != "", ""
@@ -151,7 +153,9 @@ agents:
     launch: {kind: claude, command: %q, dir: %q%s}
   - name: worker
     launch: {kind: command, command: /bin/sh, args: [-c, %q], prompt_pattern: "^w>$"}
-`, claude, filepath.Join(dir, "lead"), mode, script)
+  - name: clerk
+    launch: {kind: command, command: /bin/sh, args: [-c, %q], prompt_pattern: "^w>$"}
+`, claude, filepath.Join(dir, "lead"), mode, chaosWorker(c.workLog, "W"), chaosWorker(c.clerkLog, "C"))
 	if err := os.WriteFile(c.officeFile, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -166,13 +170,13 @@ agents:
 // reads first (to log), then answers by the token in it (the next step of
 // its chain), then shows its prompt; shell builtins only, so that it is
 // back in its read at once.
-func chaosWorker(log string) string {
+func chaosWorker(log, letter string) string {
 	return `echo "w>"
 while IFS= read -r l; do
   printf '%s\n' "$l" >> ` + log + `
   set --
   for k in MSG ANS TASK RES; do
-    case "$l" in *"$k-W-"[0-9]*) n=${l##*"$k-W-"}; n=${n%%[!0-9]*}; set -- "$k" "$n"; break;; esac
+    case "$l" in *"$k-` + letter + `-"[0-9]*) n=${l##*"$k-` + letter + `-"}; n=${n%%[!0-9]*}; set -- "$k" "$n"; break;; esac
   done
   case "$1" in
   MSG) printf '[ASK_USER]\nquestion: QW-%s which?\n[/ASK_USER]\n' "$2"
@@ -214,7 +218,7 @@ func leadReply(perms bool) func(anthropictest.Request) anthropictest.Response {
 				// lead gives the worker one (both at once would often be
 				// a cycle, which the office refuses).
 				if k, _ := strconv.Atoi(n); k%2 == 0 {
-					out = append(out, "[INVOKE:worker]\nTASK-W-"+n+"\n[/INVOKE:worker]")
+					out = append(out, "[INVOKE:clerk]\nTASK-C-"+n+"\n[/INVOKE:clerk]")
 				} else {
 					out = append(out, "[DEPENDENCY_REQUEST]\ntype: package\nname: depl"+n+"\ndescription: a package\nrequired: true\n[/DEPENDENCY_REQUEST]")
 				}
@@ -423,7 +427,7 @@ func (c *chaos) run(i int) string {
 		deadline := time.Now().Add(60 * time.Second)
 		for time.Now().Before(deadline) {
 			s := c.sessions()
-			if live(s["lead"].Status) && live(s["worker"].Status) {
+			if live(s["lead"].Status) && live(s["worker"].Status) && live(s["clerk"].Status) {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -444,7 +448,7 @@ func (c *chaos) run(i int) string {
 	case r < 6:
 		who := "lead"
 		if r == 5 {
-			who = "worker"
+			who = []string{"worker", "clerk"}[c.rnd.IntN(2)]
 		}
 		if pid := c.sessions()[who].PID; pid > 0 {
 			_ = syscall.Kill(-pid, syscall.SIGKILL) // the agent's own process (its group)
@@ -695,7 +699,7 @@ func (c *chaos) check(rows []row, again map[string]int) {
 		againTok[r.token] += again[r.id]
 	}
 	got := c.arrived()
-	byKind := map[string][3]int{} // texts, arrived once, arrived twice with a typing again (worker)
+	byKind := map[string][3]int{} // texts, arrived once, arrived again after a typing again (command agents)
 	var bad []string
 	toks := make([]string, 0, len(want))
 	for tok := range want {
@@ -711,7 +715,7 @@ func (c *chaos) check(rows []row, again map[string]int) {
 		switch {
 		case g == w:
 			k[1] += w
-		case agent == "W" && g > w && g <= w+againTok[tok]:
+		case agent != "L" && g > w && g <= w+againTok[tok]:
 			k[1] += w - (g - w)
 			k[2] += g - w
 		default:
@@ -724,7 +728,7 @@ func (c *chaos) check(rows []row, again map[string]int) {
 			bad = append(bad, fmt.Sprintf("%s: arrived %d times, but no row holds it", tok, g))
 		}
 	}
-	c.t.Logf("texts by kind (L: lead, Claude Code; W: worker, command) [rows, arrived once, arrived again after an unconfirmed typing]: %v", byKind)
+	c.t.Logf("texts by kind (L: lead, Claude Code; W: worker, C: clerk, command agents) [rows, arrived once, arrived again after an unconfirmed typing]: %v", byKind)
 	for _, b := range bad {
 		c.t.Error(b)
 	}
@@ -775,15 +779,17 @@ func (c *chaos) arrived() map[string]int {
 			got[tok] += k
 		}
 	}
-	b, _ := os.ReadFile(c.workLog)
-	for _, line := range strings.Split(string(b), "\n") {
-		for _, t := range chaosTok.FindAllStringSubmatch(line, -1) {
-			if tok, _, agent := token(t); agent == "W" {
+	for letter, log := range map[string]string{"W": c.workLog, "C": c.clerkLog} {
+		b, _ := os.ReadFile(log)
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, t := range chaosTok.FindAllStringSubmatch(line, -1) {
+				if tok, _, agent := token(t); agent == letter {
+					got[tok]++
+				}
+			}
+			for _, tok := range c.responses(line, letter) {
 				got[tok]++
 			}
-		}
-		for _, tok := range c.responses(line, "W") {
-			got[tok]++
 		}
 	}
 	return got
