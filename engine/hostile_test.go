@@ -120,6 +120,12 @@ func TestInvalidBlockFloodBounded(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run("DEV")
 	h.say("DEV", floodInvalid)
+	// 100 000 blocks take seconds under the race detector on a loaded
+	// machine (over 4 s seen in CI): the notice comes once they are read.
+	deadline := time.Now().Add(60 * time.Second)
+	for !h.ss.wasTyped(h.id("DEV"), "not accepted") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	got := h.typed("DEV", "not accepted")
 	if !strings.Contains(got, "100000 of your blocks were not accepted (ASK_USER: 100000)") {
 		t.Errorf("notice: %q", got)

@@ -556,10 +556,18 @@ func (d *claudeDriver) signal(now time.Time, next Status, line sigLine) (Status,
 	switch name {
 	case sigStop:
 		s.m.perms.end(s.key, before) // the turn is over
-		if next == office.SessionBusy || next == office.SessionStarting {
+		// Between a typing and its UserPromptSubmit no turn of that text
+		// can end: a Stop read then is the previous turn's, late (that
+		// turn was ended by its transcript entry and the screen first).
+		if !d.awaitSubmit {
+			d.turnEnded = true
+			if next == office.SessionBusy {
+				next = office.SessionReady
+			}
+		}
+		if next == office.SessionStarting {
 			next = office.SessionReady
 		}
-		d.turnEnded = true
 		if t, ok := d.c.tr.stopped(s.key); ok {
 			return next, &t
 		}

@@ -16,7 +16,9 @@ import (
 // rule, as 2.1.330 does) after turning on bracketed paste, and per prompt signals UserPromptSubmit, appends a user
 // entry and an assistant entry to the transcript (the latter in two writes
 // with a pause, so the follower meets a partial line; the file itself only
-// appears with the first prompt), then signals Stop.
+// appears with the first prompt), then signals Stop. An Enter on its empty
+// box does nothing, as in Claude Code (the session presses Enter again
+// when a prompt's submission is not seen in time, as under load).
 const fakeClaude = `
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -36,6 +38,7 @@ box() { printf '\r\n────────────────────
 box
 n=$(cat "$f" 2>/dev/null | grep -c '"type":"user"')
 while IFS= read -r line; do
+  [ -n "$line" ] || continue # Enter on an empty prompt box does nothing
   echo prompt >> "$sig"
   mkdir -p "$dir"
   n=$((n+1))
