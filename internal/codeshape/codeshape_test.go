@@ -28,9 +28,7 @@ const (
 // longTests are the test functions still over maxTestFuncLines, each with
 // why it waits; one that is no longer over must leave the list.
 var longTests = map[string]string{
-	"engine/claude_test.go runClaudeChain":                   "the engine's delivery is being rewritten (desk.go, deliver.go); split with it",
-	"engine/backpressure_test.go TestBoundedWhileStoreHangs": "the engine's limits are being rewritten (limit.go); split with them",
-	"cmd/office-server/stop_chaos_test.go newChaos":          "the stop chaos test is being extended; split with it",
+	"cmd/office-server/stop_chaos_test.go newChaos": "the stop chaos test is being extended; split with it",
 }
 
 // switchTables are the functions that are one big switch over escape
