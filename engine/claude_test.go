@@ -50,14 +50,7 @@ func runClaudeChain(t *testing.T, restart bool) {
 	if _, err := n.r.SendUserMessage(ctx, c.officeID, c.po.ID, c.userID, "Please start the login feature."); err != nil {
 		t.Fatal(err)
 	}
-	var q office.Question
-	waitFor(t, "PO's question", 90*time.Second, func() bool {
-		qs := c.questions(t, n.store)
-		if len(qs) == 1 {
-			q = qs[0]
-		}
-		return len(qs) == 1
-	})
+	q := c.waitOneQuestion(t, n.store, "PO's question", 90*time.Second)
 	if restart {
 		// Let Claude Code finish writing the turn before the server stops.
 		time.Sleep(2 * time.Second)
