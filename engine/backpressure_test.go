@@ -158,9 +158,72 @@ func TestBoundedWhileStoreHangs(t *testing.T) {
 	const batches, inboxBytes = 80, 64 << 10
 	n := batches * 100
 	st := newHangStore(t)
-	var logs bytes.Buffer
-	var logMu sync.Mutex
-	lw := engine.WriterFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
+	b := startBounded(t, st, batches, inboxBytes)
+
+	st.hold()
+	for _, name := range []string{"CMD", "CC"} {
+		if err := b.r.StartAgent(context.Background(), b.ids[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmdDone := watch(t, b.mgr, session.Key{OfficeID: b.officeID, AgentID: b.ids["CMD"]}, "cmd-done")
+	ccDone := watch(t, b.mgr, session.Key{OfficeID: b.officeID, AgentID: b.ids["CC"]}, "cc-done")
+	for name, c := range map[string]<-chan struct{}{"CMD": cmdDone, "CC": ccDone} {
+		select {
+		case <-c:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%s: the viewer never saw the end of the output while the store hung", name)
+		}
+	}
+	// Let the sessions run on a while with the store still down.
+	time.Sleep(time.Second)
+	if c := st.count("message.step_complete", b.ids["CC"]); c != 0 {
+		t.Fatalf("%d messages handled while the store hung", c)
+	}
+	if p := b.peak("CMD"); p == 0 || p > inboxBytes {
+		t.Errorf("CMD inbox peak %d bytes, want (0, %d]", p, inboxBytes)
+	}
+	// Transcript text may pass the bound by one transcript poll (256 KiB
+	// of JSON, less as text).
+	if p := b.peak("CC"); p == 0 || p > inboxBytes+256<<10 {
+		t.Errorf("CC inbox peak %d bytes while %d messages (3 MB) wait; want at most %d", p, n, inboxBytes+256<<10)
+	}
+	if !b.r.Backlogged(b.officeID, b.ids["CC"]) {
+		t.Error("CC not backlogged while the store hangs")
+	}
+
+	st.release()
+	deadline := time.Now().Add(120 * time.Second)
+	for st.count("message.step_complete", b.ids["CC"]) < int64(n) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // anything handled twice would show by now
+	if c := st.count("message.step_complete", b.ids["CC"]); c != int64(n) {
+		t.Fatalf("%d STEP_COMPLETE appends after recovery, want exactly %d", c, n)
+	}
+	checkEachOnce(t, st, b.ids["CC"], n)
+	lostLines := b.checkOutputLost(t, st)
+	t.Logf("CMD peak %d B, CC peak %d B, CMD lines lost %d", b.peak("CMD"), b.peak("CC"), lostLines)
+}
+
+// boundedRun is TestBoundedWhileStoreHangs's office: CMD, a CLI agent
+// running loudCommand, and CC, a Claude Code stand-in writing batches of
+// 100 transcript messages, on a Router whose log it keeps.
+type boundedRun struct {
+	r        *engine.Router
+	mgr      *session.Manager
+	officeID string
+	ids      map[string]string // agent name → ID
+	logMu    sync.Mutex
+	logs     bytes.Buffer
+}
+
+// startBounded syncs the office over st with an inbox bound of inboxBytes
+// and runs the Router until the test ends.
+func startBounded(t *testing.T, st *hangStore, batches, inboxBytes int) *boundedRun {
+	t.Helper()
+	b := &boundedRun{ids: map[string]string{}}
+	lw := engine.WriterFunc(func(p []byte) (int, error) { b.logMu.Lock(); defer b.logMu.Unlock(); return b.logs.Write(p) })
 	r, mgr, err := agentstest.NewManaged(engine.Config{
 		Store: st, DataDir: t.TempDir(), InboxBytes: inboxBytes, Tick: 50 * time.Millisecond,
 		SecretsKey: testSecretsKey, // the launch env's literal values are stored sealed
@@ -169,6 +232,7 @@ func TestBoundedWhileStoreHangs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.r, b.mgr = r, mgr
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() {
@@ -186,70 +250,29 @@ func TestBoundedWhileStoreHangs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := map[string]string{}
+	b.officeID = off.ID
 	for _, a := range as {
-		ids[a.Name] = a.ID
+		b.ids[a.Name] = a.ID
 	}
 	go func() { _ = r.Run(ctx); close(done) }()
+	return b
+}
 
-	st.hold()
-	for _, name := range []string{"CMD", "CC"} {
-		if err := r.StartAgent(ctx, ids[name]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmdDone := watch(t, mgr, session.Key{OfficeID: off.ID, AgentID: ids["CMD"]}, "cmd-done")
-	ccDone := watch(t, mgr, session.Key{OfficeID: off.ID, AgentID: ids["CC"]}, "cc-done")
-	for name, c := range map[string]<-chan struct{}{"CMD": cmdDone, "CC": ccDone} {
-		select {
-		case <-c:
-		case <-time.After(60 * time.Second):
-			t.Fatalf("%s: the viewer never saw the end of the output while the store hung", name)
-		}
-	}
-	// Let the sessions run on a while with the store still down.
-	time.Sleep(time.Second)
-	if c := st.count("message.step_complete", ids["CC"]); c != 0 {
-		t.Fatalf("%d messages handled while the store hung", c)
-	}
-	peak := func(name string) int { return engine.InboxPeak(r, off.ID, ids[name]) }
-	if p := peak("CMD"); p == 0 || p > inboxBytes {
-		t.Errorf("CMD inbox peak %d bytes, want (0, %d]", p, inboxBytes)
-	}
-	// Transcript text may pass the bound by one transcript poll (256 KiB
-	// of JSON, less as text).
-	if p := peak("CC"); p == 0 || p > inboxBytes+256<<10 {
-		t.Errorf("CC inbox peak %d bytes while %d messages (3 MB) wait; want at most %d", p, n, inboxBytes+256<<10)
-	}
-	if !r.Backlogged(off.ID, ids["CC"]) {
-		t.Error("CC not backlogged while the store hangs")
-	}
+// peak is the most the named agent's inbox held, in bytes.
+func (b *boundedRun) peak(name string) int { return engine.InboxPeak(b.r, b.officeID, b.ids[name]) }
 
-	st.release()
-	deadline := time.Now().Add(120 * time.Second)
-	for st.count("message.step_complete", ids["CC"]) < int64(n) && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(500 * time.Millisecond) // anything handled twice would show by now
-	if c := st.count("message.step_complete", ids["CC"]); c != int64(n) {
-		t.Fatalf("%d STEP_COMPLETE appends after recovery, want exactly %d", c, n)
-	}
-	evs, _ := engine.AllEvents(t, st, ids["CC"]), error(nil)
+// checkEachOnce checks that each of the n transcript entries of the agent
+// was recorded as exactly one STEP_COMPLETE event (naming the first few
+// that were not).
+func checkEachOnce(t *testing.T, st office.Events, agentID string, n int) {
+	t.Helper()
 	seen := map[string]int{}
-	lost := 0
-	for _, e := range evs {
-		if e.Kind != "message.step_complete" {
-			continue
+	for _, e := range engine.AllEvents(t, st, agentID) {
+		if e.Kind == "message.step_complete" {
+			seen[e.DedupeKey]++
 		}
-		var m struct {
-			StepComplete struct {
-				Step string `json:"step"`
-			} `json:"step_complete"`
-		}
-		_ = json.Unmarshal(e.Payload, &m)
-		seen[e.DedupeKey]++
-		_ = m
 	}
+	lost := 0
 	for i := range n {
 		if k := fmt.Sprintf("e%05d#0", i); seen[k] != 1 {
 			t.Errorf("message of entry %d recorded %d times", i, seen[k])
@@ -258,12 +281,17 @@ func TestBoundedWhileStoreHangs(t *testing.T) {
 			}
 		}
 	}
-	// The CLI agent's block printed before its flood was kept and acted on.
-	if c := st.count("message.step_complete", ids["CMD"]); c != 1 {
+}
+
+// checkOutputLost checks that the CLI agent's block printed before its
+// flood was acted on once, and that the output it dropped is on record
+// (an output.lost event and a log line); it returns the lines lost.
+func (b *boundedRun) checkOutputLost(t *testing.T, st *hangStore) int {
+	t.Helper()
+	if c := st.count("message.step_complete", b.ids["CMD"]); c != 1 {
 		t.Errorf("CLI agent's first block handled %d times, want 1", c)
 	}
-	// The CLI agent's dropped output is on record.
-	evs, _ = engine.AllEvents(t, st, ids["CMD"]), error(nil)
+	evs := engine.AllEvents(t, st, b.ids["CMD"])
 	lostLines := 0
 	for _, e := range evs {
 		if e.Kind == "output.lost" {
@@ -275,11 +303,11 @@ func TestBoundedWhileStoreHangs(t *testing.T) {
 	if lostLines == 0 {
 		t.Errorf("no output.lost event for the CLI agent (events: %d)", len(evs))
 	}
-	logMu.Lock()
-	l := logs.String()
-	logMu.Unlock()
+	b.logMu.Lock()
+	l := b.logs.String()
+	b.logMu.Unlock()
 	if !strings.Contains(l, "agent output lost") {
 		t.Error("lost output not logged")
 	}
-	t.Logf("CMD peak %d B, CC peak %d B, CMD lines lost %d", peak("CMD"), peak("CC"), lostLines)
+	return lostLines
 }

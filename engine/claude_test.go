@@ -29,41 +29,82 @@ func TestChainClaude(t *testing.T) { runClaudeChain(t, false) }
 func TestChainClaudeServerRestart(t *testing.T) { runClaudeChain(t, true) }
 
 func runClaudeChain(t *testing.T, restart bool) {
-	bin := testenv.ClaudeBin(t)
 	c := &chain{url: pgDB(t), rec: &lines{}}
 	srv := anthropictest.New(t)
-	srv.Reply(func(r anthropictest.Request) anthropictest.Response {
-		u := r.LastUserText()
-		switch {
-		case strings.Contains(r.System, "You are PO"):
-			switch {
-			case strings.Contains(u, "Message from a person"):
-				return anthropictest.Response{Text: "I need to know one thing first.\n\n[ASK_USER]\nquestion: Which login method?\ntype: selection\noptions: [\"email\", \"social\", \"SSO\"]\n[/ASK_USER]"}
-			case strings.Contains(u, "Answer to question"):
-				method := "email"
-				for _, m := range []string{"SSO", "social"} {
-					if strings.Contains(u, "> "+m) {
-						method = m
-					}
-				}
-				return anthropictest.Response{Text: "Thanks. Handing it to DEV.\n\n[INVOKE:DEV]\nImplement " + method + " login.\ncontext: The PO decided after asking.\n[/INVOKE:DEV]"}
-			case strings.Contains(u, "Result from DEV"):
-				return anthropictest.Response{Text: "PO: received the result, all done."}
-			}
-		case strings.Contains(r.System, "You are DEV"):
-			if strings.Contains(u, "[OFFICE] Task ") {
-				task := "the task"
-				for _, l := range strings.Split(u, "\n") {
-					if strings.HasPrefix(l, "> Implement") {
-						task = strings.TrimPrefix(l, "> ")
-					}
-				}
-				return anthropictest.Response{Text: "[DELIVER_RESULT:PO]\ntype: markdown\ncontent: Done: " + task + "\n[/DELIVER_RESULT:PO]"}
-			}
-		}
-		return anthropictest.Response{Text: "OK"}
-	})
+	srv.Reply(claudeChainModel)
+	c.syncClaudeOffice(t, testenv.ClaudeBin(t), srv)
 
+	// Both server lives share the data directory, and with it each agent's
+	// Claude Code configuration directory (the wiring prepares one per
+	// agent), where PO's transcript is kept for --resume.
+	ctx := context.Background()
+	data := t.TempDir()
+	mutate := func(cfg *engine.Config, o *session.Options) {
+		cfg.DataDir = data
+		o.EnterDelay = 200 * time.Millisecond
+	}
+	n := startNode(t, c.url, c.rec, mutate)
+	if err := n.r.StartAgent(ctx, c.po.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.r.SendUserMessage(ctx, c.officeID, c.po.ID, c.userID, "Please start the login feature."); err != nil {
+		t.Fatal(err)
+	}
+	q := c.waitOneQuestion(t, n.store, "PO's question", 90*time.Second)
+	if restart {
+		// Let Claude Code finish writing the turn before the server stops.
+		time.Sleep(2 * time.Second)
+		n.stop()
+		c.answerAsMember(t, q.ID, "SSO")
+		n = startNode(t, c.url, c.rec, mutate)
+		if err := n.r.StartAgent(ctx, c.po.ID); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		c.answerAsMember(t, q.ID, "SSO")
+	}
+	c.checkClaudeChainDone(t, n, srv, q.ID)
+}
+
+// claudeChainModel is PO's and DEV's model: PO asks which login method,
+// hands the answer to DEV as a task, and acknowledges DEV's result; DEV
+// delivers the task it was given.
+func claudeChainModel(r anthropictest.Request) anthropictest.Response {
+	u := r.LastUserText()
+	switch {
+	case strings.Contains(r.System, "You are PO"):
+		switch {
+		case strings.Contains(u, "Message from a person"):
+			return anthropictest.Response{Text: "I need to know one thing first.\n\n[ASK_USER]\nquestion: Which login method?\ntype: selection\noptions: [\"email\", \"social\", \"SSO\"]\n[/ASK_USER]"}
+		case strings.Contains(u, "Answer to question"):
+			method := "email"
+			for _, m := range []string{"SSO", "social"} {
+				if strings.Contains(u, "> "+m) {
+					method = m
+				}
+			}
+			return anthropictest.Response{Text: "Thanks. Handing it to DEV.\n\n[INVOKE:DEV]\nImplement " + method + " login.\ncontext: The PO decided after asking.\n[/INVOKE:DEV]"}
+		case strings.Contains(u, "Result from DEV"):
+			return anthropictest.Response{Text: "PO: received the result, all done."}
+		}
+	case strings.Contains(r.System, "You are DEV"):
+		if strings.Contains(u, "[OFFICE] Task ") {
+			task := "the task"
+			for _, l := range strings.Split(u, "\n") {
+				if strings.HasPrefix(l, "> Implement") {
+					task = strings.TrimPrefix(l, "> ")
+				}
+			}
+			return anthropictest.Response{Text: "[DELIVER_RESULT:PO]\ntype: markdown\ncontent: Done: " + task + "\n[/DELIVER_RESULT:PO]"}
+		}
+	}
+	return anthropictest.Response{Text: "OK"}
+}
+
+// syncClaudeOffice creates the office with PO and DEV as Claude Code agents
+// talking to srv, and a member who may answer PO's questions.
+func (c *chain) syncClaudeOffice(t *testing.T, bin string, srv *anthropictest.Server) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := postgres.Open(ctx, c.url, postgres.Options{})
 	if err != nil {
@@ -93,42 +134,14 @@ func runClaudeChain(t *testing.T, restart bool) {
 	c.userID = "00000000-0000-0000-0000-00000000c1a0"
 	c.exec(t, `insert into auth.users (id, email) values ($1, 'member@example.com')`, c.userID)
 	c.exec(t, `insert into office_members (office_id, user_id) values ($1, $2)`, c.officeID, c.userID)
+}
 
-	// Both server lives share the data directory, and with it each agent's
-	// Claude Code configuration directory (the wiring prepares one per
-	// agent), where PO's transcript is kept for --resume.
-	data := t.TempDir()
-	mutate := func(cfg *engine.Config, o *session.Options) {
-		cfg.DataDir = data
-		o.EnterDelay = 200 * time.Millisecond
-	}
-	n := startNode(t, c.url, c.rec, mutate)
-	if err := n.r.StartAgent(ctx, c.po.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.r.SendUserMessage(ctx, c.officeID, c.po.ID, c.userID, "Please start the login feature."); err != nil {
-		t.Fatal(err)
-	}
-	var q office.Question
-	waitFor(t, "PO's question", 90*time.Second, func() bool {
-		qs := c.questions(t, n.store)
-		if len(qs) == 1 {
-			q = qs[0]
-		}
-		return len(qs) == 1
-	})
-	if restart {
-		// Let Claude Code finish writing the turn before the server stops.
-		time.Sleep(2 * time.Second)
-		n.stop()
-		c.answerAsMember(t, q.ID, "SSO")
-		n = startNode(t, c.url, c.rec, mutate)
-		if err := n.r.StartAgent(ctx, c.po.ID); err != nil {
-			t.Fatal(err)
-		}
-	} else {
-		c.answerAsMember(t, q.ID, "SSO")
-	}
+// checkClaudeChainDone waits for DEV's invocation to complete and PO to be
+// given the result, then checks the chain left one question (delivered),
+// one invocation, one result, and gave PO the answer once.
+func (c *chain) checkClaudeChainDone(t *testing.T, n *node, srv *anthropictest.Server, questionID string) {
+	t.Helper()
+	ctx := context.Background()
 	waitFor(t, "the invocation to complete", 120*time.Second, func() bool {
 		is := c.invocations(t, n.store, office.InvocationCompleted)
 		return len(is) == 1 && is[0].CalleeAgentID == c.dev.ID
@@ -146,7 +159,7 @@ func runClaudeChain(t *testing.T, restart bool) {
 		}
 		return false
 	})
-	if got, _ := n.store.GetQuestion(ctx, q.ID); got.Status != office.QuestionDelivered {
+	if got, _ := n.store.GetQuestion(ctx, questionID); got.Status != office.QuestionDelivered {
 		t.Errorf("question %s", got.Status)
 	}
 	if n := len(c.questions(t, n.store)); n != 1 {

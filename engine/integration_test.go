@@ -311,6 +311,21 @@ func waitFor(t testing.TB, what string, d time.Duration, f func() bool) {
 	}
 }
 
+// waitOneQuestion waits until the office has exactly one question, for
+// at most d, and returns it.
+func (c *chain) waitOneQuestion(t testing.TB, st office.Store, what string, d time.Duration) office.Question {
+	t.Helper()
+	var q office.Question
+	waitFor(t, what, d, func() bool {
+		qs := c.questions(t, st)
+		if len(qs) == 1 {
+			q = qs[0]
+		}
+		return len(qs) == 1
+	})
+	return q
+}
+
 func (c *chain) questions(t testing.TB, st office.Store, status ...string) []office.Question {
 	t.Helper()
 	qs, err := st.ListQuestions(context.Background(), office.QuestionFilter{OfficeID: c.officeID, Status: status})
@@ -340,14 +355,7 @@ func TestChainPostgres(t *testing.T) {
 	if err := n.r.StartAgent(ctx, c.po.ID); err != nil {
 		t.Fatal(err)
 	}
-	var q office.Question
-	waitFor(t, "the question", 10*time.Second, func() bool {
-		qs := c.questions(t, n.store)
-		if len(qs) == 1 {
-			q = qs[0]
-		}
-		return len(qs) == 1
-	})
+	q := c.waitOneQuestion(t, n.store, "the question", 10*time.Second)
 	if q.QuestionType != office.QuestionSelection || q.Status != office.QuestionPending {
 		t.Fatalf("question %+v", q)
 	}
@@ -384,14 +392,7 @@ func TestChainLoopRejected(t *testing.T) {
 	if err := n.r.StartAgent(ctx, c.po.ID); err != nil {
 		t.Fatal(err)
 	}
-	var q office.Question
-	waitFor(t, "the question", 10*time.Second, func() bool {
-		qs := c.questions(t, n.store)
-		if len(qs) == 1 {
-			q = qs[0]
-		}
-		return len(qs) == 1
-	})
+	q := c.waitOneQuestion(t, n.store, "the question", 10*time.Second)
 	c.answerAsMember(t, q.ID, "email")
 	c.rec.wait(t, c.dev.ID, "dev notice: [OFFICE] Your INVOKE:PO was rejected", 15*time.Second)
 	if c.rec.count(c.dev.ID, "cycle") == 0 {
@@ -424,14 +425,7 @@ func TestChainCalleeCrashes(t *testing.T) {
 	if err := n.r.StartAgent(ctx, c.po.ID); err != nil {
 		t.Fatal(err)
 	}
-	var q office.Question
-	waitFor(t, "the question", 10*time.Second, func() bool {
-		qs := c.questions(t, n.store)
-		if len(qs) == 1 {
-			q = qs[0]
-		}
-		return len(qs) == 1
-	})
+	q := c.waitOneQuestion(t, n.store, "the question", 10*time.Second)
 	c.answerAsMember(t, q.ID, "social")
 	waitFor(t, "DEV to crash", 10*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(c.dev.Launch.Dir, "crashed"))
@@ -452,14 +446,7 @@ func TestChainServerRestart(t *testing.T) {
 	if err := n.r.StartAgent(ctx, c.po.ID); err != nil {
 		t.Fatal(err)
 	}
-	var q office.Question
-	waitFor(t, "the question", 10*time.Second, func() bool {
-		qs := c.questions(t, n.store)
-		if len(qs) == 1 {
-			q = qs[0]
-		}
-		return len(qs) == 1
-	})
+	q := c.waitOneQuestion(t, n.store, "the question", 10*time.Second)
 	n.stop()
 	c.answerAsMember(t, q.ID, "SSO") // while the server is down
 	n2 := startNode(t, c.url, c.rec, nil)

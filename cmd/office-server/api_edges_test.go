@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,15 +16,10 @@ func TestAPIEdges(t *testing.T) {
 	oid := r.officeID(t)
 	call := func(method, path, body string) (int, string, http.Header) {
 		t.Helper()
-		req, _ := http.NewRequest(method, r.base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+r.token)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
+		res, b, err := r.client(t).send(method, path, body, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
 		return res.StatusCode, string(b), res.Header
 	}
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -285,35 +284,6 @@ func saveScreenshot(t *testing.T, ctx context.Context, name string) {
 		return
 	}
 	t.Logf("screenshot: %s", p)
-}
-
-// apiClient calls the admin API of a server run by a test.
-type apiClient struct {
-	t           *testing.T
-	base, token string
-}
-
-// do sends body (JSON, may be empty) and decodes a 2xx answer into v when v
-// is not nil; it returns the status.
-func (c apiClient) do(method, path, body string, v any) int {
-	c.t.Helper()
-	req, err := http.NewRequest(method, c.base+path, strings.NewReader(body))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	if v != nil && res.StatusCode < 300 {
-		if err := json.NewDecoder(res.Body).Decode(v); err != nil {
-			c.t.Fatalf("%s %s: %v", method, path, err)
-		}
-	}
-	return res.StatusCode
 }
 
 // wait polls cond every 100 ms and fails the test after d.

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -102,28 +99,7 @@ func TestConsoleOnEveryNode(t *testing.T) {
 // decodes a 2xx answer into v; it returns the status.
 func nodeAPI(t *testing.T, n *serverProc, method, path, tok string, body, v any) int {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, n.base+path, rd)
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if v != nil && res.StatusCode < 300 {
-		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, path, err, b)
-		}
-	}
-	return res.StatusCode
+	return apiClient{t: t, base: n.base, token: tok}.do(method, path, body, v)
 }
 
 // leaseOwner waits until one of two nodes holds the office's lease and

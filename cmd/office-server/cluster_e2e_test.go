@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -163,26 +160,12 @@ func (c *clusterRun) live() []*serverProc {
 
 func (c *clusterRun) api(n *serverProc, method, path string, body, v any) int {
 	c.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, n.base+path, rd)
-	req.Header.Set("Authorization", "Bearer "+clusterToken)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
+	res, b, err := apiClient{t: c.t, base: n.base, token: clusterToken}.send(method, path, body, v)
 	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, path, err)
+		c.t.Fatalf("%s %s%s: %v", method, n.base, path, err)
 	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
 	if res.StatusCode >= 300 {
 		c.t.Logf("%s %s%s = %d: %s", method, n.base, path, res.StatusCode, b)
-	} else if v != nil {
-		if err := json.Unmarshal(b, v); err != nil {
-			c.t.Fatalf("%s %s: %v: %s", method, path, err, b)
-		}
 	}
 	return res.StatusCode
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -79,15 +78,8 @@ func TestDemoLoopStaysClean(t *testing.T) {
 // unless it was taken.
 func mustPost(t *testing.T, r *liveServer, path, body string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", r.base+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+r.token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode >= 300 {
-		t.Fatalf("POST %s = %d", path, res.StatusCode)
+	if st, b := r.client(t).text("POST", path, body); st >= 300 {
+		t.Fatalf("POST %s = %d %s", path, st, b)
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,26 +145,7 @@ type forwardRun struct {
 
 func (f *forwardRun) api(t *testing.T, method, path string, body, v any) int {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, f.p.base+path, rd)
-	req.Header.Set("Authorization", "Bearer "+f.token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if v != nil && res.StatusCode < 300 {
-		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, path, err, b)
-		}
-	}
-	return res.StatusCode
+	return apiClient{t: t, base: f.p.base, token: f.token}.do(method, path, body, v)
 }
 
 // waitReady waits until the named agent's session is ready.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -15,16 +14,7 @@ import (
 // status and body.
 func (r *liveServer) do(t *testing.T, method, path, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, r.base+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+r.token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
+	return r.client(t).text(method, path, body)
 }
 
 // TestAgentNamesRealServer: on the real wiring (embedded store), POSTing an

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -146,23 +145,15 @@ func runMain(t *testing.T, cfg serveConfig, dataDir string) *liveServer {
 	return r
 }
 
-// get decodes a GET of the API into v.
+// client calls r's API as the admin.
+func (r *liveServer) client(t *testing.T) apiClient {
+	return apiClient{t: t, base: r.base, token: r.token}
+}
+
+// get decodes a GET of the API, which must answer 200, into v.
 func (r *liveServer) get(t *testing.T, path string, v any) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", r.base+path, nil)
-	req.Header.Set("Authorization", "Bearer "+r.token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != 200 {
-		t.Fatalf("GET %s = %d %s", path, res.StatusCode, b)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
+	r.client(t).get(path, v)
 }
 
 // officeID returns the one office's id.
@@ -370,14 +361,7 @@ func TestAgentLifecycleAPI(t *testing.T) {
 	r.waitAgent(t, oid, "echo")
 	post := func(path, body string) int {
 		t.Helper()
-		req, _ := http.NewRequest("POST", r.base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+r.token)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		return res.StatusCode
+		return r.client(t).do("POST", path, body, nil)
 	}
 	status := func() string {
 		var a struct {
@@ -447,33 +431,20 @@ func TestServePostgres(t *testing.T) {
 func demoRoundTrip(t *testing.T, r *liveServer) {
 	t.Helper()
 	oid := r.officeID(t)
-	req, _ := http.NewRequest("GET", r.base+"/readyz", nil)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		if res.StatusCode == 200 {
+		st := apiClient{t: t, base: r.base}.do("GET", "/readyz", nil, nil)
+		if st == 200 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/readyz = %d on postgres", res.StatusCode)
+			t.Fatalf("/readyz = %d on postgres", st)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	q := r.waitQuestion(t, oid, office.QuestionPending, 20*time.Second)
-	body := strings.NewReader(`{"response":"Login page"}`)
-	req, _ = http.NewRequest("POST", r.base+"/api/questions/"+q.ID+"/answer", body)
-	req.Header.Set("Authorization", "Bearer "+r.token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != 200 {
-		t.Fatalf("answer = %d", res.StatusCode)
+	if st, b := r.client(t).text("POST", "/api/questions/"+q.ID+"/answer", `{"response":"Login page"}`); st != 200 {
+		t.Fatalf("answer = %d %s", st, b)
 	}
 	deadline = time.Now().Add(20 * time.Second)
 	for {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -210,35 +209,18 @@ type tokenRun struct {
 	oldKid string // the key the member's token was signed with
 }
 
-// adminGet GETs path from s with the admin token and decodes the answer.
+// adminGet GETs path from s with the admin token; it must answer 200,
+// decoded into v.
 func adminGet(t *testing.T, s *serverProc, token, path string, v any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, s.base+path, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
-		t.Fatalf("GET %s: %s %v", path, res.Status, err)
-	}
+	apiClient{t: t, base: s.base, token: token}.get(path, v)
 }
 
 // member POSTs a member's action on dependency request id to s with tok.
 func (r *tokenRun) member(s *serverProc, action, id, tok, body string) (int, string) {
 	t := r.t
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, s.base+"/api/member/dependencies/"+id+"/"+action, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	out, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(out)
+	return apiClient{t: t, base: s.base, token: tok}.text(http.MethodPost, "/api/member/dependencies/"+id+"/"+action, body)
 }
 
 // with is the member's claims with k set to v, or left out when v is nil.

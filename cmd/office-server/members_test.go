@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -49,21 +48,10 @@ func checkSealedSecret(t *testing.T, conn *pgx.Conn, id, want string) {
 // project's REST API with their own token (RLS: their offices only).
 func officesSeen(t *testing.T, p *supabasetest.Project, m supabasetest.Member) []string {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, p.URL+"/rest/v1/offices?select=id", nil)
-	req.Header.Set("apikey", p.PublishableKey)
-	req.Header.Set("Authorization", "Bearer "+m.Token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
 	var rows []struct {
 		ID string `json:"id"`
 	}
-	b, _ := io.ReadAll(res.Body)
-	if err := json.Unmarshal(b, &rows); err != nil || res.StatusCode != http.StatusOK {
-		t.Fatalf("member reads offices: %s %s", res.Status, b)
-	}
+	restAPI(t, p, p.PublishableKey, m.Token).get("/rest/v1/offices?select=id", &rows)
 	ids := make([]string, 0, len(rows))
 	for _, r := range rows {
 		ids = append(ids, r.ID)
@@ -161,16 +149,9 @@ func TestMembersSQLite(t *testing.T) {
 	if st, body := r.do(t, "POST", "/api/offices/"+oid+"/members", `{"email":"a@example.com"}`); st != http.StatusNotImplemented {
 		t.Errorf("POST members on SQLite = %d %s; want 501", st, body)
 	}
-	req, _ := http.NewRequest("POST", r.base+"/api/member/dependencies/"+uuid.NewString()+"/provide", strings.NewReader(`{"value":"x"}`))
-	req.Header.Set("Authorization", "Bearer "+supabasetest.Sign(map[string]any{"sub": uuid.NewString(), "role": "authenticated", "exp": 4102444800}))
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusNotImplemented || !strings.Contains(string(b), "SUPABASE_JWT_SECRET") {
-		t.Errorf("member endpoint without a JWT secret = %d %s; want 501 naming SUPABASE_JWT_SECRET", res.StatusCode, b)
+	member := apiClient{t: t, base: r.base, token: supabasetest.Sign(map[string]any{"sub": uuid.NewString(), "role": "authenticated", "exp": 4102444800})}
+	if st, b := member.text("POST", "/api/member/dependencies/"+uuid.NewString()+"/provide", `{"value":"x"}`); st != http.StatusNotImplemented || !strings.Contains(b, "SUPABASE_JWT_SECRET") {
+		t.Errorf("member endpoint without a JWT secret = %d %s; want 501 naming SUPABASE_JWT_SECRET", st, b)
 	}
 }
 

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -271,26 +267,7 @@ func startLiveOffice(t *testing.T, bin, officeYAML string, env ...string) *liveO
 // it returns the status (0 when the request failed).
 func (o *liveOffice) api(method, path string, body, v any) int {
 	o.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, o.p.base+path, rd)
-	req.Header.Set("Authorization", "Bearer "+o.token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if v != nil && res.StatusCode < 300 {
-		if err := json.Unmarshal(b, v); err != nil {
-			o.t.Fatalf("%s %s: %v: %s", method, path, err, b)
-		}
-	}
-	return res.StatusCode
+	return apiClient{t: o.t, base: o.p.base, token: o.token}.try(method, path, body, v)
 }
 
 // waitReady waits until n sessions are ready, failing at once when one

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,22 +74,8 @@ func runScript(t *testing.T, dir string) string {
 			<-done
 		}
 	}()
-	get := func(path string, v any) int {
-		req, _ := http.NewRequestWithContext(ctx, "GET", base+strings.TrimPrefix(path, "/"), nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		if v != nil && res.StatusCode == 200 {
-			if err := json.Unmarshal(body, v); err != nil {
-				t.Fatalf("GET %s: %v: %s", path, err, body)
-			}
-		}
-		return res.StatusCode
-	}
+	api := apiClient{t: t, base: strings.TrimSuffix(base, "/"), token: token}
+	get := func(path string, v any) int { t.Helper(); return api.do("GET", path, nil, v) }
 	if st := get("/?token="+token, nil); st != 200 {
 		t.Fatalf("console URL answered %d", st)
 	}

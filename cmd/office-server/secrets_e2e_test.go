@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -79,24 +78,14 @@ func TestLaunchSecretsNotStored(t *testing.T) {
 	if token == nil {
 		t.Fatalf("no token printed: %s", p.stdout.String())
 	}
-	get := func(path string) []byte {
-		req, _ := http.NewRequest("GET", p.base+path, nil)
-		req.Header.Set("Authorization", "Bearer "+token[1])
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return b
-	}
+	api := apiClient{t: t, base: p.base, token: token[1]}
 	var offices []struct{ ID string }
-	if err := json.Unmarshal(get("/api/offices"), &offices); err != nil || len(offices) != 1 {
-		t.Fatalf("offices: %v %+v", err, offices)
+	if api.get("/api/offices", &offices); len(offices) != 1 {
+		t.Fatalf("offices: %+v", offices)
 	}
-	agents := get("/api/offices/" + offices[0].ID + "/agents")
+	_, agents := api.text("GET", "/api/offices/"+offices[0].ID+"/agents", nil)
 	for _, want := range []string{`${OFFICE_TEST_TOKEN}`, `${OFFICE_TEST_ARG}`, `"LIT":"sealed:`} {
-		if !bytes.Contains(agents, []byte(want)) {
+		if !strings.Contains(agents, want) {
 			t.Errorf("the agents' launch spec lacks %s: %s", want, agents)
 		}
 	}
@@ -104,13 +93,13 @@ func TestLaunchSecretsNotStored(t *testing.T) {
 		Node string `json:"node"`
 	}
 	pollUntil(t, "agent_sessions.node", func() bool {
-		_ = json.Unmarshal(get("/api/offices/"+offices[0].ID+"/sessions"), &rows)
+		api.do("GET", "/api/offices/"+offices[0].ID+"/sessions", nil, &rows)
 		return len(rows) == 1 && rows[0].Node == "node-spy-1"
 	})
 	p.stop(t)
 	canaries := []string{"env-canary-71c2", "literal-canary-3f9a", "arg-canary-0d4e"}
 	for _, c := range canaries {
-		if bytes.Contains(agents, []byte(c)) {
+		if strings.Contains(agents, c) {
 			t.Errorf("the admin API shows %s", c)
 		}
 	}

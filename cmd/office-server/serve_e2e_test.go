@@ -1,12 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,28 +63,8 @@ func startServe(t *testing.T, bin, officeFile string, env []string, token string
 // api sends body as JSON and decodes a 2xx answer into v; it returns the
 // status, 0 when the server does not answer.
 func (c *e2eServe) api(method, path string, body, v any) int {
-	t := c.t
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, c.base+path, rd)
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if v != nil && res.StatusCode < 300 {
-		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, path, err, b)
-		}
-	}
-	return res.StatusCode
+	c.t.Helper()
+	return apiClient{t: c.t, base: c.base, token: c.token}.try(method, path, body, v)
 }
 
 func (c *e2eServe) wait(what string, d time.Duration, cond func() bool) {

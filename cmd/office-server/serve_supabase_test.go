@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -91,20 +90,10 @@ func (r *liveServer) waitReady(t *testing.T, when string) {
 // answered_at.
 func answerAsMember(t *testing.T, p *supabasetest.Project, m supabasetest.Member, id, response string) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"question_id": id, "response": response})
-	req, _ := http.NewRequest(http.MethodPost, p.URL+"/rest/v1/rpc/answer_question", bytes.NewReader(body))
-	req.Header.Set("apikey", p.PublishableKey)
-	req.Header.Set("Authorization", "Bearer "+m.Token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
 	var row office.Question
-	b, _ := io.ReadAll(res.Body)
-	if err := json.Unmarshal(b, &row); err != nil || res.StatusCode != http.StatusOK || row.Status != office.QuestionAnswered || row.ID != id {
-		t.Fatalf("member's answer: %s %s", res.Status, b)
+	res, b, err := restAPI(t, p, p.PublishableKey, m.Token).send(http.MethodPost, "/rest/v1/rpc/answer_question", map[string]any{"question_id": id, "response": response}, &row)
+	if err != nil || res.StatusCode != http.StatusOK || row.Status != office.QuestionAnswered || row.ID != id {
+		t.Fatalf("member's answer: %v %s", err, b)
 	}
 }
 

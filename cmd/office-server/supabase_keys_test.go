@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -108,18 +105,9 @@ func TestServeSupabaseKeys(t *testing.T) {
 // supabase-js (rpc answer_question) under the frontend's key, signed in.
 func answerWithKey(t *testing.T, p *supabasetest.Project, key, token, id, response string) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"question_id": id, "response": response})
-	req, _ := http.NewRequest(http.MethodPost, p.URL+"/rest/v1/rpc/answer_question", bytes.NewReader(body))
-	req.Header.Set("apikey", key)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if b, _ := io.ReadAll(res.Body); res.StatusCode != http.StatusOK {
-		t.Fatalf("member's answer: %s %s", res.Status, b)
+	answer := map[string]any{"question_id": id, "response": response}
+	if st, b := restAPI(t, p, key, token).text(http.MethodPost, "/rest/v1/rpc/answer_question", answer); st != http.StatusOK {
+		t.Fatalf("member's answer: %d %s", st, b)
 	}
 }
 
@@ -222,13 +210,5 @@ func TestServeMemberTokens(t *testing.T) {
 // was not.
 func memberReject(t *testing.T, srv *serverProc, token string) int {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, srv.base+"/api/member/dependencies/"+uuid.NewString()+"/reject", strings.NewReader(`{"reason":"no"}`))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	return res.StatusCode
+	return apiClient{t: t, base: srv.base, token: token}.do(http.MethodPost, "/api/member/dependencies/"+uuid.NewString()+"/reject", `{"reason":"no"}`, nil)
 }

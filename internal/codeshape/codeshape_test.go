@@ -27,10 +27,7 @@ const (
 
 // longTests are the test functions still over maxTestFuncLines, each with
 // why it waits; one that is no longer over must leave the list.
-var longTests = map[string]string{
-	"engine/claude_test.go runClaudeChain":                   "the engine's delivery is being rewritten (desk.go, deliver.go); split with it",
-	"engine/backpressure_test.go TestBoundedWhileStoreHangs": "the engine's limits are being rewritten (limit.go); split with them",
-}
+var longTests = map[string]string{}
 
 // switchTables are the functions that are one big switch over escape
 // sequences: splitting them would scatter a table that reads best whole.
