@@ -190,7 +190,7 @@ func (d *commandDriver) received(now time.Time, a *pendingAck) (bool, error) {
 	}
 	select {
 	case <-a.p.exited:
-		// Ended with the text unread, or its terminal is closed (onExit
+		// Ended with the text unread, or its terminal is closed (reap
 		// read the queue last): its output then, such as the terminal's
 		// echo, is no sign it read the text.
 		return false, nil

@@ -498,7 +498,8 @@ func (r *running) wakeEvents(ctx context.Context) {
 
 // wait serves until ctx ends or a part fails, then shuts down within
 // timeout: viewers and streams, HTTP, the typing, the sessions, what
-// they wrote last, their final statuses, and last the goroutines' context. It returns the part's failure.
+// they wrote last, their final statuses, and last the goroutines'
+// context. It returns the part's failure.
 func (r *running) wait(ctx context.Context, timeout time.Duration) error {
 	defer r.cancel()
 	var runErr error
