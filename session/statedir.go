@@ -1,7 +1,6 @@
 package session
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,9 +13,10 @@ import (
 // Each session keeps its hook settings, signals file and permission socket
 // in a state directory of its own, removed when the session ends. They
 // live in one directory per server process, os.TempDir()/office-sessions-
-// <pid> (short enough for a socket's path), so that what a server killed
-// with SIGKILL left behind is found: the first session of the next server
-// on the machine removes the directories of this user's servers whose
+// <pid>-<random> (short enough for a socket's path; made by MkdirTemp,
+// 0700, so nobody else can have made it first), so that what a server
+// killed with SIGKILL left behind is found: the first session of the next
+// server on the machine removes the roots of this user's servers whose
 // process is gone.
 var stateRoot struct {
 	once sync.Once
@@ -30,10 +30,7 @@ const stateRootPrefix = "office-sessions-"
 func newStateDir() (string, error) {
 	stateRoot.once.Do(func() {
 		sweepStateRoots(os.TempDir())
-		stateRoot.dir = filepath.Join(os.TempDir(), stateRootPrefix+strconv.Itoa(os.Getpid()))
-		if err := os.Mkdir(stateRoot.dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			stateRoot.err = err
-		}
+		stateRoot.dir, stateRoot.err = os.MkdirTemp("", stateRootPrefix+strconv.Itoa(os.Getpid())+"-")
 	})
 	if stateRoot.err != nil {
 		return "", fmt.Errorf("state directory: %w", stateRoot.err)
@@ -54,9 +51,8 @@ func sweepStateRoots(tmp string) {
 		return
 	}
 	for _, e := range entries {
-		name, ok := strings.CutPrefix(e.Name(), stateRootPrefix)
-		pid, err := strconv.Atoi(name)
-		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || !e.IsDir() {
+		pid, ok := rootPID(e.Name())
+		if !ok || pid == os.Getpid() || !e.IsDir() {
 			continue
 		}
 		info, err := e.Info()
@@ -70,4 +66,13 @@ func sweepStateRoots(tmp string) {
 			_ = os.RemoveAll(filepath.Join(tmp, e.Name()))
 		}
 	}
+}
+
+// rootPID returns the process id in a state root's name,
+// office-sessions-<pid>-<random>.
+func rootPID(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, stateRootPrefix)
+	digits, _, cut := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(digits)
+	return pid, ok && cut && err == nil && pid > 0
 }
