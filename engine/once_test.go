@@ -73,18 +73,23 @@ func TestTypedAgainSince(t *testing.T) {
 	if len(since) != 1 || !since[0].Equal(first) {
 		t.Errorf("SendSince times %v; want one, %v (the first typing)", since, first)
 	}
-	evs, err := h.st.ListEvents(ctx, office.EventFilter{OfficeID: h.office.ID, Limit: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The row is marked before its event is appended: wait for the event.
 	kinds := map[string]int{}
-	for _, e := range evs {
-		var p typingMark
-		_ = json.Unmarshal(e.Payload, &p)
-		if p.Row == rowKey("message", m.ID) || strings.Contains(string(e.Payload), m.ID) {
-			kinds[e.Kind]++
+	eventually(t, "the message.delivered event", func() bool {
+		evs, err := h.st.ListEvents(ctx, office.EventFilter{OfficeID: h.office.ID, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		kinds = map[string]int{}
+		for _, e := range evs {
+			var p typingMark
+			_ = json.Unmarshal(e.Payload, &p)
+			if p.Row == rowKey("message", m.ID) || strings.Contains(string(e.Payload), m.ID) {
+				kinds[e.Kind]++
+			}
+		}
+		return kinds["message.delivered"] > 0
+	})
 	if kinds[EventTyping] != 1 || kinds[EventTypingAgain] != 1 || kinds["message.delivered"] != 1 {
 		t.Errorf("events for the message: %v; want one each of %s, %s, message.delivered", kinds, EventTyping, EventTypingAgain)
 	}
