@@ -133,8 +133,8 @@ type Node struct {
 
 	mu         sync.Mutex
 	owned      map[string]lease
-	validUntil time.Time            // monotonic: no act for any office after this
-	released   map[string]time.Time // offices given away; not taken back before then
+	validUntil time.Time        // monotonic: no act for any office after this
+	released   map[string]given // offices given away, not taken back while nobody took them
 	draining   bool
 
 	jobs chan job      // to the runner, in order
@@ -179,7 +179,7 @@ func New(pool *pgxpool.Pool, cfg Config) *Node {
 	}
 	return &Node{
 		cfg: cfg, pool: pool, log: cfg.Logger.With("node", cfg.NodeID),
-		owned: map[string]lease{}, released: map[string]time.Time{},
+		owned: map[string]lease{}, released: map[string]given{},
 		jobs: make(chan job, 1<<16), wake: make(chan struct{}, 1),
 	}
 }
@@ -515,7 +515,7 @@ func (n *Node) handOver(ids []string) {
 			close(l.lost) // what waits to act for it stops
 			l.lost = nil
 			n.owned[id] = l
-			n.released[id] = time.Now().Add(3 * n.cfg.Lease)
+			n.released[id] = given{token: l.token, until: time.Now().Add(3 * n.cfg.Lease)}
 			give = append(give, job{officeID: id, release: l.token})
 		}
 	}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -23,6 +24,15 @@ type officeLoad struct {
 	weight  int
 	free    bool
 	freeFor time.Duration // since its lease expired (or it was made)
+	token   int64         // its lease's, 0 when it never had one
+}
+
+// given is an office this node handed over: it does not take it back for
+// three leases (the nodes under their share take it), unless another node
+// took it since (a new token), which then stopped renewing it.
+type given struct {
+	token int64
+	until time.Time
 }
 
 type nodeLoad struct {
@@ -43,7 +53,7 @@ func (n *Node) view(ctx context.Context) (view, error) {
 		  left join public.agent_sessions s on s.agent_id = a.id
 		  group by o.id)
 		select w.id::text, w.w, l.office_id is null or l.expires_at <= now(),
-		       extract(epoch from now() - coalesce(l.expires_at, w.created_at))::float8
+		       extract(epoch from now() - coalesce(l.expires_at, w.created_at))::float8, coalesce(l.token, 0)
 		from w left join office_cluster.leases l on l.office_id = w.id`)
 	b.Queue(`
 		select n.node_id, n.capacity, coalesce(sum(w.w), 0)::int
@@ -62,7 +72,7 @@ func (n *Node) view(ctx context.Context) (view, error) {
 		o    officeLoad
 		secs float64
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&o.id, &o.weight, &o.free, &secs}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&o.id, &o.weight, &o.free, &secs, &o.token}, func() error {
 		o.freeFor = time.Duration(secs * float64(time.Second))
 		v.offices = append(v.offices, o)
 		v.total += o.weight
@@ -128,14 +138,17 @@ func (n *Node) load() int {
 func (n *Node) pick(v view) map[string]int {
 	now := time.Now()
 	n.mu.Lock()
-	for id, until := range n.released {
-		if now.After(until) {
+	for id, g := range n.released {
+		if now.After(g.until) {
 			delete(n.released, id)
 		}
 	}
-	released := keySet(n.released)
+	released := maps.Clone(n.released)
 	n.mu.Unlock()
-	free := slices.DeleteFunc(slices.Clone(v.offices), func(o officeLoad) bool { return !o.free || released[o.id] })
+	free := slices.DeleteFunc(slices.Clone(v.offices), func(o officeLoad) bool {
+		g, gave := released[o.id]
+		return !o.free || gave && g.token == o.token
+	})
 	slices.SortFunc(free, func(a, b officeLoad) int { return int(b.freeFor - a.freeFor) })
 	load, want := n.load(), map[string]int{}
 	for _, o := range free {
@@ -147,14 +160,6 @@ func (n *Node) pick(v view) map[string]int {
 		}
 	}
 	return want
-}
-
-func keySet(m map[string]time.Time) map[string]bool {
-	out := make(map[string]bool, len(m))
-	for k := range m {
-		out[k] = true
-	}
-	return out
 }
 
 // surplus returns offices to give up: while this node is above its fair
