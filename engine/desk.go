@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -43,11 +45,12 @@ type desk struct {
 	// droppedNotices were not queued: the queue was full (limit.go).
 	droppedNotices int
 	progress       Progress
-	crashed        bool   // crashed since its last ready (see remind)
-	settled        bool   // the last delivery round delivered everything it found (see recordStatus)
-	readyOnce      bool   // its session was ready in this server's life
-	sleep          string // asked to hibernate, and why (hibernate.go)
-	cursor         cursor // the newest transcript cursor known
+	held           heldBlock // an open block kept past a turn end (hold.go)
+	crashed        bool      // crashed since its last ready (see remind)
+	settled        bool      // the last delivery round delivered everything it found (see recordStatus)
+	readyOnce      bool      // its session was ready in this server's life
+	sleep          string    // asked to hibernate, and why (hibernate.go)
+	cursor         cursor    // the newest transcript cursor known
 
 	// Guarded by the router's mu: the loops run.
 	intakeOn, deliverOn bool
@@ -67,11 +70,12 @@ type desk struct {
 }
 
 // inboxItem is a chunk of text, or (lost > 0) a record of text dropped at
-// that point of the stream.
+// that point of the stream, or (release > 0) the end of a held block.
 type inboxItem struct {
-	t    session.Text
-	size int
-	lost int
+	t       session.Text
+	size    int
+	lost    int
+	release uint64 // the hold's generation (hold.go)
 }
 
 // desk returns k's desk, making it when needed.
@@ -85,6 +89,13 @@ func (rt *Router) desk(k agentKey) *desk {
 		rt.desks[k] = d
 	}
 	return d
+}
+
+// allDesks returns every desk made so far.
+func (rt *Router) allDesks() []*desk {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return slices.Collect(maps.Values(rt.desks))
 }
 
 // startIntake starts the desk's intake loop once, if Run runs (Run starts
@@ -248,8 +259,10 @@ func (d *desk) intake(ctx context.Context) {
 		}
 		if it.lost > 0 {
 			d.outputLost(ctx, it.lost)
+		} else if it.release > 0 {
+			d.endHeld(ctx, it.release)
 		} else {
-			if !d.parseText(ctx, it.t) {
+			if !d.parseText(ctx, it.t, false) {
 				// A message failed (the store refused it): the cursor
 				// stays where it is for this server life, so a restart
 				// reads that message again and retries it.
@@ -284,14 +297,15 @@ func (d *desk) outputLost(ctx context.Context, n int) {
 // chunk's messages: that name is the event's dedupe key, so a re-rendered
 // or re-read chunk is never acted on twice. Invalid blocks are recorded
 // and told within bounds (see onInvalid). It reports false when a message
-// could not be handled.
-func (d *desk) parseText(ctx context.Context, t session.Text) bool {
+// could not be handled. At t's turn end the parser's open block and phase
+// end, unless the block is held (hold.go); released: t ends a hold.
+func (d *desk) parseText(ctx context.Context, t session.Text, released bool) bool {
 	k := d.key
 	var msgs []protocol.Message
 	for _, l := range t.Lines {
 		msgs = append(msgs, d.parser.Feed(l)...)
 	}
-	if t.TurnEnd {
+	if held := !released && d.holdOpenBlock(t); t.TurnEnd && !held {
 		msgs = append(msgs, d.parser.Flush()...)
 	}
 	idx := make([]int, len(msgs))

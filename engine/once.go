@@ -191,6 +191,9 @@ func (rt *Router) Quiesce(ctx context.Context) error {
 // otherwise be given its task again. Bounded by ctx; without Run there is
 // nobody to act and it returns at once.
 func (rt *Router) Drain(ctx context.Context) error {
+	for _, d := range rt.allDesks() {
+		d.release(0) // a block held past a turn end ends now (hold.go)
+	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -208,13 +211,7 @@ func (rt *Router) Drain(ctx context.Context) error {
 // inboxesEmpty reports whether every desk's inbox is empty, the chunk
 // being handled included (its bytes count until it is).
 func (rt *Router) inboxesEmpty() bool {
-	rt.mu.Lock()
-	desks := make([]*desk, 0, len(rt.desks))
-	for _, d := range rt.desks {
-		desks = append(desks, d)
-	}
-	rt.mu.Unlock()
-	for _, d := range desks {
+	for _, d := range rt.allDesks() {
 		d.mu.Lock()
 		n := d.bytes
 		d.mu.Unlock()

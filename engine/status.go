@@ -13,11 +13,15 @@ import (
 // it records the session, wakes the agent's pump when it is ready, and
 // fails the agent's open tasks when its session failed for good.
 func (sw *statusWriter) queue(c statusChange) {
-	if c.Status == office.SessionStarting {
+	switch c.Status {
+	case office.SessionStarting:
 		d := sw.desk(agentKey{c.OfficeID, c.AgentID})
 		d.mu.Lock()
 		d.epoch = uuid.NewString()
 		d.mu.Unlock()
+		d.release(0) // nothing more of a block held from the last process
+	case office.SessionExited, office.SessionCrashed, office.SessionFailed, office.SessionStopped:
+		sw.desk(agentKey{c.OfficeID, c.AgentID}).release(0)
 	}
 	sw.mu.Lock()
 	// Recorded by one goroutine, in order: OnStatus must not block.

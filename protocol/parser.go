@@ -141,6 +141,10 @@ func (p *Parser) Feed(line string) []Message {
 	return p.feedOutside(line, out)
 }
 
+// InBlock reports whether a block is open: its tag line was fed and
+// neither its closing tag nor anything that ends it yet.
+func (p *Parser) InBlock() bool { return p.blk != nil }
+
 // Flush ends the current turn: an open block or phase message is completed
 // and returned. The parser is then ready for the next turn; line numbers
 // keep counting.
