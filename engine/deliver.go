@@ -142,6 +142,9 @@ func (d *desk) round(ctx context.Context) (retry bool) {
 	if !o.roster.serves(k.officeID) {
 		return false // another server runs the office now
 	}
+	if d.holding() {
+		return false // within a block it may go on with; its end kicks (hold.go)
+	}
 	if !o.delivery.quiet.begin() {
 		return false // the server is stopping
 	}

@@ -18,7 +18,8 @@ import (
 // invalid block) and take the rest for prose. So the open block is kept:
 // the next lines go on with it, until its closing tag (or whatever else
 // ends a block) or, if nothing ends it, until this long after the turn
-// end, when it ends as an unclosed block does at a turn's end. A turn
+// end, when it ends as an unclosed block does at a turn's end. Meanwhile
+// nothing is typed into the agent, whose turn may go on. A turn
 // read from a record (Claude Code, Codex, Gemini CLI, Qwen Code) ends for
 // certain and ends its block at once.
 const heldBlockFor = 5 * time.Second
@@ -38,16 +39,29 @@ type heldBlock struct {
 // goroutine.
 func (d *desk) holdOpenBlock(t session.Text) bool {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	was := d.held.gen != 0
 	d.held.gen = 0
-	if !t.TurnEnd || t.Source != session.FromScreen || !d.parser.InBlock() {
-		return false
+	hold := t.TurnEnd && t.Source == session.FromScreen && d.parser.InBlock()
+	if hold {
+		d.held.last++
+		d.held.gen, d.held.id = d.held.last, t.ID
+		gen := d.held.gen
+		time.AfterFunc(heldBlockFor, func() { d.release(gen) })
 	}
-	d.held.last++
-	d.held.gen, d.held.id = d.held.last, t.ID
-	gen := d.held.gen
-	time.AfterFunc(heldBlockFor, func() { d.release(gen) })
-	return true
+	d.mu.Unlock()
+	if was && !hold {
+		d.r.kick(d.key) // what waited for the hold's end (holding)
+	}
+	return hold
+}
+
+// holding reports whether a block is held open: the agent's turn may not
+// have ended, and nothing is typed into it until the hold ends (what
+// ends it kicks delivery).
+func (d *desk) holding() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.held.gen != 0
 }
 
 // release queues the end of hold gen (0: whichever hold there is), if it
@@ -79,5 +93,6 @@ func (d *desk) endHeld(ctx context.Context, gen uint64) {
 	d.mu.Unlock()
 	if still {
 		d.parseText(ctx, session.Text{ID: id + "/held", Source: session.FromScreen, TurnEnd: true}, true)
+		d.r.kick(d.key)
 	}
 }

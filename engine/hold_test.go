@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -21,12 +22,19 @@ func (h *harness) screenSay(name, text string) {
 // within a block (the model paused after the tag line) leaves the block
 // open for the rest of it: one question, no invalid block. Without the
 // hold the tag line alone was an invalid ASK_USER and the question prose.
+// Meanwhile nothing is typed into the agent: a person's message waits for
+// the rest.
 func TestScreenTurnEndHoldsOpenBlock(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run("PO")
 	h.screenSay("PO", "생각해 보니.\n[ASK_USER]")
-	time.Sleep(300 * time.Millisecond)
+	eventually(t, "the hold", func() bool { return h.r.desk(agentKey{h.office.ID, h.id("PO")}).holding() })
+	if _, err := h.r.SendUserMessage(context.Background(), h.office.ID, h.id("PO"), "", "while it pauses"); err != nil {
+		t.Fatal(err)
+	}
+	h.quiet("PO", 500*time.Millisecond)
 	h.screenSay("PO", "질문: 계속할까요?\n타입: confirmation\n[/ASK_USER]\n끝.")
+	h.typed("PO", "while it pauses")
 	eventually(t, "the question", func() bool { return len(h.questions()) == 1 })
 	if q := h.questions()[0]; q.Question != "계속할까요?" || q.QuestionType != "confirmation" {
 		t.Errorf("question %q of type %q, want 계속할까요? (confirmation)", q.Question, q.QuestionType)
