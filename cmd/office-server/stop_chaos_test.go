@@ -54,8 +54,6 @@ import (
 // OFFICE_CHAOS_STOPS sets the number of stops (default 4: the CI run);
 // docs/guarantees.md gives the long run's command.
 func TestStopChaos(t *testing.T) {
-	claude := testenv.ClaudeBin(t)
-	bin := buildServer(t)
 	stops := 4
 	if s := os.Getenv("OFFICE_CHAOS_STOPS"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -64,12 +62,25 @@ func TestStopChaos(t *testing.T) {
 		}
 		stops = n
 	}
+	stopChaos(t, stops, os.Getenv("OFFICE_CHAOS_PERMISSIONS") != "")
+}
+
+// TestStopChaosPermissions is TestStopChaos's short run with lead's
+// permission requests (OFFICE_CHAOS_PERMISSIONS=1): 3 stops, for CI; the
+// long run is TestStopChaos with that variable.
+func TestStopChaosPermissions(t *testing.T) { stopChaos(t, 3, true) }
+
+// stopChaos runs TestStopChaos: stops stops, lead asking for its Bash
+// calls when perms.
+func stopChaos(t *testing.T, stops int, perms bool) {
+	claude := testenv.ClaudeBin(t)
+	bin := buildServer(t)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("OFFICE_CHAOS_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
 	t.Logf("seed %d (OFFICE_CHAOS_SEED), %d stops", seed, stops)
-	c := newChaos(t, bin, claude, rand.New(rand.NewPCG(seed, seed)))
+	c := newChaos(t, bin, claude, rand.New(rand.NewPCG(seed, seed)), perms)
 	kinds := map[string]int{}
 	for i := 1; i <= stops; i++ {
 		how := c.run(i)
@@ -134,13 +145,13 @@ func token(m []string) (tok, kind, agent string) {
 	return strings.ToUpper(m[0]), strings.ToUpper(m[1]), strings.ToUpper(m[2])
 }
 
-func newChaos(t *testing.T, bin, claude string, rnd *rand.Rand) *chaos {
+func newChaos(t *testing.T, bin, claude string, rnd *rand.Rand, perms bool) *chaos {
 	c := &chaos{t: t, bin: bin, rnd: rnd, model: anthropictest.New(t), home: t.TempDir(), data: t.TempDir()}
 	dir := t.TempDir()
 	c.workLog, c.clerkLog = filepath.Join(dir, "worker.log"), filepath.Join(dir, "clerk.log")
 	c.officeFile = filepath.Join(dir, "office.yaml")
-	// OFFICE_CHAOS_PERMISSIONS=1: lead asks for its Bash calls (PRM).
-	perms, mode := os.Getenv("OFFICE_CHAOS_PERMISSIONS") != "", ""
+	// perms: lead asks for its Bash calls (PRM).
+	mode := ""
 	if perms {
 		mode = ", permission_mode: default"
 	}
