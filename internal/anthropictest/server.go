@@ -35,7 +35,6 @@
 package anthropictest
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -44,6 +43,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/office-server/office-server/internal/requestlog"
 )
 
 // DefaultKey is the API key [New] gives the server unless told otherwise.
@@ -130,6 +131,9 @@ type Request struct {
 	Main bool
 }
 
+// IsMain reports whether r is a main request (requestlog.Request).
+func (r Request) IsMain() bool { return r.Main }
+
 // LastUserText returns the text of the last user message, without the
 // <system-reminder> blocks Claude Code adds to it.
 func (r Request) LastUserText() string {
@@ -189,15 +193,12 @@ type Server struct {
 	t   TB
 	srv *httptest.Server
 
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced whenever a request is recorded
-	queue   []Response
-	reply   func(Request) Response
-	side    func(Request) Response
-	reqs    []Request
-	unknown []string
-	seq     int
-	msgID   int
+	mu    sync.Mutex
+	queue []Response
+	reply func(Request) Response
+	side  func(Request) Response
+	msgID int
+	requestlog.Log[Request]
 }
 
 // TB is what the server needs of a test (testing.TB has it): the load
@@ -212,7 +213,7 @@ type TB interface {
 // requests get the reply "OK" and side requests the reply "Test".
 func New(t TB) *Server {
 	t.Helper()
-	s := &Server{Key: DefaultKey, t: t, changed: make(chan struct{})}
+	s := &Server{Key: DefaultKey, t: t}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
 	s.URL = s.srv.URL
 	t.Cleanup(s.Close)
@@ -248,64 +249,6 @@ func (s *Server) ReplySide(f func(Request) Response) {
 	s.side = f
 }
 
-// Requests returns every Messages request received so far, in order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.reqs...)
-}
-
-// MainRequests returns the main-conversation requests received so far.
-func (s *Server) MainRequests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []Request
-	for _, r := range s.reqs {
-		if r.Main {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// Unknown returns "METHOD /path" of every request that was not a Messages
-// request, in order.
-func (s *Server) Unknown() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.unknown...)
-}
-
-// WaitMain waits until the n-th (1-based) main request has arrived and
-// returns it. It fails when ctx ends first.
-func (s *Server) WaitMain(ctx context.Context, n int) (Request, error) {
-	return s.wait(ctx, n, true)
-}
-
-func (s *Server) wait(ctx context.Context, n int, mainOnly bool) (Request, error) {
-	for {
-		s.mu.Lock()
-		i := 0
-		for _, r := range s.reqs {
-			if mainOnly && !r.Main {
-				continue
-			}
-			i++
-			if i == n {
-				s.mu.Unlock()
-				return r, nil
-			}
-		}
-		ch := s.changed
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return Request{}, fmt.Errorf("wait for request %d (have %d): %w", n, i, ctx.Err())
-		}
-	}
-}
-
 // Env returns the environment Claude Code needs to talk only to this server,
 // with HOME set to home.
 func (s *Server) Env(home string) []string {
@@ -319,20 +262,13 @@ func (s *Server) Env(home string) []string {
 }
 
 func (s *Server) record(r Request) Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if r.Path == "/v1/messages" {
-		s.seq++
-		r.Seq = s.seq
-		s.reqs = append(s.reqs, r)
-	} else {
-		s.unknown = append(s.unknown, r.Method+" "+r.Path)
-		// Worth seeing in a failing test's log: a new Claude Code version
-		// may call endpoints this server only answers generically.
-		s.t.Logf("anthropictest: %s %s (answered generically)", r.Method, r.Path)
+		return s.Add(func(n int) Request { r.Seq = n; return r })
 	}
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.AddUnknown(r.Method, r.Path)
+	// Worth seeing in a failing test's log: a new Claude Code version may
+	// call endpoints this server only answers generically.
+	s.t.Logf("anthropictest: %s %s (answered generically)", r.Method, r.Path)
 	return r
 }
 

@@ -16,7 +16,6 @@
 package geminitest
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,6 +25,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/internal/requestlog"
 )
 
 // Model is the model name clients are told to use.
@@ -64,6 +65,9 @@ type Request struct {
 	// and asks for no JSON.
 	Main bool
 }
+
+// IsMain reports whether r is a main request (requestlog.Request).
+func (r Request) IsMain() bool { return r.Main }
 
 // Has reports whether the request's body contains s, its JSON escapes
 // decoded.
@@ -152,14 +156,12 @@ type Server struct {
 	mu    sync.Mutex
 	queue []Response
 	reply func(Request) Response
-	reqs  []Request
-	unk   []string
-	seen  chan struct{}
+	requestlog.Log[Request]
 }
 
 // New starts a server closed at t's end.
 func New(t testing.TB) *Server {
-	s := &Server{Key: DefaultKey, seen: make(chan struct{})}
+	s := &Server{Key: DefaultKey}
 	s.reply = func(Request) Response { return Response{Text: "OK"} }
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
@@ -179,55 +181,6 @@ func (s *Server) Reply(f func(Request) Response) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reply = f
-}
-
-// Requests returns the model requests received, in order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.reqs...)
-}
-
-// MainRequests returns the main requests received, in order.
-func (s *Server) MainRequests() []Request {
-	var out []Request
-	for _, r := range s.Requests() {
-		if r.Main {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// Unknown returns "METHOD /path" of every other request.
-func (s *Server) Unknown() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.unk...)
-}
-
-// WaitMain returns the n-th main request (1-based), waiting for it.
-func (s *Server) WaitMain(ctx context.Context, n int) (Request, error) {
-	for {
-		s.mu.Lock()
-		seen := s.seen
-		k := 0
-		for _, r := range s.reqs {
-			if r.Main {
-				k++
-				if k == n {
-					s.mu.Unlock()
-					return r, nil
-				}
-			}
-		}
-		s.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return Request{}, fmt.Errorf("main request %d: %w (got %d)", n, ctx.Err(), k)
-		case <-seen:
-		}
-	}
 }
 
 // requestHead is the part of a GenerateContentRequest the server reads.
@@ -256,9 +209,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		model, method, _ = strings.Cut(path[i+len("/models/"):], ":")
 	}
 	if r.Method != http.MethodPost || (method != "streamGenerateContent" && method != "generateContent" && method != "countTokens") {
-		s.mu.Lock()
-		s.unk = append(s.unk, r.Method+" "+path)
-		s.mu.Unlock()
+		s.AddUnknown(r.Method, path)
 		writeJSON(w, map[string]any{})
 		return
 	}
@@ -278,10 +229,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	jsonOut := head.GenerationConfig.ResponseMimeType == "application/json" || len(head.GenerationConfig.ResponseSchema) > 0 || len(head.GenerationConfig.ResponseJSONSchema) > 0
 	s.mu.Lock()
 	req.Main = req.Stream && req.Tools > 0 && !jsonOut
-	req.Seq = len(s.reqs) + 1
-	s.reqs = append(s.reqs, req)
-	close(s.seen)
-	s.seen = make(chan struct{})
+	req = s.Add(func(n int) Request { req.Seq = n; return req })
 	var resp Response
 	switch {
 	case !req.Main && jsonOut:

@@ -26,6 +26,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/office-server/office-server/internal/requestlog"
 )
 
 // DefaultKey is the API key clients are given; a request with another
@@ -69,6 +71,9 @@ type Request struct {
 	// a side request by [Server.Side]'s rule.
 	Main bool
 }
+
+// IsMain reports whether r is a main request (requestlog.Request).
+func (r Request) IsMain() bool { return r.Main }
 
 // Has reports whether the request's body contains s, its JSON escapes
 // decoded (the instructions a client sent, say).
@@ -164,14 +169,12 @@ type Server struct {
 	reply  func(Request) Response
 	side   func(Request) Response
 	isSide func(Request) bool
-	reqs   []Request
-	unk    []string
-	seen   chan struct{} // closed and replaced at every model request
+	requestlog.Log[Request]
 }
 
 // New starts a server closed at t's end.
 func New(t testing.TB) *Server {
-	s := &Server{t: t, Key: DefaultKey, seen: make(chan struct{})}
+	s := &Server{t: t, Key: DefaultKey}
 	s.reply = func(Request) Response { return Response{Text: "OK"} }
 	s.side = func(Request) Response { return Response{Text: "OK"} }
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -210,55 +213,6 @@ func (s *Server) Side(f func(Request) bool) {
 	s.isSide = f
 }
 
-// Requests returns the model requests received, in order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.reqs...)
-}
-
-// MainRequests returns the main requests received, in order.
-func (s *Server) MainRequests() []Request {
-	var out []Request
-	for _, r := range s.Requests() {
-		if r.Main {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// Unknown returns "METHOD /path" of every other request.
-func (s *Server) Unknown() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.unk...)
-}
-
-// WaitMain returns the n-th main request (1-based), waiting for it.
-func (s *Server) WaitMain(ctx context.Context, n int) (Request, error) {
-	for {
-		s.mu.Lock()
-		seen := s.seen
-		k := 0
-		for _, r := range s.reqs {
-			if r.Main {
-				k++
-				if k == n {
-					s.mu.Unlock()
-					return r, nil
-				}
-			}
-		}
-		s.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return Request{}, fmt.Errorf("main request %d: %w (got %d)", n, ctx.Err(), k)
-		case <-seen:
-		}
-	}
-}
-
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	path := strings.TrimSuffix(r.URL.Path, "/")
@@ -268,9 +222,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method != http.MethodPost || !model {
-		s.mu.Lock()
-		s.unk = append(s.unk, r.Method+" "+r.URL.Path)
-		s.mu.Unlock()
+		s.AddUnknown(r.Method, r.URL.Path)
 		writeJSON(w, map[string]any{})
 		return
 	}
@@ -291,10 +243,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	req.Main = req.Tools > 0 && (s.isSide == nil || !s.isSide(req))
-	req.Seq = len(s.reqs) + 1
-	s.reqs = append(s.reqs, req)
-	close(s.seen)
-	s.seen = make(chan struct{})
+	req = s.Add(func(n int) Request { req.Seq = n; return req })
 	if r.Header.Get("Authorization") != "Bearer "+s.Key {
 		// Recorded, answered as the real API does, no reply taken.
 		s.mu.Unlock()
