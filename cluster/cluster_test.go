@@ -413,7 +413,7 @@ func TestGivenAwayThenOrphaned(t *testing.T) {
 	cfg := cluster.Config{Lease: 4 * time.Second, Renew: time.Second}
 	a := startNode(t, pool, cfg)
 	waitFor(t, 10*time.Second, "both offices on a", func() bool { return a.rec.count() == 2 })
-	if _, err := pool.Exec(ctx, `insert into office_cluster.nodes (node_id) values ('b')`); err != nil {
+	if _, err := pool.Exec(ctx, `insert into office_cluster.nodes (node_id, started_at) values ('b', now() - interval '1 minute')`); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "one office given to b", func() bool { return a.rec.count() == 1 })
@@ -431,6 +431,43 @@ func TestGivenAwayThenOrphaned(t *testing.T) {
 	// Its lease runs out after 1 s; a takes it at its next period.
 	if took > 1*time.Second+2*cfg.Renew {
 		t.Errorf("taken back after %v, want within %v: what a gave away was refused after another node held it", took, time.Second+2*cfg.Renew)
+	}
+}
+
+// TestHandedToNodeThatNeverTakes: a node above its share hands an office
+// to a node under it that never takes it (node b is a row: up a minute,
+// one heartbeat, then nothing); the office is back on the node that gave
+// it after two periods free, not three leases later, and b, silent
+// since, is not handed it again. A node just started (c) is handed
+// nothing: it may die before it takes.
+func TestHandedToNodeThatNeverTakes(t *testing.T) {
+	pool, _ := database(t, 2)
+	ctx := context.Background()
+	cfg := cluster.Config{Lease: 4 * time.Second, Renew: time.Second}
+	a := startNode(t, pool, cfg)
+	waitFor(t, 10*time.Second, "both offices on a", func() bool { return a.rec.count() == 2 })
+	if _, err := pool.Exec(ctx, `insert into office_cluster.nodes (node_id) values ('c')`); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * cfg.Renew)
+	if n := a.rec.count(); n != 2 {
+		t.Fatalf("a runs %d offices after a node just started came, want 2: handed to a node that may die before it takes", n)
+	}
+	if _, err := pool.Exec(ctx, `delete from office_cluster.nodes where node_id = 'c';
+		insert into office_cluster.nodes (node_id, started_at) values ('b', now() - interval '1 minute')`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "one office handed to b", func() bool { return a.rec.count() == 1 })
+	gave := time.Now()
+	waitFor(t, 15*time.Second, "the office back on a", func() bool { return a.rec.count() == 2 })
+	took := time.Since(gave)
+	t.Logf("the office b never took back on a %v after it was handed over", took.Round(time.Millisecond))
+	if took > 4*cfg.Renew {
+		t.Errorf("back after %v, want within %v (two periods free, then a period): refused for three leases", took, 4*cfg.Renew)
+	}
+	time.Sleep(2 * cfg.Renew)
+	if n := a.rec.count(); n != 2 {
+		t.Errorf("a runs %d offices, want 2: handed again to b, which has not renewed for %v", n, time.Since(gave))
 	}
 }
 

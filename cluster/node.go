@@ -284,7 +284,7 @@ func (n *Node) announce(ctx context.Context) error {
 	_, err := n.pool.Exec(ctx, `
 		with gone as (delete from office_cluster.nodes where heartbeat < now() - interval '1 day')
 		insert into office_cluster.nodes (node_id, addr, capacity) values ($1, $2, $3)
-		on conflict (node_id) do update set addr = excluded.addr, capacity = excluded.capacity, heartbeat = now(), draining = false`,
+		on conflict (node_id) do update set addr = excluded.addr, capacity = excluded.capacity, heartbeat = now(), started_at = now(), draining = false`,
 		n.cfg.NodeID, n.cfg.Addr, n.cfg.Capacity)
 	if err != nil {
 		return fmt.Errorf("announce node: %w", err)

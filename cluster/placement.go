@@ -27,9 +27,10 @@ type officeLoad struct {
 	token   int64         // its lease's, 0 when it never had one
 }
 
-// given is an office this node handed over: it does not take it back for
-// three leases (the nodes under their share take it), unless another node
-// took it since (a new token), which then stopped renewing it.
+// given is an office this node handed over: it does not take it back
+// while the nodes under their share may take it (leftFree), unless another
+// node took it since (a new token) and then stopped renewing it. The
+// entry is forgotten after three leases.
 type given struct {
 	token int64
 	until time.Time
@@ -39,6 +40,10 @@ type nodeLoad struct {
 	id       string
 	capacity int
 	load     int
+	// since its last heartbeat, and since it started: surplus hands
+	// offices only to a node seen renewing that has been up long enough to
+	// take them.
+	silent, up time.Duration
 }
 
 // view reads the placement in one round trip (two statements in a batch;
@@ -56,14 +61,15 @@ func (n *Node) view(ctx context.Context) (view, error) {
 		       extract(epoch from now() - coalesce(l.expires_at, w.created_at))::float8, coalesce(l.token, 0)
 		from w left join office_cluster.leases l on l.office_id = w.id`)
 	b.Queue(`
-		select n.node_id, n.capacity, coalesce(sum(w.w), 0)::int
+		select n.node_id, n.capacity, coalesce(sum(w.w), 0)::int,
+		       extract(epoch from now() - n.heartbeat)::float8, extract(epoch from now() - n.started_at)::float8
 		from office_cluster.nodes n
 		left join office_cluster.leases l on l.node_id = n.node_id and l.expires_at > now()
 		left join lateral (select greatest(count(*) filter (where a.status <> 'disabled' and s.status is distinct from 'hibernated'), 1)::int as w
 		                   from public.office_agents a left join public.agent_sessions s on s.agent_id = a.id
 		                   where a.office_id = l.office_id) w on l.office_id is not null
 		where n.heartbeat > now() - make_interval(secs => $1) and not n.draining
-		group by n.node_id, n.capacity`, n.cfg.Lease.Seconds())
+		group by n.node_id, n.capacity, n.heartbeat, n.started_at`, n.cfg.Lease.Seconds())
 	br := n.pool.SendBatch(ctx, b)
 	defer br.Close()
 	var v view
@@ -73,7 +79,7 @@ func (n *Node) view(ctx context.Context) (view, error) {
 		secs float64
 	)
 	if _, err := pgx.ForEachRow(rows, []any{&o.id, &o.weight, &o.free, &secs, &o.token}, func() error {
-		o.freeFor = time.Duration(secs * float64(time.Second))
+		o.freeFor = seconds(secs)
 		v.offices = append(v.offices, o)
 		v.total += o.weight
 		return nil
@@ -81,8 +87,12 @@ func (n *Node) view(ctx context.Context) (view, error) {
 		return v, err
 	}
 	rows, _ = br.Query()
-	var nl nodeLoad
-	if _, err := pgx.ForEachRow(rows, []any{&nl.id, &nl.capacity, &nl.load}, func() error {
+	var (
+		nl         nodeLoad
+		silent, up float64
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&nl.id, &nl.capacity, &nl.load, &silent, &up}, func() error {
+		nl.silent, nl.up = seconds(silent), seconds(up)
 		v.nodes = append(v.nodes, nl)
 		return nil
 	}); err != nil {
@@ -134,7 +144,7 @@ func (n *Node) load() int {
 // pick chooses the free offices to take: longest free first, while the
 // node is under its fair share; an office left free for two periods (the
 // nodes under their share did not take it) is taken by any node with
-// room. Capacity bounds both.
+// room, the node that handed it over too. Capacity bounds both.
 func (n *Node) pick(v view) map[string]int {
 	now := time.Now()
 	n.mu.Lock()
@@ -147,13 +157,13 @@ func (n *Node) pick(v view) map[string]int {
 	n.mu.Unlock()
 	free := slices.DeleteFunc(slices.Clone(v.offices), func(o officeLoad) bool {
 		g, gave := released[o.id]
-		return !o.free || gave && g.token == o.token
+		return !o.free || gave && g.token == o.token && o.freeFor <= n.leftFree()
 	})
 	slices.SortFunc(free, func(a, b officeLoad) int { return int(b.freeFor - a.freeFor) })
 	load, want := n.load(), map[string]int{}
 	for _, o := range free {
 		room := n.cfg.Capacity == 0 || load+o.weight <= n.cfg.Capacity
-		share := load+o.weight <= v.fair || load == 0 || o.freeFor > 2*n.cfg.Renew
+		share := load+o.weight <= v.fair || load == 0 || o.freeFor > n.leftFree()
 		if room && share {
 			want[o.id] = o.weight
 			load += o.weight
@@ -162,9 +172,20 @@ func (n *Node) pick(v view) map[string]int {
 	return want
 }
 
+// leftFree is how long an office is left to the nodes under their share
+// (two periods: each takes at its next), and how long a node may go
+// without renewing, or must have been up, to be handed offices. A node
+// that never took what it was handed (it died, or it was just starting
+// and died) would otherwise take the office down until the hand-over was
+// forgotten (three leases).
+func (n *Node) leftFree() time.Duration { return 2 * n.cfg.Renew }
+
+// seconds converts a database interval in seconds.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
 // surplus returns offices to give up: while this node is above its fair
 // share by more than the office it would give, and another live node is
-// under its share with room for it.
+// under its share with room for it, renewing and up for leftFree.
 func (n *Node) surplus(v view) []string {
 	n.mu.Lock()
 	type held struct {
@@ -183,7 +204,7 @@ func (n *Node) surplus(v view) []string {
 	slices.SortFunc(mine, func(a, b held) int { return a.weight - b.weight })
 	room := 0 // what the nodes under their share can take
 	for _, o := range v.nodes {
-		if o.id == n.cfg.NodeID || o.load >= v.fair {
+		if o.id == n.cfg.NodeID || o.load >= v.fair || o.silent > n.leftFree() || o.up < n.leftFree() {
 			continue
 		}
 		r := v.fair - o.load
