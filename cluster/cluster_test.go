@@ -402,17 +402,25 @@ func TestCrashedNodeOffices(t *testing.T) {
 	}
 }
 
+// twoOfficesOnA starts node a (lease 4 s, renew 1 s) on a database of two
+// offices without agents (each weighs 1) and waits until it runs both.
+func twoOfficesOnA(t *testing.T) (*pgxpool.Pool, cluster.Config, *runningNode) {
+	t.Helper()
+	pool, _ := database(t, 2)
+	cfg := cluster.Config{Lease: 4 * time.Second, Renew: time.Second}
+	a := startNode(t, pool, cfg)
+	waitFor(t, 10*time.Second, "both offices on a", func() bool { return a.rec.count() == 2 })
+	return pool, cfg, a
+}
+
 // TestGivenAwayThenOrphaned: a node that gave an office away (it was
 // above its share) takes it back as soon as it is free again if another
 // node took it since and died, not three leases later. Node b is rows: a
 // heartbeat that makes node a give one of its two offices, then a take of
 // that office and no renewal (its heartbeat ages out as its lease ends).
 func TestGivenAwayThenOrphaned(t *testing.T) {
-	pool, _ := database(t, 2)
+	pool, cfg, a := twoOfficesOnA(t)
 	ctx := context.Background()
-	cfg := cluster.Config{Lease: 4 * time.Second, Renew: time.Second}
-	a := startNode(t, pool, cfg)
-	waitFor(t, 10*time.Second, "both offices on a", func() bool { return a.rec.count() == 2 })
 	if _, err := pool.Exec(ctx, `insert into office_cluster.nodes (node_id, started_at) values ('b', now() - interval '1 minute')`); err != nil {
 		t.Fatal(err)
 	}
@@ -441,11 +449,8 @@ func TestGivenAwayThenOrphaned(t *testing.T) {
 // since, is not handed it again. A node just started (c) is handed
 // nothing: it may die before it takes.
 func TestHandedToNodeThatNeverTakes(t *testing.T) {
-	pool, _ := database(t, 2)
+	pool, cfg, a := twoOfficesOnA(t)
 	ctx := context.Background()
-	cfg := cluster.Config{Lease: 4 * time.Second, Renew: time.Second}
-	a := startNode(t, pool, cfg)
-	waitFor(t, 10*time.Second, "both offices on a", func() bool { return a.rec.count() == 2 })
 	if _, err := pool.Exec(ctx, `insert into office_cluster.nodes (node_id) values ('c')`); err != nil {
 		t.Fatal(err)
 	}
